@@ -1,0 +1,182 @@
+// swift-tools-version: 6.1
+import PackageDescription
+
+let package = Package(
+    name: "Herald",
+    platforms: [.macOS(.v15)],
+    products: [
+        .executable(name: "herald", targets: ["HeraldCLI"]),
+        .library(name: "HeraldCore", targets: ["HeraldCore"]),
+        .library(name: "HeraldConfig", targets: ["HeraldConfig"]),
+        .library(name: "HeraldAPNs", targets: ["HeraldAPNs"]),
+        .library(name: "APNsSandbox", targets: ["APNsSandbox"]),
+        .plugin(name: "ValidateTenants", targets: ["ValidateTenants"]),
+    ],
+    dependencies: [
+        .package(url: "https://github.com/apple/swift-nio.git", from: "2.101.2"),
+        .package(url: "https://github.com/apple/swift-nio-http2.git", from: "1.46.0"),
+        .package(url: "https://github.com/apple/swift-nio-ssl.git", from: "2.37.6"),
+        .package(url: "https://github.com/apple/swift-crypto.git", from: "4.5.2"),
+        .package(url: "https://github.com/apple/swift-certificates.git", from: "1.21.1"),
+        .package(url: "https://github.com/apple/swift-asn1.git", from: "1.7.4"),
+        .package(url: "https://github.com/apple/swift-log.git", from: "1.16.2"),
+        .package(url: "https://github.com/apple/swift-argument-parser.git", from: "1.8.2"),
+        .package(url: "https://github.com/jpsim/Yams.git", from: "6.2.2"),
+        .package(url: "https://github.com/vapor/jwt-kit.git", from: "5.8.0"),
+        .package(url: "https://github.com/HdrHistogram/hdrhistogram-swift.git", from: "0.2.0"),
+        .package(url: "https://github.com/apple/swift-metrics.git", from: "2.13.0"),
+        .package(url: "https://github.com/groue/GRDB.swift.git", from: "7.10.0"),
+    ],
+    targets: [
+        // The vocabulary of the APNs provider API. Foundation only.
+        .target(name: "HeraldCore"),
+        // Tenant and server configuration files (YAML).
+        .target(
+            name: "HeraldConfig",
+            dependencies: [
+                "HeraldCore",
+                .product(name: "Yams", package: "Yams"),
+            ]
+        ),
+        // The wire: credentials, HTTP/2 connections and pools.
+        .target(
+            name: "HeraldAPNs",
+            dependencies: [
+                "HeraldCore",
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "NIOHTTP1", package: "swift-nio"),
+                .product(name: "NIOHPACK", package: "swift-nio-http2"),
+                .product(name: "NIOHTTP2", package: "swift-nio-http2"),
+                .product(name: "NIOSSL", package: "swift-nio-ssl"),
+                .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "_CryptoExtras", package: "swift-crypto"),
+                .product(name: "X509", package: "swift-certificates"),
+                .product(name: "SwiftASN1", package: "swift-asn1"),
+                .product(name: "JWTKit", package: "jwt-kit"),
+                .product(name: "Logging", package: "swift-log"),
+            ]
+        ),
+        // A faithful local APNs over TLS and HTTP/2.
+        .target(
+            name: "APNsSandbox",
+            dependencies: [
+                "HeraldCore",
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "NIOHPACK", package: "swift-nio-http2"),
+                .product(name: "NIOHTTP2", package: "swift-nio-http2"),
+                .product(name: "NIOSSL", package: "swift-nio-ssl"),
+                .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "X509", package: "swift-certificates"),
+                .product(name: "SwiftASN1", package: "swift-asn1"),
+                .product(name: "JWTKit", package: "jwt-kit"),
+                .product(name: "Yams", package: "Yams"),
+                .product(name: "Logging", package: "swift-log"),
+            ]
+        ),
+        // The engine: router, tenant runtimes, plugin registry.
+        .target(
+            name: "Herald",
+            dependencies: [
+                "HeraldCore", "HeraldConfig", "HeraldAPNs", "HeraldStore",
+                "RateLimitPlugin", "FeedbackPlugin", "MetricsPlugin",
+                .product(name: "Logging", package: "swift-log"),
+            ]
+        ),
+        // Durable jobs, results and invalid device tokens (SQLite via GRDB by default).
+        .target(
+            name: "HeraldStore",
+            dependencies: [
+                "HeraldCore",
+                .product(name: "GRDB", package: "GRDB.swift"),
+            ]
+        ),
+        // Runtime plugins: one send-pipeline middleware each; they see only HeraldCore.
+        .target(name: "RateLimitPlugin", dependencies: ["HeraldCore"]),
+        .target(
+            name: "FeedbackPlugin",
+            dependencies: [
+                "HeraldCore",
+                .product(name: "Crypto", package: "swift-crypto"),
+            ]
+        ),
+        .target(
+            name: "MetricsPlugin",
+            dependencies: [
+                "HeraldCore",
+                .product(name: "Metrics", package: "swift-metrics"),
+            ]
+        ),
+        // The `herald` command line.
+        .executableTarget(
+            name: "HeraldCLI",
+            dependencies: [
+                "HeraldCore",
+                "HeraldConfig",
+                "HeraldAPNs",
+                "APNsSandbox",
+                "Herald",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                .product(name: "Histogram", package: "hdrhistogram-swift"),
+                .product(name: "Logging", package: "swift-log"),
+            ]
+        ),
+        // `swift package validate-tenants [DIR]`
+        .plugin(
+            name: "ValidateTenants",
+            capability: .command(
+                intent: .custom(verb: "validate-tenants", description: "Validate the tenant files in a directory (default: tenants/)"),
+                permissions: []
+            ),
+            dependencies: ["HeraldCLI"]
+        ),
+        .testTarget(name: "HeraldCoreTests", dependencies: ["HeraldCore"]),
+        .testTarget(
+            name: "HeraldConfigTests",
+            dependencies: [
+                "HeraldConfig", "HeraldAPNs",
+                .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "X509", package: "swift-certificates"),
+            ]
+        ),
+        .testTarget(
+            name: "HeraldAPNsTests",
+            dependencies: [
+                "HeraldAPNs", "HeraldConfig", "APNsSandbox",
+                .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "X509", package: "swift-certificates"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "NIOSSL", package: "swift-nio-ssl"),
+                .product(name: "NIOHTTP2", package: "swift-nio-http2"),
+                .product(name: "JWTKit", package: "jwt-kit"),
+            ]
+        ),
+        .testTarget(
+            name: "APNsSandboxTests",
+            dependencies: [
+                "APNsSandbox", "HeraldCore",
+                .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "X509", package: "swift-certificates"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "NIOSSL", package: "swift-nio-ssl"),
+                .product(name: "NIOHPACK", package: "swift-nio-http2"),
+                .product(name: "NIOHTTP2", package: "swift-nio-http2"),
+                .product(name: "JWTKit", package: "jwt-kit"),
+            ]
+        ),
+        .testTarget(
+            name: "HeraldTests",
+            dependencies: [
+                "Herald", "HeraldStore", "RateLimitPlugin", "FeedbackPlugin", "MetricsPlugin", "APNsSandbox",
+                .product(name: "MetricsTestKit", package: "swift-metrics"),
+                .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "NIOHTTP1", package: "swift-nio"),
+            ]
+        ),
+    ]
+)

@@ -1,0 +1,70 @@
+/// An `apns-id`: a canonical UUID, 32 lowercase hex digits in the form 8-4-4-4-12.
+public struct NotificationID: Hashable, Sendable, CustomStringConvertible, Codable {
+    public let rawValue: String
+
+    /// Parses an apns-id. Uppercase digits are accepted and lowered; any other form is `BadMessageId`.
+    public init(_ string: String) throws(NotificationValidationError) {
+        let bytes = Array(string.utf8)
+        guard bytes.count == 36 else {
+            throw NotificationValidationError(.badMessageId, field: "apns_id", message: "apns-id must be a UUID in the form 8-4-4-4-12")
+        }
+        var out = [UInt8]()
+        out.reserveCapacity(36)
+        for (index, byte) in bytes.enumerated() {
+            if index == 8 || index == 13 || index == 18 || index == 23 {
+                guard byte == UInt8(ascii: "-") else {
+                    throw NotificationValidationError(.badMessageId, field: "apns_id", message: "apns-id must be a UUID in the form 8-4-4-4-12")
+                }
+                out.append(byte)
+                continue
+            }
+            switch byte {
+            case UInt8(ascii: "0")...UInt8(ascii: "9"), UInt8(ascii: "a")...UInt8(ascii: "f"): out.append(byte)
+            case UInt8(ascii: "A")...UInt8(ascii: "F"): out.append(byte + 32)
+            default:
+                throw NotificationValidationError(.badMessageId, field: "apns_id", message: "apns-id must be hexadecimal digits and hyphens")
+            }
+        }
+        self.rawValue = String(decoding: out, as: UTF8.self)
+    }
+
+    /// A new random (version 4) apns-id.
+    public static func random() -> NotificationID {
+        var generator = SystemRandomNumberGenerator()
+        return random(using: &generator)
+    }
+
+    /// A new random (version 4) apns-id from the given generator.
+    public static func random(using generator: inout some RandomNumberGenerator) -> NotificationID {
+        var bytes = [UInt8](repeating: 0, count: 16)
+        for i in 0..<16 { bytes[i] = UInt8.random(in: 0...255, using: &generator) }
+        bytes[6] = (bytes[6] & 0x0f) | 0x40
+        bytes[8] = (bytes[8] & 0x3f) | 0x80
+        let digits = Array("0123456789abcdef".utf8)
+        var out = [UInt8]()
+        out.reserveCapacity(36)
+        for (i, byte) in bytes.enumerated() {
+            if i == 4 || i == 6 || i == 8 || i == 10 { out.append(UInt8(ascii: "-")) }
+            out.append(digits[Int(byte >> 4)])
+            out.append(digits[Int(byte & 0x0f)])
+        }
+        return NotificationID(uncheckedCanonical: String(decoding: out, as: UTF8.self))
+    }
+
+    init(uncheckedCanonical: String) { self.rawValue = uncheckedCanonical }
+
+    public var description: String { rawValue }
+
+    public init(from decoder: any Decoder) throws {
+        let container = try decoder.singleValueContainer()
+        let raw = try container.decode(String.self)
+        do { try self.init(raw) } catch {
+            throw DecodingError.dataCorruptedError(in: container, debugDescription: error.message)
+        }
+    }
+
+    public func encode(to encoder: any Encoder) throws {
+        var container = encoder.singleValueContainer()
+        try container.encode(rawValue)
+    }
+}

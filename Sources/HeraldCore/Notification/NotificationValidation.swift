@@ -1,0 +1,74 @@
+/// A notification that APNs would refuse, found before it goes on the wire.
+///
+/// `reason` is the reason APNs itself would give; `field` names the offending field as the
+/// API and CLI call it; `message` says which rule was broken. No secret ever goes in here.
+public struct NotificationValidationError: Error, Sendable, Hashable, CustomStringConvertible {
+    public var reason: APNsReason
+    public var field: String
+    public var message: String
+
+    public init(_ reason: APNsReason, field: String, message: String) {
+        self.reason = reason
+        self.field = field
+        self.message = message
+    }
+
+    public var description: String { "\(field): \(message) (\(reason.wireValue))" }
+}
+
+extension Notification {
+    /// Checks the notification against the rules APNs enforces, in the order APNs reports them.
+    ///
+    /// - Parameter requireTopic: true for token connections and multi-topic certificates, where
+    ///   APNs answers `MissingTopic` without one.
+    public func validate(requireTopic: Bool = true) throws(NotificationValidationError) {
+        if let topic {
+            try Notification.validateTopic(topic)
+        } else if requireTopic {
+            throw NotificationValidationError(.missingTopic, field: "topic", message: "a topic (apns-topic) is required")
+        }
+        if let collapseID, collapseID.utf8.count > Notification.maximumCollapseIDLength {
+            throw NotificationValidationError(
+                .badCollapseId, field: "collapse_id",
+                message: "collapse ID is \(collapseID.utf8.count) bytes; at most \(Notification.maximumCollapseIDLength) are allowed")
+        }
+        if payload.isEmpty {
+            throw NotificationValidationError(.payloadEmpty, field: "payload", message: "the payload is empty")
+        }
+        let limit = pushType.maximumPayloadSize
+        if payload.count > limit {
+            throw NotificationValidationError(
+                .payloadTooLarge, field: "payload",
+                message: "the payload is \(payload.count) bytes; \(pushType.rawValue) notifications allow at most \(limit)")
+        }
+        if priority == .immediate, PayloadInspection.apsHoldsOnlyContentAvailable(payload) {
+            throw NotificationValidationError(
+                .badPriority, field: "priority",
+                message: "priority 10 is not allowed for a payload whose aps holds only content-available; use 5")
+        }
+    }
+
+    /// A topic is a bundle ID with an optional push-type suffix: dot-separated, no spaces,
+    /// at most 255 bytes.
+    public static func validateTopic(_ topic: String) throws(NotificationValidationError) {
+        guard !topic.isEmpty else {
+            throw NotificationValidationError(.missingTopic, field: "topic", message: "the topic is empty")
+        }
+        guard topic.utf8.count <= 255 else {
+            throw NotificationValidationError(.badTopic, field: "topic", message: "the topic is longer than 255 bytes")
+        }
+        for byte in topic.utf8 {
+            switch byte {
+            case UInt8(ascii: "a")...UInt8(ascii: "z"), UInt8(ascii: "A")...UInt8(ascii: "Z"),
+                UInt8(ascii: "0")...UInt8(ascii: "9"), UInt8(ascii: "."), UInt8(ascii: "-"), UInt8(ascii: "_"):
+                continue
+            default:
+                throw NotificationValidationError(
+                    .badTopic, field: "topic", message: "the topic may hold only letters, digits, '.', '-' and '_'")
+            }
+        }
+        if topic.hasPrefix(".") || topic.hasSuffix(".") || topic.contains("..") {
+            throw NotificationValidationError(.badTopic, field: "topic", message: "the topic is not a dotted bundle ID")
+        }
+    }
+}

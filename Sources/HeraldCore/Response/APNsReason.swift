@@ -1,0 +1,125 @@
+/// A `reason` string from an APNs error response or GOAWAY frame (Apple's table of reasons).
+///
+/// Wire strings map to a case; anything Apple adds later is kept as ``unknown(_:)``.
+public enum APNsReason: Hashable, Sendable, CustomStringConvertible, Codable {
+    case badCollapseId
+    case badDeviceToken
+    case badExpirationDate
+    case badMessageId
+    case badPriority
+    case badTopic
+    case deviceTokenNotForTopic
+    case duplicateHeaders
+    case idleTimeout
+    case missingDeviceToken
+    case missingTopic
+    case payloadEmpty
+    case topicDisallowed
+    case badCertificate
+    case badCertificateEnvironment
+    case expiredProviderToken
+    case forbidden
+    case invalidProviderToken
+    case missingProviderToken
+    case badPath
+    case methodNotAllowed
+    case unregistered
+    case payloadTooLarge
+    case tooManyProviderTokenUpdates
+    case tooManyRequests
+    case internalServerError
+    case serviceUnavailable
+    case shutdown
+    /// A reason string this version of Herald does not know.
+    case unknown(String)
+
+    /// Every reason in Apple's table, in the table's order.
+    public static let known: [APNsReason] = [
+        .badCollapseId, .badDeviceToken, .badExpirationDate, .badMessageId, .badPriority, .badTopic,
+        .deviceTokenNotForTopic, .duplicateHeaders, .idleTimeout, .missingDeviceToken, .missingTopic,
+        .payloadEmpty, .topicDisallowed, .badCertificate, .badCertificateEnvironment,
+        .expiredProviderToken, .forbidden, .invalidProviderToken, .missingProviderToken, .badPath,
+        .methodNotAllowed, .unregistered, .payloadTooLarge, .tooManyProviderTokenUpdates,
+        .tooManyRequests, .internalServerError, .serviceUnavailable, .shutdown,
+    ]
+
+    private static let byWire: [String: APNsReason] = Dictionary(
+        uniqueKeysWithValues: known.map { ($0.wireValue, $0) })
+
+    public init(wireValue: String) {
+        self = Self.byWire[wireValue] ?? .unknown(wireValue)
+    }
+
+    /// The string APNs puts in `{"reason": …}`.
+    public var wireValue: String {
+        switch self {
+        case .badCollapseId: return "BadCollapseId"
+        case .badDeviceToken: return "BadDeviceToken"
+        case .badExpirationDate: return "BadExpirationDate"
+        case .badMessageId: return "BadMessageId"
+        case .badPriority: return "BadPriority"
+        case .badTopic: return "BadTopic"
+        case .deviceTokenNotForTopic: return "DeviceTokenNotForTopic"
+        case .duplicateHeaders: return "DuplicateHeaders"
+        case .idleTimeout: return "IdleTimeout"
+        case .missingDeviceToken: return "MissingDeviceToken"
+        case .missingTopic: return "MissingTopic"
+        case .payloadEmpty: return "PayloadEmpty"
+        case .topicDisallowed: return "TopicDisallowed"
+        case .badCertificate: return "BadCertificate"
+        case .badCertificateEnvironment: return "BadCertificateEnvironment"
+        case .expiredProviderToken: return "ExpiredProviderToken"
+        case .forbidden: return "Forbidden"
+        case .invalidProviderToken: return "InvalidProviderToken"
+        case .missingProviderToken: return "MissingProviderToken"
+        case .badPath: return "BadPath"
+        case .methodNotAllowed: return "MethodNotAllowed"
+        case .unregistered: return "Unregistered"
+        case .payloadTooLarge: return "PayloadTooLarge"
+        case .tooManyProviderTokenUpdates: return "TooManyProviderTokenUpdates"
+        case .tooManyRequests: return "TooManyRequests"
+        case .internalServerError: return "InternalServerError"
+        case .serviceUnavailable: return "ServiceUnavailable"
+        case .shutdown: return "Shutdown"
+        case .unknown(let raw): return raw
+        }
+    }
+
+    /// The HTTP status APNs answers with for this reason (Apple's table); nil for unknown reasons.
+    public var status: Int? {
+        switch self {
+        case .badCollapseId, .badDeviceToken, .badExpirationDate, .badMessageId, .badPriority, .badTopic,
+            .deviceTokenNotForTopic, .duplicateHeaders, .idleTimeout, .missingDeviceToken, .missingTopic,
+            .payloadEmpty, .topicDisallowed:
+            return 400
+        case .badCertificate, .badCertificateEnvironment, .expiredProviderToken, .forbidden,
+            .invalidProviderToken, .missingProviderToken:
+            return 403
+        case .badPath: return 404
+        case .methodNotAllowed: return 405
+        case .unregistered: return 410
+        case .payloadTooLarge: return 413
+        case .tooManyProviderTokenUpdates, .tooManyRequests: return 429
+        case .internalServerError: return 500
+        case .serviceUnavailable, .shutdown: return 503
+        case .unknown: return nil
+        }
+    }
+
+    /// A short label, safe for metrics (bounded: unknown reasons share one label).
+    public var metricLabel: String {
+        if case .unknown = self { return "Unknown" }
+        return wireValue
+    }
+
+    public var description: String { wireValue }
+
+    public init(from decoder: any Decoder) throws {
+        self.init(wireValue: try decoder.singleValueContainer().decode(String.self))
+    }
+
+    public func encode(to encoder: any Encoder) throws {
+        var container = encoder.singleValueContainer()
+        try container.encode(wireValue)
+    }
+}

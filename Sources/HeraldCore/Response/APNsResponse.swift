@@ -1,0 +1,64 @@
+import Foundation
+
+/// APNs' answer to one notification: the `:status`, the `apns-id`, and for failures the JSON
+/// body's `reason` (and, with 410, its `timestamp`).
+public struct APNsResponse: Sendable, Hashable {
+    public var status: Int
+    public var apnsID: NotificationID?
+    public var reason: APNsReason?
+    /// With 410: the last time APNs confirmed the token was no longer valid for the topic.
+    public var timestamp: Date?
+
+    public init(status: Int, apnsID: NotificationID?, reason: APNsReason? = nil, timestamp: Date? = nil) {
+        self.status = status
+        self.apnsID = apnsID
+        self.reason = reason
+        self.timestamp = timestamp
+    }
+
+    public var isSuccess: Bool { status == 200 }
+
+    /// Builds a response from the wire: the status, the apns-id header and the (possibly empty) body.
+    /// A body that is not the JSON APNs documents still yields a response; its reason is then nil.
+    public init(status: Int, apnsIDHeader: String?, body: [UInt8]) {
+        self.status = status
+        self.apnsID = apnsIDHeader.flatMap { try? NotificationID($0) }
+        let decoded = APNsErrorBody.decode(body)
+        self.reason = decoded?.reason
+        self.timestamp = decoded?.timestamp
+    }
+}
+
+/// The JSON body of an APNs error response, or of a GOAWAY frame: `{"reason": "…", "timestamp": 1234}`.
+public struct APNsErrorBody: Sendable, Hashable {
+    public var reason: APNsReason
+    /// Milliseconds since the epoch on the wire.
+    public var timestamp: Date?
+
+    public init(reason: APNsReason, timestamp: Date? = nil) {
+        self.reason = reason
+        self.timestamp = timestamp
+    }
+
+    public static func decode(_ bytes: [UInt8]) -> APNsErrorBody? {
+        guard !bytes.isEmpty,
+            let object = try? JSONSerialization.jsonObject(with: Data(bytes)) as? [String: Any],
+            let reason = object["reason"] as? String
+        else { return nil }
+        var timestamp: Date? = nil
+        if let millis = object["timestamp"] as? NSNumber {
+            timestamp = Date(timeIntervalSince1970: millis.doubleValue / 1000)
+        }
+        return APNsErrorBody(reason: APNsReason(wireValue: reason), timestamp: timestamp)
+    }
+
+    /// The JSON bytes, as APNs writes them.
+    public func encoded() -> [UInt8] {
+        var json = "{\"reason\":" + JSONValue.string(reason.wireValue).jsonText
+        if let timestamp {
+            json += ",\"timestamp\":" + String(Int64((timestamp.timeIntervalSince1970 * 1000).rounded()))
+        }
+        json += "}"
+        return Array(json.utf8)
+    }
+}
