@@ -1,0 +1,96 @@
+import HeraldCore
+import Yams
+
+/// Collects the errors found in one YAML file and remembers where each field was written.
+///
+/// Readers report every problem they find and go on, so one pass over a file lists all of its
+/// errors, not just the first.
+final class YAMLDiagnostics {
+    let file: String
+    private(set) var errors: [ConfigError] = []
+    /// Field path → where its value was written.
+    private(set) var locations: [String: SourceLocation] = [:]
+
+    init(file: String) {
+        self.file = file
+    }
+
+    var hasErrors: Bool { !errors.isEmpty }
+
+    func location(_ node: Node?) -> SourceLocation {
+        guard let mark = node?.mark else { return SourceLocation(file: file, line: 1, column: 1) }
+        return SourceLocation(file: file, line: mark.line, column: mark.column)
+    }
+
+    func location(_ mark: Mark) -> SourceLocation {
+        SourceLocation(file: file, line: mark.line, column: mark.column)
+    }
+
+    func error(at node: Node?, _ field: String, _ message: String) {
+        errors.append(ConfigError(location: location(node), field: field, message: message))
+    }
+
+    func error(at location: SourceLocation, _ field: String, _ message: String) {
+        errors.append(ConfigError(location: location, field: field, message: message))
+    }
+
+    func record(_ field: String, _ node: Node) {
+        locations[field] = location(node)
+    }
+
+    /// Errors sorted by position (readers visit sections in their own order).
+    var sortedErrors: [ConfigError] {
+        errors.enumerated().sorted { a, b in
+            let (l, r) = (a.element.location, b.element.location)
+            if l.line != r.line { return l.line < r.line }
+            if l.column != r.column { return l.column < r.column }
+            return a.offset < b.offset
+        }.map(\.element)
+    }
+}
+
+/// A field path: `auth.token.key_id`, `topics[2]`, `plugins[0].options`.
+struct FieldPath: CustomStringConvertible {
+    let text: String
+
+    static let root = FieldPath(text: "")
+
+    func appending(_ key: String) -> FieldPath {
+        FieldPath(text: text.isEmpty ? key : text + "." + key)
+    }
+
+    func index(_ i: Int) -> FieldPath {
+        FieldPath(text: text + "[\(i)]")
+    }
+
+    var description: String { text }
+}
+
+extension Node {
+    /// A short name of the node's kind for messages ("a mapping", "a list", "a number", …).
+    var kindForMessages: String {
+        switch self {
+        case .mapping: return "a mapping"
+        case .sequence: return "a list"
+        case .alias: return "an alias"
+        case .scalar(let scalar):
+            if scalar.style == .singleQuoted || scalar.style == .doubleQuoted { return "a string" }
+            switch tagName {
+            case .null: return "empty"
+            case .bool: return "a boolean"
+            case .int: return "a whole number"
+            case .float: return "a number"
+            default: return "a string"
+            }
+        }
+    }
+
+    /// The node's resolved tag name (`tag:yaml.org,2002:int`, …).
+    var tagName: Tag.Name { Tag.Name(rawValue: tag.rawValue) }
+
+    /// True for `~`, `null` and an empty plain value.
+    var isNull: Bool {
+        guard case .scalar(let scalar) = self else { return false }
+        return scalar.style != .singleQuoted && scalar.style != .doubleQuoted && tagName == .null
+    }
+}
