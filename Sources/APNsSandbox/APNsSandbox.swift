@@ -1,0 +1,163 @@
+import Foundation
+import HeraldCore
+import Logging
+import NIOCore
+import NIOPosix
+import NIOSSL
+import Synchronization
+
+/// A faithful local APNs: HTTP/2 over TLS 1.2+ (ALPN `h2`), provider tokens and client
+/// certificates, every status and reason of Apple's table, stream limits, GOAWAY, fault
+/// injection, and a record of everything it received.
+///
+/// ```swift
+/// let sandbox = try await APNsSandbox.start(configuration)
+/// // point a client at https://127.0.0.1:\(sandbox.port), trusting sandbox.trustRootsPEM
+/// let answered = sandbox.requests.filter(\.processed)
+/// try await sandbox.shutdown()
+/// ```
+public final class APNsSandbox: Sendable {
+    private let serverChannel: any Channel
+    private let core: SandboxCore
+    private let flushTask: Mutex<RepeatedTask?>
+    private let isShutDown = Atomic<Bool>(false)
+
+    /// The port the sandbox listens on (the one picked when the configuration said 0).
+    public let port: Int
+    /// The host the sandbox listens on.
+    public let host: String
+    /// The CA certificate (PEM) that signed the server certificate: what clients trust.
+    public let trustRootsPEM: String
+
+    private init(serverChannel: any Channel, core: SandboxCore, port: Int, host: String, trustRootsPEM: String) {
+        self.serverChannel = serverChannel
+        self.core = core
+        self.port = port
+        self.host = host
+        self.trustRootsPEM = trustRootsPEM
+        self.flushTask = Mutex(nil)
+    }
+
+    /// Starts a sandbox: issues its server certificate from the configured CA and binds.
+    public static func start(
+        _ configuration: SandboxConfiguration,
+        eventLoopGroup: any EventLoopGroup = MultiThreadedEventLoopGroup.singleton,
+        logger: Logger = Logger(label: "herald.sandbox")
+    ) async throws -> APNsSandbox {
+        let ca = configuration.certificateAuthority
+        let server = try ca.issueServerCertificate()
+        var tls = TLSConfiguration.makeServerConfiguration(
+            certificateChain: [.certificate(try NIOSSLCertificate(bytes: Array(server.certificatePEM.utf8), format: .pem))],
+            privateKey: .privateKey(try NIOSSLPrivateKey(bytes: Array(server.privateKeyPEM.utf8), format: .pem))
+        )
+        tls.minimumTLSVersion = .tlsv12
+        tls.applicationProtocols = ["h2"]
+        tls.certificateVerification = .optionalVerification
+        tls.trustRoots = .certificates([try NIOSSLCertificate(bytes: Array(ca.certificatePEM.utf8), format: .pem)])
+        let sslContext = try NIOSSLContext(configuration: tls)
+
+        let recorder = try SandboxRecorder(
+            keepInMemory: configuration.recordInMemory, maximumKept: configuration.maximumRecordedRequests,
+            file: configuration.recordFile)
+        let core = SandboxCore(configuration: configuration, recorder: recorder, logger: logger)
+
+        let channel: any Channel
+        do {
+            channel = try await ServerBootstrap(group: eventLoopGroup)
+                .serverChannelOption(.backlog, value: 256)
+                .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)
+                .childChannelOption(.socketOption(.tcp_nodelay), value: 1)
+                .childChannelOption(.maxMessagesPerRead, value: 16)
+                .childChannelInitializer { channel in
+                    channel.eventLoop.makeCompletedFuture {
+                        let pipeline = channel.pipeline.syncOperations
+                        try pipeline.addHandler(NIOSSLServerHandler(context: sslContext))
+                        try pipeline.addHandler(SandboxHandshakeHandler(core: core))
+                    }
+                }
+                .bind(host: configuration.host, port: configuration.port)
+                .get()
+        } catch {
+            throw SandboxError.startup("cannot listen on \(configuration.host):\(configuration.port): \(error)")
+        }
+        guard let port = channel.localAddress?.port else {
+            try? await channel.close()
+            throw SandboxError.startup("the listening socket has no port")
+        }
+        let sandbox = APNsSandbox(
+            serverChannel: channel, core: core, port: port, host: configuration.host, trustRootsPEM: ca.certificatePEM)
+        if configuration.recordFile != nil {
+            let task = channel.eventLoop.scheduleRepeatedTask(initialDelay: .seconds(1), delay: .seconds(1)) { _ in
+                recorder.flush()
+            }
+            sandbox.flushTask.withLock { $0 = task }
+        }
+        logger.info(
+            "sandbox listening",
+            metadata: ["herald.host": "\(configuration.host)", "herald.port": "\(port)"])
+        return sandbox
+    }
+
+    // MARK: What it saw
+
+    /// Every request received, in order of arrival (up to ``SandboxConfiguration/maximumRecordedRequests``).
+    public var requests: [SandboxRecordedRequest] { core.recorder.requests }
+
+    /// The client's wire behaviour: PRIORITY frames, streams above the limit, HPACK encoding.
+    public var audit: SandboxAudit { core.recorder.audit }
+
+    /// Running totals (requests, answers by status and reason, GOAWAYs, drops, token checks).
+    public var counters: SandboxCounters {
+        var counters = core.recorder.counters
+        counters.tokenVerifications = core.verifier.verificationCount
+        return counters
+    }
+
+    /// Connections accepted since start (TLS handshake and ALPN `h2` done).
+    public var connectionCount: Int { core.totalConnectionCount }
+
+    /// Connections open now.
+    public var activeConnections: Int { core.activeConnectionCount }
+
+    /// Forgets the record, counters and audit (not the connections).
+    public func resetRecord() { core.recorder.reset() }
+
+    // MARK: Control
+
+    /// Changes the fault injection for every connection (new and open ones).
+    public func setFaults(_ faults: SandboxFaults) { core.setFaults(faults) }
+
+    /// The current fault injection.
+    public var faults: SandboxFaults { core.faults }
+
+    /// Changes SETTINGS_MAX_CONCURRENT_STREAMS: open connections get a new SETTINGS frame at once
+    /// (token connections only once they have shown a valid token).
+    public func setMaxConcurrentStreams(_ n: Int) {
+        core.setMaxConcurrentStreams(n)
+        let limit = core.maxConcurrentStreams
+        for ref in core.openConnections {
+            let handler = ref.handler
+            ref.channel.eventLoop.execute { handler.value.maxConcurrentStreamsChanged(limit) }
+        }
+    }
+
+    /// Sends GOAWAY with `{"reason": …}` on every open connection: streams already opened are
+    /// answered, later ones refused, then each connection closes.
+    public func sendGoAwayToAll(reason: APNsReason = .shutdown) {
+        for ref in core.openConnections {
+            let handler = ref.handler
+            ref.channel.eventLoop.execute { handler.value.goAwayForShutdown(reason: reason) }
+        }
+    }
+
+    /// Stops listening, closes every connection and flushes the record file.
+    public func shutdown() async throws {
+        guard !isShutDown.exchange(true, ordering: .relaxed) else { return }
+        flushTask.withLock { $0?.cancel() }
+        try? await serverChannel.close()
+        for ref in core.openConnections {
+            try? await ref.channel.close()
+        }
+        core.recorder.close()
+    }
+}

@@ -1,0 +1,686 @@
+import Crypto
+import Foundation
+import HeraldCore
+import Logging
+import NIOCore
+import NIOHPACK
+import NIOHTTP2
+
+/// Answers the requests of one HTTP/2 connection, at frame level on the connection's event loop
+/// (no per-stream channels or tasks: the sandbox must never be the bottleneck).
+final class SandboxConnectionHandler: ChannelInboundHandler, NIOHTTP2FrameDelegate {
+    typealias InboundIn = HTTP2Frame
+    typealias OutboundOut = HTTP2Frame
+
+    enum Auth {
+        case token
+        case certificate(topics: [String])
+
+        var kind: SandboxAuthKind {
+            switch self {
+            case .token: return .token
+            case .certificate: return .certificate
+            }
+        }
+    }
+
+    private struct Stream {
+        var head: SandboxRequestHead
+        var sequence: Int
+        var receivedAt: Date
+        var body: ByteBuffer?
+        var bodySize: Int = 0
+        var endStreamReceived = false
+        /// Evaluated, the answer waits for the added latency.
+        var awaitingResponse = false
+    }
+
+    /// What the sandbox answers to one request, and what it learned on the way.
+    private struct Outcome {
+        var status: Int = 200
+        var reason: APNsReason? = nil
+        var timestamp: Date? = nil
+        var teamID: String? = nil
+        var keyID: String? = nil
+        var topic: String? = nil
+        var deviceToken: String? = nil
+        var pushType: PushType? = nil
+
+        mutating func reject(_ reason: APNsReason, timestamp: Date? = nil) {
+            self.status = reason.status ?? 400
+            self.reason = reason
+            self.timestamp = timestamp
+        }
+    }
+
+    private let core: SandboxCore
+    let connectionID: Int
+    private let auth: Auth
+    private var context: ChannelHandlerContext?
+    private var streams: [HTTP2StreamID: Stream] = [:]
+
+    private var tokenAccepted = false
+    private var advertisedLimit: Int
+    private var processedCount = 0
+    private var highestStreamID = HTTP2StreamID.rootStream
+    /// Set once the sandbox sent GOAWAY: streams above it are refused.
+    private var goawayLastStreamID: HTTP2StreamID? = nil
+    private var closeWhenIdle = false
+    private var closed = false
+    private var dropped = false
+    private var inRead = false
+    private var needsFlush = false
+
+    private var faults: SandboxFaults
+    private var faultsVersion: Int
+    private var random: SplitMix64
+
+    private var lastToken: String? = nil
+    private var lastTokenVerdict: VerifiedToken? = nil
+    private var connectionTracker = TokenUpdateTracker()
+    private var hpackAudit = HPACKAudit()
+
+    /// The connection-level inbound window the sandbox keeps open for its client.
+    static let connectionWindowTarget = 1 << 20
+    private var connectionWindowOpened = false
+
+    init(core: SandboxCore, connectionID: Int, auth: Auth, initialLimit: Int) {
+        self.core = core
+        self.connectionID = connectionID
+        self.auth = auth
+        self.advertisedLimit = initialLimit
+        self.faultsVersion = core.faultsVersion
+        self.faults = core.faults
+        self.random = SplitMix64(seed: Self.mix(seed: faults.seed, connectionID: connectionID))
+    }
+
+    private static func mix(seed: UInt64, connectionID: Int) -> UInt64 {
+        seed ^ (UInt64(truncatingIfNeeded: connectionID) &* 0xD1B5_4A32_D192_ED03)
+    }
+
+    // MARK: Channel events
+
+    func handlerAdded(context: ChannelHandlerContext) {
+        self.context = context
+        openConnectionWindow(context: context)
+    }
+
+    func handlerRemoved(context: ChannelHandlerContext) {
+        self.context = nil
+    }
+
+    func channelInactive(context: ChannelHandlerContext) {
+        closed = true
+        let cause = dropped ? "connection-dropped" : "connection-closed"
+        for (streamID, stream) in streams.sorted(by: { $0.key < $1.key }) {
+            recordCutOff(streamID: streamID, stream: stream, cause: cause)
+        }
+        streams.removeAll()
+        core.unregister(connectionID)
+        context.fireChannelInactive()
+    }
+
+    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+        let frame = unwrapInboundIn(data)
+        inRead = true
+        defer { inRead = false }
+        switch frame.payload {
+        case .headers(let headers):
+            if headers.priorityData != nil { core.recorder.headersWithPriority() }
+            receivedHeaders(streamID: frame.streamID, headers: headers.headers, endStream: headers.endStream)
+        case .data(let data):
+            if case .byteBuffer(let buffer) = data.data {
+                receivedData(streamID: frame.streamID, buffer: buffer, endStream: data.endStream)
+            }
+        case .priority:
+            core.recorder.priorityFrame()
+        default:
+            break
+        }
+    }
+
+    func channelReadComplete(context: ChannelHandlerContext) {
+        if needsFlush {
+            needsFlush = false
+            context.flush()
+        }
+        context.fireChannelReadComplete()
+    }
+
+    func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
+        if let closedEvent = event as? StreamClosedEvent {
+            streamClosed(closedEvent.streamID)
+        } else if let window = event as? NIOHTTP2WindowUpdatedEvent, window.streamID == .rootStream,
+            let inbound = window.inboundWindowSize
+        {
+            refillConnectionWindow(inbound: inbound, context: context)
+        }
+        context.fireUserInboundEventTriggered(event)
+    }
+
+    func errorCaught(context: ChannelHandlerContext, error: any Error) {
+        if error is NIOHTTP2Errors.MaxStreamsViolation {
+            // swift-nio-http2 treats this as a connection error and has sent GOAWAY already.
+            core.recorder.streamAboveLimit()
+        } else if Self.isCreatedAfterGoaway(error) {
+            core.recorder.refusedStream()
+            return
+        }
+        if !(error is any NIOHTTP2Error) {
+            // TLS or socket trouble: the connection is done.
+            core.logger.debug(
+                "sandbox connection error",
+                metadata: ["herald.connection": "\(connectionID)", "herald.error": "\(error)"])
+            closeNow()
+        }
+    }
+
+    private static func isCreatedAfterGoaway(_ error: any Error) -> Bool {
+        if error is NIOHTTP2Errors.CreatedStreamAfterGoaway { return true }
+        if let streamError = error as? NIOHTTP2Errors.StreamError {
+            return streamError.baseError is NIOHTTP2Errors.CreatedStreamAfterGoaway
+        }
+        return false
+    }
+
+    /// NIOHTTP2FrameDelegate: a GOAWAY with an error code is swift-nio-http2's answer to a
+    /// connection error (malformed frames, too many streams …): close once it is out.
+    func wroteFrame(_ frame: HTTP2Frame) {
+        if case .goAway(_, let code, _) = frame.payload, code != .noError {
+            guard let context, !closed else { return }
+            context.eventLoop.assumeIsolated().execute { [self] in
+                self.closeNow()
+            }
+        }
+    }
+
+    // MARK: Requests
+
+    private func receivedHeaders(streamID: HTTP2StreamID, headers: HPACKHeaders, endStream: Bool) {
+        if var stream = streams[streamID] {
+            // Trailers: nothing in them matters to APNs.
+            if endStream {
+                stream.endStreamReceived = true
+                streams[streamID] = stream
+                complete(streamID)
+            }
+            return
+        }
+        let head = SandboxRequestHead(headers, audit: &hpackAudit)
+        if hpackAudit.hasViolations {
+            for violation in hpackAudit.take() {
+                core.recorder.hpackViolation("connection \(connectionID) stream \(Int(streamID)): \(violation)")
+            }
+        }
+        if streamID > highestStreamID { highestStreamID = streamID }
+        streams[streamID] = Stream(
+            head: head, sequence: core.recorder.nextSequence(), receivedAt: core.clock.now,
+            endStreamReceived: endStream)
+        if endStream { complete(streamID) }
+    }
+
+    private func receivedData(streamID: HTTP2StreamID, buffer: ByteBuffer, endStream: Bool) {
+        guard var stream = streams[streamID], !stream.awaitingResponse else { return }
+        let size = buffer.readableBytes
+        stream.bodySize += size
+        let limit = stream.head.pushType == PushType.voip.rawValue ? 5120 : 4096
+        if stream.bodySize <= limit {
+            if stream.body == nil {
+                stream.body = buffer
+            } else {
+                var copy = buffer
+                stream.body!.writeBuffer(&copy)
+            }
+        }
+        stream.endStreamReceived = endStream
+        streams[streamID] = stream
+        if endStream || stream.bodySize > limit {
+            // Too large: answer now (RFC 9113 §8.1 lets a server answer before the request ends).
+            complete(streamID)
+        }
+    }
+
+    private func streamClosed(_ streamID: HTTP2StreamID) {
+        guard let stream = streams[streamID], !stream.awaitingResponse else { return }
+        streams.removeValue(forKey: streamID)
+        let refused = goawayLastStreamID.map { streamID > $0 } ?? false
+        recordCutOff(streamID: streamID, stream: stream, cause: refused ? "goaway-refused" : "client-reset")
+        closeIfIdle()
+    }
+
+    private func complete(_ streamID: HTTP2StreamID) {
+        guard var stream = streams[streamID], !stream.awaitingResponse else { return }
+        refreshFaults()
+        let outcome = evaluate(&stream)
+        if faults.addedLatency > 0, let context {
+            stream.awaitingResponse = true
+            streams[streamID] = stream
+            let delay = TimeAmount.nanoseconds(Int64(faults.addedLatency * 1_000_000_000))
+            context.eventLoop.assumeIsolated().scheduleTask(in: delay) { [self] in
+                guard !self.closed, let waiting = self.streams[streamID] else { return }
+                self.respond(streamID: streamID, stream: waiting, outcome: outcome)
+                self.flushNow()
+            }
+        } else {
+            respond(streamID: streamID, stream: stream, outcome: outcome)
+        }
+    }
+
+    /// APNs' checks, in the order the sandbox applies them (see the README).
+    private func evaluate(_ stream: inout Stream) -> Outcome {
+        var outcome = Outcome()
+        let head = stream.head
+        let now = core.clock.now
+
+        guard head.method == "POST" else {
+            outcome.reject(.methodNotAllowed)
+            return outcome
+        }
+        switch SandboxRules.deviceToken(fromPath: head.path) {
+        case .ok(let token): outcome.deviceToken = token
+        case .rejected(let reason):
+            outcome.reject(reason)
+            return outcome
+        }
+        if head.duplicated {
+            outcome.reject(.duplicateHeaders)
+            return outcome
+        }
+
+        // Authentication and topic.
+        let topic: String
+        switch auth {
+        case .token:
+            let keyIndex: Int
+            switch authenticate(head.authorization, now: now) {
+            case .ok(let verified):
+                keyIndex = verified.keyIndex
+                outcome.teamID = core.verifier.keys[keyIndex].teamID
+                outcome.keyID = core.verifier.keys[keyIndex].keyID
+            case .rejected(let reason):
+                outcome.reject(reason)
+                return outcome
+            }
+            if !tokenAccepted {
+                tokenAccepted = true
+                setStreamLimit(core.maxConcurrentStreams)
+            }
+            guard let requested = head.topic else {
+                outcome.reject(.missingTopic)
+                return outcome
+            }
+            topic = requested
+            outcome.topic = topic
+            if let reason = Self.topicSyntax(topic) {
+                outcome.reject(reason)
+                return outcome
+            }
+            guard core.keyTopics[keyIndex].contains(topic) else {
+                outcome.reject(.topicDisallowed)
+                return outcome
+            }
+        case .certificate(let topics):
+            if let requested = head.topic {
+                topic = requested
+            } else if topics.count == 1 {
+                topic = topics[0]
+            } else {
+                outcome.reject(.missingTopic)
+                return outcome
+            }
+            outcome.topic = topic
+            if let reason = Self.topicSyntax(topic) {
+                outcome.reject(reason)
+                return outcome
+            }
+            guard topics.contains(topic) else {
+                outcome.reject(.topicDisallowed)
+                return outcome
+            }
+        }
+
+        // Push type against topic.
+        let pushType: PushType
+        switch SandboxRules.pushType(head.pushType) {
+        case .ok(let type): pushType = type
+        case .rejected(let reason):
+            outcome.reject(reason)
+            return outcome
+        }
+        outcome.pushType = pushType
+        guard pushType.agrees(withTopic: topic) else {
+            outcome.reject(.deviceTokenNotForTopic)
+            return outcome
+        }
+
+        if let reason = SandboxRules.optionalHeaders(head) {
+            outcome.reject(reason)
+            return outcome
+        }
+
+        // Payload.
+        let payloadReason: APNsReason?
+        if stream.bodySize > pushType.maximumPayloadSize {
+            payloadReason = .payloadTooLarge
+        } else if let body = stream.body {
+            payloadReason = body.withUnsafeReadableBytes {
+                SandboxRules.payload($0, pushType: pushType, priority: head.priority)
+            }
+        } else {
+            payloadReason = .payloadEmpty
+        }
+        if let payloadReason {
+            outcome.reject(payloadReason)
+            return outcome
+        }
+
+        // The device.
+        let token = outcome.deviceToken!
+        if let state = core.devices[token] {
+            switch state {
+            case .unregistered(let since):
+                outcome.reject(.unregistered, timestamp: since)
+                return outcome
+            case .boundToTopic(let bound) where bound != topic:
+                outcome.reject(.deviceTokenNotForTopic)
+                return outcome
+            case .boundToTopic:
+                break
+            }
+        }
+        if !core.admitDeviceRequest(token, now: now) {
+            outcome.reject(.tooManyRequests)
+            return outcome
+        }
+
+        // Injected faults, on requests that would have succeeded.
+        if faults.fraction500 > 0 || faults.fraction503 > 0 {
+            let draw = random.nextUnit()
+            if draw < faults.fraction500 {
+                outcome.reject(.internalServerError)
+            } else if draw < faults.fraction500 + faults.fraction503 {
+                outcome.reject(.serviceUnavailable)
+            }
+        }
+        return outcome
+    }
+
+    private static func topicSyntax(_ topic: String) -> APNsReason? {
+        do {
+            try Notification.validateTopic(topic)
+            return nil
+        } catch {
+            return error.reason == .missingTopic ? .missingTopic : .badTopic
+        }
+    }
+
+    /// Checks `authorization: bearer <JWT>`; each distinct token is verified once (cached).
+    private func authenticate(_ authorization: String?, now: Date) -> Checked<VerifiedToken> {
+        guard let authorization else { return .rejected(.missingProviderToken) }
+        let jwt: Substring
+        let utf8 = authorization.utf8
+        if utf8.count >= 7, authorization.prefix(7).lowercased() == "bearer " {
+            jwt = authorization.dropFirst(7).drop(while: { $0 == " " })
+        } else if authorization.trimmingCharacters(in: .whitespaces).lowercased() == "bearer"
+            || authorization.trimmingCharacters(in: .whitespaces).isEmpty
+        {
+            return .rejected(.missingProviderToken)
+        } else {
+            return .rejected(.invalidProviderToken)
+        }
+        guard !jwt.isEmpty else { return .rejected(.missingProviderToken) }
+
+        let verified: VerifiedToken
+        let sameAsLast: Bool
+        if let lastToken, let lastTokenVerdict, lastToken == jwt {
+            verified = lastTokenVerdict
+            sameAsLast = true
+        } else {
+            switch core.verifier.verify(jwt: String(jwt)) {
+            case .success(let v): verified = v
+            case .failure: return .rejected(.invalidProviderToken)
+            }
+            sameAsLast = false
+        }
+        if now.timeIntervalSince1970 - Double(verified.issuedAt) > core.tokenLifetime {
+            return .rejected(.expiredProviderToken)
+        }
+        if !sameAsLast {
+            let allowed: Bool
+            switch core.tokenUpdateScope {
+            case .key:
+                allowed = core.observeTokenForKey(keyIndex: verified.keyIndex, issuedAt: verified.issuedAt, now: now)
+            case .connection:
+                allowed = connectionTracker.observe(
+                    keyIndex: verified.keyIndex, issuedAt: verified.issuedAt, now: now,
+                    minimumInterval: core.tokenUpdateMinimumInterval)
+            }
+            guard allowed else { return .rejected(.tooManyProviderTokenUpdates) }
+            lastToken = String(jwt)
+            lastTokenVerdict = verified
+        }
+        return .ok(verified)
+    }
+
+    // MARK: Responses
+
+    private func respond(streamID: HTTP2StreamID, stream: Stream, outcome: Outcome) {
+        guard let context, !closed else { return }
+        streams.removeValue(forKey: streamID)
+
+        let requestID = stream.head.apnsID.flatMap { SandboxRules.isCanonicalUUID($0) ? $0 : nil }
+        let apnsID = requestID ?? UUID().uuidString.lowercased()
+
+        var headers = HPACKHeaders()
+        headers.reserveCapacity(3)
+        headers.add(name: ":status", value: Self.statusText(outcome.status))
+        if let reason = outcome.reason {
+            headers.add(name: "content-type", value: "application/json")
+            headers.add(name: "apns-id", value: apnsID, indexing: .nonIndexable)
+            context.write(
+                wrapOutboundOut(
+                    HTTP2Frame(streamID: streamID, payload: .headers(.init(headers: headers, endStream: false)))),
+                promise: nil)
+            let body = APNsErrorBody(reason: reason, timestamp: outcome.timestamp).encoded()
+            let buffer = context.channel.allocator.buffer(bytes: body)
+            context.write(
+                wrapOutboundOut(
+                    HTTP2Frame(streamID: streamID, payload: .data(.init(data: .byteBuffer(buffer), endStream: true)))),
+                promise: nil)
+        } else {
+            headers.add(name: "apns-id", value: apnsID, indexing: .nonIndexable)
+            context.write(
+                wrapOutboundOut(
+                    HTTP2Frame(streamID: streamID, payload: .headers(.init(headers: headers, endStream: true)))),
+                promise: nil)
+        }
+        if !stream.endStreamReceived {
+            // Answered early (payload too large): the rest of the request is not wanted.
+            context.write(wrapOutboundOut(HTTP2Frame(streamID: streamID, payload: .rstStream(.noError))), promise: nil)
+        }
+        needsFlush = true
+
+        core.recorder.record(
+            makeRecord(
+                streamID: streamID, stream: stream, outcome: outcome, apnsID: apnsID,
+                fromRequest: requestID != nil, processed: true, cutOff: nil))
+
+        processedCount += 1
+        afterResponse(streamID: streamID, success: outcome.status == 200)
+    }
+
+    private func afterResponse(streamID: HTTP2StreamID, success: Bool) {
+        if core.dropStreamLimitAfterRejection, tokenAccepted || !isTokenConnection {
+            let wanted = success ? core.maxConcurrentStreams : 1
+            if wanted != advertisedLimit { setStreamLimit(wanted) }
+        }
+        if let dropAfter = faults.dropAfter, processedCount >= dropAfter {
+            drop()
+            return
+        }
+        if let goawayAfter = faults.goawayAfter, processedCount == goawayAfter, goawayLastStreamID == nil {
+            sendGoAway(lastStreamID: streamID, reason: faults.goawayReason)
+        }
+        closeIfIdle()
+    }
+
+    private var isTokenConnection: Bool {
+        if case .token = auth { return true }
+        return false
+    }
+
+    private static let statusTexts: [Int: String] = [
+        200: "200", 400: "400", 403: "403", 404: "404", 405: "405", 410: "410", 413: "413", 429: "429",
+        500: "500", 503: "503",
+    ]
+
+    private static func statusText(_ status: Int) -> String { statusTexts[status] ?? String(status) }
+
+    private func makeRecord(
+        streamID: HTTP2StreamID, stream: Stream, outcome: Outcome?, apnsID: String, fromRequest: Bool,
+        processed: Bool, cutOff: String?
+    ) -> SandboxRecordedRequest {
+        let head = stream.head
+        var hash = ""
+        var payload: [UInt8]? = nil
+        if core.recorder.isRecording, let body = stream.body {
+            hash = body.withUnsafeReadableBytes { bytes in
+                SHA256.hash(data: bytes).map { byte in
+                    let digits = Array("0123456789abcdef".utf8)
+                    return String(decoding: [digits[Int(byte >> 4)], digits[Int(byte & 0x0f)]], as: UTF8.self)
+                }.joined()
+            }
+            if core.recordPayloads { payload = Array(body.readableBytesView) }
+        }
+        let deviceToken =
+            outcome?.deviceToken ?? SandboxRules.deviceToken(fromPath: head.path).value
+        return SandboxRecordedRequest(
+            sequence: stream.sequence, connectionID: connectionID, streamID: Int(streamID), authKind: auth.kind,
+            teamID: outcome?.teamID, keyID: outcome?.keyID, topic: outcome?.topic ?? head.topic,
+            deviceToken: deviceToken, apnsID: apnsID, apnsIDFromRequest: fromRequest, method: head.method,
+            path: head.path, pushType: head.pushType, priority: head.priority, expiration: head.expiration,
+            collapseID: head.collapseID, payloadSize: stream.bodySize, payloadSHA256: hash, payload: payload,
+            status: processed ? outcome?.status : nil, reason: processed ? outcome?.reason : nil,
+            processed: processed, cutOff: cutOff, receivedAt: stream.receivedAt)
+    }
+
+    private func recordCutOff(streamID: HTTP2StreamID, stream: Stream, cause: String) {
+        let requestID = stream.head.apnsID.flatMap { SandboxRules.isCanonicalUUID($0) ? $0 : nil }
+        core.recorder.record(
+            makeRecord(
+                streamID: streamID, stream: stream, outcome: nil, apnsID: requestID ?? "",
+                fromRequest: requestID != nil, processed: false, cutOff: cause))
+    }
+
+    // MARK: Connection control
+
+    private func setStreamLimit(_ limit: Int) {
+        guard let context, !closed else { return }
+        advertisedLimit = limit
+        let settings = HTTP2Frame(
+            streamID: .rootStream,
+            payload: .settings(.settings([HTTP2Setting(parameter: .maxConcurrentStreams, value: limit)])))
+        context.write(wrapOutboundOut(settings), promise: nil)
+        needsFlush = true
+        if !inRead { flushNow() }
+    }
+
+    /// Runtime change of the stream limit (``APNsSandbox/setMaxConcurrentStreams(_:)``).
+    func maxConcurrentStreamsChanged(_ limit: Int) {
+        guard !isTokenConnection || tokenAccepted else { return }
+        setStreamLimit(limit)
+    }
+
+    /// Shutdown GOAWAY: every stream already opened is still answered; later ones are refused.
+    func goAwayForShutdown(reason: APNsReason) {
+        sendGoAway(lastStreamID: highestStreamID, reason: reason)
+        flushNow()
+    }
+
+    private func sendGoAway(lastStreamID: HTTP2StreamID, reason: APNsReason) {
+        guard let context, !closed else { return }
+        let last = goawayLastStreamID.map { min($0, lastStreamID) } ?? lastStreamID
+        goawayLastStreamID = last
+        // Streams above the last one are never processed; swift-nio-http2 closes them too.
+        for (streamID, stream) in streams where streamID > last {
+            streams.removeValue(forKey: streamID)
+            recordCutOff(streamID: streamID, stream: stream, cause: "goaway-refused")
+        }
+        let json = APNsErrorBody(reason: reason).encoded()
+        let frame = HTTP2Frame(
+            streamID: .rootStream,
+            payload: .goAway(
+                lastStreamID: last, errorCode: .noError, opaqueData: context.channel.allocator.buffer(bytes: json)))
+        context.write(wrapOutboundOut(frame), promise: nil)
+        needsFlush = true
+        if !inRead { flushNow() }
+        core.recorder.goawaySent()
+        closeWhenIdle = true
+        closeIfIdle()
+        // Do not wait for ever for a client that never finishes its streams.
+        context.eventLoop.assumeIsolated().scheduleTask(in: .seconds(10)) { [self] in
+            self.closeNow()
+        }
+    }
+
+    private func drop() {
+        dropped = true
+        core.recorder.connectionDropped()
+        for (streamID, stream) in streams.sorted(by: { $0.key < $1.key }) {
+            recordCutOff(streamID: streamID, stream: stream, cause: "connection-dropped")
+        }
+        streams.removeAll()
+        flushNow()
+        closeNow()
+    }
+
+    private func closeIfIdle() {
+        guard closeWhenIdle, streams.isEmpty, let context, !closed else { return }
+        context.eventLoop.assumeIsolated().execute { [self] in
+            self.flushNow()
+            self.closeNow()
+        }
+    }
+
+    private func closeNow() {
+        guard let context, !closed else { return }
+        closed = true
+        context.close(promise: nil)
+    }
+
+    private func flushNow() {
+        guard let context, !closed else { return }
+        needsFlush = false
+        context.flush()
+    }
+
+    private func refreshFaults() {
+        let version = core.faultsVersion
+        guard version != faultsVersion else { return }
+        faultsVersion = version
+        faults = core.faults
+        random = SplitMix64(seed: Self.mix(seed: faults.seed, connectionID: connectionID))
+    }
+
+    // MARK: Flow control
+
+    private func openConnectionWindow(context: ChannelHandlerContext) {
+        guard !connectionWindowOpened else { return }
+        connectionWindowOpened = true
+        let increment = Self.connectionWindowTarget - 65_535
+        context.write(
+            wrapOutboundOut(HTTP2Frame(streamID: .rootStream, payload: .windowUpdate(windowSizeIncrement: increment))),
+            promise: nil)
+        context.flush()
+    }
+
+    private func refillConnectionWindow(inbound: Int, context: ChannelHandlerContext) {
+        guard inbound <= Self.connectionWindowTarget / 2, !closed else { return }
+        let increment = Self.connectionWindowTarget - inbound
+        context.write(
+            wrapOutboundOut(HTTP2Frame(streamID: .rootStream, payload: .windowUpdate(windowSizeIncrement: increment))),
+            promise: nil)
+        needsFlush = true
+        if !inRead { flushNow() }
+    }
+}

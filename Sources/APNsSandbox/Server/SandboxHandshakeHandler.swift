@@ -1,0 +1,85 @@
+import Foundation
+import Logging
+import NIOCore
+import NIOHTTP2
+import NIOSSL
+import NIOTLS
+import X509
+
+/// Waits for the TLS handshake, then sets the connection up as APNs would: `h2` only; a client
+/// certificate makes it a certificate connection (topics from its extension), no certificate a
+/// token connection that starts with one concurrent stream.
+final class SandboxHandshakeHandler: ChannelInboundHandler, RemovableChannelHandler {
+    typealias InboundIn = NIOAny
+
+    private let core: SandboxCore
+
+    init(core: SandboxCore) {
+        self.core = core
+    }
+
+    func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
+        guard let tlsEvent = event as? TLSUserEvent, case .handshakeCompleted(let negotiated) = tlsEvent else {
+            context.fireUserInboundEventTriggered(event)
+            return
+        }
+        guard negotiated == "h2" else {
+            core.logger.debug("sandbox refused a connection without ALPN h2")
+            context.close(promise: nil)
+            return
+        }
+        do {
+            try configureHTTP2(context: context)
+        } catch {
+            core.logger.debug("sandbox could not set up a connection", metadata: ["herald.error": "\(error)"])
+            context.close(promise: nil)
+        }
+        context.fireUserInboundEventTriggered(event)
+    }
+
+    private func configureHTTP2(context: ChannelHandlerContext) throws {
+        let pipeline = context.pipeline.syncOperations
+        let tls = try pipeline.handler(type: NIOSSLServerHandler.self)
+        let auth: SandboxConnectionHandler.Auth
+        if let peer = tls.peerCertificate {
+            let certificate = try Certificate(derEncoded: try peer.toDERBytes())
+            auth = .certificate(topics: try APNsTopicsExtension.topics(of: certificate))
+        } else {
+            auth = .token
+        }
+        let limit: Int
+        switch auth {
+        case .token: limit = 1
+        case .certificate: limit = core.maxConcurrentStreams
+        }
+
+        let id = core.nextConnectionID()
+        let handler = SandboxConnectionHandler(core: core, connectionID: id, auth: auth, initialLimit: limit)
+        var connection = NIOHTTP2Handler.ConnectionConfiguration()
+        connection.initialSettings = [
+            HTTP2Setting(parameter: .maxConcurrentStreams, value: limit),
+            HTTP2Setting(parameter: .maxHeaderListSize, value: core.maximumHeaderListSize),
+            HTTP2Setting(parameter: .initialWindowSize, value: 65_535),
+        ]
+        // Load tests send many PINGs/SETTINGS legitimately; keep the DoS guards but loosen them.
+        connection.controlFrameRateLimit.maximumCount = 10_000
+        var stream = NIOHTTP2Handler.StreamConfiguration()
+        stream.streamResetFrameRateLimit.maximumCount = 10_000
+        stream.streamErrorRateLimit.maximumCount = 10_000
+        let http2 = NIOHTTP2Handler(
+            mode: .server, frameDelegate: handler, connectionConfiguration: connection, streamConfiguration: stream)
+
+        try pipeline.addHandler(http2, position: .after(self))
+        try pipeline.addHandler(handler, position: .after(http2))
+        core.register(
+            id,
+            SandboxCore.ConnectionRef(channel: context.channel, handler: NIOLoopBound(handler, eventLoop: context.eventLoop)))
+        context.pipeline.syncOperations.removeHandler(context: context, promise: nil)
+    }
+
+    func errorCaught(context: ChannelHandlerContext, error: any Error) {
+        // A failed handshake (for example a client certificate the CA did not sign).
+        core.logger.debug("sandbox TLS handshake failed", metadata: ["herald.error": "\(error)"])
+        context.close(promise: nil)
+    }
+}
