@@ -1,0 +1,53 @@
+import NIOCore
+
+/// How long to wait before connecting again after failures: exponential, capped, with jitter.
+///
+/// APNs treats rapid connect/disconnect cycles as an attack, so every failed or short-lived
+/// connection doubles the wait (up to ``maximum``), and each wait is spread at random over
+/// `[(1 - jitter) × d, d]` so that many pools never reconnect in step.
+public struct Backoff: Sendable, Hashable {
+    /// The wait after the first failure.
+    public var base: TimeAmount
+    /// The longest wait.
+    public var maximum: TimeAmount
+    /// The fraction of each wait that is random, in `0...1`.
+    public var jitter: Double
+
+    public init(base: TimeAmount = .milliseconds(100), maximum: TimeAmount = .seconds(30), jitter: Double = 0.5) {
+        self.base = base
+        self.maximum = maximum
+        self.jitter = Swift.min(1, Swift.max(0, jitter))
+    }
+
+    /// The wait before the next attempt after `failures` consecutive failures (0: none).
+    public func delay(afterFailures failures: Int, using random: inout some RandomNumberGenerator) -> TimeAmount {
+        guard failures > 0 else { return .zero }
+        let exponent = Swift.min(failures - 1, 30)
+        let uncapped = Double(base.nanoseconds) * Double(1 << exponent)
+        let full = Swift.min(uncapped, Double(maximum.nanoseconds))
+        let fraction = 1 - jitter * Double.random(in: 0...1, using: &random)
+        return .nanoseconds(Int64(full * fraction))
+    }
+}
+
+/// A small, fast, seedable random number generator (SplitMix64) for jitter and apns-ids.
+/// Not for secrets.
+public struct SplitMix64: RandomNumberGenerator, Sendable {
+    private var state: UInt64
+
+    public init(seed: UInt64) { self.state = seed }
+
+    /// Seeded from the system's generator.
+    public init() {
+        var system = SystemRandomNumberGenerator()
+        self.state = system.next()
+    }
+
+    public mutating func next() -> UInt64 {
+        state &+= 0x9E37_79B9_7F4A_7C15
+        var z = state
+        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
+        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
+        return z ^ (z >> 31)
+    }
+}

@@ -1,0 +1,246 @@
+import HeraldCore
+import Logging
+import NIOCore
+import NIOPosix
+import NIOSSL
+import Synchronization
+
+/// Sends one tenant's notifications to APNs: the tenant's credential, and one
+/// ``ConnectionPool`` per endpoint × credential, opened lazily on the first send.
+///
+/// Transports of different tenants share nothing but the `EventLoopGroup`: connections,
+/// queues and limits are their own.
+///
+/// ```swift
+/// let credentials = try CredentialProviders.make(for: tenant, clock: SystemWallClock())
+/// let transport = try TenantTransport(tenant: tenant, credentials: credentials, logger: logger)
+/// let response = try await transport.send(notification)      // APNsResponse, any status
+/// await transport.drain()
+/// ```
+///
+/// Every APNs answer comes back as an ``APNsResponse`` (a 400 or a 410 is not an error). When
+/// there is no answer, `send` throws ``APNsTransportError``, which says whether a resend could
+/// duplicate the notification. A 403 `ExpiredProviderToken` is handled here: the credential is
+/// told, and the notification is sent once more with a fresh token.
+public final class TenantTransport: Sendable {
+    private struct PoolKey: Hashable {
+        var endpoint: APNsEndpoint
+        var credential: String
+    }
+
+    private struct Pools {
+        var byKey: [PoolKey: ConnectionPool] = [:]
+        var closed = false
+    }
+
+    private struct CachedAuthorization {
+        var value: String?
+        var fetchedAt: NIODeadline
+    }
+
+    public let tenant: TenantConfiguration
+    public let configuration: TransportConfiguration
+    private let credentials: any CredentialProvider
+    private let group: any EventLoopGroup
+    private let logger: Logger
+    private let sslContext: NIOSSLContext
+    private let topics: Set<String>
+    private let pools = Mutex(Pools())
+    private let cachedAuthorization = Mutex<CachedAuthorization?>(nil)
+    private let idGenerator = Mutex(SplitMix64())
+    /// How long a fetched authorization header is reused before asking the credential again.
+    /// The credential refreshes its token well before the hour, so a short reuse is safe.
+    private let authorizationRecheck: TimeAmount = .seconds(30)
+
+    /// - Parameters:
+    ///   - tenant: the tenant (topics, endpoints, trust roots, pool settings).
+    ///   - credentials: its credential provider (token or certificate).
+    ///   - configuration: overrides of the tenant's pool settings; `nil` uses them.
+    ///   - eventLoopGroup: the event loops to run connections on (shared by all tenants).
+    /// - Throws: ``APNsTransportError`` `invalidConfiguration` when the trust roots or the
+    ///   client identity cannot be used.
+    public init(
+        tenant: TenantConfiguration, credentials: any CredentialProvider, configuration: TransportConfiguration? = nil,
+        eventLoopGroup: any EventLoopGroup = MultiThreadedEventLoopGroup.singleton, logger: Logger
+    ) throws {
+        self.tenant = tenant
+        self.credentials = credentials
+        self.configuration = configuration ?? TransportConfiguration(pool: tenant.pool)
+        self.group = eventLoopGroup
+        var logger = logger
+        logger[metadataKey: "herald.tenant"] = "\(tenant.id)"
+        self.logger = logger
+        self.topics = Set(tenant.topics)
+        self.sslContext = try Self.makeSSLContext(tenant: tenant, credentials: credentials)
+    }
+
+    /// Sends one notification and returns APNs' answer.
+    ///
+    /// - Parameters:
+    ///   - environment: production or development; `nil` uses the tenant's default.
+    ///   - deadline: when to give up (queue time included); `nil` uses the request timeout.
+    /// - Throws: ``APNsTransportError`` when there is no answer.
+    public func send(_ notification: Notification, environment: APNsEnvironment? = nil, deadline: NIODeadline? = nil) async throws -> APNsResponse {
+        let environment = environment ?? tenant.endpoints.defaultEnvironment
+        guard let endpoint = tenant.endpoints.endpoint(for: environment) else {
+            throw APNsTransportError.noEndpoint(environment)
+        }
+        if let topic = notification.topic, !topics.contains(topic) {
+            throw APNsTransportError.topicNotAllowed(topic)
+        }
+        let pool = try pool(for: endpoint)
+        let deadline = deadline ?? (NIODeadline.now() + configuration.requestTimeout)
+        let apnsID = notification.id ?? idGenerator.withLock { NotificationID.random(using: &$0) }
+        let authorization = try await currentAuthorization()
+        let response = try await Self.send(notification, apnsID: apnsID, authorization: authorization, deadline: deadline, on: pool)
+        guard response.status == 403, response.reason == .expiredProviderToken, let authorization else {
+            return response
+        }
+        // The token expired under us: get a fresh one and resend once (APNs did not accept it).
+        logger.info("APNs rejected the provider token as expired; resending with a fresh one", metadata: ["herald.apns-id": "\(apnsID)"])
+        await credentials.tokenRejectedAsExpired(authorization)
+        cachedAuthorization.withLock { $0 = nil }
+        let fresh = try await currentAuthorization()
+        return try await Self.send(notification, apnsID: apnsID, authorization: fresh, deadline: deadline, on: pool)
+    }
+
+    /// ``send(_:environment:deadline:)`` with a `ContinuousClock` deadline.
+    public func send(_ notification: Notification, environment: APNsEnvironment?, deadline: ContinuousClock.Instant) async throws -> APNsResponse {
+        let remaining = ContinuousClock.now.duration(to: deadline)
+        let (seconds, attoseconds) = remaining.components
+        let nanos = seconds.multipliedReportingOverflow(by: 1_000_000_000)
+        let amount: TimeAmount = nanos.overflow ? .hours(24) : .nanoseconds(nanos.partialValue + attoseconds / 1_000_000_000)
+        return try await send(notification, environment: environment, deadline: NIODeadline.now() + amount)
+    }
+
+    /// Stops taking sends, lets queued and in-flight notifications finish, then closes every connection.
+    public func drain() async {
+        let all = pools.withLock { pools in
+            pools.closed = true
+            return Array(pools.byKey.values)
+        }
+        await withTaskGroup(of: Void.self) { group in
+            for pool in all { group.addTask { await pool.drain() } }
+        }
+    }
+
+    /// Closes every connection now; queued and in-flight notifications fail.
+    public func close() async {
+        let all = pools.withLock { pools in
+            pools.closed = true
+            return Array(pools.byKey.values)
+        }
+        await withTaskGroup(of: Void.self) { group in
+            for pool in all { group.addTask { await pool.close() } }
+        }
+    }
+
+    /// Connections per endpoint and queued requests right now (for diagnostics and tests).
+    public var status: [TransportPoolStatus] {
+        let all = pools.withLock { Array($0.byKey.values) }
+        return all.map { pool in
+            let snapshot = pool.snapshot
+            var ready = 0
+            var maxStreams = 0
+            var inFlight = 0
+            for connection in snapshot.connections {
+                if case .active(let max) = connection.state {
+                    ready += 1
+                    maxStreams += max
+                }
+                inFlight += connection.inFlight
+            }
+            return TransportPoolStatus(
+                endpoint: pool.endpoint, connections: snapshot.connections.count, readyConnections: ready,
+                maxStreams: maxStreams, inFlight: inFlight, queued: snapshot.queued)
+        }
+    }
+
+    // MARK: Internals
+
+    private static func send(
+        _ notification: Notification, apnsID: NotificationID, authorization: String?, deadline: NIODeadline, on pool: ConnectionPool
+    ) async throws -> APNsResponse {
+        try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<APNsResponse, any Error>) in
+            let request = APNsRequest(
+                notification: notification, apnsID: apnsID, authorization: authorization, deadline: deadline
+            ) { result in
+                continuation.resume(with: result)
+            }
+            pool.submit(request)
+        }
+    }
+
+    private func pool(for endpoint: APNsEndpoint) throws -> ConnectionPool {
+        let key = PoolKey(endpoint: endpoint, credential: credentials.identity)
+        return try pools.withLock { pools in
+            guard !pools.closed else { throw APNsTransportError.poolClosed }
+            if let pool = pools.byKey[key] { return pool }
+            let pool = ConnectionPool(
+                endpoint: endpoint, sslContext: sslContext, configuration: configuration.poolConfiguration, group: group,
+                logger: logger)
+            pools.byKey[key] = pool
+            return pool
+        }
+    }
+
+    private func currentAuthorization() async throws -> String? {
+        guard credentials.kind == .token else { return nil }
+        let now = NIODeadline.now()
+        let recheck = authorizationRecheck
+        if let cached = cachedAuthorization.withLock({ cached -> String?? in
+            guard let cached, now - cached.fetchedAt < recheck else { return nil }
+            return .some(cached.value)
+        }) {
+            return cached
+        }
+        let value: String?
+        do {
+            value = try await credentials.authorization()
+        } catch {
+            throw APNsTransportError.invalidConfiguration(
+                "the provider token could not be made", underlying: error)
+        }
+        cachedAuthorization.withLock { $0 = CachedAuthorization(value: value, fetchedAt: now) }
+        return value
+    }
+
+    private static func makeSSLContext(tenant: TenantConfiguration, credentials: any CredentialProvider) throws -> NIOSSLContext {
+        var tls = TLSConfiguration.makeClientConfiguration()
+        tls.minimumTLSVersion = .tlsv12
+        tls.applicationProtocols = ["h2"]
+        if let pem = tenant.endpoints.trustRootsPEM {
+            do {
+                let roots = try NIOSSLCertificate.fromPEMBytes(pem)
+                guard !roots.isEmpty else {
+                    throw APNsTransportError.invalidConfiguration("no certificate in \(tenant.endpoints.trustRootsOrigin ?? "ca_file")")
+                }
+                tls.additionalTrustRoots = [.certificates(roots)]
+            } catch let error as APNsTransportError {
+                throw error
+            } catch {
+                throw APNsTransportError.invalidConfiguration(
+                    "the trust roots in \(tenant.endpoints.trustRootsOrigin ?? "ca_file") could not be read",
+                    underlying: error)
+            }
+        }
+        do {
+            tls = try credentials.tlsConfiguration(base: tls)
+            return try NIOSSLContext(configuration: tls)
+        } catch {
+            throw APNsTransportError.invalidConfiguration(
+                "the TLS configuration could not be built", underlying: error)
+        }
+    }
+}
+
+/// One pool's state, for diagnostics.
+public struct TransportPoolStatus: Sendable, Hashable {
+    public var endpoint: APNsEndpoint
+    public var connections: Int
+    public var readyConnections: Int
+    /// The sum of the ready connections' stream limits.
+    public var maxStreams: Int
+    public var inFlight: Int
+    public var queued: Int
+}

@@ -1,0 +1,63 @@
+import HeraldCore
+import NIOCore
+
+/// How a tenant's transport connects and queues. Built from the tenant's `pool:` settings;
+/// the rest has defaults that suit APNs.
+///
+/// ```swift
+/// var configuration = TransportConfiguration(pool: tenant.pool)
+/// configuration.connectionsPerEndpoint = 4
+/// ```
+public struct TransportConfiguration: Sendable {
+    /// HTTP/2 connections per endpoint (opened lazily).
+    public var connectionsPerEndpoint: Int = 2
+    /// Requests that may wait for a free stream; beyond this, sends fail at once with `queueFull`.
+    public var maxQueued: Int = 10_000
+    /// The default deadline of a send: queue time plus answer time.
+    public var requestTimeout: TimeAmount = .seconds(30)
+    /// Close a connection after this long without streams. `nil`: never.
+    public var idleTimeout: TimeAmount? = .seconds(600)
+    /// PING a connection after this long without frames. `nil`: never.
+    public var pingInterval: TimeAmount? = .seconds(60)
+    /// Close a connection whose PING is not answered within this time.
+    public var pingTimeout: TimeAmount = .seconds(10)
+    /// TCP connect, and separately TLS + HTTP/2 preface, must finish within this time.
+    public var connectTimeout: TimeAmount = .seconds(10)
+    /// Waits between reconnect attempts after failures.
+    public var backoff = Backoff()
+    /// The most streams Herald opens on one connection, whatever the server allows.
+    public var streamCeiling: Int = 1000
+    /// How often connections and pools check deadlines, PINGs and idleness.
+    public var housekeepingInterval: TimeAmount = .milliseconds(250)
+
+    public init() {}
+
+    /// The tenant's `pool:` settings.
+    public init(pool: PoolConfiguration) {
+        self.connectionsPerEndpoint = max(1, pool.connections)
+        self.maxQueued = max(0, pool.maxQueued)
+        self.requestTimeout = Self.amount(seconds: pool.requestTimeout) ?? .seconds(30)
+        self.idleTimeout = Self.amount(seconds: pool.idleTimeout)
+        self.pingInterval = Self.amount(seconds: pool.pingInterval)
+    }
+
+    /// `nil` for zero or less ("never").
+    static func amount(seconds: Double) -> TimeAmount? {
+        guard seconds > 0, seconds.isFinite else { return nil }
+        return .nanoseconds(Int64(min(seconds, 10_000_000) * 1_000_000_000))
+    }
+
+    var poolConfiguration: ConnectionPool.Configuration {
+        var connection = APNsConnection.Configuration()
+        connection.connectTimeout = connectTimeout
+        connection.housekeepingInterval = housekeepingInterval
+        connection.stateMachine.streamCeiling = max(1, streamCeiling)
+        connection.stateMachine.pingInterval = pingInterval
+        connection.stateMachine.pingTimeout = pingTimeout
+        connection.stateMachine.idleTimeout = idleTimeout
+        connection.stateMachine.startTimeout = connectTimeout
+        return ConnectionPool.Configuration(
+            maxConnections: max(1, connectionsPerEndpoint), maxQueued: max(0, maxQueued), backoff: backoff,
+            connection: connection)
+    }
+}
