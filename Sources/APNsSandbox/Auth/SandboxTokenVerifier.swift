@@ -61,8 +61,10 @@ final class SandboxTokenVerifier: Sendable {
         guard header.alg == "ES256",
             let kid = header.kid, let index = keyIndex[kid],
             claims.iss == keys[index].teamID,
-            let iat = claims.iat
+            let iatValue = claims.iat, iatValue.isFinite, abs(iatValue) < 1e12
         else { return .failure(.invalid) }
+        // RFC 7519 NumericDate may carry a fraction; APNs reads whole seconds.
+        let iat = Int64(iatValue.rounded(.down))
         guard signatureBytes.count == 64,
             let signature = try? P256.Signing.ECDSASignature(rawRepresentation: signatureBytes)
         else { return .failure(.invalid) }
@@ -80,7 +82,7 @@ final class SandboxTokenVerifier: Sendable {
 
     private struct Claims: Decodable {
         var iss: String?
-        var iat: Int64?
+        var iat: Double?
     }
 }
 

@@ -1,0 +1,311 @@
+import Crypto
+import Foundation
+import HeraldCore
+import Yams
+
+/// `config/sandbox.yaml`: the sandbox's configuration file (documented in the README).
+///
+/// Relative paths are resolved against the file's own directory.
+public struct SandboxConfigFile: Sendable {
+    /// The configuration to start with.
+    public var configuration: SandboxConfiguration
+    /// Where the CA certificate clients should trust is (or was written).
+    public var caCertificatePath: String?
+    /// The file the CA certificate should be written to at start, when it was generated.
+    public var writeCATo: String?
+
+    /// Reads and checks a sandbox configuration file.
+    public static func load(path: String) throws -> SandboxConfigFile {
+        let url = URL(fileURLWithPath: path)
+        let text: String
+        do {
+            text = try String(contentsOf: url, encoding: .utf8)
+        } catch {
+            throw SandboxError.configuration("cannot read \(path): \(error.localizedDescription)")
+        }
+        return try parse(text, baseDirectory: url.deletingLastPathComponent(), name: path)
+    }
+
+    /// Parses configuration text; `baseDirectory` resolves the relative paths in it.
+    public static func parse(_ text: String, baseDirectory: URL, name: String = "sandbox.yaml") throws -> SandboxConfigFile {
+        let raw: Raw
+        do {
+            raw = try YAMLDecoder().decode(Raw.self, from: text)
+        } catch let error as DecodingError {
+            throw SandboxError.configuration("\(name): \(Self.describe(error))")
+        } catch {
+            throw SandboxError.configuration("\(name): \(error)")
+        }
+        func resolve(_ path: String) -> String {
+            path.hasPrefix("/") ? path : baseDirectory.appendingPathComponent(path).standardizedFileURL.path
+        }
+        func read(_ path: String, field: String) throws -> String {
+            do {
+                return try String(contentsOfFile: resolve(path), encoding: .utf8)
+            } catch {
+                throw SandboxError.configuration("\(name): \(field): cannot read \(resolve(path))")
+            }
+        }
+
+        // TLS: a CA from files, or a fresh one.
+        let ca: SandboxCertificateAuthority
+        var caPath: String? = nil
+        switch (raw.tls?.caCertificate, raw.tls?.caPrivateKey) {
+        case (let cert?, let key?):
+            do {
+                ca = try SandboxCertificateAuthority(
+                    certificatePEM: try read(cert, field: "tls.ca_certificate"),
+                    privateKeyPEM: try read(key, field: "tls.ca_private_key"))
+            } catch let error as SandboxError {
+                throw error
+            } catch {
+                throw SandboxError.configuration("\(name): tls: the CA certificate or key is not usable: \(error)")
+            }
+            caPath = resolve(cert)
+        case (nil, nil):
+            ca = try SandboxCertificateAuthority.generate()
+        default:
+            throw SandboxError.configuration("\(name): tls: give both ca_certificate and ca_private_key, or neither")
+        }
+
+        var configuration = SandboxConfiguration(certificateAuthority: ca)
+        if let listen = raw.listen {
+            if let host = listen.host { configuration.host = host }
+            if let port = listen.port {
+                guard (0...65_535).contains(port) else {
+                    throw SandboxError.configuration("\(name): listen.port: \(port) is not a port number")
+                }
+                configuration.port = port
+            }
+        }
+
+        for (i, key) in (raw.tokenKeys ?? []).enumerated() {
+            let field = "token_keys[\(i)]"
+            guard key.teamID.utf8.count == 10, key.keyID.utf8.count == 10 else {
+                throw SandboxError.configuration("\(name): \(field): team_id and key_id must be 10 characters")
+            }
+            let publicKey: P256.Signing.PublicKey
+            do {
+                if let path = key.publicKey {
+                    publicKey = try P256.Signing.PublicKey(
+                        pemRepresentation: SandboxPEM.firstBlock(in: try read(path, field: field + ".public_key")))
+                } else if let path = key.privateKey {
+                    publicKey = try P256.Signing.PrivateKey(
+                        pemRepresentation: SandboxPEM.firstBlock(in: try read(path, field: field + ".private_key"))
+                    ).publicKey
+                } else {
+                    throw SandboxError.configuration("\(name): \(field): give public_key (or private_key)")
+                }
+            } catch let error as SandboxError {
+                throw error
+            } catch {
+                throw SandboxError.configuration("\(name): \(field): not a P-256 key in PEM")
+            }
+            guard !key.topics.isEmpty else {
+                throw SandboxError.configuration("\(name): \(field).topics: list at least one topic")
+            }
+            configuration.tokenKeys.append(
+                SandboxTokenKey(teamID: key.teamID, keyID: key.keyID, publicKey: publicKey, topics: key.topics))
+        }
+
+        if let limits = raw.limits {
+            if let n = limits.maxConcurrentStreams {
+                guard n >= 1 else {
+                    throw SandboxError.configuration("\(name): limits.max_concurrent_streams must be at least 1")
+                }
+                configuration.maxConcurrentStreams = n
+            }
+            if let seconds = limits.tokenUpdateMinInterval { configuration.tokenUpdateMinimumInterval = seconds }
+            if let scope = limits.tokenUpdateScope {
+                guard let value = SandboxTokenUpdateScope(rawValue: scope) else {
+                    throw SandboxError.configuration("\(name): limits.token_update_scope must be key or connection")
+                }
+                configuration.tokenUpdateScope = value
+            }
+            if let seconds = limits.tokenLifetime { configuration.tokenLifetime = seconds }
+            if let drop = limits.dropStreamLimitAfterRejection { configuration.dropStreamLimitAfterRejection = drop }
+            configuration.deviceRequestsPerSecond = limits.deviceRequestsPerSecond
+            if let size = limits.maxHeaderListSize { configuration.maximumHeaderListSize = size }
+        }
+
+        for (i, device) in (raw.devices ?? []).enumerated() {
+            let field = "devices[\(i)]"
+            guard case .ok = SandboxRules.deviceToken(fromPath: SandboxRules.devicePathPrefix + device.token) else {
+                throw SandboxError.configuration("\(name): \(field).token: not a hex device token")
+            }
+            switch (device.unregisteredSince, device.topic) {
+            case (let since?, nil):
+                guard let date = Self.date(since) else {
+                    throw SandboxError.configuration(
+                        "\(name): \(field).unregistered_since: an ISO 8601 date or UNIX milliseconds")
+                }
+                configuration.devices.append(.unregistered(device.token, since: date))
+            case (nil, let topic?):
+                configuration.devices.append(.bound(device.token, topic: topic))
+            default:
+                throw SandboxError.configuration("\(name): \(field): give either unregistered_since or topic")
+            }
+        }
+
+        if let faults = raw.faults {
+            var value = SandboxFaults()
+            value.seed = faults.seed ?? 0
+            value.fraction500 = faults.fraction500 ?? 0
+            value.fraction503 = faults.fraction503 ?? 0
+            guard (0...1).contains(value.fraction500), (0...1).contains(value.fraction503),
+                value.fraction500 + value.fraction503 <= 1
+            else {
+                throw SandboxError.configuration("\(name): faults: fraction_500 and fraction_503 are fractions of 1")
+            }
+            value.addedLatency = (faults.addedLatencyMs ?? 0) / 1000
+            value.goawayAfter = faults.goawayAfter
+            value.goawayReason = faults.goawayReason.map { APNsReason(wireValue: $0) } ?? .shutdown
+            value.dropAfter = faults.dropAfter
+            configuration.faults = value
+        }
+
+        if let record = raw.record {
+            configuration.recordInMemory = record.inMemory ?? false
+            configuration.recordFile = record.file.map { URL(fileURLWithPath: resolve($0)) }
+        } else {
+            configuration.recordInMemory = false
+        }
+
+        return SandboxConfigFile(
+            configuration: configuration, caCertificatePath: caPath, writeCATo: raw.tls?.writeCATo.map(resolve))
+    }
+
+    static func date(_ text: String) -> Date? {
+        if let millis = Int64(text) { return Date(timeIntervalSince1970: Double(millis) / 1000) }
+        let formatter = ISO8601DateFormatter()
+        if let date = formatter.date(from: text) { return date }
+        formatter.formatOptions = [.withInternetDateTime, .withFractionalSeconds]
+        return formatter.date(from: text)
+    }
+
+    private static func describe(_ error: DecodingError) -> String {
+        func path(_ context: DecodingError.Context) -> String {
+            context.codingPath.map { $0.intValue.map { "[\($0)]" } ?? $0.stringValue }.joined(separator: ".")
+        }
+        switch error {
+        case .keyNotFound(let key, let context):
+            return "\(path(context)).\(key.stringValue): missing"
+        case .typeMismatch(_, let context), .valueNotFound(_, let context), .dataCorrupted(let context):
+            return "\(path(context)): \(context.debugDescription)"
+        @unknown default:
+            return "\(error)"
+        }
+    }
+
+    // MARK: The file's shape
+
+    private struct Raw: Decodable {
+        var listen: Listen?
+        var tls: TLS?
+        var tokenKeys: [TokenKey]?
+        var limits: Limits?
+        var devices: [Device]?
+        var faults: Faults?
+        var record: Record?
+
+        enum CodingKeys: String, CodingKey {
+            case listen, tls, limits, devices, faults, record
+            case tokenKeys = "token_keys"
+        }
+    }
+
+    private struct Listen: Decodable {
+        var host: String?
+        var port: Int?
+    }
+
+    private struct TLS: Decodable {
+        var caCertificate: String?
+        var caPrivateKey: String?
+        var writeCATo: String?
+
+        enum CodingKeys: String, CodingKey {
+            case caCertificate = "ca_certificate"
+            case caPrivateKey = "ca_private_key"
+            case writeCATo = "write_ca_to"
+        }
+    }
+
+    private struct TokenKey: Decodable {
+        var teamID: String
+        var keyID: String
+        var publicKey: String?
+        var privateKey: String?
+        var topics: [String]
+
+        enum CodingKeys: String, CodingKey {
+            case teamID = "team_id"
+            case keyID = "key_id"
+            case publicKey = "public_key"
+            case privateKey = "private_key"
+            case topics
+        }
+    }
+
+    private struct Limits: Decodable {
+        var maxConcurrentStreams: Int?
+        var tokenUpdateMinInterval: Double?
+        var tokenUpdateScope: String?
+        var tokenLifetime: Double?
+        var dropStreamLimitAfterRejection: Bool?
+        var deviceRequestsPerSecond: Int?
+        var maxHeaderListSize: Int?
+
+        enum CodingKeys: String, CodingKey {
+            case maxConcurrentStreams = "max_concurrent_streams"
+            case tokenUpdateMinInterval = "token_update_min_interval"
+            case tokenUpdateScope = "token_update_scope"
+            case tokenLifetime = "token_lifetime"
+            case dropStreamLimitAfterRejection = "drop_stream_limit_after_rejection"
+            case deviceRequestsPerSecond = "device_requests_per_second"
+            case maxHeaderListSize = "max_header_list_size"
+        }
+    }
+
+    private struct Device: Decodable {
+        var token: String
+        var unregisteredSince: String?
+        var topic: String?
+
+        enum CodingKeys: String, CodingKey {
+            case token
+            case unregisteredSince = "unregistered_since"
+            case topic
+        }
+    }
+
+    private struct Faults: Decodable {
+        var seed: UInt64?
+        var fraction500: Double?
+        var fraction503: Double?
+        var addedLatencyMs: Double?
+        var goawayAfter: Int?
+        var goawayReason: String?
+        var dropAfter: Int?
+
+        enum CodingKeys: String, CodingKey {
+            case seed
+            case fraction500 = "fraction_500"
+            case fraction503 = "fraction_503"
+            case addedLatencyMs = "added_latency_ms"
+            case goawayAfter = "goaway_after"
+            case goawayReason = "goaway_reason"
+            case dropAfter = "drop_after"
+        }
+    }
+
+    private struct Record: Decodable {
+        var inMemory: Bool?
+        var file: String?
+
+        enum CodingKeys: String, CodingKey {
+            case inMemory = "in_memory"
+            case file
+        }
+    }
+}
