@@ -1,0 +1,1 @@
+// placeholder until this module's first real file lands
