@@ -22,6 +22,12 @@ public struct ServerConfiguration: Sendable, Hashable {
     public var storagePath: String = "data/herald.sqlite"
     /// The least severe log level written.
     public var logLevel: LogLevel = .info
+    /// The HTTP API's limits and admin token (`api:`).
+    public var api: APISettings = APISettings()
+    /// The batch job runner (`jobs:`).
+    public var jobs: JobSettings = JobSettings()
+    /// The in-process APNsSandbox of `herald serve` (`sandbox:`).
+    public var sandbox: SandboxSettings = SandboxSettings()
     /// The file these settings came from; nil for the built-in defaults.
     public var sourceFile: String?
 
@@ -49,7 +55,7 @@ public struct ServerConfiguration: Sendable, Hashable {
         public var description: String { rawValue }
     }
 
-    static let keys = ["tenants_dir", "listen", "storage_path", "log_level"]
+    static let keys = ["tenants_dir", "listen", "storage_path", "log_level", "api", "jobs", "sandbox"]
     static let listenKeys = ["host", "port"]
 
     /// Loads the settings. A missing file gives the defaults unless `required` (use `required`
@@ -89,6 +95,7 @@ public struct ServerConfiguration: Sendable, Hashable {
         guard let root, !root.isNull else {
             configuration.tenantsDirectory = SourceReader.resolve(configuration.tenantsDirectory, against: base)
             configuration.storagePath = SourceReader.resolve(configuration.storagePath, against: base)
+            resolveServePaths(&configuration, against: base)
             return configuration
         }
         if let mapping = CheckedMapping(root, path: .root, allowedKeys: keys, diagnostics: diagnostics) {
@@ -119,10 +126,12 @@ public struct ServerConfiguration: Sendable, Hashable {
                     configuration.listen.port = port
                 }
             }
+            parseServeSections(mapping, into: &configuration, diagnostics: diagnostics)
         }
         guard !diagnostics.hasErrors else { throw ConfigFailure(file: file, errors: diagnostics.sortedErrors) }
         configuration.tenantsDirectory = SourceReader.resolve(configuration.tenantsDirectory, against: base)
         configuration.storagePath = SourceReader.resolve(configuration.storagePath, against: base)
+        resolveServePaths(&configuration, against: base)
         return configuration
     }
 
