@@ -10,6 +10,7 @@ struct HeraldCommand: AsyncParsableCommand {
             TenantsCommand.self,
             SendCommand.self,
             BenchCommand.self,
+            BenchTenantsCommand.self,
             SandboxCommand.self,
         ]
     )

@@ -1,0 +1,88 @@
+import Crypto
+import Foundation
+import HeraldCore
+
+/// One signed webhook about an invalid device token, with its retries.
+struct WebhookDelivery: Sendable {
+    let request: WebhookRequest
+    let attempts: Int
+    let initialBackoff: Duration
+
+    /// The header holding `sha256=<hex>` of HMAC-SHA256(secret, "<timestamp>.<body>").
+    static let signatureHeader = "X-Herald-Signature"
+    static let timestampHeader = "X-Herald-Timestamp"
+
+    static func make(record: InvalidTokenRecord, tenant: TenantID, apnsID: NotificationID, webhook: FeedbackConfiguration.Webhook, sentAt: Date) -> WebhookDelivery {
+        var members: [(String, JSONValue)] = [
+            ("event", .string("device_token.invalid")),
+            ("tenant", .string(tenant.rawValue)),
+            ("device_token", .string(record.token.hex)),
+            ("topic", .string(record.topic)),
+            ("environment", .string(record.environment.rawValue)),
+            ("reason", .string(record.reason.wireValue)),
+        ]
+        members.append(("apns_timestamp", record.apnsTimestamp.map { .int(millis($0)) } ?? .null))
+        members.append(("recorded_at", .int(millis(record.recordedAt))))
+        members.append(("apns_id", .string(apnsID.rawValue)))
+        let body = JSONValue.object(members).jsonBytes
+        let timestamp = String(Int64(sentAt.timeIntervalSince1970))
+        let headers = [
+            "Content-Type": "application/json",
+            "User-Agent": "Herald",
+            timestampHeader: timestamp,
+            signatureHeader: "sha256=" + signature(secret: webhook.secret.bytes, timestamp: timestamp, body: body),
+            "X-Herald-Event": "device_token.invalid",
+            "X-Herald-Delivery": apnsID.rawValue,
+        ]
+        return WebhookDelivery(
+            request: WebhookRequest(url: webhook.url, headers: headers, body: body, timeout: webhook.timeout),
+            attempts: webhook.attempts, initialBackoff: webhook.initialBackoff)
+    }
+
+    /// The hex HMAC-SHA256 of `"<timestamp>.<body>"` under `secret`.
+    static func signature(secret: [UInt8], timestamp: String, body: [UInt8]) -> String {
+        var message = Array(timestamp.utf8)
+        message.append(UInt8(ascii: "."))
+        message.append(contentsOf: body)
+        let code = HMAC<SHA256>.authenticationCode(for: message, using: SymmetricKey(data: secret))
+        return code.map { byte in
+            let digits = Array("0123456789abcdef".utf8)
+            return String(decoding: [digits[Int(byte >> 4)], digits[Int(byte & 0x0f)]], as: UTF8.self)
+        }.joined()
+    }
+
+    static func millis(_ date: Date) -> Int64 { Int64((date.timeIntervalSince1970 * 1000).rounded()) }
+
+    /// Posts until a 2xx, a 4xx other than 429, or the attempts run out.
+    func deliver(using sender: any WebhookSender, clock: any PushClock, logger: PushLogger) async {
+        var backoff = initialBackoff
+        for attempt in 1...attempts {
+            if Task.isCancelled { return }
+            let outcome: String
+            do {
+                let status = try await sender.post(request)
+                if (200..<300).contains(status) {
+                    logger.debug("webhook delivered", metadata: ["herald.status": "\(status)", "herald.attempt": "\(attempt)"])
+                    return
+                }
+                if status != 429, status < 500 {
+                    logger.warning("webhook refused; not retrying", metadata: ["herald.status": "\(status)"])
+                    return
+                }
+                outcome = "status \(status)"
+            } catch {
+                outcome = "\(error)"
+            }
+            guard attempt < attempts else {
+                logger.error("webhook delivery failed", metadata: ["herald.attempts": "\(attempts)", "herald.error": outcome])
+                return
+            }
+            do {
+                try await clock.sleep(until: clock.now.advanced(by: backoff))
+            } catch {
+                return
+            }
+            backoff = min(backoff * 2, .seconds(60))
+        }
+    }
+}

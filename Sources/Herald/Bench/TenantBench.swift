@@ -1,0 +1,91 @@
+import Crypto
+import Foundation
+import HeraldConfig
+import HeraldCore
+import HeraldStore
+import Logging
+
+/// The idle-tenant benchmark behind `herald bench-tenants`: how long N tenant files take to
+/// load into a router, and how much memory N idle tenants hold.
+public enum TenantBench {
+    public struct Figures: Sendable, Hashable {
+        public var tenants: Int
+        public var failed: Int
+        /// Reading and checking the files (HeraldConfig).
+        public var parseSeconds: Double
+        /// Building the runtimes: credentials, plugins, pipelines (no connection).
+        public var installSeconds: Double
+        public var totalSeconds: Double { parseSeconds + installSeconds }
+        /// Resident memory before loading and after, in bytes (nil where /proc is missing).
+        public var rssBefore: Int?
+        public var rssAfter: Int?
+        public var rssAdded: Int? { rssBefore.flatMap { before in rssAfter.map { $0 - before } } }
+    }
+
+    /// Writes `count` token-auth tenant files (sharing one freshly generated P-256 key) with the
+    /// `rate-limit`, `feedback` and `metrics` plugins into `directory`.
+    public static func writeTenantFiles(count: Int, directory: String) throws {
+        try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+        let key = "# Throwaway key generated for herald bench-tenants\n" + P256.Signing.PrivateKey().pemRepresentation + "\n"
+        try key.write(toFile: directory + "/bench-key.p8", atomically: true, encoding: .utf8)
+        for index in 0..<count {
+            let id = String(format: "bench-%05d", index)
+            let yaml = """
+                id: \(id)
+                team_id: BENCHTEAM1
+                auth:
+                  token:
+                    key_id: BENCHKEY01
+                    key_file: bench-key.p8
+                topics: [com.example.bench\(index), com.example.bench\(index).voip]
+                endpoints:
+                  production: https://127.0.0.1:2197
+                  development: https://127.0.0.1:2197
+                  default: development
+                plugins:
+                  - name: rate-limit
+                    options: { per_second: 500, burst: 1000 }
+                  - name: feedback
+                  - name: metrics
+
+                """
+            try yaml.write(toFile: "\(directory)/\(id).yaml", atomically: true, encoding: .utf8)
+        }
+    }
+
+    /// Loads the tenant files of `directory` into a fresh router with real (unopened) APNs
+    /// transports, and measures time and resident memory. The router is returned so that the
+    /// caller keeps it alive while reading the figures.
+    public static func measure(directory: String, dataDirectory: String) async throws -> (Figures, Router) {
+        let store = try SQLitePushStore(directory: dataDirectory)
+        var logger = Logger(label: "herald.bench")
+        logger.logLevel = .error
+        let router = Router(configuration: RouterConfiguration(store: store, transports: APNsTransportProvider(), logger: logger))
+        // Warm up what every load pays once (code paths, the loader's and the plugins' statics).
+        _ = try? TenantLoader().loadDirectory(NSTemporaryDirectory() + "/does-not-exist")
+
+        let rssBefore = residentBytes()
+        let clock = ContinuousClock()
+        let parseStart = clock.now
+        let load = try TenantLoader().loadDirectory(directory)
+        let parseEnd = clock.now
+        let report = await router.install(load.tenants)
+        let installEnd = clock.now
+        let rssAfter = residentBytes()
+        let figures = Figures(
+            tenants: report.loaded.count, failed: load.failures.count + report.failures.count,
+            parseSeconds: parseStart.duration(to: parseEnd).secondsValue, installSeconds: parseEnd.duration(to: installEnd).secondsValue,
+            rssBefore: rssBefore, rssAfter: rssAfter)
+        return (figures, router)
+    }
+
+    /// The process's resident set size, from /proc/self/status (Linux); nil elsewhere.
+    public static func residentBytes() -> Int? {
+        guard let status = try? String(contentsOfFile: "/proc/self/status", encoding: .utf8) else { return nil }
+        for line in status.split(separator: "\n") where line.hasPrefix("VmRSS:") {
+            let digits = line.split(separator: " ").compactMap { Int($0) }
+            return digits.first.map { $0 * 1024 }
+        }
+        return nil
+    }
+}

@@ -1,0 +1,208 @@
+import Foundation
+import HeraldConfig
+import HeraldCore
+import HeraldStore
+import Logging
+import Synchronization
+
+/// What a ``Router`` is built with.
+public struct RouterConfiguration: Sendable {
+    public var registry: PluginRegistry
+    public var store: any PushStore
+    public var transports: any TransportProvider
+    public var clock: any PushClock
+    public var logger: Logger
+    public var webhooks: any WebhookSender
+    /// The time a send may take when the caller gives no deadline (retries included).
+    public var defaultDeadline: Duration
+    /// Where `env:` secret references in plugin options are read from.
+    public var environment: [String: String]
+
+    public init(
+        registry: PluginRegistry = .standard(), store: any PushStore, transports: any TransportProvider,
+        clock: any PushClock = SystemPushClock(), logger: Logger = Logger(label: "herald"),
+        webhooks: any WebhookSender = URLSessionWebhookSender(), defaultDeadline: Duration = .seconds(60),
+        environment: [String: String] = ProcessInfo.processInfo.environment
+    ) {
+        self.registry = registry
+        self.store = store
+        self.transports = transports
+        self.clock = clock
+        self.logger = logger
+        self.webhooks = webhooks
+        self.defaultDeadline = defaultDeadline
+        self.environment = environment
+    }
+}
+
+/// The one entry point for sending: tenant id → ``TenantRuntime`` → pipeline → APNs. The HTTP
+/// API, the CLI and the job runner all send through ``send(tenant:notification:environment:deadline:)``.
+///
+/// Runtimes are swapped atomically (``replace(_:)``, ``remove(tenant:)``): a send uses the runtime
+/// it found; the old one drains after the swap.
+///
+/// ```swift
+/// let router = Router(configuration: RouterConfiguration(store: store, transports: APNsTransportProvider()))
+/// let report = router.load(directory: "tenants")
+/// let result = try await router.send(tenant: try TenantID("acme"), notification: note)
+/// ```
+public final class Router: Sendable {
+    public let configuration: RouterConfiguration
+    /// The work plugins started after their sends (webhooks).
+    public let tasks = PluginTasks()
+    private let runtimes = Mutex<[TenantID: TenantRuntime]>([:])
+
+    public init(configuration: RouterConfiguration) {
+        self.configuration = configuration
+    }
+
+    // MARK: Loading
+
+    /// Loads every tenant file of a directory and installs a runtime for each tenant that loads.
+    /// A file that fails (bad YAML, bad credentials, unknown plugin, bad plugin options) is
+    /// reported and skipped; the others load.
+    /// - Throws: only when the directory itself cannot be read.
+    @discardableResult
+    public func load(directory: String, loader: TenantLoader = TenantLoader()) async throws(ConfigFileError) -> TenantLoadReport {
+        let load = try loader.loadDirectory(directory)
+        var report = await install(load.tenants)
+        report.failures.insert(
+            contentsOf: load.failures.map { TenantLoadReport.Failure(file: $0.file, tenant: $0.tenantID, message: $0.description) },
+            at: 0)
+        return report
+    }
+
+    /// Builds and installs runtimes for the given tenants; those that fail are reported.
+    @discardableResult
+    public func install(_ tenants: [TenantConfiguration]) async -> TenantLoadReport {
+        var report = TenantLoadReport()
+        for tenant in tenants {
+            do {
+                let runtime = try makeRuntime(for: tenant)
+                await replace(runtime)
+                report.loaded.append(tenant.id)
+            } catch {
+                configuration.logger.error(
+                    "tenant failed to load", metadata: ["herald.tenant": "\(tenant.id)", "herald.error": "\(error)"])
+                report.failures.append(.init(file: tenant.sourceFile, tenant: tenant.id, message: "\(error)"))
+            }
+        }
+        return report
+    }
+
+    /// Builds a runtime for a tenant without installing it: its plugins (validating their
+    /// options) and its transport (checking its credentials). Opens no connection.
+    /// - Throws: ``PluginConfigurationError``, or the transport provider's credential error.
+    public func makeRuntime(for tenant: TenantConfiguration) throws -> TenantRuntime {
+        var logger = configuration.logger
+        logger[metadataKey: "herald.tenant"] = .string(tenant.id.rawValue)
+        let pushLogger = PushLogger(logger)
+        let invalidTokens = TenantInvalidTokens(tenant: tenant.id, store: configuration.store)
+        let secrets = FileSecretResolver(baseDirectory: Self.directory(of: tenant.sourceFile), environment: configuration.environment)
+        let middlewares = try configuration.registry.makeMiddlewares(
+            for: tenant,
+            environment: { entry in
+                var entryLogger = pushLogger
+                entryLogger[metadataKey: "herald.plugin"] = entry.name
+                return PluginEnvironment(
+                    tenant: tenant.id, topics: tenant.topics, tenantFile: tenant.sourceFile, location: entry.location,
+                    logger: entryLogger, clock: configuration.clock, invalidTokens: invalidTokens,
+                    webhooks: configuration.webhooks, tasks: tasks, secrets: secrets)
+            },
+            clock: configuration.clock)
+        let transport = try configuration.transports.makeTransport(for: tenant, logger: logger)
+        return TenantRuntime(
+            configuration: tenant, middlewares: middlewares, transport: transport, clock: configuration.clock,
+            logger: logger, defaultDeadline: configuration.defaultDeadline)
+    }
+
+    // MARK: Swapping runtimes
+
+    /// Installs a runtime, replacing the tenant's current one, which then drains and closes.
+    public func replace(_ runtime: TenantRuntime) async {
+        let old = runtimes.withLock { $0.updateValue(runtime, forKey: runtime.id) }
+        if let old, old !== runtime { await old.shutdown() }
+    }
+
+    /// Builds and installs a runtime for a new or changed tenant configuration.
+    /// - Throws: as ``makeRuntime(for:)``; the current runtime, if any, stays.
+    public func replace(tenant: TenantConfiguration) async throws {
+        await replace(try makeRuntime(for: tenant))
+    }
+
+    /// Removes a tenant; its runtime drains and closes.
+    public func remove(tenant: TenantID) async {
+        let old = runtimes.withLock { $0.removeValue(forKey: tenant) }
+        await old?.shutdown()
+    }
+
+    public func runtime(for tenant: TenantID) -> TenantRuntime? {
+        runtimes.withLock { $0[tenant] }
+    }
+
+    /// The loaded tenants, sorted.
+    public var tenantIDs: [TenantID] {
+        runtimes.withLock { Array($0.keys) }.sorted()
+    }
+
+    // MARK: Sending
+
+    /// Sends one notification for a tenant. The one entry point of the API, the CLI and the job runner.
+    ///
+    /// - Parameters:
+    ///   - environment: nil: the tenant's default environment.
+    ///   - deadline: nil: ``RouterConfiguration/defaultDeadline`` from now.
+    /// - Returns: APNs' answer (a success or APNs' rejection, with its reason).
+    /// - Throws: ``PushError`` for local refusals (unknown tenant, `TopicDisallowed`, push type vs
+    ///   topic, no endpoint, invalid notification, rate limit, refused token) and for failures
+    ///   without an APNs answer.
+    public func send(
+        tenant: TenantID, notification: HeraldCore.Notification, environment: APNsEnvironment? = nil,
+        deadline: ContinuousClock.Instant? = nil
+    ) async throws -> PushResult {
+        var attempt = 0
+        while true {
+            attempt += 1
+            guard let runtime = runtime(for: tenant) else { throw PushError.unknownTenant(tenant.rawValue) }
+            do {
+                return try await runtime.send(notification, environment: environment, deadline: deadline)
+            } catch let error as PushError where error.code == .shuttingDown && attempt < 3 {
+                // Swapped out between lookup and send: nothing was sent; use the new runtime.
+                continue
+            }
+        }
+    }
+
+    /// Closes every runtime (draining in-flight sends) and waits for plugin work (webhooks).
+    public func shutdown() async {
+        let all = runtimes.withLock { state -> [TenantRuntime] in
+            defer { state.removeAll() }
+            return Array(state.values)
+        }
+        await withTaskGroup(of: Void.self) { group in
+            for runtime in all { group.addTask { await runtime.shutdown() } }
+        }
+        await tasks.waitForAll()
+    }
+
+    static func directory(of file: String) -> String {
+        guard let slash = file.lastIndex(of: "/") else { return "." }
+        return slash == file.startIndex ? "/" : String(file[..<slash])
+    }
+}
+
+/// What loading tenants did: the tenants that loaded and the files that failed, with why.
+public struct TenantLoadReport: Sendable, Hashable {
+    public struct Failure: Sendable, Hashable, CustomStringConvertible {
+        public var file: String
+        public var tenant: TenantID?
+        /// The errors, one per line, each naming file:line:column and the field.
+        public var message: String
+        public var description: String { message }
+    }
+
+    public var loaded: [TenantID] = []
+    public var failures: [Failure] = []
+
+    public init() {}
+}

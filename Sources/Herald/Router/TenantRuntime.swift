@@ -1,0 +1,123 @@
+import HeraldCore
+import Logging
+import Synchronization
+
+/// Everything one tenant sends with: its configuration, its transport (credentials and
+/// connection pools, opened at the first send) and its send pipeline.
+///
+/// A runtime enforces the tenant's policy before anything reaches the pipeline: the topic is one
+/// of the tenant's, the push type agrees with the topic, the environment has an endpoint, and
+/// the notification passes ``HeraldCore/Notification/validate(requireTopic:)``.
+public final class TenantRuntime: Sendable {
+    public let configuration: TenantConfiguration
+    public let pipeline: SendPipeline
+    private let transport: any PushTransport
+    private let clock: any PushClock
+    private let logger: Logger
+    private let pushLogger: PushLogger
+    private let defaultDeadline: Duration
+    private let state = Mutex(State())
+
+    private struct State {
+        var closed = false
+        var inFlight = 0
+    }
+
+    public var id: TenantID { configuration.id }
+
+    init(
+        configuration: TenantConfiguration, middlewares: [any PushMiddleware], transport: any PushTransport,
+        clock: any PushClock, logger: Logger, defaultDeadline: Duration
+    ) {
+        self.configuration = configuration
+        self.transport = transport
+        self.clock = clock
+        self.logger = logger
+        var pushLogger = PushLogger(logger)
+        pushLogger[metadataKey: "herald.tenant"] = configuration.id.rawValue
+        self.pushLogger = pushLogger
+        self.defaultDeadline = defaultDeadline
+        let clock = clock
+        self.pipeline = SendPipeline(
+            middlewares,
+            terminal: PushHandler { notification, context in
+                guard clock.now < context.deadline else {
+                    throw PushError.deadlineExceeded("the deadline passed before the notification went out", mayHaveReachedAPNs: false)
+                }
+                let response = try await transport.send(notification, environment: context.environment, deadline: context.deadline)
+                return PushResult(
+                    notificationID: notification.id ?? response.apnsID ?? NotificationID.random(),
+                    environment: context.environment, response: response, attempts: context.attempt)
+            })
+    }
+
+    /// True once ``shutdown()`` began: new sends are refused with `ShuttingDown`.
+    public var isClosed: Bool { state.withLock { $0.closed } }
+
+    /// Sends one notification through the tenant's pipeline.
+    ///
+    /// - Parameters:
+    ///   - environment: nil sends to the tenant's default environment.
+    ///   - deadline: nil allows the router's default time from now.
+    /// - Returns: APNs' answer (success or rejection).
+    /// - Throws: ``PushError`` when the notification was refused locally or got no answer.
+    public func send(_ notification: Notification, environment: APNsEnvironment? = nil, deadline: ContinuousClock.Instant? = nil) async throws -> PushResult {
+        var notification = try checked(notification)
+        let environment = environment ?? configuration.endpoints.defaultEnvironment
+        guard configuration.endpoints.endpoint(for: environment) != nil else {
+            throw PushError.environmentUnavailable(environment, tenant: configuration.id)
+        }
+        let id = notification.id ?? NotificationID.random()
+        notification.id = id
+
+        let admitted = state.withLock { state -> Bool in
+            guard !state.closed else { return false }
+            state.inFlight += 1
+            return true
+        }
+        guard admitted else { throw PushError.shuttingDown(configuration.id) }
+        defer { state.withLock { $0.inFlight -= 1 } }
+
+        var pushLogger = self.pushLogger
+        pushLogger[metadataKey: "herald.apns-id"] = id.rawValue
+        let context = PushContext(
+            tenant: configuration.id, environment: environment, logger: pushLogger, attempt: 1,
+            deadline: deadline ?? clock.now.advanced(by: defaultDeadline))
+        return try await pipeline.send(notification, context: context)
+    }
+
+    /// The tenant's policy: what is refused before the pipeline.
+    func checked(_ notification: Notification) throws(PushError) -> Notification {
+        var notification = notification
+        if notification.topic == nil, configuration.auth.kind == .certificate, configuration.topics.count == 1 {
+            // A single-topic certificate: APNs would use the certificate's topic; say it explicitly.
+            notification.topic = configuration.topics[0]
+        }
+        do {
+            try notification.validate(requireTopic: true)
+        } catch {
+            throw PushError.invalid(error)
+        }
+        guard let topic = notification.topic else {
+            throw PushError.invalid(NotificationValidationError(.missingTopic, field: "topic", message: "a topic (apns-topic) is required"))
+        }
+        guard configuration.allows(topic: topic) else {
+            throw PushError.topicDisallowed(topic, tenant: configuration.id)
+        }
+        guard notification.pushType.agrees(withTopic: topic) else {
+            throw PushError.pushTypeMismatch(notification.pushType, topic: topic)
+        }
+        return notification
+    }
+
+    /// Refuses new sends, lets the transport finish what is in flight, and closes it.
+    public func shutdown() async {
+        let first = state.withLock { state -> Bool in
+            defer { state.closed = true }
+            return !state.closed
+        }
+        guard first else { return }
+        logger.debug("tenant runtime shutting down")
+        await transport.shutdown()
+    }
+}

@@ -1,0 +1,49 @@
+import Foundation
+
+/// A device token that APNs reported invalid for a topic (410 Unregistered, 400 BadDeviceToken,
+/// 400 DeviceTokenNotForTopic).
+public struct InvalidTokenRecord: Sendable, Hashable {
+    public var token: DeviceToken
+    public var topic: String
+    public var environment: APNsEnvironment
+    public var reason: APNsReason
+    /// With 410: when APNs last confirmed the token was no longer valid for the topic.
+    public var apnsTimestamp: Date?
+    /// When Herald recorded it.
+    public var recordedAt: Date
+    /// When the tenant last told Herald the device registered this token again.
+    public var registeredAt: Date?
+
+    public init(
+        token: DeviceToken, topic: String, environment: APNsEnvironment, reason: APNsReason, apnsTimestamp: Date?,
+        recordedAt: Date, registeredAt: Date? = nil
+    ) {
+        self.token = token
+        self.topic = topic
+        self.environment = environment
+        self.reason = reason
+        self.apnsTimestamp = apnsTimestamp
+        self.recordedAt = recordedAt
+        self.registeredAt = registeredAt
+    }
+
+    /// The time a re-registration must be later than: APNs' timestamp, or else when it was recorded.
+    public var invalidSince: Date { apnsTimestamp ?? recordedAt }
+
+    /// True while sends to the token should be refused: it has not been registered again with a
+    /// registration time later than ``invalidSince`` (Apple: stop pushing until the device
+    /// registers a token with a later timestamp).
+    public var isInvalid: Bool {
+        guard let registeredAt else { return true }
+        return registeredAt <= invalidSince
+    }
+}
+
+/// The tenant's invalid-token list, as a plugin sees it: already scoped to one tenant.
+public protocol InvalidTokenRecorder: Sendable {
+    /// Records (or updates) the token as invalid for the topic. A newer APNs timestamp wins; a
+    /// registration time already stored is kept.
+    func record(_ record: InvalidTokenRecord) async throws
+    /// The record for the token and topic in that environment, if any.
+    func invalidToken(_ token: DeviceToken, topic: String, environment: APNsEnvironment) async throws -> InvalidTokenRecord?
+}

@@ -1,0 +1,24 @@
+/// What a middleware knows about the send in progress besides the notification itself.
+public struct PushContext: Sendable {
+    /// The tenant sending. A middleware acts for this tenant only.
+    public var tenant: TenantID
+    /// The APNs environment the notification goes to (already resolved from the tenant's default).
+    public var environment: APNsEnvironment
+    /// A logger whose metadata already names the tenant and the apns-id.
+    public var logger: PushLogger
+    /// 1 for the first attempt; the retry middleware raises it for each resend.
+    public var attempt: Int
+    /// When the notification must be answered by. Waits (backoff, rate limits) never go past it.
+    public var deadline: ContinuousClock.Instant
+
+    public init(
+        tenant: TenantID, environment: APNsEnvironment, logger: PushLogger = .disabled, attempt: Int = 1,
+        deadline: ContinuousClock.Instant
+    ) {
+        self.tenant = tenant
+        self.environment = environment
+        self.logger = logger
+        self.attempt = attempt
+        self.deadline = deadline
+    }
+}

@@ -1,0 +1,121 @@
+/// Why a notification was not answered by APNs: refused by Herald before the wire, or lost on
+/// the way. APNs' own rejections are not errors: they come back as a ``PushResult``.
+///
+/// `code` is short and bounded (safe as a metric label); `reason` is the APNs reason the
+/// refusal stands for, when there is one (`TopicDisallowed`, `Unregistered`, …); `message`
+/// says what happened, never with a secret in it.
+public struct PushError: Error, Sendable, Hashable, CustomStringConvertible {
+    public struct Code: Hashable, Sendable, CustomStringConvertible {
+        private enum Base: String, Hashable, Sendable {
+            case unknownTenant = "UnknownTenant"
+            case invalidNotification = "InvalidNotification"
+            case topicDisallowed = "TopicDisallowed"
+            case pushTypeMismatch = "PushTypeTopicMismatch"
+            case environmentUnavailable = "EnvironmentUnavailable"
+            case rateLimited = "RateLimited"
+            case tokenRefused = "TokenRefused"
+            case deadlineExceeded = "DeadlineExceeded"
+            case transport = "TransportFailed"
+            case shuttingDown = "ShuttingDown"
+            case plugin = "PluginFailed"
+        }
+        private let base: Base
+        private init(_ base: Base) { self.base = base }
+
+        /// No tenant has this id (or it failed to load).
+        public static let unknownTenant = Code(.unknownTenant)
+        /// The notification breaks one of APNs' rules (see `reason` and `field`).
+        public static let invalidNotification = Code(.invalidNotification)
+        /// The topic is not one of the tenant's topics.
+        public static let topicDisallowed = Code(.topicDisallowed)
+        /// The push type and the topic's suffix disagree (a voip push to a topic without `.voip`, …).
+        public static let pushTypeMismatch = Code(.pushTypeMismatch)
+        /// The tenant has no endpoint for the environment asked for.
+        public static let environmentUnavailable = Code(.environmentUnavailable)
+        /// Over the tenant's rate limit, and waiting would pass the deadline.
+        public static let rateLimited = Code(.rateLimited)
+        /// The device token was reported invalid by APNs and has not been registered again since.
+        public static let tokenRefused = Code(.tokenRefused)
+        /// The deadline passed before APNs answered.
+        public static let deadlineExceeded = Code(.deadlineExceeded)
+        /// The connection to APNs failed; see ``PushError/mayHaveReachedAPNs``.
+        public static let transport = Code(.transport)
+        /// The tenant's runtime is closing (reload, removal, shutdown).
+        public static let shuttingDown = Code(.shuttingDown)
+        /// A plugin failed for a reason of its own.
+        public static let plugin = Code(.plugin)
+
+        /// A short, bounded label (for metrics and API answers).
+        public var description: String { base.rawValue }
+    }
+
+    public var code: Code
+    public var message: String
+    /// The APNs reason this refusal stands for, when there is one.
+    public var reason: APNsReason?
+    /// The offending field, as the API and CLI name it, for invalid input.
+    public var field: String?
+    /// False when Herald knows the notification never reached APNs (refused locally, or a
+    /// connection failure before APNs could have processed the stream). Only such failures may
+    /// be sent again without risking a duplicate.
+    public var mayHaveReachedAPNs: Bool
+
+    public init(code: Code, message: String, reason: APNsReason? = nil, field: String? = nil, mayHaveReachedAPNs: Bool = false) {
+        self.code = code
+        self.message = message
+        self.reason = reason
+        self.field = field
+        self.mayHaveReachedAPNs = mayHaveReachedAPNs
+    }
+
+    public var description: String {
+        var text = "\(code): \(message)"
+        if let reason { text += " (\(reason.wireValue))" }
+        return text
+    }
+
+    public static func unknownTenant(_ tenant: String) -> PushError {
+        PushError(code: .unknownTenant, message: "no tenant '\(tenant)' is loaded")
+    }
+
+    public static func invalid(_ error: NotificationValidationError) -> PushError {
+        PushError(code: .invalidNotification, message: error.message, reason: error.reason, field: error.field)
+    }
+
+    public static func topicDisallowed(_ topic: String, tenant: TenantID) -> PushError {
+        PushError(
+            code: .topicDisallowed, message: "topic '\(topic)' is not one of tenant '\(tenant)''s topics",
+            reason: .topicDisallowed, field: "topic")
+    }
+
+    public static func pushTypeMismatch(_ pushType: PushType, topic: String) -> PushError {
+        let rule: String
+        if let suffix = pushType.requiredTopicSuffix {
+            rule = "\(pushType.rawValue) notifications must go to a topic ending in '\(suffix)'"
+        } else {
+            rule = "\(pushType.rawValue) notifications go to the bundle ID itself, not to a suffixed topic"
+        }
+        return PushError(code: .pushTypeMismatch, message: "\(rule); got '\(topic)'", reason: .badTopic, field: "push_type")
+    }
+
+    public static func environmentUnavailable(_ environment: APNsEnvironment, tenant: TenantID) -> PushError {
+        PushError(
+            code: .environmentUnavailable, message: "tenant '\(tenant)' has no \(environment) endpoint",
+            field: "environment")
+    }
+
+    public static func deadlineExceeded(_ message: String = "the deadline passed before APNs answered", mayHaveReachedAPNs: Bool) -> PushError {
+        PushError(code: .deadlineExceeded, message: message, mayHaveReachedAPNs: mayHaveReachedAPNs)
+    }
+
+    /// A failed connection or stream. `surelyNotProcessed` is true only when APNs cannot have
+    /// processed the request (it never left, or the server said, by GOAWAY's last stream id or
+    /// a refused stream, that it did not process it).
+    public static func transport(_ message: String, surelyNotProcessed: Bool) -> PushError {
+        PushError(code: .transport, message: message, mayHaveReachedAPNs: !surelyNotProcessed)
+    }
+
+    public static func shuttingDown(_ tenant: TenantID) -> PushError {
+        PushError(code: .shuttingDown, message: "tenant '\(tenant)' is shutting down")
+    }
+}

@@ -1,0 +1,233 @@
+import Foundation
+import HeraldCore
+
+/// Herald's durable state: batch jobs and their per-notification results, and the device tokens
+/// APNs reported invalid. Every operation is scoped by tenant: no call reads or writes another
+/// tenant's rows.
+///
+/// Operations the job runner repeats after a crash are idempotent: creating a job with an id
+/// that exists returns the stored job, claiming returns the items already leased to the same
+/// claimant, and recording a result for an item that already has one keeps the first.
+public protocol PushStore: Sendable {
+    // MARK: Invalid device tokens
+
+    /// Records the token as invalid for the topic (an upsert: a newer APNs timestamp wins, a
+    /// stored registration time is kept).
+    func recordInvalidToken(_ record: InvalidTokenRecord, tenant: TenantID) async throws
+    func invalidToken(tenant: TenantID, token: DeviceToken, topic: String, environment: APNsEnvironment) async throws -> InvalidTokenRecord?
+    /// The tenant's invalid tokens, most recently recorded first.
+    func invalidTokens(tenant: TenantID, limit: Int) async throws -> [InvalidTokenRecord]
+    /// The tenant says the device registered `token` again at `registeredAt` (for `topic`, or for
+    /// every topic when nil). Sends resume if that is later than APNs' timestamp.
+    /// - Returns: how many records it touched.
+    @discardableResult
+    func registerToken(tenant: TenantID, token: DeviceToken, topic: String?, registeredAt: Date) async throws -> Int
+    @discardableResult
+    func removeInvalidToken(tenant: TenantID, token: DeviceToken, topic: String?) async throws -> Int
+
+    // MARK: Jobs
+
+    /// Stores a job and all its items, durably, in one transaction. Items without an apns-id get
+    /// one now, so that every resend of an item uses the same id.
+    /// - Returns: the job; if a job with this id already exists for the tenant, that job (nothing is changed).
+    func createJob(tenant: TenantID, id: JobID, environment: APNsEnvironment?, notifications: [HeraldCore.Notification], createdAt: Date) async throws -> JobCreation
+    func job(tenant: TenantID, id: JobID) async throws -> Job?
+    /// The tenant's jobs, newest first.
+    func jobs(tenant: TenantID, states: Set<JobState>?, limit: Int) async throws -> [Job]
+    /// - Returns: false when the tenant has no such job.
+    @discardableResult
+    func updateJob(tenant: TenantID, id: JobID, state: JobState, at: Date) async throws -> Bool
+    /// Leases up to `limit` pending items of the job to `claimant` until `leaseUntil`: items
+    /// already leased to the same claimant first, then unleased items or items whose lease ended.
+    func claimPendingItems(tenant: TenantID, job: JobID, limit: Int, claimant: String, now: Date, leaseUntil: Date) async throws -> [JobItem]
+    /// Records an item's outcome if it has none yet; otherwise keeps the stored one.
+    func recordResult(tenant: TenantID, job: JobID, index: Int, result: JobItemResult) async throws -> RecordOutcome
+    /// Items in index order, from `fromIndex`.
+    func items(tenant: TenantID, job: JobID, fromIndex: Int, limit: Int) async throws -> [JobItem]
+    func progress(tenant: TenantID, job: JobID) async throws -> JobProgress?
+}
+
+/// A batch job's id: 1 to 64 of `A-Z a-z 0-9 - _`.
+public struct JobID: Hashable, Sendable, Codable, CustomStringConvertible {
+    public let rawValue: String
+
+    public init(_ rawValue: String) throws(StoreError) {
+        guard !rawValue.isEmpty, rawValue.utf8.count <= 64,
+            rawValue.utf8.allSatisfy({ byte in
+                (UInt8(ascii: "a")...UInt8(ascii: "z")).contains(byte) || (UInt8(ascii: "A")...UInt8(ascii: "Z")).contains(byte)
+                    || (UInt8(ascii: "0")...UInt8(ascii: "9")).contains(byte) || byte == UInt8(ascii: "-") || byte == UInt8(ascii: "_")
+            })
+        else { throw StoreError.invalidJobID(rawValue) }
+        self.rawValue = rawValue
+    }
+
+    /// A new random id (a lowercase UUID).
+    public static func random() -> JobID {
+        JobID(unchecked: UUID().uuidString.lowercased())
+    }
+
+    init(unchecked: String) { rawValue = unchecked }
+
+    public var description: String { rawValue }
+
+    public init(from decoder: any Decoder) throws {
+        let container = try decoder.singleValueContainer()
+        let raw = try container.decode(String.self)
+        do { try self.init(raw) } catch {
+            throw DecodingError.dataCorruptedError(in: container, debugDescription: error.description)
+        }
+    }
+
+    public func encode(to encoder: any Encoder) throws {
+        var container = encoder.singleValueContainer()
+        try container.encode(rawValue)
+    }
+}
+
+public enum JobState: String, Sendable, Hashable, Codable, CaseIterable, CustomStringConvertible {
+    /// Stored, not started.
+    case accepted
+    /// Items are being sent.
+    case running
+    /// Every item has an outcome.
+    case finished
+    /// Stopped on request; pending items stay unsent.
+    case cancelled
+
+    public var description: String { rawValue }
+    public var isFinal: Bool { self == .finished || self == .cancelled }
+}
+
+public struct Job: Sendable, Hashable {
+    public var id: JobID
+    public var tenant: TenantID
+    public var state: JobState
+    public var environment: APNsEnvironment?
+    public var itemCount: Int
+    public var createdAt: Date
+    public var updatedAt: Date
+
+    public init(id: JobID, tenant: TenantID, state: JobState, environment: APNsEnvironment?, itemCount: Int, createdAt: Date, updatedAt: Date) {
+        self.id = id
+        self.tenant = tenant
+        self.state = state
+        self.environment = environment
+        self.itemCount = itemCount
+        self.createdAt = createdAt
+        self.updatedAt = updatedAt
+    }
+}
+
+public enum JobCreation: Sendable, Hashable {
+    case created(Job)
+    /// A job with this id already existed for the tenant; it is returned unchanged.
+    case existing(Job)
+
+    public var job: Job {
+        switch self {
+        case .created(let job), .existing(let job): return job
+        }
+    }
+}
+
+public enum JobItemState: String, Sendable, Hashable, Codable, CaseIterable, CustomStringConvertible {
+    case pending
+    case sent
+    case failed
+    public var description: String { rawValue }
+}
+
+/// One notification of a job and its outcome.
+public struct JobItem: Sendable, Hashable {
+    public var job: JobID
+    public var index: Int
+    /// The notification, with its apns-id assigned when the job was stored.
+    public var notification: HeraldCore.Notification
+    public var state: JobItemState
+    public var result: JobItemResult?
+    /// Who holds the item's lease, while pending.
+    public var claimant: String?
+    public var leaseUntil: Date?
+
+    public init(job: JobID, index: Int, notification: HeraldCore.Notification, state: JobItemState, result: JobItemResult?, claimant: String? = nil, leaseUntil: Date? = nil) {
+        self.job = job
+        self.index = index
+        self.notification = notification
+        self.state = state
+        self.result = result
+        self.claimant = claimant
+        self.leaseUntil = leaseUntil
+    }
+}
+
+/// The outcome of one job item.
+public struct JobItemResult: Sendable, Hashable {
+    /// `.sent` (APNs answered 200) or `.failed`.
+    public var state: JobItemState
+    /// APNs' HTTP status; nil when it never answered.
+    public var status: Int?
+    /// APNs' reason, or Herald's error code for a local refusal or failure (`TopicDisallowed`, `TransportFailed`, …).
+    public var reason: String?
+    /// A human-readable detail for failures.
+    public var message: String?
+    public var apnsID: NotificationID?
+    /// APNs' timestamp (with 410).
+    public var apnsTimestamp: Date?
+    public var finishedAt: Date
+
+    public init(state: JobItemState, status: Int?, reason: String?, message: String? = nil, apnsID: NotificationID?, apnsTimestamp: Date? = nil, finishedAt: Date) {
+        self.state = state
+        self.status = status
+        self.reason = reason
+        self.message = message
+        self.apnsID = apnsID
+        self.apnsTimestamp = apnsTimestamp
+        self.finishedAt = finishedAt
+    }
+}
+
+public enum RecordOutcome: Sendable, Hashable {
+    case recorded(JobItem)
+    /// The item already had an outcome; this is it, unchanged.
+    case alreadyRecorded(JobItem)
+
+    public var item: JobItem {
+        switch self {
+        case .recorded(let item), .alreadyRecorded(let item): return item
+        }
+    }
+}
+
+public struct JobProgress: Sendable, Hashable {
+    public var pending: Int
+    public var sent: Int
+    public var failed: Int
+    public var total: Int { pending + sent + failed }
+
+    public init(pending: Int, sent: Int, failed: Int) {
+        self.pending = pending
+        self.sent = sent
+        self.failed = failed
+    }
+}
+
+public struct StoreError: Error, Sendable, Hashable, CustomStringConvertible {
+    private enum Code: Hashable, Sendable {
+        case invalidJobID, notFound, invalidArgument, corrupt, cannotOpen
+    }
+    private let code: Code
+    public let message: String
+
+    public var description: String { message }
+
+    public static func invalidJobID(_ value: String) -> StoreError {
+        StoreError(code: .invalidJobID, message: "job id must be 1 to 64 of A-Z a-z 0-9 - _ (got \(value.count) characters)")
+    }
+    public static func notFound(_ what: String) -> StoreError { StoreError(code: .notFound, message: "\(what) not found") }
+    public static func invalidArgument(_ message: String) -> StoreError { StoreError(code: .invalidArgument, message: message) }
+    public static func corrupt(_ message: String) -> StoreError { StoreError(code: .corrupt, message: message) }
+    public static func cannotOpen(_ message: String) -> StoreError { StoreError(code: .cannotOpen, message: message) }
+
+    public var isNotFound: Bool { code == .notFound }
+    public var isInvalidJobID: Bool { code == .invalidJobID }
+}

@@ -1,0 +1,66 @@
+import GRDB
+
+extension SQLitePushStore {
+    /// The schema, one registered migration per version. Never edit a migration that has shipped:
+    /// add the next one.
+    static var migrator: DatabaseMigrator {
+        var migrator = DatabaseMigrator()
+        migrator.registerMigration("v1: invalid tokens, jobs, job items") { db in
+            try db.execute(
+                sql: """
+                    CREATE TABLE invalid_token (
+                        tenant TEXT NOT NULL,
+                        environment TEXT NOT NULL,
+                        token TEXT NOT NULL,
+                        topic TEXT NOT NULL,
+                        reason TEXT NOT NULL,
+                        apns_timestamp_ms INTEGER,
+                        recorded_at_ms INTEGER NOT NULL,
+                        registered_at_ms INTEGER,
+                        PRIMARY KEY (tenant, environment, token, topic)
+                    ) WITHOUT ROWID;
+                    CREATE INDEX invalid_token_recent ON invalid_token (tenant, recorded_at_ms);
+
+                    CREATE TABLE job (
+                        tenant TEXT NOT NULL,
+                        id TEXT NOT NULL,
+                        state TEXT NOT NULL,
+                        environment TEXT,
+                        item_count INTEGER NOT NULL,
+                        created_at_ms INTEGER NOT NULL,
+                        updated_at_ms INTEGER NOT NULL,
+                        PRIMARY KEY (tenant, id)
+                    ) WITHOUT ROWID;
+                    CREATE INDEX job_by_state ON job (tenant, state, created_at_ms);
+                    CREATE INDEX job_by_created ON job (tenant, created_at_ms);
+
+                    CREATE TABLE job_item (
+                        tenant TEXT NOT NULL,
+                        job_id TEXT NOT NULL,
+                        idx INTEGER NOT NULL,
+                        device_token TEXT NOT NULL,
+                        topic TEXT,
+                        push_type TEXT NOT NULL,
+                        priority INTEGER,
+                        expiration INTEGER,
+                        collapse_id TEXT,
+                        apns_id TEXT NOT NULL,
+                        payload BLOB NOT NULL,
+                        state TEXT NOT NULL,
+                        status INTEGER,
+                        reason TEXT,
+                        message TEXT,
+                        result_apns_id TEXT,
+                        apns_timestamp_ms INTEGER,
+                        finished_at_ms INTEGER,
+                        claimant TEXT,
+                        lease_until_ms INTEGER,
+                        PRIMARY KEY (tenant, job_id, idx),
+                        FOREIGN KEY (tenant, job_id) REFERENCES job (tenant, id) ON DELETE CASCADE
+                    ) WITHOUT ROWID;
+                    CREATE INDEX job_item_by_state ON job_item (tenant, job_id, state, idx);
+                    """)
+        }
+        return migrator
+    }
+}

@@ -1,0 +1,392 @@
+import Foundation
+import GRDB
+import HeraldCore
+
+/// The embedded ``PushStore``: one SQLite file (WAL mode) through GRDB.
+///
+/// ```swift
+/// let store = try SQLitePushStore(directory: "data")        // data/herald.sqlite
+/// try await store.recordInvalidToken(record, tenant: tenant)
+/// ```
+public final class SQLitePushStore: PushStore {
+    /// The database file's path.
+    public let path: String
+    private let pool: DatabasePool
+
+    /// The file name used inside a data directory.
+    public static let defaultFileName = "herald.sqlite"
+
+    /// Opens (creating if needed) `directory/herald.sqlite` and brings its schema up to date.
+    public convenience init(directory: String = "data") throws {
+        do {
+            try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+        } catch {
+            throw StoreError.cannotOpen("cannot create the data directory \(directory): \(error.localizedDescription)")
+        }
+        try self.init(path: (directory as NSString).appendingPathComponent(Self.defaultFileName))
+    }
+
+    /// Opens (creating if needed) the database at `path` and brings its schema up to date.
+    public init(path: String) throws {
+        self.path = path
+        var configuration = Configuration()
+        configuration.busyMode = .timeout(10)
+        configuration.label = "herald.store"
+        do {
+            pool = try DatabasePool(path: path, configuration: configuration)
+            try Self.migrator.migrate(pool)
+        } catch let error as DatabaseError {
+            throw StoreError.cannotOpen("cannot open the store at \(path): \(error.message ?? error.description)")
+        }
+    }
+
+    /// The migrations applied to the file, in order.
+    public func appliedMigrations() throws -> [String] {
+        try pool.read { db in try Self.migrator.appliedMigrations(db) }
+    }
+
+    /// SQLite's journal mode for the file (`wal`).
+    public func journalMode() throws -> String {
+        try pool.read { db in try String.fetchOne(db, sql: "PRAGMA journal_mode") ?? "" }
+    }
+
+    // MARK: Invalid device tokens
+
+    public func recordInvalidToken(_ record: InvalidTokenRecord, tenant: TenantID) async throws {
+        let arguments: StatementArguments = [
+            tenant.rawValue, record.environment.rawValue, record.token.hex, record.topic, record.reason.wireValue,
+            record.apnsTimestamp.map(Self.millis), Self.millis(record.recordedAt), record.registeredAt.map(Self.millis),
+        ]
+        try await pool.write { db in
+            try db.execute(
+                sql: """
+                    INSERT INTO invalid_token
+                        (tenant, environment, token, topic, reason, apns_timestamp_ms, recorded_at_ms, registered_at_ms)
+                    VALUES (?, ?, ?, ?, ?, ?, ?, ?)
+                    ON CONFLICT (tenant, environment, token, topic) DO UPDATE SET
+                        reason = excluded.reason,
+                        apns_timestamp_ms = CASE
+                            WHEN excluded.apns_timestamp_ms IS NULL THEN invalid_token.apns_timestamp_ms
+                            WHEN invalid_token.apns_timestamp_ms IS NULL THEN excluded.apns_timestamp_ms
+                            ELSE max(invalid_token.apns_timestamp_ms, excluded.apns_timestamp_ms) END,
+                        recorded_at_ms = max(invalid_token.recorded_at_ms, excluded.recorded_at_ms),
+                        registered_at_ms = coalesce(invalid_token.registered_at_ms, excluded.registered_at_ms)
+                    """,
+                arguments: arguments)
+        }
+    }
+
+    public func invalidToken(tenant: TenantID, token: DeviceToken, topic: String, environment: APNsEnvironment) async throws -> InvalidTokenRecord? {
+        try await pool.read { db in
+            try Row.fetchOne(
+                db,
+                sql: "SELECT * FROM invalid_token WHERE tenant = ? AND environment = ? AND token = ? AND topic = ?",
+                arguments: [tenant.rawValue, environment.rawValue, token.hex, topic]
+            ).map(Self.invalidTokenRecord)
+        }
+    }
+
+    public func invalidTokens(tenant: TenantID, limit: Int) async throws -> [InvalidTokenRecord] {
+        try await pool.read { db in
+            try Row.fetchAll(
+                db,
+                sql: "SELECT * FROM invalid_token WHERE tenant = ? ORDER BY recorded_at_ms DESC, token, topic LIMIT ?",
+                arguments: [tenant.rawValue, max(0, limit)]
+            ).map(Self.invalidTokenRecord)
+        }
+    }
+
+    @discardableResult
+    public func registerToken(tenant: TenantID, token: DeviceToken, topic: String?, registeredAt: Date) async throws -> Int {
+        let at = Self.millis(registeredAt)
+        return try await pool.write { db in
+            if let topic {
+                try db.execute(
+                    sql: """
+                        UPDATE invalid_token SET registered_at_ms = max(coalesce(registered_at_ms, 0), ?)
+                        WHERE tenant = ? AND token = ? AND topic = ?
+                        """,
+                    arguments: [at, tenant.rawValue, token.hex, topic])
+            } else {
+                try db.execute(
+                    sql: """
+                        UPDATE invalid_token SET registered_at_ms = max(coalesce(registered_at_ms, 0), ?)
+                        WHERE tenant = ? AND token = ?
+                        """,
+                    arguments: [at, tenant.rawValue, token.hex])
+            }
+            return db.changesCount
+        }
+    }
+
+    @discardableResult
+    public func removeInvalidToken(tenant: TenantID, token: DeviceToken, topic: String?) async throws -> Int {
+        try await pool.write { db in
+            if let topic {
+                try db.execute(
+                    sql: "DELETE FROM invalid_token WHERE tenant = ? AND token = ? AND topic = ?",
+                    arguments: [tenant.rawValue, token.hex, topic])
+            } else {
+                try db.execute(
+                    sql: "DELETE FROM invalid_token WHERE tenant = ? AND token = ?", arguments: [tenant.rawValue, token.hex])
+            }
+            return db.changesCount
+        }
+    }
+
+    // MARK: Jobs
+
+    public func createJob(tenant: TenantID, id: JobID, environment: APNsEnvironment?, notifications: [HeraldCore.Notification], createdAt: Date) async throws -> JobCreation {
+        let created = Self.millis(createdAt)
+        return try await pool.write { db in
+            if let existing = try Self.fetchJob(db, tenant: tenant, id: id) {
+                return .existing(existing)
+            }
+            try db.execute(
+                sql: """
+                    INSERT INTO job (tenant, id, state, environment, item_count, created_at_ms, updated_at_ms)
+                    VALUES (?, ?, ?, ?, ?, ?, ?)
+                    """,
+                arguments: [tenant.rawValue, id.rawValue, JobState.accepted.rawValue, environment?.rawValue, notifications.count, created, created])
+            let statement = try db.makeStatement(
+                sql: """
+                    INSERT INTO job_item (tenant, job_id, idx, device_token, topic, push_type, priority, expiration,
+                                          collapse_id, apns_id, payload, state)
+                    VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+                    """)
+            for (index, notification) in notifications.enumerated() {
+                let apnsID = notification.id ?? NotificationID.random()
+                let expiration: Int64? = notification.expiration.map {
+                    switch $0 {
+                    case .immediately: return 0
+                    case .at(let seconds): return Int64(seconds)
+                    }
+                }
+                try statement.execute(arguments: [
+                    tenant.rawValue, id.rawValue, index, notification.deviceToken.hex, notification.topic,
+                    notification.pushType.rawValue, notification.priority?.rawValue, expiration, notification.collapseID,
+                    apnsID.rawValue, Data(notification.payload), JobItemState.pending.rawValue,
+                ])
+            }
+            guard let job = try Self.fetchJob(db, tenant: tenant, id: id) else {
+                throw StoreError.corrupt("job \(id) vanished while it was being created")
+            }
+            return .created(job)
+        }
+    }
+
+    public func job(tenant: TenantID, id: JobID) async throws -> Job? {
+        try await pool.read { db in try Self.fetchJob(db, tenant: tenant, id: id) }
+    }
+
+    public func jobs(tenant: TenantID, states: Set<JobState>?, limit: Int) async throws -> [Job] {
+        try await pool.read { db in
+            var sql = "SELECT * FROM job WHERE tenant = ?"
+            var arguments: StatementArguments = [tenant.rawValue]
+            if let states {
+                guard !states.isEmpty else { return [] }
+                sql += " AND state IN (" + Array(repeating: "?", count: states.count).joined(separator: ", ") + ")"
+                for state in states.sorted(by: { $0.rawValue < $1.rawValue }) { arguments += [state.rawValue] }
+            }
+            sql += " ORDER BY created_at_ms DESC, id LIMIT ?"
+            arguments += [max(0, limit)]
+            return try Row.fetchAll(db, sql: sql, arguments: arguments).map { try Self.job(from: $0) }
+        }
+    }
+
+    @discardableResult
+    public func updateJob(tenant: TenantID, id: JobID, state: JobState, at: Date) async throws -> Bool {
+        let at = Self.millis(at)
+        return try await pool.write { db in
+            try db.execute(
+                sql: "UPDATE job SET state = ?, updated_at_ms = ? WHERE tenant = ? AND id = ?",
+                arguments: [state.rawValue, at, tenant.rawValue, id.rawValue])
+            return db.changesCount > 0
+        }
+    }
+
+    public func claimPendingItems(tenant: TenantID, job: JobID, limit: Int, claimant: String, now: Date, leaseUntil: Date) async throws -> [JobItem] {
+        guard limit > 0 else { return [] }
+        let nowMillis = Self.millis(now)
+        let until = Self.millis(leaseUntil)
+        return try await pool.write { db in
+            let rows = try Row.fetchAll(
+                db,
+                sql: """
+                    SELECT idx FROM job_item
+                    WHERE tenant = ? AND job_id = ? AND state = 'pending'
+                      AND (claimant = ? OR claimant IS NULL OR lease_until_ms IS NULL OR lease_until_ms <= ?)
+                    ORDER BY CASE WHEN claimant = ? THEN 0 ELSE 1 END, idx
+                    LIMIT ?
+                    """,
+                arguments: [tenant.rawValue, job.rawValue, claimant, nowMillis, claimant, limit])
+            let indexes: [Int] = rows.map { $0["idx"] }
+            guard !indexes.isEmpty else { return [] }
+            let list = indexes.map(String.init).joined(separator: ",")
+            try db.execute(
+                sql: "UPDATE job_item SET claimant = ?, lease_until_ms = ? WHERE tenant = ? AND job_id = ? AND idx IN (\(list))",
+                arguments: [claimant, until, tenant.rawValue, job.rawValue])
+            return try Row.fetchAll(
+                db,
+                sql: "SELECT * FROM job_item WHERE tenant = ? AND job_id = ? AND idx IN (\(list)) ORDER BY idx",
+                arguments: [tenant.rawValue, job.rawValue]
+            ).map { try Self.jobItem(from: $0) }
+        }
+    }
+
+    public func recordResult(tenant: TenantID, job: JobID, index: Int, result: JobItemResult) async throws -> RecordOutcome {
+        guard result.state != .pending else {
+            throw StoreError.invalidArgument("a result must be sent or failed, not pending")
+        }
+        let arguments: StatementArguments = [
+            result.state.rawValue, result.status, result.reason, result.message, result.apnsID?.rawValue,
+            result.apnsTimestamp.map(Self.millis), Self.millis(result.finishedAt),
+            tenant.rawValue, job.rawValue, index,
+        ]
+        return try await pool.write { db in
+            try db.execute(
+                sql: """
+                    UPDATE job_item SET state = ?, status = ?, reason = ?, message = ?, result_apns_id = ?,
+                        apns_timestamp_ms = ?, finished_at_ms = ?, claimant = NULL, lease_until_ms = NULL
+                    WHERE tenant = ? AND job_id = ? AND idx = ? AND state = 'pending'
+                    """,
+                arguments: arguments)
+            let changed = db.changesCount > 0
+            guard
+                let row = try Row.fetchOne(
+                    db, sql: "SELECT * FROM job_item WHERE tenant = ? AND job_id = ? AND idx = ?",
+                    arguments: [tenant.rawValue, job.rawValue, index])
+            else { throw StoreError.notFound("item \(index) of job \(job)") }
+            let item = try Self.jobItem(from: row)
+            return changed ? .recorded(item) : .alreadyRecorded(item)
+        }
+    }
+
+    public func items(tenant: TenantID, job: JobID, fromIndex: Int, limit: Int) async throws -> [JobItem] {
+        try await pool.read { db in
+            try Row.fetchAll(
+                db,
+                sql: "SELECT * FROM job_item WHERE tenant = ? AND job_id = ? AND idx >= ? ORDER BY idx LIMIT ?",
+                arguments: [tenant.rawValue, job.rawValue, fromIndex, max(0, limit)]
+            ).map { try Self.jobItem(from: $0) }
+        }
+    }
+
+    public func progress(tenant: TenantID, job: JobID) async throws -> JobProgress? {
+        try await pool.read { db in
+            guard try Self.fetchJob(db, tenant: tenant, id: job) != nil else { return nil }
+            var progress = JobProgress(pending: 0, sent: 0, failed: 0)
+            let rows = try Row.fetchAll(
+                db, sql: "SELECT state, count(*) AS n FROM job_item WHERE tenant = ? AND job_id = ? GROUP BY state",
+                arguments: [tenant.rawValue, job.rawValue])
+            for row in rows {
+                let count: Int = row["n"]
+                switch JobItemState(rawValue: row["state"]) {
+                case .pending: progress.pending = count
+                case .sent: progress.sent = count
+                case .failed: progress.failed = count
+                case nil: throw StoreError.corrupt("job item with an unknown state")
+                }
+            }
+            return progress
+        }
+    }
+
+    // MARK: Rows
+
+    static func millis(_ date: Date) -> Int64 {
+        Int64((date.timeIntervalSince1970 * 1000).rounded())
+    }
+
+    static func date(_ millis: Int64) -> Date {
+        Date(timeIntervalSince1970: Double(millis) / 1000)
+    }
+
+    private static func fetchJob(_ db: Database, tenant: TenantID, id: JobID) throws -> Job? {
+        try Row.fetchOne(db, sql: "SELECT * FROM job WHERE tenant = ? AND id = ?", arguments: [tenant.rawValue, id.rawValue])
+            .map { try job(from: $0) }
+    }
+
+    private static func job(from row: Row) throws -> Job {
+        let tenantRaw: String = row["tenant"]
+        let stateRaw: String = row["state"]
+        let environmentRaw: String? = row["environment"]
+        guard let tenant = try? TenantID(tenantRaw), let state = JobState(rawValue: stateRaw) else {
+            throw StoreError.corrupt("job row with an invalid tenant or state")
+        }
+        return Job(
+            id: JobID(unchecked: row["id"]), tenant: tenant, state: state,
+            environment: environmentRaw.flatMap(APNsEnvironment.init(rawValue:)), itemCount: row["item_count"],
+            createdAt: date(row["created_at_ms"]), updatedAt: date(row["updated_at_ms"]))
+    }
+
+    private static func jobItem(from row: Row) throws -> JobItem {
+        let stateRaw: String = row["state"]
+        let pushTypeRaw: String = row["push_type"]
+        guard let state = JobItemState(rawValue: stateRaw), let pushType = PushType(rawValue: pushTypeRaw) else {
+            throw StoreError.corrupt("job item row with an invalid state or push type")
+        }
+        let tokenHex: String = row["device_token"]
+        let apnsIDRaw: String = row["apns_id"]
+        let priorityRaw: Int? = row["priority"]
+        let expirationRaw: Int64? = row["expiration"]
+        let payload: Data = row["payload"]
+        let notification: HeraldCore.Notification
+        do {
+            notification = HeraldCore.Notification(
+                deviceToken: try DeviceToken(hex: tokenHex), topic: row["topic"], pushType: pushType,
+                priority: priorityRaw.flatMap(Priority.init(rawValue:)),
+                expiration: expirationRaw.map { $0 == 0 ? .immediately : .at(UInt32(clamping: $0)) },
+                collapseID: row["collapse_id"], id: try NotificationID(apnsIDRaw), payload: payload)
+        } catch {
+            throw StoreError.corrupt("job item row with an invalid device token or apns-id")
+        }
+        var result: JobItemResult? = nil
+        if state != .pending {
+            let resultID: String? = row["result_apns_id"]
+            let timestamp: Int64? = row["apns_timestamp_ms"]
+            let finished: Int64? = row["finished_at_ms"]
+            result = JobItemResult(
+                state: state, status: row["status"], reason: row["reason"], message: row["message"],
+                apnsID: resultID.flatMap { try? NotificationID($0) }, apnsTimestamp: timestamp.map(date),
+                finishedAt: date(finished ?? 0))
+        }
+        let lease: Int64? = row["lease_until_ms"]
+        return JobItem(
+            job: JobID(unchecked: row["job_id"]), index: row["idx"], notification: notification, state: state,
+            result: result, claimant: row["claimant"], leaseUntil: lease.map(date))
+    }
+
+    private static func invalidTokenRecord(_ row: Row) throws -> InvalidTokenRecord {
+        let environmentRaw: String = row["environment"]
+        let tokenHex: String = row["token"]
+        let reason: String = row["reason"]
+        let apnsTimestamp: Int64? = row["apns_timestamp_ms"]
+        let registered: Int64? = row["registered_at_ms"]
+        guard let environment = APNsEnvironment(rawValue: environmentRaw), let token = try? DeviceToken(hex: tokenHex) else {
+            throw StoreError.corrupt("invalid-token row with an invalid environment or token")
+        }
+        return InvalidTokenRecord(
+            token: token, topic: row["topic"], environment: environment, reason: APNsReason(wireValue: reason),
+            apnsTimestamp: apnsTimestamp.map(date), recordedAt: date(row["recorded_at_ms"]), registeredAt: registered.map(date))
+    }
+}
+
+/// One tenant's invalid tokens, as the feedback plugin sees them.
+public struct TenantInvalidTokens: InvalidTokenRecorder {
+    public let tenant: TenantID
+    private let store: any PushStore
+
+    public init(tenant: TenantID, store: any PushStore) {
+        self.tenant = tenant
+        self.store = store
+    }
+
+    public func record(_ record: InvalidTokenRecord) async throws {
+        try await store.recordInvalidToken(record, tenant: tenant)
+    }
+
+    public func invalidToken(_ token: DeviceToken, topic: String, environment: APNsEnvironment) async throws -> InvalidTokenRecord? {
+        try await store.invalidToken(tenant: tenant, token: token, topic: topic, environment: environment)
+    }
+}

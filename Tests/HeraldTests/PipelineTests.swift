@@ -1,0 +1,103 @@
+import Foundation
+import Herald
+import HeraldCore
+import Synchronization
+import Testing
+
+/// Appends its name to a shared log before and after the rest of the pipeline.
+struct TraceMiddleware: PushMiddleware {
+    let name: String
+    let log: Mutex<[String]>.Box
+
+    func send(_ notification: HeraldCore.Notification, context: PushContext, next: PushHandler) async throws -> PushResult {
+        log.append("\(name)>\(context.attempt)")
+        let result = try await next.send(notification, context: context)
+        log.append("<\(name)")
+        return result
+    }
+}
+
+extension Mutex where Value == [String] {
+    /// A reference to a shared, locked list of strings.
+    final class Box: Sendable {
+        private let mutex = Mutex<[String]>([])
+        func append(_ s: String) { mutex.withLock { $0.append(s) } }
+        var values: [String] { mutex.withLock { $0 } }
+    }
+}
+
+struct TraceFactory: PluginFactory {
+    let name: String
+    let log: Mutex<[String]>.Box
+    func make(options: JSONValue, environment: PluginEnvironment) throws(PluginOptionError) -> any PushMiddleware {
+        _ = try PluginOptions(options, allowed: [])
+        return TraceMiddleware(name: name, log: log)
+    }
+}
+
+@Suite("Send pipeline")
+struct PipelineTests {
+    @Test("middlewares run in the order given, the first outermost, ending in the terminal")
+    func order() async throws {
+        let log = Mutex<[String]>.Box()
+        let pipeline = SendPipeline(
+            [TraceMiddleware(name: "a", log: log), TraceMiddleware(name: "b", log: log), TraceMiddleware(name: "c", log: log)],
+            terminal: PushHandler { notification, context in
+                log.append("wire")
+                return PushResult(notificationID: notification.id!, environment: context.environment, response: APNsResponse(status: 200, apnsID: notification.id))
+            })
+        var note = Fixtures.note()
+        note.id = .random()
+        let result = try await pipeline.send(note, context: PushContext(tenant: Fixtures.tenantID("t"), environment: .production, deadline: .now + .seconds(5)))
+        #expect(result.isSuccess)
+        #expect(log.values == ["a>1", "b>1", "c>1", "wire", "<c", "<b", "<a"])
+    }
+
+    @Test("a tenant's plugins run in its YAML order, with retry outermost unless it is listed")
+    func tenantOrder() async throws {
+        let log = Mutex<[String]>.Box()
+        var registry = PluginRegistry()
+        registry.register(TraceFactory(name: "one", log: log))
+        registry.register(TraceFactory(name: "two", log: log))
+        let transports = ScriptedTransports { _ in ScriptedTransport([.respond(status: 503, reason: .serviceUnavailable)]) }
+        let router = try Fixtures.router(transports: transports, registry: registry)
+        await router.install([
+            Fixtures.tenant("outer", plugins: [Fixtures.plugin("two"), Fixtures.plugin("one")]),
+            Fixtures.tenant("inner", plugins: [Fixtures.plugin("two"), Fixtures.plugin("retry", .obj(["max_attempts": .int(2)])), Fixtures.plugin("one")]),
+        ])
+        let outer = try await router.send(tenant: Fixtures.tenantID("outer"), notification: Fixtures.note())
+        #expect(outer.isSuccess && outer.attempts == 2)
+        // Default retry wraps everything: each attempt passes through both plugins.
+        #expect(log.values == ["two>1", "one>1", "<one", "<two", "two>2", "one>2", "<one", "<two"])
+
+        let innerLog = log.values.count
+        let inner = try await router.send(tenant: Fixtures.tenantID("inner"), notification: Fixtures.note())
+        #expect(inner.isSuccess && inner.attempts == 2)
+        // Retry placed between them: "two" sees the notification once, "one" on every attempt.
+        #expect(Array(log.values.dropFirst(innerLog)) == ["two>1", "one>1", "<one", "one>2", "<one", "<two"])
+    }
+
+    @Test("the context names the tenant and environment, and the apns-id is set before the pipeline")
+    func context() async throws {
+        let seen = Mutex<[String]>.Box()
+        struct Probe: PushMiddleware {
+            let seen: Mutex<[String]>.Box
+            func send(_ notification: HeraldCore.Notification, context: PushContext, next: PushHandler) async throws -> PushResult {
+                seen.append("\(context.tenant) \(context.environment) \(notification.id != nil) \(context.logger[metadataKey: "herald.apns-id"] == notification.id?.rawValue)")
+                return try await next.send(notification, context: context)
+            }
+        }
+        struct ProbeFactory: PluginFactory {
+            let seen: Mutex<[String]>.Box
+            let name = "probe"
+            func make(options: JSONValue, environment: PluginEnvironment) throws(PluginOptionError) -> any PushMiddleware { Probe(seen: seen) }
+        }
+        var registry = PluginRegistry()
+        registry.register(ProbeFactory(seen: seen))
+        let router = try Fixtures.router(registry: registry)
+        await router.install([Fixtures.tenant("ctx", plugins: [Fixtures.plugin("probe")], defaultEnvironment: .development)])
+        _ = try await router.send(tenant: Fixtures.tenantID("ctx"), notification: Fixtures.note())
+        _ = try await router.send(tenant: Fixtures.tenantID("ctx"), notification: Fixtures.note(), environment: .production)
+        #expect(seen.values == ["ctx development true true", "ctx production true true"])
+    }
+}

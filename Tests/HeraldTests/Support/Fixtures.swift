@@ -1,0 +1,64 @@
+import Foundation
+import Herald
+import HeraldCore
+import HeraldStore
+import Logging
+
+enum Fixtures {
+    static let token = try! DeviceToken(hex: "00fc13adff785122b4ad28809a3420982341241421348097878e577c991de8f0")
+    static let otherToken = try! DeviceToken(hex: "11fc13adff785122b4ad28809a3420982341241421348097878e577c991de8f1")
+
+    static func tenantID(_ raw: String) -> TenantID { try! TenantID(raw) }
+
+    /// A token-auth tenant with a dummy key (scripted transports never read it).
+    static func tenant(
+        _ id: String, topics: [String] = ["com.example.app", "com.example.app.voip"], plugins: [PluginConfiguration] = [],
+        production: APNsEndpoint? = .production, development: APNsEndpoint? = .development,
+        defaultEnvironment: APNsEnvironment = .production, file: String? = nil
+    ) -> TenantConfiguration {
+        TenantConfiguration(
+            id: tenantID(id), teamID: "TEAM000001",
+            auth: .token(TokenAuthConfiguration(keyID: "KEY0000001", privateKey: Secret(bytes: [1, 2, 3], origin: "test"))),
+            topics: topics,
+            endpoints: EndpointsConfiguration(production: production, development: development, defaultEnvironment: defaultEnvironment),
+            plugins: plugins, sourceFile: file ?? "tenants/\(id).yaml")
+    }
+
+    static func plugin(_ name: String, _ options: JSONValue = .object([]), line: Int = 10, file: String = "tenants/t.yaml") -> PluginConfiguration {
+        PluginConfiguration(name: name, options: options, location: SourceLocation(file: file, line: line, column: 5))
+    }
+
+    static func note(topic: String? = "com.example.app", pushType: PushType = .alert, token: DeviceToken = Fixtures.token) -> HeraldCore.Notification {
+        HeraldCore.Notification(deviceToken: token, topic: topic, pushType: pushType, payload: Array(#"{"aps":{"alert":"hi"}}"#.utf8))
+    }
+
+    /// A fresh temporary directory.
+    static func temporaryDirectory(_ name: String = "herald-tests") -> String {
+        let path = NSTemporaryDirectory() + "\(name)-\(UUID().uuidString.prefix(8))"
+        try! FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: true)
+        return path
+    }
+
+    static func store() throws -> SQLitePushStore {
+        try SQLitePushStore(directory: temporaryDirectory("herald-store"))
+    }
+
+    static func router(
+        transports: any TransportProvider = ScriptedTransports(), store: (any PushStore)? = nil, clock: any PushClock = ManualPushClock(),
+        registry: PluginRegistry = .standard(), webhooks: any WebhookSender = RecordingWebhooks(), environment: [String: String] = [:]
+    ) throws -> Router {
+        var logger = Logger(label: "herald.tests")
+        logger.logLevel = .critical
+        return Router(
+            configuration: RouterConfiguration(
+                registry: registry, store: try store ?? Fixtures.store(), transports: transports, clock: clock, logger: logger,
+                webhooks: webhooks, environment: environment))
+    }
+}
+
+extension JSONValue {
+    /// `["a": 1]`-style objects for tests.
+    static func obj(_ members: KeyValuePairs<String, JSONValue>) -> JSONValue {
+        .object(members.map { ($0.key, $0.value) })
+    }
+}
