@@ -43,18 +43,23 @@ public final class CertificateCredentialProvider: CredentialProvider {
             leaf = try Certificate(derEncoded: loaded.chain[0].toDERBytes())
         } catch {
             throw .invalidCertificate(
-                file: file, field: loaded.certificateField, message: "\(loaded.origin) holds a certificate that cannot be parsed as X.509")
+                file: file, field: loaded.certificateField,
+                message: "\(loaded.origin) holds a certificate that cannot be parsed as X.509")
         }
         let now = clock.now
         if now > leaf.notValidAfter {
             throw .certificateExpired(
                 file: file, field: loaded.certificateField,
-                message: "the certificate \(leaf.subject) from \(loaded.origin) expired at \(Self.format(leaf.notValidAfter))")
+                message:
+                    "the certificate \(Self.describe(leaf.subject)) from \(loaded.origin) expired at \(Self.format(leaf.notValidAfter))"
+            )
         }
         if now < leaf.notValidBefore {
             throw .certificateNotYetValid(
                 file: file, field: loaded.certificateField,
-                message: "the certificate \(leaf.subject) from \(loaded.origin) is not valid before \(Self.format(leaf.notValidBefore))")
+                message:
+                    "the certificate \(Self.describe(leaf.subject)) from \(loaded.origin) is not valid before \(Self.format(leaf.notValidBefore))"
+            )
         }
         let topics: APNsCertificateTopics
         do {
@@ -68,7 +73,8 @@ public final class CertificateCredentialProvider: CredentialProvider {
             let allowed = topics.topics.isEmpty ? "none" : topics.topics.joined(separator: ", ")
             throw .topicNotAllowed(
                 file: file, field: "topics",
-                message: "topic '\(topic)' is not allowed by the certificate from \(loaded.origin) (it allows: \(allowed))")
+                message:
+                    "topic '\(topic)' is not allowed by the certificate from \(loaded.origin) (it allows: \(allowed))")
         }
         self.chain = loaded.chain
         self.key = loaded.key
@@ -79,7 +85,8 @@ public final class CertificateCredentialProvider: CredentialProvider {
         self.notBefore = leaf.notValidBefore
         self.notAfter = leaf.notValidAfter
         self.summary = CredentialSummary(
-            kind: .certificate, teamID: teamID, certificateSubject: leaf.subject.description, notAfter: leaf.notValidAfter,
+            kind: .certificate, teamID: teamID, certificateSubject: Self.describe(leaf.subject),
+            notAfter: leaf.notValidAfter,
             certificateTopics: topics.topics)
         let fingerprint = (try? loaded.chain[0].toDERBytes()).map { SHA256.hash(data: $0).hexPrefix(64) } ?? ""
         self.identity = "certificate:\(fingerprint)"
@@ -93,7 +100,8 @@ public final class CertificateCredentialProvider: CredentialProvider {
     public func tlsConfiguration(base: TLSConfiguration) throws -> TLSConfiguration {
         if clock.now > notAfter {
             throw CredentialError.certificateExpired(
-                file: file, field: certificateField, message: "the certificate \(summary.certificateSubject ?? "") expired at \(Self.format(notAfter))")
+                file: file, field: certificateField,
+                message: "the certificate \(summary.certificateSubject ?? "") expired at \(Self.format(notAfter))")
         }
         var configuration = base
         configuration.certificateChain = chain.map { .certificate($0) }
@@ -111,7 +119,9 @@ public final class CertificateCredentialProvider: CredentialProvider {
         var origin: String
     }
 
-    private static func load(_ configuration: CertificateAuthConfiguration, file: String) throws(CredentialError) -> Loaded {
+    private static func load(_ configuration: CertificateAuthConfiguration, file: String) throws(CredentialError)
+        -> Loaded
+    {
         let loaded: Loaded
         switch configuration.identity {
         case .pem(let chainPEM, let privateKey):
@@ -135,21 +145,25 @@ public final class CertificateCredentialProvider: CredentialProvider {
         }
         guard !certificateBlocks.isEmpty else {
             throw .invalidCertificate(
-                file: file, field: certificateField, message: "\(origin) holds no PEM certificate (-----BEGIN CERTIFICATE-----)")
+                file: file, field: certificateField,
+                message: "\(origin) holds no PEM certificate (-----BEGIN CERTIFICATE-----)")
         }
         let chain: [NIOSSLCertificate]
         do {
             chain = try NIOSSLCertificate.fromPEMBytes(Array(certificateBlocks.map(\.text).joined().utf8))
         } catch {
-            throw .invalidCertificate(file: file, field: certificateField, message: "\(origin) holds a PEM certificate that cannot be parsed")
+            throw .invalidCertificate(
+                file: file, field: certificateField, message: "\(origin) holds a PEM certificate that cannot be parsed")
         }
         guard !chain.isEmpty else {
             throw .invalidCertificate(file: file, field: certificateField, message: "\(origin) holds no certificate")
         }
 
-        guard let keyBlock = PEMBlock.all(in: privateKey.text).first(where: { $0.label.hasSuffix("PRIVATE KEY") }) else {
+        guard let keyBlock = PEMBlock.all(in: privateKey.text).first(where: { $0.label.hasSuffix("PRIVATE KEY") })
+        else {
             throw .invalidCertificateKey(
-                file: file, field: keyField, message: "\(privateKey.origin) holds no PEM private key (-----BEGIN PRIVATE KEY-----)")
+                file: file, field: keyField,
+                message: "\(privateKey.origin) holds no PEM private key (-----BEGIN PRIVATE KEY-----)")
         }
         let keyBytes = Array(keyBlock.text.utf8)
         let key: NIOSSLPrivateKey
@@ -161,7 +175,8 @@ public final class CertificateCredentialProvider: CredentialProvider {
             }
             let secretBytes = passphrase.bytes
             do {
-                key = try NIOSSLPrivateKey(bytes: keyBytes, format: .pem) { setPassphrase in setPassphrase(secretBytes) }
+                key = try NIOSSLPrivateKey(bytes: keyBytes, format: .pem) { setPassphrase in setPassphrase(secretBytes)
+                }
             } catch {
                 throw .wrongPassphrase(
                     file: file, field: "auth.certificate.passphrase",
@@ -173,13 +188,16 @@ public final class CertificateCredentialProvider: CredentialProvider {
                 key = try NIOSSLPrivateKey(bytes: keyBytes, format: .pem) { (_: NIOSSLPassphraseSetter<[UInt8]>) in }
             } catch {
                 throw .invalidCertificateKey(
-                    file: file, field: keyField, message: "\(privateKey.origin) holds a PEM private key that cannot be parsed")
+                    file: file, field: keyField,
+                    message: "\(privateKey.origin) holds a PEM private key that cannot be parsed")
             }
         }
         return Loaded(chain: chain, key: key, certificateField: certificateField, origin: origin)
     }
 
-    private static func loadPKCS12(_ bundle: Secret, passphrase: Secret?, file: String) throws(CredentialError) -> Loaded {
+    private static func loadPKCS12(_ bundle: Secret, passphrase: Secret?, file: String) throws(CredentialError)
+        -> Loaded
+    {
         let field = "auth.certificate.pkcs12_file"
         let parsed: NIOSSLPKCS12Bundle
         do {
@@ -200,7 +218,8 @@ public final class CertificateCredentialProvider: CredentialProvider {
         guard !parsed.certificateChain.isEmpty else {
             throw .invalidPKCS12(file: file, field: field, message: "\(bundle.origin) holds no certificate")
         }
-        return Loaded(chain: parsed.certificateChain, key: parsed.privateKey, certificateField: field, origin: bundle.origin)
+        return Loaded(
+            chain: parsed.certificateChain, key: parsed.privateKey, certificateField: field, origin: bundle.origin)
     }
 
     /// A PKCS#12 PFX is `SEQUENCE { INTEGER 3, ContentInfo, ... }`.
@@ -222,8 +241,14 @@ public final class CertificateCredentialProvider: CredentialProvider {
             _ = try NIOSSLContext(configuration: configuration)
         } catch {
             throw .keyDoesNotMatchCertificate(
-                file: file, field: loaded.certificateField, message: "the private key does not belong to the certificate from \(loaded.origin)")
+                file: file, field: loaded.certificateField,
+                message: "the private key does not belong to the certificate from \(loaded.origin)")
         }
+    }
+
+    /// The subject as swift-certificates prints it, with the userID attribute shown as `UID`.
+    private static func describe(_ name: DistinguishedName) -> String {
+        name.description.replacingOccurrences(of: "0.9.2342.19200300.100.1.1=", with: "UID=")
     }
 
     private static func format(_ date: Date) -> String {

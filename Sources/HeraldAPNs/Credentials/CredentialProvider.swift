@@ -75,7 +75,8 @@ public struct TokenRefreshPolicy: Sendable, Hashable {
 
     public init() {}
 
-    public init(refreshAfter: TimeInterval, minimumInterval: TimeInterval = 20 * 60, maximumAge: TimeInterval = 60 * 60) {
+    public init(refreshAfter: TimeInterval, minimumInterval: TimeInterval = 20 * 60, maximumAge: TimeInterval = 60 * 60)
+    {
         self.refreshAfter = refreshAfter
         self.minimumInterval = minimumInterval
         self.maximumAge = maximumAge

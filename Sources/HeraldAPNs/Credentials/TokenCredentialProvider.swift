@@ -37,7 +37,8 @@ public final class TokenCredentialProvider: CredentialProvider {
         do {
             self.signer = try APNsJWTSigner(keyID: keyID, teamID: teamID, privateKey: key)
         } catch {
-            throw .invalidTokenKey(file: file, field: keyField, message: "\(privateKey.origin) cannot be used to sign ES256 tokens")
+            throw .invalidTokenKey(
+                file: file, field: keyField, message: "\(privateKey.origin) cannot be used to sign ES256 tokens")
         }
         self.clock = clock
         self.state = Mutex(StateMachine(policy: policy))
@@ -94,7 +95,9 @@ public final class TokenCredentialProvider: CredentialProvider {
         return token.authorization
     }
 
-    private static func loadKey(_ secret: Secret, file: String, field: String) throws(CredentialError) -> P256.Signing.PrivateKey {
+    private static func loadKey(_ secret: Secret, file: String, field: String) throws(CredentialError)
+        -> P256.Signing.PrivateKey
+    {
         let blocks = PEMBlock.all(in: secret.text)
         guard let block = blocks.first(where: { $0.label.hasSuffix("PRIVATE KEY") }) else {
             throw .invalidTokenKey(
@@ -119,9 +122,10 @@ public final class TokenCredentialProvider: CredentialProvider {
 extension Sequence where Element == UInt8 {
     /// The first `count` hex digits of these bytes.
     func hexPrefix(_ count: Int) -> String {
-        String(map { byte in
-            let hex = String(byte, radix: 16)
-            return byte < 16 ? "0" + hex : hex
-        }.joined().prefix(count))
+        String(
+            map { byte in
+                let hex = String(byte, radix: 16)
+                return byte < 16 ? "0" + hex : hex
+            }.joined().prefix(count))
     }
 }

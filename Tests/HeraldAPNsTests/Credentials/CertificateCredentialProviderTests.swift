@@ -16,7 +16,9 @@ private let appTopics: [(topic: String, kinds: [String])] = [
 
 private func testClock() -> ManualWallClock { ManualWallClock(PKI.now) }
 
-private func loadCertificate(_ tenant: TenantConfiguration, clock: ManualWallClock = testClock()) throws -> CertificateCredentialProvider {
+private func loadCertificate(_ tenant: TenantConfiguration, clock: ManualWallClock = testClock()) throws
+    -> CertificateCredentialProvider
+{
     let provider = try CredentialProviders.make(for: tenant, clock: clock)
     return try #require(provider as? CertificateCredentialProvider)
 }
@@ -90,7 +92,10 @@ struct CertificateCredentialProviderTests {
             }
             #expect(wrong.kind == .wrongPassphrase)
             #expect(wrong.field == "auth.certificate.passphrase")
-            #expect(wrong.description == "tenants/cert-tenant.yaml: auth.certificate.passphrase: the passphrase from env CERT_PASS does not decrypt file certs/client.key")
+            #expect(
+                wrong.description
+                    == "tenants/cert-tenant.yaml: auth.certificate.passphrase: the passphrase from env CERT_PASS does not decrypt file certs/client.key"
+            )
 
             let missing = try #require(throws: CredentialError.self) {
                 try loadCertificate(try PKI.certificateTenant(identity))
@@ -104,7 +109,8 @@ struct CertificateCredentialProviderTests {
         let ca = try PKI.makeCA()
         let client = try PKI.makeClient(ca: ca, topics: appTopics)
         let bundle = try PKI.pkcs12(client, chain: [ca.certificate], passphrase: "p12-pass")
-        let identity = CertificateAuthConfiguration.Identity.pkcs12(Secret(bytes: bundle, origin: "file certs/client.p12"))
+        let identity = CertificateAuthConfiguration.Identity.pkcs12(
+            Secret(bytes: bundle, origin: "file certs/client.p12"))
         let provider = try loadCertificate(try PKI.certificateTenant(identity, passphrase: "p12-pass"))
         try await expectLoaded(provider, client)
 
@@ -115,7 +121,8 @@ struct CertificateCredentialProviderTests {
         #expect(wrong.description.contains("file certs/client.p12"))
         #expect(!wrong.description.contains("nope"))
 
-        let garbage = CertificateAuthConfiguration.Identity.pkcs12(Secret(bytes: Array("hello".utf8), origin: "file certs/x.p12"))
+        let garbage = CertificateAuthConfiguration.Identity.pkcs12(
+            Secret(bytes: Array("hello".utf8), origin: "file certs/x.p12"))
         let invalid = try #require(throws: CredentialError.self) {
             try loadCertificate(try PKI.certificateTenant(garbage, passphrase: "p12-pass"))
         }
@@ -146,7 +153,8 @@ struct CertificateCredentialProviderTests {
     }
 
     @Test func certificateExpiringAfterLoadStopsGivingATLSConfiguration() throws {
-        let client = try PKI.makeClient(ca: try PKI.makeCA(), topics: appTopics, notAfter: PKI.now.addingTimeInterval(60))
+        let client = try PKI.makeClient(
+            ca: try PKI.makeCA(), topics: appTopics, notAfter: PKI.now.addingTimeInterval(60))
         let clock = testClock()
         let provider = try loadCertificate(try PKI.certificateTenant(try PKI.pemIdentity(client)), clock: clock)
         _ = try provider.tlsConfiguration(base: .makeClientConfiguration())
@@ -175,6 +183,7 @@ struct CertificateCredentialProviderTests {
         let provider = try loadCertificate(
             try PKI.certificateTenant(try PKI.pemIdentity(client), topics: ["com.example.legacy"]))
         #expect(provider.summary.certificateTopics == ["com.example.legacy"])
+        #expect(provider.summary.certificateSubject?.contains("UID=com.example.legacy") == true)
         #expect(!provider.topics.fromExtension)
 
         let noTopics = try PKI.makeClient(ca: try PKI.makeCA(), topics: nil)
@@ -199,7 +208,8 @@ struct CertificateCredentialProviderTests {
     @Test func unreadableCertificateOrKeyIsAClearError() throws {
         let client = try PKI.makeClient(ca: try PKI.makeCA(), topics: appTopics)
         let noCertificate = CertificateAuthConfiguration.Identity.pem(
-            certificateChain: Array("just text".utf8), privateKey: Secret(bytes: Array(client.keyPEM.utf8), origin: "file k.pem"))
+            certificateChain: Array("just text".utf8),
+            privateKey: Secret(bytes: Array(client.keyPEM.utf8), origin: "file k.pem"))
         let certificateError = try #require(throws: CredentialError.self) {
             try loadCertificate(try PKI.certificateTenant(noCertificate))
         }
@@ -221,7 +231,8 @@ struct CertificateCredentialProviderTests {
         let bundle = try PKI.pkcs12(client, passphrase: "x")
         let b = try loadCertificate(
             try PKI.certificateTenant(.pkcs12(Secret(bytes: bundle, origin: "file c.p12")), passphrase: "x"))
-        let c = try loadCertificate(try PKI.certificateTenant(try PKI.pemIdentity(try PKI.makeClient(ca: ca, topics: appTopics))))
+        let c = try loadCertificate(
+            try PKI.certificateTenant(try PKI.pemIdentity(try PKI.makeClient(ca: ca, topics: appTopics))))
         var der = DER.Serializer()
         try der.serialize(client.certificate)
         let expected = SHA256.hash(data: der.serializedBytes).map { String(format: "%02x", $0) }.joined()
@@ -246,7 +257,9 @@ struct APNsCertificateTopicsTests {
         var serializer = DER.Serializer()
         try serializer.appendConstructedNode(identifier: .sequence) { coder in
             try coder.serialize(ASN1IA5String("com.example.ia5"))
-            try coder.appendConstructedNode(identifier: .sequence) { kinds in try kinds.serialize(ASN1PrintableString("app")) }
+            try coder.appendConstructedNode(identifier: .sequence) { kinds in
+                try kinds.serialize(ASN1PrintableString("app"))
+            }
             try coder.serialize(ASN1PrintableString("com.example.printable"))
             try coder.serialize(ASN1UTF8String("com.example.nokinds"))
         }

@@ -59,8 +59,11 @@ enum CredentialTestPKI {
         if let uid {
             rdns.append(RelativeDistinguishedName(.init(type: APNsTestOIDs.userID, utf8String: uid)))
         }
-        rdns.append(RelativeDistinguishedName(.init(type: .RDNAttributeType.commonName, utf8String: "Apple Push Services: test")))
-        rdns.append(RelativeDistinguishedName(.init(type: .RDNAttributeType.organizationalUnitName, utf8String: "TESTTEAM01")))
+        rdns.append(
+            RelativeDistinguishedName(
+                .init(type: .RDNAttributeType.commonName, utf8String: "Apple Push Services: test")))
+        rdns.append(
+            RelativeDistinguishedName(.init(type: .RDNAttributeType.organizationalUnitName, utf8String: "TESTTEAM01")))
         var extensions = try Certificate.Extensions {
             Critical(BasicConstraints.notCertificateAuthority)
             KeyUsage(digitalSignature: true)
@@ -107,11 +110,14 @@ enum CredentialTestPKI {
     }
 
     /// An encrypted PKCS#8 PEM (`ENCRYPTED PRIVATE KEY`): PBES2 with PBKDF2-HMAC-SHA256 and AES-256-CBC.
-    static func pkcs8EncryptedPEM(_ key: P256.Signing.PrivateKey, passphrase: String, rounds: Int = 2_048) throws -> String {
+    static func pkcs8EncryptedPEM(_ key: P256.Signing.PrivateKey, passphrase: String, rounds: Int = 2_048) throws
+        -> String
+    {
         let salt = (0..<16).map { _ in UInt8.random(in: 0...255) }
         let iv = (0..<16).map { _ in UInt8.random(in: 0...255) }
         let symmetricKey = try KDF.Insecure.PBKDF2.deriveKey(
-            from: Array(passphrase.utf8), salt: salt, using: .sha256, outputByteCount: 32, unsafeUncheckedRounds: rounds)
+            from: Array(passphrase.utf8), salt: salt, using: .sha256, outputByteCount: 32, unsafeUncheckedRounds: rounds
+        )
         let ciphertext = try AES._CBC.encrypt(key.derRepresentation, using: symmetricKey, iv: AES._CBC.IV(ivBytes: iv))
         var serializer = DER.Serializer()
         try serializer.appendConstructedNode(identifier: .sequence) { info in
@@ -146,7 +152,8 @@ enum CredentialTestPKI {
             try NIOSSLCertificate(bytes: Array($0.serializeAsPEM().pemString.utf8), format: .pem)
         }
         let key = try NIOSSLPrivateKey(bytes: Array(issued.keyPEM.utf8), format: .pem)
-        return try NIOSSLPKCS12Bundle(certificateChain: certificates, privateKey: key).serialize(passphrase: Array(passphrase.utf8))
+        return try NIOSSLPKCS12Bundle(certificateChain: certificates, privateKey: key).serialize(
+            passphrase: Array(passphrase.utf8))
     }
 
     private static func wrap(_ base64: String) -> String {
@@ -175,7 +182,9 @@ enum CredentialTestPKI {
             topics: topics, sourceFile: "tenants/cert-tenant.yaml")
     }
 
-    static func pemIdentity(_ issued: Issued, keyPEM: String? = nil, chain: [Certificate] = []) throws -> CertificateAuthConfiguration.Identity {
+    static func pemIdentity(_ issued: Issued, keyPEM: String? = nil, chain: [Certificate] = []) throws
+        -> CertificateAuthConfiguration.Identity
+    {
         let chainPEM = try ([issued.certificate] + chain).map { try $0.serializeAsPEM().pemString + "\n" }.joined()
         return .pem(
             certificateChain: Array(chainPEM.utf8),

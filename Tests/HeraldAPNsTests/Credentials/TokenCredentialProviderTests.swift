@@ -115,7 +115,8 @@ struct TokenCredentialProviderTests {
         #expect(jwt.isSigned(by: key.publicKey))
 
         let plain = try CredentialProviders.make(for: tokenTenant(key: key.pemRepresentation), clock: ManualWallClock())
-        #expect(try DecodedJWT(authorization: try #require(try await plain.authorization())).isSigned(by: key.publicKey))
+        #expect(
+            try DecodedJWT(authorization: try #require(try await plain.authorization())).isSigned(by: key.publicKey))
     }
 
     @Test func tokenIsReusedUntilFiftyMinutesThenReplaced() async throws {
@@ -262,7 +263,10 @@ struct TokenCredentialProviderTests {
     @Test(arguments: [
         ("not a key at all", CredentialError.Kind.invalidTokenKey, "holds no PEM private key"),
         (P384.Signing.PrivateKey().pemRepresentation, .invalidTokenKey, "is not a P-256 (ES256) private key"),
-        ("-----BEGIN ENCRYPTED PRIVATE KEY-----\nMIIB\n-----END ENCRYPTED PRIVATE KEY-----\n", .invalidTokenKey, "encrypted"),
+        (
+            "-----BEGIN ENCRYPTED PRIVATE KEY-----\nMIIB\n-----END ENCRYPTED PRIVATE KEY-----\n", .invalidTokenKey,
+            "encrypted"
+        ),
         ("-----BEGIN PRIVATE KEY-----\nbm90IGEga2V5\n-----END PRIVATE KEY-----\n", .invalidTokenKey, "is not a P-256"),
     ])
     func badKeysAreClearErrors(key: String, kind: CredentialError.Kind, fragment: String) throws {
@@ -272,15 +276,20 @@ struct TokenCredentialProviderTests {
         #expect(error.kind == kind)
         #expect(error.file == "tenants/token-tenant.yaml")
         #expect(error.field == "auth.token.key_file")
-        #expect(error.description.hasPrefix("tenants/token-tenant.yaml: auth.token.key_file: file tenants/keys/AuthKey_TESTKEY001.p8"))
+        #expect(
+            error.description.hasPrefix(
+                "tenants/token-tenant.yaml: auth.token.key_file: file tenants/keys/AuthKey_TESTKEY001.p8"))
         #expect(error.description.contains(fragment))
-        #expect(!error.description.contains("BEGIN"))
-        #expect(!error.description.contains("bm90IGEga2V5"))
+        // Nothing of the key itself.
+        for line in key.split(separator: "\n") where !line.hasPrefix("-----") {
+            #expect(!error.description.contains(line))
+        }
     }
 
     @Test func keyFromTheEnvironmentIsNamedByItsField() throws {
         let error = try #require(throws: CredentialError.self) {
-            try CredentialProviders.make(for: tokenTenant(key: "garbage", origin: "env ACME_P8"), clock: ManualWallClock())
+            try CredentialProviders.make(
+                for: tokenTenant(key: "garbage", origin: "env ACME_P8"), clock: ManualWallClock())
         }
         #expect(error.field == "auth.token.key")
         #expect(error.description.contains("env ACME_P8"))
