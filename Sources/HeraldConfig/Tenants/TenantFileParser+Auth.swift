@@ -8,7 +8,6 @@ extension TenantFileParser {
         guard let auth = CheckedMapping(node, path: path, allowedKeys: Keys.auth, diagnostics: diagnostics) else {
             return nil
         }
-        diagnostics.record(path.text, node)
         switch (auth["token"], auth["certificate"]) {
         case (let token?, nil):
             return parseToken(token, path.appending("token")).map(AuthConfiguration.token)
@@ -34,7 +33,6 @@ extension TenantFileParser {
         guard let token = CheckedMapping(node, path: path, allowedKeys: Keys.token, diagnostics: diagnostics) else {
             return nil
         }
-        diagnostics.record(path.text, node)
         let keyID = token.require("key_id").flatMap { appleIdentifier($0, path.appending("key_id"), what: "key ID") }
         let key = privateKey(in: token, path, what: "the .p8 signing key from Apple")
         guard let keyID, let key else { return nil }
@@ -89,7 +87,6 @@ extension TenantFileParser {
         guard let cert = CheckedMapping(node, path: path, allowedKeys: Keys.certificate, diagnostics: diagnostics) else {
             return nil
         }
-        diagnostics.record(path.text, node)
         let passphrase = cert["passphrase"].flatMap { passphraseNode -> Secret? in
             let field = path.appending("passphrase")
             guard let text = diagnostics.string(passphraseNode, field) else { return nil }

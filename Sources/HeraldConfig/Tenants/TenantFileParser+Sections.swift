@@ -13,7 +13,6 @@ extension TenantFileParser {
         let path = FieldPath(text: "endpoints")
         guard let endpoints = CheckedMapping(node, path: path, allowedKeys: Keys.endpoints, diagnostics: diagnostics)
         else { return nil }
-        diagnostics.record(path.text, node)
         var ok = true
 
         func endpoint(_ environment: APNsEnvironment, fallback: APNsEndpoint) -> APNsEndpoint? {
@@ -100,7 +99,6 @@ extension TenantFileParser {
         guard let pool = CheckedMapping(node, path: path, allowedKeys: Keys.pool, diagnostics: diagnostics) else {
             return nil
         }
-        diagnostics.record(path.text, node)
         var configuration = PoolConfiguration()
         var ok = true
         func read<T>(_ key: String, _ parse: (Node, FieldPath) -> T?, into keyPath: WritableKeyPath<PoolConfiguration, T>) {

@@ -158,7 +158,7 @@ struct TenantFileParser {
                 continue
             }
             do {
-                try Notification.validateTopic(topic)
+                try HeraldCore.Notification.validateTopic(topic)
             } catch {
                 diagnostics.error(at: item, path.index(i).text, "'\(topic)' is not a valid topic: \(error.message)")
                 ok = false

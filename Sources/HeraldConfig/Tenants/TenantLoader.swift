@@ -167,24 +167,23 @@ public struct TenantDirectoryLoad: Sendable {
         return SourceLocation(file: tenant.sourceFile, line: 1, column: 1)
     }
 
-    /// Moves tenants that fail `check` into `failures`, with the thrown error's description
-    /// reported at `field`'s location. Used for checks HeraldConfig cannot do itself, such as
-    /// building each tenant's credential provider.
+    /// Moves tenants that fail a later check into `failures`. `problem` returns nil for a good
+    /// tenant, or the field (e.g. `auth.token.key_file`) and the message; the error is reported at
+    /// the field's location. Used for checks HeraldConfig cannot do itself, such as building each
+    /// tenant's credential provider.
     public func checking(
-        field: (TenantConfiguration) -> String, _ check: (TenantConfiguration) throws -> Void
+        _ problem: (TenantConfiguration) -> (field: String, message: String)?
     ) -> TenantDirectoryLoad {
         var result = TenantDirectoryLoad(tenants: [], failures: failures, fieldLocations: [:])
         for tenant in tenants {
-            do {
-                try check(tenant)
-                result.tenants.append(tenant)
-                result.fieldLocations[tenant.id] = fieldLocations[tenant.id]
-            } catch {
-                let name = field(tenant)
+            if let (field, message) = problem(tenant) {
                 result.failures.append(
                     TenantLoadFailure(
                         file: tenant.sourceFile, tenantID: tenant.id,
-                        errors: [ConfigError(location: location(of: name, in: tenant), field: name, message: "\(error)")]))
+                        errors: [ConfigError(location: location(of: field, in: tenant), field: field, message: message)]))
+            } else {
+                result.tenants.append(tenant)
+                result.fieldLocations[tenant.id] = fieldLocations[tenant.id]
             }
         }
         result.failures.sort { $0.file < $1.file }

@@ -38,6 +38,8 @@ struct CheckedMapping {
                 continue
             }
             entries[name] = (key, value)
+            // Sections are located at their key; scalar reads later point at the value instead.
+            diagnostics.record(path.appending(name).text, key)
         }
         self.node = node
         self.path = path

@@ -1,0 +1,84 @@
+import Foundation
+import HeraldCore
+import Testing
+
+@Suite("APNs reasons and responses")
+struct APNsResponseTests {
+    /// Table 5 of Apple's "Sending notification requests to APNs", transcribed: status, reason.
+    static let appleTable: [(Int, String)] = [
+        (400, "BadCollapseId"), (400, "BadDeviceToken"), (400, "BadExpirationDate"), (400, "BadMessageId"),
+        (400, "BadPriority"), (400, "BadTopic"), (400, "DeviceTokenNotForTopic"), (400, "DuplicateHeaders"),
+        (400, "IdleTimeout"), (400, "MissingDeviceToken"), (400, "MissingTopic"), (400, "PayloadEmpty"),
+        (400, "TopicDisallowed"), (403, "BadCertificate"), (403, "BadCertificateEnvironment"),
+        (403, "ExpiredProviderToken"), (403, "Forbidden"), (403, "InvalidProviderToken"), (403, "MissingProviderToken"),
+        (404, "BadPath"), (405, "MethodNotAllowed"), (410, "Unregistered"), (413, "PayloadTooLarge"),
+        (429, "TooManyProviderTokenUpdates"), (429, "TooManyRequests"), (500, "InternalServerError"),
+        (503, "ServiceUnavailable"), (503, "Shutdown"),
+    ]
+
+    @Test func everyReasonOfApplesTableRoundTripsWithItsStatus() throws {
+        #expect(APNsReason.known.count == Self.appleTable.count)
+        #expect(APNsReason.known.map(\.wireValue) == Self.appleTable.map(\.1), "known reasons follow the table's order")
+        for (status, wire) in Self.appleTable {
+            let reason = APNsReason(wireValue: wire)
+            #expect(reason.wireValue == wire)
+            #expect(reason.status == status, "\(wire)")
+            #expect(reason.metricLabel == wire)
+            #expect(reason.description == wire)
+            if case .unknown = reason { Issue.record("\(wire) is not a known reason") }
+            let json = try JSONEncoder().encode([reason])
+            #expect(try JSONDecoder().decode([APNsReason].self, from: json) == [reason])
+        }
+    }
+
+    @Test func unknownReasonsAreKept() {
+        let reason = APNsReason(wireValue: "SomethingNew")
+        #expect(reason == .unknown("SomethingNew"))
+        #expect(reason.wireValue == "SomethingNew")
+        #expect(reason.status == nil)
+        #expect(reason.metricLabel == "Unknown")
+        #expect(APNsReason(wireValue: "badtopic") == .unknown("badtopic"), "reasons are case-sensitive")
+    }
+
+    @Test func successResponse() {
+        let response = APNsResponse(status: 200, apnsIDHeader: "EABEAE54-14A8-11E5-B60B-1697F925EC7B", body: [])
+        #expect(response.isSuccess)
+        #expect(response.apnsID?.rawValue == "eabeae54-14a8-11e5-b60b-1697f925ec7b")
+        #expect(response.reason == nil)
+        #expect(response.timestamp == nil)
+    }
+
+    @Test func errorResponse() {
+        let response = APNsResponse(
+            status: 400, apnsIDHeader: "eabeae54-14a8-11e5-b60b-1697f925ec7b", body: Array(#"{"reason":"BadDeviceToken"}"#.utf8))
+        #expect(!response.isSuccess)
+        #expect(response.reason == .badDeviceToken)
+        #expect(response.timestamp == nil)
+    }
+
+    @Test func unregisteredCarriesTheTimestampInMilliseconds() throws {
+        let body = Array(#"{"reason":"Unregistered","timestamp":1700000000123}"#.utf8)
+        let response = APNsResponse(status: 410, apnsIDHeader: nil, body: body)
+        #expect(response.reason == .unregistered)
+        let timestamp = try #require(response.timestamp)
+        #expect(abs(timestamp.timeIntervalSince1970 - 1_700_000_000.123) < 0.000_5)
+        #expect(response.apnsID == nil)
+    }
+
+    @Test func errorBodyEncodesAsAPNsWritesIt() throws {
+        let body = APNsErrorBody(reason: .unregistered, timestamp: Date(timeIntervalSince1970: 1_700_000_000.123))
+        #expect(String(decoding: body.encoded(), as: UTF8.self) == #"{"reason":"Unregistered","timestamp":1700000000123}"#)
+        let decoded = try #require(APNsErrorBody.decode(body.encoded()))
+        #expect(decoded.reason == .unregistered)
+        #expect(decoded.timestamp.map { Int64(($0.timeIntervalSince1970 * 1000).rounded()) } == 1_700_000_000_123)
+        #expect(String(decoding: APNsErrorBody(reason: .shutdown).encoded(), as: UTF8.self) == #"{"reason":"Shutdown"}"#)
+    }
+
+    @Test func bodiesThatAreNotAPNsJSONGiveNoReason() {
+        for body in ["", "not json", "[]", #"{"why":"x"}"#, #"{"reason":5}"#] {
+            #expect(APNsErrorBody.decode(Array(body.utf8)) == nil, "\(body)")
+            #expect(APNsResponse(status: 500, apnsIDHeader: "bogus", body: Array(body.utf8)).reason == nil)
+        }
+        #expect(APNsResponse(status: 500, apnsIDHeader: "bogus", body: []).apnsID == nil)
+    }
+}
