@@ -121,7 +121,7 @@ let package = Package(
         .target(
             name: "HeraldServer",
             dependencies: [
-                "Herald", "HeraldCore", "HeraldConfig", "HeraldStore", "APNsSandbox",
+                "Herald", "HeraldCore", "HeraldConfig", "HeraldStore", "HeraldAPNs", "APNsSandbox",
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
                 .product(name: "UnixSignals", package: "swift-service-lifecycle"),

@@ -207,6 +207,7 @@ public final class JobRunner: Sendable {
         let claimSize = max(1, configuration.claimSize)
         let leaseSeconds = Self.seconds(configuration.lease)
         var paused = false
+        let itemLogger = logger
         await withTaskGroup(of: (Int, ItemOutcome).self) { group in
             var inFlight = Set<Int>()
             while true {
@@ -226,7 +227,7 @@ public final class JobRunner: Sendable {
                     }
                     for item in fresh {
                         inFlight.insert(item.index)
-                        group.addTask { (item.index, await self.send(item, of: job, permits: pool, logger: logger)) }
+                        group.addTask { (item.index, await self.send(item, of: job, permits: pool, logger: itemLogger)) }
                     }
                     if fresh.isEmpty, inFlight.isEmpty { break }
                 }

@@ -1,0 +1,258 @@
+import Foundation
+import Herald
+import HeraldConfig
+import HeraldCore
+import HeraldStore
+import Hummingbird
+import Logging
+import NIOCore
+import Prometheus
+import Synchronization
+
+/// A tenant file that did not load (at start or at the last reload).
+public struct TenantFailure: Sendable, Hashable {
+    public var file: String
+    public var tenant: TenantID?
+    /// The errors, one per line, naming file:line:column and the field.
+    public var message: String
+
+    public init(file: String, tenant: TenantID?, message: String) {
+        self.file = file
+        self.tenant = tenant
+        self.message = message
+    }
+}
+
+/// Where the server is in its life, for `/readyz`.
+enum ServerPhase: String, Sendable {
+    case starting
+    case ready
+    case stopping
+}
+
+/// What the route handlers share: the engine, the store, the key index, the settings.
+final class APIContext: Sendable {
+    let router: Herald.Router
+    let store: any PushStore
+    let reports: any JobReports
+    let runner: JobRunner
+    let health: TenantHealthRegistry
+    let metrics: PrometheusCollectorRegistry
+    let settings: ServerConfiguration
+    let adminToken: AdminToken?
+    let logger: Logger
+    let openAPIDocument: [UInt8]
+    private let keys: Mutex<APIKeyIndex>
+    private let phaseState = Mutex(ServerPhase.starting)
+    private let failures: Mutex<[TenantFailure]>
+    /// One reload at a time.
+    let reloads = PermitPoolLite()
+
+    init(
+        router: Herald.Router, store: any PushStore, reports: any JobReports, runner: JobRunner, health: TenantHealthRegistry,
+        metrics: PrometheusCollectorRegistry, settings: ServerConfiguration, adminToken: AdminToken?, logger: Logger,
+        openAPIDocument: [UInt8], loadFailures: [TenantFailure]
+    ) {
+        self.router = router
+        self.store = store
+        self.reports = reports
+        self.runner = runner
+        self.health = health
+        self.metrics = metrics
+        self.settings = settings
+        self.adminToken = adminToken
+        self.logger = logger
+        self.openAPIDocument = openAPIDocument
+        self.failures = Mutex(loadFailures)
+        self.keys = Mutex(APIKeyIndex())
+        rebuildKeyIndex()
+    }
+
+    var phase: ServerPhase {
+        get { phaseState.withLock { $0 } }
+        set { phaseState.withLock { $0 = newValue } }
+    }
+
+    var loadFailures: [TenantFailure] {
+        get { failures.withLock { $0 } }
+        set { failures.withLock { $0 = newValue } }
+    }
+
+    /// Rebuilds the API key index from the loaded tenants (after a load or reload).
+    func rebuildKeyIndex() {
+        let tenants = router.tenantIDs.compactMap { router.runtime(for: $0)?.configuration }
+        let index = APIKeyIndex(tenants: tenants)
+        for conflict in index.conflicts {
+            logger.error("an API key is listed by two tenants; it is refused for both", metadata: ["herald.keys": "\(conflict)"])
+        }
+        keys.withLock { $0 = index }
+    }
+
+    // MARK: Dispatch
+
+    /// Answers one request for a route of the table.
+    func handle(_ endpoint: APIEndpoint, request: Request, parameters: [String: String]) async throws -> Response {
+        switch endpoint.access {
+        case .open:
+            break
+        case .tenant:
+            let tenant = try authenticateTenant(request)
+            return try await handleTenant(endpoint, request: request, tenant: tenant, parameters: parameters)
+        case .admin:
+            try authenticateAdmin(request)
+        }
+        switch endpoint {
+        case .healthz: return JSONResponse.make(.object([("status", .string("ok"))]))
+        case .readyz: return readiness()
+        case .metrics: return metricsText()
+        case .openAPI:
+            var headers = HTTPFields()
+            headers[.contentType] = "application/yaml"
+            return Response(status: .ok, headers: headers, body: ResponseBody(byteBuffer: ByteBuffer(bytes: openAPIDocument)))
+        case .adminTenants: return adminTenants()
+        case .adminReload: return try await adminReloadAll()
+        case .adminReloadTenant: return try await adminReload(tenant: parameters["id"] ?? "")
+        default: throw APIError.routeNotFound
+        }
+    }
+
+    private func handleTenant(
+        _ endpoint: APIEndpoint, request: Request, tenant: TenantConfiguration, parameters: [String: String]
+    ) async throws -> Response {
+        switch endpoint {
+        case .sendNotification: return try await sendNotification(request, tenant: tenant)
+        case .sendBatch: return try await sendBatch(request, tenant: tenant)
+        case .job: return try await job(request, tenant: tenant, id: parameters["id"] ?? "")
+        case .invalidDevices: return try await invalidDevices(request, tenant: tenant)
+        case .registerDevice: return try await registerDevice(request, tenant: tenant, token: parameters["token"] ?? "")
+        default: throw APIError.routeNotFound
+        }
+    }
+
+    /// A request the router did not route: a known path with another method (405), a route the
+    /// router's trie shadowed (dispatched here), or no route (404).
+    func fallback(_ request: Request) async throws -> Response {
+        let path = request.uri.path
+        var allowed: [HTTPRequest.Method] = []
+        for endpoint in APIEndpoint.allCases {
+            guard let parameters = endpoint.match(path) else { continue }
+            if endpoint.access == .admin, adminToken == nil { continue }
+            if endpoint.method == request.method {
+                return try await handle(endpoint, request: request, parameters: parameters)
+            }
+            allowed.append(endpoint.method)
+        }
+        guard !allowed.isEmpty else { throw APIError.routeNotFound }
+        throw APIError.methodNotAllowed(allowed)
+    }
+
+    // MARK: Authentication
+
+    private func authenticateTenant(_ request: Request) throws(APIError) -> TenantConfiguration {
+        guard let header = request.headers[.authorization] else {
+            throw APIError.unauthorized("an API key is required: Authorization: Bearer <key>")
+        }
+        guard let key = APIKeys.bearer(header) else {
+            throw APIError.unauthorized("the Authorization header must be 'Bearer <key>'")
+        }
+        guard let entry = keys.withLock({ $0.authenticate(key) }), let runtime = router.runtime(for: entry.tenant) else {
+            throw APIError.unauthorized("the API key is not valid")
+        }
+        return runtime.configuration
+    }
+
+    private func authenticateAdmin(_ request: Request) throws(APIError) {
+        guard let adminToken else { throw APIError.routeNotFound }
+        guard let key = APIKeys.bearer(request.headers[.authorization]), adminToken.matches(key) else {
+            throw APIError.unauthorized("the admin token is missing or wrong")
+        }
+    }
+
+    // MARK: Bodies
+
+    /// The request body as JSON, within `limit` bytes.
+    func jsonBody(_ request: Request, limit: Int) async throws(APIError) -> (bytes: [UInt8], root: JSONNode) {
+        let contentType = request.headers[.contentType]
+        guard let contentType, Self.isJSON(contentType) else { throw APIError.unsupportedMediaType(contentType) }
+        let bytes = try await body(request, limit: limit)
+        do {
+            return (bytes, try StrictJSONParser.parse(bytes))
+        } catch {
+            throw APIError.malformedJSON(error)
+        }
+    }
+
+    /// The raw body, within `limit` bytes (413 beyond).
+    func body(_ request: Request, limit: Int) async throws(APIError) -> [UInt8] {
+        if let length = request.headers[.contentLength].flatMap({ Int($0) }), length > limit {
+            throw APIError.bodyTooLarge(limit: limit)
+        }
+        do {
+            let buffer = try await request.body.collect(upTo: limit)
+            return Array(buffer.readableBytesView)
+        } catch is NIOTooManyBytesError {
+            throw APIError.bodyTooLarge(limit: limit)
+        } catch {
+            throw APIError(status: .badRequest, code: "body_unreadable", message: "the request body could not be read")
+        }
+    }
+
+    static func isJSON(_ contentType: String) -> Bool {
+        let media = contentType.split(separator: ";", maxSplits: 1).first.map { $0.trimmingCharacters(in: .whitespaces).lowercased() }
+        return media == "application/json" || (media?.hasPrefix("application/") == true && media?.hasSuffix("+json") == true)
+    }
+
+    // MARK: Health
+
+    private func readiness() -> Response {
+        switch phase {
+        case .ready:
+            return JSONResponse.make(.object([("status", .string("ready")), ("tenants", .count(router.tenantIDs.count))]))
+        case .starting:
+            return APIError.unavailable("not_ready", "Herald is starting").response()
+        case .stopping:
+            return APIError.unavailable("shutting_down", "Herald is shutting down").response()
+        }
+    }
+
+    private func metricsText() -> Response {
+        var headers = HTTPFields()
+        headers[.contentType] = "text/plain; version=0.0.4; charset=utf-8"
+        return Response(status: .ok, headers: headers, body: ResponseBody(byteBuffer: ByteBuffer(bytes: metrics.emitToBuffer())))
+    }
+}
+
+/// A one-permit async lock (reloads run one at a time).
+final class PermitPoolLite: Sendable {
+    private let busy = Mutex(false)
+    private let waiters = Mutex<[CheckedContinuation<Void, Never>]>([])
+
+    func withLock<T: Sendable>(_ body: () async throws -> T) async rethrows -> T {
+        await acquire()
+        defer { release() }
+        return try await body()
+    }
+
+    private func acquire() async {
+        await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+            let now = busy.withLock { busy -> Bool in
+                if !busy {
+                    busy = true
+                    return true
+                }
+                waiters.withLock { $0.append(continuation) }
+                return false
+            }
+            if now { continuation.resume() }
+        }
+    }
+
+    private func release() {
+        let next = busy.withLock { busy -> CheckedContinuation<Void, Never>? in
+            let waiter = waiters.withLock { $0.isEmpty ? nil : $0.removeFirst() }
+            if waiter == nil { busy = false }
+            return waiter
+        }
+        next?.resume()
+    }
+}

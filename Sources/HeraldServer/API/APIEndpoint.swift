@@ -1,0 +1,89 @@
+import Foundation
+import Hummingbird
+
+/// Every route of the HTTP API: its method, its path (OpenAPI's `{param}` spelling) and who may
+/// call it. The router is built from this list and `openapi.yaml` must describe exactly these
+/// routes (a test checks both ways).
+public enum APIEndpoint: String, CaseIterable, Sendable {
+    case healthz
+    case readyz
+    case metrics
+    case openAPI
+    case sendNotification
+    case sendBatch
+    case job
+    case invalidDevices
+    case registerDevice
+    case adminTenants
+    case adminReload
+    case adminReloadTenant
+
+    /// Who may call a route.
+    public enum Access: Sendable {
+        /// Anyone (health, metrics, the API description).
+        case open
+        /// A tenant, with one of its API keys as `Authorization: Bearer <key>`.
+        case tenant
+        /// The operator, with the admin token; the routes do not exist while no token is set.
+        case admin
+    }
+
+    public var method: HTTPRequest.Method {
+        switch self {
+        case .healthz, .readyz, .metrics, .openAPI, .job, .invalidDevices, .adminTenants: return .get
+        case .sendNotification, .sendBatch, .adminReload, .adminReloadTenant: return .post
+        case .registerDevice: return .put
+        }
+    }
+
+    /// The path, with parameters as `{name}`.
+    public var path: String {
+        switch self {
+        case .healthz: return "/healthz"
+        case .readyz: return "/readyz"
+        case .metrics: return "/metrics"
+        case .openAPI: return "/openapi.yaml"
+        case .sendNotification: return "/v1/notifications"
+        case .sendBatch: return "/v1/notifications/batch"
+        case .job: return "/v1/jobs/{id}"
+        case .invalidDevices: return "/v1/devices/invalid"
+        case .registerDevice: return "/v1/devices/{token}"
+        case .adminTenants: return "/admin/tenants"
+        case .adminReload: return "/admin/reload"
+        case .adminReloadTenant: return "/admin/tenants/{id}/reload"
+        }
+    }
+
+    public var access: Access {
+        switch self {
+        case .healthz, .readyz, .metrics, .openAPI: return .open
+        case .sendNotification, .sendBatch, .job, .invalidDevices, .registerDevice: return .tenant
+        case .adminTenants, .adminReload, .adminReloadTenant: return .admin
+        }
+    }
+
+    /// The path in Hummingbird's router syntax (`:name`).
+    var routerPath: String {
+        path.split(separator: "/", omittingEmptySubsequences: false).map { segment in
+            segment.hasPrefix("{") && segment.hasSuffix("}") ? ":" + segment.dropFirst().dropLast() : String(segment)
+        }.joined(separator: "/")
+    }
+
+    /// The path parameters of `requestPath` if it matches this route's path, else nil.
+    func match(_ requestPath: String) -> [String: String]? {
+        let pattern = path.split(separator: "/", omittingEmptySubsequences: false)
+        var actual = requestPath.split(separator: "/", omittingEmptySubsequences: false)
+        if actual.count > 1, actual.last == "" { actual.removeLast() }
+        guard pattern.count == actual.count else { return nil }
+        var parameters: [String: String] = [:]
+        for (expected, segment) in zip(pattern, actual) {
+            if expected.hasPrefix("{"), expected.hasSuffix("}") {
+                guard !segment.isEmpty else { return nil }
+                parameters[String(expected.dropFirst().dropLast())] = String(segment).removingPercentEncoding ?? String(segment)
+            } else if expected != segment {
+                return nil
+            }
+        }
+        return parameters
+    }
+}

@@ -1,0 +1,208 @@
+import Foundation
+import HeraldCore
+import Hummingbird
+
+/// An error answer of the API: an HTTP status and the body
+/// `{"error": {"code": …, "message": …, "field": …}}`.
+///
+/// `code` is short and stable (clients branch on it); `message` says what was wrong in words;
+/// `field` names the offending request field as a path (`payload`, `notifications[3].topic`,
+/// `device_tokens[17]`) or is null. Some errors add `apns_reason` (the reason APNs itself would
+/// have given) or `details` (more bad items of a batch). Never a secret in any of them.
+public struct APIError: Error, Sendable, HTTPResponseError, CustomStringConvertible {
+    public var status: HTTPResponse.Status
+    public var code: String
+    public var message: String
+    public var field: String?
+    /// The APNs reason the refusal stands for, when there is one (`BadDeviceToken`, …).
+    public var apnsReason: String?
+    /// For a batch: the first bad items (the error itself is the first of them).
+    public var details: [APIError] = []
+    public var headers: HTTPFields = [:]
+
+    public init(status: HTTPResponse.Status, code: String, message: String, field: String? = nil, apnsReason: String? = nil) {
+        self.status = status
+        self.code = code
+        self.message = message
+        self.field = field
+        self.apnsReason = apnsReason
+    }
+
+    public var description: String {
+        "\(status.code) \(code)" + (field.map { " [\($0)]" } ?? "") + ": \(message)"
+    }
+
+    /// The JSON of the error object (without the `{"error": …}` envelope).
+    var jsonValue: JSONValue {
+        var members: [(String, JSONValue)] = [
+            ("code", .string(code)), ("message", .string(message)), ("field", field.map(JSONValue.string) ?? .null),
+        ]
+        if let apnsReason { members.append(("apns_reason", .string(apnsReason))) }
+        if !details.isEmpty { members.append(("details", .array(details.map(\.jsonValue)))) }
+        return .object(members)
+    }
+
+    public func response(from request: Request, context: some RequestContext) throws -> Response {
+        response()
+    }
+
+    func response() -> Response {
+        var response = JSONResponse.make(.object([("error", jsonValue)]), status: status)
+        for field in headers { response.headers.append(field) }
+        return response
+    }
+
+    // MARK: Request errors
+
+    static func malformedJSON(_ error: JSONSyntaxError) -> APIError {
+        APIError(status: .badRequest, code: "malformed_json", message: "the body is not valid JSON: \(error)")
+    }
+
+    static func unknownField(_ path: String, allowed: [String]) -> APIError {
+        APIError(
+            status: .badRequest, code: "unknown_field",
+            message: "unknown field; allowed here: \(allowed.joined(separator: ", "))", field: path)
+    }
+
+    static func missingField(_ path: String, _ message: String? = nil) -> APIError {
+        APIError(status: .badRequest, code: "missing_field", message: message ?? "is required", field: path)
+    }
+
+    static func invalidField(_ path: String, _ message: String, apnsReason: String? = nil) -> APIError {
+        APIError(status: .badRequest, code: "invalid_field", message: message, field: path, apnsReason: apnsReason)
+    }
+
+    static func invalidQuery(_ name: String, _ message: String) -> APIError {
+        APIError(status: .badRequest, code: "invalid_query", message: message, field: name)
+    }
+
+    static func bodyTooLarge(limit: Int) -> APIError {
+        APIError(status: .contentTooLarge, code: "body_too_large", message: "the request body is larger than \(limit) bytes")
+    }
+
+    static func unsupportedMediaType(_ got: String?) -> APIError {
+        APIError(
+            status: .unsupportedMediaType, code: "unsupported_media_type",
+            message: "the body must be JSON with Content-Type: application/json" + (got.map { " (got '\($0)')" } ?? " (none given)"))
+    }
+
+    static func unauthorized(_ message: String) -> APIError {
+        var error = APIError(status: .unauthorized, code: "unauthorized", message: message)
+        error.headers[.wwwAuthenticate] = "Bearer realm=\"herald\""
+        return error
+    }
+
+    static func notFound(_ what: String) -> APIError {
+        APIError(status: .notFound, code: "not_found", message: "\(what) not found")
+    }
+
+    static let routeNotFound = APIError(status: .notFound, code: "route_not_found", message: "no such route")
+
+    static func methodNotAllowed(_ allowed: [HTTPRequest.Method]) -> APIError {
+        var error = APIError(
+            status: .methodNotAllowed, code: "method_not_allowed",
+            message: "this route allows \(allowed.map(\.rawValue).joined(separator: ", "))")
+        error.headers[.allow] = allowed.map(\.rawValue).joined(separator: ", ")
+        return error
+    }
+
+    static func unavailable(_ code: String, _ message: String) -> APIError {
+        APIError(status: .serviceUnavailable, code: code, message: message)
+    }
+
+    static func `internal`(_ message: String = "internal error") -> APIError {
+        APIError(status: .internalServerError, code: "internal_error", message: message)
+    }
+
+    /// A notification validation error, with its field under `prefix`.
+    static func invalid(_ error: NotificationValidationError, prefix: String = "") -> APIError {
+        invalidField(FieldPaths.join(prefix, error.field), error.message, apnsReason: error.reason.wireValue)
+    }
+
+    /// Herald's refusal or failure of a send, as an API error.
+    static func push(_ error: PushError, prefix: String = "") -> APIError {
+        let field = error.field.map { FieldPaths.join(prefix, $0) }
+        let reason = error.reason?.wireValue
+        switch error.code {
+        case .invalidNotification:
+            return APIError(status: .badRequest, code: "invalid_field", message: error.message, field: field, apnsReason: reason)
+        case .topicDisallowed:
+            return APIError(
+                status: .unprocessableContent, code: "topic_disallowed", message: error.message,
+                field: field ?? FieldPaths.join(prefix, "topic"), apnsReason: reason)
+        case .pushTypeMismatch:
+            return APIError(
+                status: .unprocessableContent, code: "push_type_mismatch", message: error.message,
+                field: field ?? FieldPaths.join(prefix, "push_type"), apnsReason: reason)
+        case .environmentUnavailable:
+            return APIError(
+                status: .unprocessableContent, code: "environment_unavailable", message: error.message,
+                field: field ?? FieldPaths.join(prefix, "environment"))
+        case .tokenRefused:
+            return APIError(
+                status: .unprocessableContent, code: "token_refused", message: error.message,
+                field: field ?? FieldPaths.join(prefix, "device_token"), apnsReason: reason)
+        case .rateLimited:
+            var api = APIError(status: .tooManyRequests, code: "rate_limited", message: error.message)
+            api.headers[.retryAfter] = "1"
+            return api
+        case .deadlineExceeded:
+            return APIError(
+                status: .gatewayTimeout, code: "deadline_exceeded",
+                message: error.message + (error.mayHaveReachedAPNs ? " (the notification may have reached APNs)" : ""))
+        case .transport:
+            return APIError(
+                status: .badGateway, code: "transport_failed",
+                message: error.message + (error.mayHaveReachedAPNs ? " (the notification may have reached APNs)" : ""))
+        case .shuttingDown:
+            return APIError(status: .serviceUnavailable, code: "shutting_down", message: error.message)
+        case .unknownTenant:
+            return APIError(status: .serviceUnavailable, code: "tenant_unavailable", message: "the tenant is not loaded right now")
+        default:
+            return APIError(status: .internalServerError, code: "send_failed", message: error.message, field: field, apnsReason: reason)
+        }
+    }
+}
+
+/// Field paths as errors name them: `notification.topic`, `notifications[3].payload`.
+enum FieldPaths {
+    static func join(_ prefix: String, _ field: String) -> String {
+        if prefix.isEmpty { return field }
+        if field.isEmpty { return prefix }
+        return field.hasPrefix("[") ? prefix + field : prefix + "." + field
+    }
+}
+
+/// JSON answers.
+enum JSONResponse {
+    static func make(_ value: JSONValue, status: HTTPResponse.Status = .ok, headers: HTTPFields = [:]) -> Response {
+        var bytes = value.jsonBytes
+        bytes.append(UInt8(ascii: "\n"))
+        var fields = headers
+        fields[.contentType] = "application/json"
+        return Response(status: status, headers: fields, body: ResponseBody(byteBuffer: ByteBuffer(bytes: bytes)))
+    }
+}
+
+extension JSONValue {
+    static func optional(_ string: String?) -> JSONValue { string.map(JSONValue.string) ?? .null }
+    static func optional(_ int: Int?) -> JSONValue { int.map { .int(Int64($0)) } ?? .null }
+    static func optional(_ date: Date?) -> JSONValue { date.map { .string(Timestamps.iso8601($0)) } ?? .null }
+    static func date(_ date: Date) -> JSONValue { .string(Timestamps.iso8601(date)) }
+    static func count(_ int: Int) -> JSONValue { .int(Int64(int)) }
+}
+
+/// Dates on the wire: RFC 3339 / ISO 8601 in UTC with milliseconds.
+enum Timestamps {
+    static func iso8601(_ date: Date) -> String {
+        Date.ISO8601FormatStyle(includingFractionalSeconds: true).format(date)
+    }
+
+    /// Parses an RFC 3339 date (with or without fractional seconds) or UNIX seconds.
+    static func parse(_ text: String) -> Date? {
+        if let seconds = Double(text), seconds.isFinite, seconds >= 0 { return Date(timeIntervalSince1970: seconds) }
+        if let date = try? Date(text, strategy: .iso8601) { return date }
+        let fractional = Date.ISO8601FormatStyle(includingFractionalSeconds: true)
+        return try? fractional.parse(text)
+    }
+}
