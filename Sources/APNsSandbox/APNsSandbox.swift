@@ -21,6 +21,8 @@ public final class APNsSandbox: Sendable {
     private let core: SandboxCore
     private let flushTask: Mutex<RepeatedTask?>
     private let isShutDown = Atomic<Bool>(false)
+    /// An event loop group the sandbox made for itself (and shuts down with itself).
+    private let ownedGroup: Mutex<MultiThreadedEventLoopGroup?> = Mutex(nil)
 
     /// The port the sandbox listens on (the one picked when the configuration said 0).
     public let port: Int
@@ -98,6 +100,22 @@ public final class APNsSandbox: Sendable {
         return sandbox
     }
 
+    /// Starts a sandbox on its own event loop group of `threads` threads, shut down with it.
+    public static func start(
+        _ configuration: SandboxConfiguration, threads: Int,
+        logger: Logger = Logger(label: "herald.sandbox")
+    ) async throws -> APNsSandbox {
+        let group = MultiThreadedEventLoopGroup(numberOfThreads: max(1, threads))
+        do {
+            let sandbox = try await start(configuration, eventLoopGroup: group, logger: logger)
+            sandbox.ownedGroup.withLock { $0 = group }
+            return sandbox
+        } catch {
+            try? await group.shutdownGracefully()
+            throw error
+        }
+    }
+
     // MARK: What it saw
 
     /// Every request received, in order of arrival (up to ``SandboxConfiguration/maximumRecordedRequests``).
@@ -159,5 +177,8 @@ public final class APNsSandbox: Sendable {
             try? await ref.channel.close()
         }
         core.recorder.close()
+        if let group = ownedGroup.withLock({ $0 }) {
+            try await group.shutdownGracefully()
+        }
     }
 }

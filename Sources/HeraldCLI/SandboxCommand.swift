@@ -36,6 +36,9 @@ struct SandboxCommand: AsyncParsableCommand {
         @Option(name: .long, help: "Append every request as a JSON line to this file.")
         var record: String?
 
+        @Option(name: .long, help: "Event loop threads (default: one per core).")
+        var threads: Int?
+
         @Option(name: .long, help: "Log level: trace, debug, info, notice, warning, error.")
         var logLevel: String = "info"
 
@@ -63,7 +66,12 @@ struct SandboxCommand: AsyncParsableCommand {
 
             var logger = Logger(label: "herald.sandbox")
             logger.logLevel = Logger.Level(rawValue: logLevel) ?? .info
-            let sandbox = try await APNsSandbox.start(file.configuration, logger: logger)
+            let sandbox: APNsSandbox
+            if let threads {
+                sandbox = try await APNsSandbox.start(file.configuration, threads: threads, logger: logger)
+            } else {
+                sandbox = try await APNsSandbox.start(file.configuration, logger: logger)
+            }
             // Unbuffered: scripts read the port while the sandbox runs.
             let keys = file.configuration.tokenKeys.map { "\($0.teamID)/\($0.keyID)" }.joined(separator: ", ")
             FileHandle.standardOutput.write(
