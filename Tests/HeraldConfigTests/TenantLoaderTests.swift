@@ -384,3 +384,26 @@ struct SecretRedactionTests {
         #expect(!printed.contains(fixture.tokenKeyPEM))
     }
 }
+
+@Suite("Committed demo tenants")
+struct DemoTenantTests {
+    @Test func demoTenantsLoadAndTheirCredentialsBuild() throws {
+        let directory = packageRoot() + "/tenants"
+        let load = try TenantLoader(environment: [:]).loadDirectory(directory)
+        #expect(load.failures.map(\.description) == [])
+        #expect(load.tenants.map(\.id.rawValue) == ["demo-cert", "demo-token"])
+        for tenant in load.tenants {
+            #expect(tenant.endpoints.defaultEnvironment == .development)
+            #expect(tenant.endpoints.development == APNsEndpoint(host: "localhost", port: 2197))
+            #expect(tenant.endpoints.trustRootsPEM != nil)
+            let provider = try CredentialProviders.make(for: tenant, clock: SystemWallClock())
+            #expect(provider.kind == tenant.auth.kind)
+        }
+        let token = try #require(load.tenants.first { $0.id.rawValue == "demo-token" })
+        #expect(token.teamID == "DEMOTEAM01")
+        #expect(token.topics == ["com.example.herald.demo", "com.example.herald.demo.voip"])
+        let cert = try #require(load.tenants.first { $0.id.rawValue == "demo-cert" })
+        #expect(cert.teamID == "DEMOTEAM02")
+        #expect(cert.topics == ["com.example.herald.certdemo", "com.example.herald.certdemo.voip"])
+    }
+}
