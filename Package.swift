@@ -154,7 +154,10 @@ let package = Package(
                 intent: .custom(verb: "validate-tenants", description: "Validate the tenant files in a directory (default: tenants/)"),
                 permissions: []
             ),
-            dependencies: ["HeraldCLI"]
+            // No tool dependency: SwiftPM cannot give a plugin an executable target whose product is
+            // named differently ("no product named 'HeraldCLI'", swiftlang/swift-package-manager#8831),
+            // so the plugin asks SwiftPM to build the `herald` product and runs that.
+            dependencies: []
         ),
         .testTarget(name: "HeraldCoreTests", dependencies: ["HeraldCore"]),
         .testTarget(
