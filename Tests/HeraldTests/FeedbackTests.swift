@@ -54,6 +54,25 @@ struct FeedbackTests {
         #expect(transport.attempts.count == 5)
     }
 
+    @Test("a tenant's feedback is its own: another tenant sending to the same token is not refused")
+    func isolation() async throws {
+        let store = try Fixtures.store()
+        let transports = ScriptedTransports { tenant in
+            tenant.id.rawValue == "alpha" ? ScriptedTransport([.respond(status: 410, reason: .unregistered, timestamp: apnsTime)]) : ScriptedTransport()
+        }
+        let router = try Fixtures.router(transports: transports, store: store)
+        await router.install([
+            Fixtures.tenant("alpha", plugins: [Fixtures.plugin("feedback")]), Fixtures.tenant("beta", plugins: [Fixtures.plugin("feedback")]),
+        ])
+        let alpha = Fixtures.tenantID("alpha")
+        let beta = Fixtures.tenantID("beta")
+        _ = try await router.send(tenant: alpha, notification: Fixtures.note())
+        await #expect(throws: PushError.self) { _ = try await router.send(tenant: alpha, notification: Fixtures.note()) }
+        #expect(try await router.send(tenant: beta, notification: Fixtures.note()).isSuccess)
+        #expect(try await store.invalidTokens(tenant: beta, limit: 10).isEmpty)
+        #expect(try await store.invalidTokens(tenant: alpha, limit: 10).count == 1)
+    }
+
     @Test("BadDeviceToken and DeviceTokenNotForTopic are recorded; only the reasons in 'refuse' are refused")
     func otherReasons() async throws {
         let store = try Fixtures.store()

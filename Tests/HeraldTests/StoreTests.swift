@@ -1,5 +1,6 @@
 import Foundation
 import HeraldCore
+import Herald
 import HeraldStore
 import Testing
 
@@ -148,5 +149,22 @@ struct StoreTests {
         #expect(throws: StoreError.self) { try JobID("has space") }
         #expect(throws: StoreError.self) { try JobID(String(repeating: "a", count: 65)) }
         #expect(throws: Never.self) { try JobID("Batch_2024-01") }
+    }
+}
+
+@Suite("Job results from sends")
+struct JobItemResultTests {
+    @Test("APNs answers and local failures map to stored outcomes")
+    func mapping() {
+        let at = Date(timeIntervalSince1970: 1_700_000_000)
+        let id = NotificationID.random()
+        let ok = JobItemResult(PushResult(notificationID: id, environment: .production, response: APNsResponse(status: 200, apnsID: id)), finishedAt: at)
+        #expect(ok == JobItemResult(state: .sent, status: 200, reason: nil, apnsID: id, finishedAt: at))
+        let gone = JobItemResult(
+            PushResult(notificationID: id, environment: .production, response: APNsResponse(status: 410, apnsID: id, reason: .unregistered, timestamp: at)),
+            finishedAt: at)
+        #expect(gone == JobItemResult(state: .failed, status: 410, reason: "Unregistered", apnsID: id, apnsTimestamp: at, finishedAt: at))
+        let refused = JobItemResult(failure: PushError.topicDisallowed("x.y", tenant: Fixtures.tenantID("acme")), apnsID: id, finishedAt: at)
+        #expect(refused.state == .failed && refused.status == nil && refused.reason == "TopicDisallowed")
     }
 }
