@@ -79,7 +79,8 @@ struct TenantReport {
         if entries.isEmpty {
             out += "no tenant files (*.yaml, *.yml) in \(source)\n"
         } else {
-            out += "\n\(validCount) valid, \(invalidCount) invalid (\(entries.count) tenant file\(entries.count == 1 ? "" : "s") in \(source))\n"
+            out +=
+                "\n\(validCount) valid, \(invalidCount) invalid (\(entries.count) tenant file\(entries.count == 1 ? "" : "s") in \(source))\n"
         }
         return out
     }
@@ -90,7 +91,8 @@ struct TenantReport {
         var lines: [(String, String)] = []
         switch tenant.auth {
         case .token(let token):
-            lines.append(("auth", "token, key ID \(token.keyID), team \(tenant.teamID), key from \(token.privateKey.origin)"))
+            lines.append(
+                ("auth", "token, key ID \(token.keyID), team \(tenant.teamID), key from \(token.privateKey.origin)"))
         case .certificate(let certificate):
             var text = "certificate, team \(tenant.teamID), from \(certificate.origin)"
             if let subject = credential.certificateSubject { text += "\n" + indent + "subject \(subject)" }
@@ -110,11 +112,12 @@ struct TenantReport {
         if let origin = tenant.endpoints.trustRootsOrigin { lines.append(("trust", "extra CA from \(origin)")) }
         if tenant.pool != PoolConfiguration() {
             let pool = tenant.pool
-            lines.append((
-                "pool",
-                "\(pool.connections) connections, \(pool.maxQueued) queued, request timeout \(seconds(pool.requestTimeout)), "
-                    + "idle timeout \(seconds(pool.idleTimeout)), ping every \(seconds(pool.pingInterval))"
-            ))
+            lines.append(
+                (
+                    "pool",
+                    "\(pool.connections) connections, \(pool.maxQueued) queued, request timeout \(seconds(pool.requestTimeout)), "
+                        + "idle timeout \(seconds(pool.idleTimeout)), ping every \(seconds(pool.pingInterval))"
+                ))
         }
         if !tenant.plugins.isEmpty { lines.append(("plugins", tenant.plugins.map(\.name).joined(separator: ", "))) }
         if !tenant.apiKeys.isEmpty { lines.append(("api keys", tenant.apiKeys.map(\.name).joined(separator: ", "))) }
@@ -153,16 +156,20 @@ struct TenantReport {
                 switch tenant.auth {
                 case .token(let token): credential = token.keyID
                 case .certificate:
-                    credential = valid.credential.notAfter.map { "until " + $0.ISO8601Format(.iso8601.year().month().day()) } ?? "-"
+                    credential =
+                        valid.credential.notAfter.map { "until " + $0.ISO8601Format(.iso8601.year().month().day()) }
+                        ?? "-"
                 }
                 rows.append([
                     tenant.id.rawValue, "valid", tenant.auth.kind.rawValue, credential,
-                    tenant.topics.joined(separator: ","), tenant.endpoints.defaultEnvironment.rawValue, tenant.sourceFile,
+                    tenant.topics.joined(separator: ","), tenant.endpoints.defaultEnvironment.rawValue,
+                    tenant.sourceFile,
                 ])
             case .invalid(let failure):
                 let count = failure.errors.count
                 rows.append([
-                    failure.tenantID?.rawValue ?? "-", "INVALID", "-", "\(count) error\(count == 1 ? "" : "s")", "-", "-",
+                    failure.tenantID?.rawValue ?? "-", "INVALID", "-", "\(count) error\(count == 1 ? "" : "s")", "-",
+                    "-",
                     failure.file,
                 ])
             }
@@ -176,7 +183,8 @@ struct TenantReport {
             out += cells.joined(separator: "  ") + "\n"
         }
         if invalidCount > 0 {
-            out += "\n\(invalidCount) invalid tenant file\(invalidCount == 1 ? "" : "s"); run `herald tenants validate` for the errors\n"
+            out +=
+                "\n\(invalidCount) invalid tenant file\(invalidCount == 1 ? "" : "s"); run `herald tenants validate` for the errors\n"
         }
         return out
     }
@@ -250,7 +258,8 @@ struct JSONTenant: Encodable {
             self.valid = true
             switch tenant.auth {
             case .token(let token):
-                auth = Auth(kind: "token", teamId: tenant.teamID, keyId: token.keyID, keyOrigin: token.privateKey.origin)
+                auth = Auth(
+                    kind: "token", teamId: tenant.teamID, keyId: token.keyID, keyOrigin: token.privateKey.origin)
             case .certificate(let certificate):
                 auth = Auth(
                     kind: "certificate", teamId: tenant.teamID, certificateOrigin: certificate.origin,

@@ -42,7 +42,8 @@ let brokenCases: [BrokenCase] = [
                 key_file: keys/AuthKey_ABC123DEFG.p8
             topics: [com.acme.app]
             """,
-        line: 5, column: 13, field: "auth.token.key_id", fragment: "must be exactly 10 characters (A-Z, 0-9); use uppercase letters"),
+        line: 5, column: 13, field: "auth.token.key_id",
+        fragment: "must be exactly 10 characters (A-Z, 0-9); use uppercase letters"),
     BrokenCase(
         name: "unknown top-level key (typo)",
         yaml: """
@@ -55,7 +56,8 @@ let brokenCases: [BrokenCase] = [
             topcis: [com.acme.app]
             """,
         line: 7, column: 1, field: "topcis",
-        fragment: "unknown key (did you mean 'topics'?); valid keys: id, team_id, auth, topics, endpoints, pool, plugins, api_keys",
+        fragment:
+            "unknown key (did you mean 'topics'?); valid keys: id, team_id, auth, topics, endpoints, pool, plugins, api_keys",
         errorCount: 2),
     BrokenCase(
         name: "unknown key inside auth.token",
@@ -120,7 +122,8 @@ let brokenCases: [BrokenCase] = [
                 key: env:ACME_KEY
             topics: [com.acme.app]
             """,
-        line: 7, column: 5, field: "auth.token.key", fragment: "either key_file: (a path) or key: (env:VAR or file:PATH), not both"),
+        line: 7, column: 5, field: "auth.token.key",
+        fragment: "either key_file: (a path) or key: (env:VAR or file:PATH), not both"),
     BrokenCase(
         name: "env reference to an unset variable",
         yaml: """
@@ -132,7 +135,8 @@ let brokenCases: [BrokenCase] = [
                 key: env:HERALD_TEST_UNSET_VARIABLE
             topics: [com.acme.app]
             """,
-        line: 6, column: 10, field: "auth.token.key", fragment: "environment variable HERALD_TEST_UNSET_VARIABLE is not set"),
+        line: 6, column: 10, field: "auth.token.key",
+        fragment: "environment variable HERALD_TEST_UNSET_VARIABLE is not set"),
     BrokenCase(
         name: "passphrase written in the file",
         yaml: """
@@ -230,7 +234,8 @@ let brokenCases: [BrokenCase] = [
               development: null
               default: development
             """,
-        line: 10, column: 12, field: "endpoints.default", fragment: "names development, but endpoints.development is switched off"),
+        line: 10, column: 12, field: "endpoints.default",
+        fragment: "names development, but endpoints.development is switched off"),
     BrokenCase(
         name: "pool.connections out of range",
         yaml: """
@@ -273,7 +278,8 @@ let brokenCases: [BrokenCase] = [
               - name: ci
                 sha256: 9F86D081884C7D659A2FEAA0C55AD015A3BF4F1B2B0B822CD15D6C15B0F00A08
             """,
-        line: 10, column: 13, field: "api_keys[0].sha256", fragment: "must be the SHA-256 of the API key as 64 lowercase hex digits"),
+        line: 10, column: 13, field: "api_keys[0].sha256",
+        fragment: "must be the SHA-256 of the API key as 64 lowercase hex digits"),
     BrokenCase(
         name: "plugin without a name",
         yaml: """
@@ -407,7 +413,8 @@ let brokenCases: [BrokenCase] = [
             auth: {}
             topics: [com.acme.app]
             """,
-        line: 3, column: 7, field: "auth", fragment: "must hold token: (a .p8 signing key) or certificate: (a client certificate)"),
+        line: 3, column: 7, field: "auth",
+        fragment: "must hold token: (a .p8 signing key) or certificate: (a client certificate)"),
     BrokenCase(
         name: "env: without a variable name",
         yaml: """
@@ -447,7 +454,8 @@ struct BrokenTenantFileTests {
         #expect(failure.file == file)
         #expect(failure.errors.count == broken.errorCount, "errors: \(failure.errors)")
         let matching = failure.errors.filter { $0.field == broken.field && $0.message.contains(broken.fragment) }
-        let error = try #require(matching.first, "no error for field '\(broken.field)' with '\(broken.fragment)'; got \(failure.errors)")
+        let error = try #require(
+            matching.first, "no error for field '\(broken.field)' with '\(broken.fragment)'; got \(failure.errors)")
         #expect(error.location.file == file)
         #expect(error.location.line == broken.line, "\(error)")
         #expect(error.location.column == broken.column, "\(error)")
@@ -460,9 +468,10 @@ struct BrokenTenantFileTests {
         let file = try fixture.write(
             "acme.yaml", TenantFixture.tokenTenant + "endpoints:\n  sandbox_url: https://localhost:2197\n")
         let failure = try #require(TenantLoader(environment: [:]).failure(of: file))
-        #expect(failure.errors.map(\.description) == [
-            "\(file):9:3: endpoints.sandbox_url: unknown key; valid keys: production, development, default, ca_file"
-        ])
+        #expect(
+            failure.errors.map(\.description) == [
+                "\(file):9:3: endpoints.sandbox_url: unknown key; valid keys: production, development, default, ca_file"
+            ])
     }
 
     @Test func everyProblemInAFileIsReportedInFileOrder() throws {

@@ -63,7 +63,9 @@ struct TenantLoaderTests {
         #expect(tenant.endpoints.development == APNsEndpoint(host: "localhost", port: 2197))
         #expect(tenant.endpoints.defaultEnvironment == .development)
         #expect(tenant.endpoints.trustRootsOrigin == fixture.path("certs/ca.pem"))
-        #expect(tenant.endpoints.trustRootsPEM.map { String(decoding: $0, as: UTF8.self) }?.contains("BEGIN CERTIFICATE") == true)
+        #expect(
+            tenant.endpoints.trustRootsPEM.map { String(decoding: $0, as: UTF8.self) }?.contains("BEGIN CERTIFICATE")
+                == true)
 
         let provider = try CredentialProviders.make(for: tenant, clock: SystemWallClock())
         #expect(provider.kind == .certificate)
@@ -122,7 +124,10 @@ struct TenantLoaderTests {
 
         // An empty variable is an error that names the variable.
         let emptyFailure = try #require(TenantLoader(environment: ["ACME_APNS_KEY": ""]).failure(of: file))
-        #expect(emptyFailure.errors.map(\.description) == ["\(file):5:10: auth.token.key: environment variable ACME_APNS_KEY is empty"])
+        #expect(
+            emptyFailure.errors.map(\.description) == [
+                "\(file):5:10: auth.token.key: environment variable ACME_APNS_KEY is empty"
+            ])
     }
 
     @Test func relativePathsAreRelativeToTheTenantFile() throws {
@@ -217,21 +222,26 @@ struct TenantLoaderTests {
         try FileManager.default.createDirectory(atPath: dir + "/keys", withIntermediateDirectories: true)
         try FileManager.default.copyItem(
             atPath: fixture.path("keys/AuthKey_ABC123DEFG.p8"), toPath: dir + "/keys/AuthKey_ABC123DEFG.p8")
-        try fixture.write("tenants/alpha.yaml", TenantFixture.tokenTenant.replacingOccurrences(of: "id: acme", with: "id: alpha"))
-        try fixture.write("tenants/bravo.yml", TenantFixture.tokenTenant.replacingOccurrences(of: "ABCDE12345", with: "nope"))
-        try fixture.write("tenants/charlie.yaml", TenantFixture.tokenTenant.replacingOccurrences(of: "id: acme", with: "id: charlie"))
+        try fixture.write(
+            "tenants/alpha.yaml", TenantFixture.tokenTenant.replacingOccurrences(of: "id: acme", with: "id: alpha"))
+        try fixture.write(
+            "tenants/bravo.yml", TenantFixture.tokenTenant.replacingOccurrences(of: "ABCDE12345", with: "nope"))
+        try fixture.write(
+            "tenants/charlie.yaml", TenantFixture.tokenTenant.replacingOccurrences(of: "id: acme", with: "id: charlie"))
         try fixture.write("tenants/notes.txt", "not a tenant")
         try fixture.write("tenants/.hidden.yaml", "garbage: [")
 
         let load = try TenantLoader(environment: [:]).loadDirectory(dir)
         #expect(load.tenants.map(\.id.rawValue) == ["alpha", "charlie"])
         #expect(load.failures.map(\.file) == [dir + "/bravo.yml"])
-        #expect(load.failures.first?.errors.map(\.description) == [
-            "\(dir)/bravo.yml:2:10: team_id: must be exactly 10 characters (A-Z, 0-9); this team ID has 4"
-        ])
+        #expect(
+            load.failures.first?.errors.map(\.description) == [
+                "\(dir)/bravo.yml:2:10: team_id: must be exactly 10 characters (A-Z, 0-9); this team ID has 4"
+            ])
         #expect(load.failures.first?.tenantID?.rawValue == "acme")
         #expect(!load.isValid)
-        #expect(try TenantLoader.tenantFiles(in: dir) == [dir + "/alpha.yaml", dir + "/bravo.yml", dir + "/charlie.yaml"])
+        #expect(
+            try TenantLoader.tenantFiles(in: dir) == [dir + "/alpha.yaml", dir + "/bravo.yml", dir + "/charlie.yaml"])
     }
 
     @Test func duplicateIDsFailEveryFileThatClaimsThem() throws {
@@ -247,15 +257,18 @@ struct TenantLoaderTests {
         let load = TenantLoader(environment: [:]).loadFiles([first, second, third, other])
         #expect(load.tenants.map(\.id.rawValue) == ["other"])
         #expect(load.failures.map(\.file) == [first, second, third])
-        #expect(load.failures[0].errors.map(\.description) == [
-            "\(first):1:5: id: duplicate tenant id 'acme': also used by \(second), \(third)"
-        ])
-        #expect(load.failures[1].errors.map(\.description) == [
-            "\(second):1:5: id: duplicate tenant id 'acme': also used by \(first), \(third)"
-        ])
-        #expect(load.failures[2].errors.map(\.description) == [
-            "\(third):1:1: id: duplicate tenant id 'acme' (from the file name): also used by \(first), \(second)"
-        ])
+        #expect(
+            load.failures[0].errors.map(\.description) == [
+                "\(first):1:5: id: duplicate tenant id 'acme': also used by \(second), \(third)"
+            ])
+        #expect(
+            load.failures[1].errors.map(\.description) == [
+                "\(second):1:5: id: duplicate tenant id 'acme': also used by \(first), \(third)"
+            ])
+        #expect(
+            load.failures[2].errors.map(\.description) == [
+                "\(third):1:1: id: duplicate tenant id 'acme' (from the file name): also used by \(first), \(second)"
+            ])
     }
 
     @Test func missingDirectoryIsAnError() throws {
@@ -281,16 +294,26 @@ struct TenantLoaderTests {
         let file = try fixture.write("acme.yaml", TenantFixture.tokenTenant)
         let load = TenantLoader(environment: [:]).loadFiles([file])
         let tenant = try #require(load.tenants.first)
-        #expect(load.location(of: "auth.token.key_file", in: tenant) == HeraldCore.SourceLocation(file: file, line: 6, column: 15))
-        #expect(load.location(of: "auth.token.key", in: tenant) == HeraldCore.SourceLocation(file: file, line: 4, column: 3))
-        #expect(load.location(of: "auth.token.key_id", in: tenant) == HeraldCore.SourceLocation(file: file, line: 5, column: 13))
-        #expect(load.location(of: "topics[1]", in: tenant) == HeraldCore.SourceLocation(file: file, line: 7, column: 24))
+        #expect(
+            load.location(of: "auth.token.key_file", in: tenant)
+                == HeraldCore.SourceLocation(file: file, line: 6, column: 15))
+        #expect(
+            load.location(of: "auth.token.key", in: tenant) == HeraldCore.SourceLocation(file: file, line: 4, column: 3)
+        )
+        #expect(
+            load.location(of: "auth.token.key_id", in: tenant)
+                == HeraldCore.SourceLocation(file: file, line: 5, column: 13))
+        #expect(
+            load.location(of: "topics[1]", in: tenant) == HeraldCore.SourceLocation(file: file, line: 7, column: 24))
         #expect(load.location(of: "topics[5]", in: tenant) == HeraldCore.SourceLocation(file: file, line: 7, column: 9))
-        #expect(load.location(of: "pool.connections", in: tenant) == HeraldCore.SourceLocation(file: file, line: 1, column: 1))
+        #expect(
+            load.location(of: "pool.connections", in: tenant)
+                == HeraldCore.SourceLocation(file: file, line: 1, column: 1))
 
         let checked = load.checking { _ in ("auth.token.key_file", "the key is not a P-256 key") }
         #expect(checked.tenants.isEmpty)
-        #expect(checked.failures.map(\.description) == ["\(file):6:15: auth.token.key_file: the key is not a P-256 key"])
+        #expect(
+            checked.failures.map(\.description) == ["\(file):6:15: auth.token.key_file: the key is not a P-256 key"])
         #expect(load.checking { _ in nil }.tenants.map(\.id) == load.tenants.map(\.id))
     }
 }

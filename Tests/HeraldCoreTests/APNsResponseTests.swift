@@ -50,7 +50,8 @@ struct APNsResponseTests {
 
     @Test func errorResponse() {
         let response = APNsResponse(
-            status: 400, apnsIDHeader: "eabeae54-14a8-11e5-b60b-1697f925ec7b", body: Array(#"{"reason":"BadDeviceToken"}"#.utf8))
+            status: 400, apnsIDHeader: "eabeae54-14a8-11e5-b60b-1697f925ec7b",
+            body: Array(#"{"reason":"BadDeviceToken"}"#.utf8))
         #expect(!response.isSuccess)
         #expect(response.reason == .badDeviceToken)
         #expect(response.timestamp == nil)
@@ -67,11 +68,13 @@ struct APNsResponseTests {
 
     @Test func errorBodyEncodesAsAPNsWritesIt() throws {
         let body = APNsErrorBody(reason: .unregistered, timestamp: Date(timeIntervalSince1970: 1_700_000_000.123))
-        #expect(String(decoding: body.encoded(), as: UTF8.self) == #"{"reason":"Unregistered","timestamp":1700000000123}"#)
+        #expect(
+            String(decoding: body.encoded(), as: UTF8.self) == #"{"reason":"Unregistered","timestamp":1700000000123}"#)
         let decoded = try #require(APNsErrorBody.decode(body.encoded()))
         #expect(decoded.reason == .unregistered)
         #expect(decoded.timestamp.map { Int64(($0.timeIntervalSince1970 * 1000).rounded()) } == 1_700_000_000_123)
-        #expect(String(decoding: APNsErrorBody(reason: .shutdown).encoded(), as: UTF8.self) == #"{"reason":"Shutdown"}"#)
+        #expect(
+            String(decoding: APNsErrorBody(reason: .shutdown).encoded(), as: UTF8.self) == #"{"reason":"Shutdown"}"#)
     }
 
     @Test func bodiesThatAreNotAPNsJSONGiveNoReason() {

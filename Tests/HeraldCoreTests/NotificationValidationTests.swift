@@ -48,10 +48,13 @@ struct NotificationValidationTests {
         #expect(Self.reason(Self.note(payload: Self.payload(size: 4097))) == .payloadTooLarge)
         let voip = "com.acme.app.voip"
         #expect(Self.reason(Self.note(topic: voip, pushType: .voip, payload: Self.payload(size: 5120))) == nil)
-        #expect(Self.reason(Self.note(topic: voip, pushType: .voip, payload: Self.payload(size: 5121))) == .payloadTooLarge)
+        #expect(
+            Self.reason(Self.note(topic: voip, pushType: .voip, payload: Self.payload(size: 5121))) == .payloadTooLarge)
         // Other types keep the 4 KB limit even on a suffixed topic.
         #expect(
-            Self.reason(Self.note(topic: "com.acme.app.complication", pushType: .complication, payload: Self.payload(size: 4097)))
+            Self.reason(
+                Self.note(
+                    topic: "com.acme.app.complication", pushType: .complication, payload: Self.payload(size: 4097)))
                 == .payloadTooLarge)
     }
 
@@ -71,7 +74,8 @@ struct NotificationValidationTests {
         let withAlert = Array(#"{"aps":{"content-available":1,"alert":"hi"}}"#.utf8)
         #expect(Self.reason(Self.note(priority: .immediate, payload: withAlert)) == nil)
         let customKeys = Array(#"{"aps":{"content-available":1},"order":"A-17"}"#.utf8)
-        #expect(Self.reason(Self.note(pushType: .background, priority: .immediate, payload: customKeys)) == .badPriority)
+        #expect(
+            Self.reason(Self.note(pushType: .background, priority: .immediate, payload: customKeys)) == .badPriority)
     }
 
     @Test func missingTopic() {
@@ -80,13 +84,18 @@ struct NotificationValidationTests {
         #expect(Self.reason(Self.note(topic: "")) == .missingTopic)
     }
 
-    @Test(arguments: ["com acme", "com.acme.", ".com.acme", "com..acme", "com/acme", "com.acme.app\n", String(repeating: "a", count: 256)])
+    @Test(arguments: [
+        "com acme", "com.acme.", ".com.acme", "com..acme", "com/acme", "com.acme.app\n",
+        String(repeating: "a", count: 256),
+    ])
     func badTopic(topic: String) {
         #expect(Self.reason(Self.note(topic: topic)) == .badTopic)
     }
 
     @Test func validTopics() throws {
-        for topic in ["com.acme.app", "com.acme.App-2", "com.acme.app.voip", "com.acme_x.app", String(repeating: "a", count: 255)] {
+        for topic in [
+            "com.acme.app", "com.acme.App-2", "com.acme.app.voip", "com.acme_x.app", String(repeating: "a", count: 255),
+        ] {
             try HeraldCore.Notification.validateTopic(topic)
         }
     }

@@ -57,7 +57,9 @@ struct DeviceTokenTests {
         let data = try JSONEncoder().encode([token])
         #expect(String(decoding: data, as: UTF8.self) == "[\"\(Self.appleExample)\"]")
         #expect(try JSONDecoder().decode([DeviceToken].self, from: data) == [token])
-        #expect(throws: DecodingError.self) { try JSONDecoder().decode([DeviceToken].self, from: Data("[\"xyz\"]".utf8)) }
+        #expect(throws: DecodingError.self) {
+            try JSONDecoder().decode([DeviceToken].self, from: Data("[\"xyz\"]".utf8))
+        }
     }
 }
 

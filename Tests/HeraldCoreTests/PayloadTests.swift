@@ -77,14 +77,19 @@ struct PayloadTests {
         #expect(JSONValue.double(.infinity).jsonText == "null")
         #expect(JSONValue.int(-7).jsonText == "-7")
         let parsed = try JSONValue(parsing: Array(#"{"b":[1,2.5,"x",true,null],"a":{}}"#.utf8))
-        #expect(parsed == .object([("a", .object([])), ("b", .array([.int(1), .double(2.5), .string("x"), .bool(true), .null]))]))
+        #expect(
+            parsed
+                == .object([
+                    ("a", .object([])), ("b", .array([.int(1), .double(2.5), .string("x"), .bool(true), .null])),
+                ]))
         #expect(parsed["b"] == .array([.int(1), .double(2.5), .string("x"), .bool(true), .null]))
         #expect(parsed["missing"] == nil)
     }
 
     @Test func inspectionFindsContentAvailableAlone() {
         #expect(PayloadInspection.apsHoldsOnlyContentAvailable(Array(#"{"aps":{"content-available":1}}"#.utf8)))
-        #expect(!PayloadInspection.apsHoldsOnlyContentAvailable(Array(#"{"aps":{"content-available":1,"badge":1}}"#.utf8)))
+        #expect(
+            !PayloadInspection.apsHoldsOnlyContentAvailable(Array(#"{"aps":{"content-available":1,"badge":1}}"#.utf8)))
         #expect(!PayloadInspection.apsHoldsOnlyContentAvailable(Array(#"{"aps":{"alert":"content-available"}}"#.utf8)))
         #expect(!PayloadInspection.apsHoldsOnlyContentAvailable(Array("not json content-available".utf8)))
     }

@@ -29,9 +29,10 @@ struct TenantModelTests {
         #expect(APNsEndpoint(url: "https://localhost:2197") == APNsEndpoint(host: "localhost", port: 2197))
         #expect(APNsEndpoint(url: "https://[::1]:2197") == APNsEndpoint(host: "::1", port: 2197))
         #expect(APNsEndpoint(host: "::1", port: 2197).url == "https://[::1]:2197")
-        for bad in ["http://api.push.apple.com", "https://", "https://host:0", "https://host:65536", "https://host/path",
-            "https://user@host", "https://host:x", "api.push.apple.com:443", "https://a:1:2"]
-        {
+        for bad in [
+            "http://api.push.apple.com", "https://", "https://host:0", "https://host:65536", "https://host/path",
+            "https://user@host", "https://host:x", "api.push.apple.com:443", "https://a:1:2",
+        ] {
             #expect(APNsEndpoint(url: bad) == nil, "\(bad)")
         }
     }

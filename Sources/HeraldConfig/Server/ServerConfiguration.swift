@@ -72,7 +72,8 @@ public struct ServerConfiguration: Sendable, Hashable {
             throw ConfigFailure(file: file, errors: [ConfigError(location: start, field: "", message: problem.message)])
         }
         guard let text = String(validating: bytes, as: UTF8.self) else {
-            throw ConfigFailure(file: file, errors: [ConfigError(location: start, field: "", message: "the file is not UTF-8 text")])
+            throw ConfigFailure(
+                file: file, errors: [ConfigError(location: start, field: "", message: "the file is not UTF-8 text")])
         }
         return try parse(yaml: text, file: file)
     }
@@ -102,7 +103,8 @@ public struct ServerConfiguration: Sendable, Hashable {
             if let node = mapping["tenants_dir"], let value = diagnostics.string(node, FieldPath(text: "tenants_dir")) {
                 configuration.tenantsDirectory = value
             }
-            if let node = mapping["storage_path"], let value = diagnostics.string(node, FieldPath(text: "storage_path")) {
+            if let node = mapping["storage_path"], let value = diagnostics.string(node, FieldPath(text: "storage_path"))
+            {
                 configuration.storagePath = value
             }
             if let node = mapping["log_level"], let value = diagnostics.string(node, FieldPath(text: "log_level")) {
@@ -115,9 +117,12 @@ public struct ServerConfiguration: Sendable, Hashable {
                 }
             }
             if let node = mapping["listen"],
-                let listen = CheckedMapping(node, path: FieldPath(text: "listen"), allowedKeys: listenKeys, diagnostics: diagnostics)
+                let listen = CheckedMapping(
+                    node, path: FieldPath(text: "listen"), allowedKeys: listenKeys, diagnostics: diagnostics)
             {
-                if let hostNode = listen["host"], let host = diagnostics.string(hostNode, FieldPath(text: "listen.host")) {
+                if let hostNode = listen["host"],
+                    let host = diagnostics.string(hostNode, FieldPath(text: "listen.host"))
+                {
                     configuration.listen.host = host
                 }
                 if let portNode = listen["port"],

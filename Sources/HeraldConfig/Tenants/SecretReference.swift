@@ -42,7 +42,8 @@ public enum SecretReference: Sendable, Hashable, CustomStringConvertible {
             (UInt8(ascii: "A")...UInt8(ascii: "Z")).contains(b) || (UInt8(ascii: "a")...UInt8(ascii: "z")).contains(b)
                 || b == UInt8(ascii: "_")
         }
-        return letter(first) && name.utf8.allSatisfy { letter($0) || (UInt8(ascii: "0")...UInt8(ascii: "9")).contains($0) }
+        return letter(first)
+            && name.utf8.allSatisfy { letter($0) || (UInt8(ascii: "0")...UInt8(ascii: "9")).contains($0) }
     }
 
     public var description: String {

@@ -20,7 +20,8 @@ extension TenantFileParser {
             return nil
         case (nil, nil):
             if auth.node.mapping?.isEmpty ?? true {
-                diagnostics.error(at: node, path.text, "must hold token: (a .p8 signing key) or certificate: (a client certificate)")
+                diagnostics.error(
+                    at: node, path.text, "must hold token: (a .p8 signing key) or certificate: (a client certificate)")
             }
             // Otherwise only unknown keys were given; those are already reported with the valid keys.
             return nil
@@ -47,7 +48,8 @@ extension TenantFileParser {
             guard let text = diagnostics.string(fileNode, field) else { return nil }
             if text.hasPrefix("env:") {
                 diagnostics.error(
-                    at: fileNode, field.text, "takes a file path; for a key held in an environment variable write key: \(text)")
+                    at: fileNode, field.text,
+                    "takes a file path; for a key held in an environment variable write key: \(text)")
                 return nil
             }
             guard let reference = reference(text, plainIsPath: true, at: fileNode, field) else { return nil }
@@ -70,12 +72,15 @@ extension TenantFileParser {
         }
     }
 
-    private func loadPrivateKey(_ reference: SecretReference, at node: Node, _ field: FieldPath, what: String) -> Secret? {
+    private func loadPrivateKey(_ reference: SecretReference, at node: Node, _ field: FieldPath, what: String)
+        -> Secret?
+    {
         guard let secret = loadSecret(reference, at: node, field, trimNewline: false) else { return nil }
         guard PEMCheck.hasPrivateKey(secret.bytes) else {
             diagnostics.error(
                 at: node, field.text,
-                "\(secret.origin) does not hold a PEM private key (expected \(what), starting with -----BEGIN PRIVATE KEY-----)")
+                "\(secret.origin) does not hold a PEM private key (expected \(what), starting with -----BEGIN PRIVATE KEY-----)"
+            )
             return nil
         }
         return secret
@@ -84,7 +89,8 @@ extension TenantFileParser {
     // MARK: certificate
 
     private func parseCertificate(_ node: Node, _ path: FieldPath) -> CertificateAuthConfiguration? {
-        guard let cert = CheckedMapping(node, path: path, allowedKeys: Keys.certificate, diagnostics: diagnostics) else {
+        guard let cert = CheckedMapping(node, path: path, allowedKeys: Keys.certificate, diagnostics: diagnostics)
+        else {
             return nil
         }
         let passphrase = cert["passphrase"].flatMap { passphraseNode -> Secret? in
@@ -106,7 +112,8 @@ extension TenantFileParser {
                     return nil
                 case .success(let bytes):
                     guard PEMCheck.hasCertificate(bytes) else {
-                        let hint = PEMCheck.isPEM(bytes)
+                        let hint =
+                            PEMCheck.isPEM(bytes)
                             ? "" : "; for a PKCS#12 (.p12) bundle use pkcs12_file: instead"
                         diagnostics.error(
                             at: certNode, field.text,

@@ -50,7 +50,8 @@ extension TenantFileParser {
                     ok = false
                 }
             } else {
-                diagnostics.error(at: value, path.appending("default").text, "must be production or development, not '\(text)'")
+                diagnostics.error(
+                    at: value, path.appending("default").text, "must be production or development, not '\(text)'")
                 ok = false
             }
         } else if endpoints.has("default") {
@@ -77,7 +78,8 @@ extension TenantFileParser {
                         trustRootsOrigin = resolved
                     } else {
                         diagnostics.error(
-                            at: value, field.text, "\(resolved) does not hold a PEM certificate (-----BEGIN CERTIFICATE-----)")
+                            at: value, field.text,
+                            "\(resolved) does not hold a PEM certificate (-----BEGIN CERTIFICATE-----)")
                         ok = false
                     }
                 }
@@ -101,7 +103,9 @@ extension TenantFileParser {
         }
         var configuration = PoolConfiguration()
         var ok = true
-        func read<T>(_ key: String, _ parse: (Node, FieldPath) -> T?, into keyPath: WritableKeyPath<PoolConfiguration, T>) {
+        func read<T>(
+            _ key: String, _ parse: (Node, FieldPath) -> T?, into keyPath: WritableKeyPath<PoolConfiguration, T>
+        ) {
             guard let value = pool[key] else { return }
             if let parsed = parse(value, path.appending(key)) {
                 configuration[keyPath: keyPath] = parsed
@@ -111,7 +115,9 @@ extension TenantFileParser {
         }
         read("connections", { diagnostics.integer($0, $1, in: 1...64) }, into: \.connections)
         read("max_queued", { diagnostics.integer($0, $1, in: 0...10_000_000) }, into: \.maxQueued)
-        read("request_timeout", { diagnostics.duration($0, $1, minimum: 0.001, allowZero: false) }, into: \.requestTimeout)
+        read(
+            "request_timeout", { diagnostics.duration($0, $1, minimum: 0.001, allowZero: false) },
+            into: \.requestTimeout)
         read("idle_timeout", { diagnostics.duration($0, $1, minimum: 1, allowZero: true) }, into: \.idleTimeout)
         read("ping_interval", { diagnostics.duration($0, $1, minimum: 1, allowZero: false) }, into: \.pingInterval)
         return ok ? configuration : nil
@@ -134,10 +140,12 @@ extension TenantFileParser {
                     ok = false
                     continue
                 }
-                plugins.append(PluginConfiguration(name: name, options: .object([]), location: diagnostics.location(item)))
+                plugins.append(
+                    PluginConfiguration(name: name, options: .object([]), location: diagnostics.location(item)))
                 continue
             }
-            guard let entry = CheckedMapping(item, path: itemPath, allowedKeys: Keys.plugin, diagnostics: diagnostics) else {
+            guard let entry = CheckedMapping(item, path: itemPath, allowedKeys: Keys.plugin, diagnostics: diagnostics)
+            else {
                 ok = false
                 continue
             }
@@ -148,7 +156,9 @@ extension TenantFileParser {
                 if case .mapping = value {
                     options = diagnostics.json(value, itemPath.appending("options"))
                 } else {
-                    diagnostics.error(at: value, itemPath.appending("options").text, "must be a mapping, not \(value.kindForMessages)")
+                    diagnostics.error(
+                        at: value, itemPath.appending("options").text, "must be a mapping, not \(value.kindForMessages)"
+                    )
                     options = nil
                 }
             }
@@ -175,7 +185,8 @@ extension TenantFileParser {
         var ok = true
         for (i, item) in items.enumerated() {
             let itemPath = path.index(i)
-            guard let entry = CheckedMapping(item, path: itemPath, allowedKeys: Keys.apiKey, diagnostics: diagnostics) else {
+            guard let entry = CheckedMapping(item, path: itemPath, allowedKeys: Keys.apiKey, diagnostics: diagnostics)
+            else {
                 ok = false
                 continue
             }
@@ -185,17 +196,22 @@ extension TenantFileParser {
             let hashNode = entry.require("sha256")
             var hash = hashNode.flatMap { diagnostics.string($0, itemPath.appending("sha256")) }
             if let text = hash, let hashNode {
-                let isHex = text.utf8.count == 64 && text.utf8.allSatisfy {
-                    (UInt8(ascii: "0")...UInt8(ascii: "9")).contains($0) || (UInt8(ascii: "a")...UInt8(ascii: "f")).contains($0)
-                }
+                let isHex =
+                    text.utf8.count == 64
+                    && text.utf8.allSatisfy {
+                        (UInt8(ascii: "0")...UInt8(ascii: "9")).contains($0)
+                            || (UInt8(ascii: "a")...UInt8(ascii: "f")).contains($0)
+                    }
                 if !isHex {
                     // A wrong value here may be the API key itself, pasted by mistake: never repeat it.
                     diagnostics.error(
                         at: hashNode, itemPath.appending("sha256").text,
-                        "must be the SHA-256 of the API key as 64 lowercase hex digits (e.g. from `printf %s KEY | sha256sum`)")
+                        "must be the SHA-256 of the API key as 64 lowercase hex digits (e.g. from `printf %s KEY | sha256sum`)"
+                    )
                     hash = nil
                 } else if let earlier = hashes[text] {
-                    diagnostics.error(at: hashNode, itemPath.appending("sha256").text, "the same key hash as api_keys[\(earlier)]")
+                    diagnostics.error(
+                        at: hashNode, itemPath.appending("sha256").text, "the same key hash as api_keys[\(earlier)]")
                     hash = nil
                 } else {
                     hashes[text] = i
@@ -204,7 +220,8 @@ extension TenantFileParser {
             if let name, let nameNode {
                 if let earlier = names[name] {
                     diagnostics.error(
-                        at: nameNode, itemPath.appending("name").text, "duplicate API key name '\(name)' (already api_keys[\(earlier)])")
+                        at: nameNode, itemPath.appending("name").text,
+                        "duplicate API key name '\(name)' (already api_keys[\(earlier)])")
                     ok = false
                 } else {
                     names[name] = i

@@ -60,7 +60,9 @@ struct TenantFileParser {
         }
 
         let (id, idLocation) = parseID(mapping)
-        let teamID = mapping.require("team_id").flatMap { appleIdentifier($0, FieldPath(text: "team_id"), what: "team ID") }
+        let teamID = mapping.require("team_id").flatMap {
+            appleIdentifier($0, FieldPath(text: "team_id"), what: "team ID")
+        }
         let auth = mapping.require("auth", hint: " (token: or certificate:)").flatMap(parseAuth)
         let topics = mapping.require("topics").flatMap(parseTopics)
         let endpoints = mapping["endpoints"].map(parseEndpoints) ?? defaultEndpoints()
@@ -104,7 +106,8 @@ struct TenantFileParser {
         } catch {
             diagnostics.error(
                 at: mapping.node, "id",
-                "is not set and the file name '\(name)' is not a valid tenant id (\(Self.tenantIDRule)); add an id: key or rename the file")
+                "is not set and the file name '\(name)' is not a valid tenant id (\(Self.tenantIDRule)); add an id: key or rename the file"
+            )
             return (nil, nil)
         }
     }
@@ -126,9 +129,12 @@ struct TenantFileParser {
     /// A 10-character Apple identifier (team ID, key ID): A-Z and 0-9.
     func appleIdentifier(_ node: Node, _ path: FieldPath, what: String) -> String? {
         guard let text = diagnostics.string(node, path) else { return nil }
-        let valid = text.utf8.count == 10 && text.utf8.allSatisfy {
-            (UInt8(ascii: "A")...UInt8(ascii: "Z")).contains($0) || (UInt8(ascii: "0")...UInt8(ascii: "9")).contains($0)
-        }
+        let valid =
+            text.utf8.count == 10
+            && text.utf8.allSatisfy {
+                (UInt8(ascii: "A")...UInt8(ascii: "Z")).contains($0)
+                    || (UInt8(ascii: "0")...UInt8(ascii: "9")).contains($0)
+            }
         guard valid else {
             var message = "must be exactly 10 characters (A-Z, 0-9)"
             if text.utf8.count != 10 {
@@ -165,7 +171,8 @@ struct TenantFileParser {
                 continue
             }
             if let earlier = firstIndex[topic] {
-                diagnostics.error(at: item, path.index(i).text, "duplicate topic '\(topic)' (already topics[\(earlier)])")
+                diagnostics.error(
+                    at: item, path.index(i).text, "duplicate topic '\(topic)' (already topics[\(earlier)])")
                 ok = false
                 continue
             }

@@ -38,7 +38,8 @@ public struct TenantLoader: Sendable {
             throw ConfigFileError(path: directory, message: "tenants directory cannot be read")
         }
         let prefix = directory.hasSuffix("/") ? directory : directory + "/"
-        return names
+        return
+            names
             .filter { !$0.hasPrefix(".") && ($0.hasSuffix(".yaml") || $0.hasSuffix(".yml")) }
             .sorted()
             .map { prefix + $0 }
@@ -123,7 +124,8 @@ public struct TenantLoader: Sendable {
         guard let text = String(validating: bytes, as: UTF8.self) else {
             return .init(
                 tenant: nil, tenantID: nil, idLocation: nil,
-                errors: [ConfigError(location: start, field: "", message: "the file is not UTF-8 text")], locations: [:])
+                errors: [ConfigError(location: start, field: "", message: "the file is not UTF-8 text")], locations: [:]
+            )
         }
         return parser.parse(yaml: text)
     }
@@ -180,7 +182,8 @@ public struct TenantDirectoryLoad: Sendable {
                 result.failures.append(
                     TenantLoadFailure(
                         file: tenant.sourceFile, tenantID: tenant.id,
-                        errors: [ConfigError(location: location(of: field, in: tenant), field: field, message: message)]))
+                        errors: [ConfigError(location: location(of: field, in: tenant), field: field, message: message)]
+                    ))
             } else {
                 result.tenants.append(tenant)
                 result.fieldLocations[tenant.id] = fieldLocations[tenant.id]

@@ -18,7 +18,8 @@ struct CheckedMapping {
             let what = path.text.isEmpty ? "the file" : "this section"
             diagnostics.error(
                 at: node, path.text,
-                "must be a mapping with the keys \(allowedKeys.joined(separator: ", ")), but \(what) is \(node.kindForMessages)")
+                "must be a mapping with the keys \(allowedKeys.joined(separator: ", ")), but \(what) is \(node.kindForMessages)"
+            )
             return nil
         }
         var entries: [String: (key: Node, value: Node)] = [:]
@@ -109,7 +110,9 @@ extension YAMLDiagnostics {
     /// A whole number in `range`.
     func integer(_ node: Node, _ path: FieldPath, in range: ClosedRange<Int>) -> Int? {
         guard case .scalar = node, node.tagName == .int, let value = node.int else {
-            error(at: node, path.text, "must be a whole number from \(range.lowerBound) to \(range.upperBound), not \(node.kindForMessages)")
+            error(
+                at: node, path.text,
+                "must be a whole number from \(range.lowerBound) to \(range.upperBound), not \(node.kindForMessages)")
             return nil
         }
         guard range.contains(value) else {
@@ -122,7 +125,8 @@ extension YAMLDiagnostics {
 
     /// A duration in seconds: a number (`30`, `2.5`) or a string with a unit (`500ms`, `30s`, `10m`, `1h`).
     func duration(_ node: Node, _ path: FieldPath, minimum: Double, allowZero: Bool) -> Double? {
-        let rule = allowZero
+        let rule =
+            allowZero
             ? "must be a duration of 0 or more seconds (e.g. 30, 2.5, \"500ms\", \"10m\", \"1h\")"
             : "must be a duration of more than 0 seconds (e.g. 30, 2.5, \"500ms\", \"10m\", \"1h\")"
         guard case .scalar(let scalar) = node, !node.isNull else {
@@ -229,7 +233,9 @@ extension YAMLDiagnostics {
             YamlError.parser(let context, let problem, let mark, _),
             YamlError.composer(let context, let problem, let mark, _):
             var message = "YAML syntax error: \(problem)"
-            if let context { message += " (\(context.text) at line \(context.mark.line), column \(context.mark.column))" }
+            if let context {
+                message += " (\(context.text) at line \(context.mark.line), column \(context.mark.column))"
+            }
             self.error(at: location(mark), "", message)
         case YamlError.duplicatedKeysInMapping(let duplicates, let context):
             let names = duplicates.map { "'\($0)'" }.joined(separator: ", ")
@@ -238,7 +244,8 @@ extension YAMLDiagnostics {
                 at: location(context.mark), duplicates.count == 1 ? duplicates[0] : "",
                 "duplicate \(plural) \(names) in one mapping (each key may appear only once)")
         case YamlError.reader(let problem, _, _, _):
-            self.error(at: SourceLocation(file: file, line: 1, column: 1), "", "cannot read the file as text: \(problem)")
+            self.error(
+                at: SourceLocation(file: file, line: 1, column: 1), "", "cannot read the file as text: \(problem)")
         case YamlError.dataCouldNotBeDecoded:
             self.error(at: SourceLocation(file: file, line: 1, column: 1), "", "the file is not UTF-8 text")
         default:

@@ -16,7 +16,8 @@ final class TenantFixture {
     static let certificateTopics = ["com.acme.app", "com.acme.app.voip"]
 
     init() throws {
-        directory = FileManager.default.temporaryDirectory
+        directory =
+            FileManager.default.temporaryDirectory
             .appendingPathComponent("herald-config-tests-\(UUID().uuidString)").path
         try FileManager.default.createDirectory(atPath: directory + "/keys", withIntermediateDirectories: true)
         try FileManager.default.createDirectory(atPath: directory + "/certs", withIntermediateDirectories: true)
@@ -31,7 +32,8 @@ final class TenantFixture {
         try write("certs/ca.pem", certificatePEM)
         try write("certs/not-a-cert.txt", "hello\n")
         // Not a real PKCS#12 bundle: DER-looking bytes, enough for the loader (the credential code parses it).
-        try Data([0x30, 0x82, 0x01, 0x00, 0x02, 0x01, 0x03]).write(to: URL(fileURLWithPath: directory + "/certs/bundle.p12"))
+        try Data([0x30, 0x82, 0x01, 0x00, 0x02, 0x01, 0x03]).write(
+            to: URL(fileURLWithPath: directory + "/certs/bundle.p12"))
     }
 
     deinit {
@@ -98,7 +100,8 @@ final class TenantFixture {
             signatureAlgorithm: .ecdsaWithSHA256,
             extensions: try Certificate.Extensions {
                 Certificate.Extension(
-                    oid: [1, 2, 840, 113_635, 100, 6, 3, 6], critical: false, value: ArraySlice(topicsExtension(topics)))
+                    oid: [1, 2, 840, 113_635, 100, 6, 3, 6], critical: false, value: ArraySlice(topicsExtension(topics))
+                )
             },
             issuerPrivateKey: Certificate.PrivateKey(key)
         )
