@@ -26,8 +26,11 @@ public struct FeedbackPluginFactory: PluginFactory {
 
     public init() {}
 
-    public func make(options: JSONValue, environment: PluginEnvironment) throws(PluginOptionError) -> any PushMiddleware {
-        FeedbackMiddleware(configuration: try FeedbackConfiguration(options: options, secrets: environment.secrets), environment: environment)
+    public func make(options: JSONValue, environment: PluginEnvironment) throws(PluginOptionError) -> any PushMiddleware
+    {
+        FeedbackMiddleware(
+            configuration: try FeedbackConfiguration(options: options, secrets: environment.secrets),
+            environment: environment)
     }
 }
 
@@ -59,7 +62,8 @@ public struct FeedbackConfiguration: Sendable, Hashable {
 
     public init(options: JSONValue, secrets: any SecretResolver) throws(PluginOptionError) {
         let reader = try PluginOptions(
-            options, allowed: ["webhook", "secret", "refuse", "webhook_attempts", "webhook_timeout_ms", "webhook_backoff_ms"])
+            options,
+            allowed: ["webhook", "secret", "refuse", "webhook_attempts", "webhook_timeout_ms", "webhook_backoff_ms"])
         if let reasons = try reader.strings("refuse") {
             var refuse = Set<APNsReason>()
             for name in reasons {
@@ -73,7 +77,8 @@ public struct FeedbackConfiguration: Sendable, Hashable {
             self.refuse = refuse
         }
         if let url = try reader.string("webhook", default: nil) {
-            guard let parsed = URL(string: url), let scheme = parsed.scheme?.lowercased(), scheme == "https" || scheme == "http",
+            guard let parsed = URL(string: url), let scheme = parsed.scheme?.lowercased(),
+                scheme == "https" || scheme == "http",
                 let host = parsed.host, !host.isEmpty
             else {
                 throw reader.error("webhook", "must be an http:// or https:// URL")
@@ -82,7 +87,8 @@ public struct FeedbackConfiguration: Sendable, Hashable {
                 throw reader.error("secret", "is required with 'webhook' (env:NAME or file:PATH), to sign the webhook")
             }
             guard reference.hasPrefix("env:") || reference.hasPrefix("file:") else {
-                throw reader.error("secret", "must be a reference, env:NAME or file:PATH (never the secret itself in the tenant file)")
+                throw reader.error(
+                    "secret", "must be a reference, env:NAME or file:PATH (never the secret itself in the tenant file)")
             }
             let secret: Secret
             do {
@@ -96,10 +102,12 @@ public struct FeedbackConfiguration: Sendable, Hashable {
             var webhook = Webhook(url: url, secret: secret)
             webhook.attempts = try reader.int("webhook_attempts", default: 5, range: 1...20)
             webhook.timeout = .milliseconds(try reader.int("webhook_timeout_ms", default: 5_000, range: 100...120_000))
-            webhook.initialBackoff = .milliseconds(try reader.int("webhook_backoff_ms", default: 500, range: 1...60_000))
+            webhook.initialBackoff = .milliseconds(
+                try reader.int("webhook_backoff_ms", default: 500, range: 1...60_000))
             self.webhook = webhook
         } else {
-            for key in ["secret", "webhook_attempts", "webhook_timeout_ms", "webhook_backoff_ms"] where reader.contains(key) {
+            for key in ["secret", "webhook_attempts", "webhook_timeout_ms", "webhook_backoff_ms"]
+            where reader.contains(key) {
                 throw reader.error(key, "only means something with 'webhook'")
             }
         }
@@ -116,20 +124,25 @@ public struct FeedbackMiddleware: PushMiddleware {
         self.environment = environment
     }
 
-    public func send(_ notification: HeraldCore.Notification, context: PushContext, next: PushHandler) async throws -> PushResult {
+    public func send(_ notification: HeraldCore.Notification, context: PushContext, next: PushHandler) async throws
+        -> PushResult
+    {
         if !configuration.refuse.isEmpty, let topic = notification.topic {
             let record: InvalidTokenRecord?
             do {
-                record = try await environment.invalidTokens.invalidToken(notification.deviceToken, topic: topic, environment: context.environment)
+                record = try await environment.invalidTokens.invalidToken(
+                    notification.deviceToken, topic: topic, environment: context.environment)
             } catch {
                 // The store is down: sending to a possibly invalid token is the lesser harm.
-                context.logger.warning("invalid-token lookup failed; sending anyway", metadata: ["herald.error": "\(error)"])
+                context.logger.warning(
+                    "invalid-token lookup failed; sending anyway", metadata: ["herald.error": "\(error)"])
                 record = nil
             }
             if let record, record.isInvalid, configuration.refuse.contains(record.reason) {
                 throw PushError(
                     code: .tokenRefused,
-                    message: "APNs reported this device token \(record.reason.wireValue) for '\(topic)' at \(Self.iso(record.invalidSince)); "
+                    message:
+                        "APNs reported this device token \(record.reason.wireValue) for '\(topic)' at \(Self.iso(record.invalidSince)); "
                         + "it is refused until the device registers it again later than that",
                     reason: record.reason, field: "device_token")
             }
@@ -137,7 +150,9 @@ public struct FeedbackMiddleware: PushMiddleware {
 
         let result = try await next.send(notification, context: context)
 
-        guard let reason = result.reason, FeedbackConfiguration.recordedReasons.contains(reason), let topic = notification.topic else {
+        guard let reason = result.reason, FeedbackConfiguration.recordedReasons.contains(reason),
+            let topic = notification.topic
+        else {
             return result
         }
         let record = InvalidTokenRecord(
@@ -153,7 +168,8 @@ public struct FeedbackMiddleware: PushMiddleware {
         }
         if let webhook = configuration.webhook {
             let delivery = WebhookDelivery.make(
-                record: record, tenant: context.tenant, apnsID: result.notificationID, webhook: webhook, sentAt: environment.clock.date)
+                record: record, tenant: context.tenant, apnsID: result.notificationID, webhook: webhook,
+                sentAt: environment.clock.date)
             let sender = environment.webhooks
             let clock = environment.clock
             let logger = context.logger

@@ -12,7 +12,10 @@ struct WebhookDelivery: Sendable {
     static let signatureHeader = "X-Herald-Signature"
     static let timestampHeader = "X-Herald-Timestamp"
 
-    static func make(record: InvalidTokenRecord, tenant: TenantID, apnsID: NotificationID, webhook: FeedbackConfiguration.Webhook, sentAt: Date) -> WebhookDelivery {
+    static func make(
+        record: InvalidTokenRecord, tenant: TenantID, apnsID: NotificationID, webhook: FeedbackConfiguration.Webhook,
+        sentAt: Date
+    ) -> WebhookDelivery {
         var members: [(String, JSONValue)] = [
             ("event", .string("device_token.invalid")),
             ("tenant", .string(tenant.rawValue)),
@@ -62,7 +65,8 @@ struct WebhookDelivery: Sendable {
             do {
                 let status = try await sender.post(request)
                 if (200..<300).contains(status) {
-                    logger.debug("webhook delivered", metadata: ["herald.status": "\(status)", "herald.attempt": "\(attempt)"])
+                    logger.debug(
+                        "webhook delivered", metadata: ["herald.status": "\(status)", "herald.attempt": "\(attempt)"])
                     return
                 }
                 if status != 429, status < 500 {
@@ -74,7 +78,8 @@ struct WebhookDelivery: Sendable {
                 outcome = "\(error)"
             }
             guard attempt < attempts else {
-                logger.error("webhook delivery failed", metadata: ["herald.attempts": "\(attempts)", "herald.error": outcome])
+                logger.error(
+                    "webhook delivery failed", metadata: ["herald.attempts": "\(attempts)", "herald.error": outcome])
                 return
             }
             do {

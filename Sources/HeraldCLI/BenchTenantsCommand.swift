@@ -6,12 +6,15 @@ import Herald
 struct BenchTenantsCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "bench-tenants",
-        abstract: "Write N tenant files to a temporary directory, load them into a router, and print the load time and the memory N idle tenants add.")
+        abstract:
+            "Write N tenant files to a temporary directory, load them into a router, and print the load time and the memory N idle tenants add."
+    )
 
     @Option(name: .long, help: "How many tenant files to write and load.")
     var count: Int = 1000
 
-    @Option(name: .long, help: "Where to write the tenant files (default: a new temporary directory, removed afterwards).")
+    @Option(
+        name: .long, help: "Where to write the tenant files (default: a new temporary directory, removed afterwards).")
     var directory: String?
 
     func validate() throws {
@@ -19,20 +22,28 @@ struct BenchTenantsCommand: AsyncParsableCommand {
     }
 
     func run() async throws {
-        let root = directory ?? (NSTemporaryDirectory() + "herald-bench-tenants-\(ProcessInfo.processInfo.processIdentifier)")
+        let root =
+            directory ?? (NSTemporaryDirectory() + "herald-bench-tenants-\(ProcessInfo.processInfo.processIdentifier)")
         let tenantsDirectory = root + "/tenants"
         defer {
             if directory == nil { try? FileManager.default.removeItem(atPath: root) }
         }
         try TenantBench.writeTenantFiles(count: count, directory: tenantsDirectory)
-        let (figures, router) = try await TenantBench.measure(directory: tenantsDirectory, dataDirectory: root + "/data")
+        let (figures, router) = try await TenantBench.measure(
+            directory: tenantsDirectory, dataDirectory: root + "/data")
         print("tenants loaded:     \(figures.tenants) of \(count) (\(figures.failed) failed)")
         print(String(format: "parse files:        %.3f s", figures.parseSeconds))
         print(String(format: "build runtimes:     %.3f s", figures.installSeconds))
         print(String(format: "load total:         %.3f s  (goal: < 1 s for 1000)", figures.totalSeconds))
         if let before = figures.rssBefore, let after = figures.rssAfter, let added = figures.rssAdded {
-            print(String(format: "RSS before / after: %.1f MB / %.1f MB", Double(before) / 1_048_576, Double(after) / 1_048_576))
-            print(String(format: "RSS added:          %.1f MB  (%.1f KB per idle tenant; goal: < 50 MB for 1000)", Double(added) / 1_048_576, Double(added) / 1024 / Double(max(1, figures.tenants))))
+            print(
+                String(
+                    format: "RSS before / after: %.1f MB / %.1f MB", Double(before) / 1_048_576,
+                    Double(after) / 1_048_576))
+            print(
+                String(
+                    format: "RSS added:          %.1f MB  (%.1f KB per idle tenant; goal: < 50 MB for 1000)",
+                    Double(added) / 1_048_576, Double(added) / 1024 / Double(max(1, figures.tenants))))
         } else {
             print("RSS:                not available on this system")
         }

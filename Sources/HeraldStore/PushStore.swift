@@ -14,7 +14,8 @@ public protocol PushStore: Sendable {
     /// Records the token as invalid for the topic (an upsert: a newer APNs timestamp wins, a
     /// stored registration time is kept).
     func recordInvalidToken(_ record: InvalidTokenRecord, tenant: TenantID) async throws
-    func invalidToken(tenant: TenantID, token: DeviceToken, topic: String, environment: APNsEnvironment) async throws -> InvalidTokenRecord?
+    func invalidToken(tenant: TenantID, token: DeviceToken, topic: String, environment: APNsEnvironment) async throws
+        -> InvalidTokenRecord?
     /// The tenant's invalid tokens, most recently recorded first.
     func invalidTokens(tenant: TenantID, limit: Int) async throws -> [InvalidTokenRecord]
     /// The tenant says the device registered `token` again at `registeredAt` (for `topic`, or for
@@ -30,7 +31,10 @@ public protocol PushStore: Sendable {
     /// Stores a job and all its items, durably, in one transaction. Items without an apns-id get
     /// one now, so that every resend of an item uses the same id.
     /// - Returns: the job; if a job with this id already exists for the tenant, that job (nothing is changed).
-    func createJob(tenant: TenantID, id: JobID, environment: APNsEnvironment?, notifications: [HeraldCore.Notification], createdAt: Date) async throws -> JobCreation
+    func createJob(
+        tenant: TenantID, id: JobID, environment: APNsEnvironment?, notifications: [HeraldCore.Notification],
+        createdAt: Date
+    ) async throws -> JobCreation
     func job(tenant: TenantID, id: JobID) async throws -> Job?
     /// The tenant's jobs, newest first.
     func jobs(tenant: TenantID, states: Set<JobState>?, limit: Int) async throws -> [Job]
@@ -39,7 +43,8 @@ public protocol PushStore: Sendable {
     func updateJob(tenant: TenantID, id: JobID, state: JobState, at: Date) async throws -> Bool
     /// Leases up to `limit` pending items of the job to `claimant` until `leaseUntil`: items
     /// already leased to the same claimant first, then unleased items or items whose lease ended.
-    func claimPendingItems(tenant: TenantID, job: JobID, limit: Int, claimant: String, now: Date, leaseUntil: Date) async throws -> [JobItem]
+    func claimPendingItems(tenant: TenantID, job: JobID, limit: Int, claimant: String, now: Date, leaseUntil: Date)
+        async throws -> [JobItem]
     /// Records an item's outcome if it has none yet; otherwise keeps the stored one.
     func recordResult(tenant: TenantID, job: JobID, index: Int, result: JobItemResult) async throws -> RecordOutcome
     /// Items in index order, from `fromIndex`.
@@ -54,8 +59,10 @@ public struct JobID: Hashable, Sendable, Codable, CustomStringConvertible {
     public init(_ rawValue: String) throws(StoreError) {
         guard !rawValue.isEmpty, rawValue.utf8.count <= 64,
             rawValue.utf8.allSatisfy({ byte in
-                (UInt8(ascii: "a")...UInt8(ascii: "z")).contains(byte) || (UInt8(ascii: "A")...UInt8(ascii: "Z")).contains(byte)
-                    || (UInt8(ascii: "0")...UInt8(ascii: "9")).contains(byte) || byte == UInt8(ascii: "-") || byte == UInt8(ascii: "_")
+                (UInt8(ascii: "a")...UInt8(ascii: "z")).contains(byte)
+                    || (UInt8(ascii: "A")...UInt8(ascii: "Z")).contains(byte)
+                    || (UInt8(ascii: "0")...UInt8(ascii: "9")).contains(byte) || byte == UInt8(ascii: "-")
+                    || byte == UInt8(ascii: "_")
             })
         else { throw StoreError.invalidJobID(rawValue) }
         self.rawValue = rawValue
@@ -107,7 +114,10 @@ public struct Job: Sendable, Hashable {
     public var createdAt: Date
     public var updatedAt: Date
 
-    public init(id: JobID, tenant: TenantID, state: JobState, environment: APNsEnvironment?, itemCount: Int, createdAt: Date, updatedAt: Date) {
+    public init(
+        id: JobID, tenant: TenantID, state: JobState, environment: APNsEnvironment?, itemCount: Int, createdAt: Date,
+        updatedAt: Date
+    ) {
         self.id = id
         self.tenant = tenant
         self.state = state
@@ -149,7 +159,10 @@ public struct JobItem: Sendable, Hashable {
     public var claimant: String?
     public var leaseUntil: Date?
 
-    public init(job: JobID, index: Int, notification: HeraldCore.Notification, state: JobItemState, result: JobItemResult?, claimant: String? = nil, leaseUntil: Date? = nil) {
+    public init(
+        job: JobID, index: Int, notification: HeraldCore.Notification, state: JobItemState, result: JobItemResult?,
+        claimant: String? = nil, leaseUntil: Date? = nil
+    ) {
         self.job = job
         self.index = index
         self.notification = notification
@@ -175,7 +188,10 @@ public struct JobItemResult: Sendable, Hashable {
     public var apnsTimestamp: Date?
     public var finishedAt: Date
 
-    public init(state: JobItemState, status: Int?, reason: String?, message: String? = nil, apnsID: NotificationID?, apnsTimestamp: Date? = nil, finishedAt: Date) {
+    public init(
+        state: JobItemState, status: Int?, reason: String?, message: String? = nil, apnsID: NotificationID?,
+        apnsTimestamp: Date? = nil, finishedAt: Date
+    ) {
         self.state = state
         self.status = status
         self.reason = reason
@@ -221,10 +237,15 @@ public struct StoreError: Error, Sendable, Hashable, CustomStringConvertible {
     public var description: String { message }
 
     public static func invalidJobID(_ value: String) -> StoreError {
-        StoreError(code: .invalidJobID, message: "job id must be 1 to 64 of A-Z a-z 0-9 - _ (got \(value.count) characters)")
+        StoreError(
+            code: .invalidJobID, message: "job id must be 1 to 64 of A-Z a-z 0-9 - _ (got \(value.count) characters)")
     }
-    public static func notFound(_ what: String) -> StoreError { StoreError(code: .notFound, message: "\(what) not found") }
-    public static func invalidArgument(_ message: String) -> StoreError { StoreError(code: .invalidArgument, message: message) }
+    public static func notFound(_ what: String) -> StoreError {
+        StoreError(code: .notFound, message: "\(what) not found")
+    }
+    public static func invalidArgument(_ message: String) -> StoreError {
+        StoreError(code: .invalidArgument, message: message)
+    }
     public static func corrupt(_ message: String) -> StoreError { StoreError(code: .corrupt, message: message) }
     public static func cannotOpen(_ message: String) -> StoreError { StoreError(code: .cannotOpen, message: message) }
 

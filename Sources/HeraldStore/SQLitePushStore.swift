@@ -76,7 +76,9 @@ public final class SQLitePushStore: PushStore {
         }
     }
 
-    public func invalidToken(tenant: TenantID, token: DeviceToken, topic: String, environment: APNsEnvironment) async throws -> InvalidTokenRecord? {
+    public func invalidToken(tenant: TenantID, token: DeviceToken, topic: String, environment: APNsEnvironment)
+        async throws -> InvalidTokenRecord?
+    {
         try await pool.read { db in
             try Row.fetchOne(
                 db,
@@ -97,7 +99,9 @@ public final class SQLitePushStore: PushStore {
     }
 
     @discardableResult
-    public func registerToken(tenant: TenantID, token: DeviceToken, topic: String?, registeredAt: Date) async throws -> Int {
+    public func registerToken(tenant: TenantID, token: DeviceToken, topic: String?, registeredAt: Date) async throws
+        -> Int
+    {
         let at = Self.millis(registeredAt)
         return try await pool.write { db in
             if let topic {
@@ -128,7 +132,8 @@ public final class SQLitePushStore: PushStore {
                     arguments: [tenant.rawValue, token.hex, topic])
             } else {
                 try db.execute(
-                    sql: "DELETE FROM invalid_token WHERE tenant = ? AND token = ?", arguments: [tenant.rawValue, token.hex])
+                    sql: "DELETE FROM invalid_token WHERE tenant = ? AND token = ?",
+                    arguments: [tenant.rawValue, token.hex])
             }
             return db.changesCount
         }
@@ -136,7 +141,10 @@ public final class SQLitePushStore: PushStore {
 
     // MARK: Jobs
 
-    public func createJob(tenant: TenantID, id: JobID, environment: APNsEnvironment?, notifications: [HeraldCore.Notification], createdAt: Date) async throws -> JobCreation {
+    public func createJob(
+        tenant: TenantID, id: JobID, environment: APNsEnvironment?, notifications: [HeraldCore.Notification],
+        createdAt: Date
+    ) async throws -> JobCreation {
         let created = Self.millis(createdAt)
         return try await pool.write { db in
             if let existing = try Self.fetchJob(db, tenant: tenant, id: id) {
@@ -147,7 +155,10 @@ public final class SQLitePushStore: PushStore {
                     INSERT INTO job (tenant, id, state, environment, item_count, created_at_ms, updated_at_ms)
                     VALUES (?, ?, ?, ?, ?, ?, ?)
                     """,
-                arguments: [tenant.rawValue, id.rawValue, JobState.accepted.rawValue, environment?.rawValue, notifications.count, created, created])
+                arguments: [
+                    tenant.rawValue, id.rawValue, JobState.accepted.rawValue, environment?.rawValue,
+                    notifications.count, created, created,
+                ])
             let statement = try db.makeStatement(
                 sql: """
                     INSERT INTO job_item (tenant, job_id, idx, device_token, topic, push_type, priority, expiration,
@@ -164,7 +175,8 @@ public final class SQLitePushStore: PushStore {
                 }
                 try statement.execute(arguments: [
                     tenant.rawValue, id.rawValue, index, notification.deviceToken.hex, notification.topic,
-                    notification.pushType.rawValue, notification.priority?.rawValue, expiration, notification.collapseID,
+                    notification.pushType.rawValue, notification.priority?.rawValue, expiration,
+                    notification.collapseID,
                     apnsID.rawValue, Data(notification.payload), JobItemState.pending.rawValue,
                 ])
             }
@@ -205,7 +217,9 @@ public final class SQLitePushStore: PushStore {
         }
     }
 
-    public func claimPendingItems(tenant: TenantID, job: JobID, limit: Int, claimant: String, now: Date, leaseUntil: Date) async throws -> [JobItem] {
+    public func claimPendingItems(
+        tenant: TenantID, job: JobID, limit: Int, claimant: String, now: Date, leaseUntil: Date
+    ) async throws -> [JobItem] {
         guard limit > 0 else { return [] }
         let nowMillis = Self.millis(now)
         let until = Self.millis(leaseUntil)
@@ -224,7 +238,8 @@ public final class SQLitePushStore: PushStore {
             guard !indexes.isEmpty else { return [] }
             let list = indexes.map(String.init).joined(separator: ",")
             try db.execute(
-                sql: "UPDATE job_item SET claimant = ?, lease_until_ms = ? WHERE tenant = ? AND job_id = ? AND idx IN (\(list))",
+                sql:
+                    "UPDATE job_item SET claimant = ?, lease_until_ms = ? WHERE tenant = ? AND job_id = ? AND idx IN (\(list))",
                 arguments: [claimant, until, tenant.rawValue, job.rawValue])
             return try Row.fetchAll(
                 db,
@@ -234,7 +249,9 @@ public final class SQLitePushStore: PushStore {
         }
     }
 
-    public func recordResult(tenant: TenantID, job: JobID, index: Int, result: JobItemResult) async throws -> RecordOutcome {
+    public func recordResult(tenant: TenantID, job: JobID, index: Int, result: JobItemResult) async throws
+        -> RecordOutcome
+    {
         guard result.state != .pending else {
             throw StoreError.invalidArgument("a result must be sent or failed, not pending")
         }
@@ -303,8 +320,10 @@ public final class SQLitePushStore: PushStore {
     }
 
     private static func fetchJob(_ db: Database, tenant: TenantID, id: JobID) throws -> Job? {
-        try Row.fetchOne(db, sql: "SELECT * FROM job WHERE tenant = ? AND id = ?", arguments: [tenant.rawValue, id.rawValue])
-            .map { try job(from: $0) }
+        try Row.fetchOne(
+            db, sql: "SELECT * FROM job WHERE tenant = ? AND id = ?", arguments: [tenant.rawValue, id.rawValue]
+        )
+        .map { try job(from: $0) }
     }
 
     private static func job(from row: Row) throws -> Job {
@@ -363,12 +382,14 @@ public final class SQLitePushStore: PushStore {
         let reason: String = row["reason"]
         let apnsTimestamp: Int64? = row["apns_timestamp_ms"]
         let registered: Int64? = row["registered_at_ms"]
-        guard let environment = APNsEnvironment(rawValue: environmentRaw), let token = try? DeviceToken(hex: tokenHex) else {
+        guard let environment = APNsEnvironment(rawValue: environmentRaw), let token = try? DeviceToken(hex: tokenHex)
+        else {
             throw StoreError.corrupt("invalid-token row with an invalid environment or token")
         }
         return InvalidTokenRecord(
             token: token, topic: row["topic"], environment: environment, reason: APNsReason(wireValue: reason),
-            apnsTimestamp: apnsTimestamp.map(date), recordedAt: date(row["recorded_at_ms"]), registeredAt: registered.map(date))
+            apnsTimestamp: apnsTimestamp.map(date), recordedAt: date(row["recorded_at_ms"]),
+            registeredAt: registered.map(date))
     }
 }
 
@@ -386,7 +407,9 @@ public struct TenantInvalidTokens: InvalidTokenRecorder {
         try await store.recordInvalidToken(record, tenant: tenant)
     }
 
-    public func invalidToken(_ token: DeviceToken, topic: String, environment: APNsEnvironment) async throws -> InvalidTokenRecord? {
+    public func invalidToken(_ token: DeviceToken, topic: String, environment: APNsEnvironment) async throws
+        -> InvalidTokenRecord?
+    {
         try await store.invalidToken(tenant: tenant, token: token, topic: topic, environment: environment)
     }
 }

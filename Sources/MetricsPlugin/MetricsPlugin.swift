@@ -1,5 +1,5 @@
-import Metrics
 import HeraldCore
+import Metrics
 import Synchronization
 
 /// `metrics`: swift-metrics counters and timers for every attempt that passes through it.
@@ -25,7 +25,8 @@ public struct MetricsPluginFactory: PluginFactory {
         self.factory = factory
     }
 
-    public func make(options: JSONValue, environment: PluginEnvironment) throws(PluginOptionError) -> any PushMiddleware {
+    public func make(options: JSONValue, environment: PluginEnvironment) throws(PluginOptionError) -> any PushMiddleware
+    {
         let reader = try PluginOptions(options, allowed: ["topic_label"])
         let topicLabel = try reader.bool("topic_label", default: true)
         return MetricsMiddleware(
@@ -62,7 +63,10 @@ public final class MetricsMiddleware: PushMiddleware {
     private let clock: any PushClock
     private let cache = Mutex(Cache())
 
-    public init(factory: any MetricsFactory, tenant: TenantID, topics: Set<String>, topicLabel: Bool = true, clock: any PushClock) {
+    public init(
+        factory: any MetricsFactory, tenant: TenantID, topics: Set<String>, topicLabel: Bool = true,
+        clock: any PushClock
+    ) {
         self.factory = factory
         self.tenant = tenant
         self.topics = topics
@@ -75,7 +79,9 @@ public final class MetricsMiddleware: PushMiddleware {
         do {
             let result = try await next.send(notification, context: context)
             let status = Self.knownStatuses.contains(result.status) ? String(result.status) : "other"
-            observe(notification, status: status, reason: result.reason?.metricLabel ?? "none", elapsed: start.duration(to: clock.now))
+            observe(
+                notification, status: status, reason: result.reason?.metricLabel ?? "none",
+                elapsed: start.duration(to: clock.now))
             return result
         } catch {
             let reason = (error as? PushError)?.code.description ?? (error is CancellationError ? "Cancelled" : "Error")
@@ -96,25 +102,33 @@ public final class MetricsMiddleware: PushMiddleware {
         let counterKey = CounterKey(topic: topic, pushType: notification.pushType, status: status, reason: reason)
         let timerKey = TimerKey(pushType: notification.pushType, status: status)
         let (counter, timer) = cache.withLock { cache in
-            let counter = cache.counters[counterKey] ?? {
-                let made = Counter(
-                    label: Self.counterLabel,
-                    dimensions: [
-                        ("tenant", tenant.rawValue), ("topic", topic), ("push_type", notification.pushType.rawValue),
-                        ("status", status), ("reason", reason),
-                    ],
-                    factory: factory)
-                cache.counters[counterKey] = made
-                return made
-            }()
-            let timer = cache.timers[timerKey] ?? {
-                let made = CoreMetrics.Timer(
-                    label: Self.timerLabel,
-                    dimensions: [("tenant", tenant.rawValue), ("push_type", notification.pushType.rawValue), ("status", status)],
-                    factory: factory)
-                cache.timers[timerKey] = made
-                return made
-            }()
+            let counter =
+                cache.counters[counterKey]
+                ?? {
+                    let made = Counter(
+                        label: Self.counterLabel,
+                        dimensions: [
+                            ("tenant", tenant.rawValue), ("topic", topic),
+                            ("push_type", notification.pushType.rawValue),
+                            ("status", status), ("reason", reason),
+                        ],
+                        factory: factory)
+                    cache.counters[counterKey] = made
+                    return made
+                }()
+            let timer =
+                cache.timers[timerKey]
+                ?? {
+                    let made = CoreMetrics.Timer(
+                        label: Self.timerLabel,
+                        dimensions: [
+                            ("tenant", tenant.rawValue), ("push_type", notification.pushType.rawValue),
+                            ("status", status),
+                        ],
+                        factory: factory)
+                    cache.timers[timerKey] = made
+                    return made
+                }()
             return (counter, timer)
         }
         counter.increment()

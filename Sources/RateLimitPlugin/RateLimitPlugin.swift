@@ -15,7 +15,8 @@ public struct RateLimitPluginFactory: PluginFactory {
 
     public init() {}
 
-    public func make(options: JSONValue, environment: PluginEnvironment) throws(PluginOptionError) -> any PushMiddleware {
+    public func make(options: JSONValue, environment: PluginEnvironment) throws(PluginOptionError) -> any PushMiddleware
+    {
         RateLimitMiddleware(configuration: try RateLimitConfiguration(options: options), clock: environment.clock)
     }
 }
@@ -27,7 +28,10 @@ public struct RateLimitConfiguration: Sendable, Hashable {
     /// The longest a send waits for its slot, even when its deadline is later; nil: up to the deadline.
     public var maxWait: Duration?
 
-    public init(perSecond: Double, burst: Double? = nil, perTopic: (perSecond: Double, burst: Double)? = nil, maxWait: Duration? = nil) {
+    public init(
+        perSecond: Double, burst: Double? = nil, perTopic: (perSecond: Double, burst: Double)? = nil,
+        maxWait: Duration? = nil
+    ) {
         self.perSecond = perSecond
         self.burst = burst ?? max(1, perSecond)
         self.perTopic = perTopic
@@ -91,7 +95,8 @@ public final class RateLimitMiddleware: PushMiddleware {
             context.logger.debug("rate limited", metadata: ["herald.wait-ms": "\(Int(nextSlot.secondsValue * 1000))"])
             throw PushError(
                 code: .rateLimited,
-                message: "over tenant '\(context.tenant)''s rate limit (\(Self.format(configuration.perSecond))/s, burst \(Int(configuration.burst))"
+                message:
+                    "over tenant '\(context.tenant)''s rate limit (\(Self.format(configuration.perSecond))/s, burst \(Int(configuration.burst))"
                     + (configuration.perTopic.map { ", \(Self.format($0.perSecond))/s per topic" } ?? "")
                     + "): the next slot is \(Int((nextSlot.secondsValue * 1000).rounded(.up))) ms away, past the send's deadline"
                     + (configuration.maxWait == nil ? "" : " or max_wait_ms"))

@@ -42,7 +42,8 @@ struct RateLimiterState: Sendable {
 
     /// Reserves a slot for a send to `topic`; nil (and nothing reserved) when the slot is
     /// further away than `latest`.
-    mutating func reserve(topic: String?, now: ContinuousClock.Instant, latest: ContinuousClock.Instant) -> Reservation {
+    mutating func reserve(topic: String?, now: ContinuousClock.Instant, latest: ContinuousClock.Instant) -> Reservation
+    {
         tenant.refill(now: now)
         var wait = tenant.wait()
         var topicBucket: TokenBucket? = nil

@@ -11,15 +11,18 @@ struct MetricsTests {
     func counts() async throws {
         let metrics = TestMetrics()
         let transport = ScriptedTransport([
-            .respond(status: 200), .respond(status: 410, reason: .unregistered, timestamp: Date(timeIntervalSince1970: 1_700_000_000)),
+            .respond(status: 200),
+            .respond(status: 410, reason: .unregistered, timestamp: Date(timeIntervalSince1970: 1_700_000_000)),
             .respond(status: 503, reason: .serviceUnavailable), .respond(status: 200),
         ])
-        let router = try Fixtures.router(transports: ScriptedTransports { _ in transport }, registry: .standard(metricsFactory: metrics))
+        let router = try Fixtures.router(
+            transports: ScriptedTransports { _ in transport }, registry: .standard(metricsFactory: metrics))
         await router.install([Fixtures.tenant("m", plugins: [Fixtures.plugin("metrics")])])
         let id = Fixtures.tenantID("m")
         _ = try await router.send(tenant: id, notification: Fixtures.note())
         _ = try await router.send(tenant: id, notification: Fixtures.note())
-        _ = try await router.send(tenant: id, notification: Fixtures.note(topic: "com.example.app.voip", pushType: .voip))
+        _ = try await router.send(
+            tenant: id, notification: Fixtures.note(topic: "com.example.app.voip", pushType: .voip))
         await #expect(throws: PushError.self) {
             _ = try await router.send(tenant: id, notification: Fixtures.note(topic: "com.elsewhere"))
         }
@@ -27,7 +30,9 @@ struct MetricsTests {
         func count(_ topic: String, _ type: String, _ status: String, _ reason: String) -> Int64 {
             metrics.counterTotal(
                 label: "herald_notifications_total",
-                dimensions: [("tenant", "m"), ("topic", topic), ("push_type", type), ("status", status), ("reason", reason)])
+                dimensions: [
+                    ("tenant", "m"), ("topic", topic), ("push_type", type), ("status", status), ("reason", reason),
+                ])
         }
         #expect(count("com.example.app", "alert", "200", "none") == 1)
         #expect(count("com.example.app", "alert", "410", "Unregistered") == 1)
@@ -43,7 +48,8 @@ struct MetricsTests {
     func failures() async throws {
         let metrics = TestMetrics()
         let transport = ScriptedTransport([.fail(.transport("connection reset", surelyNotProcessed: false))])
-        let router = try Fixtures.router(transports: ScriptedTransports { _ in transport }, registry: .standard(metricsFactory: metrics))
+        let router = try Fixtures.router(
+            transports: ScriptedTransports { _ in transport }, registry: .standard(metricsFactory: metrics))
         await router.install([Fixtures.tenant("m", plugins: [Fixtures.plugin("metrics")])])
         await #expect(throws: PushError.self) {
             _ = try await router.send(tenant: Fixtures.tenantID("m"), notification: Fixtures.note())
@@ -51,17 +57,30 @@ struct MetricsTests {
         #expect(
             metrics.counterTotal(
                 label: "herald_notifications_total",
-                dimensions: [("tenant", "m"), ("topic", "com.example.app"), ("push_type", "alert"), ("status", "error"), ("reason", "TransportFailed")]) == 1)
+                dimensions: [
+                    ("tenant", "m"), ("topic", "com.example.app"), ("push_type", "alert"), ("status", "error"),
+                    ("reason", "TransportFailed"),
+                ]) == 1)
 
-        let middleware = MetricsMiddleware(factory: metrics, tenant: Fixtures.tenantID("m"), topics: ["com.example.app"], clock: ManualPushClock())
+        let middleware = MetricsMiddleware(
+            factory: metrics, tenant: Fixtures.tenantID("m"), topics: ["com.example.app"], clock: ManualPushClock())
         var stray = Fixtures.note(topic: "com.unlisted")
         stray.id = .random()
         _ = try await middleware.send(
-            stray, context: PushContext(tenant: Fixtures.tenantID("m"), environment: .production, deadline: .now + .seconds(1)),
-            next: PushHandler { n, c in PushResult(notificationID: n.id!, environment: c.environment, response: APNsResponse(status: 299, apnsID: n.id)) })
+            stray,
+            context: PushContext(
+                tenant: Fixtures.tenantID("m"), environment: .production, deadline: .now + .seconds(1)),
+            next: PushHandler { n, c in
+                PushResult(
+                    notificationID: n.id!, environment: c.environment, response: APNsResponse(status: 299, apnsID: n.id)
+                )
+            })
         #expect(
             metrics.counterTotal(
                 label: "herald_notifications_total",
-                dimensions: [("tenant", "m"), ("topic", "other"), ("push_type", "alert"), ("status", "other"), ("reason", "none")]) == 1)
+                dimensions: [
+                    ("tenant", "m"), ("topic", "other"), ("push_type", "alert"), ("status", "other"),
+                    ("reason", "none"),
+                ]) == 1)
     }
 }

@@ -9,7 +9,9 @@ struct TraceMiddleware: PushMiddleware {
     let name: String
     let log: Mutex<[String]>.Box
 
-    func send(_ notification: HeraldCore.Notification, context: PushContext, next: PushHandler) async throws -> PushResult {
+    func send(_ notification: HeraldCore.Notification, context: PushContext, next: PushHandler) async throws
+        -> PushResult
+    {
         log.append("\(name)>\(context.attempt)")
         let result = try await next.send(notification, context: context)
         log.append("<\(name)")
@@ -41,14 +43,22 @@ struct PipelineTests {
     func order() async throws {
         let log = Mutex<[String]>.Box()
         let pipeline = SendPipeline(
-            [TraceMiddleware(name: "a", log: log), TraceMiddleware(name: "b", log: log), TraceMiddleware(name: "c", log: log)],
+            [
+                TraceMiddleware(name: "a", log: log), TraceMiddleware(name: "b", log: log),
+                TraceMiddleware(name: "c", log: log),
+            ],
             terminal: PushHandler { notification, context in
                 log.append("wire")
-                return PushResult(notificationID: notification.id!, environment: context.environment, response: APNsResponse(status: 200, apnsID: notification.id))
+                return PushResult(
+                    notificationID: notification.id!, environment: context.environment,
+                    response: APNsResponse(status: 200, apnsID: notification.id))
             })
         var note = Fixtures.note()
         note.id = .random()
-        let result = try await pipeline.send(note, context: PushContext(tenant: Fixtures.tenantID("t"), environment: .production, deadline: .now + .seconds(5)))
+        let result = try await pipeline.send(
+            note,
+            context: PushContext(tenant: Fixtures.tenantID("t"), environment: .production, deadline: .now + .seconds(5))
+        )
         #expect(result.isSuccess)
         #expect(log.values == ["a>1", "b>1", "c>1", "wire", "<c", "<b", "<a"])
     }
@@ -59,11 +69,18 @@ struct PipelineTests {
         var registry = PluginRegistry()
         registry.register(TraceFactory(name: "one", log: log))
         registry.register(TraceFactory(name: "two", log: log))
-        let transports = ScriptedTransports { _ in ScriptedTransport([.respond(status: 503, reason: .serviceUnavailable)]) }
+        let transports = ScriptedTransports { _ in
+            ScriptedTransport([.respond(status: 503, reason: .serviceUnavailable)])
+        }
         let router = try Fixtures.router(transports: transports, registry: registry)
         await router.install([
             Fixtures.tenant("outer", plugins: [Fixtures.plugin("two"), Fixtures.plugin("one")]),
-            Fixtures.tenant("inner", plugins: [Fixtures.plugin("two"), Fixtures.plugin("retry", .obj(["max_attempts": .int(2)])), Fixtures.plugin("one")]),
+            Fixtures.tenant(
+                "inner",
+                plugins: [
+                    Fixtures.plugin("two"), Fixtures.plugin("retry", .obj(["max_attempts": .int(2)])),
+                    Fixtures.plugin("one"),
+                ]),
         ])
         let outer = try await router.send(tenant: Fixtures.tenantID("outer"), notification: Fixtures.note())
         #expect(outer.isSuccess && outer.attempts == 2)
@@ -82,22 +99,31 @@ struct PipelineTests {
         let seen = Mutex<[String]>.Box()
         struct Probe: PushMiddleware {
             let seen: Mutex<[String]>.Box
-            func send(_ notification: HeraldCore.Notification, context: PushContext, next: PushHandler) async throws -> PushResult {
-                seen.append("\(context.tenant) \(context.environment) \(notification.id != nil) \(context.logger[metadataKey: "herald.apns-id"] == notification.id?.rawValue)")
+            func send(_ notification: HeraldCore.Notification, context: PushContext, next: PushHandler) async throws
+                -> PushResult
+            {
+                seen.append(
+                    "\(context.tenant) \(context.environment) \(notification.id != nil) \(context.logger[metadataKey: "herald.apns-id"] == notification.id?.rawValue)"
+                )
                 return try await next.send(notification, context: context)
             }
         }
         struct ProbeFactory: PluginFactory {
             let seen: Mutex<[String]>.Box
             let name = "probe"
-            func make(options: JSONValue, environment: PluginEnvironment) throws(PluginOptionError) -> any PushMiddleware { Probe(seen: seen) }
+            func make(options: JSONValue, environment: PluginEnvironment) throws(PluginOptionError)
+                -> any PushMiddleware
+            { Probe(seen: seen) }
         }
         var registry = PluginRegistry()
         registry.register(ProbeFactory(seen: seen))
         let router = try Fixtures.router(registry: registry)
-        await router.install([Fixtures.tenant("ctx", plugins: [Fixtures.plugin("probe")], defaultEnvironment: .development)])
+        await router.install([
+            Fixtures.tenant("ctx", plugins: [Fixtures.plugin("probe")], defaultEnvironment: .development)
+        ])
         _ = try await router.send(tenant: Fixtures.tenantID("ctx"), notification: Fixtures.note())
-        _ = try await router.send(tenant: Fixtures.tenantID("ctx"), notification: Fixtures.note(), environment: .production)
+        _ = try await router.send(
+            tenant: Fixtures.tenantID("ctx"), notification: Fixtures.note(), environment: .production)
         #expect(seen.values == ["ctx development true true", "ctx production true true"])
     }
 }

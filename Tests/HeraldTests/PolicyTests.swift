@@ -5,16 +5,26 @@ import Testing
 
 @Suite("Tenant policy before the wire")
 struct PolicyTests {
-    func refusal(_ note: HeraldCore.Notification, tenant config: TenantConfiguration? = nil, environment: APNsEnvironment? = nil) async throws -> PushError? {
+    func refusal(
+        _ note: HeraldCore.Notification, tenant config: TenantConfiguration? = nil, environment: APNsEnvironment? = nil
+    ) async throws -> PushError? {
         let transports = ScriptedTransports()
         let router = try Fixtures.router(transports: transports)
-        let tenant = config ?? Fixtures.tenant("policy", topics: ["com.example.app", "com.example.app.voip", "com.example.app.complication", "com.example.app.push-type.liveactivity"])
+        let tenant =
+            config
+            ?? Fixtures.tenant(
+                "policy",
+                topics: [
+                    "com.example.app", "com.example.app.voip", "com.example.app.complication",
+                    "com.example.app.push-type.liveactivity",
+                ])
         await router.install([tenant])
         do {
             _ = try await router.send(tenant: tenant.id, notification: note, environment: environment)
             return nil
         } catch let error as PushError {
-            #expect(transports[tenant.id]?.attempts.isEmpty == true, "a refused notification must not reach the transport")
+            #expect(
+                transports[tenant.id]?.attempts.isEmpty == true, "a refused notification must not reach the transport")
             return error
         }
     }
@@ -27,19 +37,24 @@ struct PolicyTests {
         #expect(error?.message == "topic 'com.other.app' is not one of tenant 'policy''s topics")
     }
 
-    @Test("push type and topic must agree", arguments: [
-        (PushType.voip, "com.example.app"), (.alert, "com.example.app.voip"), (.complication, "com.example.app"),
-        (.liveactivity, "com.example.app.voip"), (.background, "com.example.app.push-type.liveactivity"),
-    ])
+    @Test(
+        "push type and topic must agree",
+        arguments: [
+            (PushType.voip, "com.example.app"), (.alert, "com.example.app.voip"), (.complication, "com.example.app"),
+            (.liveactivity, "com.example.app.voip"), (.background, "com.example.app.push-type.liveactivity"),
+        ])
     func pushTypeMismatch(pushType: PushType, topic: String) async throws {
         let error = try await refusal(Fixtures.note(topic: topic, pushType: pushType))
         #expect(error?.code == .pushTypeMismatch)
     }
 
-    @Test("matching push types and topics pass", arguments: [
-        (PushType.voip, "com.example.app.voip"), (.alert, "com.example.app"), (.complication, "com.example.app.complication"),
-        (.liveactivity, "com.example.app.push-type.liveactivity"), (.background, "com.example.app"),
-    ])
+    @Test(
+        "matching push types and topics pass",
+        arguments: [
+            (PushType.voip, "com.example.app.voip"), (.alert, "com.example.app"),
+            (.complication, "com.example.app.complication"),
+            (.liveactivity, "com.example.app.push-type.liveactivity"), (.background, "com.example.app"),
+        ])
     func pushTypeMatch(pushType: PushType, topic: String) async throws {
         #expect(try await refusal(Fixtures.note(topic: topic, pushType: pushType)) == nil)
     }

@@ -11,10 +11,15 @@ struct RateLimitTests {
         let clock = ManualPushClock()
         let transports = ScriptedTransports()
         let router = try Fixtures.router(transports: transports, clock: clock)
-        await router.install([Fixtures.tenant("rl", plugins: [Fixtures.plugin("rate-limit", .obj(["per_second": .int(10), "burst": .int(5)]))])])
+        await router.install([
+            Fixtures.tenant(
+                "rl", plugins: [Fixtures.plugin("rate-limit", .obj(["per_second": .int(10), "burst": .int(5)]))])
+        ])
         let start = clock.now
         for _ in 0..<25 {
-            _ = try await router.send(tenant: Fixtures.tenantID("rl"), notification: Fixtures.note(), deadline: clock.now.advanced(by: .seconds(30)))
+            _ = try await router.send(
+                tenant: Fixtures.tenantID("rl"), notification: Fixtures.note(),
+                deadline: clock.now.advanced(by: .seconds(30)))
         }
         #expect(transports[Fixtures.tenantID("rl")]?.attempts.count == 25)
         // 5 go at once, the other 20 at 10 a second.
@@ -27,22 +32,32 @@ struct RateLimitTests {
         let clock = ManualPushClock()
         let transports = ScriptedTransports()
         let router = try Fixtures.router(transports: transports, clock: clock)
-        await router.install([Fixtures.tenant("rl", plugins: [Fixtures.plugin("rate-limit", .obj(["per_second": .int(1), "burst": .int(2)]))])])
+        await router.install([
+            Fixtures.tenant(
+                "rl", plugins: [Fixtures.plugin("rate-limit", .obj(["per_second": .int(1), "burst": .int(2)]))])
+        ])
         let id = Fixtures.tenantID("rl")
-        _ = try await router.send(tenant: id, notification: Fixtures.note(), deadline: clock.now.advanced(by: .milliseconds(100)))
-        _ = try await router.send(tenant: id, notification: Fixtures.note(), deadline: clock.now.advanced(by: .milliseconds(100)))
+        _ = try await router.send(
+            tenant: id, notification: Fixtures.note(), deadline: clock.now.advanced(by: .milliseconds(100)))
+        _ = try await router.send(
+            tenant: id, notification: Fixtures.note(), deadline: clock.now.advanced(by: .milliseconds(100)))
         do {
-            _ = try await router.send(tenant: id, notification: Fixtures.note(), deadline: clock.now.advanced(by: .milliseconds(100)))
+            _ = try await router.send(
+                tenant: id, notification: Fixtures.note(), deadline: clock.now.advanced(by: .milliseconds(100)))
             Issue.record("expected RateLimited")
         } catch let error as PushError {
             #expect(error.code == .rateLimited)
-            #expect(error.message == "over tenant 'rl''s rate limit (1/s, burst 2): the next slot is 1000 ms away, past the send's deadline")
+            #expect(
+                error.message
+                    == "over tenant 'rl''s rate limit (1/s, burst 2): the next slot is 1000 ms away, past the send's deadline"
+            )
             #expect(!error.mayHaveReachedAPNs)
         }
         #expect(transports[id]?.attempts.count == 2)
         // With time to wait, it goes after a second.
         let before = clock.now
-        _ = try await router.send(tenant: id, notification: Fixtures.note(), deadline: clock.now.advanced(by: .seconds(5)))
+        _ = try await router.send(
+            tenant: id, notification: Fixtures.note(), deadline: clock.now.advanced(by: .seconds(5)))
         #expect(before.duration(to: clock.now) == .seconds(1))
         #expect(transports[id]?.attempts.count == 3)
     }
@@ -51,11 +66,15 @@ struct RateLimitTests {
     func perTopic() async throws {
         let clock = ManualPushClock()
         let router = try Fixtures.router(clock: clock)
-        let options: JSONValue = .obj(["per_second": .int(100), "burst": .int(100), "per_topic": .obj(["per_second": .int(1), "burst": .int(1)]), "max_wait_ms": .int(0)])
+        let options: JSONValue = .obj([
+            "per_second": .int(100), "burst": .int(100), "per_topic": .obj(["per_second": .int(1), "burst": .int(1)]),
+            "max_wait_ms": .int(0),
+        ])
         await router.install([Fixtures.tenant("rl", plugins: [Fixtures.plugin("rate-limit", options)])])
         let id = Fixtures.tenantID("rl")
         _ = try await router.send(tenant: id, notification: Fixtures.note(topic: "com.example.app"))
-        _ = try await router.send(tenant: id, notification: Fixtures.note(topic: "com.example.app.voip", pushType: .voip))
+        _ = try await router.send(
+            tenant: id, notification: Fixtures.note(topic: "com.example.app.voip", pushType: .voip))
         await #expect(throws: PushError.self) {
             _ = try await router.send(tenant: id, notification: Fixtures.note(topic: "com.example.app"))
         }
@@ -70,9 +89,14 @@ struct RateLimitTests {
             try RateLimitConfiguration(options: .obj(["per_second": .int(-5)]))
         }
         #expect(throws: PluginOptionError(option: "per_topic.burst", message: "must be a whole number, got \"lots\"")) {
-            try RateLimitConfiguration(options: .obj(["per_second": .int(5), "per_topic": .obj(["per_second": .int(1), "burst": .string("lots")])]))
+            try RateLimitConfiguration(
+                options: .obj([
+                    "per_second": .int(5), "per_topic": .obj(["per_second": .int(1), "burst": .string("lots")]),
+                ]))
         }
-        #expect(throws: PluginOptionError(option: nil, message: "options must be a mapping of names to values, got a list")) {
+        #expect(
+            throws: PluginOptionError(option: nil, message: "options must be a mapping of names to values, got a list")
+        ) {
             try RateLimitConfiguration(options: .array([]))
         }
     }

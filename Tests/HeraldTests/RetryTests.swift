@@ -7,26 +7,36 @@ import Testing
 struct RetryTests {
     let tenant = Fixtures.tenantID("retry")
 
-    func run(_ script: [ScriptedTransport.Step], retry: JSONValue? = nil, clock: ManualPushClock = ManualPushClock(), deadline: Duration? = nil) async throws -> (Result<PushResult, any Error>, ScriptedTransport) {
+    func run(
+        _ script: [ScriptedTransport.Step], retry: JSONValue? = nil, clock: ManualPushClock = ManualPushClock(),
+        deadline: Duration? = nil
+    ) async throws -> (Result<PushResult, any Error>, ScriptedTransport) {
         let transport = ScriptedTransport(script)
         let router = try Fixtures.router(transports: ScriptedTransports { _ in transport }, clock: clock)
         let plugins = retry.map { [Fixtures.plugin("retry", $0)] } ?? []
         await router.install([Fixtures.tenant("retry", plugins: plugins)])
         let result: Result<PushResult, any Error>
         do {
-            result = .success(try await router.send(tenant: tenant, notification: Fixtures.note(), deadline: deadline.map { clock.now.advanced(by: $0) }))
+            result = .success(
+                try await router.send(
+                    tenant: tenant, notification: Fixtures.note(), deadline: deadline.map { clock.now.advanced(by: $0) }
+                ))
         } catch {
             result = .failure(error)
         }
         return (result, transport)
     }
 
-    @Test("resends on 500, 503 and 429 TooManyRequests with the same apns-id", arguments: [
-        (500, APNsReason.internalServerError), (503, .serviceUnavailable), (503, .shutdown), (429, .tooManyRequests),
-    ])
+    @Test(
+        "resends on 500, 503 and 429 TooManyRequests with the same apns-id",
+        arguments: [
+            (500, APNsReason.internalServerError), (503, .serviceUnavailable), (503, .shutdown),
+            (429, .tooManyRequests),
+        ])
     func retryable(status: Int, reason: APNsReason) async throws {
         let clock = ManualPushClock()
-        let (result, transport) = try await run([.respond(status: status, reason: reason), .respond(status: status, reason: reason)], clock: clock)
+        let (result, transport) = try await run(
+            [.respond(status: status, reason: reason), .respond(status: status, reason: reason)], clock: clock)
         let pushed = try result.get()
         #expect(pushed.isSuccess)
         #expect(pushed.attempts == 3)
@@ -36,10 +46,13 @@ struct RetryTests {
         #expect(clock.sleepCount == 2)
     }
 
-    @Test("never resends an answer APNs gave for good", arguments: [
-        (400, APNsReason.badDeviceToken), (403, .expiredProviderToken), (410, .unregistered), (413, .payloadTooLarge),
-        (429, .tooManyProviderTokenUpdates), (404, .badPath),
-    ])
+    @Test(
+        "never resends an answer APNs gave for good",
+        arguments: [
+            (400, APNsReason.badDeviceToken), (403, .expiredProviderToken), (410, .unregistered),
+            (413, .payloadTooLarge),
+            (429, .tooManyProviderTokenUpdates), (404, .badPath),
+        ])
     func final(status: Int, reason: APNsReason) async throws {
         let (result, transport) = try await run([.respond(status: status, reason: reason)])
         let pushed = try result.get()
@@ -56,7 +69,9 @@ struct RetryTests {
 
     @Test("never resends a stream that APNs may have processed")
     func mayHaveBeenProcessed() async throws {
-        let (result, transport) = try await run([.fail(.transport("connection lost after the request was written", surelyNotProcessed: false))])
+        let (result, transport) = try await run([
+            .fail(.transport("connection lost after the request was written", surelyNotProcessed: false))
+        ])
         #expect(throws: PushError.self) { try result.get() }
         #expect(transport.attempts.count == 1)
         if case .failure(let error as PushError) = result {
@@ -67,7 +82,8 @@ struct RetryTests {
     @Test("stops after max_attempts and returns APNs' last answer")
     func boundedByAttempts() async throws {
         let (result, transport) = try await run(
-            Array(repeating: .respond(status: 503, reason: .serviceUnavailable), count: 10), retry: .obj(["max_attempts": .int(4)]),
+            Array(repeating: .respond(status: 503, reason: .serviceUnavailable), count: 10),
+            retry: .obj(["max_attempts": .int(4)]),
             deadline: .seconds(600))
         let pushed = try result.get()
         #expect(pushed.status == 503 && pushed.attempts == 4)
@@ -77,9 +93,12 @@ struct RetryTests {
     @Test("stops when the next backoff would pass the deadline")
     func boundedByDeadline() async throws {
         let clock = ManualPushClock()
-        let retry: JSONValue = .obj(["max_attempts": .int(10), "initial_backoff_ms": .int(400), "max_backoff_ms": .int(400), "jitter": .int(0)])
+        let retry: JSONValue = .obj([
+            "max_attempts": .int(10), "initial_backoff_ms": .int(400), "max_backoff_ms": .int(400), "jitter": .int(0),
+        ])
         let (result, transport) = try await run(
-            Array(repeating: .respond(status: 500, reason: .internalServerError), count: 10), retry: retry, clock: clock, deadline: .milliseconds(1000))
+            Array(repeating: .respond(status: 500, reason: .internalServerError), count: 10), retry: retry,
+            clock: clock, deadline: .milliseconds(1000))
         let pushed = try result.get()
         // Waits of 400 ms at 0 and 400 fit before 1000 ms; a third (to 1200) would not.
         #expect(pushed.status == 500 && pushed.attempts == 3)
@@ -90,7 +109,11 @@ struct RetryTests {
     @Test("backoff grows exponentially up to the maximum")
     func backoff() {
         let policy = RetryPolicy(maxAttempts: 8, initialBackoff: .milliseconds(100), maxBackoff: .milliseconds(1000))
-        #expect((1...6).map { policy.backoff(after: $0) } == [.milliseconds(100), .milliseconds(200), .milliseconds(400), .milliseconds(800), .milliseconds(1000), .milliseconds(1000)])
+        #expect(
+            (1...6).map { policy.backoff(after: $0) } == [
+                .milliseconds(100), .milliseconds(200), .milliseconds(400), .milliseconds(800), .milliseconds(1000),
+                .milliseconds(1000),
+            ])
     }
 
     @Test("retry options are checked like every plugin's")
@@ -98,10 +121,17 @@ struct RetryTests {
         #expect(throws: PluginOptionError(option: "max_attempts", message: "must be between 1 and 10, got 0")) {
             try RetryPolicy(options: .obj(["max_attempts": .int(0)]))
         }
-        #expect(throws: PluginOptionError(option: "max_backoff_ms", message: "must be at least initial_backoff_ms (500), got 100")) {
+        #expect(
+            throws: PluginOptionError(
+                option: "max_backoff_ms", message: "must be at least initial_backoff_ms (500), got 100")
+        ) {
             try RetryPolicy(options: .obj(["initial_backoff_ms": .int(500), "max_backoff_ms": .int(100)]))
         }
-        #expect(throws: PluginOptionError(option: "attempts", message: "unknown option (known: initial_backoff_ms, jitter, max_attempts, max_backoff_ms)")) {
+        #expect(
+            throws: PluginOptionError(
+                option: "attempts",
+                message: "unknown option (known: initial_backoff_ms, jitter, max_attempts, max_backoff_ms)")
+        ) {
             try RetryPolicy(options: .obj(["attempts": .int(3)]))
         }
     }

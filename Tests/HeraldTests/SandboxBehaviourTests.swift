@@ -17,13 +17,17 @@ struct SandboxBehaviourTests {
         for request in sandbox.requests where request.processed && request.status == 200 {
             delivered[request.apnsID, default: 0] += 1
         }
-        #expect(delivered.values.allSatisfy { $0 == 1 }, "apns-ids delivered twice: \(delivered.filter { $0.value > 1 })", sourceLocation: sourceLocation)
+        #expect(
+            delivered.values.allSatisfy { $0 == 1 }, "apns-ids delivered twice: \(delivered.filter { $0.value > 1 })",
+            sourceLocation: sourceLocation)
     }
 
     @Test("retry resends 500s and 503s with the same apns-id until delivered, never twice")
     func retryFaults() async throws {
-        try await withSandboxRig(configure: { $0.faults = SandboxFaults(seed: 7, fraction500: 0.25, fraction503: 0.25) }) { rig in
-            let retry = Fixtures.plugin("retry", .obj(["max_attempts": .int(10), "initial_backoff_ms": .int(1), "max_backoff_ms": .int(4)]))
+        try await withSandboxRig(configure: { $0.faults = SandboxFaults(seed: 7, fraction500: 0.25, fraction503: 0.25) }
+        ) { rig in
+            let retry = Fixtures.plugin(
+                "retry", .obj(["max_attempts": .int(10), "initial_backoff_ms": .int(1), "max_backoff_ms": .int(4)]))
             await rig.router.install([try rig.tenant("faulty", plugins: [retry])])
             let id = Fixtures.tenantID("faulty")
             var attempts = 0
@@ -50,13 +54,16 @@ struct SandboxBehaviourTests {
     @Test("GOAWAY: refused streams are resent on a new connection, nothing is delivered twice")
     func retryGoAway() async throws {
         try await withSandboxRig(configure: { $0.faults = SandboxFaults(goawayAfter: 3) }) { rig in
-            let retry = Fixtures.plugin("retry", .obj(["max_attempts": .int(6), "initial_backoff_ms": .int(1), "max_backoff_ms": .int(8)]))
+            let retry = Fixtures.plugin(
+                "retry", .obj(["max_attempts": .int(6), "initial_backoff_ms": .int(1), "max_backoff_ms": .int(8)]))
             await rig.router.install([try rig.tenant("goaway", plugins: [retry])])
             let id = Fixtures.tenantID("goaway")
             let outcomes = await withTaskGroup(of: Result<PushResult, any Error>.self) { group in
                 for index in 0..<16 {
                     group.addTask {
-                        do { return .success(try await rig.router.send(tenant: id, notification: rig.note(index))) } catch { return .failure(error) }
+                        do {
+                            return .success(try await rig.router.send(tenant: id, notification: rig.note(index)))
+                        } catch { return .failure(error) }
                     }
                 }
                 var all: [Result<PushResult, any Error>] = []
@@ -80,7 +87,8 @@ struct SandboxBehaviourTests {
     @Test("dropped connections: sends that may have been processed are not resent")
     func retryDrops() async throws {
         try await withSandboxRig(configure: { $0.faults = SandboxFaults(dropAfter: 4) }) { rig in
-            let retry = Fixtures.plugin("retry", .obj(["max_attempts": .int(6), "initial_backoff_ms": .int(1), "max_backoff_ms": .int(8)]))
+            let retry = Fixtures.plugin(
+                "retry", .obj(["max_attempts": .int(6), "initial_backoff_ms": .int(1), "max_backoff_ms": .int(8)]))
             await rig.router.install([try rig.tenant("drops", plugins: [retry])])
             let id = Fixtures.tenantID("drops")
             var delivered = 0
@@ -108,12 +116,15 @@ struct SandboxBehaviourTests {
         let directory = Fixtures.temporaryDirectory("herald-rig")
         let secret = "rig-webhook-secret-0123456789"
         try secret.write(toFile: directory + "/hook.secret", atomically: true, encoding: .utf8)
-        var unregistered = HeraldCore.Notification(deviceToken: Fixtures.token, topic: SandboxRig.topics[0], payload: Array(#"{"aps":{}}"#.utf8))
+        var unregistered = HeraldCore.Notification(
+            deviceToken: Fixtures.token, topic: SandboxRig.topics[0], payload: Array(#"{"aps":{}}"#.utf8))
         unregistered.priority = .conserve
         try await withSandboxRig(
-            webhooks: URLSessionWebhookSender(), configure: { $0.devices = [.unregistered(Fixtures.token.hex, since: since)] }
+            webhooks: URLSessionWebhookSender(),
+            configure: { $0.devices = [.unregistered(Fixtures.token.hex, since: since)] }
         ) { rig in
-            let feedback = Fixtures.plugin("feedback", .obj(["webhook": .string(server.url), "secret": .string("file:hook.secret")]))
+            let feedback = Fixtures.plugin(
+                "feedback", .obj(["webhook": .string(server.url), "secret": .string("file:hook.secret")]))
             await rig.router.install([try rig.tenant("fb", plugins: [feedback], file: directory + "/fb.yaml")])
             let id = Fixtures.tenantID("fb")
 
@@ -121,17 +132,23 @@ struct SandboxBehaviourTests {
             #expect(result.status == 410 && result.reason == .unregistered)
             let stamp = try #require(result.response.timestamp)
             #expect(abs(stamp.timeIntervalSince(since)) < 0.001)
-            let record = try #require(try await rig.store.invalidToken(tenant: id, token: Fixtures.token, topic: SandboxRig.topics[0], environment: .development))
+            let record = try #require(
+                try await rig.store.invalidToken(
+                    tenant: id, token: Fixtures.token, topic: SandboxRig.topics[0], environment: .development))
             #expect(record.apnsTimestamp.map { abs($0.timeIntervalSince(since)) < 0.001 } == true)
 
-            await #expect(throws: PushError.self) { _ = try await rig.router.send(tenant: id, notification: unregistered) }
+            await #expect(throws: PushError.self) {
+                _ = try await rig.router.send(tenant: id, notification: unregistered)
+            }
             #expect(rig.sandbox.requests.count == 1)
 
             await rig.router.tasks.waitForAll()
             await server.waitForRequests(1)
             let hook = try #require(server.received.first)
             let timestamp = try #require(hook.headers["x-herald-timestamp"])
-            let mac = HMAC<SHA256>.authenticationCode(for: Array(timestamp.utf8) + [UInt8(ascii: ".")] + hook.body, using: SymmetricKey(data: Array(secret.utf8)))
+            let mac = HMAC<SHA256>.authenticationCode(
+                for: Array(timestamp.utf8) + [UInt8(ascii: ".")] + hook.body,
+                using: SymmetricKey(data: Array(secret.utf8)))
             #expect(hook.headers["x-herald-signature"] == "sha256=" + mac.map { String(format: "%02x", $0) }.joined())
             let json = try #require(try JSONSerialization.jsonObject(with: Data(hook.body)) as? [String: Any])
             #expect((json["apns_timestamp"] as? NSNumber)?.int64Value == 1_712_345_678_901)
@@ -148,16 +165,21 @@ struct SandboxBehaviourTests {
             let id = Fixtures.tenantID("limited")
             let start = clock.now
             for index in 0..<24 {
-                #expect(try await rig.router.send(tenant: id, notification: rig.note(index), deadline: clock.now.advanced(by: .seconds(30))).isSuccess)
+                #expect(
+                    try await rig.router.send(
+                        tenant: id, notification: rig.note(index), deadline: clock.now.advanced(by: .seconds(30))
+                    ).isSuccess)
             }
             // 4 at once, then 20 more at 20 a second: one virtual second.
             #expect(start.duration(to: clock.now) == .seconds(1))
             #expect(rig.sandbox.requests.count == 24)
             for index in 0..<4 {
-                _ = try await rig.router.send(tenant: id, notification: rig.note(100 + index), deadline: clock.now.advanced(by: .seconds(30)))
+                _ = try await rig.router.send(
+                    tenant: id, notification: rig.note(100 + index), deadline: clock.now.advanced(by: .seconds(30)))
             }
             do {
-                _ = try await rig.router.send(tenant: id, notification: rig.note(200), deadline: clock.now.advanced(by: .milliseconds(10)))
+                _ = try await rig.router.send(
+                    tenant: id, notification: rig.note(200), deadline: clock.now.advanced(by: .milliseconds(10)))
                 Issue.record("expected RateLimited")
             } catch let error as PushError {
                 #expect(error.code == .rateLimited)
@@ -169,19 +191,27 @@ struct SandboxBehaviourTests {
     @Test("metrics counts what the sandbox answered")
     func metrics() async throws {
         let metrics = TestMetrics()
-        try await withSandboxRig(registry: .standard(metricsFactory: metrics), configure: {
-            $0.devices = [.bound(Fixtures.otherToken.hex, topic: "com.example.elsewhere")]
-        }) { rig in
+        try await withSandboxRig(
+            registry: .standard(metricsFactory: metrics),
+            configure: {
+                $0.devices = [.bound(Fixtures.otherToken.hex, topic: "com.example.elsewhere")]
+            }
+        ) { rig in
             await rig.router.install([try rig.tenant("metered", plugins: [Fixtures.plugin("metrics")])])
             let id = Fixtures.tenantID("metered")
             for index in 0..<3 { _ = try await rig.router.send(tenant: id, notification: rig.note(index)) }
-            let wrongTopic = HeraldCore.Notification(deviceToken: Fixtures.otherToken, topic: SandboxRig.topics[0], payload: Array(#"{"aps":{"alert":"x"}}"#.utf8))
+            let wrongTopic = HeraldCore.Notification(
+                deviceToken: Fixtures.otherToken, topic: SandboxRig.topics[0],
+                payload: Array(#"{"aps":{"alert":"x"}}"#.utf8))
             let answer = try await rig.router.send(tenant: id, notification: wrongTopic)
             #expect(answer.reason == .deviceTokenNotForTopic)
             func count(_ status: String, _ reason: String) -> Int64 {
                 metrics.counterTotal(
                     label: "herald_notifications_total",
-                    dimensions: [("tenant", "metered"), ("topic", SandboxRig.topics[0]), ("push_type", "alert"), ("status", status), ("reason", reason)])
+                    dimensions: [
+                        ("tenant", "metered"), ("topic", SandboxRig.topics[0]), ("push_type", "alert"),
+                        ("status", status), ("reason", reason),
+                    ])
             }
             #expect(count("200", "none") == 3)
             #expect(count("400", "DeviceTokenNotForTopic") == 1)

@@ -1,6 +1,6 @@
 import Foundation
-import HeraldCore
 import Herald
+import HeraldCore
 import HeraldStore
 import Testing
 
@@ -18,44 +18,67 @@ struct StoreTests {
             #expect(try store.appliedMigrations() == ["v1: invalid tokens, jobs, job items"])
             #expect(try store.journalMode() == "wal")
             try await store.recordInvalidToken(
-                InvalidTokenRecord(token: Fixtures.token, topic: "com.example.app", environment: .production, reason: .unregistered, apnsTimestamp: t0, recordedAt: t0),
+                InvalidTokenRecord(
+                    token: Fixtures.token, topic: "com.example.app", environment: .production, reason: .unregistered,
+                    apnsTimestamp: t0, recordedAt: t0),
                 tenant: acme)
-            _ = try await store.createJob(tenant: acme, id: try JobID("job-1"), environment: .production, notifications: [Fixtures.note(), Fixtures.note()], createdAt: t0)
+            _ = try await store.createJob(
+                tenant: acme, id: try JobID("job-1"), environment: .production,
+                notifications: [Fixtures.note(), Fixtures.note()], createdAt: t0)
         }
         #expect(FileManager.default.fileExists(atPath: directory + "/herald.sqlite"))
         let reopened = try SQLitePushStore(directory: directory)
         #expect(try reopened.appliedMigrations() == ["v1: invalid tokens, jobs, job items"])
-        let record = try await reopened.invalidToken(tenant: acme, token: Fixtures.token, topic: "com.example.app", environment: .production)
+        let record = try await reopened.invalidToken(
+            tenant: acme, token: Fixtures.token, topic: "com.example.app", environment: .production)
         #expect(record?.reason == .unregistered && record?.apnsTimestamp == t0)
         let job = try await reopened.job(tenant: acme, id: try JobID("job-1"))
         #expect(job?.itemCount == 2 && job?.state == .accepted && job?.createdAt == t0)
-        #expect(try await reopened.progress(tenant: acme, job: try JobID("job-1")) == JobProgress(pending: 2, sent: 0, failed: 0))
+        #expect(
+            try await reopened.progress(tenant: acme, job: try JobID("job-1"))
+                == JobProgress(pending: 2, sent: 0, failed: 0))
     }
 
     @Test("invalid tokens: newer timestamps win, re-registration later than APNs' timestamp lifts the refusal")
     func invalidTokens() async throws {
         let store = try Fixtures.store()
         func record(_ timestamp: Date?, at: Date, reason: APNsReason = .unregistered) -> InvalidTokenRecord {
-            InvalidTokenRecord(token: Fixtures.token, topic: "com.example.app", environment: .production, reason: reason, apnsTimestamp: timestamp, recordedAt: at)
+            InvalidTokenRecord(
+                token: Fixtures.token, topic: "com.example.app", environment: .production, reason: reason,
+                apnsTimestamp: timestamp, recordedAt: at)
         }
-        try await store.recordInvalidToken(record(t0.addingTimeInterval(100), at: t0.addingTimeInterval(200)), tenant: acme)
-        try await store.recordInvalidToken(record(t0.addingTimeInterval(50), at: t0.addingTimeInterval(300)), tenant: acme)
-        var stored = try #require(try await store.invalidToken(tenant: acme, token: Fixtures.token, topic: "com.example.app", environment: .production))
+        try await store.recordInvalidToken(
+            record(t0.addingTimeInterval(100), at: t0.addingTimeInterval(200)), tenant: acme)
+        try await store.recordInvalidToken(
+            record(t0.addingTimeInterval(50), at: t0.addingTimeInterval(300)), tenant: acme)
+        var stored = try #require(
+            try await store.invalidToken(
+                tenant: acme, token: Fixtures.token, topic: "com.example.app", environment: .production))
         #expect(stored.apnsTimestamp == t0.addingTimeInterval(100))
         #expect(stored.recordedAt == t0.addingTimeInterval(300))
         #expect(stored.isInvalid)
 
         // Registered before APNs' timestamp: still invalid.
-        #expect(try await store.registerToken(tenant: acme, token: Fixtures.token, topic: nil, registeredAt: t0.addingTimeInterval(90)) == 1)
-        stored = try #require(try await store.invalidToken(tenant: acme, token: Fixtures.token, topic: "com.example.app", environment: .production))
+        #expect(
+            try await store.registerToken(
+                tenant: acme, token: Fixtures.token, topic: nil, registeredAt: t0.addingTimeInterval(90)) == 1)
+        stored = try #require(
+            try await store.invalidToken(
+                tenant: acme, token: Fixtures.token, topic: "com.example.app", environment: .production))
         #expect(stored.isInvalid)
         // Registered after it: valid again.
-        try await store.registerToken(tenant: acme, token: Fixtures.token, topic: "com.example.app", registeredAt: t0.addingTimeInterval(101))
-        stored = try #require(try await store.invalidToken(tenant: acme, token: Fixtures.token, topic: "com.example.app", environment: .production))
+        try await store.registerToken(
+            tenant: acme, token: Fixtures.token, topic: "com.example.app", registeredAt: t0.addingTimeInterval(101))
+        stored = try #require(
+            try await store.invalidToken(
+                tenant: acme, token: Fixtures.token, topic: "com.example.app", environment: .production))
         #expect(!stored.isInvalid)
         // APNs reports it again, later: invalid again, the registration time kept.
-        try await store.recordInvalidToken(record(t0.addingTimeInterval(500), at: t0.addingTimeInterval(600)), tenant: acme)
-        stored = try #require(try await store.invalidToken(tenant: acme, token: Fixtures.token, topic: "com.example.app", environment: .production))
+        try await store.recordInvalidToken(
+            record(t0.addingTimeInterval(500), at: t0.addingTimeInterval(600)), tenant: acme)
+        stored = try #require(
+            try await store.invalidToken(
+                tenant: acme, token: Fixtures.token, topic: "com.example.app", environment: .production))
         #expect(stored.isInvalid && stored.registeredAt == t0.addingTimeInterval(101))
 
         #expect(try await store.invalidTokens(tenant: acme, limit: 10).count == 1)
@@ -68,24 +91,38 @@ struct StoreTests {
         let store = try Fixtures.store()
         let id = try JobID("shared-id")
         try await store.recordInvalidToken(
-            InvalidTokenRecord(token: Fixtures.token, topic: "com.example.app", environment: .production, reason: .unregistered, apnsTimestamp: t0, recordedAt: t0),
+            InvalidTokenRecord(
+                token: Fixtures.token, topic: "com.example.app", environment: .production, reason: .unregistered,
+                apnsTimestamp: t0, recordedAt: t0),
             tenant: acme)
-        _ = try await store.createJob(tenant: acme, id: id, environment: nil, notifications: [Fixtures.note()], createdAt: t0)
+        _ = try await store.createJob(
+            tenant: acme, id: id, environment: nil, notifications: [Fixtures.note()], createdAt: t0)
 
-        #expect(try await store.invalidToken(tenant: other, token: Fixtures.token, topic: "com.example.app", environment: .production) == nil)
+        #expect(
+            try await store.invalidToken(
+                tenant: other, token: Fixtures.token, topic: "com.example.app", environment: .production) == nil)
         #expect(try await store.invalidTokens(tenant: other, limit: 10).isEmpty)
-        #expect(try await store.registerToken(tenant: other, token: Fixtures.token, topic: nil, registeredAt: t0.addingTimeInterval(10)) == 0)
+        #expect(
+            try await store.registerToken(
+                tenant: other, token: Fixtures.token, topic: nil, registeredAt: t0.addingTimeInterval(10)) == 0)
         #expect(try await store.removeInvalidToken(tenant: other, token: Fixtures.token, topic: nil) == 0)
         #expect(try await store.job(tenant: other, id: id) == nil)
         #expect(try await store.jobs(tenant: other, states: nil, limit: 10).isEmpty)
         #expect(try await store.progress(tenant: other, job: id) == nil)
-        #expect(try await store.claimPendingItems(tenant: other, job: id, limit: 10, claimant: "x", now: t0, leaseUntil: t0.addingTimeInterval(60)).isEmpty)
+        #expect(
+            try await store.claimPendingItems(
+                tenant: other, job: id, limit: 10, claimant: "x", now: t0, leaseUntil: t0.addingTimeInterval(60)
+            ).isEmpty)
         #expect(try await store.updateJob(tenant: other, id: id, state: .cancelled, at: t0) == false)
         await #expect(throws: StoreError.self) {
-            _ = try await store.recordResult(tenant: other, job: id, index: 0, result: JobItemResult(state: .sent, status: 200, reason: nil, apnsID: nil, finishedAt: t0))
+            _ = try await store.recordResult(
+                tenant: other, job: id, index: 0,
+                result: JobItemResult(state: .sent, status: 200, reason: nil, apnsID: nil, finishedAt: t0))
         }
         // The same job id is free for another tenant, and stays separate.
-        let theirs = try await store.createJob(tenant: other, id: id, environment: nil, notifications: [Fixtures.note(), Fixtures.note(), Fixtures.note()], createdAt: t0)
+        let theirs = try await store.createJob(
+            tenant: other, id: id, environment: nil,
+            notifications: [Fixtures.note(), Fixtures.note(), Fixtures.note()], createdAt: t0)
         guard case .created(let job) = theirs else { Issue.record("expected a new job"); return }
         #expect(job.itemCount == 3)
         #expect(try await store.job(tenant: acme, id: id)?.itemCount == 1)
@@ -98,10 +135,15 @@ struct StoreTests {
         var withID = Fixtures.note()
         let fixedID = NotificationID.random()
         withID.id = fixedID
-        let notes = [withID, Fixtures.note(topic: "com.example.app.voip", pushType: .voip), Fixtures.note(), Fixtures.note()]
-        let created = try await store.createJob(tenant: acme, id: id, environment: .development, notifications: notes, createdAt: t0)
+        let notes = [
+            withID, Fixtures.note(topic: "com.example.app.voip", pushType: .voip), Fixtures.note(), Fixtures.note(),
+        ]
+        let created = try await store.createJob(
+            tenant: acme, id: id, environment: .development, notifications: notes, createdAt: t0)
         guard case .created = created else { Issue.record("expected a new job"); return }
-        let again = try await store.createJob(tenant: acme, id: id, environment: .development, notifications: [Fixtures.note()], createdAt: t0.addingTimeInterval(5))
+        let again = try await store.createJob(
+            tenant: acme, id: id, environment: .development, notifications: [Fixtures.note()],
+            createdAt: t0.addingTimeInterval(5))
         #expect(again == .existing(created.job))
 
         let items = try await store.items(tenant: acme, job: id, fromIndex: 0, limit: 10)
@@ -113,29 +155,42 @@ struct StoreTests {
 
         // Claims: the same claimant gets the same items back; another gets the rest.
         let lease = t0.addingTimeInterval(60)
-        let first = try await store.claimPendingItems(tenant: acme, job: id, limit: 2, claimant: "runner-a", now: t0, leaseUntil: lease)
+        let first = try await store.claimPendingItems(
+            tenant: acme, job: id, limit: 2, claimant: "runner-a", now: t0, leaseUntil: lease)
         #expect(first.map(\.index) == [0, 1])
-        let repeated = try await store.claimPendingItems(tenant: acme, job: id, limit: 2, claimant: "runner-a", now: t0, leaseUntil: lease)
+        let repeated = try await store.claimPendingItems(
+            tenant: acme, job: id, limit: 2, claimant: "runner-a", now: t0, leaseUntil: lease)
         #expect(repeated.map(\.index) == [0, 1])
-        let second = try await store.claimPendingItems(tenant: acme, job: id, limit: 10, claimant: "runner-b", now: t0, leaseUntil: lease)
+        let second = try await store.claimPendingItems(
+            tenant: acme, job: id, limit: 10, claimant: "runner-b", now: t0, leaseUntil: lease)
         #expect(second.map(\.index) == [2, 3])
-        #expect(try await store.claimPendingItems(tenant: acme, job: id, limit: 10, claimant: "runner-c", now: t0, leaseUntil: lease).isEmpty)
+        #expect(
+            try await store.claimPendingItems(
+                tenant: acme, job: id, limit: 10, claimant: "runner-c", now: t0, leaseUntil: lease
+            ).isEmpty)
         // An expired lease can be taken over.
-        let takeover = try await store.claimPendingItems(tenant: acme, job: id, limit: 1, claimant: "runner-c", now: lease.addingTimeInterval(1), leaseUntil: lease.addingTimeInterval(60))
+        let takeover = try await store.claimPendingItems(
+            tenant: acme, job: id, limit: 1, claimant: "runner-c", now: lease.addingTimeInterval(1),
+            leaseUntil: lease.addingTimeInterval(60))
         #expect(takeover.map(\.index) == [0])
 
         // Results: the first one recorded wins.
-        let sent = JobItemResult(state: .sent, status: 200, reason: nil, apnsID: fixedID, finishedAt: t0.addingTimeInterval(2))
+        let sent = JobItemResult(
+            state: .sent, status: 200, reason: nil, apnsID: fixedID, finishedAt: t0.addingTimeInterval(2))
         let outcome = try await store.recordResult(tenant: acme, job: id, index: 0, result: sent)
         guard case .recorded(let item) = outcome else { Issue.record("expected recorded"); return }
         #expect(item.state == .sent && item.result == sent && item.claimant == nil)
-        let late = JobItemResult(state: .failed, status: 410, reason: "Unregistered", apnsID: fixedID, apnsTimestamp: t0, finishedAt: t0.addingTimeInterval(3))
+        let late = JobItemResult(
+            state: .failed, status: 410, reason: "Unregistered", apnsID: fixedID, apnsTimestamp: t0,
+            finishedAt: t0.addingTimeInterval(3))
         #expect(try await store.recordResult(tenant: acme, job: id, index: 0, result: late) == .alreadyRecorded(item))
         let failed = try await store.recordResult(tenant: acme, job: id, index: 1, result: late)
         #expect(failed.item.result?.reason == "Unregistered" && failed.item.result?.apnsTimestamp == t0)
         #expect(try await store.progress(tenant: acme, job: id) == JobProgress(pending: 2, sent: 1, failed: 1))
         // Finished items are never claimed again.
-        let rest = try await store.claimPendingItems(tenant: acme, job: id, limit: 10, claimant: "runner-d", now: lease.addingTimeInterval(120), leaseUntil: lease.addingTimeInterval(180))
+        let rest = try await store.claimPendingItems(
+            tenant: acme, job: id, limit: 10, claimant: "runner-d", now: lease.addingTimeInterval(120),
+            leaseUntil: lease.addingTimeInterval(180))
         #expect(rest.map(\.index) == [2, 3])
 
         #expect(try await store.updateJob(tenant: acme, id: id, state: .running, at: t0.addingTimeInterval(1)))
@@ -158,13 +213,21 @@ struct JobItemResultTests {
     func mapping() {
         let at = Date(timeIntervalSince1970: 1_700_000_000)
         let id = NotificationID.random()
-        let ok = JobItemResult(PushResult(notificationID: id, environment: .production, response: APNsResponse(status: 200, apnsID: id)), finishedAt: at)
+        let ok = JobItemResult(
+            PushResult(notificationID: id, environment: .production, response: APNsResponse(status: 200, apnsID: id)),
+            finishedAt: at)
         #expect(ok == JobItemResult(state: .sent, status: 200, reason: nil, apnsID: id, finishedAt: at))
         let gone = JobItemResult(
-            PushResult(notificationID: id, environment: .production, response: APNsResponse(status: 410, apnsID: id, reason: .unregistered, timestamp: at)),
+            PushResult(
+                notificationID: id, environment: .production,
+                response: APNsResponse(status: 410, apnsID: id, reason: .unregistered, timestamp: at)),
             finishedAt: at)
-        #expect(gone == JobItemResult(state: .failed, status: 410, reason: "Unregistered", apnsID: id, apnsTimestamp: at, finishedAt: at))
-        let refused = JobItemResult(failure: PushError.topicDisallowed("x.y", tenant: Fixtures.tenantID("acme")), apnsID: id, finishedAt: at)
+        #expect(
+            gone
+                == JobItemResult(
+                    state: .failed, status: 410, reason: "Unregistered", apnsID: id, apnsTimestamp: at, finishedAt: at))
+        let refused = JobItemResult(
+            failure: PushError.topicDisallowed("x.y", tenant: Fixtures.tenantID("acme")), apnsID: id, finishedAt: at)
         #expect(refused.state == .failed && refused.status == nil && refused.reason == "TopicDisallowed")
     }
 }

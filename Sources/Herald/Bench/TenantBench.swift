@@ -26,7 +26,8 @@ public enum TenantBench {
     /// `rate-limit`, `feedback` and `metrics` plugins into `directory`.
     public static func writeTenantFiles(count: Int, directory: String) throws {
         try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
-        let key = "# Throwaway key generated for herald bench-tenants\n" + P256.Signing.PrivateKey().pemRepresentation + "\n"
+        let key =
+            "# Throwaway key generated for herald bench-tenants\n" + P256.Signing.PrivateKey().pemRepresentation + "\n"
         try key.write(toFile: directory + "/bench-key.p8", atomically: true, encoding: .utf8)
         for index in 0..<count {
             let id = String(format: "bench-%05d", index)
@@ -60,7 +61,8 @@ public enum TenantBench {
         let store = try SQLitePushStore(directory: dataDirectory)
         var logger = Logger(label: "herald.bench")
         logger.logLevel = .error
-        let router = Router(configuration: RouterConfiguration(store: store, transports: APNsTransportProvider(), logger: logger))
+        let router = Router(
+            configuration: RouterConfiguration(store: store, transports: APNsTransportProvider(), logger: logger))
         // Warm up what every load pays once (code paths, the loader's and the plugins' statics).
         _ = try? TenantLoader().loadDirectory(NSTemporaryDirectory() + "/does-not-exist")
 
@@ -74,7 +76,8 @@ public enum TenantBench {
         let rssAfter = residentBytes()
         let figures = Figures(
             tenants: report.loaded.count, failed: load.failures.count + report.failures.count,
-            parseSeconds: parseStart.duration(to: parseEnd).secondsValue, installSeconds: parseEnd.duration(to: installEnd).secondsValue,
+            parseSeconds: parseStart.duration(to: parseEnd).secondsValue,
+            installSeconds: parseEnd.duration(to: installEnd).secondsValue,
             rssBefore: rssBefore, rssAfter: rssAfter)
         return (figures, router)
     }

@@ -1,8 +1,8 @@
 import FeedbackPlugin
 import HeraldCore
+import Metrics
 import MetricsPlugin
 import RateLimitPlugin
-import Metrics
 
 /// Maps plugin names, as tenants write them under `plugins:`, to the factories that build them.
 ///
@@ -46,7 +46,8 @@ public struct PluginRegistry: Sendable {
     /// front if the tenant did not place it.
     /// - Throws: ``PluginConfigurationError`` for the first entry that is unknown or has bad options.
     public func makeMiddlewares(
-        for tenant: TenantConfiguration, environment makeEnvironment: (PluginConfiguration) -> PluginEnvironment, clock: any PushClock
+        for tenant: TenantConfiguration, environment makeEnvironment: (PluginConfiguration) -> PluginEnvironment,
+        clock: any PushClock
     ) throws(PluginConfigurationError) -> [any PushMiddleware] {
         var middlewares: [any PushMiddleware] = []
         var retryPlaced = false
@@ -65,7 +66,8 @@ public struct PluginRegistry: Sendable {
                     retryPlaced = true
                 } catch {
                     throw PluginConfigurationError(
-                    location: entry.location, index: index, plugin: entry.name, option: error.option, message: error.message)
+                        location: entry.location, index: index, plugin: entry.name, option: error.option,
+                        message: error.message)
                 }
                 continue
             }
@@ -78,7 +80,8 @@ public struct PluginRegistry: Sendable {
                 middlewares.append(try factory.make(options: entry.options, environment: makeEnvironment(entry)))
             } catch {
                 throw PluginConfigurationError(
-                    location: entry.location, index: index, plugin: entry.name, option: error.option, message: error.message)
+                    location: entry.location, index: index, plugin: entry.name, option: error.option,
+                    message: error.message)
             }
         }
         if !retryPlaced {

@@ -7,7 +7,8 @@ extension JobItemResult {
     public init(_ result: PushResult, finishedAt: Date) {
         self.init(
             state: result.isSuccess ? .sent : .failed, status: result.status, reason: result.reason?.wireValue,
-            message: nil, apnsID: result.notificationID, apnsTimestamp: result.response.timestamp, finishedAt: finishedAt)
+            message: nil, apnsID: result.notificationID, apnsTimestamp: result.response.timestamp,
+            finishedAt: finishedAt)
     }
 
     /// The stored outcome of a notification that got no APNs answer: refused by Herald (reason is
@@ -18,7 +19,9 @@ extension JobItemResult {
                 state: .failed, status: nil, reason: error.code.description, message: error.message, apnsID: apnsID,
                 finishedAt: finishedAt)
         } else {
-            self.init(state: .failed, status: nil, reason: "Error", message: "\(error)", apnsID: apnsID, finishedAt: finishedAt)
+            self.init(
+                state: .failed, status: nil, reason: "Error", message: "\(error)", apnsID: apnsID,
+                finishedAt: finishedAt)
         }
     }
 }

@@ -2,7 +2,7 @@ import Foundation
 import HeraldCore
 
 #if canImport(FoundationNetworking)
-import FoundationNetworking
+    import FoundationNetworking
 #endif
 
 /// Posts plugin webhooks with Foundation's `URLSession` (http and https).

@@ -45,5 +45,6 @@ public protocol InvalidTokenRecorder: Sendable {
     /// registration time already stored is kept.
     func record(_ record: InvalidTokenRecord) async throws
     /// The record for the token and topic in that environment, if any.
-    func invalidToken(_ token: DeviceToken, topic: String, environment: APNsEnvironment) async throws -> InvalidTokenRecord?
+    func invalidToken(_ token: DeviceToken, topic: String, environment: APNsEnvironment) async throws
+        -> InvalidTokenRecord?
 }

@@ -26,7 +26,9 @@ public struct PluginOptions: Sendable {
                     message: "unknown option" + (known.isEmpty ? " (this plugin takes none)" : " (known: \(known))"))
             }
         default:
-            throw PluginOptionError(option: path.isEmpty ? nil : path, message: "options must be a mapping of names to values, got \(Self.kind(value))")
+            throw PluginOptionError(
+                option: path.isEmpty ? nil : path,
+                message: "options must be a mapping of names to values, got \(Self.kind(value))")
         }
     }
 
@@ -46,7 +48,9 @@ public struct PluginOptions: Sendable {
     }
 
     /// An optional number greater than `lowerBound`.
-    public func double(_ key: String, default defaultValue: Double, greaterThan lowerBound: Double) throws(PluginOptionError) -> Double {
+    public func double(_ key: String, default defaultValue: Double, greaterThan lowerBound: Double)
+        throws(PluginOptionError) -> Double
+    {
         guard let value = self[key], value != .null else { return defaultValue }
         return try number(key, value, greaterThan: lowerBound)
     }
@@ -58,7 +62,8 @@ public struct PluginOptions: Sendable {
     }
 
     /// An optional whole number in `range`.
-    public func int(_ key: String, default defaultValue: Int, range: ClosedRange<Int>) throws(PluginOptionError) -> Int {
+    public func int(_ key: String, default defaultValue: Int, range: ClosedRange<Int>) throws(PluginOptionError) -> Int
+    {
         guard let value = self[key], value != .null else { return defaultValue }
         return try integer(key, value, range: range)
     }
@@ -68,7 +73,8 @@ public struct PluginOptions: Sendable {
     public func bool(_ key: String, default defaultValue: Bool) throws(PluginOptionError) -> Bool {
         guard let value = self[key], value != .null else { return defaultValue }
         guard case .bool(let flag) = value else {
-            throw PluginOptionError(option: Self.join(path, key), message: "must be true or false, got \(Self.kind(value))")
+            throw PluginOptionError(
+                option: Self.join(path, key), message: "must be true or false, got \(Self.kind(value))")
         }
         return flag
     }
@@ -94,13 +100,16 @@ public struct PluginOptions: Sendable {
             var out: [String] = []
             for (index, item) in items.enumerated() {
                 guard case .string(let text) = item, !text.isEmpty else {
-                    throw PluginOptionError(option: "\(Self.join(path, key))[\(index)]", message: "must be a non-empty string, got \(Self.kind(item))")
+                    throw PluginOptionError(
+                        option: "\(Self.join(path, key))[\(index)]",
+                        message: "must be a non-empty string, got \(Self.kind(item))")
                 }
                 out.append(text)
             }
             return out
         default:
-            throw PluginOptionError(option: Self.join(path, key), message: "must be a list of strings, got \(Self.kind(value))")
+            throw PluginOptionError(
+                option: Self.join(path, key), message: "must be a list of strings, got \(Self.kind(value))")
         }
     }
 
@@ -121,7 +130,9 @@ public struct PluginOptions: Sendable {
         PluginOptionError(option: Self.join(path, key), message: "is required")
     }
 
-    private func number(_ key: String, _ value: JSONValue, greaterThan lowerBound: Double) throws(PluginOptionError) -> Double {
+    private func number(_ key: String, _ value: JSONValue, greaterThan lowerBound: Double) throws(PluginOptionError)
+        -> Double
+    {
         let number: Double
         switch value {
         case .int(let v): number = Double(v)
@@ -130,7 +141,9 @@ public struct PluginOptions: Sendable {
             throw PluginOptionError(option: Self.join(path, key), message: "must be a number, got \(Self.kind(value))")
         }
         guard number > lowerBound else {
-            throw PluginOptionError(option: Self.join(path, key), message: "must be greater than \(Self.format(lowerBound)), got \(Self.format(number))")
+            throw PluginOptionError(
+                option: Self.join(path, key),
+                message: "must be greater than \(Self.format(lowerBound)), got \(Self.format(number))")
         }
         return number
     }
@@ -141,18 +154,21 @@ public struct PluginOptions: Sendable {
         case .int(let v) where v >= Int64(Int.min) && v <= Int64(Int.max): number = Int(v)
         case .double(let v) where v.isFinite && v.rounded() == v && abs(v) < 9e15: number = Int(v)
         default:
-            throw PluginOptionError(option: Self.join(path, key), message: "must be a whole number, got \(Self.kind(value))")
+            throw PluginOptionError(
+                option: Self.join(path, key), message: "must be a whole number, got \(Self.kind(value))")
         }
         guard range.contains(number) else {
             throw PluginOptionError(
-                option: Self.join(path, key), message: "must be between \(range.lowerBound) and \(range.upperBound), got \(number)")
+                option: Self.join(path, key),
+                message: "must be between \(range.lowerBound) and \(range.upperBound), got \(number)")
         }
         return number
     }
 
     private func text(_ key: String, _ value: JSONValue) throws(PluginOptionError) -> String {
         guard case .string(let text) = value, !text.isEmpty else {
-            throw PluginOptionError(option: Self.join(path, key), message: "must be a non-empty string, got \(Self.kind(value))")
+            throw PluginOptionError(
+                option: Self.join(path, key), message: "must be a non-empty string, got \(Self.kind(value))")
         }
         return text
     }

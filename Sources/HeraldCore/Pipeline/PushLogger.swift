@@ -36,7 +36,9 @@ public struct PushLogger: Sendable {
         set { metadata[key] = newValue }
     }
 
-    public func log(_ level: Level, _ message: @autoclosure () -> String, metadata extra: @autoclosure () -> Metadata = [:]) {
+    public func log(
+        _ level: Level, _ message: @autoclosure () -> String, metadata extra: @autoclosure () -> Metadata = [:]
+    ) {
         guard level >= minimumLevel else { return }
         let more = extra()
         sink(level, message(), more.isEmpty ? metadata : metadata.merging(more) { _, new in new })

@@ -11,7 +11,8 @@ public struct PushResult: Sendable, Hashable {
     /// How many times the notification went on the wire.
     public var attempts: Int
 
-    public init(notificationID: NotificationID, environment: APNsEnvironment, response: APNsResponse, attempts: Int = 1) {
+    public init(notificationID: NotificationID, environment: APNsEnvironment, response: APNsResponse, attempts: Int = 1)
+    {
         self.notificationID = notificationID
         self.environment = environment
         self.response = response

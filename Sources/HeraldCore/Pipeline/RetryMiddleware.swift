@@ -130,7 +130,11 @@ public struct RetryMiddleware: PushMiddleware {
                 return try outcome.get()
             }
             context.logger.debug(
-                "retrying", metadata: ["herald.attempt": "\(context.attempt)", "herald.outcome": what, "herald.backoff-ms": "\(Int(wait.secondsValue * 1000))"])
+                "retrying",
+                metadata: [
+                    "herald.attempt": "\(context.attempt)", "herald.outcome": what,
+                    "herald.backoff-ms": "\(Int(wait.secondsValue * 1000))",
+                ])
             try await clock.sleep(until: clock.now.advanced(by: wait))
             context.attempt += 1
         }

@@ -12,24 +12,32 @@ enum Fixtures {
 
     /// A token-auth tenant with a dummy key (scripted transports never read it).
     static func tenant(
-        _ id: String, topics: [String] = ["com.example.app", "com.example.app.voip"], plugins: [PluginConfiguration] = [],
+        _ id: String, topics: [String] = ["com.example.app", "com.example.app.voip"],
+        plugins: [PluginConfiguration] = [],
         production: APNsEndpoint? = .production, development: APNsEndpoint? = .development,
         defaultEnvironment: APNsEnvironment = .production, file: String? = nil
     ) -> TenantConfiguration {
         TenantConfiguration(
             id: tenantID(id), teamID: "TEAM000001",
-            auth: .token(TokenAuthConfiguration(keyID: "KEY0000001", privateKey: Secret(bytes: [1, 2, 3], origin: "test"))),
+            auth: .token(
+                TokenAuthConfiguration(keyID: "KEY0000001", privateKey: Secret(bytes: [1, 2, 3], origin: "test"))),
             topics: topics,
-            endpoints: EndpointsConfiguration(production: production, development: development, defaultEnvironment: defaultEnvironment),
+            endpoints: EndpointsConfiguration(
+                production: production, development: development, defaultEnvironment: defaultEnvironment),
             plugins: plugins, sourceFile: file ?? "tenants/\(id).yaml")
     }
 
-    static func plugin(_ name: String, _ options: JSONValue = .object([]), line: Int = 10, file: String = "tenants/t.yaml") -> PluginConfiguration {
+    static func plugin(
+        _ name: String, _ options: JSONValue = .object([]), line: Int = 10, file: String = "tenants/t.yaml"
+    ) -> PluginConfiguration {
         PluginConfiguration(name: name, options: options, location: SourceLocation(file: file, line: line, column: 5))
     }
 
-    static func note(topic: String? = "com.example.app", pushType: PushType = .alert, token: DeviceToken = Fixtures.token) -> HeraldCore.Notification {
-        HeraldCore.Notification(deviceToken: token, topic: topic, pushType: pushType, payload: Array(#"{"aps":{"alert":"hi"}}"#.utf8))
+    static func note(
+        topic: String? = "com.example.app", pushType: PushType = .alert, token: DeviceToken = Fixtures.token
+    ) -> HeraldCore.Notification {
+        HeraldCore.Notification(
+            deviceToken: token, topic: topic, pushType: pushType, payload: Array(#"{"aps":{"alert":"hi"}}"#.utf8))
     }
 
     /// A fresh temporary directory.
@@ -44,14 +52,17 @@ enum Fixtures {
     }
 
     static func router(
-        transports: any TransportProvider = ScriptedTransports(), store: (any PushStore)? = nil, clock: any PushClock = ManualPushClock(),
-        registry: PluginRegistry = .standard(), webhooks: any WebhookSender = RecordingWebhooks(), environment: [String: String] = [:]
+        transports: any TransportProvider = ScriptedTransports(), store: (any PushStore)? = nil,
+        clock: any PushClock = ManualPushClock(),
+        registry: PluginRegistry = .standard(), webhooks: any WebhookSender = RecordingWebhooks(),
+        environment: [String: String] = [:]
     ) throws -> Router {
         var logger = Logger(label: "herald.tests")
         logger.logLevel = .critical
         return Router(
             configuration: RouterConfiguration(
-                registry: registry, store: try store ?? Fixtures.store(), transports: transports, clock: clock, logger: logger,
+                registry: registry, store: try store ?? Fixtures.store(), transports: transports, clock: clock,
+                logger: logger,
                 webhooks: webhooks, environment: environment))
     }
 }

@@ -30,13 +30,16 @@ struct SandboxRig: Sendable {
     ) async throws -> SandboxRig {
         let key = P256.Signing.PrivateKey()
         var configuration = SandboxConfiguration(certificateAuthority: try SandboxCertificateAuthority.generate())
-        configuration.tokenKeys = [SandboxTokenKey(teamID: teamID, keyID: keyID, publicKey: key.publicKey, topics: topics)]
+        configuration.tokenKeys = [
+            SandboxTokenKey(teamID: teamID, keyID: keyID, publicKey: key.publicKey, topics: topics)
+        ]
         configure(&configuration)
         let sandbox = try await APNsSandbox.start(configuration, logger: quietLogger)
         let store = try Fixtures.store()
         let router = Router(
             configuration: RouterConfiguration(
-                registry: metricsRegistry, store: store, transports: APNsTransportProvider(), clock: clock, logger: quietLogger,
+                registry: metricsRegistry, store: store, transports: APNsTransportProvider(), clock: clock,
+                logger: quietLogger,
                 webhooks: webhooks, environment: [:]))
         return SandboxRig(sandbox: sandbox, key: key, store: store, router: router)
     }
@@ -45,7 +48,10 @@ struct SandboxRig: Sendable {
         let endpoint = APNsEndpoint(host: "127.0.0.1", port: sandbox.port)
         return TenantConfiguration(
             id: try TenantID(id), teamID: Self.teamID,
-            auth: .token(TokenAuthConfiguration(keyID: Self.keyID, privateKey: Secret(bytes: Array(key.pemRepresentation.utf8), origin: "test key"))),
+            auth: .token(
+                TokenAuthConfiguration(
+                    keyID: Self.keyID, privateKey: Secret(bytes: Array(key.pemRepresentation.utf8), origin: "test key"))
+            ),
             topics: Self.topics,
             endpoints: EndpointsConfiguration(
                 production: endpoint, development: endpoint, defaultEnvironment: .development,
@@ -62,7 +68,8 @@ struct SandboxRig: Sendable {
             value ^= value << 17
             bytes[index] = UInt8(truncatingIfNeeded: value)
         }
-        return HeraldCore.Notification(deviceToken: DeviceToken(bytes: bytes), topic: topic, payload: Array(#"{"aps":{"alert":"rig"}}"#.utf8))
+        return HeraldCore.Notification(
+            deviceToken: DeviceToken(bytes: bytes), topic: topic, payload: Array(#"{"aps":{"alert":"rig"}}"#.utf8))
     }
 
     func shutdown() async {
@@ -73,10 +80,12 @@ struct SandboxRig: Sendable {
 
 /// Runs `body` with a started rig and always shuts it down.
 func withSandboxRig<T>(
-    clock: any PushClock = SystemPushClock(), webhooks: any WebhookSender = RecordingWebhooks(), registry: PluginRegistry = .standard(),
+    clock: any PushClock = SystemPushClock(), webhooks: any WebhookSender = RecordingWebhooks(),
+    registry: PluginRegistry = .standard(),
     configure: (inout SandboxConfiguration) -> Void = { _ in }, _ body: (SandboxRig) async throws -> T
 ) async throws -> T {
-    let rig = try await SandboxRig.start(clock: clock, webhooks: webhooks, metricsRegistry: registry, configure: configure)
+    let rig = try await SandboxRig.start(
+        clock: clock, webhooks: webhooks, metricsRegistry: registry, configure: configure)
     do {
         let result = try await body(rig)
         await rig.shutdown()

@@ -96,10 +96,12 @@ final class WebhookTestServer: Sendable {
                 guard let head else { return }
                 var headers: [String: String] = [:]
                 for (name, value) in head.headers { headers[name.lowercased()] = value }
-                let status = recorder.record(Received(method: "\(head.method)", uri: head.uri, headers: headers, body: body))
+                let status = recorder.record(
+                    Received(method: "\(head.method)", uri: head.uri, headers: headers, body: body))
                 var responseHeaders = HTTPHeaders()
                 responseHeaders.add(name: "content-length", value: "0")
-                let response = HTTPResponseHead(version: head.version, status: HTTPResponseStatus(statusCode: status), headers: responseHeaders)
+                let response = HTTPResponseHead(
+                    version: head.version, status: HTTPResponseStatus(statusCode: status), headers: responseHeaders)
                 context.write(wrapOutboundOut(.head(response)), promise: nil)
                 context.writeAndFlush(wrapOutboundOut(.end(nil)), promise: nil)
                 self.head = nil
