@@ -1,7 +1,313 @@
+import APNsSandbox
 import ArgumentParser
+import Foundation
+import HeraldAPNs
+import HeraldCore
+import Logging
+import Synchronization
 
-// Placeholder: replaced by the real `herald bench` implementation.
+/// `herald bench`: sends N notifications for a tenant as fast as its pool allows and reports
+/// rate, latency, CPU and memory.
 struct BenchCommand: AsyncParsableCommand {
-    static let configuration = CommandConfiguration(commandName: "bench", abstract: "(being built)")
-    func run() async throws { throw ValidationError("herald bench is not built yet") }
+    static let configuration = CommandConfiguration(
+        commandName: "bench",
+        abstract: "Send N notifications for a tenant as fast as its connection pool allows; print rate, latency, CPU and memory.",
+        discussion: """
+            Against the tenant's own endpoint (e.g. a running `herald sandbox`), or with --sandbox an
+            in-process APNsSandbox started from --sandbox-config (its CPU time is then counted too).
+
+              herald sandbox &                   # in another shell
+              herald bench --tenant demo-token --count 100000 --connections 2 --concurrency 1000
+              herald bench --tenant demo-token --count 50000 --noisy-neighbor
+            """)
+
+    @Option(help: "The tenants directory.")
+    var tenants: String = "tenants"
+
+    @Option(help: "The tenant's ID.")
+    var tenant: String
+
+    @Option(help: "How many notifications to send (after the warm-up).")
+    var count: Int = 100_000
+
+    @Option(help: "HTTP/2 connections (default: the tenant's pool.connections).")
+    var connections: Int?
+
+    @Option(help: "Notifications in flight at once.")
+    var concurrency: Int = 1000
+
+    @Option(name: .customLong("max-streams"), help: "At most this many streams per connection, whatever the server allows (default: the transport's).")
+    var maxStreams: Int?
+
+    @Option(name: .customLong("payload-bytes"), help: "Payload size in bytes.")
+    var payloadBytes: Int = 256
+
+    @Option(help: "Notifications sent before measuring (opens connections, raises stream limits).")
+    var warmup: Int = 2000
+
+    @Option(help: "production or development (default: the tenant's default).")
+    var environment: String?
+
+    @Flag(help: "Start an in-process APNsSandbox and point the tenant at it.")
+    var sandbox = false
+
+    @Option(name: .customLong("sandbox-config"), help: "The sandbox configuration for --sandbox and --noisy-neighbor.")
+    var sandboxConfig: String = "config/sandbox.yaml"
+
+    @Flag(
+        name: .customLong("noisy-neighbor"),
+        help: "Measure the tenant alone, then again while a second tenant saturates its own pool against a stalled (or failing) endpoint.")
+    var noisyNeighbor = false
+
+    @Option(name: .customLong("noisy-mode"), help: "stall (answers delayed by --noisy-latency) or 503 (every answer 503).")
+    var noisyMode: String = "stall"
+
+    @Option(name: .customLong("noisy-latency"), help: "Seconds the noisy tenant's endpoint holds each answer (stall mode).")
+    var noisyLatency: Double = 5
+
+    @Option(name: .customLong("noisy-concurrency"), help: "The noisy tenant's sends in flight.")
+    var noisyConcurrency: Int = 4000
+
+    @Flag(help: "Print the figures as JSON.")
+    var json = false
+
+    func validate() throws {
+        guard count > 0 else { throw ValidationError("--count must be at least 1") }
+        guard concurrency > 0 else { throw ValidationError("--concurrency must be at least 1") }
+        guard payloadBytes > 0, payloadBytes <= 5120 else { throw ValidationError("--payload-bytes must be 1…5120") }
+        if let connections, !(1...64).contains(connections) { throw ValidationError("--connections must be 1…64") }
+        guard warmup >= 0 else { throw ValidationError("--warmup must be 0 or more") }
+        guard ["stall", "503"].contains(noisyMode) else { throw ValidationError("--noisy-mode must be stall or 503") }
+    }
+
+    func run() async throws {
+        var tenantConfiguration: TenantConfiguration
+        var environment: APNsEnvironment? = nil
+        do {
+            tenantConfiguration = try CLITenants.load(directory: tenants, id: tenant)
+            if let name = self.environment {
+                guard let parsed = APNsEnvironment(rawValue: name) else {
+                    throw CLIFailure("--environment: '\(name)' must be production or development")
+                }
+                environment = parsed
+            }
+        } catch let failure as CLIFailure {
+            failure.print()
+            throw ExitStatus.invalid
+        }
+        guard let topic = tenantConfiguration.topics.first(where: { PushType.alert.agrees(withTopic: $0) }) ?? tenantConfiguration.topics.first else {
+            CLIFailure("tenant '\(tenant)' has no topic").print()
+            throw ExitStatus.invalid
+        }
+        if let connections { tenantConfiguration.pool.connections = connections }
+        tenantConfiguration.pool.maxQueued = max(tenantConfiguration.pool.maxQueued, concurrency)
+
+        var sandboxes: [APNsSandbox] = []
+        if sandbox || noisyNeighbor {
+            let started = try await startSandbox(faults: .none)
+            sandboxes.append(started)
+            tenantConfiguration.endpoints = Self.endpoints(of: started, default: tenantConfiguration.endpoints.defaultEnvironment)
+        }
+
+        let endpoint = tenantConfiguration.endpoints.endpoint(for: environment ?? tenantConfiguration.endpoints.defaultEnvironment)
+        let header =
+            "herald bench: tenant \(tenantConfiguration.id) → \(endpoint?.url ?? "-")\(sandbox || noisyNeighbor ? " (in-process sandbox)" : "")"
+            + ", connections \(tenantConfiguration.pool.connections), concurrency \(concurrency), payload \(payloadBytes) B"
+
+        do {
+            if noisyNeighbor {
+                try await runNoisyNeighbor(quiet: tenantConfiguration, topic: topic, environment: environment, header: header, sandboxes: &sandboxes)
+            } else {
+                try await runSolo(tenantConfiguration, topic: topic, environment: environment, endpoint: endpoint, header: header)
+            }
+        } catch {
+            for started in sandboxes { try? await started.shutdown() }
+            throw error
+        }
+        for started in sandboxes { try? await started.shutdown() }
+    }
+
+    private func runSolo(
+        _ tenantConfiguration: TenantConfiguration, topic: String, environment: APNsEnvironment?, endpoint: APNsEndpoint?, header: String
+    ) async throws {
+        let transport = try makeTransport(tenantConfiguration)
+        let workload = BenchWorkload(count: count, topic: topic, payloadBytes: payloadBytes)
+        if warmup > 0 {
+            _ = await BenchLoad.run(
+                BenchWorkload(count: warmup, topic: topic, payloadBytes: payloadBytes), through: transport, environment: environment,
+                concurrency: min(concurrency, warmup))
+        }
+        let figures = await BenchLoad.run(workload, through: transport, environment: environment, concurrency: concurrency)
+        await transport.close()
+        let rss = ProcessUsage.now().peakRSSBytes
+
+        if json {
+            var members: [(String, JSONValue)] = [
+                ("tenant", .string(tenantConfiguration.id.rawValue)),
+                ("endpoint", .string(endpoint?.url ?? "")),
+                ("in_process_sandbox", .bool(sandbox)),
+                ("connections", .int(Int64(tenantConfiguration.pool.connections))),
+                ("concurrency", .int(Int64(concurrency))),
+                ("payload_bytes", .int(Int64(payloadBytes))),
+            ]
+            members += figures.jsonMembers()
+            members.append(("peak_rss_bytes", .int(Int64(rss))))
+            print(JSONValue.object(members).jsonText)
+        } else {
+            print(header)
+            for line in figures.textLines() { print(line) }
+            print(String(format: "peak rss:      %.1f MiB", Double(rss) / 1_048_576))
+            if sandbox { print("(CPU and memory include the in-process sandbox)") }
+        }
+        if figures.succeeded == 0 { throw ExitStatus.rejected }
+    }
+
+    // MARK: Noisy neighbour
+
+    private final class NoisyCounters: Sendable {
+        let stop = Atomic<Bool>(false)
+        let answered = Atomic<Int>(0)
+        let refused = Atomic<Int>(0)
+        let failed = Atomic<Int>(0)
+    }
+
+    /// The quiet tenant alone, then with a neighbour whose endpoint stalls or fails and whose
+    /// pool is saturated. Both sandboxes are in this process; they share nothing but the event loops.
+    private func runNoisyNeighbor(
+        quiet quietTenant: TenantConfiguration, topic: String, environment: APNsEnvironment?, header: String,
+        sandboxes: inout [APNsSandbox]
+    ) async throws {
+        let faults = noisyMode == "503" ? SandboxFaults(fraction503: 1) : SandboxFaults(addedLatency: noisyLatency)
+        let noisySandbox = try await startSandbox(faults: faults)
+        sandboxes.append(noisySandbox)
+        var noisyTenant = quietTenant
+        noisyTenant.id = try TenantID(String("\(quietTenant.id.rawValue)-noisy".prefix(64)))
+        noisyTenant.endpoints = Self.endpoints(of: noisySandbox, default: quietTenant.endpoints.defaultEnvironment)
+        noisyTenant.pool.maxQueued = max(100, noisyConcurrency / 4)
+
+        let quiet = try makeTransport(quietTenant)
+        let workload = BenchWorkload(count: count, topic: topic, payloadBytes: payloadBytes)
+        if warmup > 0 {
+            _ = await BenchLoad.run(
+                BenchWorkload(count: warmup, topic: topic, payloadBytes: payloadBytes), through: quiet, environment: environment,
+                concurrency: min(concurrency, warmup))
+        }
+        let solo = await BenchLoad.run(workload, through: quiet, environment: environment, concurrency: concurrency)
+
+        // The neighbour: as many sends as it can, each retried a moment after a queueFull.
+        let noisy = try makeTransport(noisyTenant)
+        let flag = NoisyCounters()
+        let noisyNotes = BenchWorkload(count: 1024, topic: topic, payloadBytes: payloadBytes).notes
+        let noisyLoad = Task {
+            await withTaskGroup(of: Void.self) { group in
+                for worker in 0..<noisyConcurrency {
+                    group.addTask {
+                        var index = worker
+                        while !flag.stop.load(ordering: .relaxed) {
+                            index &+= 1
+                            do {
+                                let response = try await noisy.send(noisyNotes[index % noisyNotes.count], environment: environment)
+                                if response.status == 200 { flag.answered.add(1, ordering: .relaxed) } else { flag.failed.add(1, ordering: .relaxed) }
+                            } catch let error as APNsTransportError where error.isQueueFull {
+                                flag.refused.add(1, ordering: .relaxed)
+                                try? await Task.sleep(for: .milliseconds(20))
+                            } catch {
+                                flag.failed.add(1, ordering: .relaxed)
+                                try? await Task.sleep(for: .milliseconds(20))
+                            }
+                        }
+                    }
+                }
+            }
+        }
+        // Let the neighbour fill its streams and queue first.
+        for _ in 0..<400 {
+            let busy = noisy.status.reduce(0) { $0 + $1.inFlight + $1.queued }
+            if busy >= noisyTenant.pool.maxQueued || flag.failed.load(ordering: .relaxed) > 0 { break }
+            try await Task.sleep(for: .milliseconds(10))
+        }
+        let noisyStatus = noisy.status
+        let withNeighbour = await BenchLoad.run(workload, through: quiet, environment: environment, concurrency: concurrency)
+        flag.stop.store(true, ordering: .relaxed)
+        await noisy.close()
+        await noisyLoad.value
+        await quiet.close()
+
+        let ratio = solo.rate > 0 ? withNeighbour.rate / solo.rate : 0
+        let noisyInFlight = noisyStatus.reduce(0) { $0 + $1.inFlight }
+        let noisyQueued = noisyStatus.reduce(0) { $0 + $1.queued }
+        let noisyDescription = noisyMode == "503" ? "every answer 503" : String(format: "answers held %.1f s", noisyLatency)
+        if json {
+            let members: [(String, JSONValue)] = [
+                ("tenant", .string(quietTenant.id.rawValue)),
+                ("noisy_mode", .string(noisyMode)),
+                ("solo", .object(solo.jsonMembers())),
+                ("with_noisy_neighbor", .object(withNeighbour.jsonMembers())),
+                ("rate_ratio", .double((ratio * 1000).rounded() / 1000)),
+                (
+                    "noisy",
+                    .object([
+                        ("in_flight_at_start", .int(Int64(noisyInFlight))), ("queued_at_start", .int(Int64(noisyQueued))),
+                        ("answered_200", .int(Int64(flag.answered.load(ordering: .relaxed)))),
+                        ("answered_other_or_failed", .int(Int64(flag.failed.load(ordering: .relaxed)))),
+                        ("refused_queue_full", .int(Int64(flag.refused.load(ordering: .relaxed)))),
+                    ])
+                ),
+                ("peak_rss_bytes", .int(Int64(ProcessUsage.now().peakRSSBytes))),
+            ]
+            print(JSONValue.object(members).jsonText)
+        } else {
+            print(header)
+            print("— quiet tenant alone —")
+            for line in solo.textLines() { print(line) }
+            print("— with a noisy neighbour (\(noisyDescription); \(noisyInFlight) in flight, \(noisyQueued) queued when the run began) —")
+            for line in withNeighbour.textLines() { print(line) }
+            print(
+                "noisy tenant: \(flag.answered.load(ordering: .relaxed)) answered 200, \(flag.failed.load(ordering: .relaxed)) other answers or failures, \(flag.refused.load(ordering: .relaxed)) refused (queue full)"
+            )
+            print(String(format: "quiet rate with neighbour / alone: %.2f (goal ≥ 0.80)", ratio))
+            print(String(format: "peak rss:      %.1f MiB", Double(ProcessUsage.now().peakRSSBytes) / 1_048_576))
+        }
+    }
+
+    // MARK: Helpers
+
+    private func makeTransport(_ tenant: TenantConfiguration) throws -> TenantTransport {
+        var logger = Logger(label: "herald.bench")
+        logger.logLevel = .error
+        do {
+            let credentials = try CredentialProviders.make(for: tenant, clock: SystemWallClock())
+            var configuration = TransportConfiguration(pool: tenant.pool)
+            if let maxStreams { configuration.streamCeiling = maxStreams }
+            return try TenantTransport(tenant: tenant, credentials: credentials, configuration: configuration, logger: logger)
+        } catch {
+            CLIFailure("\(tenant.sourceFile): \(error)").print()
+            throw ExitStatus.invalid
+        }
+    }
+
+    private func startSandbox(faults: SandboxFaults) async throws -> APNsSandbox {
+        var file: SandboxConfigFile
+        do {
+            file = try SandboxConfigFile.load(path: sandboxConfig)
+        } catch {
+            CLIFailure("\(error)").print()
+            throw ExitStatus.invalid
+        }
+        file.configuration.port = 0
+        file.configuration.host = "127.0.0.1"
+        file.configuration.recordInMemory = false
+        file.configuration.recordFile = nil
+        file.configuration.faults = faults
+        var logger = Logger(label: "herald.sandbox")
+        logger.logLevel = .error
+        return try await APNsSandbox.start(file.configuration, logger: logger)
+    }
+
+    private static func endpoints(of sandbox: APNsSandbox, default environment: APNsEnvironment) -> EndpointsConfiguration {
+        let endpoint = APNsEndpoint(host: "127.0.0.1", port: sandbox.port)
+        return EndpointsConfiguration(
+            production: endpoint, development: endpoint, defaultEnvironment: environment,
+            trustRootsPEM: Array(sandbox.trustRootsPEM.utf8), trustRootsOrigin: "in-process sandbox CA")
+    }
 }

@@ -1,0 +1,186 @@
+import Foundation
+import HeraldAPNs
+import HeraldCore
+import Histogram
+import Synchronization
+
+#if canImport(Glibc)
+    import Glibc
+#elseif canImport(Darwin)
+    import Darwin
+#endif
+
+/// The notifications of one benchmark run, made before the clock starts.
+struct BenchWorkload: Sendable {
+    let notes: [HeraldCore.Notification]
+
+    /// `count` notifications for `topic`, each with a `payloadBytes`-byte alert payload, spread
+    /// over 1024 device tokens.
+    init(count: Int, topic: String, pushType: PushType = .alert, payloadBytes: Int) {
+        var generator = SplitMix64(seed: 0x4845_5241_4c44)
+        let devices = (0..<1024).map { _ in DeviceToken(bytes: (0..<32).map { _ in UInt8.random(in: 0...255, using: &generator) }) }
+        let payload = Self.payload(bytes: payloadBytes)
+        notes = (0..<count).map { index in
+            HeraldCore.Notification(deviceToken: devices[index % devices.count], topic: topic, pushType: pushType, payload: payload)
+        }
+    }
+
+    /// `{"aps":{"alert":"xxxx…"}}`, exactly `bytes` long (at least the shortest such payload).
+    static func payload(bytes: Int) -> [UInt8] {
+        let skeleton = #"{"aps":{"alert":""}}"#
+        let fill = max(1, bytes - skeleton.utf8.count)
+        return Array(#"{"aps":{"alert":""#.utf8) + Array(repeating: UInt8(ascii: "x"), count: fill) + Array(#""}}"#.utf8)
+    }
+}
+
+/// What one run measured.
+struct BenchFigures: Sendable {
+    var sent = 0
+    var succeeded = 0
+    /// Failures by label: `400 BadDeviceToken`, `queueFull`, …
+    var failed: [String: Int] = [:]
+    var wallSeconds = 0.0
+    var cpuSeconds = 0.0
+    /// Latencies in microseconds.
+    var latency = Histogram<UInt64>(highestTrackableValue: 600_000_000, numberOfSignificantValueDigits: .three)
+
+    var failedCount: Int { failed.values.reduce(0, +) }
+    var rate: Double { wallSeconds > 0 ? Double(sent) / wallSeconds : 0 }
+    var cpuMicrosPerNotification: Double { sent > 0 ? cpuSeconds * 1_000_000 / Double(sent) : 0 }
+
+    func percentileMillis(_ percentile: Double) -> Double {
+        Double(latency.valueAtPercentile(percentile)) / 1000
+    }
+
+    var maxMillis: Double { Double(latency.max) / 1000 }
+
+    func jsonMembers() -> [(String, JSONValue)] {
+        [
+            ("sent", .int(Int64(sent))),
+            ("succeeded", .int(Int64(succeeded))),
+            ("failed", .int(Int64(failedCount))),
+            ("failed_by_reason", .object(failed.keys.sorted().map { ($0, .int(Int64(failed[$0]!))) })),
+            ("wall_seconds", .double(wallSeconds)),
+            ("notifications_per_second", .double(rate.rounded())),
+            (
+                "latency_ms",
+                .object([
+                    ("p50", .double(percentileMillis(50))), ("p90", .double(percentileMillis(90))),
+                    ("p99", .double(percentileMillis(99))), ("max", .double(maxMillis)),
+                ])
+            ),
+            ("cpu_seconds", .double(cpuSeconds)),
+            ("cpu_us_per_notification", .double((cpuMicrosPerNotification * 10).rounded() / 10)),
+        ]
+    }
+
+    func textLines() -> [String] {
+        var lines = [
+            "sent:          \(sent)",
+            "succeeded:     \(succeeded)",
+            "failed:        \(failedCount)",
+        ]
+        for label in failed.keys.sorted() {
+            lines.append("  \(label): \(failed[label]!)")
+        }
+        lines.append(String(format: "wall time:     %.3f s", wallSeconds))
+        lines.append(String(format: "rate:          %.0f notifications/s", rate))
+        lines.append(
+            String(
+                format: "latency (ms):  p50 %.2f  p90 %.2f  p99 %.2f  max %.2f", percentileMillis(50), percentileMillis(90),
+                percentileMillis(99), maxMillis))
+        lines.append(String(format: "cpu:           %.2f s (%.1f µs per notification)", cpuSeconds, cpuMicrosPerNotification))
+        return lines
+    }
+}
+
+/// Runs a workload through a transport with `concurrency` sends in flight.
+enum BenchLoad {
+    private final class Cursor: Sendable {
+        let next = Atomic<Int>(0)
+    }
+
+    private struct WorkerResult: Sendable {
+        var latencies: [UInt32] = []
+        var succeeded = 0
+        var failed: [String: Int] = [:]
+    }
+
+    static func run(
+        _ workload: BenchWorkload, through transport: TenantTransport, environment: APNsEnvironment?, concurrency: Int
+    ) async -> BenchFigures {
+        let cursor = Cursor()
+        let notes = workload.notes
+        let cpuBefore = ProcessUsage.now()
+        let start = ContinuousClock.now
+        let results = await withTaskGroup(of: WorkerResult.self) { group in
+            for _ in 0..<max(1, min(concurrency, notes.count)) {
+                group.addTask {
+                    var result = WorkerResult()
+                    result.latencies.reserveCapacity(notes.count / max(1, concurrency) + 16)
+                    while true {
+                        let index = cursor.next.add(1, ordering: .relaxed).oldValue
+                        guard index < notes.count else { break }
+                        let began = ContinuousClock.now
+                        do {
+                            let response = try await transport.send(notes[index], environment: environment)
+                            if response.status == 200 {
+                                result.succeeded += 1
+                            } else {
+                                result.failed["\(response.status) \(response.reason?.wireValue ?? "-")", default: 0] += 1
+                            }
+                        } catch let error as APNsTransportError {
+                            result.failed[error.metricLabel, default: 0] += 1
+                        } catch {
+                            result.failed["error", default: 0] += 1
+                        }
+                        let elapsed = began.duration(to: .now)
+                        let micros = elapsed.components.seconds * 1_000_000 + elapsed.components.attoseconds / 1_000_000_000_000
+                        result.latencies.append(UInt32(clamping: max(1, micros)))
+                    }
+                    return result
+                }
+            }
+            var all: [WorkerResult] = []
+            for await result in group { all.append(result) }
+            return all
+        }
+        let wall = start.duration(to: .now)
+        let cpuAfter = ProcessUsage.now()
+
+        var figures = BenchFigures()
+        figures.wallSeconds = Double(wall.components.seconds) + Double(wall.components.attoseconds) / 1e18
+        figures.cpuSeconds = cpuAfter.cpuSeconds - cpuBefore.cpuSeconds
+        for result in results {
+            figures.succeeded += result.succeeded
+            for (label, count) in result.failed { figures.failed[label, default: 0] += count }
+            for latency in result.latencies { _ = figures.latency.record(UInt64(latency)) }
+            figures.sent += result.latencies.count
+        }
+        return figures
+    }
+}
+
+/// CPU time and peak memory of this process (getrusage).
+struct ProcessUsage {
+    var cpuSeconds: Double
+    /// Peak resident set size, in bytes.
+    var peakRSSBytes: Int
+
+    static func now() -> ProcessUsage {
+        var usage = rusage()
+        #if canImport(Glibc)
+            getrusage(RUSAGE_SELF.rawValue, &usage)
+        #else
+            getrusage(RUSAGE_SELF, &usage)
+        #endif
+        let user = Double(usage.ru_utime.tv_sec) + Double(usage.ru_utime.tv_usec) / 1_000_000
+        let system = Double(usage.ru_stime.tv_sec) + Double(usage.ru_stime.tv_usec) / 1_000_000
+        #if canImport(Darwin)
+            let rss = Int(usage.ru_maxrss)  // bytes on Darwin
+        #else
+            let rss = Int(usage.ru_maxrss) * 1024  // kilobytes on Linux
+        #endif
+        return ProcessUsage(cpuSeconds: user + system, peakRSSBytes: rss)
+    }
+}

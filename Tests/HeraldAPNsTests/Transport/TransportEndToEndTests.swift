@@ -1,0 +1,267 @@
+import APNsSandbox
+import Foundation
+import HeraldCore
+import NIOCore
+import Testing
+
+@testable import HeraldAPNs
+
+@Suite("TenantTransport against APNsSandbox")
+struct TransportEndToEndTests {
+    @Test("token tenant: a notification goes out and comes back 200 with its apns-id")
+    func tokenTenant() async throws {
+        try await withSandbox { harness in
+            let transport = try harness.transport(for: try harness.tokenTenant(.alpha))
+            var note = Notes.note(topic: "com.example.alpha", priority: .immediate, collapseID: "news")
+            note.expiration = .at(2_000_000_000)
+            let response = try await transport.send(note)
+            #expect(response.status == 200)
+            #expect(response.reason == nil)
+            let record = harness.sandbox.requests
+            #expect(record.count == 1)
+            #expect(record.first?.apnsID == response.apnsID?.rawValue)
+            #expect(record.first?.apnsIDFromRequest == true)
+            #expect(record.first?.authKind == .token)
+            #expect(record.first?.teamID == "TEAMALPHA1")
+            #expect(record.first?.deviceToken == note.deviceToken.hex)
+            #expect(record.first?.collapseID == "news")
+            #expect(record.first?.expiration == "2000000000")
+            // The caller's own apns-id is kept.
+            var named = Notes.note(topic: "com.example.alpha")
+            named.id = try NotificationID("8e4bd6a2-1b9f-4c3e-9d55-0a1b2c3d4e5f")
+            #expect(try await transport.send(named).apnsID == named.id)
+            await transport.close()
+            harness.expectCleanAudit()
+        }
+    }
+
+    @Test("certificate tenant: mutual TLS, topic from the certificate, 200")
+    func certificateTenant() async throws {
+        try await withSandbox(keys: []) { harness in
+            let tenant = try harness.certificateTenant(id: "gamma", teamID: "TEAMGAMMA1", topics: ["com.example.gamma", "com.example.gamma.voip"])
+            let transport = try harness.transport(for: tenant)
+            let alert = try await transport.send(Notes.note(topic: "com.example.gamma"))
+            #expect(alert.status == 200)
+            let voip = try await transport.send(Notes.note(topic: "com.example.gamma.voip", pushType: .voip))
+            #expect(voip.status == 200)
+            // Several topics in the certificate: a topic is required.
+            let missing = try await transport.send(Notes.note(topic: nil))
+            #expect(missing.status == 400)
+            #expect(missing.reason == .missingTopic)
+            let record = harness.sandbox.requests
+            #expect(record.count == 3)
+            #expect(record.allSatisfy { $0.authKind == .certificate })
+            #expect(record.first?.topic == "com.example.gamma")
+            await transport.close()
+            harness.expectCleanAudit()
+        }
+    }
+
+    @Test("every APNs answer reaches the caller with its status and reason (and 410 with its timestamp)")
+    func reasonsSurfaced() async throws {
+        let unregistered = Notes.deviceToken(1)
+        let bound = Notes.deviceToken(2)
+        let busy = Notes.deviceToken(3)
+        let since = Date(timeIntervalSince1970: 1_700_000_123.456)
+        try await withSandbox(configure: { configuration in
+            configuration.devices = [
+                .unregistered(unregistered.hex, since: since),
+                .bound(bound.hex, topic: "com.example.alpha.voip"),
+            ]
+            configuration.deviceRequestsPerSecond = 2
+        }) { harness in
+            // The tenant file may list topics the APNs key does not allow, or that are malformed:
+            // the transport sends them, APNs (the sandbox) answers.
+            let tenant = try harness.tokenTenant(.alpha, topics: ["com.example.alpha", "com.example.alpha.voip", "com.example.notforkey", "bad topic"])
+            let transport = try harness.transport(for: tenant)
+            let topic = "com.example.alpha"
+            let cases: [(String, HeraldCore.Notification, APNsReason)] = [
+                ("collapse id too long", Notes.note(topic: topic, collapseID: String(repeating: "c", count: 65)), .badCollapseId),
+                ("priority 10 for content-available only", Notes.note(topic: topic, priority: .immediate, payload: Array(#"{"aps":{"content-available":1}}"#.utf8)), .badPriority),
+                ("malformed topic", Notes.note(topic: "bad topic"), .badTopic),
+                ("push type against topic", Notes.note(topic: topic, pushType: .voip), .deviceTokenNotForTopic),
+                ("device bound to another topic", Notes.note(topic: topic, token: bound), .deviceTokenNotForTopic),
+                ("no topic with a token", Notes.note(topic: nil), .missingTopic),
+                ("empty payload", Notes.note(topic: topic, payload: []), .payloadEmpty),
+                ("payload too large", Notes.note(topic: topic, payload: Array(repeating: UInt8(ascii: " "), count: 4097)), .payloadTooLarge),
+                ("topic not allowed for the key", Notes.note(topic: "com.example.notforkey"), .topicDisallowed),
+                ("unregistered device", Notes.note(topic: topic, token: unregistered), .unregistered),
+            ]
+            for (label, note, reason) in cases {
+                let response = try await transport.send(note)
+                #expect(response.status == reason.status, "\(label)")
+                #expect(response.reason == reason, "\(label)")
+                #expect(response.apnsID != nil, "\(label)")
+                if reason == .unregistered {
+                    let millis = response.timestamp.map { ($0.timeIntervalSince1970 * 1000).rounded() }
+                    #expect(millis == (since.timeIntervalSince1970 * 1000).rounded())
+                }
+            }
+
+            // More than 2 a second to one device: sent together, some are refused.
+            let burst = await sendLoad((0..<8).map { _ in Notes.note(topic: topic, token: busy) }, through: transport, concurrency: 8)
+            let tooMany = burst.compactMap { outcome -> APNsResponse? in
+                if case .response(let response) = outcome, response.status == 429 { return response }
+                return nil
+            }
+            #expect(!tooMany.isEmpty)
+            #expect(tooMany.allSatisfy { $0.reason == .tooManyRequests })
+
+            harness.sandbox.setFaults(SandboxFaults(fraction500: 1))
+            let internalError = try await transport.send(Notes.note(topic: topic))
+            #expect(internalError.status == 500)
+            #expect(internalError.reason == .internalServerError)
+            harness.sandbox.setFaults(SandboxFaults(fraction503: 1))
+            let unavailable = try await transport.send(Notes.note(topic: topic))
+            #expect(unavailable.status == 503)
+            #expect(unavailable.reason == .serviceUnavailable)
+            harness.sandbox.setFaults(.none)
+            await transport.close()
+
+            // A key APNs does not know.
+            var stranger = TestTokenKey.alpha
+            stranger.keyID = "KEYUNKNOWN"
+            stranger.key = .init()
+            let strangerTransport = try harness.transport(for: try harness.tokenTenant(stranger))
+            let invalid = try await strangerTransport.send(Notes.note(topic: topic))
+            #expect(invalid.status == 403)
+            #expect(invalid.reason == .invalidProviderToken)
+            await strangerTransport.close()
+            harness.expectCleanAudit()
+        }
+    }
+
+    @Test("403 ExpiredProviderToken: the token is refreshed and the notification resent once")
+    func expiredProviderTokenIsRefreshed() async throws {
+        let clock = ManualWallClock(Date())
+        try await withSandbox(clock: clock, configure: { configuration in
+            configuration.tokenLifetime = 60
+            configuration.tokenUpdateMinimumInterval = 0
+        }) { harness in
+            let transport = try harness.transport(for: try harness.tokenTenant(.alpha))
+            #expect(try await transport.send(Notes.note(topic: "com.example.alpha")).status == 200)
+            clock.advance(by: 120)  // the token is now stale for the sandbox, not yet for the provider's schedule
+            let note = Notes.note(topic: "com.example.alpha")
+            let response = try await transport.send(note)
+            #expect(response.status == 200)
+            let attempts = harness.sandbox.requests.filter { $0.apnsID == response.apnsID?.rawValue }
+            #expect(attempts.map(\.status) == [403, 200])
+            #expect(attempts.first?.reason == .expiredProviderToken)
+            await transport.close()
+            harness.expectCleanAudit()
+        }
+    }
+
+    @Test("no answer before the deadline: timedOut, marked as possibly processed")
+    func requestTimeout() async throws {
+        try await withSandbox(configure: { $0.faults = SandboxFaults(addedLatency: 3) }) { harness in
+            let transport = try harness.transport(for: try harness.tokenTenant(.alpha))
+            do {
+                _ = try await transport.send(Notes.note(topic: "com.example.alpha"), deadline: .now() + .milliseconds(300))
+                Issue.record("expected a timeout")
+            } catch let error as APNsTransportError {
+                #expect(error.isTimedOut)
+                #expect(error.mayHaveBeenProcessed)
+            }
+            await transport.close()
+            harness.expectCleanAudit()
+        }
+    }
+
+    @Test("a full queue fails at once with queueFull (not processed); the rest still go out")
+    func backpressure() async throws {
+        try await withSandbox(configure: { $0.faults = SandboxFaults(addedLatency: 0.5) }) { harness in
+            var pool = PoolConfiguration()
+            pool.connections = 1
+            pool.maxQueued = 5
+            let transport = try harness.transport(for: try harness.tokenTenant(.alpha, pool: pool))
+            let notes = makeNotes(40, topic: "com.example.alpha")
+            let outcomes = await sendLoad(notes, through: transport, concurrency: 40)
+            var full = 0
+            var ok = 0
+            for outcome in outcomes {
+                switch outcome {
+                case .response(let response) where response.status == 200: ok += 1
+                case .failure(let error) where error.isQueueFull && !error.mayHaveBeenProcessed: full += 1
+                default: Issue.record("unexpected outcome \(outcome)")
+                }
+            }
+            #expect(full > 0)
+            #expect(ok > 0)
+            #expect(harness.sandbox.requests.filter(\.processed).count == ok)
+            await transport.close()
+            harness.expectCleanAudit()
+        }
+    }
+
+    @Test("drain finishes queued and in-flight notifications, then refuses new ones")
+    func drain() async throws {
+        try await withSandbox(configure: { $0.faults = SandboxFaults(addedLatency: 0.2) }) { harness in
+            let transport = try harness.transport(for: try harness.tokenTenant(.alpha))
+            let notes = makeNotes(60, topic: "com.example.alpha")
+            async let outcomes = sendLoad(notes, through: transport, concurrency: 60)
+            // Wait until every notification is queued or in flight, then drain.
+            await waitUntil { transport.status.reduce(0, { $0 + $1.inFlight + $1.queued }) >= 60 }
+            await transport.drain()
+            let results = await outcomes
+            #expect(results.allSatisfy { $0.status == 200 })
+            await #expect(throws: APNsTransportError.self) {
+                _ = try await transport.send(Notes.note(topic: "com.example.alpha"))
+            }
+            #expect(harness.sandbox.activeConnections == 0)
+            harness.expectCleanAudit()
+        }
+    }
+
+    @Test("close fails what is in flight at once")
+    func close() async throws {
+        try await withSandbox(configure: { $0.faults = SandboxFaults(addedLatency: 5) }) { harness in
+            let transport = try harness.transport(for: try harness.tokenTenant(.alpha))
+            let notes = makeNotes(10, topic: "com.example.alpha")
+            async let outcomes = sendLoad(notes, through: transport, concurrency: 10)
+            await waitUntil { transport.status.reduce(0, { $0 + $1.inFlight + $1.queued }) >= 10 }
+            await transport.close()
+            for outcome in await outcomes {
+                guard case .failure(let error) = outcome else {
+                    Issue.record("expected a failure, got \(outcome)")
+                    continue
+                }
+                #expect(error.isConnectionClosed || error.isPoolClosed)
+            }
+            harness.expectCleanAudit()
+        }
+    }
+
+    @Test("an endpoint that refuses connections: connectionFailed, not processed")
+    func connectionRefused() async throws {
+        let harness = try await SandboxHarness.start(keys: [.alpha])
+        let tenant = try harness.tokenTenant(.alpha)
+        await harness.shutdown()  // nothing listens on the port any more
+        let transport = try harness.transport(for: tenant)
+        do {
+            _ = try await transport.send(Notes.note(topic: "com.example.alpha"))
+            Issue.record("expected connectionFailed")
+        } catch let error as APNsTransportError {
+            #expect(error.isConnectionFailed)
+            #expect(!error.mayHaveBeenProcessed)
+        }
+        await transport.close()
+    }
+
+    @Test("a topic that is not the tenant's is refused before anything is sent")
+    func foreignTopicRefusedLocally() async throws {
+        try await withSandbox { harness in
+            let transport = try harness.transport(for: try harness.tokenTenant(.alpha))
+            do {
+                _ = try await transport.send(Notes.note(topic: "com.example.beta"))
+                Issue.record("expected topicNotAllowed")
+            } catch let error as APNsTransportError {
+                #expect(error.isTopicNotAllowed)
+                #expect(!error.mayHaveBeenProcessed)
+            }
+            #expect(harness.sandbox.requests.isEmpty)
+            #expect(harness.sandbox.connectionCount == 0)
+            await transport.close()
+        }
+    }
+}

@@ -1,0 +1,138 @@
+import APNsSandbox
+import Foundation
+import HeraldCore
+import NIOCore
+import Synchronization
+import Testing
+
+@testable import HeraldAPNs
+
+/// Compares what was sent with the sandbox's record: every notification has exactly one
+/// outcome; nothing is processed twice; an answered notification was processed exactly once;
+/// one that failed without an answer was not processed by an answer the caller never saw.
+func expectRecordMatches(
+    notes: [HeraldCore.Notification], outcomes: [Outcome], record: [SandboxRecordedRequest],
+    sourceLocation: Testing.SourceLocation = #_sourceLocation
+) -> (answered: Int, unanswered: Int) {
+    var processed: [String: Int] = [:]
+    for entry in record where entry.processed { processed[entry.apnsID, default: 0] += 1 }
+    let twice = processed.filter { $0.value > 1 }
+    #expect(twice.isEmpty, "processed more than once: \(twice.count)", sourceLocation: sourceLocation)
+    var answered = 0
+    var unanswered = 0
+    for (note, outcome) in zip(notes, outcomes) {
+        let id = note.id!.rawValue
+        switch outcome {
+        case .response(let response):
+            answered += 1
+            #expect(response.apnsID?.rawValue == id, sourceLocation: sourceLocation)
+            #expect(processed[id] == 1, "answered \(id) but processed \(processed[id] ?? 0) times", sourceLocation: sourceLocation)
+        case .failure(let error):
+            unanswered += 1
+            if !error.mayHaveBeenProcessed {
+                #expect(processed[id] == nil, "\(id) failed as not processed, yet was", sourceLocation: sourceLocation)
+            }
+        case .other(let text):
+            Issue.record("unexpected outcome \(text)", sourceLocation: sourceLocation)
+        }
+    }
+    let sentIDs = Set(notes.map { $0.id!.rawValue })
+    #expect(processed.keys.allSatisfy { sentIDs.contains($0) }, sourceLocation: sourceLocation)
+    return (answered, unanswered)
+}
+
+@Suite("TenantTransport under APNs' connection management")
+struct TransportResilienceTests {
+    @Test("a token connection carries one stream until the first token is accepted, then many")
+    func streamLimitOneThenConcurrency() async throws {
+        try await withSandbox(configure: { $0.maxConcurrentStreams = 50 }) { harness in
+            var pool = PoolConfiguration()
+            pool.connections = 1
+            let transport = try harness.transport(for: try harness.tokenTenant(.alpha, pool: pool))
+            let notes = makeNotes(300, topic: "com.example.alpha")
+            let outcomes = await sendLoad(notes, through: transport, concurrency: 120)
+            #expect(outcomes.allSatisfy { $0.status == 200 })
+            let result = expectRecordMatches(notes: notes, outcomes: outcomes, record: harness.sandbox.requests)
+            #expect(result.answered == 300)
+            #expect(transport.status.first?.maxStreams == 50)
+            #expect(harness.sandbox.connectionCount == 1)
+            // The first stream was alone on the connection: the next ones arrived only after it was answered.
+            let record = harness.sandbox.requests.sorted { $0.sequence < $1.sequence }
+            #expect(record.first?.streamID == 1)
+            await transport.close()
+            harness.expectCleanAudit()
+        }
+    }
+
+    @Test("the stream limit drops in the middle of a load; nothing exceeds it, everything completes")
+    func limitDropMidLoad() async throws {
+        try await withSandbox(configure: { $0.maxConcurrentStreams = 100 }) { harness in
+            let transport = try harness.transport(for: try harness.tokenTenant(.alpha))
+            let notes = makeNotes(2000, topic: "com.example.alpha")
+            let sandbox = harness.sandbox
+            let outcomes = await sendLoad(notes, through: transport, concurrency: 150) { completed in
+                if completed == 500 { sandbox.setMaxConcurrentStreams(3) }
+                if completed == 1500 { sandbox.setMaxConcurrentStreams(40) }
+            }
+            #expect(outcomes.allSatisfy { $0.status == 200 })
+            let result = expectRecordMatches(notes: notes, outcomes: outcomes, record: harness.sandbox.requests)
+            #expect(result.answered == 2000)
+            await transport.close()
+            harness.expectCleanAudit()
+        }
+    }
+
+    @Test("GOAWAY in the middle of 10,000 notifications: none lost, none delivered twice")
+    func goAwayMidLoad() async throws {
+        try await withSandbox(configure: { configuration in
+            configuration.maxConcurrentStreams = 100
+            configuration.faults = SandboxFaults(goawayAfter: 1500)
+        }) { harness in
+            let transport = try harness.transport(for: try harness.tokenTenant(.alpha)) { $0.backoff = Backoff(base: .milliseconds(10)) }
+            let notes = makeNotes(10_000, topic: "com.example.alpha")
+            let sandbox = harness.sandbox
+            let outcomes = await sendLoad(notes, through: transport, concurrency: 200) { completed in
+                if completed == 5000 { sandbox.sendGoAwayToAll(reason: .shutdown) }
+            }
+            let record = harness.sandbox.requests
+            let result = expectRecordMatches(notes: notes, outcomes: outcomes, record: record)
+            // Every GOAWAY'd stream above last-stream-id was resent on another connection.
+            #expect(result.answered == 10_000)
+            #expect(outcomes.allSatisfy { $0.status == 200 })
+            #expect(harness.sandbox.counters.goawaysSent > 1)
+            #expect(harness.sandbox.connectionCount > 2)
+            await transport.close()
+            harness.expectCleanAudit()
+        }
+    }
+
+    @Test("an abrupt connection drop: unanswered streams fail as possibly processed, none resent, none twice")
+    func abruptDrop() async throws {
+        try await withSandbox(configure: { configuration in
+            configuration.maxConcurrentStreams = 100
+            configuration.faults = SandboxFaults(dropAfter: 700)
+        }) { harness in
+            let transport = try harness.transport(for: try harness.tokenTenant(.alpha)) { $0.backoff = Backoff(base: .milliseconds(10)) }
+            let notes = makeNotes(3000, topic: "com.example.alpha")
+            let outcomes = await sendLoad(notes, through: transport, concurrency: 150)
+            let record = harness.sandbox.requests
+            let result = expectRecordMatches(notes: notes, outcomes: outcomes, record: record)
+            #expect(result.answered + result.unanswered == 3000)
+            #expect(result.answered >= 2000)
+            for outcome in outcomes {
+                if case .failure(let error) = outcome {
+                    // Written, then the connection vanished: the caller decides, the transport does not resend.
+                    #expect(error.isConnectionClosed && error.mayHaveBeenProcessed)
+                }
+            }
+            // A notification that failed was sent exactly once (no transparent resend of possibly processed streams).
+            var attempts: [String: Int] = [:]
+            for entry in record { attempts[entry.apnsID, default: 0] += 1 }
+            for (note, outcome) in zip(notes, outcomes) {
+                if case .failure = outcome { #expect((attempts[note.id!.rawValue] ?? 0) <= 1) }
+            }
+            await transport.close()
+            harness.expectCleanAudit()
+        }
+    }
+}

@@ -1,0 +1,123 @@
+#!/usr/bin/env bash
+# Benchmark: Herald's APNs transport (`herald bench`) against h2load, both sending the identical
+# request (same headers, a valid provider token, same body) to the same `herald sandbox`, with
+# the same number of connections and the same number of requests in flight.
+#
+#   scripts/bench-herald.sh                       # defaults below
+#   REQUESTS=300000 CONNECTIONS=2 CONCURRENCY=1000 scripts/bench-herald.sh
+#   SKIP_BUILD=1 scripts/bench-herald.sh          # reuse .build/release/herald
+#
+# Goal: herald bench reaches at least 70% of h2load's rate. Only 127.0.0.1 is used; every
+# process and wait is bounded; the sandbox started here is stopped on exit.
+set -euo pipefail
+
+cd "$(dirname "$0")/.."
+ROOT=$(pwd)
+
+REQUESTS=${REQUESTS:-200000}
+CONNECTIONS=${CONNECTIONS:-2}
+CONCURRENCY=${CONCURRENCY:-1000}
+PAYLOAD_BYTES=${PAYLOAD_BYTES:-256}
+SANDBOX_THREADS=${SANDBOX_THREADS:-1}
+ROUNDS=${ROUNDS:-3}
+TENANT=${TENANT:-demo-token}
+TOPIC=${TOPIC:-com.example.herald.demo}
+DEVICE=00fc13adff785122b4ad28809a3420982341241421348097878e577c991de8f0
+
+command -v h2load >/dev/null || { echo "missing h2load (apt-get install nghttp2-client)" >&2; exit 2; }
+command -v python3 >/dev/null || { echo "missing python3" >&2; exit 2; }
+
+if [[ -z "${SKIP_BUILD:-}" ]]; then
+    echo "== building herald (release)"
+    swift build -c release --product herald 2>&1 | tail -1
+fi
+HERALD="$ROOT/.build/release/herald"
+
+WORK=$(mktemp -d /tmp/herald-bench-transport.XXXXXX)
+SANDBOX_PID=""
+cleanup() {
+    if [[ -n "$SANDBOX_PID" ]]; then
+        kill "$SANDBOX_PID" 2>/dev/null || true
+        wait "$SANDBOX_PID" 2>/dev/null || true
+    fi
+    rm -rf "$WORK"
+}
+trap cleanup EXIT
+
+# The sandbox, on a free port of 127.0.0.1, with the demo PKI and the demo token key.
+"$HERALD" sandbox --config "$ROOT/config/sandbox.yaml" --host 127.0.0.1 --port 0 --threads "$SANDBOX_THREADS" \
+    --log-level warning > "$WORK/sandbox.log" 2>&1 &
+SANDBOX_PID=$!
+for _ in $(seq 1 100); do grep -q '^port:' "$WORK/sandbox.log" 2>/dev/null && break; sleep 0.1; done
+PORT=$(awk '/^port:/ {print $2}' "$WORK/sandbox.log")
+[[ -n "$PORT" ]] || { echo "the sandbox did not start:" >&2; cat "$WORK/sandbox.log" >&2; exit 1; }
+
+# The tenant as herald bench sees it: the demo tenant, pointed at this sandbox's port.
+mkdir -p "$WORK/tenants"
+sed -e "s#https://localhost:2197#https://localhost:$PORT#g" \
+    -e "s#key_file: keys/#key_file: $ROOT/tenants/keys/#" \
+    -e "s#ca_file: ../config/#ca_file: $ROOT/config/#" \
+    "$ROOT/tenants/$TENANT.yaml" > "$WORK/tenants/$TENANT.yaml"
+
+# The identical request: herald bench's headers and body (see BenchWorkload in Sources/HeraldCLI).
+python3 - "$PAYLOAD_BYTES" > "$WORK/body.json" <<'EOF'
+import sys
+size = int(sys.argv[1])
+head, tail = '{"aps":{"alert":"', '"}}'
+sys.stdout.write(head + "x" * max(1, size - len(head) - len(tail)) + tail)
+EOF
+TOKEN=$("$HERALD" sandbox demo-token --key "$ROOT/tenants/keys/AuthKey_DEMOKEY001.p8")
+HEADERS=(-H "host: localhost" -H "authorization: bearer $TOKEN" -H "apns-id: 3f6c4d8e-2a1b-4c5d-8e9f-0a1b2c3d4e5f"
+         -H "apns-push-type: alert" -H "apns-topic: $TOPIC")
+STREAMS=$(( (CONCURRENCY + CONNECTIONS - 1) / CONNECTIONS ))
+
+run_h2load() { # -> req/s
+    local out
+    out=$(timeout 300 h2load -n "$REQUESTS" -c "$CONNECTIONS" -m "$STREAMS" -t 1 \
+        "${HEADERS[@]}" -d "$WORK/body.json" "https://127.0.0.1:$PORT/3/device/$DEVICE" 2>&1) || true
+    if ! grep -q "status codes: $REQUESTS 2xx" <<<"$out"; then
+        echo "h2load did not get $REQUESTS successes:" >&2
+        grep -E "requests:|status codes:|finished in" <<<"$out" >&2
+        echo 0
+        return
+    fi
+    awk '/^finished in/ {gsub(",", "", $4); print $4}' <<<"$out"
+}
+
+run_herald() { # -> notifications/s
+    local out
+    out=$(timeout 600 "$HERALD" bench --tenants "$WORK/tenants" --tenant "$TENANT" --count "$REQUESTS" \
+        --connections "$CONNECTIONS" --concurrency "$CONCURRENCY" --payload-bytes "$PAYLOAD_BYTES" --json 2>&1) || true
+    python3 -c '
+import json, sys
+text = sys.stdin.read()
+try:
+    figures = json.loads(text.strip().splitlines()[-1])
+except Exception:
+    sys.stderr.write("herald bench failed:\n" + text + "\n"); print(0); sys.exit()
+if figures["failed"]:
+    sys.stderr.write("herald bench failures: %s\n" % figures["failed_by_reason"])
+sys.stderr.write("   herald bench: latency p50 %.2f ms p99 %.2f ms, cpu %.1f us/notification, peak rss %.0f MiB\n" % (
+    figures["latency_ms"]["p50"], figures["latency_ms"]["p99"], figures["cpu_us_per_notification"],
+    figures["peak_rss_bytes"] / 1048576))
+print(figures["notifications_per_second"] if figures["failed"] == 0 else 0)
+' <<<"$out"
+}
+
+echo "== $REQUESTS requests, $CONNECTIONS connections, $CONCURRENCY in flight ($STREAMS streams per connection for h2load)"
+echo "   payload $(wc -c < "$WORK/body.json") bytes, sandbox threads $SANDBOX_THREADS, cores $(nproc), best of $ROUNDS rounds"
+# Warm-up: the first TLS handshakes, the sandbox's token verification, allocations.
+REQUESTS_SAVED=$REQUESTS; REQUESTS=20000
+run_h2load >/dev/null; run_herald >/dev/null 2>&1
+REQUESTS=$REQUESTS_SAVED
+
+best_h2load=0; best_herald=0
+for round in $(seq 1 "$ROUNDS"); do
+    h=$(run_h2load); r=$(run_herald)
+    printf "   round %d: h2load %10.0f req/s   herald bench %10.0f notifications/s\n" "$round" "$h" "$r"
+    best_h2load=$(awk -v a="$best_h2load" -v b="$h" 'BEGIN {print (b > a) ? b : a}')
+    best_herald=$(awk -v a="$best_herald" -v b="$r" 'BEGIN {print (b > a) ? b : a}')
+done
+ratio=$(awk -v r="$best_herald" -v h="$best_h2load" 'BEGIN { if (h > 0) printf "%.0f", 100 * r / h; else print 0 }')
+printf "h2load: %.0f req/s   herald bench: %.0f notifications/s   ratio: %s%% (goal >= 70%%)\n" "$best_h2load" "$best_herald" "$ratio"
+[[ "$ratio" -ge 70 ]] && echo "PASS" || echo "BELOW GOAL"
