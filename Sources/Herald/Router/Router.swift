@@ -136,6 +136,21 @@ public final class Router: Sendable {
         await old?.shutdown()
     }
 
+    /// Installs a runtime and returns the one it replaced, still running: the caller shuts it
+    /// down (``TenantRuntime/shutdown()`` to drain, ``TenantRuntime/revoke()`` to cut). Sends
+    /// that look the tenant up after this call get the new runtime. Used by reloads, which swap
+    /// every changed tenant first and drain the old runtimes together afterwards.
+    public func exchange(_ runtime: TenantRuntime) -> TenantRuntime? {
+        let old = runtimes.withLock { $0.updateValue(runtime, forKey: runtime.id) }
+        return old === runtime ? nil : old
+    }
+
+    /// Takes a tenant out and returns its runtime, still running, for the caller to shut down.
+    /// Sends that look the tenant up after this call fail with `UnknownTenant`.
+    public func detach(tenant: TenantID) -> TenantRuntime? {
+        runtimes.withLock { $0.removeValue(forKey: tenant) }
+    }
+
     public func runtime(for tenant: TenantID) -> TenantRuntime? {
         runtimes.withLock { $0[tenant] }
     }
@@ -160,7 +175,11 @@ public final class Router: Sendable {
         tenant: TenantID, notification: HeraldCore.Notification, environment: APNsEnvironment? = nil,
         deadline: ContinuousClock.Instant? = nil
     ) async throws -> PushResult {
+        // One apns-id for every attempt, so that a resend on a new runtime is recognisably the same notification.
+        var notification = notification
+        if notification.id == nil { notification.id = NotificationID.random() }
         var attempt = 0
+        var resentAfterRevocation = false
         while true {
             attempt += 1
             guard let runtime = runtime(for: tenant) else { throw PushError.unknownTenant(tenant.rawValue) }
@@ -168,6 +187,16 @@ public final class Router: Sendable {
                 return try await runtime.send(notification, environment: environment, deadline: deadline)
             } catch let error as PushError where error.code == .shuttingDown && attempt < 3 {
                 // Swapped out between lookup and send: nothing was sent; use the new runtime.
+                continue
+            } catch let error as PushError where error.code == .credentialRevoked && !resentAfterRevocation {
+                // The credential was revoked under it and no answer came: resend once on the new one.
+                resentAfterRevocation = true
+                configuration.logger.debug(
+                    "resending after credential revocation",
+                    metadata: [
+                        "herald.tenant": "\(tenant)", "herald.apns-id": "\(notification.id.map { $0.rawValue } ?? "")",
+                        "herald.may-have-reached-apns": "\(error.mayHaveReachedAPNs)",
+                    ])
                 continue
             }
         }

@@ -20,6 +20,7 @@ public final class TenantRuntime: Sendable {
 
     private struct State {
         var closed = false
+        var revoked = false
         var inFlight = 0
     }
 
@@ -51,8 +52,18 @@ public final class TenantRuntime: Sendable {
             })
     }
 
-    /// True once ``shutdown()`` began: new sends are refused with `ShuttingDown`.
+    /// True once ``shutdown()`` or ``revoke()`` began: new sends are refused with `ShuttingDown`.
     public var isClosed: Bool { state.withLock { $0.closed } }
+
+    /// True once ``revoke()`` began.
+    public var isRevoked: Bool { state.withLock { $0.revoked } }
+
+    /// Sends admitted and not finished yet.
+    public var inFlight: Int { state.withLock { $0.inFlight } }
+
+    /// The transport's credential identity (key ID and key fingerprint, or certificate
+    /// fingerprint; never secret), nil when the transport has none.
+    public var credentialIdentity: String? { transport.credentialIdentity }
 
     /// Sends one notification through the tenant's pipeline.
     ///
@@ -83,7 +94,13 @@ public final class TenantRuntime: Sendable {
         let context = PushContext(
             tenant: configuration.id, environment: environment, logger: pushLogger, attempt: 1,
             deadline: deadline ?? clock.now.advanced(by: defaultDeadline))
-        return try await pipeline.send(notification, context: context)
+        do {
+            return try await pipeline.send(notification, context: context)
+        } catch let error as PushError where error.code == .transport || error.code == .shuttingDown {
+            // Cut off by a revocation: say so, so that the router resends it on the new credential.
+            guard state.withLock({ $0.revoked }) else { throw error }
+            throw PushError.credentialRevoked(configuration.id, mayHaveReachedAPNs: error.mayHaveReachedAPNs)
+        }
     }
 
     /// The tenant's policy: what is refused before the pipeline.
@@ -119,5 +136,17 @@ public final class TenantRuntime: Sendable {
         guard first else { return }
         logger.debug("tenant runtime shutting down")
         await transport.shutdown()
+    }
+
+    /// The credential was revoked: refuses new sends and closes every connection at once.
+    /// In-flight sends fail with `CredentialRevoked` (the router resends them once on the
+    /// tenant's new runtime). Also cuts short a ``shutdown()`` that is still draining.
+    public func revoke() async {
+        state.withLock { state in
+            state.closed = true
+            state.revoked = true
+        }
+        logger.notice("tenant credential revoked: closing its connections")
+        await transport.close()
     }
 }

@@ -14,6 +14,10 @@ public struct APNsTransportProvider: TransportProvider {
     public var eventLoopGroup: any EventLoopGroup
     public var clock: any WallClock
     public var tokenRefresh: TokenRefreshPolicy
+    /// The credential providers made so far, per tenant and credential identity: a tenant that
+    /// is reloaded with the same key or certificate keeps its provider (and its cached token),
+    /// so a reload never signs a second token for a key within APNs' 20 minutes.
+    let credentialCache = CredentialProviderCache()
 
     public init(
         eventLoopGroup: any EventLoopGroup = MultiThreadedEventLoopGroup.singleton, clock: any WallClock = SystemWallClock(),
@@ -25,7 +29,8 @@ public struct APNsTransportProvider: TransportProvider {
     }
 
     public func makeTransport(for tenant: TenantConfiguration, logger: Logger) throws -> any PushTransport {
-        let credentials = try CredentialProviders.make(for: tenant, clock: clock, tokenRefresh: tokenRefresh)
+        let made = try CredentialProviders.make(for: tenant, clock: clock, tokenRefresh: tokenRefresh)
+        let credentials = credentialCache.provider(for: tenant.id, made)
         return LazyAPNsTransport(tenant: tenant, credentials: credentials, eventLoopGroup: eventLoopGroup, logger: logger)
     }
 }
@@ -35,7 +40,8 @@ final class LazyAPNsTransport: PushTransport {
     private enum State {
         case idle
         case open(TenantTransport)
-        case closed
+        /// Draining or closed; the transport, if it was opened (a revocation may still close it at once).
+        case closed(TenantTransport?)
     }
 
     private let tenant: TenantConfiguration
@@ -60,13 +66,29 @@ final class LazyAPNsTransport: PushTransport {
         }
     }
 
+    var credentialIdentity: String? { credentials.identity }
+
     func shutdown() async {
-        let open = state.withLock { state -> TenantTransport? in
-            defer { state = .closed }
-            if case .open(let transport) = state { return transport }
-            return nil
+        await takeForClosing()?.drain()
+    }
+
+    func close() async {
+        await takeForClosing()?.close()
+    }
+
+    private func takeForClosing() -> TenantTransport? {
+        state.withLock { state -> TenantTransport? in
+            switch state {
+            case .idle:
+                state = .closed(nil)
+                return nil
+            case .open(let transport), .closed(let transport?):
+                state = .closed(transport)
+                return transport
+            case .closed(nil):
+                return nil
+            }
         }
-        await open?.drain()
     }
 
     private func opened() throws -> TenantTransport {
@@ -98,5 +120,33 @@ final class LazyAPNsTransport: PushTransport {
             return PushError(code: .shuttingDown, message: "the tenant's connections are closing", mayHaveReachedAPNs: false)
         }
         return PushError.transport(error.description, surelyNotProcessed: !error.mayHaveBeenProcessed)
+    }
+}
+
+/// Credential providers by tenant and credential identity, the last few per tenant.
+///
+/// A provider is reused when a reloaded tenant has the same credential (same key ID and key, or
+/// the same certificate), also after switching back to a key used shortly before, so that its
+/// cached token stays in use: APNs refuses a key's new token within 20 minutes of the last one.
+final class CredentialProviderCache: Sendable {
+    /// Providers kept per tenant (older ones are dropped; rotations are rare).
+    static let perTenant = 4
+    private let entries = Mutex<[TenantID: [any CredentialProvider]]>([:])
+
+    /// The cached provider with `made`'s identity, or `made` (then cached).
+    func provider(for tenant: TenantID, _ made: any CredentialProvider) -> any CredentialProvider {
+        entries.withLock { entries in
+            var list = entries[tenant, default: []]
+            if let index = list.firstIndex(where: { $0.identity == made.identity }) {
+                let cached = list.remove(at: index)
+                list.append(cached)
+                entries[tenant] = list
+                return cached
+            }
+            list.append(made)
+            if list.count > Self.perTenant { list.removeFirst(list.count - Self.perTenant) }
+            entries[tenant] = list
+            return made
+        }
     }
 }

@@ -13,6 +13,17 @@ public protocol PushTransport: Sendable {
     func send(_ notification: Notification, environment: APNsEnvironment, deadline: ContinuousClock.Instant) async throws -> APNsResponse
     /// Stops taking sends, lets in-flight ones finish, then closes every connection.
     func shutdown() async
+    /// Stops taking sends and closes every connection at once: in-flight sends fail without an
+    /// answer (used when the credential was revoked). Defaults to ``shutdown()``.
+    func close() async
+    /// Identifies the credential the transport authenticates with (never secret), or nil when
+    /// it has none; a reload compares it to tell a rotation from another change.
+    var credentialIdentity: String? { get }
+}
+
+extension PushTransport {
+    public func close() async { await shutdown() }
+    public var credentialIdentity: String? { nil }
 }
 
 /// Makes a tenant's transport when the tenant loads.

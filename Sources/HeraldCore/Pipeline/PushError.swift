@@ -18,6 +18,7 @@ public struct PushError: Error, Sendable, Hashable, CustomStringConvertible {
             case transport = "TransportFailed"
             case shuttingDown = "ShuttingDown"
             case plugin = "PluginFailed"
+            case credentialRevoked = "CredentialRevoked"
         }
         private let base: Base
         private init(_ base: Base) { self.base = base }
@@ -44,6 +45,9 @@ public struct PushError: Error, Sendable, Hashable, CustomStringConvertible {
         public static let shuttingDown = Code(.shuttingDown)
         /// A plugin failed for a reason of its own.
         public static let plugin = Code(.plugin)
+        /// The tenant's credential was revoked while the notification was on its connections,
+        /// and it got no answer (the router resends it once on the new credential).
+        public static let credentialRevoked = Code(.credentialRevoked)
 
         /// A short, bounded label (for metrics and API answers).
         public var description: String { base.rawValue }
@@ -117,5 +121,14 @@ public struct PushError: Error, Sendable, Hashable, CustomStringConvertible {
 
     public static func shuttingDown(_ tenant: TenantID) -> PushError {
         PushError(code: .shuttingDown, message: "tenant '\(tenant)' is shutting down")
+    }
+
+    /// The connections carrying the notification were closed because the tenant's credential
+    /// was revoked. `mayHaveReachedAPNs`: the stream was written before the close, so APNs may
+    /// have processed it even though no answer came back.
+    public static func credentialRevoked(_ tenant: TenantID, mayHaveReachedAPNs: Bool) -> PushError {
+        PushError(
+            code: .credentialRevoked, message: "tenant '\(tenant)''s credential was revoked before APNs answered",
+            mayHaveReachedAPNs: mayHaveReachedAPNs)
     }
 }

@@ -1,0 +1,48 @@
+import HeraldAPNs
+import HeraldCore
+
+extension ReloadCoordinator {
+    enum Validation {
+        case valid(TenantRuntime)
+        /// What is wrong, naming the file and field, never secret material.
+        case invalid(String)
+    }
+
+    /// Checks a new or changed tenant configuration in full and builds its runtime, touching
+    /// nothing that runs: the credential loads (and, for certificates, is valid now and covers
+    /// every topic), a provider token signs, the TLS context builds with the trust roots and
+    /// the client identity, and every plugin builds from its options. Opens no connection.
+    ///
+    /// - Returns: the runtime, ready to swap in, or the error (file and field named, no secret).
+    func validate(_ tenant: TenantConfiguration) async -> Validation {
+        if configuration.verifyCredentials {
+            let probe: any CredentialProvider
+            do {
+                probe = try CredentialProviders.make(for: tenant, clock: configuration.credentialClock)
+            } catch {
+                return .invalid("\(error)")
+            }
+            if probe.kind == .token {
+                do {
+                    _ = try await probe.authorization()
+                } catch {
+                    return .invalid("\(tenant.sourceFile): auth.token: a provider token could not be signed (\(error))")
+                }
+            }
+            do {
+                _ = try TenantTransport(
+                    tenant: tenant, credentials: probe, eventLoopGroup: configuration.eventLoopGroup, logger: logger)
+            } catch {
+                return .invalid("\(tenant.sourceFile): \(error)")
+            }
+        }
+        do {
+            return .valid(try router.makeRuntime(for: tenant))
+        } catch let error as PluginConfigurationError {
+            return .invalid(error.description)
+        } catch {
+            let text = "\(error)"
+            return .invalid(text.hasPrefix(tenant.sourceFile) ? text : "\(tenant.sourceFile): \(text)")
+        }
+    }
+}

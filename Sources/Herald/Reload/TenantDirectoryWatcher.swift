@@ -1,0 +1,64 @@
+import ServiceLifecycle
+
+/// Reloads the tenants when their files change: polls the tenants directory (its files and
+/// subdirectories, plus the key, certificate and CA files the running tenants read from
+/// elsewhere) every `interval`, comparing modification time, size and SHA-256 per file.
+///
+/// A change is applied once the files have stopped changing for `settle` (an editor's save or
+/// a `cp` of several files is seen as one change). Ends at graceful shutdown.
+///
+/// ```swift
+/// let watcher = TenantDirectoryWatcher(coordinator: reloader, interval: .seconds(2))
+/// let group = ServiceGroup(services: [server, watcher], ...)
+/// ```
+public struct TenantDirectoryWatcher: Service {
+    public let coordinator: ReloadCoordinator
+    public var interval: Duration
+    public var settle: Duration
+
+    public init(coordinator: ReloadCoordinator, interval: Duration = .seconds(2), settle: Duration = .milliseconds(250))
+    {
+        self.coordinator = coordinator
+        self.interval = interval
+        self.settle = settle
+    }
+
+    public func run() async throws {
+        await cancelWhenGracefulShutdown {
+            while !Task.isCancelled {
+                do {
+                    try await Task.sleep(for: interval)
+                } catch {
+                    return
+                }
+                await checkOnce()
+            }
+        }
+    }
+
+    /// Looks once; reloads every tenant when something changed since the last full reload.
+    /// - Returns: the reload's report, nil when nothing changed (or the reload could not read the directory).
+    @discardableResult
+    public func checkOnce() async -> ReloadReport? {
+        var seen = coordinator.currentFingerprint()
+        guard seen != coordinator.lastFingerprint else { return nil }
+        // Wait until the files stop changing.
+        while true {
+            do {
+                try await Task.sleep(for: settle)
+            } catch {
+                return nil
+            }
+            let again = coordinator.currentFingerprint()
+            if again == seen { break }
+            seen = again
+        }
+        do {
+            return try await coordinator.reloadAll(trigger: .watcher)
+        } catch {
+            coordinator.logger.error(
+                "tenants directory changed but could not be read", metadata: ["herald.error": "\(error)"])
+            return nil
+        }
+    }
+}
