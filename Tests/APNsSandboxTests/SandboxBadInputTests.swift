@@ -75,19 +75,23 @@ struct SandboxBadInputTests {
         }
         #expect(outcome)
         #expect(client.state.responses[stream]?.status != 200)
+        #expect(harness.sandbox.requests.allSatisfy { $0.status != 200 })
         await client.close()
         try await stillServes(harness)
     }
 
-    @Test func missingPseudoHeadersAreAStreamError() async throws {
+    @Test func missingPseudoHeadersGetAppleAnswers() async throws {
         let harness = try await SandboxHarness.start()
         defer { Task { await harness.stop() } }
         let client = try await harness.connect()
         let stream = client.newStreamID()
         try client.sendHeaders(stream: stream, [("apns-topic", "com.example.app", .indexable)], endStream: true)
         let response = try await client.response(stream: stream)
-        #expect(response.resetCode == 0x1)
-        #expect(response.status == nil)
+        #expect(response.status == 405)
+        #expect(response.reason == "MethodNotAllowed")
+        let noPath = client.newStreamID()
+        try client.sendHeaders(stream: noPath, [(":method", "POST", .indexable)], endStream: true)
+        #expect(try await client.response(stream: noPath).reason == "BadPath")
         // The connection itself survives a stream error.
         #expect(try await client.roundTrip(try await harness.validRequest()).status == 200)
         await client.close()

@@ -134,6 +134,8 @@ public struct SandboxCounters: Sendable, Hashable, Codable {
     public var byReason: [String: Int] = [:]
     /// Streams refused after a GOAWAY (never seen as requests).
     public var refusedStreams: Int = 0
+    /// Streams reset because their header list was larger than the advertised maximum.
+    public var oversizedHeaders: Int = 0
     /// GOAWAY frames the sandbox sent (faults, shutdown).
     public var goawaysSent: Int = 0
     /// Connections closed abruptly by the `dropAfter` fault.

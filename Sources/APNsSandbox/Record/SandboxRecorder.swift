@@ -27,17 +27,21 @@ final class SandboxRecorder: Sendable {
 
     func nextSequence() -> Int { sequence.wrappingAdd(1, ordering: .relaxed).newValue }
 
-    func record(_ request: SandboxRecordedRequest) {
+    /// Counts one request; builds and keeps its record only when something records.
+    func record(
+        processed: Bool, status: Int?, reason: APNsReason?, _ makeRecord: () -> SandboxRecordedRequest
+    ) {
+        let request: SandboxRecordedRequest? = isRecording ? makeRecord() : nil
         state.withLock { state in
             state.counters.requests += 1
-            if request.processed {
+            if processed {
                 state.counters.answered += 1
-                if let status = request.status { state.counters.byStatus[status, default: 0] += 1 }
-                if let reason = request.reason { state.counters.byReason[reason.wireValue, default: 0] += 1 }
+                if let status { state.counters.byStatus[status, default: 0] += 1 }
+                if let reason { state.counters.byReason[reason.wireValue, default: 0] += 1 }
             } else {
                 state.counters.cutOff += 1
             }
-            if keepInMemory {
+            if keepInMemory, let request {
                 if state.records.count < maximumKept {
                     state.records.append(request)
                 } else {
@@ -45,11 +49,12 @@ final class SandboxRecorder: Sendable {
                 }
             }
         }
-        file?.append(request)
+        if let request { file?.append(request) }
     }
 
     func connectionOpened() { state.withLock { $0.counters.connections += 1 } }
     func refusedStream() { state.withLock { $0.counters.refusedStreams += 1 } }
+    func oversizedHeaders() { state.withLock { $0.counters.oversizedHeaders += 1 } }
     func goawaySent() { state.withLock { $0.counters.goawaysSent += 1 } }
     func connectionDropped() { state.withLock { $0.counters.connectionsDropped += 1 } }
     func priorityFrame() { state.withLock { $0.audit.priorityFrames += 1 } }

@@ -14,33 +14,42 @@ struct SandboxRequestHead {
     var pushType: String?
     /// A header APNs reads appeared more than once.
     var duplicated: Bool = false
+    /// The header list size as HPACK counts it (name + value + 32 per field).
+    var listSize: Int = 0
 
     init() {}
 
     /// Reads the headers; `audit` records HPACK deviations from what Apple asks.
     init(_ headers: HPACKHeaders, audit: inout HPACKAudit) {
         for (name, value, indexing) in headers {
-            switch name {
-            case ":method": Self.set(&method, value, &duplicated)
-            case ":path":
+            listSize += name.utf8.count + value.utf8.count + 32
+            // Dispatch on the name's length first: most names compare once, or never.
+            switch name.utf8.count {
+            case 5 where name == ":path":
                 Self.set(&path, value, &duplicated)
                 audit.literalOnly(name, indexing)
-            case "authorization":
-                Self.set(&authorization, value, &duplicated)
-                audit.literalOnly(name, indexing)
-            case "apns-id":
+            case 7 where name == ":method":
+                Self.set(&method, value, &duplicated)
+            case 7 where name == "apns-id":
                 Self.set(&apnsID, value, &duplicated)
                 audit.indexedOnce(.apnsID, name, indexing)
-            case "apns-expiration":
+            case 10 where name == "apns-topic":
+                Self.set(&topic, value, &duplicated)
+            case 13 where name == "authorization":
+                Self.set(&authorization, value, &duplicated)
+                audit.literalOnly(name, indexing)
+            case 13 where name == "apns-priority":
+                Self.set(&priority, value, &duplicated)
+            case 14 where name == "apns-push-type":
+                Self.set(&pushType, value, &duplicated)
+            case 15 where name == "apns-expiration":
                 Self.set(&expiration, value, &duplicated)
                 audit.indexedOnce(.expiration, name, indexing)
-            case "apns-collapse-id":
+            case 16 where name == "apns-collapse-id":
                 Self.set(&collapseID, value, &duplicated)
                 audit.indexedOnce(.collapseID, name, indexing)
-            case "apns-priority": Self.set(&priority, value, &duplicated)
-            case "apns-topic": Self.set(&topic, value, &duplicated)
-            case "apns-push-type": Self.set(&pushType, value, &duplicated)
-            default: continue
+            default:
+                continue
             }
         }
     }
@@ -122,16 +131,16 @@ enum SandboxRules {
         let token = path.utf8.dropFirst(devicePathPrefix.utf8.count)
         guard !token.isEmpty else { return .rejected(.missingDeviceToken) }
         guard token.count % 2 == 0, token.count <= DeviceToken.maximumHexLength else { return .rejected(.badDeviceToken) }
-        var lower = [UInt8]()
-        lower.reserveCapacity(token.count)
+        var hasUppercase = false
         for byte in token {
             switch byte {
-            case UInt8(ascii: "0")...UInt8(ascii: "9"), UInt8(ascii: "a")...UInt8(ascii: "f"): lower.append(byte)
-            case UInt8(ascii: "A")...UInt8(ascii: "F"): lower.append(byte + 32)
+            case UInt8(ascii: "0")...UInt8(ascii: "9"), UInt8(ascii: "a")...UInt8(ascii: "f"): continue
+            case UInt8(ascii: "A")...UInt8(ascii: "F"): hasUppercase = true
             default: return .rejected(.badDeviceToken)
             }
         }
-        return .ok(String(decoding: lower, as: UTF8.self))
+        if !hasUppercase { return .ok(String(Substring(token))) }
+        return .ok(String(decoding: token.map { $0 >= UInt8(ascii: "A") && $0 <= UInt8(ascii: "F") ? $0 + 32 : $0 }, as: UTF8.self))
     }
 
     /// The push type: omitted is `alert`; an unknown value is APNs' `InvalidPushType`.
@@ -164,6 +173,40 @@ enum SandboxRules {
             return .badPriority
         }
         return nil
+    }
+
+    /// A topic's syntax, as ``Notification/validateTopic(_:)`` checks it, without Foundation:
+    /// letters, digits, '.', '-', '_'; dotted; at most 255 bytes.
+    static func topicSyntax(_ topic: String) -> APNsReason? {
+        let utf8 = topic.utf8
+        if utf8.isEmpty { return .missingTopic }
+        if utf8.count > 255 { return .badTopic }
+        var previous: UInt8 = UInt8(ascii: ".")
+        for byte in utf8 {
+            switch byte {
+            case UInt8(ascii: "a")...UInt8(ascii: "z"), UInt8(ascii: "A")...UInt8(ascii: "Z"),
+                UInt8(ascii: "0")...UInt8(ascii: "9"), UInt8(ascii: "-"), UInt8(ascii: "_"):
+                break
+            case UInt8(ascii: "."):
+                // No leading dot, no empty label.
+                if previous == UInt8(ascii: ".") { return .badTopic }
+            default:
+                return .badTopic
+            }
+            previous = byte
+        }
+        return previous == UInt8(ascii: ".") ? .badTopic : nil
+    }
+
+    /// True when `value` starts with "bearer " in any case.
+    static func hasBearerPrefix(_ value: String) -> Bool {
+        var iterator = value.utf8.makeIterator()
+        for expected in "bearer ".utf8 {
+            guard let byte = iterator.next() else { return false }
+            let lowered = (byte >= UInt8(ascii: "A") && byte <= UInt8(ascii: "Z")) ? byte + 32 : byte
+            if lowered != expected { return false }
+        }
+        return true
     }
 
     /// A UUID in the 8-4-4-4-12 form (either case, as APNs accepts it).

@@ -24,15 +24,23 @@ final class SandboxConnectionHandler: ChannelInboundHandler, NIOHTTP2FrameDelega
         }
     }
 
-    private struct Stream {
-        var head: SandboxRequestHead
-        var sequence: Int
-        var receivedAt: Date
+    /// One open request. A class: the dictionary holds a reference, frames mutate it in place.
+    private final class Stream {
+        let head: SandboxRequestHead
+        let sequence: Int
+        let receivedAt: Date
         var body: ByteBuffer?
         var bodySize: Int = 0
-        var endStreamReceived = false
+        var endStreamReceived: Bool
         /// Evaluated, the answer waits for the added latency.
         var awaitingResponse = false
+
+        init(head: SandboxRequestHead, sequence: Int, receivedAt: Date, endStreamReceived: Bool) {
+            self.head = head
+            self.sequence = sequence
+            self.receivedAt = receivedAt
+            self.endStreamReceived = endStreamReceived
+        }
     }
 
     /// What the sandbox answers to one request, and what it learned on the way.
@@ -150,11 +158,15 @@ final class SandboxConnectionHandler: ChannelInboundHandler, NIOHTTP2FrameDelega
     func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
         if let closedEvent = event as? StreamClosedEvent {
             streamClosed(closedEvent.streamID)
-        } else if let window = event as? NIOHTTP2WindowUpdatedEvent, window.streamID == .rootStream,
-            let inbound = window.inboundWindowSize
-        {
-            refillConnectionWindow(inbound: inbound, context: context)
+            return
         }
+        if let window = event as? NIOHTTP2WindowUpdatedEvent {
+            if window.streamID == .rootStream, let inbound = window.inboundWindowSize {
+                refillConnectionWindow(inbound: inbound, context: context)
+            }
+            return
+        }
+        if event is NIOHTTP2StreamCreatedEvent { return }
         context.fireUserInboundEventTriggered(event)
     }
 
@@ -197,16 +209,22 @@ final class SandboxConnectionHandler: ChannelInboundHandler, NIOHTTP2FrameDelega
     // MARK: Requests
 
     private func receivedHeaders(streamID: HTTP2StreamID, headers: HPACKHeaders, endStream: Bool) {
-        if var stream = streams[streamID] {
+        if let stream = streams[streamID] {
             // Trailers: nothing in them matters to APNs.
             if endStream {
                 stream.endStreamReceived = true
-                streams[streamID] = stream
                 complete(streamID)
             }
             return
         }
         let head = SandboxRequestHead(headers, audit: &hpackAudit)
+        if head.listSize > core.maximumHeaderListSize {
+            // Larger than SETTINGS_MAX_HEADER_LIST_SIZE: refuse the stream, keep the connection.
+            core.recorder.oversizedHeaders()
+            context?.write(wrapOutboundOut(HTTP2Frame(streamID: streamID, payload: .rstStream(.protocolError))), promise: nil)
+            needsFlush = true
+            return
+        }
         if hpackAudit.hasViolations {
             for violation in hpackAudit.take() {
                 core.recorder.hpackViolation("connection \(connectionID) stream \(Int(streamID)): \(violation)")
@@ -220,7 +238,7 @@ final class SandboxConnectionHandler: ChannelInboundHandler, NIOHTTP2FrameDelega
     }
 
     private func receivedData(streamID: HTTP2StreamID, buffer: ByteBuffer, endStream: Bool) {
-        guard var stream = streams[streamID], !stream.awaitingResponse else { return }
+        guard let stream = streams[streamID], !stream.awaitingResponse else { return }
         let size = buffer.readableBytes
         stream.bodySize += size
         let limit = stream.head.pushType == PushType.voip.rawValue ? 5120 : 4096
@@ -233,7 +251,6 @@ final class SandboxConnectionHandler: ChannelInboundHandler, NIOHTTP2FrameDelega
             }
         }
         stream.endStreamReceived = endStream
-        streams[streamID] = stream
         if endStream || stream.bodySize > limit {
             // Too large: answer now (RFC 9113 §8.1 lets a server answer before the request ends).
             complete(streamID)
@@ -249,12 +266,11 @@ final class SandboxConnectionHandler: ChannelInboundHandler, NIOHTTP2FrameDelega
     }
 
     private func complete(_ streamID: HTTP2StreamID) {
-        guard var stream = streams[streamID], !stream.awaitingResponse else { return }
+        guard let stream = streams[streamID], !stream.awaitingResponse else { return }
         refreshFaults()
-        let outcome = evaluate(&stream)
+        let outcome = evaluate(stream)
         if faults.addedLatency > 0, let context {
             stream.awaitingResponse = true
-            streams[streamID] = stream
             let delay = TimeAmount.nanoseconds(Int64(faults.addedLatency * 1_000_000_000))
             context.eventLoop.assumeIsolated().scheduleTask(in: delay) { [self] in
                 guard !self.closed, let waiting = self.streams[streamID] else { return }
@@ -267,10 +283,10 @@ final class SandboxConnectionHandler: ChannelInboundHandler, NIOHTTP2FrameDelega
     }
 
     /// APNs' checks, in the order the sandbox applies them (see the README).
-    private func evaluate(_ stream: inout Stream) -> Outcome {
+    private func evaluate(_ stream: Stream) -> Outcome {
         var outcome = Outcome()
         let head = stream.head
-        let now = core.clock.now
+        let now = stream.receivedAt
 
         guard head.method == "POST" else {
             outcome.reject(.methodNotAllowed)
@@ -295,8 +311,8 @@ final class SandboxConnectionHandler: ChannelInboundHandler, NIOHTTP2FrameDelega
             switch authenticate(head.authorization, now: now) {
             case .ok(let verified):
                 keyIndex = verified.keyIndex
-                outcome.teamID = core.verifier.keys[keyIndex].teamID
-                outcome.keyID = core.verifier.keys[keyIndex].keyID
+                outcome.teamID = core.teamIDs[keyIndex]
+                outcome.keyID = core.keyIDs[keyIndex]
             case .rejected(let reason):
                 outcome.reject(reason)
                 return outcome
@@ -311,13 +327,16 @@ final class SandboxConnectionHandler: ChannelInboundHandler, NIOHTTP2FrameDelega
             }
             topic = requested
             outcome.topic = topic
-            if let reason = Self.topicSyntax(topic) {
+            if let reason = topicSyntax(topic) {
                 outcome.reject(reason)
                 return outcome
             }
-            guard core.keyTopics[keyIndex].contains(topic) else {
-                outcome.reject(.topicDisallowed)
-                return outcome
+            if lastAllowedTopic?.keyIndex != keyIndex || lastAllowedTopic?.topic != topic {
+                guard core.keyTopics[keyIndex].contains(topic) else {
+                    outcome.reject(.topicDisallowed)
+                    return outcome
+                }
+                lastAllowedTopic = (keyIndex, topic)
             }
         case .certificate(let topics):
             if let requested = head.topic {
@@ -329,7 +348,7 @@ final class SandboxConnectionHandler: ChannelInboundHandler, NIOHTTP2FrameDelega
                 return outcome
             }
             outcome.topic = topic
-            if let reason = Self.topicSyntax(topic) {
+            if let reason = topicSyntax(topic) {
                 outcome.reject(reason)
                 return outcome
             }
@@ -405,21 +424,23 @@ final class SandboxConnectionHandler: ChannelInboundHandler, NIOHTTP2FrameDelega
         return outcome
     }
 
-    private static func topicSyntax(_ topic: String) -> APNsReason? {
-        do {
-            try Notification.validateTopic(topic)
-            return nil
-        } catch {
-            return error.reason == .missingTopic ? .missingTopic : .badTopic
-        }
+    /// The last topic that passed the syntax check on this connection (providers repeat topics).
+    private var lastGoodTopic: String? = nil
+    /// The last key and topic found allowed on this connection.
+    private var lastAllowedTopic: (keyIndex: Int, topic: String)? = nil
+
+    private func topicSyntax(_ topic: String) -> APNsReason? {
+        if let lastGoodTopic, lastGoodTopic == topic { return nil }
+        if let reason = SandboxRules.topicSyntax(topic) { return reason }
+        lastGoodTopic = topic
+        return nil
     }
 
     /// Checks `authorization: bearer <JWT>`; each distinct token is verified once (cached).
     private func authenticate(_ authorization: String?, now: Date) -> Checked<VerifiedToken> {
         guard let authorization else { return .rejected(.missingProviderToken) }
         let jwt: Substring
-        let utf8 = authorization.utf8
-        if utf8.count >= 7, authorization.prefix(7).lowercased() == "bearer " {
+        if SandboxRules.hasBearerPrefix(authorization) {
             jwt = authorization.dropFirst(7).drop(while: { $0 == " " })
         } else if authorization.trimmingCharacters(in: .whitespaces).lowercased() == "bearer"
             || authorization.trimmingCharacters(in: .whitespaces).isEmpty
@@ -469,8 +490,11 @@ final class SandboxConnectionHandler: ChannelInboundHandler, NIOHTTP2FrameDelega
         streams.removeValue(forKey: streamID)
 
         let requestID = stream.head.apnsID.flatMap { SandboxRules.isCanonicalUUID($0) ? $0 : nil }
-        let apnsID = requestID ?? UUID().uuidString.lowercased()
+        let apnsID = requestID ?? newApnsID()
 
+        // Answered before the request ended (payload too large): reset the rest of the request,
+        // but only once the answer is out (swift-nio-http2 drops DATA still queued at a reset).
+        let written: EventLoopPromise<Void>? = stream.endStreamReceived ? nil : context.eventLoop.makePromise()
         var headers = HPACKHeaders()
         headers.reserveCapacity(3)
         headers.add(name: ":status", value: Self.statusText(outcome.status))
@@ -486,24 +510,28 @@ final class SandboxConnectionHandler: ChannelInboundHandler, NIOHTTP2FrameDelega
             context.write(
                 wrapOutboundOut(
                     HTTP2Frame(streamID: streamID, payload: .data(.init(data: .byteBuffer(buffer), endStream: true)))),
-                promise: nil)
+                promise: written)
         } else {
             headers.add(name: "apns-id", value: apnsID, indexing: .nonIndexable)
             context.write(
                 wrapOutboundOut(
                     HTTP2Frame(streamID: streamID, payload: .headers(.init(headers: headers, endStream: true)))),
-                promise: nil)
+                promise: written)
         }
-        if !stream.endStreamReceived {
-            // Answered early (payload too large): the rest of the request is not wanted.
-            context.write(wrapOutboundOut(HTTP2Frame(streamID: streamID, payload: .rstStream(.noError))), promise: nil)
+        if let written {
+            written.futureResult.assumeIsolated().whenComplete { [self] _ in
+                guard let context = self.context, !self.closed else { return }
+                context.writeAndFlush(
+                    self.wrapOutboundOut(HTTP2Frame(streamID: streamID, payload: .rstStream(.noError))), promise: nil)
+            }
         }
         needsFlush = true
 
-        core.recorder.record(
+        core.recorder.record(processed: true, status: outcome.status, reason: outcome.reason) {
             makeRecord(
                 streamID: streamID, stream: stream, outcome: outcome, apnsID: apnsID,
-                fromRequest: requestID != nil, processed: true, cutOff: nil))
+                fromRequest: requestID != nil, processed: true, cutOff: nil)
+        }
 
         processedCount += 1
         afterResponse(streamID: streamID, success: outcome.status == 200)
@@ -529,12 +557,50 @@ final class SandboxConnectionHandler: ChannelInboundHandler, NIOHTTP2FrameDelega
         return false
     }
 
-    private static let statusTexts: [Int: String] = [
-        200: "200", 400: "400", 403: "403", 404: "404", 405: "405", 410: "410", 413: "413", 429: "429",
-        500: "500", 503: "503",
-    ]
+    private static func statusText(_ status: Int) -> String {
+        switch status {
+        case 200: return "200"
+        case 400: return "400"
+        case 403: return "403"
+        case 404: return "404"
+        case 405: return "405"
+        case 410: return "410"
+        case 413: return "413"
+        case 429: return "429"
+        case 500: return "500"
+        case 503: return "503"
+        default: return String(status)
+        }
+    }
 
-    private static func statusText(_ status: Int) -> String { statusTexts[status] ?? String(status) }
+    /// apns-ids the sandbox assigns: random version-4 UUIDs from a per-connection generator
+    /// (seeded from the system's), without a system call per request.
+    private var idGenerator: SplitMix64 = {
+        var system = SystemRandomNumberGenerator()
+        return SplitMix64(seed: system.next())
+    }()
+
+    private func newApnsID() -> String {
+        var high = idGenerator.next()
+        var low = idGenerator.next()
+        high = (high & 0xffff_ffff_ffff_0fff) | 0x0000_0000_0000_4000  // version 4
+        low = (low & 0x3fff_ffff_ffff_ffff) | 0x8000_0000_0000_0000  // variant 10
+        return String(unsafeUninitializedCapacity: 36) { buffer in
+            let digits: StaticString = "0123456789abcdef"
+            var i = 0
+            for n in 0..<32 {
+                if n == 8 || n == 12 || n == 16 || n == 20 {
+                    buffer[i] = UInt8(ascii: "-")
+                    i += 1
+                }
+                let word = n < 16 ? high : low
+                let shift = UInt64(60 - 4 * (n % 16))
+                buffer[i] = digits.utf8Start[Int((word >> shift) & 0xf)]
+                i += 1
+            }
+            return i
+        }
+    }
 
     private func makeRecord(
         streamID: HTTP2StreamID, stream: Stream, outcome: Outcome?, apnsID: String, fromRequest: Bool,
@@ -543,7 +609,7 @@ final class SandboxConnectionHandler: ChannelInboundHandler, NIOHTTP2FrameDelega
         let head = stream.head
         var hash = ""
         var payload: [UInt8]? = nil
-        if core.recorder.isRecording, let body = stream.body {
+        if let body = stream.body {
             hash = body.withUnsafeReadableBytes { bytes in
                 SHA256.hash(data: bytes).map { byte in
                     let digits = Array("0123456789abcdef".utf8)
@@ -566,10 +632,11 @@ final class SandboxConnectionHandler: ChannelInboundHandler, NIOHTTP2FrameDelega
 
     private func recordCutOff(streamID: HTTP2StreamID, stream: Stream, cause: String) {
         let requestID = stream.head.apnsID.flatMap { SandboxRules.isCanonicalUUID($0) ? $0 : nil }
-        core.recorder.record(
+        core.recorder.record(processed: false, status: nil, reason: nil) {
             makeRecord(
                 streamID: streamID, stream: stream, outcome: nil, apnsID: requestID ?? "",
-                fromRequest: requestID != nil, processed: false, cutOff: cause))
+                fromRequest: requestID != nil, processed: false, cutOff: cause)
+        }
     }
 
     // MARK: Connection control

@@ -15,8 +15,10 @@ final class SandboxCore: Sendable {
     let recordPayloads: Bool
     let maximumHeaderListSize: Int
     let verifier: SandboxTokenVerifier
-    /// The allowed topics of each token key, by the verifier's key index.
+    /// The allowed topics, team ID and key ID of each token key, by the verifier's key index.
     let keyTopics: [Set<String>]
+    let teamIDs: [String]
+    let keyIDs: [String]
     let devices: [String: SandboxDevice.State]
     let recorder: SandboxRecorder
     let logger: Logger
@@ -45,6 +47,8 @@ final class SandboxCore: Sendable {
         self.maximumHeaderListSize = configuration.maximumHeaderListSize
         self.verifier = SandboxTokenVerifier(keys: configuration.tokenKeys)
         self.keyTopics = configuration.tokenKeys.map { Set($0.topics) }
+        self.teamIDs = configuration.tokenKeys.map(\.teamID)
+        self.keyIDs = configuration.tokenKeys.map(\.keyID)
         var devices: [String: SandboxDevice.State] = [:]
         for device in configuration.devices { devices[device.token] = device.state }
         self.devices = devices

@@ -56,6 +56,10 @@ final class SandboxHandshakeHandler: ChannelInboundHandler, RemovableChannelHand
         let id = core.nextConnectionID()
         let handler = SandboxConnectionHandler(core: core, connectionID: id, auth: auth, initialLimit: limit)
         var connection = NIOHTTP2Handler.ConnectionConfiguration()
+        // The sandbox reads every header APNs cares about itself (a missing :method is 405, a
+        // missing :path 404), so swift-nio-http2's generic header-block checks are not needed.
+        connection.headerBlockValidation = .disabled
+        connection.contentLengthValidation = .disabled
         connection.initialSettings = [
             HTTP2Setting(parameter: .maxConcurrentStreams, value: limit),
             HTTP2Setting(parameter: .maxHeaderListSize, value: core.maximumHeaderListSize),
@@ -69,7 +73,9 @@ final class SandboxHandshakeHandler: ChannelInboundHandler, RemovableChannelHand
         let http2 = NIOHTTP2Handler(
             mode: .server, frameDelegate: handler, connectionConfiguration: connection, streamConfiguration: stream)
 
-        try pipeline.addHandler(http2, position: .after(self))
+        let coalescer = SandboxWriteCoalescer()
+        try pipeline.addHandler(coalescer, position: .after(self))
+        try pipeline.addHandler(http2, position: .after(coalescer))
         try pipeline.addHandler(handler, position: .after(http2))
         core.register(
             id,
