@@ -48,6 +48,11 @@ struct BenchCommand: AsyncParsableCommand {
     @Option(help: "production or development (default: the tenant's default).")
     var environment: String?
 
+    @Option(
+        name: .customLong("callers"),
+        help: "Where the sending tasks run: loops (the transport's event loops, sends go to a connection on the same loop) or global (Swift's global executor).")
+    var callers: String = "loops"
+
     @Flag(help: "Start an in-process APNsSandbox and point the tenant at it.")
     var sandbox = false
 
@@ -78,6 +83,7 @@ struct BenchCommand: AsyncParsableCommand {
         if let connections, !(1...64).contains(connections) { throw ValidationError("--connections must be 1…64") }
         guard warmup >= 0 else { throw ValidationError("--warmup must be 0 or more") }
         guard ["stall", "503"].contains(noisyMode) else { throw ValidationError("--noisy-mode must be stall or 503") }
+        guard ["loops", "global"].contains(callers) else { throw ValidationError("--callers must be loops or global") }
     }
 
     func run() async throws {
@@ -112,7 +118,7 @@ struct BenchCommand: AsyncParsableCommand {
         let endpoint = tenantConfiguration.endpoints.endpoint(for: environment ?? tenantConfiguration.endpoints.defaultEnvironment)
         let header =
             "herald bench: tenant \(tenantConfiguration.id) → \(endpoint?.url ?? "-")\(sandbox || noisyNeighbor ? " (in-process sandbox)" : "")"
-            + ", connections \(tenantConfiguration.pool.connections), concurrency \(concurrency), payload \(payloadBytes) B"
+            + ", connections \(tenantConfiguration.pool.connections), concurrency \(concurrency), payload \(payloadBytes) B, callers on \(callers == "loops" ? "event loops" : "the global executor")"
 
         do {
             if noisyNeighbor {
@@ -135,9 +141,9 @@ struct BenchCommand: AsyncParsableCommand {
         if warmup > 0 {
             _ = await BenchLoad.run(
                 BenchWorkload(count: warmup, topic: topic, payloadBytes: payloadBytes), through: transport, environment: environment,
-                concurrency: min(concurrency, warmup))
+                concurrency: min(concurrency, warmup), onEventLoops: callers == "loops")
         }
-        let figures = await BenchLoad.run(workload, through: transport, environment: environment, concurrency: concurrency)
+        let figures = await BenchLoad.run(workload, through: transport, environment: environment, concurrency: concurrency, onEventLoops: callers == "loops")
         await transport.close()
         let rss = ProcessUsage.now().peakRSSBytes
 
@@ -190,9 +196,9 @@ struct BenchCommand: AsyncParsableCommand {
         if warmup > 0 {
             _ = await BenchLoad.run(
                 BenchWorkload(count: warmup, topic: topic, payloadBytes: payloadBytes), through: quiet, environment: environment,
-                concurrency: min(concurrency, warmup))
+                concurrency: min(concurrency, warmup), onEventLoops: callers == "loops")
         }
-        let solo = await BenchLoad.run(workload, through: quiet, environment: environment, concurrency: concurrency)
+        let solo = await BenchLoad.run(workload, through: quiet, environment: environment, concurrency: concurrency, onEventLoops: callers == "loops")
 
         // The neighbour: as many sends as it can, each retried a moment after a queueFull.
         let noisy = try makeTransport(noisyTenant)
@@ -227,7 +233,7 @@ struct BenchCommand: AsyncParsableCommand {
             try await Task.sleep(for: .milliseconds(10))
         }
         let noisyStatus = noisy.status
-        let withNeighbour = await BenchLoad.run(workload, through: quiet, environment: environment, concurrency: concurrency)
+        let withNeighbour = await BenchLoad.run(workload, through: quiet, environment: environment, concurrency: concurrency, onEventLoops: callers == "loops")
         flag.stop.store(true, ordering: .relaxed)
         await noisy.close()
         await noisyLoad.value

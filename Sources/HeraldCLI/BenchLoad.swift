@@ -106,16 +106,21 @@ enum BenchLoad {
         var failed: [String: Int] = [:]
     }
 
+    /// - Parameter onEventLoops: run the sending tasks on the transport's event loops (no thread
+    ///   switch between a send and its connection) instead of Swift's global executor.
     static func run(
-        _ workload: BenchWorkload, through transport: TenantTransport, environment: APNsEnvironment?, concurrency: Int
+        _ workload: BenchWorkload, through transport: TenantTransport, environment: APNsEnvironment?, concurrency: Int,
+        onEventLoops: Bool = true
     ) async -> BenchFigures {
         let cursor = Cursor()
         let notes = workload.notes
+        let executors = onEventLoops ? transport.eventLoopExecutors() : []
         let cpuBefore = ProcessUsage.now()
         let start = ContinuousClock.now
         let results = await withTaskGroup(of: WorkerResult.self) { group in
-            for _ in 0..<max(1, min(concurrency, notes.count)) {
-                group.addTask {
+            for worker in 0..<max(1, min(concurrency, notes.count)) {
+                let executor: (any TaskExecutor)? = executors.isEmpty ? nil : executors[worker % executors.count]
+                group.addTask(executorPreference: executor) {
                     var result = WorkerResult()
                     result.latencies.reserveCapacity(notes.count / max(1, concurrency) + 16)
                     while true {

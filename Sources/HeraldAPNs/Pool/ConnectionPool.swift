@@ -1,6 +1,7 @@
 import HeraldCore
 import Logging
 import NIOCore
+import NIOPosix
 import NIOSSL
 import Synchronization
 
@@ -84,8 +85,16 @@ final class ConnectionPool: APNsConnectionDelegate, Sendable {
     /// (queue full, pool closed). The outcome goes to the request's completion.
     func submit(_ request: APNsRequest) {
         let now = NIODeadline.now()
+        let currentLoop = MultiThreadedEventLoopGroup.currentEventLoop
         let effect: Effect? = state.withLock { state in
-            switch state.machine.submit(request, deadline: request.deadline, now: now) {
+            var local: Int? = nil
+            if let currentLoop {
+                for (id, connection) in state.connections where connection.eventLoop === currentLoop {
+                    local = id
+                    break
+                }
+            }
+            switch state.machine.submit(request, deadline: request.deadline, now: now, local: local) {
             case .execute(let request, let id):
                 guard let connection = state.connections[id] else { return .fail([request], .connectionClosed(mayHaveBeenProcessed: false)) }
                 return .execute(request, connection)

@@ -121,9 +121,13 @@ struct ConnectionPoolStateMachine<Request> {
     // MARK: Hot path
 
     /// A new request. It runs on the connection with the most spare streams, or waits.
-    mutating func submit(_ request: Request, deadline: NIODeadline, now: NIODeadline) -> SubmitAction {
+    ///
+    /// `local` is the connection on the caller's own event loop, if any: it gets the request
+    /// when it has at least half the best spare capacity (no thread switch, a shared flush),
+    /// so load still spreads by spare streams.
+    mutating func submit(_ request: Request, deadline: NIODeadline, now: NIODeadline, local: ConnectionID? = nil) -> SubmitAction {
         guard lifecycle == .running else { return .fail(request, .poolClosed) }
-        if let index = bestConnection() {
+        if let index = bestConnection(local: local) {
             connections[index].inFlight += 1
             return .execute(request, connections[index].id)
         }
@@ -293,16 +297,22 @@ struct ConnectionPoolStateMachine<Request> {
         connections.firstIndex { $0.id == id }
     }
 
-    /// The ready connection with the most spare streams.
-    private func bestConnection() -> Int? {
+    /// The ready connection with the most spare streams (or the local one, when it has at
+    /// least half as many).
+    private func bestConnection(local: ConnectionID? = nil) -> Int? {
         var best: Int? = nil
         var bestSpare = 0
+        var localIndex: Int? = nil
         for index in connections.indices {
             let spare = connections[index].spare
             if spare > bestSpare {
                 best = index
                 bestSpare = spare
             }
+            if let local, connections[index].id == local { localIndex = index }
+        }
+        if let localIndex, connections[localIndex].spare > 0, connections[localIndex].spare * 2 >= bestSpare {
+            return localIndex
         }
         return best
     }

@@ -23,14 +23,14 @@ import Synchronization
 /// duplicate the notification. A 403 `ExpiredProviderToken` is handled here: the credential is
 /// told, and the notification is sent once more with a fresh token.
 public final class TenantTransport: Sendable {
-    private struct PoolKey: Hashable {
-        var endpoint: APNsEndpoint
-        var credential: String
-    }
-
+    /// The pools, one per endpoint. A transport has one credential, so this is "per endpoint ×
+    /// credential"; a rotated credential gets a new transport (and new pools). At most two
+    /// endpoints (production, development): a short list beats hashing on every send.
     private struct Pools {
-        var byKey: [PoolKey: ConnectionPool] = [:]
+        var byEndpoint: [(endpoint: APNsEndpoint, pool: ConnectionPool)] = []
         var closed = false
+
+        var all: [ConnectionPool] { byEndpoint.map(\.pool) }
     }
 
     private struct CachedAuthorization {
@@ -47,7 +47,7 @@ public final class TenantTransport: Sendable {
     private let topics: Set<String>
     private let pools = Mutex(Pools())
     private let cachedAuthorization = Mutex<CachedAuthorization?>(nil)
-    private let idGenerator = Mutex(SplitMix64())
+    private let idGenerator = APNsIDGenerator()
     /// How long a fetched authorization header is reused before asking the credential again.
     /// The credential refreshes its token well before the hour, so a short reuse is safe.
     private let authorizationRecheck: TimeAmount = .seconds(30)
@@ -90,7 +90,7 @@ public final class TenantTransport: Sendable {
         }
         let pool = try pool(for: endpoint)
         let deadline = deadline ?? (NIODeadline.now() + configuration.requestTimeout)
-        let apnsID = notification.id ?? idGenerator.withLock { NotificationID.random(using: &$0) }
+        let apnsID = notification.id ?? idGenerator.next()
         let authorization = try await currentAuthorization()
         let response = try await Self.send(notification, apnsID: apnsID, authorization: authorization, deadline: deadline, on: pool)
         guard response.status == 403, response.reason == .expiredProviderToken, let authorization else {
@@ -113,11 +113,17 @@ public final class TenantTransport: Sendable {
         return try await send(notification, environment: environment, deadline: NIODeadline.now() + amount)
     }
 
+    /// One task executor per event loop of the transport's group, for callers that send a lot:
+    /// tasks running on them send through a connection on their own loop when it has room.
+    public func eventLoopExecutors() -> [EventLoopTaskExecutor] {
+        group.makeIterator().map { EventLoopTaskExecutor($0) }
+    }
+
     /// Stops taking sends, lets queued and in-flight notifications finish, then closes every connection.
     public func drain() async {
         let all = pools.withLock { pools in
             pools.closed = true
-            return Array(pools.byKey.values)
+            return pools.all
         }
         await withTaskGroup(of: Void.self) { group in
             for pool in all { group.addTask { await pool.drain() } }
@@ -128,7 +134,7 @@ public final class TenantTransport: Sendable {
     public func close() async {
         let all = pools.withLock { pools in
             pools.closed = true
-            return Array(pools.byKey.values)
+            return pools.all
         }
         await withTaskGroup(of: Void.self) { group in
             for pool in all { group.addTask { await pool.close() } }
@@ -137,7 +143,7 @@ public final class TenantTransport: Sendable {
 
     /// Connections per endpoint and queued requests right now (for diagnostics and tests).
     public var status: [TransportPoolStatus] {
-        let all = pools.withLock { Array($0.byKey.values) }
+        let all = pools.withLock { $0.all }
         return all.map { pool in
             let snapshot = pool.snapshot
             var ready = 0
@@ -161,7 +167,8 @@ public final class TenantTransport: Sendable {
     private static func send(
         _ notification: Notification, apnsID: NotificationID, authorization: String?, deadline: NIODeadline, on pool: ConnectionPool
     ) async throws -> APNsResponse {
-        try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<APNsResponse, any Error>) in
+        // Unsafe (unchecked) continuation: the request is completed exactly once by whoever holds it.
+        try await withUnsafeThrowingContinuation { (continuation: UnsafeContinuation<APNsResponse, any Error>) in
             let request = APNsRequest(
                 notification: notification, apnsID: apnsID, authorization: authorization, deadline: deadline
             ) { result in
@@ -172,14 +179,15 @@ public final class TenantTransport: Sendable {
     }
 
     private func pool(for endpoint: APNsEndpoint) throws -> ConnectionPool {
-        let key = PoolKey(endpoint: endpoint, credential: credentials.identity)
-        return try pools.withLock { pools in
+        try pools.withLock { pools in
             guard !pools.closed else { throw APNsTransportError.poolClosed }
-            if let pool = pools.byKey[key] { return pool }
+            for entry in pools.byEndpoint where entry.endpoint == endpoint { return entry.pool }
+            var logger = logger
+            logger[metadataKey: "herald.credential"] = "\(credentials.identity)"
             let pool = ConnectionPool(
                 endpoint: endpoint, sslContext: sslContext, configuration: configuration.poolConfiguration, group: group,
                 logger: logger)
-            pools.byKey[key] = pool
+            pools.byEndpoint.append((endpoint, pool))
             return pool
         }
     }

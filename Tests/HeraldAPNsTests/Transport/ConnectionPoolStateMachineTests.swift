@@ -76,6 +76,26 @@ struct ConnectionPoolStateMachineTests {
         }
     }
 
+    @Test("the caller's own event loop's connection is preferred while it has at least half the best room")
+    func localConnectionPreferred() {
+        var pool = machine()
+        _ = pool.submit(0, deadline: later, now: t0)
+        _ = pool.submit(1, deadline: later, now: t0)
+        let a = pool.connections[0].id
+        let b = pool.connections[1].id
+        _ = pool.connectionReady(a, maxStreams: 10, now: t0)  // takes 0 and 1: 8 spare
+        _ = pool.connectionReady(b, maxStreams: 10, now: t0)  // 10 spare
+        guard case .execute(2, a) = pool.submit(2, deadline: later, now: t0, local: a) else {
+            Issue.record("8 spare against 10: the local connection should take it")
+            return
+        }
+        for request in 3..<6 { _ = pool.submit(request, deadline: later, now: t0, local: a) }  // a: 4 spare
+        guard case .execute(6, b) = pool.submit(6, deadline: later, now: t0, local: a) else {
+            Issue.record("4 spare against 10: the request should go where the room is")
+            return
+        }
+    }
+
     @Test("a full queue fails at once (backpressure)")
     func queueFull() {
         var pool = machine(connections: 1, maxQueued: 2)

@@ -47,16 +47,18 @@ struct TenantIsolationTests {
     @Test("a saturated, stalled or failing neighbour does not hold up another tenant", arguments: [NeighbourTrouble.stall, .failing])
     func noisyNeighbour(trouble: NeighbourTrouble) async throws {
         try await withSandbox(keys: [.alpha], configure: { configuration in
+            configuration.maxConcurrentStreams = 50  // 2 connections × 50 streams, then a queue of 200, then queueFull
             switch trouble {
-            case .stall: configuration.faults = SandboxFaults(addedLatency: 30)
+            case .stall: configuration.faults = SandboxFaults(addedLatency: 600)
             case .failing: configuration.faults = SandboxFaults(fraction503: 1)
             }
         }) { noisyHarness in
             try await withSandbox(keys: [.beta]) { quietHarness in
                 var noisyPool = PoolConfiguration()
                 noisyPool.maxQueued = 200
-                let noisy = try noisyHarness.transport(for: try noisyHarness.tokenTenant(.alpha, pool: noisyPool))
-                let quiet = try quietHarness.transport(for: try quietHarness.tokenTenant(.beta))
+                // Long deadlines: on a slow machine only the behaviour counts, not the clock.
+                let noisy = try noisyHarness.transport(for: try noisyHarness.tokenTenant(.alpha, pool: noisyPool)) { $0.requestTimeout = .seconds(900) }
+                let quiet = try quietHarness.transport(for: try quietHarness.tokenTenant(.beta)) { $0.requestTimeout = .seconds(600) }
 
                 let noisyNotes = makeNotes(3000, topic: "com.example.alpha")
                 let noisyLoad = Task {
@@ -70,12 +72,16 @@ struct TenantIsolationTests {
                 if trouble == .stall {
                     // Still stalled: the quiet tenant finished while the noisy one's streams hang.
                     #expect(noisy.status.reduce(0) { $0 + $1.inFlight } > 0)
+                    #expect(noisyHarness.sandbox.counters.answered == 0)
                 }
                 await noisy.close()
                 let noisyOutcomes = await noisyLoad.value
                 #expect(noisyOutcomes.count == 3000)
                 if trouble == .failing {
                     #expect(noisyOutcomes.contains { $0.status == 503 })
+                } else {
+                    // Saturated: beyond its streams and queue, the neighbour was refused at once.
+                    #expect(noisyOutcomes.contains { if case .failure(let error) = $0 { return error.isQueueFull } else { return false } })
                 }
                 await quiet.close()
                 quietHarness.expectCleanAudit()

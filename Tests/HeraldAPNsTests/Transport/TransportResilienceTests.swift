@@ -48,9 +48,9 @@ struct TransportResilienceTests {
         try await withSandbox(configure: { $0.maxConcurrentStreams = 50 }) { harness in
             var pool = PoolConfiguration()
             pool.connections = 1
-            let transport = try harness.transport(for: try harness.tokenTenant(.alpha, pool: pool))
+            let transport = try harness.transport(for: try harness.tokenTenant(.alpha, pool: pool)) { $0.requestTimeout = .seconds(600) }
             let notes = makeNotes(300, topic: "com.example.alpha")
-            let outcomes = await sendLoad(notes, through: transport, concurrency: 120)
+            let outcomes = await sendLoad(notes, through: transport, concurrency: 80)
             #expect(outcomes.allSatisfy { $0.status == 200 })
             let result = expectRecordMatches(notes: notes, outcomes: outcomes, record: harness.sandbox.requests)
             #expect(result.answered == 300)
@@ -66,13 +66,13 @@ struct TransportResilienceTests {
 
     @Test("the stream limit drops in the middle of a load; nothing exceeds it, everything completes")
     func limitDropMidLoad() async throws {
-        try await withSandbox(configure: { $0.maxConcurrentStreams = 100 }) { harness in
-            let transport = try harness.transport(for: try harness.tokenTenant(.alpha))
+        try await withSandbox(configure: { $0.maxConcurrentStreams = 30 }) { harness in
+            let transport = try harness.transport(for: try harness.tokenTenant(.alpha)) { $0.requestTimeout = .seconds(600) }
             let notes = makeNotes(2000, topic: "com.example.alpha")
             let sandbox = harness.sandbox
-            let outcomes = await sendLoad(notes, through: transport, concurrency: 150) { completed in
+            let outcomes = await sendLoad(notes, through: transport, concurrency: 80) { completed in
                 if completed == 500 { sandbox.setMaxConcurrentStreams(3) }
-                if completed == 1500 { sandbox.setMaxConcurrentStreams(40) }
+                if completed == 1500 { sandbox.setMaxConcurrentStreams(20) }
             }
             #expect(outcomes.allSatisfy { $0.status == 200 })
             let result = expectRecordMatches(notes: notes, outcomes: outcomes, record: harness.sandbox.requests)
@@ -85,19 +85,22 @@ struct TransportResilienceTests {
     @Test("GOAWAY in the middle of 10,000 notifications: none lost, none delivered twice")
     func goAwayMidLoad() async throws {
         try await withSandbox(configure: { configuration in
-            configuration.maxConcurrentStreams = 100
+            configuration.maxConcurrentStreams = 24
             configuration.faults = SandboxFaults(goawayAfter: 1500)
         }) { harness in
-            let transport = try harness.transport(for: try harness.tokenTenant(.alpha)) { $0.backoff = Backoff(base: .milliseconds(10)) }
+            let transport = try harness.transport(for: try harness.tokenTenant(.alpha)) { configuration in
+                configuration.backoff = Backoff(base: .milliseconds(10))
+                configuration.requestTimeout = .seconds(600)  // slow CI machines: only real failures count
+            }
             let notes = makeNotes(10_000, topic: "com.example.alpha")
             let sandbox = harness.sandbox
-            let outcomes = await sendLoad(notes, through: transport, concurrency: 200) { completed in
+            let outcomes = await sendLoad(notes, through: transport, concurrency: 64) { completed in
                 if completed == 5000 { sandbox.sendGoAwayToAll(reason: .shutdown) }
             }
             let record = harness.sandbox.requests
             let result = expectRecordMatches(notes: notes, outcomes: outcomes, record: record)
             // Every GOAWAY'd stream above last-stream-id was resent on another connection.
-            #expect(result.answered == 10_000)
+            #expect(result.answered == 10_000, "unanswered: \(outcomes.filter { $0.status == nil }.prefix(5))")
             #expect(outcomes.allSatisfy { $0.status == 200 })
             #expect(harness.sandbox.counters.goawaysSent > 1)
             #expect(harness.sandbox.connectionCount > 2)
@@ -109,12 +112,15 @@ struct TransportResilienceTests {
     @Test("an abrupt connection drop: unanswered streams fail as possibly processed, none resent, none twice")
     func abruptDrop() async throws {
         try await withSandbox(configure: { configuration in
-            configuration.maxConcurrentStreams = 100
+            configuration.maxConcurrentStreams = 24
             configuration.faults = SandboxFaults(dropAfter: 700)
         }) { harness in
-            let transport = try harness.transport(for: try harness.tokenTenant(.alpha)) { $0.backoff = Backoff(base: .milliseconds(10)) }
+            let transport = try harness.transport(for: try harness.tokenTenant(.alpha)) { configuration in
+                configuration.backoff = Backoff(base: .milliseconds(10))
+                configuration.requestTimeout = .seconds(600)
+            }
             let notes = makeNotes(3000, topic: "com.example.alpha")
-            let outcomes = await sendLoad(notes, through: transport, concurrency: 150)
+            let outcomes = await sendLoad(notes, through: transport, concurrency: 64)
             let record = harness.sandbox.requests
             let result = expectRecordMatches(notes: notes, outcomes: outcomes, record: record)
             #expect(result.answered + result.unanswered == 3000)
