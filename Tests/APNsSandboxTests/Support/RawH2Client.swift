@@ -64,7 +64,7 @@ final class RawH2Client: Sendable {
         var description: String { "timed out waiting for \(what)" }
     }
 
-    private final class Waiter: Sendable {
+    fileprivate final class Waiter: Sendable {
         let check: @Sendable (State) -> (@Sendable () -> Void)?
         let fail: @Sendable () -> Void
         init(check: @escaping @Sendable (State) -> (@Sendable () -> Void)?, fail: @escaping @Sendable () -> Void) {
@@ -73,19 +73,40 @@ final class RawH2Client: Sendable {
         }
     }
 
-    private struct Shared {
+    fileprivate struct Shared {
         var state = State()
         var waiters: [Int: Waiter] = [:]
         var nextWaiter = 0
     }
 
-    private let shared = Mutex(Shared())
+    /// Made before the connection, so that no frame arrives before there is somewhere to put it.
+    fileprivate final class SharedBox: Sendable {
+        let shared = Mutex(Shared())
+
+        func update(_ body: (inout State) -> Void) {
+            let ready: [@Sendable () -> Void] = self.shared.withLock { shared in
+                body(&shared.state)
+                var ready: [@Sendable () -> Void] = []
+                for (id, waiter) in shared.waiters {
+                    if let resume = waiter.check(shared.state) {
+                        ready.append(resume)
+                        shared.waiters.removeValue(forKey: id)
+                    }
+                }
+                return ready
+            }
+            for resume in ready { resume() }
+        }
+    }
+
+    private let box: SharedBox
     private let encoder = Mutex(HPACKEncoder(allocator: ByteBufferAllocator()))
     private let nextStream = Atomic<UInt32>(1)
     let channel: any Channel
 
-    private init(channel: any Channel) {
+    private init(channel: any Channel, box: SharedBox) {
         self.channel = channel
+        self.box = box
     }
 
     /// Connects over TLS (ALPN `h2`), sends the preface and an open-windows SETTINGS.
@@ -105,31 +126,17 @@ final class RawH2Client: Sendable {
                 try NIOSSLPrivateKey(bytes: Array(clientCertificate.privateKeyPEM.utf8), format: .pem))
         }
         let context = try NIOSSLContext(configuration: tls)
-        let holder = ClientHolder()
+        let box = SharedBox()
         let channel = try await ClientBootstrap(group: MultiThreadedEventLoopGroup.singleton)
             .channelInitializer { channel in
                 channel.eventLoop.makeCompletedFuture {
                     let ssl = try NIOSSLClientHandler(context: context, serverHostname: "localhost")
                     try channel.pipeline.syncOperations.addHandler(ssl)
-                    try channel.pipeline.syncOperations.addHandler(FrameReader(holder: holder))
+                    try channel.pipeline.syncOperations.addHandler(FrameReader(box: box, sendPreface: sendPreface))
                 }
             }
             .connect(host: "127.0.0.1", port: port).get()
-        let client = RawH2Client(channel: channel)
-        holder.client.withLock { $0 = client }
-        if sendPreface {
-            var buffer = channel.allocator.buffer(capacity: 64)
-            buffer.writeString("PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n")
-            // SETTINGS: INITIAL_WINDOW_SIZE = 2^31-1, then open the connection window just as wide.
-            var settings = channel.allocator.buffer(capacity: 6)
-            settings.writeInteger(UInt16(0x4))
-            settings.writeInteger(UInt32(0x7fff_ffff))
-            Self.appendFrame(.settings, flags: 0, stream: 0, payload: settings, to: &buffer)
-            var increment = channel.allocator.buffer(capacity: 4)
-            increment.writeInteger(UInt32(0x7fff_ffff - 65_535))
-            Self.appendFrame(.windowUpdate, flags: 0, stream: 0, payload: increment, to: &buffer)
-            try await channel.writeAndFlush(buffer)
-        }
+        let client = RawH2Client(channel: channel, box: box)
         return client
     }
 
@@ -235,7 +242,7 @@ final class RawH2Client: Sendable {
         _ what: String, timeout: TimeAmount = .seconds(20), _ check: @escaping @Sendable (State) -> T?
     ) async throws -> T {
         try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<T, any Error>) in
-            let immediate: T? = shared.withLock { shared in
+            let immediate: T? = box.shared.withLock { shared in
                 if let value = check(shared.state) { return value }
                 let id = shared.nextWaiter
                 shared.nextWaiter += 1
@@ -255,7 +262,7 @@ final class RawH2Client: Sendable {
     }
 
     private func expire(_ id: Int) {
-        let waiter = shared.withLock { $0.waiters.removeValue(forKey: id) }
+        let waiter = box.shared.withLock { $0.waiters.removeValue(forKey: id) }
         waiter?.fail()
     }
 
@@ -279,26 +286,8 @@ final class RawH2Client: Sendable {
         try await wait("the connection to close") { $0.closed ? true : nil }
     }
 
-    var state: State { shared.withLock { $0.state } }
+    var state: State { box.shared.withLock { $0.state } }
 
-    fileprivate func update(_ body: (inout State) -> Void) {
-        let ready: [@Sendable () -> Void] = shared.withLock { shared in
-            body(&shared.state)
-            var ready: [@Sendable () -> Void] = []
-            for (id, waiter) in shared.waiters {
-                if let resume = waiter.check(shared.state) {
-                    ready.append(resume)
-                    shared.waiters.removeValue(forKey: id)
-                }
-            }
-            return ready
-        }
-        for resume in ready { resume() }
-    }
-}
-
-private final class ClientHolder: Sendable {
-    let client = Mutex<RawH2Client?>(nil)
 }
 
 /// Parses the server's frames, answers SETTINGS and PING, decodes header blocks.
@@ -306,15 +295,35 @@ private final class FrameReader: ChannelInboundHandler {
     typealias InboundIn = ByteBuffer
     typealias OutboundOut = ByteBuffer
 
-    private let holder: ClientHolder
+    private let box: RawH2Client.SharedBox
     private var buffer = ByteBuffer()
     private var decoder = HPACKDecoder(allocator: ByteBufferAllocator())
 
-    init(holder: ClientHolder) {
-        self.holder = holder
+    private let sendPreface: Bool
+
+    init(box: RawH2Client.SharedBox, sendPreface: Bool) {
+        self.box = box
+        self.sendPreface = sendPreface
     }
 
-    private var client: RawH2Client? { holder.client.withLock { $0 } }
+    /// The preface goes first, from the pipeline itself, so no SETTINGS ACK can overtake it
+    /// (TLS holds it until the handshake is done).
+    func channelActive(context: ChannelHandlerContext) {
+        if sendPreface {
+            var buffer = context.channel.allocator.buffer(capacity: 64)
+            buffer.writeString("PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n")
+            // SETTINGS: INITIAL_WINDOW_SIZE = 2^31-1, then open the connection window just as wide.
+            var settings = context.channel.allocator.buffer(capacity: 6)
+            settings.writeInteger(UInt16(0x4))
+            settings.writeInteger(UInt32(0x7fff_ffff))
+            RawH2Client.appendFrame(.settings, flags: 0, stream: 0, payload: settings, to: &buffer)
+            var increment = context.channel.allocator.buffer(capacity: 4)
+            increment.writeInteger(UInt32(0x7fff_ffff - 65_535))
+            RawH2Client.appendFrame(.windowUpdate, flags: 0, stream: 0, payload: increment, to: &buffer)
+            context.writeAndFlush(wrapOutboundOut(buffer), promise: nil)
+        }
+        context.fireChannelActive()
+    }
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
         var incoming = unwrapInboundIn(data)
@@ -336,7 +345,7 @@ private final class FrameReader: ChannelInboundHandler {
     }
 
     private func handle(context: ChannelHandlerContext, type: UInt8, flags: UInt8, stream: UInt32, payload: inout ByteBuffer) {
-        guard let client else { return }
+        let client = box
         switch RawH2Client.FrameType(rawValue: type) {
         case .settings where flags & 0x1 == 0:
             var maxStreams: Int? = nil
@@ -405,7 +414,7 @@ private final class FrameReader: ChannelInboundHandler {
     }
 
     func channelInactive(context: ChannelHandlerContext) {
-        client?.update { $0.closed = true }
+        box.update { $0.closed = true }
         context.fireChannelInactive()
     }
 

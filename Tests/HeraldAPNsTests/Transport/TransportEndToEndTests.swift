@@ -154,10 +154,14 @@ struct TransportEndToEndTests {
 
     @Test("no answer before the deadline: timedOut, marked as possibly processed")
     func requestTimeout() async throws {
-        try await withSandbox(configure: { $0.faults = SandboxFaults(addedLatency: 3) }) { harness in
+        try await withSandbox { harness in
             let transport = try harness.transport(for: try harness.tokenTenant(.alpha))
+            // Open the connection first, so the timed request is surely written before its
+            // deadline even on a loaded machine; then the sandbox stalls its answers.
+            #expect(try await transport.send(Notes.note(topic: "com.example.alpha")).status == 200)
+            harness.sandbox.setFaults(SandboxFaults(addedLatency: 3))
             do {
-                _ = try await transport.send(Notes.note(topic: "com.example.alpha"), deadline: .now() + .milliseconds(300))
+                _ = try await transport.send(Notes.note(topic: "com.example.alpha"), deadline: .now() + .milliseconds(800))
                 Issue.record("expected a timeout")
             } catch let error as APNsTransportError {
                 #expect(error.isTimedOut)
