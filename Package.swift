@@ -215,9 +215,10 @@ let package = Package(
         .testTarget(
             name: "HeraldServerTests",
             dependencies: [
-                "HeraldServer", "Herald", "HeraldStore", "APNsSandbox",
+                "HeraldServer", "Herald", "HeraldStore", "HeraldConfig", "HeraldCore", "APNsSandbox",
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "HummingbirdTesting", package: "hummingbird"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "Yams", package: "Yams"),
             ]

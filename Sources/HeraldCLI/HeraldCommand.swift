@@ -12,6 +12,8 @@ struct HeraldCommand: AsyncParsableCommand {
             BenchCommand.self,
             BenchTenantsCommand.self,
             SandboxCommand.self,
+            ServeCommand.self,
+            APIKeyCommand.self,
         ]
     )
 }

@@ -48,6 +48,12 @@ public struct HeraldServerOptions: Sendable {
     public func bootstrapMetricsSystem() {
         MetricsSystem.bootstrap(PrometheusMetricsFactory(registry: metrics))
     }
+
+    /// Points the `metrics` plugin at ``metrics`` without touching the process-wide
+    /// `MetricsSystem` (for tests and embedding, where bootstrapping is not ours to do).
+    public mutating func reportPluginMetricsToRegistry() {
+        pluginMetricsFactory = PrometheusMetricsFactory(registry: metrics)
+    }
 }
 
 /// Why the server could not start.

@@ -1,0 +1,92 @@
+import ArgumentParser
+import Foundation
+import HeraldConfig
+import HeraldServer
+import Logging
+
+/// `herald serve`: the whole platform in one process (API, tenants, store, job runner, and the
+/// sandbox when `sandbox.enabled`), until SIGTERM or SIGINT.
+struct ServeCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "serve",
+        abstract: "Run Herald: the HTTP API, every tenant, the job runner (and the sandbox when configured).",
+        discussion: """
+            Reads config/herald.yaml (every key optional). On SIGTERM or SIGINT it stops accepting \
+            requests, lets in-flight sends finish, leaves unsent batch items pending in the store, \
+            drains the APNs connections and exits 0. The admin routes need the admin token in the \
+            variable named by api.admin_token_env (HERALD_ADMIN_TOKEN).
+            """)
+
+    @Option(name: .long, help: "Herald's configuration file.")
+    var config: String?
+
+    @Option(name: .long, help: "Listen on this port instead (0 picks a free one; the port is printed).")
+    var port: Int?
+
+    @Option(name: .long, help: "Listen on this address instead.")
+    var host: String?
+
+    @Option(name: .long, help: "Read the tenant files from this directory instead.")
+    var tenants: String?
+
+    @Option(name: .long, help: "Use this database file instead of storage_path.")
+    var storage: String?
+
+    @Flag(name: .long, help: "Do not start the in-process sandbox even if the configuration enables it.")
+    var noSandbox = false
+
+    func run() async throws {
+        var settings: ServerConfiguration
+        do {
+            settings = try ServerConfiguration.load(file: config ?? ServerConfiguration.defaultFile, required: config != nil)
+        } catch {
+            FileHandle.standardError.write(Data("herald serve: \(error)\n".utf8))
+            throw ExitStatus.invalid
+        }
+        if let port { settings.listen.port = port }
+        if let host { settings.listen.host = host }
+        if let tenants { settings.tenantsDirectory = tenants }
+        if let storage { settings.storagePath = storage }
+        if noSandbox { settings.sandbox.enabled = false }
+
+        let level = Logger.Level(rawValue: settings.logLevel.rawValue) ?? .info
+        LoggingSystem.bootstrap { label in
+            var handler = StreamLogHandler.standardError(label: label)
+            handler.logLevel = level
+            return handler
+        }
+        var options = HeraldServerOptions(configuration: settings)
+        options.logger = Logger(label: "herald")
+        options.bootstrapMetricsSystem()
+
+        let server: HeraldServer
+        do {
+            server = try await HeraldServer.start(options)
+        } catch {
+            FileHandle.standardError.write(Data("herald serve: \(error)\n".utf8))
+            throw ExitStatus.invalid
+        }
+        var lines: [String] = []
+        if let sandbox = server.sandbox {
+            lines.append("APNsSandbox listening on https://\(sandbox.host):\(sandbox.port) (config: \(settings.sandbox.configFile))")
+        }
+        lines.append("tenants: \(server.loadedTenants.map(\.rawValue).joined(separator: ", ")) (from \(settings.tenantsDirectory))")
+        for failure in server.loadFailures {
+            lines.append("not loaded: \(failure.message)")
+        }
+        lines.append("store: \(settings.storagePath)")
+        lines.append("admin routes: " + (options.adminToken == nil ? "off (\(settings.api.adminTokenVariable) is not set)" : "on"))
+        Self.say(lines.joined(separator: "\n"))
+
+        try await server.run { host, port in
+            let shown = host.contains(":") ? "[\(host)]" : host
+            Self.say("Herald API listening on http://\(shown):\(port)")
+        }
+        Self.say("herald serve: stopped")
+    }
+
+    /// Writes a line to standard output at once (scripts and tests wait for these lines).
+    static func say(_ text: String) {
+        FileHandle.standardOutput.write(Data((text + "\n").utf8))
+    }
+}

@@ -1,0 +1,146 @@
+import APNsSandbox
+import Foundation
+import HeraldCore
+import HeraldStore
+import Testing
+
+#if canImport(Glibc)
+    import Glibc
+#elseif canImport(Darwin)
+    import Darwin
+#endif
+
+/// The real `herald serve` binary, killed with SIGKILL in the middle of a batch and started
+/// again: the job completes, items with a recorded answer are never sent again, and the only
+/// notifications that reach APNs twice are ones whose answer was not yet recorded at the kill
+/// (at most the tenant's job concurrency), resent with their same apns-id.
+@Suite("Durability: kill -9 and resume")
+struct CrashResumeTests {
+    /// `herald` next to the test bundle (`swift build --build-tests` builds it), or in `.build/debug`.
+    static let heraldBinary: String? = {
+        var candidates: [String] = []
+        if let executable = Bundle.main.executablePath {
+            candidates.append(URL(fileURLWithPath: executable).deletingLastPathComponent().appendingPathComponent("herald").path)
+        }
+        candidates.append(URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent().appendingPathComponent("herald").path)
+        let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
+        candidates.append(root.appendingPathComponent(".build/debug/herald").path)
+        return candidates.first { FileManager.default.isExecutableFile(atPath: $0) }
+    }()
+
+    static let concurrency = 16
+
+    @Test(.enabled(if: heraldBinary != nil, "the herald executable is not built (swift build --product herald)"))
+    func aBatchSurvivesKill9() async throws {
+        let binary = try #require(Self.heraldBinary)
+        let total = 3000
+        let world = try await TestWorld.make(faults: SandboxFaults(addedLatency: 0.004))
+        let acme = world.tenant("acme")
+        try """
+            tenants_dir: tenants
+            storage_path: data/herald.sqlite
+            listen: {host: 127.0.0.1, port: 0}
+            log_level: error
+            jobs: {concurrency_per_tenant: \(Self.concurrency), claim_size: 200}
+
+            """.write(toFile: world.directory + "/config/herald.yaml", atomically: true, encoding: .utf8)
+
+        // First run: accept the batch, let part of it go out, then SIGKILL.
+        var child = try await ChildServer.start(binary: binary, directory: world.directory, run: 1)
+        let client = APIClient(port: child.port)
+        let tokens = (0..<total).map { "\"\(Tokens.make(0x91, $0))\"" }.joined(separator: ",")
+        let accepted = try await client.request(
+            .post, "/v1/notifications/batch", key: acme.apiKey,
+            json: #"{"job_id": "crash", "notification": {"topic": "com.acme.app", "payload": {"aps": {"alert": "x"}}}, "device_tokens": [\#(tokens)]}"#)
+        #expect(accepted.status == 202, "\(accepted.text)")
+        var doneBeforeKill = 0
+        while doneBeforeKill < 400 {
+            let job = try await client.request(.get, "/v1/jobs/crash", key: acme.apiKey)
+            let counts = job.json["counts"] as? [String: Int] ?? [:]
+            doneBeforeKill = (counts["sent"] ?? 0) + (counts["failed"] ?? 0)
+            try await Task.sleep(for: .milliseconds(5))
+        }
+        child.kill9()
+
+        // What the store holds at the moment of the crash.
+        let tenant = try TenantID("acme")
+        let jobID = try JobID("crash")
+        let store = try SQLitePushStore(path: world.storagePath)
+        let atCrash = try await store.items(tenant: tenant, job: jobID, fromIndex: 0, limit: total)
+        #expect(atCrash.count == total, "every item was stored before the 202")
+        let recordedAtCrash = Set(atCrash.filter { $0.state != .pending }.compactMap { $0.notification.id?.rawValue })
+        #expect(recordedAtCrash.count >= doneBeforeKill)
+        #expect(recordedAtCrash.count < total, "the kill came before the job finished")
+        let requestsAtCrash = world.sandbox.requests.count
+
+        // Second run: the runner resumes the job.
+        child = try await ChildServer.start(binary: binary, directory: world.directory, run: 2)
+        let job = try await APIClient(port: child.port).waitForJob("crash", key: acme.apiKey)
+        #expect(child.terminate() == 0, "a graceful shutdown exits 0")
+        #expect((job["counts"] as? [String: Int])?["sent"] == total)
+        #expect(world.sandbox.requests.count > requestsAtCrash)
+
+        let items = try await store.items(tenant: tenant, job: jobID, fromIndex: 0, limit: total)
+        let idOfToken = Dictionary(uniqueKeysWithValues: items.map { ($0.notification.deviceToken.hex, $0.notification.id?.rawValue ?? "") })
+        let answered = Dictionary(grouping: world.sandbox.requests.filter(\.processed), by: \.apnsID)
+        // Every item was answered, under the apns-id stored with it.
+        #expect(Set(answered.keys) == Set(idOfToken.values))
+        #expect(world.sandbox.requests.allSatisfy { idOfToken[$0.deviceToken ?? ""] == $0.apnsID })
+        // Items recorded before the kill were never sent again.
+        for id in recordedAtCrash {
+            #expect(world.sandbox.requests.filter { $0.apnsID == id }.count == 1, "\(id) was sent again")
+        }
+        // The ones sent twice were in flight at the kill: at most the concurrency.
+        let twice = answered.filter { $0.value.count > 1 }
+        #expect(twice.keys.allSatisfy { !recordedAtCrash.contains($0) })
+        #expect(twice.count <= Self.concurrency)
+        await world.close()
+    }
+}
+
+/// `herald serve --config DIR/config/herald.yaml` as a child process; its output goes to a file.
+struct ChildServer {
+    let process: Process
+    let port: Int
+
+    static func start(binary: String, directory: String, run: Int) async throws -> ChildServer {
+        let output = directory + "/serve-\(run).log"
+        _ = FileManager.default.createFile(atPath: output, contents: nil)
+        let handle = try FileHandle(forWritingTo: URL(fileURLWithPath: output))
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: binary)
+        process.arguments = ["serve", "--config", directory + "/config/herald.yaml"]
+        process.currentDirectoryURL = URL(fileURLWithPath: directory)
+        var environment = ProcessInfo.processInfo.environment
+        environment.removeValue(forKey: "HERALD_ADMIN_TOKEN")
+        process.environment = environment
+        process.standardOutput = handle
+        process.standardError = handle
+        try process.run()
+        let deadline = Date().addingTimeInterval(60)
+        while Date() < deadline {
+            let text = (try? String(contentsOfFile: output, encoding: .utf8)) ?? ""
+            if let line = text.split(separator: "\n").first(where: { $0.hasPrefix("Herald API listening on http://127.0.0.1:") }),
+                let port = Int(line.split(separator: ":").last ?? "")
+            {
+                return ChildServer(process: process, port: port)
+            }
+            guard process.isRunning else { throw HarnessError("herald serve exited: \(text)") }
+            try await Task.sleep(for: .milliseconds(20))
+        }
+        process.terminate()
+        throw HarnessError("herald serve did not start listening")
+    }
+
+    func kill9() {
+        kill(process.processIdentifier, SIGKILL)
+        process.waitUntilExit()
+    }
+
+    /// SIGTERM, then waits: returns the exit status.
+    func terminate() -> Int32 {
+        process.terminate()
+        process.waitUntilExit()
+        return process.terminationStatus
+    }
+}
