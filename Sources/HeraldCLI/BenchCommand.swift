@@ -50,8 +50,11 @@ struct BenchCommand: AsyncParsableCommand {
 
     @Option(
         name: .customLong("callers"),
-        help: "Where the sending tasks run: loops (the transport's event loops, sends go to a connection on the same loop) or global (Swift's global executor).")
-    var callers: String = "loops"
+        help: """
+            How notifications are sent: callbacks (the callback API: each completion, on a connection's event loop, sends the next), \
+            loops (async sends from tasks on the transport's event loops) or global (async sends from tasks on Swift's global executor).
+            """)
+    var callers: String = "callbacks"
 
     @Flag(help: "Start an in-process APNsSandbox and point the tenant at it.")
     var sandbox = false
@@ -83,7 +86,7 @@ struct BenchCommand: AsyncParsableCommand {
         if let connections, !(1...64).contains(connections) { throw ValidationError("--connections must be 1…64") }
         guard warmup >= 0 else { throw ValidationError("--warmup must be 0 or more") }
         guard ["stall", "503"].contains(noisyMode) else { throw ValidationError("--noisy-mode must be stall or 503") }
-        guard ["loops", "global"].contains(callers) else { throw ValidationError("--callers must be loops or global") }
+        guard ["callbacks", "loops", "global"].contains(callers) else { throw ValidationError("--callers must be callbacks, loops or global") }
     }
 
     func run() async throws {
@@ -118,7 +121,7 @@ struct BenchCommand: AsyncParsableCommand {
         let endpoint = tenantConfiguration.endpoints.endpoint(for: environment ?? tenantConfiguration.endpoints.defaultEnvironment)
         let header =
             "herald bench: tenant \(tenantConfiguration.id) → \(endpoint?.url ?? "-")\(sandbox || noisyNeighbor ? " (in-process sandbox)" : "")"
-            + ", connections \(tenantConfiguration.pool.connections), concurrency \(concurrency), payload \(payloadBytes) B, callers on \(callers == "loops" ? "event loops" : "the global executor")"
+            + ", connections \(tenantConfiguration.pool.connections), concurrency \(concurrency), payload \(payloadBytes) B, sent by \(callers == "callbacks" ? "callbacks" : callers == "loops" ? "async tasks on the event loops" : "async tasks on the global executor")"
 
         do {
             if noisyNeighbor {
@@ -139,11 +142,11 @@ struct BenchCommand: AsyncParsableCommand {
         let transport = try makeTransport(tenantConfiguration)
         let workload = BenchWorkload(count: count, topic: topic, payloadBytes: payloadBytes)
         if warmup > 0 {
-            _ = await BenchLoad.run(
+            _ = await load(
                 BenchWorkload(count: warmup, topic: topic, payloadBytes: payloadBytes), through: transport, environment: environment,
-                concurrency: min(concurrency, warmup), onEventLoops: callers == "loops")
+                concurrency: min(concurrency, warmup))
         }
-        let figures = await BenchLoad.run(workload, through: transport, environment: environment, concurrency: concurrency, onEventLoops: callers == "loops")
+        let figures = await load(workload, through: transport, environment: environment, concurrency: concurrency)
         await transport.close()
         let rss = ProcessUsage.now().peakRSSBytes
 
@@ -194,11 +197,11 @@ struct BenchCommand: AsyncParsableCommand {
         let quiet = try makeTransport(quietTenant)
         let workload = BenchWorkload(count: count, topic: topic, payloadBytes: payloadBytes)
         if warmup > 0 {
-            _ = await BenchLoad.run(
+            _ = await load(
                 BenchWorkload(count: warmup, topic: topic, payloadBytes: payloadBytes), through: quiet, environment: environment,
-                concurrency: min(concurrency, warmup), onEventLoops: callers == "loops")
+                concurrency: min(concurrency, warmup))
         }
-        let solo = await BenchLoad.run(workload, through: quiet, environment: environment, concurrency: concurrency, onEventLoops: callers == "loops")
+        let solo = await load(workload, through: quiet, environment: environment, concurrency: concurrency)
 
         // The neighbour: as many sends as it can, each retried a moment after a queueFull.
         let noisy = try makeTransport(noisyTenant)
@@ -233,7 +236,7 @@ struct BenchCommand: AsyncParsableCommand {
             try await Task.sleep(for: .milliseconds(10))
         }
         let noisyStatus = noisy.status
-        let withNeighbour = await BenchLoad.run(workload, through: quiet, environment: environment, concurrency: concurrency, onEventLoops: callers == "loops")
+        let withNeighbour = await load(workload, through: quiet, environment: environment, concurrency: concurrency)
         flag.stop.store(true, ordering: .relaxed)
         await noisy.close()
         await noisyLoad.value
@@ -277,6 +280,16 @@ struct BenchCommand: AsyncParsableCommand {
     }
 
     // MARK: Helpers
+
+    private func load(
+        _ workload: BenchWorkload, through transport: TenantTransport, environment: APNsEnvironment?, concurrency: Int
+    ) async -> BenchFigures {
+        if callers == "callbacks" {
+            return await BenchCallbackLoad.run(workload, through: transport, environment: environment, concurrency: concurrency)
+        }
+        return await BenchLoad.run(
+            workload, through: transport, environment: environment, concurrency: concurrency, onEventLoops: callers == "loops")
+    }
 
     private func makeTransport(_ tenant: TenantConfiguration) throws -> TenantTransport {
         var logger = Logger(label: "herald.bench")

@@ -166,6 +166,90 @@ enum BenchLoad {
     }
 }
 
+/// Runs a workload with the callback API: `concurrency` notifications in flight, each
+/// completion (on a connection's event loop) records its latency and sends the next one.
+enum BenchCallbackLoad {
+    private final class Driver: Sendable {
+        struct Tally: Sendable {
+            var latency = Histogram<UInt64>(highestTrackableValue: 600_000_000, numberOfSignificantValueDigits: .three)
+            var succeeded = 0
+            var failed: [String: Int] = [:]
+            var finished: CheckedContinuation<Void, Never>?
+        }
+
+        let notes: [HeraldCore.Notification]
+        let transport: TenantTransport
+        let environment: APNsEnvironment?
+        let next = Atomic<Int>(0)
+        let done = Atomic<Int>(0)
+        let tally = Mutex(Tally())
+
+        init(notes: [HeraldCore.Notification], transport: TenantTransport, environment: APNsEnvironment?) {
+            self.notes = notes
+            self.transport = transport
+            self.environment = environment
+        }
+
+        func sendNext() {
+            let index = next.add(1, ordering: .relaxed).oldValue
+            guard index < notes.count else { return }
+            let began = ContinuousClock.now
+            transport.send(notes[index], environment: environment) { result in
+                let elapsed = began.duration(to: .now)
+                let micros = elapsed.components.seconds * 1_000_000 + elapsed.components.attoseconds / 1_000_000_000_000
+                self.tally.withLock { tally in
+                    _ = tally.latency.record(UInt64(max(1, micros)))
+                    switch result {
+                    case .success(let response) where response.status == 200:
+                        tally.succeeded += 1
+                    case .success(let response):
+                        tally.failed["\(response.status) \(response.reason?.wireValue ?? "-")", default: 0] += 1
+                    case .failure(let error):
+                        tally.failed[error.metricLabel, default: 0] += 1
+                    }
+                }
+                if case .failure = result {
+                    // A failure may come back synchronously: do not recurse.
+                    Task { self.sendNext() }
+                } else {
+                    self.sendNext()
+                }
+                if self.done.add(1, ordering: .acquiringAndReleasing).newValue == self.notes.count {
+                    let finished = self.tally.withLock { tally in
+                        defer { tally.finished = nil }
+                        return tally.finished
+                    }
+                    finished?.resume()
+                }
+            }
+        }
+    }
+
+    static func run(
+        _ workload: BenchWorkload, through transport: TenantTransport, environment: APNsEnvironment?, concurrency: Int
+    ) async -> BenchFigures {
+        let driver = Driver(notes: workload.notes, transport: transport, environment: environment)
+        let cpuBefore = ProcessUsage.now()
+        let start = ContinuousClock.now
+        await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+            driver.tally.withLock { $0.finished = continuation }
+            for _ in 0..<max(1, min(concurrency, workload.notes.count)) { driver.sendNext() }
+        }
+        let wall = start.duration(to: .now)
+        let cpuAfter = ProcessUsage.now()
+        var figures = BenchFigures()
+        figures.wallSeconds = Double(wall.components.seconds) + Double(wall.components.attoseconds) / 1e18
+        figures.cpuSeconds = cpuAfter.cpuSeconds - cpuBefore.cpuSeconds
+        driver.tally.withLock { tally in
+            figures.latency = tally.latency
+            figures.succeeded = tally.succeeded
+            figures.failed = tally.failed
+        }
+        figures.sent = workload.notes.count
+        return figures
+    }
+}
+
 /// CPU time and peak memory of this process (getrusage).
 struct ProcessUsage {
     var cpuSeconds: Double

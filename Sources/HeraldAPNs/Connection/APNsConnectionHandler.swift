@@ -91,6 +91,9 @@ final class APNsConnectionHandler: ChannelInboundHandler {
     }
 
     func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
+        if let window = event as? NIOHTTP2WindowUpdatedEvent, window.streamID == .rootStream {
+            replenishConnectionWindow(context: context, inboundWindowSize: window.inboundWindowSize)
+        }
         if let tlsEvent = event as? TLSUserEvent, case .handshakeCompleted(let negotiated) = tlsEvent {
             if negotiated != "h2" {
                 lastError = APNsTransportError.protocolError("the server did not negotiate HTTP/2 (ALPN h2)", mayHaveBeenProcessed: false)
@@ -189,6 +192,20 @@ final class APNsConnectionHandler: ChannelInboundHandler {
             context.flush()
         }
         context.fireChannelReadComplete()
+    }
+
+    /// The connection-level receive window (RFC 9113 6.9.2: 65,535 until WINDOW_UPDATE; SETTINGS
+    /// do not change it). `NIOHTTP2Handler` leaves replenishing it to whoever reads the DATA (its
+    /// stream multiplexer does, and this handler works on frames without one): without a
+    /// WINDOW_UPDATE the server stops sending after 64 KiB of answer bodies in total.
+    static let connectionWindowTarget = 65_535
+
+    /// Tops the connection window back up to its target once it is half used.
+    private func replenishConnectionWindow(context: ChannelHandlerContext, inboundWindowSize: Int?) {
+        guard let size = inboundWindowSize, size <= Self.connectionWindowTarget / 2 else { return }
+        let increment = Self.connectionWindowTarget - size
+        context.write(wrapOutboundOut(HTTP2Frame(streamID: .rootStream, payload: .windowUpdate(windowSizeIncrement: increment))), promise: nil)
+        if readInProgress { needsFlush = true } else { context.flush() }
     }
 
     // MARK: Requests

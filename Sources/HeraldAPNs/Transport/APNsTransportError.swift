@@ -26,6 +26,7 @@ public struct APNsTransportError: Error, Sendable, CustomStringConvertible {
         case noEndpoint
         case topicNotAllowed
         case invalidConfiguration
+        case invalidRequest
         case protocolError
     }
 
@@ -85,6 +86,12 @@ public struct APNsTransportError: Error, Sendable, CustomStringConvertible {
         APNsTransportError(.invalidConfiguration, mayHaveBeenProcessed: false, detail: detail, underlying: underlying)
     }
 
+    /// A header value cannot go into an HTTP/2 request (control characters, surrounding
+    /// whitespace). Nothing was sent.
+    public static func invalidRequest(field: String, _ detail: String) -> APNsTransportError {
+        APNsTransportError(.invalidRequest, mayHaveBeenProcessed: false, detail: "\(field): \(detail)")
+    }
+
     /// The server broke the HTTP/2 or APNs protocol for this request.
     public static func protocolError(_ detail: String, mayHaveBeenProcessed: Bool) -> APNsTransportError {
         APNsTransportError(.protocolError, mayHaveBeenProcessed: mayHaveBeenProcessed, detail: detail)
@@ -110,4 +117,5 @@ public struct APNsTransportError: Error, Sendable, CustomStringConvertible {
     public var isConnectionFailed: Bool { code == .connectionFailed }
     public var isConnectionClosed: Bool { code == .connectionClosed }
     public var isTopicNotAllowed: Bool { code == .topicNotAllowed }
+    public var isInvalidRequest: Bool { code == .invalidRequest }
 }

@@ -81,27 +81,110 @@ public final class TenantTransport: Sendable {
     ///   - deadline: when to give up (queue time included); `nil` uses the request timeout.
     /// - Throws: ``APNsTransportError`` when there is no answer.
     public func send(_ notification: Notification, environment: APNsEnvironment? = nil, deadline: NIODeadline? = nil) async throws -> APNsResponse {
+        // Unsafe (unchecked) continuation: the completion runs exactly once (see `send(…completion:)`).
+        try await withUnsafeThrowingContinuation { (continuation: UnsafeContinuation<APNsResponse, any Error>) in
+            send(notification, environment: environment, deadline: deadline) { result in
+                continuation.resume(with: result)
+            }
+        }
+    }
+
+    /// The outcome of one send: APNs' answer, or why there is none.
+    public typealias Completion = @Sendable (Result<APNsResponse, APNsTransportError>) -> Void
+
+    /// Sends one notification and calls `completion` exactly once with APNs' answer or the
+    /// error. For callers that keep many notifications in flight without a task each (the
+    /// completion runs on a connection's event loop: keep it short, and sending the next
+    /// notification from it is cheap). Same rules as the `async` form, including the single
+    /// resend after 403 ExpiredProviderToken.
+    public func send(
+        _ notification: Notification, environment: APNsEnvironment? = nil, deadline: NIODeadline? = nil,
+        completion: @escaping Completion
+    ) {
+        let prepared: Prepared
+        do {
+            prepared = try prepare(notification, environment: environment, deadline: deadline)
+        } catch let error as APNsTransportError {
+            completion(.failure(error))
+            return
+        } catch {
+            completion(.failure(.invalidConfiguration("\(error)")))
+            return
+        }
+        if let authorization = freshCachedAuthorization() {
+            submit(prepared, authorization: authorization, mayRetryExpired: true, completion: completion)
+            return
+        }
+        Task {
+            do {
+                let authorization = try await self.currentAuthorization()
+                self.submit(prepared, authorization: authorization, mayRetryExpired: true, completion: completion)
+            } catch let error as APNsTransportError {
+                completion(.failure(error))
+            } catch {
+                completion(.failure(.invalidConfiguration("\(error)")))
+            }
+        }
+    }
+
+    /// A checked notification on its way to one pool.
+    private struct Prepared: Sendable {
+        var notification: Notification
+        var apnsID: NotificationID
+        var deadline: NIODeadline
+        var pool: ConnectionPool
+    }
+
+    private func prepare(_ notification: Notification, environment: APNsEnvironment?, deadline: NIODeadline?) throws -> Prepared {
         let environment = environment ?? tenant.endpoints.defaultEnvironment
         guard let endpoint = tenant.endpoints.endpoint(for: environment) else {
             throw APNsTransportError.noEndpoint(environment)
         }
-        if let topic = notification.topic, !topics.contains(topic) {
-            throw APNsTransportError.topicNotAllowed(topic)
+        if let topic = notification.topic {
+            guard topics.contains(topic) else { throw APNsTransportError.topicNotAllowed(topic) }
+            try Self.checkFieldValue(topic, field: "topic")
         }
-        let pool = try pool(for: endpoint)
-        let deadline = deadline ?? (NIODeadline.now() + configuration.requestTimeout)
-        let apnsID = notification.id ?? idGenerator.next()
-        let authorization = try await currentAuthorization()
-        let response = try await Self.send(notification, apnsID: apnsID, authorization: authorization, deadline: deadline, on: pool)
-        guard response.status == 403, response.reason == .expiredProviderToken, let authorization else {
-            return response
+        if let collapseID = notification.collapseID {
+            try Self.checkFieldValue(collapseID, field: "collapse_id")
         }
-        // The token expired under us: get a fresh one and resend once (APNs did not accept it).
-        logger.info("APNs rejected the provider token as expired; resending with a fresh one", metadata: ["herald.apns-id": "\(apnsID)"])
-        await credentials.tokenRejectedAsExpired(authorization)
-        cachedAuthorization.withLock { $0 = nil }
-        let fresh = try await currentAuthorization()
-        return try await Self.send(notification, apnsID: apnsID, authorization: fresh, deadline: deadline, on: pool)
+        return Prepared(
+            notification: notification, apnsID: notification.id ?? idGenerator.next(),
+            deadline: deadline ?? (NIODeadline.now() + configuration.requestTimeout), pool: try pool(for: endpoint))
+    }
+
+    private func submit(_ prepared: Prepared, authorization: String?, mayRetryExpired: Bool, completion: @escaping Completion) {
+        let request = APNsRequest(
+            notification: prepared.notification, apnsID: prepared.apnsID, authorization: authorization, deadline: prepared.deadline
+        ) { result in
+            if mayRetryExpired, let authorization, case .success(let response) = result, response.status == 403,
+                response.reason == .expiredProviderToken
+            {
+                self.resendWithFreshToken(prepared, rejected: authorization, completion: completion)
+                return
+            }
+            completion(result)
+        }
+        prepared.pool.submit(request)
+    }
+
+    /// The token expired under us: tell the credential, get a fresh token and resend once
+    /// (APNs did not accept the first attempt, so this cannot duplicate it).
+    private func resendWithFreshToken(_ prepared: Prepared, rejected: String, completion: @escaping Completion) {
+        logger.info(
+            "APNs rejected the provider token as expired; resending with a fresh one",
+            metadata: ["herald.apns-id": "\(prepared.apnsID)"])
+        Task {
+            await self.credentials.tokenRejectedAsExpired(rejected)
+            self.cachedAuthorization.withLock { $0 = nil }
+            do {
+                let fresh = try await self.currentAuthorization()
+                self.submit(prepared, authorization: fresh, mayRetryExpired: false, completion: completion)
+            } catch let error as APNsTransportError {
+                completion(.failure(error))
+            } catch {
+                completion(.failure(.invalidConfiguration("\(error)")))
+            }
+        }
     }
 
     /// ``send(_:environment:deadline:)`` with a `ContinuousClock` deadline.
@@ -164,17 +247,18 @@ public final class TenantTransport: Sendable {
 
     // MARK: Internals
 
-    private static func send(
-        _ notification: Notification, apnsID: NotificationID, authorization: String?, deadline: NIODeadline, on pool: ConnectionPool
-    ) async throws -> APNsResponse {
-        // Unsafe (unchecked) continuation: the request is completed exactly once by whoever holds it.
-        try await withUnsafeThrowingContinuation { (continuation: UnsafeContinuation<APNsResponse, any Error>) in
-            let request = APNsRequest(
-                notification: notification, apnsID: apnsID, authorization: authorization, deadline: deadline
-            ) { result in
-                continuation.resume(with: result)
-            }
-            pool.submit(request)
+    /// The values a caller chooses must be valid HTTP/2 field values (RFC 9113 8.2.1): no
+    /// control characters, no whitespace at either end. The connections do not re-validate
+    /// every header block (the rest is built here and known to be valid), so this is the check.
+    static func checkFieldValue(_ value: String, field: String) throws(APNsTransportError) {
+        let bytes = value.utf8
+        if let first = bytes.first, let last = bytes.last,
+            first == UInt8(ascii: " ") || first == UInt8(ascii: "\t") || last == UInt8(ascii: " ") || last == UInt8(ascii: "\t")
+        {
+            throw .invalidRequest(field: field, "must not start or end with whitespace")
+        }
+        for byte in bytes where (byte < 0x20 && byte != UInt8(ascii: "\t")) || byte == 0x7F {
+            throw .invalidRequest(field: field, "must not contain control characters")
         }
     }
 
@@ -192,16 +276,21 @@ public final class TenantTransport: Sendable {
         }
     }
 
-    private func currentAuthorization() async throws -> String? {
-        guard credentials.kind == .token else { return nil }
+    /// The authorization header to send now, when known without asking the credential:
+    /// `.some(nil)` for certificates, `.some(value)` when cached and fresh, `nil` otherwise.
+    private func freshCachedAuthorization() -> String?? {
+        guard credentials.kind == .token else { return .some(nil) }
         let now = NIODeadline.now()
         let recheck = authorizationRecheck
-        if let cached = cachedAuthorization.withLock({ cached -> String?? in
+        return cachedAuthorization.withLock { cached -> String?? in
             guard let cached, now - cached.fetchedAt < recheck else { return nil }
             return .some(cached.value)
-        }) {
-            return cached
         }
+    }
+
+    private func currentAuthorization() async throws -> String? {
+        if let cached = freshCachedAuthorization() { return cached }
+        let now = NIODeadline.now()
         let value: String?
         do {
             value = try await credentials.authorization()

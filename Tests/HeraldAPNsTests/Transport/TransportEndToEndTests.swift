@@ -268,4 +268,41 @@ struct TransportEndToEndTests {
             await transport.close()
         }
     }
+
+    /// Error answers carry a JSON body; 2,500 of them are about 70 KB of DATA on one
+    /// connection, more than the 65,535-byte connection window the client starts with. The
+    /// client must keep the window open (WINDOW_UPDATE on stream 0) or the server stops
+    /// sending answers and every later notification waits for its deadline.
+    @Test("answer bodies beyond 64 KiB on one connection keep flowing (connection WINDOW_UPDATE)")
+    func connectionWindowIsReplenished() async throws {
+        try await withSandbox { harness in
+            var pool = PoolConfiguration()
+            pool.connections = 1
+            pool.requestTimeout = 20
+            // The key may not push to this topic: every answer is 400 with a {"reason":…} body.
+            let tenant = try harness.tokenTenant(.alpha, topics: ["com.example.alpha", "com.example.notforkey"], pool: pool)
+            let transport = try harness.transport(for: tenant)
+            let total = 2_500
+            let reasons = try await withThrowingTaskGroup(of: APNsReason?.self) { group in
+                var next = 0
+                var reasons: [APNsReason?] = []
+                while next < min(64, total) {
+                    group.addTask { try await transport.send(Notes.note(topic: "com.example.notforkey")).reason }
+                    next += 1
+                }
+                while let reason = try await group.next() {
+                    reasons.append(reason)
+                    if next < total {
+                        group.addTask { try await transport.send(Notes.note(topic: "com.example.notforkey")).reason }
+                        next += 1
+                    }
+                }
+                return reasons
+            }
+            #expect(reasons.count == total)
+            #expect(reasons.allSatisfy { $0 == .topicDisallowed })
+            #expect(harness.sandbox.connectionCount == 1)
+            await transport.close()
+        }
+    }
 }
