@@ -26,6 +26,24 @@ struct DirectoryFingerprint: Sendable, Hashable {
         return DirectoryFingerprint(files: files)
     }
 
+    /// This fingerprint for the files `take(directory:extraFiles:)` would look at now: stamps
+    /// already taken are kept (a change since then still shows), extra files not seen yet (a CA
+    /// outside the directory that a reloaded tenant now reads) are stamped now, files no longer
+    /// looked at are dropped. New files in the directory stay unstamped, so they still show.
+    func covering(directory: String, extraFiles: [String]) -> DirectoryFingerprint {
+        var inDirectory = Set<String>()
+        Self.collect(directory, depth: 0, into: &inDirectory)
+        var files: [String: Stamp] = [:]
+        for path in inDirectory.union(extraFiles) {
+            if let known = self.files[path] {
+                files[path] = known
+            } else if !inDirectory.contains(path), let stamp = Self.stamp(path) {
+                files[path] = stamp
+            }
+        }
+        return DirectoryFingerprint(files: files)
+    }
+
     /// The files a tenant's configuration was read from besides its YAML: key, certificate,
     /// PKCS#12 bundle and CA file.
     static func referencedFiles(of tenant: TenantConfiguration) -> [String] {
@@ -53,7 +71,7 @@ struct DirectoryFingerprint: Sendable, Hashable {
         return paths.filter { !$0.hasPrefix("env ") }
     }
 
-    private static func collect(_ directory: String, depth: Int, into paths: inout Set<String>) {
+    static func collect(_ directory: String, depth: Int, into paths: inout Set<String>) {
         guard let names = try? FileManager.default.contentsOfDirectory(atPath: directory) else { return }
         let prefix = directory.hasSuffix("/") ? directory : directory + "/"
         for name in names where !name.hasPrefix(".") {
@@ -69,7 +87,7 @@ struct DirectoryFingerprint: Sendable, Hashable {
     }
 
     /// Follows symbolic links (mounted secrets are often links to a hidden directory).
-    private static func stamp(_ path: String) -> Stamp? {
+    static func stamp(_ path: String) -> Stamp? {
         let resolved = URL(fileURLWithPath: path).resolvingSymlinksInPath().path
         guard let attributes = try? FileManager.default.attributesOfItem(atPath: resolved),
             (attributes[.type] as? FileAttributeType) == .typeRegular,

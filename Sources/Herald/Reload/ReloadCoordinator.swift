@@ -134,7 +134,9 @@ public final class ReloadCoordinator: Sendable {
             let fingerprint = currentFingerprint()
             let load = try loadDirectory()
             let report = try await apply(load, scope: .all, revoke: revoke, trigger: trigger)
-            state.withLock { $0.fingerprint = fingerprint }
+            // Cover the files the tenants read now (a new CA outside the directory, say), as the watcher will.
+            let settled = fingerprint.covering(directory: configuration.tenantsDirectory, extraFiles: runningReferences())
+            state.withLock { $0.fingerprint = settled }
             return report
         }
     }
@@ -232,39 +234,40 @@ public final class ReloadCoordinator: Sendable {
             return !failedFiles.contains(file)
         }
 
-        // 2. Swap: each tenant atomically; sends that look a tenant up from now on get its new runtime.
-        var retiring: [(runtime: TenantRuntime, revoke: Bool)] = []
-        for swap in swaps {
-            let id = swap.runtime.id
-            if let old = router.exchange(swap.runtime) {
-                retiring.append((old, swap.revokePrevious))
-                report.reloaded.append(id)
-                if swap.revokePrevious { report.revoked.append(id) }
-            } else {
-                report.added.append(id)
-            }
-        }
-        for id in removals {
-            if let old = router.detach(tenant: id) {
-                retiring.append((old, false))
-                report.removed.append(id)
-            }
-        }
-
-        // 3. Record, count, log, and tell the observers (the API key index follows the swap).
-        let observers = record(report, scope: scope, swaps: swaps, at: now)
-        countAndLog(report)
-        for observer in observers { observer(report) }
-
-        // 4. Retire the old runtimes together: drain (or, revoked, cut) and close.
-        await withTaskGroup(of: Void.self) { group in
-            for (runtime, revoke) in retiring {
-                group.addTask {
-                    if revoke { await runtime.revoke() } else { await runtime.shutdown() }
+        // 2. Swap each tenant atomically (sends that look it up from now on get its new runtime)
+        //    and retire its old runtime at once: drain, or, revoked, cut its connections now.
+        //    Then record, count, log and tell the observers (the API key index follows the swap)
+        //    while the old runtimes finish.
+        let finalReport = await withTaskGroup(of: Void.self, returning: ReloadReport.self) { group in
+            var report = report
+            for swap in swaps {
+                let id = swap.runtime.id
+                if let old = router.exchange(swap.runtime) {
+                    if swap.revokePrevious {
+                        // Here, not in a child task: the connections are cut now, not when a thread is free.
+                        await old.revoke()
+                        report.revoked.append(id)
+                    } else {
+                        group.addTask { await old.shutdown() }
+                    }
+                    report.reloaded.append(id)
+                } else {
+                    report.added.append(id)
                 }
             }
+            for id in removals {
+                if let old = router.detach(tenant: id) {
+                    group.addTask { await old.shutdown() }
+                    report.removed.append(id)
+                }
+            }
+            let observers = record(report, scope: scope, swaps: swaps, at: now)
+            countAndLog(report)
+            for observer in observers { observer(report) }
+            await group.waitForAll()
+            return report
         }
-        return report
+        return finalReport
     }
 
     /// Updates the tenants' reload states and the failure list; returns the observers to call.
@@ -382,9 +385,11 @@ public final class ReloadCoordinator: Sendable {
 
     /// What the directory and the running tenants' key, certificate and CA files look like now.
     func currentFingerprint() -> DirectoryFingerprint {
-        let referenced = router.tenantIDs.compactMap { router.runtime(for: $0)?.configuration }.flatMap(
-            DirectoryFingerprint.referencedFiles)
-        return DirectoryFingerprint.take(directory: configuration.tenantsDirectory, extraFiles: referenced)
+        DirectoryFingerprint.take(directory: configuration.tenantsDirectory, extraFiles: runningReferences())
+    }
+
+    private func runningReferences() -> [String] {
+        router.tenantIDs.compactMap { router.runtime(for: $0)?.configuration }.flatMap(DirectoryFingerprint.referencedFiles)
     }
 
     /// The fingerprint taken at the start of the last full reload.

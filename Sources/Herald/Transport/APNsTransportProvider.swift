@@ -123,30 +123,41 @@ final class LazyAPNsTransport: PushTransport {
     }
 }
 
-/// Credential providers by tenant and credential identity, the last few per tenant.
+/// Credential providers by credential identity, remembered for the last few credentials of
+/// each tenant.
 ///
-/// A provider is reused when a reloaded tenant has the same credential (same key ID and key, or
-/// the same certificate), also after switching back to a key used shortly before, so that its
-/// cached token stays in use: APNs refuses a key's new token within 20 minutes of the last one.
+/// A provider is reused whenever a tenant is (re)loaded with a credential already in use: after a
+/// reload that kept the key or certificate, after switching back to a key used shortly before,
+/// and when several tenants are configured with the same key. Its cached token then stays in use:
+/// APNs refuses a key's new token within 20 minutes of the last one, whichever connection or
+/// tenant carries it.
 final class CredentialProviderCache: Sendable {
-    /// Providers kept per tenant (older ones are dropped; rotations are rare).
+    /// Credentials remembered per tenant (older ones are forgotten; rotations are rare).
     static let perTenant = 4
-    private let entries = Mutex<[TenantID: [any CredentialProvider]]>([:])
 
-    /// The cached provider with `made`'s identity, or `made` (then cached).
+    private struct State {
+        var providers: [String: any CredentialProvider] = [:]
+        /// Per tenant, the identities it used, oldest first.
+        var recent: [TenantID: [String]] = [:]
+    }
+
+    private let state = Mutex(State())
+
+    /// The provider already in use for `made`'s credential, or `made` (then remembered).
     func provider(for tenant: TenantID, _ made: any CredentialProvider) -> any CredentialProvider {
-        entries.withLock { entries in
-            var list = entries[tenant, default: []]
-            if let index = list.firstIndex(where: { $0.identity == made.identity }) {
-                let cached = list.remove(at: index)
-                list.append(cached)
-                entries[tenant] = list
-                return cached
+        let identity = made.identity
+        return state.withLock { state in
+            let provider = state.providers[identity] ?? made
+            state.providers[identity] = provider
+            var recent = state.recent[tenant, default: []].filter { $0 != identity }
+            recent.append(identity)
+            let dropped = recent.count > Self.perTenant ? Array(recent.prefix(recent.count - Self.perTenant)) : []
+            recent.removeFirst(dropped.count)
+            state.recent[tenant] = recent
+            for old in dropped where !state.recent.values.contains(where: { $0.contains(old) }) {
+                state.providers[old] = nil
             }
-            list.append(made)
-            if list.count > Self.perTenant { list.removeFirst(list.count - Self.perTenant) }
-            entries[tenant] = list
-            return made
+            return provider
         }
     }
 }

@@ -71,114 +71,166 @@ extension APIContext {
                     .object([("message", .string(message)), ("at", .optional(health?.lastErrorAt))])
                 } ?? .null
             ),
+            ("reload", reloadJSON(tenant.id)),
+        ])
+    }
+
+    /// The tenant's reload state: when its runtime was installed, and the last reload's error
+    /// (the tenant keeps running on the configuration it had).
+    private func reloadJSON(_ tenant: TenantID) -> JSONValue {
+        guard let status = reloader.status(of: tenant) else { return .null }
+        return .object([
+            ("loaded_at", .optional(status.loadedAt)),
+            ("last_reload_at", .optional(status.lastReloadAt)),
+            ("swaps", .count(status.swaps)),
+            (
+                "last_error",
+                status.lastError.map { message in
+                    .object([
+                        ("message", .string(message)), ("at", .optional(status.lastErrorAt)),
+                        ("consecutive_failures", .count(status.consecutiveFailures)),
+                    ])
+                } ?? .null
+            ),
         ])
     }
 
     // MARK: POST /admin/reload
 
-    /// Reads the tenants directory again: new and changed tenants get a new runtime (the old one
-    /// drains), removed files remove their tenant, unchanged tenants keep theirs. A file that
-    /// fails keeps the tenant's current runtime and is reported.
-    func adminReloadAll() async throws -> Response {
-        try await reloads.withLock {
-            let load: TenantDirectoryLoad
-            do {
-                load = try TenantLoader(environment: router.configuration.environment).loadDirectory(settings.tenantsDirectory)
-            } catch {
-                throw APIError(status: .unprocessableContent, code: "reload_failed", message: "\(error)")
-            }
-            var loaded: [String] = []
-            var unchanged: [String] = []
-            var failures = load.failures.map {
-                TenantFailure(file: $0.file, tenant: $0.tenantID, message: $0.description)
-            }
-            for tenant in load.tenants {
-                if let current = router.runtime(for: tenant.id), current.configuration == tenant {
-                    unchanged.append(tenant.id.rawValue)
-                    continue
-                }
-                do {
-                    try await router.replace(tenant: tenant)
-                    loaded.append(tenant.id.rawValue)
-                } catch {
-                    failures.append(TenantFailure(file: tenant.sourceFile, tenant: tenant.id, message: "\(error)"))
-                }
-            }
-            // Tenants whose file is gone (not merely broken) are removed.
-            let present = Set(load.tenants.map(\.id)).union(load.failures.compactMap(\.tenantID))
-            let failedFiles = Set(load.failures.map(\.file))
-            var removed: [String] = []
-            for id in router.tenantIDs where !present.contains(id) {
-                if let file = router.runtime(for: id)?.configuration.sourceFile, failedFiles.contains(file) { continue }
-                await router.remove(tenant: id)
-                removed.append(id.rawValue)
-            }
-            loadFailures = failures
-            rebuildKeyIndex()
-            runner.rescan()
-            logger.notice(
-                "tenants reloaded",
-                metadata: [
-                    "herald.loaded": "\(loaded.count)", "herald.unchanged": "\(unchanged.count)", "herald.removed": "\(removed.count)",
-                    "herald.failed": "\(failures.count)",
-                ])
-            return JSONResponse.make(
-                .object([
-                    ("reloaded", .array(loaded.map(JSONValue.string))),
-                    ("unchanged", .array(unchanged.map(JSONValue.string))),
-                    ("removed", .array(removed.map(JSONValue.string))),
-                    (
-                        "failures",
-                        .array(
-                            failures.map { failure in
-                                .object([
-                                    ("file", .string(failure.file)), ("tenant", .optional(failure.tenant?.rawValue)),
-                                    ("message", .string(failure.message)),
-                                ])
-                            })
-                    ),
-                ]))
+    /// Reads the tenants directory again (``ReloadCoordinator/reloadAll(revoke:trigger:)``): new
+    /// and changed tenants are validated in full and swapped in (the old runtime drains, or with
+    /// `{"revoke": true}` has its connections closed at once), removed files remove their tenant,
+    /// unchanged tenants keep their runtime and connections. A file that fails keeps the tenant's
+    /// current runtime and is reported.
+    func adminReloadAll(_ request: Request) async throws -> Response {
+        let revoke = try await revokeFlag(request)
+        do throws(ReloadError) {
+            return JSONResponse.make(reportJSON(try await reloader.reloadAll(revoke: revoke, trigger: .api)))
+        } catch {
+            throw Self.apiError(error)
         }
     }
 
     // MARK: POST /admin/tenants/{id}/reload
 
-    /// Reads one tenant's file again and replaces its runtime (even when unchanged: a new
-    /// credential file under the same path is picked up). A file that fails keeps the current runtime.
-    func adminReload(tenant raw: String) async throws -> Response {
+    /// Reads one tenant's file again and applies it to that tenant. A file that fails keeps the
+    /// current runtime (422). `{"revoke": true}`: the tenant's credential changed because the old
+    /// one was revoked; its connections are closed at once and unanswered sends resent once.
+    func adminReload(_ request: Request, tenant raw: String) async throws -> Response {
         guard let id = try? TenantID(raw) else { throw APIError.notFound("tenant") }
-        return try await reloads.withLock {
-            let loader = TenantLoader(environment: router.configuration.environment)
-            var file = router.runtime(for: id)?.configuration.sourceFile
-            if file == nil {
-                // Not loaded (its file failed before, or it is new): find its file in the directory.
-                let load = try? loader.loadDirectory(settings.tenantsDirectory)
-                file =
-                    load?.tenants.first(where: { $0.id == id })?.sourceFile
-                    ?? load?.failures.first(where: { $0.tenantID == id })?.file
-            }
-            guard let file else { throw APIError.notFound("tenant") }
-            let tenant: TenantConfiguration
-            do {
-                tenant = try loader.loadTenant(file: file)
-            } catch {
-                throw APIError(status: .unprocessableContent, code: "reload_failed", message: "\(error)", field: nil)
-            }
-            guard tenant.id == id else {
-                throw APIError(
-                    status: .unprocessableContent, code: "reload_failed",
-                    message: "\(file) now holds tenant '\(tenant.id)', not '\(id)'; use POST /admin/reload")
-            }
-            do {
-                try await router.replace(tenant: tenant)
-            } catch {
-                throw APIError(status: .unprocessableContent, code: "reload_failed", message: "\(error)")
-            }
-            loadFailures.removeAll { $0.tenant == id || $0.file == file }
-            rebuildKeyIndex()
-            runner.rescan()
-            logger.notice("tenant reloaded", metadata: ["herald.tenant": "\(id)"])
-            return JSONResponse.make(.object([("tenant", .string(id.rawValue)), ("reloaded", .bool(true))]))
+        let revoke = try await revokeFlag(request)
+        do throws(ReloadError) {
+            return JSONResponse.make(reportJSON(try await reloader.reload(tenant: id, revoke: revoke, trigger: .api)))
+        } catch {
+            throw Self.apiError(error)
         }
+    }
+
+    // MARK: PUT /admin/tenants/{id}/credentials
+
+    /// The members of the credential upload body.
+    static let uploadMembers = ["kind", "key_id", "pem", "pkcs12_base64", "revoke"]
+
+    /// Puts a new key or certificate in place for a tenant (next to its file, mode 0600) and
+    /// reloads the tenant; when it does not validate, the old files are restored and the tenant
+    /// keeps running on its old credential (422). The uploaded material is never echoed.
+    ///
+    /// Body: `{"kind": "token", "key_id": "NEWKEY0001", "pem": "-----BEGIN PRIVATE KEY-----…"}`,
+    /// `{"kind": "certificate", "pem": "<certificate chain PEM, then its private key PEM>"}` or
+    /// `{"kind": "pkcs12", "pkcs12_base64": "…"}`, each with an optional `"revoke": true`.
+    func adminUploadCredentials(_ request: Request, tenant raw: String) async throws -> Response {
+        guard let id = try? TenantID(raw) else { throw APIError.notFound("tenant") }
+        let limit = reloader.configuration.maximumUploadBytes * 2 + 4096
+        let body = try await jsonBody(request, limit: limit)
+        let reader = try JSONObjectReader(body.root, path: "", allowed: Self.uploadMembers)
+        let kind = try reader.string("kind", required: true) ?? ""
+        let revoke = try reader.bool("revoke") ?? false
+        let upload: CredentialUpload
+        switch kind {
+        case "token":
+            guard let pem = try reader.string("pem", required: true) else { throw APIError.missingField("pem") }
+            guard !reader.has("pkcs12_base64") else {
+                throw APIError.invalidField("pkcs12_base64", "is for kind pkcs12; a token key goes in pem")
+            }
+            upload = .tokenKey(pem: Array(pem.utf8), keyID: try reader.string("key_id"))
+        case "certificate":
+            guard let pem = try reader.string("pem", required: true) else { throw APIError.missingField("pem") }
+            guard !reader.has("key_id"), !reader.has("pkcs12_base64") else {
+                throw APIError.invalidField(reader.has("key_id") ? "key_id" : "pkcs12_base64", "is not used with kind certificate")
+            }
+            upload = .certificatePEM(Array(pem.utf8))
+        case "pkcs12":
+            guard let text = try reader.string("pkcs12_base64", required: true) else { throw APIError.missingField("pkcs12_base64") }
+            guard !reader.has("key_id"), !reader.has("pem") else {
+                throw APIError.invalidField(reader.has("key_id") ? "key_id" : "pem", "is not used with kind pkcs12")
+            }
+            guard let bytes = Data(base64Encoded: text, options: .ignoreUnknownCharacters) else {
+                throw APIError.invalidField("pkcs12_base64", "must be base64")
+            }
+            upload = .pkcs12(Array(bytes))
+        default:
+            throw APIError.invalidField("kind", "must be token, certificate or pkcs12")
+        }
+        do throws(ReloadError) {
+            let report = try await reloader.uploadCredentials(tenant: id, upload, revoke: revoke)
+            logger.notice("tenant credential replaced through the admin API", metadata: ["herald.tenant": "\(id)"])
+            return JSONResponse.make(reportJSON(report))
+        } catch {
+            throw Self.apiError(error)
+        }
+    }
+
+    // MARK: Helpers
+
+    /// `{"revoke": true}` in an optional JSON body.
+    private func revokeFlag(_ request: Request) async throws -> Bool {
+        let bytes = try await body(request, limit: 4096)
+        guard !bytes.isEmpty else { return false }
+        guard let contentType = request.headers[.contentType], Self.isJSON(contentType) else {
+            throw APIError.unsupportedMediaType(request.headers[.contentType])
+        }
+        let root: JSONNode
+        do {
+            root = try StrictJSONParser.parse(bytes)
+        } catch {
+            throw APIError.malformedJSON(error)
+        }
+        return try JSONObjectReader(root, path: "", allowed: ["revoke"]).bool("revoke") ?? false
+    }
+
+    private func reportJSON(_ report: ReloadReport) -> JSONValue {
+        func ids(_ list: [TenantID]) -> JSONValue { .array(list.map { .string($0.rawValue) }) }
+        return .object([
+            // Every tenant that got a new runtime (added or changed).
+            ("reloaded", ids(report.added + report.reloaded)),
+            ("added", ids(report.added)),
+            ("revoked", ids(report.revoked)),
+            ("unchanged", ids(report.unchanged)),
+            ("removed", ids(report.removed)),
+            (
+                "failures",
+                .array(
+                    report.failures.map { failure in
+                        .object([
+                            ("file", .string(failure.file)), ("tenant", .optional(failure.tenant?.rawValue)),
+                            ("message", .string(failure.message)),
+                        ])
+                    })
+            ),
+        ])
+    }
+
+    static func apiError(_ error: ReloadError) -> APIError {
+        if error.isUnknownTenant { return APIError.notFound("tenant") }
+        if error.isCredentialUnchanged {
+            return APIError(status: .conflict, code: "credential_unchanged", message: error.message)
+        }
+        if error.isUploadRejected {
+            return APIError(status: .unprocessableContent, code: "upload_rejected", message: error.message)
+        }
+        if error.isDirectoryUnreadable {
+            return APIError(status: .internalServerError, code: "reload_failed", message: error.message)
+        }
+        return APIError(status: .unprocessableContent, code: "reload_failed", message: error.message)
     }
 }

@@ -44,14 +44,13 @@ final class APIContext: Sendable {
     let openAPIDocument: [UInt8]
     private let keys: Mutex<APIKeyIndex>
     private let phaseState = Mutex(ServerPhase.starting)
-    private let failures: Mutex<[TenantFailure]>
-    /// One reload at a time.
-    let reloads = PermitPoolLite()
+    /// Reloads and credential uploads (one at a time, inside).
+    let reloader: ReloadCoordinator
 
     init(
         router: Herald.Router, store: any PushStore, reports: any JobReports, runner: JobRunner, health: TenantHealthRegistry,
         metrics: PrometheusCollectorRegistry, settings: ServerConfiguration, adminToken: AdminToken?, logger: Logger,
-        openAPIDocument: [UInt8], loadFailures: [TenantFailure]
+        openAPIDocument: [UInt8], reloader: ReloadCoordinator
     ) {
         self.router = router
         self.store = store
@@ -63,7 +62,7 @@ final class APIContext: Sendable {
         self.adminToken = adminToken
         self.logger = logger
         self.openAPIDocument = openAPIDocument
-        self.failures = Mutex(loadFailures)
+        self.reloader = reloader
         self.keys = Mutex(APIKeyIndex())
         rebuildKeyIndex()
     }
@@ -73,9 +72,9 @@ final class APIContext: Sendable {
         set { phaseState.withLock { $0 = newValue } }
     }
 
+    /// The tenant files that failed at the last reload (or at start) and have not loaded since.
     var loadFailures: [TenantFailure] {
-        get { failures.withLock { $0 } }
-        set { failures.withLock { $0 = newValue } }
+        reloader.failures.map { TenantFailure(file: $0.file, tenant: $0.tenant, message: $0.message) }
     }
 
     /// Rebuilds the API key index from the loaded tenants (after a load or reload).
@@ -110,8 +109,9 @@ final class APIContext: Sendable {
             headers[.contentType] = "application/yaml"
             return Response(status: .ok, headers: headers, body: ResponseBody(byteBuffer: ByteBuffer(bytes: openAPIDocument)))
         case .adminTenants: return adminTenants()
-        case .adminReload: return try await adminReloadAll()
-        case .adminReloadTenant: return try await adminReload(tenant: parameters["id"] ?? "")
+        case .adminReload: return try await adminReloadAll(request)
+        case .adminReloadTenant: return try await adminReload(request, tenant: parameters["id"] ?? "")
+        case .adminUploadCredentials: return try await adminUploadCredentials(request, tenant: parameters["id"] ?? "")
         default: throw APIError.routeNotFound
         }
     }
@@ -155,7 +155,11 @@ final class APIContext: Sendable {
         guard let key = APIKeys.bearer(header) else {
             throw APIError.unauthorized("the Authorization header must be 'Bearer <key>'")
         }
-        guard let entry = keys.withLock({ $0.authenticate(key) }), let runtime = router.runtime(for: entry.tenant) else {
+        // The tenant's running configuration must still list the key: a key removed by a reload
+        // stops working at the swap, before the index is rebuilt.
+        guard let entry = keys.withLock({ $0.authenticate(key) }), let runtime = router.runtime(for: entry.tenant),
+            runtime.configuration.apiKeys.contains(where: { $0.sha256Hex.lowercased() == entry.sha256Hex })
+        else {
             throw APIError.unauthorized("the API key is not valid")
         }
         return runtime.configuration
@@ -219,40 +223,5 @@ final class APIContext: Sendable {
         var headers = HTTPFields()
         headers[.contentType] = "text/plain; version=0.0.4; charset=utf-8"
         return Response(status: .ok, headers: headers, body: ResponseBody(byteBuffer: ByteBuffer(bytes: metrics.emitToBuffer())))
-    }
-}
-
-/// A one-permit async lock (reloads run one at a time).
-final class PermitPoolLite: Sendable {
-    private let busy = Mutex(false)
-    private let waiters = Mutex<[CheckedContinuation<Void, Never>]>([])
-
-    func withLock<T: Sendable>(_ body: () async throws -> T) async rethrows -> T {
-        await acquire()
-        defer { release() }
-        return try await body()
-    }
-
-    private func acquire() async {
-        await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
-            let now = busy.withLock { busy -> Bool in
-                if !busy {
-                    busy = true
-                    return true
-                }
-                waiters.withLock { $0.append(continuation) }
-                return false
-            }
-            if now { continuation.resume() }
-        }
-    }
-
-    private func release() {
-        let next = busy.withLock { busy -> CheckedContinuation<Void, Never>? in
-            let waiter = waiters.withLock { $0.isEmpty ? nil : $0.removeFirst() }
-            if waiter == nil { busy = false }
-            return waiter
-        }
-        next?.resume()
     }
 }

@@ -17,6 +17,7 @@ public enum APIEndpoint: String, CaseIterable, Sendable {
     case adminTenants
     case adminReload
     case adminReloadTenant
+    case adminUploadCredentials
 
     /// Who may call a route.
     public enum Access: Sendable {
@@ -32,7 +33,7 @@ public enum APIEndpoint: String, CaseIterable, Sendable {
         switch self {
         case .healthz, .readyz, .metrics, .openAPI, .job, .invalidDevices, .adminTenants: return .get
         case .sendNotification, .sendBatch, .adminReload, .adminReloadTenant: return .post
-        case .registerDevice: return .put
+        case .registerDevice, .adminUploadCredentials: return .put
         }
     }
 
@@ -51,6 +52,7 @@ public enum APIEndpoint: String, CaseIterable, Sendable {
         case .adminTenants: return "/admin/tenants"
         case .adminReload: return "/admin/reload"
         case .adminReloadTenant: return "/admin/tenants/{id}/reload"
+        case .adminUploadCredentials: return "/admin/tenants/{id}/credentials"
         }
     }
 
@@ -58,7 +60,7 @@ public enum APIEndpoint: String, CaseIterable, Sendable {
         switch self {
         case .healthz, .readyz, .metrics, .openAPI: return .open
         case .sendNotification, .sendBatch, .job, .invalidDevices, .registerDevice: return .tenant
-        case .adminTenants, .adminReload, .adminReloadTenant: return .admin
+        case .adminTenants, .adminReload, .adminReloadTenant, .adminUploadCredentials: return .admin
         }
     }
 

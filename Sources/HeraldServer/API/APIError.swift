@@ -156,6 +156,10 @@ public struct APIError: Error, Sendable, HTTPResponseError, CustomStringConverti
                 message: error.message + (error.mayHaveReachedAPNs ? " (the notification may have reached APNs)" : ""))
         case .shuttingDown:
             return APIError(status: .serviceUnavailable, code: "shutting_down", message: error.message)
+        case .credentialRevoked:
+            return APIError(
+                status: .badGateway, code: "credential_revoked",
+                message: error.message + (error.mayHaveReachedAPNs ? " (the notification may have reached APNs)" : ""))
         case .unknownTenant:
             return APIError(status: .serviceUnavailable, code: "tenant_unavailable", message: "the tenant is not loaded right now")
         default:

@@ -99,6 +99,8 @@ public struct APIKeyIndex: Sendable {
         /// The key's name in the tenant file (safe to log).
         public var name: String
         let digest: [UInt8]
+        /// The digest as tenant files write it (64 lowercase hex digits).
+        var sha256Hex: String { APIKeys.hex(digest) }
     }
 
     private var byDigest: [[UInt8]: Entry] = [:]

@@ -29,6 +29,11 @@ public struct HeraldServerOptions: Sendable {
     public var environment: [String: String]
     /// The job runner, from `jobs:` (tests shorten `rescanInterval`).
     public var jobs: JobRunnerConfiguration
+    /// Poll the tenants directory this often and reload what changed; nil: no watcher.
+    /// `herald serve` watches every 2 seconds.
+    public var watchInterval: Duration? = nil
+    /// Reload every tenant on SIGHUP. `herald serve` turns it on.
+    public var reloadOnSIGHUP: Bool = false
 
     public init(configuration: ServerConfiguration, environment: [String: String] = ProcessInfo.processInfo.environment) {
         self.configuration = configuration
@@ -81,6 +86,8 @@ public final class HeraldServer: Sendable {
     public let store: SQLitePushStore
     public let runner: JobRunner
     public let health: TenantHealthRegistry
+    /// Reloads and credential rotation (admin routes, SIGHUP, the directory watcher).
+    public let reloader: ReloadCoordinator
     /// The in-process sandbox, when `sandbox.enabled`.
     public let sandbox: APNsSandbox?
     /// The tenants that loaded at start and the files that did not.
@@ -90,13 +97,14 @@ public final class HeraldServer: Sendable {
 
     private init(
         options: HeraldServerOptions, router: Herald.Router, store: SQLitePushStore, runner: JobRunner, health: TenantHealthRegistry,
-        sandbox: APNsSandbox?, loadedTenants: [TenantID], loadFailures: [TenantFailure], api: APIContext
+        reloader: ReloadCoordinator, sandbox: APNsSandbox?, loadedTenants: [TenantID], loadFailures: [TenantFailure], api: APIContext
     ) {
         self.options = options
         self.router = router
         self.store = store
         self.runner = runner
         self.health = health
+        self.reloader = reloader
         self.sandbox = sandbox
         self.loadedTenants = loadedTenants
         self.loadFailures = loadFailures
@@ -141,28 +149,33 @@ public final class HeraldServer: Sendable {
                 registry: .standard(metricsFactory: options.pluginMetricsFactory), store: store,
                 transports: MonitoredTransportProvider(base: options.transports, registry: health), logger: logger,
                 environment: options.environment))
-        let report: TenantLoadReport
+        // Every tenant is validated in full (credential, a signed token, TLS, plugins) before it serves.
+        var reloadConfiguration = ReloadConfiguration(tenantsDirectory: configuration.tenantsDirectory)
+        reloadConfiguration.metricsFactory = options.pluginMetricsFactory
+        let reloader = ReloadCoordinator(router: router, configuration: reloadConfiguration)
+        let report: ReloadReport
         do {
-            report = try await router.load(
-                directory: configuration.tenantsDirectory, loader: TenantLoader(environment: options.environment))
+            report = try await reloader.reloadAll(trigger: .startup)
         } catch {
             try? await sandbox?.shutdown()
             throw HeraldServerError(message: "cannot read the tenants directory: \(error)")
         }
         let failures = report.failures.map { TenantFailure(file: $0.file, tenant: $0.tenant, message: $0.message) }
-        for failure in failures {
-            logger.error("tenant file not loaded", metadata: ["herald.file": "\(failure.file)", "herald.error": "\(failure.message)"])
-        }
-        logger.info("tenants loaded", metadata: ["herald.tenants": "\(report.loaded.count)", "herald.failed": "\(failures.count)"])
+        logger.info("tenants loaded", metadata: ["herald.tenants": "\(report.added.count)", "herald.failed": "\(failures.count)"])
 
         let runner = JobRunner(router: router, store: store, configuration: options.jobs, logger: logger)
         let api = APIContext(
             router: router, store: store, reports: reports, runner: runner, health: health, metrics: options.metrics,
             settings: configuration, adminToken: AdminToken(options.adminToken), logger: logger,
-            openAPIDocument: OpenAPIDocument.bytes, loadFailures: failures)
+            openAPIDocument: OpenAPIDocument.bytes, reloader: reloader)
+        // API keys follow each swap; resumed jobs of new tenants start.
+        reloader.onChange { report in
+            api.rebuildKeyIndex()
+            if report.changedRuntimes { runner.rescan() }
+        }
         return HeraldServer(
-            options: options, router: router, store: store, runner: runner, health: health, sandbox: sandbox,
-            loadedTenants: report.loaded, loadFailures: failures, api: api)
+            options: options, router: router, store: store, runner: runner, health: health, reloader: reloader, sandbox: sandbox,
+            loadedTenants: report.added, loadFailures: failures, api: api)
     }
 
     /// The Hummingbird router of the API (every route of ``APIEndpoint``).
@@ -200,6 +213,10 @@ public final class HeraldServer: Sendable {
         if let sandbox { services.append(SandboxService(sandbox: sandbox)) }
         services.append(RouterService(router: router))
         services.append(JobRunnerService(runner: runner))
+        if let interval = options.watchInterval {
+            services.append(TenantDirectoryWatcher(coordinator: reloader, interval: interval))
+        }
+        if options.reloadOnSIGHUP { services.append(ReloadSignalService(coordinator: reloader)) }
         services.append(application)
         services.append(ReadinessService(api: api))
         return services
