@@ -5,9 +5,10 @@ import Synchronization
 /// Everything one tenant sends with: its configuration, its transport (credentials and
 /// connection pools, opened at the first send) and its send pipeline.
 ///
-/// A runtime enforces the tenant's policy before anything reaches the pipeline: the topic is one
-/// of the tenant's, the push type agrees with the topic, the environment has an endpoint, and
-/// the notification passes ``HeraldCore/Notification/validate(requireTopic:)``.
+/// A runtime enforces the tenant's policy before anything reaches the pipeline
+/// (`TenantConfiguration.admit(_:environment:)`): the notification passes
+/// ``HeraldCore/Notification/validate(requireTopic:)``, the topic is one of the tenant's, the
+/// push type agrees with the topic, and the environment has an endpoint.
 public final class TenantRuntime: Sendable {
     public let configuration: TenantConfiguration
     public let pipeline: SendPipeline
@@ -73,11 +74,9 @@ public final class TenantRuntime: Sendable {
     /// - Returns: APNs' answer (success or rejection).
     /// - Throws: ``PushError`` when the notification was refused locally or got no answer.
     public func send(_ notification: Notification, environment: APNsEnvironment? = nil, deadline: ContinuousClock.Instant? = nil) async throws -> PushResult {
-        var notification = try checked(notification)
-        let environment = environment ?? configuration.endpoints.defaultEnvironment
-        guard configuration.endpoints.endpoint(for: environment) != nil else {
-            throw PushError.environmentUnavailable(environment, tenant: configuration.id)
-        }
+        let checked = try configuration.admit(notification, environment: environment)
+        var notification = checked.notification
+        let environment = checked.environment
         let id = notification.id ?? NotificationID.random()
         notification.id = id
 
@@ -101,30 +100,6 @@ public final class TenantRuntime: Sendable {
             guard state.withLock({ $0.revoked }) else { throw error }
             throw PushError.credentialRevoked(configuration.id, mayHaveReachedAPNs: error.mayHaveReachedAPNs)
         }
-    }
-
-    /// The tenant's policy: what is refused before the pipeline.
-    func checked(_ notification: Notification) throws(PushError) -> Notification {
-        var notification = notification
-        if notification.topic == nil, configuration.auth.kind == .certificate, configuration.topics.count == 1 {
-            // A single-topic certificate: APNs would use the certificate's topic; say it explicitly.
-            notification.topic = configuration.topics[0]
-        }
-        do {
-            try notification.validate(requireTopic: true)
-        } catch {
-            throw PushError.invalid(error)
-        }
-        guard let topic = notification.topic else {
-            throw PushError.invalid(NotificationValidationError(.missingTopic, field: "topic", message: "a topic (apns-topic) is required"))
-        }
-        guard configuration.allows(topic: topic) else {
-            throw PushError.topicDisallowed(topic, tenant: configuration.id)
-        }
-        guard notification.pushType.agrees(withTopic: topic) else {
-            throw PushError.pushTypeMismatch(notification.pushType, topic: topic)
-        }
-        return notification
     }
 
     /// Refuses new sends, lets the transport finish what is in flight, and closes it.

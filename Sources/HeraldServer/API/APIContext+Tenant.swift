@@ -115,9 +115,11 @@ extension APIContext {
         let templateReader = try JSONObjectReader(node, path: "notification", allowed: NotificationDecoding.templateFields)
         var template = try NotificationDecoding.template(templateReader, body: body)
         // The shared fields are checked once, against a stand-in token.
-        switch TenantPolicy.check(template.notification(for: DeviceToken(bytes: [0])), tenant: tenant, environment: environment) {
-        case .success(let checked): template.topic = checked.topic
-        case .failure(let error): throw APIError.push(error, prefix: "notification")
+        do {
+            template.topic = try tenant.admit(template.notification(for: DeviceToken(bytes: [0])), environment: environment)
+                .notification.topic
+        } catch {
+            throw APIError.push(error, prefix: "notification")
         }
         var notifications: [HeraldCore.Notification] = []
         notifications.reserveCapacity(tokens.count)
@@ -156,9 +158,10 @@ extension APIContext {
                 let item = try JSONObjectReader(node, path: path, allowed: NotificationDecoding.batchItemFields)
                 let token = try NotificationDecoding.deviceToken(item)
                 let notification = try NotificationDecoding.template(item, body: body).notification(for: token)
-                switch TenantPolicy.check(notification, tenant: tenant, environment: environment) {
-                case .success(let checked): notifications.append(checked)
-                case .failure(let error): throw APIError.push(error, prefix: path)
+                do {
+                    notifications.append(try tenant.admit(notification, environment: environment).notification)
+                } catch {
+                    throw APIError.push(error, prefix: path)
                 }
             } catch {
                 errors.append(error)
