@@ -11,7 +11,9 @@ import HeraldCore
 public final class SQLitePushStore: PushStore {
     /// The database file's path.
     public let path: String
-    private let pool: DatabasePool
+    /// The one connection pool to the file (a writer and WAL readers); the report queries in
+    /// `SQLitePushStore+Reports.swift` read through it too.
+    let pool: DatabasePool
 
     /// The file name used inside a data directory.
     public static let defaultFileName = "herald.sqlite"

@@ -1,0 +1,95 @@
+import HeraldCore
+
+/// Reports over a tenant's job that the HTTP API shows and ``PushStore`` does not offer: how
+/// many items ended with each outcome, and the failed items, paged.
+public protocol JobReports: Sendable {
+    /// Item counts by state, APNs status and reason, for one job of the tenant.
+    func outcomes(tenant: TenantID, job: JobID) async throws -> [JobOutcomeCount]
+    /// The job's failed items with an index greater than `afterIndex`, in index order.
+    func failedItems(tenant: TenantID, job: JobID, afterIndex: Int, limit: Int) async throws -> [JobItem]
+}
+
+/// How many items of a job ended one way: a state, APNs' status (nil when APNs never
+/// answered) and the reason.
+public struct JobOutcomeCount: Sendable, Hashable {
+    public var state: JobItemState
+    public var status: Int?
+    public var reason: String?
+    public var count: Int
+
+    public init(state: JobItemState, status: Int?, reason: String?, count: Int) {
+        self.state = state
+        self.status = status
+        self.reason = reason
+        self.count = count
+    }
+}
+
+/// ``JobReports`` for the embedded SQLite store. ``SQLitePushStore`` answers the reports itself,
+/// through its own connection pool (WAL mode: reads never block its writes); this wrapper only
+/// names that for callers that keep the reports apart from the store.
+///
+/// ```swift
+/// let store = try SQLitePushStore(directory: "data")
+/// let counts = try await store.outcomes(tenant: tenant, job: job)
+/// ```
+public struct SQLiteJobReports: JobReports {
+    private let store: SQLitePushStore
+
+    /// Reads `store`'s reports through the store's own pool (no second connection). Never
+    /// throws; `throws` stays for callers written against the version that opened its own.
+    public init(store: SQLitePushStore) throws {
+        self.store = store
+    }
+
+    public func outcomes(tenant: TenantID, job: JobID) async throws -> [JobOutcomeCount] {
+        try await store.outcomes(tenant: tenant, job: job)
+    }
+
+    public func failedItems(tenant: TenantID, job: JobID, afterIndex: Int, limit: Int) async throws -> [JobItem] {
+        try await store.failedItems(tenant: tenant, job: job, afterIndex: afterIndex, limit: limit)
+    }
+}
+
+/// ``JobReports`` for any ``PushStore``, by reading every item of the job (slow for big jobs;
+/// for stores without a report query of their own).
+public struct ScanningJobReports: JobReports {
+    private let store: any PushStore
+    private let page = 5_000
+
+    public init(store: any PushStore) {
+        self.store = store
+    }
+
+    public func outcomes(tenant: TenantID, job: JobID) async throws -> [JobOutcomeCount] {
+        struct Key: Hashable {
+            var state: JobItemState
+            var status: Int?
+            var reason: String?
+        }
+        var counts: [Key: Int] = [:]
+        var from = 0
+        while true {
+            let items = try await store.items(tenant: tenant, job: job, fromIndex: from, limit: page)
+            for item in items {
+                counts[Key(state: item.state, status: item.result?.status, reason: item.result?.reason), default: 0] += 1
+            }
+            guard let last = items.last, items.count == page else { break }
+            from = last.index + 1
+        }
+        return counts.map { JobOutcomeCount(state: $0.key.state, status: $0.key.status, reason: $0.key.reason, count: $0.value) }
+            .sorted { ($0.state.rawValue, $0.status ?? -1, $0.reason ?? "") < ($1.state.rawValue, $1.status ?? -1, $1.reason ?? "") }
+    }
+
+    public func failedItems(tenant: TenantID, job: JobID, afterIndex: Int, limit: Int) async throws -> [JobItem] {
+        var found: [JobItem] = []
+        var from = afterIndex + 1
+        while found.count < limit {
+            let items = try await store.items(tenant: tenant, job: job, fromIndex: from, limit: page)
+            found.append(contentsOf: items.lazy.filter { $0.state == .failed }.prefix(limit - found.count))
+            guard let last = items.last, items.count == page else { break }
+            from = last.index + 1
+        }
+        return found
+    }
+}

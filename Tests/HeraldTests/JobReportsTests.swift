@@ -1,0 +1,78 @@
+import Foundation
+import Herald
+import HeraldCore
+import HeraldStore
+import Testing
+
+/// The job reports the HTTP API shows, read by the SQLite store through its own pool, checked
+/// against the scan over `items` that any store supports.
+@Suite("Job reports from the SQLite store")
+struct JobReportsTests {
+    let acme = Fixtures.tenantID("acme")
+    let other = Fixtures.tenantID("other")
+    let t0 = Date(timeIntervalSince1970: 1_700_000_000)
+
+    @Test("outcome counts and paged failed items agree with a scan, scoped by tenant")
+    func reports() async throws {
+        let store = try Fixtures.store()
+        let job = try JobID("report-1")
+        _ = try await store.createJob(
+            tenant: acme, id: job, environment: .production,
+            notifications: (0..<12).map { _ in Fixtures.note() }, createdAt: t0)
+        // The same job id for another tenant, all failed: never counted for acme.
+        _ = try await store.createJob(
+            tenant: other, id: job, environment: .production, notifications: [Fixtures.note()], createdAt: t0)
+        _ = try await store.recordResult(
+            tenant: other, job: job, index: 0,
+            result: JobItemResult(state: .failed, status: 400, reason: "BadTopic", apnsID: nil, finishedAt: t0))
+
+        for index in 0..<12 {
+            let result: JobItemResult
+            switch index % 4 {
+            case 0: result = JobItemResult(state: .sent, status: 200, reason: nil, apnsID: nil, finishedAt: t0)
+            case 1:
+                result = JobItemResult(state: .failed, status: 410, reason: "Unregistered", apnsID: nil, apnsTimestamp: t0, finishedAt: t0)
+            case 2: result = JobItemResult(state: .failed, status: 400, reason: "BadDeviceToken", apnsID: nil, finishedAt: t0)
+            default: continue  // stays pending
+            }
+            _ = try await store.recordResult(tenant: acme, job: job, index: index, result: result)
+        }
+
+        let outcomes = try await store.outcomes(tenant: acme, job: job)
+        let scanned = try await ScanningJobReports(store: store).outcomes(tenant: acme, job: job)
+        #expect(Set(outcomes) == Set(scanned))
+        #expect(
+            Set(outcomes) == [
+                JobOutcomeCount(state: .pending, status: nil, reason: nil, count: 3),
+                JobOutcomeCount(state: .sent, status: 200, reason: nil, count: 3),
+                JobOutcomeCount(state: .failed, status: 410, reason: "Unregistered", count: 3),
+                JobOutcomeCount(state: .failed, status: 400, reason: "BadDeviceToken", count: 3),
+            ])
+
+        // Failed items, two at a time, in index order; the payload is not read.
+        var pages: [[Int]] = []
+        var after = -1
+        while true {
+            let page = try await store.failedItems(tenant: acme, job: job, afterIndex: after, limit: 2)
+            guard let last = page.last else { break }
+            #expect(page.allSatisfy { $0.state == .failed && $0.result?.state == .failed && $0.notification.payload.isEmpty })
+            pages.append(page.map(\.index))
+            after = last.index
+        }
+        #expect(pages == [[1, 2], [5, 6], [9, 10]])
+        let first = try #require(try await store.failedItems(tenant: acme, job: job, afterIndex: -1, limit: 1).first)
+        #expect(first.result?.reason == "Unregistered" && first.result?.apnsTimestamp == t0)
+        let scannedFailed = try await ScanningJobReports(store: store).failedItems(
+            tenant: acme, job: job, afterIndex: -1, limit: 100)
+        #expect(scannedFailed.map(\.index) == [1, 2, 5, 6, 9, 10])
+
+        // Another tenant's job of the same id, and a missing job, report nothing of acme's.
+        #expect(try await store.outcomes(tenant: other, job: job) == [JobOutcomeCount(state: .failed, status: 400, reason: "BadTopic", count: 1)])
+        #expect(try await store.outcomes(tenant: acme, job: try JobID("absent")).isEmpty)
+        #expect(try await store.failedItems(tenant: acme, job: try JobID("absent"), afterIndex: -1, limit: 10).isEmpty)
+
+        // The named wrapper reads the same store.
+        let wrapper = try SQLiteJobReports(store: store)
+        #expect(Set(try await wrapper.outcomes(tenant: acme, job: job)) == Set(outcomes))
+    }
+}
