@@ -180,6 +180,20 @@ struct ReloadRig: Sendable {
     }
 }
 
+/// Polls `condition` every few milliseconds until it holds or `timeout` passes.
+/// - Returns: whether it held.
+func eventually(
+    timeout: Duration = .seconds(60), _ condition: @Sendable () async throws -> Bool
+) async rethrows -> Bool {
+    let clock = ContinuousClock()
+    let end = clock.now.advanced(by: timeout)
+    while clock.now < end {
+        if try await condition() { return true }
+        try? await Task.sleep(for: .milliseconds(5))
+    }
+    return try await condition()
+}
+
 /// Runs `body` with a started rig and always shuts it down.
 func withReloadRig<T>(
     keyIDs: [String] = ["KEYA000001", "KEYB000001"], metrics: (any MetricsFactory)? = nil,
@@ -196,11 +210,19 @@ func withReloadRig<T>(
     }
 }
 
+/// A step of a load run: `body` is awaited once `at` sends have completed, while the workers
+/// keep sending (the place for a rotation under load).
+struct LoadMilestone: Sendable {
+    var at: Int
+    var body: @Sendable () async throws -> Void
+}
+
 /// Sends `count` notifications for a tenant from `concurrency` workers and keeps every outcome.
-/// `milestone(done)` is awaited once, by the worker whose send completed the `at`-th outcome,
-/// while the others keep sending: the place for a rotation under load.
+/// Milestones run one after another in their own task while the workers send.
 final class LoadRun: Sendable {
     struct Outcome: Sendable {
+        /// The notification's number in the run (the order workers took them in).
+        var index: Int
         var apnsID: String
         var result: Result<PushResult, PushError>
     }
@@ -208,25 +230,47 @@ final class LoadRun: Sendable {
     let outcomes = Mutex<[Outcome]>([])
     let completed = Atomic<Int>(0)
     private let next = Atomic<Int>(0)
+    private let holdFrom = Atomic<Int>(Int.max)
+
+    /// Notifications numbered below this were taken by a worker; those at or above it start later.
+    var issued: Int { next.load(ordering: .acquiring) }
+
+    /// Workers wait before sending notification `index` or later, until ``release()``.
+    func hold(from index: Int) { holdFrom.store(index, ordering: .releasing) }
+
+    func release() { holdFrom.store(Int.max, ordering: .releasing) }
 
     func run(
         rig: ReloadRig, tenant: TenantID, count: Int, concurrency: Int, seedBase: Int = 0,
         topic: String = ReloadRig.topics[0],
         milestone at: Int? = nil, _ milestone: @escaping @Sendable () async throws -> Void = {}
     ) async throws {
+        try await run(
+            rig: rig, tenant: tenant, count: count, concurrency: concurrency, seedBase: seedBase, topic: topic,
+            milestones: at.map { [LoadMilestone(at: $0, body: milestone)] } ?? [])
+    }
+
+    func run(
+        rig: ReloadRig, tenant: TenantID, count: Int, concurrency: Int, seedBase: Int = 0,
+        topic: String = ReloadRig.topics[0], milestones: [LoadMilestone]
+    ) async throws {
         try await withThrowingTaskGroup(of: Void.self) { group in
             group.addTask {
-                guard let at else { return }
-                while self.completed.load(ordering: .acquiring) < at {
-                    try await Task.sleep(for: .milliseconds(1))
+                for milestone in milestones {
+                    while self.completed.load(ordering: .acquiring) < milestone.at {
+                        try await Task.sleep(for: .milliseconds(1))
+                    }
+                    try await milestone.body()
                 }
-                try await milestone()
             }
             for _ in 0..<concurrency {
                 group.addTask {
                     while true {
                         let index = self.next.add(1, ordering: .relaxed).oldValue
                         guard index < count else { return }
+                        while index >= self.holdFrom.load(ordering: .acquiring) {
+                            try await Task.sleep(for: .milliseconds(2))
+                        }
                         let note = rig.note(seedBase + index, topic: topic)
                         let result: Result<PushResult, PushError>
                         do {
@@ -234,7 +278,9 @@ final class LoadRun: Sendable {
                         } catch let error as PushError {
                             result = .failure(error)
                         }
-                        self.outcomes.withLock { $0.append(Outcome(apnsID: note.id!.rawValue, result: result)) }
+                        self.outcomes.withLock {
+                            $0.append(Outcome(index: index, apnsID: note.id!.rawValue, result: result))
+                        }
                         self.completed.add(1, ordering: .releasing)
                     }
                 }
