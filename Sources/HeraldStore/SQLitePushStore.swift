@@ -34,6 +34,12 @@ public final class SQLitePushStore: PushStore {
         var configuration = Configuration()
         configuration.busyMode = .timeout(10)
         configuration.label = "herald.store"
+        // WAL with synchronous=NORMAL: a commit is safe against a crash of the process (kill -9);
+        // only a power loss or OS crash can lose the last commits. FULL would sync the WAL at
+        // every commit, one per job item outcome.
+        configuration.prepareDatabase { db in
+            try db.execute(sql: "PRAGMA synchronous = NORMAL")
+        }
         do {
             pool = try DatabasePool(path: path, configuration: configuration)
             try Self.migrator.migrate(pool)
@@ -50,6 +56,11 @@ public final class SQLitePushStore: PushStore {
     /// SQLite's journal mode for the file (`wal`).
     public func journalMode() throws -> String {
         try pool.read { db in try String.fetchOne(db, sql: "PRAGMA journal_mode") ?? "" }
+    }
+
+    /// SQLite's synchronous setting on the store's writer connection (1: `NORMAL`).
+    public func synchronousMode() async throws -> Int {
+        try await pool.write { db in try Int.fetchOne(db, sql: "PRAGMA synchronous") ?? -1 }
     }
 
     // MARK: Invalid device tokens

@@ -76,3 +76,13 @@ struct JobReportsTests {
         #expect(Set(try await wrapper.outcomes(tenant: acme, job: job)) == Set(outcomes))
     }
 }
+
+@Suite("SQLite store durability settings")
+struct StoreSettingsTests {
+    @Test("the store runs in WAL mode with synchronous=NORMAL (safe against kill -9, one sync per checkpoint)")
+    func walNormal() async throws {
+        let store = try Fixtures.store()
+        #expect(try store.journalMode() == "wal")
+        #expect(try await store.synchronousMode() == 1)
+    }
+}
