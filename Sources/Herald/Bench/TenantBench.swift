@@ -82,6 +82,30 @@ public enum TenantBench {
         return (figures, router)
     }
 
+    /// What `herald serve` pays at start: the same directory loaded into a fresh router through a
+    /// ``ReloadCoordinator``, which validates each tenant in full (the key loads, a provider
+    /// token signs, the TLS context builds, the plugins build) before installing it.
+    public struct StartupFigures: Sendable, Hashable {
+        public var tenants: Int
+        public var failed: Int
+        public var seconds: Double
+    }
+
+    public static func measureStartup(directory: String, dataDirectory: String) async throws -> (StartupFigures, Router) {
+        let store = try SQLitePushStore(directory: dataDirectory)
+        var logger = Logger(label: "herald.bench")
+        logger.logLevel = .error
+        let router = Router(
+            configuration: RouterConfiguration(store: store, transports: APNsTransportProvider(), logger: logger))
+        let coordinator = ReloadCoordinator(router: router, configuration: ReloadConfiguration(tenantsDirectory: directory))
+        let clock = ContinuousClock()
+        let start = clock.now
+        let report = try await coordinator.reloadAll(trigger: .startup)
+        let figures = StartupFigures(
+            tenants: report.added.count, failed: report.failures.count, seconds: start.duration(to: clock.now).secondsValue)
+        return (figures, router)
+    }
+
     /// The process's resident set size, from /proc/self/status (Linux); nil elsewhere.
     public static func residentBytes() -> Int? {
         guard let status = try? String(contentsOfFile: "/proc/self/status", encoding: .utf8) else { return nil }

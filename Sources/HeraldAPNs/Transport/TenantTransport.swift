@@ -303,6 +303,16 @@ public final class TenantTransport: Sendable {
     }
 
     private static func makeSSLContext(tenant: TenantConfiguration, credentials: any CredentialProvider) throws -> NIOSSLContext {
+        // Without a client identity (token tenants) the context depends only on the trust roots;
+        // building one reads and parses the system trust store (milliseconds), so tenants that
+        // trust the same roots share one context (contexts are immutable and thread-safe).
+        guard credentials.kind == .token else { return try buildSSLContext(tenant: tenant, credentials: credentials) }
+        return try SharedTLSContexts.shared.context(trustRootsPEM: tenant.endpoints.trustRootsPEM) {
+            try buildSSLContext(tenant: tenant, credentials: credentials)
+        }
+    }
+
+    private static func buildSSLContext(tenant: TenantConfiguration, credentials: any CredentialProvider) throws -> NIOSSLContext {
         var tls = TLSConfiguration.makeClientConfiguration()
         tls.minimumTLSVersion = .tlsv12
         tls.applicationProtocols = ["h2"]
@@ -327,6 +337,26 @@ public final class TenantTransport: Sendable {
         } catch {
             throw APNsTransportError.invalidConfiguration(
                 "the TLS configuration could not be built", underlying: error)
+        }
+    }
+}
+
+/// TLS client contexts without a client identity, one per set of trust roots (`nil`: the system's
+/// only), kept for the process's life (a handful: one per distinct `ca_file`, at most `limit`).
+final class SharedTLSContexts: Sendable {
+    static let shared = SharedTLSContexts()
+    static let limit = 64
+
+    private let contexts = Mutex<[[UInt8]?: NIOSSLContext]>([:])
+
+    func context(trustRootsPEM: [UInt8]?, make: () throws -> NIOSSLContext) throws -> NIOSSLContext {
+        if let known = contexts.withLock({ $0[trustRootsPEM] }) { return known }
+        let made = try make()
+        return contexts.withLock { contexts in
+            if let known = contexts[trustRootsPEM] { return known }
+            if contexts.count >= Self.limit { contexts.removeAll() }
+            contexts[trustRootsPEM] = made
+            return made
         }
     }
 }
