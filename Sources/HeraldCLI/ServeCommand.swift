@@ -14,7 +14,9 @@ struct ServeCommand: AsyncParsableCommand {
             Reads config/herald.yaml (every key optional). On SIGTERM or SIGINT it stops accepting \
             requests, lets in-flight sends finish, leaves unsent batch items pending in the store, \
             drains the APNs connections and exits 0. The admin routes need the admin token in the \
-            variable named by api.admin_token_env (HERALD_ADMIN_TOKEN).
+            variable named by api.admin_token_env (HERALD_ADMIN_TOKEN). Tenant files are reloaded \
+            without a restart on SIGHUP and when the tenants directory changes (reload: in \
+            herald.yaml; --no-watch turns the watcher off).
             """)
 
     @Option(name: .long, help: "Herald's configuration file.")
@@ -35,6 +37,9 @@ struct ServeCommand: AsyncParsableCommand {
     @Flag(name: .long, help: "Do not start the in-process sandbox even if the configuration enables it.")
     var noSandbox = false
 
+    @Flag(name: .long, help: "Do not watch the tenants directory (SIGHUP and the admin API still reload).")
+    var noWatch = false
+
     func run() async throws {
         var settings: ServerConfiguration
         do {
@@ -48,6 +53,7 @@ struct ServeCommand: AsyncParsableCommand {
         if let tenants { settings.tenantsDirectory = tenants }
         if let storage { settings.storagePath = storage }
         if noSandbox { settings.sandbox.enabled = false }
+        if noWatch { settings.reload.watch = false }
 
         let level = Logger.Level(rawValue: settings.logLevel.rawValue) ?? .info
         LoggingSystem.bootstrap { label in
@@ -58,6 +64,8 @@ struct ServeCommand: AsyncParsableCommand {
         var options = HeraldServerOptions(configuration: settings)
         options.logger = Logger(label: "herald")
         options.bootstrapMetricsSystem()
+        options.reloadOnSIGHUP = settings.reload.sighup
+        options.watchInterval = settings.reload.watch ? .milliseconds(Int64(settings.reload.watchInterval * 1000)) : nil
 
         let server: HeraldServer
         do {
@@ -76,6 +84,11 @@ struct ServeCommand: AsyncParsableCommand {
         }
         lines.append("store: \(settings.storagePath)")
         lines.append("admin routes: " + (options.adminToken == nil ? "off (\(settings.api.adminTokenVariable) is not set)" : "on"))
+        var reloads: [String] = []
+        if settings.reload.watch { reloads.append("watching \(settings.tenantsDirectory) every \(settings.reload.watchInterval)s") }
+        if settings.reload.sighup { reloads.append("SIGHUP") }
+        if options.adminToken != nil { reloads.append("POST /admin/reload") }
+        lines.append("reload: " + reloads.joined(separator: ", "))
         Self.say(lines.joined(separator: "\n"))
 
         try await server.run { host, port in
