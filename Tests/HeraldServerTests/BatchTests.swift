@@ -11,10 +11,8 @@ struct BatchTests {
     /// bound to another topic (400 DeviceTokenNotForTopic), the rest answered 200 except the ones
     /// fault injection fails with 500/503 (the tenant does not retry here). Every item's
     /// recorded outcome must be APNs' last answer to it, and the counts must add up.
-    ///
-    /// The mix keeps the error bodies under 64 KiB in all: the transport does not yet replenish
-    /// the HTTP/2 connection-level receive window, so a connection that has received 65,535 bytes
-    /// of DATA (error bodies) stops getting answers (reported; see the issue notes).
+    /// (Error bodies beyond one connection's 64 KiB receive window are covered by the transport's
+    /// `connectionWindowIsReplenished` test.)
     @Test func aBatchOf10000CountsEveryOutcome() async throws {
         let total = 10_000
         let tokens = (0..<total).map { Tokens.make(0x61, $0) }
