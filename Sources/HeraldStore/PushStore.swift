@@ -41,8 +41,9 @@ public protocol PushStore: Sendable {
     /// - Returns: false when the tenant has no such job.
     @discardableResult
     func updateJob(tenant: TenantID, id: JobID, state: JobState, at: Date) async throws -> Bool
-    /// Leases up to `limit` pending items of the job to `claimant` until `leaseUntil`: items
-    /// already leased to the same claimant first, then unleased items or items whose lease ended.
+    /// Leases up to `limit` pending items of the job to `claimant` until `leaseUntil`: the
+    /// lowest-index pending items that are unleased, already leased to the same claimant, or whose
+    /// lease ended (claims are made in index order, so a claimant's own earlier claims come first).
     func claimPendingItems(tenant: TenantID, job: JobID, limit: Int, claimant: String, now: Date, leaseUntil: Date)
         async throws -> [JobItem]
     /// Records an item's outcome if it has none yet; otherwise keeps the stored one.

@@ -238,15 +238,15 @@ public final class SQLitePushStore: PushStore {
         let until = Self.millis(leaseUntil)
         return try await pool.write { db in
             let rows = try Row.fetchAll(
-                db,
-                sql: """
-                    SELECT idx FROM job_item
-                    WHERE tenant = ? AND job_id = ? AND state = 'pending'
-                      AND (claimant = ? OR claimant IS NULL OR lease_until_ms IS NULL OR lease_until_ms <= ?)
-                    ORDER BY CASE WHEN claimant = ? THEN 0 ELSE 1 END, idx
-                    LIMIT ?
-                    """,
-                arguments: [tenant.rawValue, job.rawValue, claimant, nowMillis, claimant, limit])
+                db.cachedStatement(
+                    sql: """
+                        SELECT idx FROM job_item
+                        WHERE tenant = ? AND job_id = ? AND state = 'pending'
+                          AND (claimant = ? OR claimant IS NULL OR lease_until_ms IS NULL OR lease_until_ms <= ?)
+                        ORDER BY idx
+                        LIMIT ?
+                        """),
+                arguments: [tenant.rawValue, job.rawValue, claimant, nowMillis, limit])
             let indexes: [Int] = rows.map { $0["idx"] }
             guard !indexes.isEmpty else { return [] }
             let list = indexes.map(String.init).joined(separator: ",")
@@ -274,17 +274,19 @@ public final class SQLitePushStore: PushStore {
             tenant.rawValue, job.rawValue, index,
         ]
         return try await pool.write { db in
-            try db.execute(
+            // One call per job item outcome: cached statements skip SQLite's parse and GRDB's
+            // authorizer on this hot path.
+            try db.cachedStatement(
                 sql: """
                     UPDATE job_item SET state = ?, status = ?, reason = ?, message = ?, result_apns_id = ?,
                         apns_timestamp_ms = ?, finished_at_ms = ?, claimant = NULL, lease_until_ms = NULL
                     WHERE tenant = ? AND job_id = ? AND idx = ? AND state = 'pending'
-                    """,
-                arguments: arguments)
+                    """
+            ).execute(arguments: arguments)
             let changed = db.changesCount > 0
             guard
                 let row = try Row.fetchOne(
-                    db, sql: "SELECT * FROM job_item WHERE tenant = ? AND job_id = ? AND idx = ?",
+                    db.cachedStatement(sql: "SELECT * FROM job_item WHERE tenant = ? AND job_id = ? AND idx = ?"),
                     arguments: [tenant.rawValue, job.rawValue, index])
             else { throw StoreError.notFound("item \(index) of job \(job)") }
             let item = try Self.jobItem(from: row)
