@@ -176,7 +176,12 @@ extension APIContext {
             logger.notice("tenant credential replaced through the admin API", metadata: ["herald.tenant": "\(id)"])
             return JSONResponse.make(reportJSON(report))
         } catch {
-            throw Self.apiError(error)
+            var refusal = Self.apiError(error)
+            if error.isUploadRejected || error.isValidationFailure {
+                // Name the body member that brought what could not apply.
+                refusal.field = error.message.hasPrefix("key_id") ? "key_id" : (kind == "pkcs12" ? "pkcs12_base64" : "pem")
+            }
+            throw refusal
         }
     }
 

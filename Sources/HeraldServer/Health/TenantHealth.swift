@@ -124,6 +124,15 @@ struct MonitoredTransport: PushTransport {
         registry.update(tenant, generation: generation) { $0.poolState = "closed" }
     }
 
+    /// A revocation: the inner transport's connections close at once (not drained).
+    func close() async {
+        await inner.close()
+        registry.update(tenant, generation: generation) { $0.poolState = "closed" }
+    }
+
+    /// The inner transport's: a reload compares it to tell a credential rotation from another change.
+    var credentialIdentity: String? { inner.credentialIdentity }
+
     /// 403 (credentials), 5xx, and TooManyProviderTokenUpdates are about the tenant's connection,
     /// not about one device.
     static func concernsTheTenant(_ response: APNsResponse) -> Bool {
