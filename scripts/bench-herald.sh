@@ -10,9 +10,7 @@
 # Goal: herald bench reaches at least 70% of h2load's rate. Only 127.0.0.1 is used; every
 # process and wait is bounded; the sandbox started here is stopped on exit.
 set -euo pipefail
-
-cd "$(dirname "$0")/.."
-ROOT=$(pwd)
+source "$(dirname "$0")/lib.sh"
 
 REQUESTS=${REQUESTS:-200000}
 CONNECTIONS=${CONNECTIONS:-2}
@@ -22,42 +20,18 @@ SANDBOX_THREADS=${SANDBOX_THREADS:-1}
 ROUNDS=${ROUNDS:-3}
 TENANT=${TENANT:-demo-token}
 TOPIC=${TOPIC:-com.example.herald.demo}
-DEVICE=00fc13adff785122b4ad28809a3420982341241421348097878e577c991de8f0
+DEVICE=$DEMO_DEVICE
 
-command -v h2load >/dev/null || { echo "missing h2load (apt-get install nghttp2-client)" >&2; exit 2; }
-command -v python3 >/dev/null || { echo "missing python3" >&2; exit 2; }
-
-if [[ -z "${SKIP_BUILD:-}" ]]; then
-    echo "== building herald (release)"
-    swift build -c release --product herald 2>&1 | tail -1
-fi
-HERALD="$ROOT/.build/release/herald"
-
-WORK=$(mktemp -d /tmp/herald-bench-transport.XXXXXX)
-SANDBOX_PID=""
-cleanup() {
-    if [[ -n "$SANDBOX_PID" ]]; then
-        kill "$SANDBOX_PID" 2>/dev/null || true
-        wait "$SANDBOX_PID" 2>/dev/null || true
-    fi
-    rm -rf "$WORK"
-}
-trap cleanup EXIT
+require_tools h2load:nghttp2-client python3:python3
+build_herald
+make_workdir herald-bench-transport
 
 # The sandbox, on a free port of 127.0.0.1, with the demo PKI and the demo token key.
-"$HERALD" sandbox --config "$ROOT/config/sandbox.yaml" --host 127.0.0.1 --port 0 --threads "$SANDBOX_THREADS" \
-    --log-level warning > "$WORK/sandbox.log" 2>&1 &
-SANDBOX_PID=$!
-for _ in $(seq 1 100); do grep -q '^port:' "$WORK/sandbox.log" 2>/dev/null && break; sleep 0.1; done
-PORT=$(awk '/^port:/ {print $2}' "$WORK/sandbox.log")
-[[ -n "$PORT" ]] || { echo "the sandbox did not start:" >&2; cat "$WORK/sandbox.log" >&2; exit 1; }
+start_sandbox "$WORK/sandbox.log" --threads "$SANDBOX_THREADS" --log-level warning
+PORT=$SANDBOX_PORT
 
 # The tenant as herald bench sees it: the demo tenant, pointed at this sandbox's port.
-mkdir -p "$WORK/tenants"
-sed -e "s#https://localhost:2197#https://localhost:$PORT#g" \
-    -e "s#key_file: keys/#key_file: $ROOT/tenants/keys/#" \
-    -e "s#ca_file: ../config/#ca_file: $ROOT/config/#" \
-    "$ROOT/tenants/$TENANT.yaml" > "$WORK/tenants/$TENANT.yaml"
+demo_tenant "$TENANT" "$PORT" "$WORK/tenants"
 
 # The identical request: herald bench's headers and body (see BenchWorkload in Sources/HeraldCLI).
 python3 - "$PAYLOAD_BYTES" > "$WORK/body.json" <<'EOF'
@@ -115,8 +89,8 @@ best_h2load=0; best_herald=0
 for round in $(seq 1 "$ROUNDS"); do
     h=$(run_h2load); r=$(run_herald)
     printf "   round %d: h2load %10.0f req/s   herald bench %10.0f notifications/s\n" "$round" "$h" "$r"
-    best_h2load=$(awk -v a="$best_h2load" -v b="$h" 'BEGIN {print (b > a) ? b : a}')
-    best_herald=$(awk -v a="$best_herald" -v b="$r" 'BEGIN {print (b > a) ? b : a}')
+    best_h2load=$(best_of "$best_h2load" "$h")
+    best_herald=$(best_of "$best_herald" "$r")
 done
 ratio=$(awk -v r="$best_herald" -v h="$best_h2load" 'BEGIN { if (h > 0) printf "%.0f", 100 * r / h; else print 0 }')
 printf "h2load: %.0f req/s   herald bench: %.0f notifications/s   ratio: %s%% (goal >= 70%%)\n" "$best_h2load" "$best_herald" "$ratio"

@@ -9,9 +9,7 @@
 # Goal: the sandbox answers at least 60% of nghttpd's request rate, so it is never the bottleneck
 # when Herald itself is measured. Only 127.0.0.1 is used; every process and wait is bounded.
 set -euo pipefail
-
-cd "$(dirname "$0")/.."
-ROOT=$(pwd)
+source "$(dirname "$0")/lib.sh"
 
 REQUESTS=${REQUESTS:-200000}
 CLIENTS=${CLIENTS:-4}
@@ -20,36 +18,12 @@ H2LOAD_THREADS=${H2LOAD_THREADS:-1}
 SANDBOX_THREADS=${SANDBOX_THREADS:-1}
 NGHTTPD_THREADS=${NGHTTPD_THREADS:-1}
 ROUNDS=${ROUNDS:-3}
-DEVICE=00fc13adff785122b4ad28809a3420982341241421348097878e577c991de8f0
-TOPIC=com.example.herald.demo
+DEVICE=$DEMO_DEVICE
+TOPIC=$DEMO_TOPIC
 
-for tool in h2load nghttpd openssl; do
-    command -v "$tool" >/dev/null || { echo "missing $tool (apt-get install nghttp2-client nghttp2-server openssl)" >&2; exit 2; }
-done
-
-if [[ -z "${SKIP_BUILD:-}" ]]; then
-    echo "== building herald (release)"
-    swift build -c release --product herald 2>&1 | tail -1
-fi
-HERALD=${HERALD:-"$ROOT/.build/release/herald"}
-
-WORK=$(mktemp -d /tmp/herald-bench.XXXXXX)
-PIDS=()
-cleanup() {
-    for pid in "${PIDS[@]}"; do kill "$pid" 2>/dev/null || true; done
-    for pid in "${PIDS[@]}"; do wait "$pid" 2>/dev/null || true; done
-    rm -rf "$WORK"
-}
-trap cleanup EXIT
-
-wait_for_port() { # port
-    for _ in $(seq 1 100); do
-        (exec 3<>/dev/tcp/127.0.0.1/"$1") 2>/dev/null && return 0
-        sleep 0.1
-    done
-    echo "nothing listens on $1" >&2
-    return 1
-}
+require_tools h2load:nghttp2-client nghttpd:nghttp2-server openssl:openssl
+build_herald
+make_workdir herald-bench
 
 # The fixed request: body and headers identical for both servers.
 printf '{"aps":{"alert":{"title":"Herald","body":"Benchmark notification"},"badge":1}}' > "$WORK/body.json"
@@ -69,12 +43,7 @@ nghttpd -n "$NGHTTPD_THREADS" -d "$WORK/docroot" "$NGHTTPD_PORT" "$WORK/nghttpd.
     > "$WORK/nghttpd.log" 2>&1 &
 PIDS+=($!)
 
-"$HERALD" sandbox --config "$ROOT/config/sandbox.yaml" --port 0 --threads "$SANDBOX_THREADS" --log-level warning \
-    > "$WORK/sandbox.log" 2>&1 &
-PIDS+=($!)
-for _ in $(seq 1 100); do grep -q '^port:' "$WORK/sandbox.log" 2>/dev/null && break; sleep 0.1; done
-SANDBOX_PORT=$(awk '/^port:/ {print $2}' "$WORK/sandbox.log")
-[[ -n "$SANDBOX_PORT" ]] || { cat "$WORK/sandbox.log"; exit 1; }
+start_sandbox "$WORK/sandbox.log" --threads "$SANDBOX_THREADS" --log-level warning
 wait_for_port "$NGHTTPD_PORT"
 wait_for_port "$SANDBOX_PORT"
 
@@ -102,8 +71,8 @@ best_sandbox=0; best_nghttpd=0
 for round in $(seq 1 "$ROUNDS"); do
     s=$(run_h2load "$SANDBOX_PORT"); n=$(run_h2load "$NGHTTPD_PORT")
     printf "   round %d: sandbox %10.0f req/s   nghttpd %10.0f req/s\n" "$round" "$s" "$n"
-    best_sandbox=$(awk -v a="$best_sandbox" -v b="$s" 'BEGIN {print (b > a) ? b : a}')
-    best_nghttpd=$(awk -v a="$best_nghttpd" -v b="$n" 'BEGIN {print (b > a) ? b : a}')
+    best_sandbox=$(best_of "$best_sandbox" "$s")
+    best_nghttpd=$(best_of "$best_nghttpd" "$n")
 done
 ratio=$(awk -v s="$best_sandbox" -v n="$best_nghttpd" 'BEGIN { if (n > 0) printf "%.0f", 100 * s / n; else print 0 }')
 printf "sandbox: %.0f req/s   nghttpd: %.0f req/s   ratio: %s%% (goal >= 60%%)\n" "$best_sandbox" "$best_nghttpd" "$ratio"

@@ -1,0 +1,83 @@
+# Shared setup for the benchmark scripts (source it; it is not run on its own):
+#   ROOT, require_tools, build_herald (honours SKIP_BUILD=1 and HERALD=...), make_workdir with
+#   cleanup of the processes in PIDS, wait_for_port, free_port, start_sandbox_command.
+# Only 127.0.0.1 is used; every wait is bounded.
+
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+ROOT=$(pwd)
+DEMO_DEVICE=00fc13adff785122b4ad28809a3420982341241421348097878e577c991de8f0
+DEMO_TOPIC=com.example.herald.demo
+
+require_tools() { # "tool:package" ...
+    local spec tool
+    for spec in "$@"; do
+        tool=${spec%%:*}
+        command -v "$tool" >/dev/null || { echo "missing $tool (apt-get install ${spec#*:})" >&2; exit 2; }
+    done
+}
+
+build_herald() { # sets HERALD to the release binary, building it unless SKIP_BUILD=1
+    if [[ -z "${SKIP_BUILD:-}" ]]; then
+        echo "== building herald (release)"
+        swift build -c release --product herald 2>&1 | tail -1
+    fi
+    HERALD=${HERALD:-"$ROOT/.build/release/herald"}
+    [[ -x "$HERALD" ]] || { echo "no herald binary at $HERALD (run without SKIP_BUILD)" >&2; exit 2; }
+}
+
+# make_workdir NAME: a fresh temporary directory in WORK; on exit the processes in PIDS are
+# stopped (SIGTERM, then waited for) and the directory is removed.
+PIDS=()
+make_workdir() {
+    WORK=$(mktemp -d "/tmp/$1.XXXXXX")
+    trap cleanup_workdir EXIT
+}
+cleanup_workdir() {
+    local pid
+    for pid in "${PIDS[@]}"; do kill "$pid" 2>/dev/null || true; done
+    for pid in "${PIDS[@]}"; do wait "$pid" 2>/dev/null || true; done
+    [[ -n "${WORK:-}" ]] && rm -rf "$WORK"
+}
+
+wait_for_port() { # port [tries of 0.1 s]
+    local _
+    for _ in $(seq 1 "${2:-100}"); do
+        (exec 3<>/dev/tcp/127.0.0.1/"$1") 2>/dev/null && return 0
+        sleep 0.1
+    done
+    echo "nothing listens on $1" >&2
+    return 1
+}
+
+free_port() { # a port of 127.0.0.1 free right now
+    python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1]); s.close()'
+}
+
+# start_sandbox LOG [args...]: `herald sandbox` on a free port of 127.0.0.1 with the demo PKI;
+# sets SANDBOX_PORT and appends its pid to PIDS.
+start_sandbox() {
+    local log=$1
+    shift
+    "$HERALD" sandbox --config "$ROOT/config/sandbox.yaml" --host 127.0.0.1 --port 0 "$@" > "$log" 2>&1 &
+    PIDS+=($!)
+    local _
+    for _ in $(seq 1 100); do grep -q '^port:' "$log" 2>/dev/null && break; sleep 0.1; done
+    SANDBOX_PORT=$(awk '/^port:/ {print $2}' "$log")
+    [[ -n "$SANDBOX_PORT" ]] || { echo "the sandbox did not start:" >&2; cat "$log" >&2; exit 1; }
+}
+
+# demo_tenant NAME PORT DIR: the demo tenant file NAME, pointed at a sandbox on PORT, with its
+# key and CA paths made absolute, written to DIR.
+demo_tenant() {
+    mkdir -p "$3"
+    sed -e "s#https://localhost:2197#https://localhost:$2#g" \
+        -e "s#key_file: keys/#key_file: $ROOT/tenants/keys/#" \
+        -e "s#cert_file: certs/#cert_file: $ROOT/tenants/certs/#" \
+        -e "s#key_file: certs/#key_file: $ROOT/tenants/certs/#" \
+        -e "s#ca_file: ../config/#ca_file: $ROOT/config/#" \
+        "$ROOT/tenants/$1.yaml" > "$3/$1.yaml"
+}
+
+best_of() { # a b -> the larger
+    awk -v a="$1" -v b="$2" 'BEGIN {print (b > a) ? b : a}'
+}
