@@ -76,6 +76,13 @@ struct BenchCommand: AsyncParsableCommand {
     @Option(name: .customLong("noisy-concurrency"), help: "The noisy tenant's sends in flight.")
     var noisyConcurrency: Int = 4000
 
+    @Option(
+        name: .customLong("quiet-rate"),
+        help: """
+            With --noisy-neighbor: the quiet tenant sends at this steady rate (notifications/s), alone and then beside the noisy one;             0 sends as fast as it can (then both tenants compete for the same CPU).
+            """)
+    var quietRate: Double = 2000
+
     @Flag(help: "Print the figures as JSON.")
     var json = false
 
@@ -85,6 +92,7 @@ struct BenchCommand: AsyncParsableCommand {
         guard payloadBytes > 0, payloadBytes <= 5120 else { throw ValidationError("--payload-bytes must be 1…5120") }
         if let connections, !(1...64).contains(connections) { throw ValidationError("--connections must be 1…64") }
         guard warmup >= 0 else { throw ValidationError("--warmup must be 0 or more") }
+        guard quietRate >= 0 else { throw ValidationError("--quiet-rate must be 0 or more") }
         guard ["stall", "503"].contains(noisyMode) else { throw ValidationError("--noisy-mode must be stall or 503") }
         guard ["callbacks", "loops", "global"].contains(callers) else { throw ValidationError("--callers must be callbacks, loops or global") }
     }
@@ -201,7 +209,7 @@ struct BenchCommand: AsyncParsableCommand {
                 BenchWorkload(count: warmup, topic: topic, payloadBytes: payloadBytes), through: quiet, environment: environment,
                 concurrency: min(concurrency, warmup))
         }
-        let solo = await load(workload, through: quiet, environment: environment, concurrency: concurrency)
+        let solo = await quietLoad(workload, through: quiet, environment: environment)
 
         // The neighbour: as many sends as it can, each retried a moment after a queueFull.
         let noisy = try makeTransport(noisyTenant)
@@ -236,7 +244,7 @@ struct BenchCommand: AsyncParsableCommand {
             try await Task.sleep(for: .milliseconds(10))
         }
         let noisyStatus = noisy.status
-        let withNeighbour = await load(workload, through: quiet, environment: environment, concurrency: concurrency)
+        let withNeighbour = await quietLoad(workload, through: quiet, environment: environment)
         flag.stop.store(true, ordering: .relaxed)
         await noisy.close()
         await noisyLoad.value
@@ -250,6 +258,7 @@ struct BenchCommand: AsyncParsableCommand {
             let members: [(String, JSONValue)] = [
                 ("tenant", .string(quietTenant.id.rawValue)),
                 ("noisy_mode", .string(noisyMode)),
+                ("quiet_rate", .double(quietRate)),
                 ("solo", .object(solo.jsonMembers())),
                 ("with_noisy_neighbor", .object(withNeighbour.jsonMembers())),
                 ("rate_ratio", .double((ratio * 1000).rounded() / 1000)),
@@ -267,7 +276,7 @@ struct BenchCommand: AsyncParsableCommand {
             print(JSONValue.object(members).jsonText)
         } else {
             print(header)
-            print("— quiet tenant alone —")
+            print(quietRate > 0 ? String(format: "— quiet tenant alone, paced at %.0f notifications/s —", quietRate) : "— quiet tenant alone, as fast as it can —")
             for line in solo.textLines() { print(line) }
             print("— with a noisy neighbour (\(noisyDescription); \(noisyInFlight) in flight, \(noisyQueued) queued when the run began) —")
             for line in withNeighbour.textLines() { print(line) }
@@ -280,6 +289,11 @@ struct BenchCommand: AsyncParsableCommand {
     }
 
     // MARK: Helpers
+
+    private func quietLoad(_ workload: BenchWorkload, through transport: TenantTransport, environment: APNsEnvironment?) async -> BenchFigures {
+        guard quietRate > 0 else { return await load(workload, through: transport, environment: environment, concurrency: concurrency) }
+        return await BenchCallbackLoad.runPaced(workload, through: transport, environment: environment, rate: quietRate)
+    }
 
     private func load(
         _ workload: BenchWorkload, through transport: TenantTransport, environment: APNsEnvironment?, concurrency: Int

@@ -184,15 +184,23 @@ enum BenchCallbackLoad {
         let done = Atomic<Int>(0)
         let tally = Mutex(Tally())
 
-        init(notes: [HeraldCore.Notification], transport: TenantTransport, environment: APNsEnvironment?) {
+        /// Open loop: notifications go out on a schedule, completions send nothing.
+        let paced: Bool
+
+        init(notes: [HeraldCore.Notification], transport: TenantTransport, environment: APNsEnvironment?, paced: Bool = false) {
             self.notes = notes
             self.transport = transport
             self.environment = environment
+            self.paced = paced
         }
 
         func sendNext() {
             let index = next.add(1, ordering: .relaxed).oldValue
             guard index < notes.count else { return }
+            send(index)
+        }
+
+        func send(_ index: Int) {
             let began = ContinuousClock.now
             transport.send(notes[index], environment: environment) { result in
                 let elapsed = began.duration(to: .now)
@@ -208,7 +216,9 @@ enum BenchCallbackLoad {
                         tally.failed[error.metricLabel, default: 0] += 1
                     }
                 }
-                if case .failure = result {
+                if self.paced {
+                    // The pacer sends the next ones.
+                } else if case .failure = result {
                     // A failure may come back synchronously: do not recurse.
                     Task { self.sendNext() }
                 } else {
@@ -229,11 +239,41 @@ enum BenchCallbackLoad {
         _ workload: BenchWorkload, through transport: TenantTransport, environment: APNsEnvironment?, concurrency: Int
     ) async -> BenchFigures {
         let driver = Driver(notes: workload.notes, transport: transport, environment: environment)
+        return await measure(driver) {
+            for _ in 0..<max(1, min(concurrency, workload.notes.count)) { driver.sendNext() }
+        }
+    }
+
+    /// Open loop at a fixed rate: notification `i` goes out at `start + i / rate` whatever the
+    /// answers do (a tenant with a steady, modest flow), so the figures show whether it keeps its
+    /// rate and how its latency changes, rather than how much CPU it can grab.
+    static func runPaced(
+        _ workload: BenchWorkload, through transport: TenantTransport, environment: APNsEnvironment?, rate: Double
+    ) async -> BenchFigures {
+        let driver = Driver(notes: workload.notes, transport: transport, environment: environment, paced: true)
+        let total = workload.notes.count
+        return await measure(driver) {
+            Task {
+                let start = ContinuousClock.now
+                var sent = 0
+                while sent < total {
+                    let due = min(total, Int(Double(start.duration(to: .now).secondsValue) * rate) + 1)
+                    while sent < due {
+                        driver.send(sent)
+                        sent += 1
+                    }
+                    try? await Task.sleep(for: .milliseconds(1))
+                }
+            }
+        }
+    }
+
+    private static func measure(_ driver: Driver, start body: () -> Void) async -> BenchFigures {
         let cpuBefore = ProcessUsage.now()
         let start = ContinuousClock.now
         await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
             driver.tally.withLock { $0.finished = continuation }
-            for _ in 0..<max(1, min(concurrency, workload.notes.count)) { driver.sendNext() }
+            body()
         }
         let wall = start.duration(to: .now)
         let cpuAfter = ProcessUsage.now()
@@ -245,8 +285,14 @@ enum BenchCallbackLoad {
             figures.succeeded = tally.succeeded
             figures.failed = tally.failed
         }
-        figures.sent = workload.notes.count
+        figures.sent = driver.notes.count
         return figures
+    }
+}
+
+extension Duration {
+    fileprivate var secondsValue: Double {
+        Double(components.seconds) + Double(components.attoseconds) / 1e18
     }
 }
 
