@@ -11,6 +11,7 @@
 #   DURATION=30 CONNECTIONS=64 BATCH=100000 scripts/bench-api.sh
 #   SKIP_BUILD=1 scripts/bench-api.sh                      # reuse .build/release/herald
 #   SKIP_WRK=1 / SKIP_BATCH=1                              # run only one half
+#   JOB_CONCURRENCY=100 POLL_INTERVAL=0.2                  # jobs.concurrency_per_tenant; job polling
 #
 # Only 127.0.0.1 is used; every process and wait is bounded; the server started here is stopped
 # with SIGTERM on exit and its temporary directory removed.
@@ -21,6 +22,7 @@ DURATION=${DURATION:-10}
 CONNECTIONS=${CONNECTIONS:-32}
 WRK_THREADS=${WRK_THREADS:-1}
 BATCH=${BATCH:-100000}
+JOB_CONCURRENCY=${JOB_CONCURRENCY:-100}   # jobs.concurrency_per_tenant (the default)
 TENANT=demo-token
 API_KEY=hk_demo-token_local-sandbox-only   # the demo tenant's DEMO key (local sandbox only)
 
@@ -45,6 +47,8 @@ storage_path: $WORK/data/herald.sqlite
 log_level: warning
 api:
   max_batch_items: $(( BATCH > 100000 ? BATCH : 100000 ))
+jobs:
+  concurrency_per_tenant: $JOB_CONCURRENCY
 sandbox:
   enabled: true
   config: $WORK/config/sandbox.yaml
