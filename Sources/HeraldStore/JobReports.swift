@@ -72,13 +72,20 @@ public struct ScanningJobReports: JobReports {
         while true {
             let items = try await store.items(tenant: tenant, job: job, fromIndex: from, limit: page)
             for item in items {
-                counts[Key(state: item.state, status: item.result?.status, reason: item.result?.reason), default: 0] += 1
+                counts[Key(state: item.state, status: item.result?.status, reason: item.result?.reason), default: 0] +=
+                    1
             }
             guard let last = items.last, items.count == page else { break }
             from = last.index + 1
         }
-        return counts.map { JobOutcomeCount(state: $0.key.state, status: $0.key.status, reason: $0.key.reason, count: $0.value) }
-            .sorted { ($0.state.rawValue, $0.status ?? -1, $0.reason ?? "") < ($1.state.rawValue, $1.status ?? -1, $1.reason ?? "") }
+        return counts.map {
+            JobOutcomeCount(state: $0.key.state, status: $0.key.status, reason: $0.key.reason, count: $0.value)
+        }
+        .sorted {
+            ($0.state.rawValue, $0.status ?? -1, $0.reason ?? "") < (
+                $1.state.rawValue, $1.status ?? -1, $1.reason ?? ""
+            )
+        }
     }
 
     public func failedItems(tenant: TenantID, job: JobID, afterIndex: Int, limit: Int) async throws -> [JobItem] {

@@ -20,7 +20,9 @@ extension SQLitePushStore: JobReports {
                 arguments: [tenant.rawValue, job.rawValue]
             ).map { row in
                 let raw: String = row["state"]
-                guard let state = JobItemState(rawValue: raw) else { throw StoreError.corrupt("job item with an unknown state") }
+                guard let state = JobItemState(rawValue: raw) else {
+                    throw StoreError.corrupt("job item with an unknown state")
+                }
                 return JobOutcomeCount(state: state, status: row["status"], reason: row["reason"], count: row["n"])
             }
         }
@@ -58,6 +60,8 @@ extension SQLitePushStore: JobReports {
             state: .failed, status: row["status"], reason: row["reason"], message: row["message"],
             apnsID: resultID.flatMap { try? NotificationID($0) }, apnsTimestamp: timestamp.map(Self.date),
             finishedAt: Self.date(finished ?? 0))
-        return JobItem(job: JobID(unchecked: row["job_id"]), index: row["idx"], notification: notification, state: .failed, result: result)
+        return JobItem(
+            job: JobID(unchecked: row["job_id"]), index: row["idx"], notification: notification, state: .failed,
+            result: result)
     }
 }

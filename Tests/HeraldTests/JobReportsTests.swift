@@ -31,8 +31,11 @@ struct JobReportsTests {
             switch index % 4 {
             case 0: result = JobItemResult(state: .sent, status: 200, reason: nil, apnsID: nil, finishedAt: t0)
             case 1:
-                result = JobItemResult(state: .failed, status: 410, reason: "Unregistered", apnsID: nil, apnsTimestamp: t0, finishedAt: t0)
-            case 2: result = JobItemResult(state: .failed, status: 400, reason: "BadDeviceToken", apnsID: nil, finishedAt: t0)
+                result = JobItemResult(
+                    state: .failed, status: 410, reason: "Unregistered", apnsID: nil, apnsTimestamp: t0, finishedAt: t0)
+            case 2:
+                result = JobItemResult(
+                    state: .failed, status: 400, reason: "BadDeviceToken", apnsID: nil, finishedAt: t0)
             default: continue  // stays pending
             }
             _ = try await store.recordResult(tenant: acme, job: job, index: index, result: result)
@@ -55,7 +58,10 @@ struct JobReportsTests {
         while true {
             let page = try await store.failedItems(tenant: acme, job: job, afterIndex: after, limit: 2)
             guard let last = page.last else { break }
-            #expect(page.allSatisfy { $0.state == .failed && $0.result?.state == .failed && $0.notification.payload.isEmpty })
+            #expect(
+                page.allSatisfy {
+                    $0.state == .failed && $0.result?.state == .failed && $0.notification.payload.isEmpty
+                })
             pages.append(page.map(\.index))
             after = last.index
         }
@@ -67,7 +73,10 @@ struct JobReportsTests {
         #expect(scannedFailed.map(\.index) == [1, 2, 5, 6, 9, 10])
 
         // Another tenant's job of the same id, and a missing job, report nothing of acme's.
-        #expect(try await store.outcomes(tenant: other, job: job) == [JobOutcomeCount(state: .failed, status: 400, reason: "BadTopic", count: 1)])
+        #expect(
+            try await store.outcomes(tenant: other, job: job) == [
+                JobOutcomeCount(state: .failed, status: 400, reason: "BadTopic", count: 1)
+            ])
         #expect(try await store.outcomes(tenant: acme, job: try JobID("absent")).isEmpty)
         #expect(try await store.failedItems(tenant: acme, job: try JobID("absent"), afterIndex: -1, limit: 10).isEmpty)
 
