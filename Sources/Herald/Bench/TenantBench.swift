@@ -58,11 +58,7 @@ public enum TenantBench {
     /// transports, and measures time and resident memory. The router is returned so that the
     /// caller keeps it alive while reading the figures.
     public static func measure(directory: String, dataDirectory: String) async throws -> (Figures, Router) {
-        let store = try SQLitePushStore(directory: dataDirectory)
-        var logger = Logger(label: "herald.bench")
-        logger.logLevel = .error
-        let router = Router(
-            configuration: RouterConfiguration(store: store, transports: APNsTransportProvider(), logger: logger))
+        let router = try makeRouter(dataDirectory: dataDirectory)
         // Warm up what every load pays once (code paths, the loader's and the plugins' statics).
         _ = try? TenantLoader().loadDirectory(NSTemporaryDirectory() + "/does-not-exist")
 
@@ -92,11 +88,7 @@ public enum TenantBench {
     }
 
     public static func measureStartup(directory: String, dataDirectory: String) async throws -> (StartupFigures, Router) {
-        let store = try SQLitePushStore(directory: dataDirectory)
-        var logger = Logger(label: "herald.bench")
-        logger.logLevel = .error
-        let router = Router(
-            configuration: RouterConfiguration(store: store, transports: APNsTransportProvider(), logger: logger))
+        let router = try makeRouter(dataDirectory: dataDirectory)
         let coordinator = ReloadCoordinator(router: router, configuration: ReloadConfiguration(tenantsDirectory: directory))
         let clock = ContinuousClock()
         let start = clock.now
@@ -104,6 +96,14 @@ public enum TenantBench {
         let figures = StartupFigures(
             tenants: report.added.count, failed: report.failures.count, seconds: start.duration(to: clock.now).secondsValue)
         return (figures, router)
+    }
+
+    /// A router with real (unopened) APNs transports and a SQLite store, logging errors only.
+    private static func makeRouter(dataDirectory: String) throws -> Router {
+        let store = try SQLitePushStore(directory: dataDirectory)
+        var logger = Logger(label: "herald.bench")
+        logger.logLevel = .error
+        return Router(configuration: RouterConfiguration(store: store, transports: APNsTransportProvider(), logger: logger))
     }
 
     /// The process's resident set size, from /proc/self/status (Linux); nil elsewhere.

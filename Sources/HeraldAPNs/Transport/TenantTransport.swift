@@ -115,15 +115,18 @@ public final class TenantTransport: Sendable {
             submit(prepared, authorization: authorization, mayRetryExpired: true, completion: completion)
             return
         }
-        Task {
-            do {
-                let authorization = try await self.currentAuthorization()
-                self.submit(prepared, authorization: authorization, mayRetryExpired: true, completion: completion)
-            } catch let error as APNsTransportError {
-                completion(.failure(error))
-            } catch {
-                completion(.failure(.invalidConfiguration("\(error)")))
-            }
+        Task { await self.submitWithCurrentAuthorization(prepared, mayRetryExpired: true, completion: completion) }
+    }
+
+    /// Gets the authorization (signing a token when needed) and submits, or completes with the error.
+    private func submitWithCurrentAuthorization(_ prepared: Prepared, mayRetryExpired: Bool, completion: @escaping Completion) async {
+        do {
+            let authorization = try await currentAuthorization()
+            submit(prepared, authorization: authorization, mayRetryExpired: mayRetryExpired, completion: completion)
+        } catch let error as APNsTransportError {
+            completion(.failure(error))
+        } catch {
+            completion(.failure(.invalidConfiguration("\(error)")))
         }
     }
 
@@ -176,14 +179,7 @@ public final class TenantTransport: Sendable {
         Task {
             await self.credentials.tokenRejectedAsExpired(rejected)
             self.cachedAuthorization.withLock { $0 = nil }
-            do {
-                let fresh = try await self.currentAuthorization()
-                self.submit(prepared, authorization: fresh, mayRetryExpired: false, completion: completion)
-            } catch let error as APNsTransportError {
-                completion(.failure(error))
-            } catch {
-                completion(.failure(.invalidConfiguration("\(error)")))
-            }
+            await self.submitWithCurrentAuthorization(prepared, mayRetryExpired: false, completion: completion)
         }
     }
 
