@@ -87,6 +87,9 @@ struct RotationUnderLoadTests {
                             + certLoad.completed.load(ordering: .acquiring)
                 }
                 try #require(held, "the token workers' sends were not all held")
+                // Let the last of them reach the sandbox (not needed for correctness: answers stay
+                // held until the revocation returned, so a late one is cut too, or never written).
+                try await Task.sleep(for: .milliseconds(200))
                 try rig.writeTokenTenant("acme", keyID: Self.keyC)
                 let report = try await rig.coordinator.reload(tenant: acme, revoke: true)
                 rig.sandbox.setFaults(.none)
