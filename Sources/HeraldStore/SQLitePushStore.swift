@@ -1,6 +1,7 @@
 import Foundation
 import GRDB
 import HeraldCore
+import Synchronization
 
 /// The embedded ``PushStore``: one SQLite file (WAL mode) through GRDB.
 ///
@@ -14,6 +15,8 @@ public final class SQLitePushStore: PushStore {
     /// The one connection pool to the file (a writer and WAL readers); the report queries in
     /// `SQLitePushStore+Reports.swift` read through it too.
     let pool: DatabasePool
+    /// Job item outcomes waiting for the next write transaction (`SQLitePushStore+Results.swift`).
+    let resultQueue = Mutex(ResultQueue())
 
     /// The file name used inside a data directory.
     public static let defaultFileName = "herald.sqlite"
@@ -256,41 +259,9 @@ public final class SQLitePushStore: PushStore {
                 arguments: [claimant, until, tenant.rawValue, job.rawValue])
             return try Row.fetchAll(
                 db,
-                sql: "SELECT * FROM job_item WHERE tenant = ? AND job_id = ? AND idx IN (\(list)) ORDER BY idx",
+                sql: "SELECT \(Self.jobItemColumns) FROM job_item WHERE tenant = ? AND job_id = ? AND idx IN (\(list)) ORDER BY idx",
                 arguments: [tenant.rawValue, job.rawValue]
             ).map { try Self.jobItem(from: $0) }
-        }
-    }
-
-    public func recordResult(tenant: TenantID, job: JobID, index: Int, result: JobItemResult) async throws
-        -> RecordOutcome
-    {
-        guard result.state != .pending else {
-            throw StoreError.invalidArgument("a result must be sent or failed, not pending")
-        }
-        let arguments: StatementArguments = [
-            result.state.rawValue, result.status, result.reason, result.message, result.apnsID?.rawValue,
-            result.apnsTimestamp.map(Self.millis), Self.millis(result.finishedAt),
-            tenant.rawValue, job.rawValue, index,
-        ]
-        return try await pool.write { db in
-            // One call per job item outcome: cached statements skip SQLite's parse and GRDB's
-            // authorizer on this hot path.
-            try db.cachedStatement(
-                sql: """
-                    UPDATE job_item SET state = ?, status = ?, reason = ?, message = ?, result_apns_id = ?,
-                        apns_timestamp_ms = ?, finished_at_ms = ?, claimant = NULL, lease_until_ms = NULL
-                    WHERE tenant = ? AND job_id = ? AND idx = ? AND state = 'pending'
-                    """
-            ).execute(arguments: arguments)
-            let changed = db.changesCount > 0
-            guard
-                let row = try Row.fetchOne(
-                    db.cachedStatement(sql: "SELECT * FROM job_item WHERE tenant = ? AND job_id = ? AND idx = ?"),
-                    arguments: [tenant.rawValue, job.rawValue, index])
-            else { throw StoreError.notFound("item \(index) of job \(job)") }
-            let item = try Self.jobItem(from: row)
-            return changed ? .recorded(item) : .alreadyRecorded(item)
         }
     }
 
@@ -298,7 +269,7 @@ public final class SQLitePushStore: PushStore {
         try await pool.read { db in
             try Row.fetchAll(
                 db,
-                sql: "SELECT * FROM job_item WHERE tenant = ? AND job_id = ? AND idx >= ? ORDER BY idx LIMIT ?",
+                sql: "SELECT \(Self.jobItemColumns) FROM job_item WHERE tenant = ? AND job_id = ? AND idx >= ? ORDER BY idx LIMIT ?",
                 arguments: [tenant.rawValue, job.rawValue, fromIndex, max(0, limit)]
             ).map { try Self.jobItem(from: $0) }
         }
@@ -354,41 +325,49 @@ public final class SQLitePushStore: PushStore {
             createdAt: date(row["created_at_ms"]), updatedAt: date(row["updated_at_ms"]))
     }
 
-    private static func jobItem(from row: Row) throws -> JobItem {
-        let stateRaw: String = row["state"]
-        let pushTypeRaw: String = row["push_type"]
+    /// The `job_item` columns in the order ``jobItem(from:)`` reads them, by position (reading
+    /// by name costs a case-insensitive lookup per column, on the job runner's hot path).
+    static let jobItemColumns = """
+        job_id, idx, device_token, topic, push_type, priority, expiration, collapse_id, apns_id, payload, \
+        state, status, reason, message, result_apns_id, apns_timestamp_ms, finished_at_ms, claimant, lease_until_ms
+        """
+
+    /// A job item from a row of ``jobItemColumns``.
+    static func jobItem(from row: Row) throws -> JobItem {
+        let stateRaw: String = row[10]
+        let pushTypeRaw: String = row[4]
         guard let state = JobItemState(rawValue: stateRaw), let pushType = PushType(rawValue: pushTypeRaw) else {
             throw StoreError.corrupt("job item row with an invalid state or push type")
         }
-        let tokenHex: String = row["device_token"]
-        let apnsIDRaw: String = row["apns_id"]
-        let priorityRaw: Int? = row["priority"]
-        let expirationRaw: Int64? = row["expiration"]
-        let payload: Data = row["payload"]
+        let tokenHex: String = row[2]
+        let apnsIDRaw: String = row[8]
+        let priorityRaw: Int? = row[5]
+        let expirationRaw: Int64? = row[6]
+        let payload: Data = row[9]
         let notification: HeraldCore.Notification
         do {
             notification = HeraldCore.Notification(
-                deviceToken: try DeviceToken(hex: tokenHex), topic: row["topic"], pushType: pushType,
+                deviceToken: try DeviceToken(hex: tokenHex), topic: row[3], pushType: pushType,
                 priority: priorityRaw.flatMap(Priority.init(rawValue:)),
                 expiration: expirationRaw.map { $0 == 0 ? .immediately : .at(UInt32(clamping: $0)) },
-                collapseID: row["collapse_id"], id: try NotificationID(apnsIDRaw), payload: payload)
+                collapseID: row[7], id: try NotificationID(apnsIDRaw), payload: payload)
         } catch {
             throw StoreError.corrupt("job item row with an invalid device token or apns-id")
         }
         var result: JobItemResult? = nil
         if state != .pending {
-            let resultID: String? = row["result_apns_id"]
-            let timestamp: Int64? = row["apns_timestamp_ms"]
-            let finished: Int64? = row["finished_at_ms"]
+            let resultID: String? = row[14]
+            let timestamp: Int64? = row[15]
+            let finished: Int64? = row[16]
             result = JobItemResult(
-                state: state, status: row["status"], reason: row["reason"], message: row["message"],
+                state: state, status: row[11], reason: row[12], message: row[13],
                 apnsID: resultID.flatMap { try? NotificationID($0) }, apnsTimestamp: timestamp.map(date),
                 finishedAt: date(finished ?? 0))
         }
-        let lease: Int64? = row["lease_until_ms"]
+        let lease: Int64? = row[18]
         return JobItem(
-            job: JobID(unchecked: row["job_id"]), index: row["idx"], notification: notification, state: state,
-            result: result, claimant: row["claimant"], leaseUntil: lease.map(date))
+            job: JobID(unchecked: row[0]), index: row[1], notification: notification, state: state,
+            result: result, claimant: row[17], leaseUntil: lease.map(date))
     }
 
     private static func invalidTokenRecord(_ row: Row) throws -> InvalidTokenRecord {

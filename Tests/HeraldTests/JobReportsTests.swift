@@ -95,3 +95,59 @@ struct StoreSettingsTests {
         #expect(try await store.synchronousMode() == 1)
     }
 }
+
+@Suite("SQLite store: job item outcomes recorded concurrently")
+struct ConcurrentResultsTests {
+    let acme = Fixtures.tenantID("acme")
+    let t0 = Date(timeIntervalSince1970: 1_700_000_000)
+
+    @Test("many outcomes at once are all committed; for one item the first wins and the others see it")
+    func concurrentOutcomes() async throws {
+        let directory = Fixtures.temporaryDirectory("herald-store")
+        let job = try JobID("concurrent")
+        let count = 300
+        do {
+            let store = try SQLitePushStore(directory: directory)
+            _ = try await store.createJob(
+                tenant: acme, id: job, environment: nil, notifications: (0..<count).map { _ in Fixtures.note() },
+                createdAt: t0)
+            // Every item once, and item 0 three more times with other outcomes, all at once.
+            let outcomes = try await withThrowingTaskGroup(of: (Int, RecordOutcome).self) { group in
+                for index in 0..<count {
+                    group.addTask {
+                        let result = JobItemResult(
+                            state: index % 2 == 0 ? .sent : .failed, status: index % 2 == 0 ? 200 : 410,
+                            reason: index % 2 == 0 ? nil : "Unregistered", apnsID: nil, finishedAt: t0)
+                        return (index, try await store.recordResult(tenant: acme, job: job, index: index, result: result))
+                    }
+                }
+                for attempt in 1...3 {
+                    group.addTask {
+                        let result = JobItemResult(
+                            state: .failed, status: 500 + attempt, reason: "Attempt\(attempt)", apnsID: nil, finishedAt: t0)
+                        return (0, try await store.recordResult(tenant: acme, job: job, index: 0, result: result))
+                    }
+                }
+                var all: [(Int, RecordOutcome)] = []
+                for try await outcome in group { all.append(outcome) }
+                return all
+            }
+            #expect(outcomes.count == count + 3)
+            let forZero = outcomes.filter { $0.0 == 0 }.map(\.1)
+            #expect(forZero.filter { if case .recorded = $0 { true } else { false } }.count == 1)
+            #expect(Set(forZero.map(\.item)).count == 1, "every caller for item 0 sees the one recorded outcome")
+            #expect(outcomes.filter { $0.0 != 0 }.allSatisfy { if case .recorded = $0.1 { true } else { false } })
+            // A missing item is an error for its caller only.
+            await #expect(throws: StoreError.self) {
+                try await store.recordResult(
+                    tenant: acme, job: job, index: count,
+                    result: JobItemResult(state: .sent, status: 200, reason: nil, apnsID: nil, finishedAt: t0))
+            }
+        }
+        // Committed: a fresh store on the same file sees every outcome.
+        let reopened = try SQLitePushStore(directory: directory)
+        let progress = try #require(try await reopened.progress(tenant: acme, job: job))
+        #expect(progress.pending == 0 && progress.sent + progress.failed == count)
+        #expect(progress.sent == count / 2 || progress.sent == count / 2 - 1)
+    }
+}
