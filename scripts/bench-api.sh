@@ -64,6 +64,9 @@ grep -q "^tenants: $TENANT" "$WORK/serve.log" || { echo "the demo tenant did not
 BASE="http://127.0.0.1:$API_PORT"
 
 now() { date +%s.%N; }
+cpu_seconds() { # user + system CPU of herald serve (its in-process sandbox included)
+    awk -v hz="$(getconf CLK_TCK)" '{printf "%.2f", ($14 + $15) / hz}' "/proc/$SERVE_PID/stat"
+}
 
 # One notification first: the tenant's TLS connections to the sandbox open at the first send.
 first=$(curl -s -m 30 "$BASE/v1/notifications" -H "Authorization: Bearer $API_KEY" -H 'Content-Type: application/json' \
@@ -107,6 +110,7 @@ json.dump({"notification": {"topic": topic, "payload": {"aps": {"alert": {"title
            "device_tokens": tokens}, sys.stdout, separators=(",", ":"))
 PY
     echo "== (b) POST /v1/notifications/batch with $BATCH device tokens ($(wc -c < "$WORK/batch.json") bytes), then GET /v1/jobs/{id} until finished"
+    cpu_start=$(cpu_seconds)
     start=$(now)
     accepted=$(curl -s -m 300 -w '\n%{http_code}' "$BASE/v1/notifications/batch" -H "Authorization: Bearer $API_KEY" \
         -H 'Content-Type: application/json' --data-binary "@$WORK/batch.json")
@@ -123,14 +127,17 @@ PY
         sleep "${POLL_INTERVAL:-0.2}"
     done
     finished_at=$(now)
+    cpu_end=$(cpu_seconds)
     [[ "$state" == finished ]] || { echo "the job did not finish (state $state) within ${BATCH_TIMEOUT:-900}s" >&2; exit 1; }
-    BATCH_FIGURES=$(python3 - "$WORK/job.json" "$start" "$accepted_at" "$finished_at" "$BATCH" <<'PY'
+    BATCH_FIGURES=$(python3 - "$WORK/job.json" "$start" "$accepted_at" "$finished_at" "$BATCH" "$cpu_start" "$cpu_end" <<'PY'
 import json, sys
 job = json.load(open(sys.argv[1]))
 start, accepted, finished, count = float(sys.argv[2]), float(sys.argv[3]), float(sys.argv[4]), int(sys.argv[5])
+cpu = float(sys.argv[7]) - float(sys.argv[6])
 counts = job["counts"]
-print("accept_s=%.3f complete_s=%.3f rate=%.0f sent=%d failed=%d pending=%d outcomes=%s" % (
-    accepted - start, finished - start, count / (finished - start), counts["sent"], counts["failed"], counts["pending"],
+print("accept_s=%.3f complete_s=%.3f rate=%.0f cpu_us=%.0f sent=%d failed=%d pending=%d outcomes=%s" % (
+    accepted - start, finished - start, count / (finished - start), cpu * 1e6 / count,
+    counts["sent"], counts["failed"], counts["pending"],
     ",".join("%s:%s:%s=%d" % (o["state"], o["status"], o["reason"], o["count"]) for o in job["outcomes"])))
 PY
 )
@@ -153,8 +160,9 @@ if [[ -n "${WRK_FIGURES:-}" ]]; then
         "$(field requests "$WRK_FIGURES")" "$(field non2xx "$WRK_FIGURES")" "$(field socket_errors "$WRK_FIGURES")"
 fi
 if [[ -n "${BATCH_FIGURES:-}" ]]; then
-    printf "batch of %s: 202 after %s s; job finished after %s s (%s notifications/s from POST); sent %s, failed %s (%s)\n" \
+    printf "batch of %s: 202 after %s s; job finished after %s s (%s notifications/s from POST; herald serve CPU %s us/notification, sandbox included); sent %s, failed %s (%s)\n" \
         "$BATCH" "$(field accept_s "$BATCH_FIGURES")" "$(field complete_s "$BATCH_FIGURES")" "$(field rate "$BATCH_FIGURES")" \
+        "$(field cpu_us "$BATCH_FIGURES")" \
         "$(field sent "$BATCH_FIGURES")" "$(field failed "$BATCH_FIGURES")" "$(field outcomes "$BATCH_FIGURES")"
 fi
 echo "herald serve exit status after SIGTERM: $status"
