@@ -228,7 +228,7 @@ struct ReloadAPITests {
 }
 
 /// Polls `condition` until it holds or `timeout` passes; returns whether it held.
-func eventually(timeout: Duration = .seconds(60), _ condition: @Sendable () async throws -> Bool) async rethrows -> Bool {
+private func eventually(timeout: Duration = .seconds(60), _ condition: @Sendable () async throws -> Bool) async rethrows -> Bool {
     let clock = ContinuousClock()
     let end = clock.now.advanced(by: timeout)
     while clock.now < end {

@@ -24,7 +24,7 @@ struct RotationUnderLoadTests {
     static let keyB = "KEYB000001"
     static let keyC = "KEYC000001"
     /// How long the sandbox holds answers while the revocation cuts the old connections.
-    static let holdSeconds: TimeInterval = 5
+    static let holdSeconds: TimeInterval = 3
 
     struct Swaps: Sendable {
         /// Load indices at or above these started after the swap returned.
