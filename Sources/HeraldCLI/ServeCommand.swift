@@ -43,7 +43,8 @@ struct ServeCommand: AsyncParsableCommand {
     func run() async throws {
         var settings: ServerConfiguration
         do {
-            settings = try ServerConfiguration.load(file: config ?? ServerConfiguration.defaultFile, required: config != nil)
+            settings = try ServerConfiguration.load(
+                file: config ?? ServerConfiguration.defaultFile, required: config != nil)
         } catch {
             FileHandle.standardError.write(Data("herald serve: \(error)\n".utf8))
             throw ExitStatus.invalid
@@ -76,16 +77,24 @@ struct ServeCommand: AsyncParsableCommand {
         }
         var lines: [String] = []
         if let sandbox = server.sandbox {
-            lines.append("APNsSandbox listening on https://\(sandbox.host):\(sandbox.port) (config: \(settings.sandbox.configFile))")
+            lines.append(
+                "APNsSandbox listening on https://\(sandbox.host):\(sandbox.port) (config: \(settings.sandbox.configFile))"
+            )
         }
-        lines.append("tenants: \(server.loadedTenants.map(\.rawValue).joined(separator: ", ")) (from \(settings.tenantsDirectory))")
+        lines.append(
+            "tenants: \(server.loadedTenants.map(\.rawValue).joined(separator: ", ")) (from \(settings.tenantsDirectory))"
+        )
         for failure in server.loadFailures {
             lines.append("not loaded: \(failure.message)")
         }
         lines.append("store: \(settings.storagePath)")
-        lines.append("admin routes: " + (options.adminToken == nil ? "off (\(settings.api.adminTokenVariable) is not set)" : "on"))
+        lines.append(
+            "admin routes: "
+                + (options.adminToken == nil ? "off (\(settings.api.adminTokenVariable) is not set)" : "on"))
         var reloads: [String] = []
-        if settings.reload.watch { reloads.append("watching \(settings.tenantsDirectory) every \(settings.reload.watchInterval)s") }
+        if settings.reload.watch {
+            reloads.append("watching \(settings.tenantsDirectory) every \(settings.reload.watchInterval)s")
+        }
         if settings.reload.sighup { reloads.append("SIGHUP") }
         if options.adminToken != nil { reloads.append("POST /admin/reload") }
         lines.append("reload: " + reloads.joined(separator: ", "))

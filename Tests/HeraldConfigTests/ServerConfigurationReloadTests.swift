@@ -44,7 +44,8 @@ struct ServerConfigurationReloadTests {
             #expect(messages.contains { $0.hasPrefix("config/herald.yaml:2:10: reload.watch: must be true or false") })
             #expect(
                 messages.contains {
-                    $0.hasPrefix("config/herald.yaml:3:19: reload.watch_interval: must be a duration of more than 0 seconds")
+                    $0.hasPrefix(
+                        "config/herald.yaml:3:19: reload.watch_interval: must be a duration of more than 0 seconds")
                 })
             #expect(messages.contains { $0.hasPrefix("config/herald.yaml:4:11: reload.sighup: must be true or false") })
             #expect(

@@ -14,7 +14,8 @@ struct ReloadAPITests {
         let acme = TestTenant.make(
             id: "acme", teamID: "ACMETEAM01", keyID: "ACMEKEY001", topics: ["com.acme.app", "com.acme.app.voip"],
             extraYAML: TestWorld.acmePlugins)
-        let globex = TestTenant.make(id: "globex", teamID: "GLOBEXTM01", keyID: "GLOBEXKEY1", topics: ["com.globex.app"])
+        let globex = TestTenant.make(
+            id: "globex", teamID: "GLOBEXTM01", keyID: "GLOBEXKEY1", topics: ["com.globex.app"])
         let next = TestTenant.make(id: "acmenext", teamID: acme.teamID, keyID: "ACMEKEY002", topics: acme.topics)
         let world = try await TestWorld.make(
             tenants: [acme, globex, next], devices: [], faults: .none, recordPayloads: false)
@@ -27,7 +28,9 @@ struct ReloadAPITests {
     static func send(_ client: APIClient, _ tenant: TestTenant, _ index: Int) async throws -> APIClient.Reply {
         try await client.request(
             .post, "/v1/notifications", key: tenant.apiKey,
-            json: #"{"device_token": "\#(Tokens.make(0xA1, index))", "topic": "\#(tenant.topics[0])", "payload": {"aps": {}}}"#)
+            json:
+                #"{"device_token": "\#(Tokens.make(0xA1, index))", "topic": "\#(tenant.topics[0])", "payload": {"aps": {}}}"#
+        )
     }
 
     /// JSON for a string value (PEM text has newlines).
@@ -43,7 +46,8 @@ struct ReloadAPITests {
             let client = live.client()
             #expect(try await Self.send(client, acme, 1).status == 200)
             #expect(world.sandbox.requests.last?.keyID == "ACMEKEY001")
-            let body = #"{"kind": "token", "key_id": "ACMEKEY002", "pem": \#(try Self.quoted(next.key.pemRepresentation))}"#
+            let body =
+                #"{"kind": "token", "key_id": "ACMEKEY002", "pem": \#(try Self.quoted(next.key.pemRepresentation))}"#
             let reply = try await client.request(.put, "/admin/tenants/acme/credentials", key: Self.admin, json: body)
             #expect(reply.status == 200, "\(reply.text)")
             #expect(reply.json["reloaded"] as? [String] == ["acme"])
@@ -92,7 +96,9 @@ struct ReloadAPITests {
 
             let wrongKind = try await client.request(
                 .put, "/admin/tenants/acme/credentials", key: Self.admin,
-                json: #"{"kind": "certificate", "pem": "-----BEGIN CERTIFICATE-----\nAAAA\n-----END CERTIFICATE-----\n"}"#)
+                json:
+                    #"{"kind": "certificate", "pem": "-----BEGIN CERTIFICATE-----\nAAAA\n-----END CERTIFICATE-----\n"}"#
+            )
             #expect(wrongKind.status == 422, "\(wrongKind.text)")
             #expect((wrongKind.error["message"] as? String)?.contains("token") == true)
 
@@ -151,11 +157,14 @@ struct ReloadAPITests {
     @Test func theAdminRoutesTakeTheAdminTokenOnly() async throws {
         let (world, next) = try await Self.world()
         let acme = world.tenant("acme")
-        let upload = #"{"kind": "token", "key_id": "ACMEKEY002", "pem": \#(try Self.quoted(next.key.pemRepresentation))}"#
+        let upload =
+            #"{"kind": "token", "key_id": "ACMEKEY002", "pem": \#(try Self.quoted(next.key.pemRepresentation))}"#
         try await LiveServer.with(world.options(adminToken: Self.admin)) { live async throws in
             let client = live.client()
             for key in [nil, acme.apiKey, "wrong-token"] {
-                #expect(try await client.request(.put, "/admin/tenants/acme/credentials", key: key, json: upload).status == 401)
+                #expect(
+                    try await client.request(.put, "/admin/tenants/acme/credentials", key: key, json: upload).status
+                        == 401)
                 #expect(try await client.request(.post, "/admin/tenants/acme/reload", key: key).status == 401)
                 #expect(try await client.request(.post, "/admin/reload", key: key).status == 401)
             }
@@ -165,7 +174,9 @@ struct ReloadAPITests {
         // Without an admin token configured, the admin routes do not exist.
         try await LiveServer.with(world.options(adminToken: nil)) { live async throws in
             let client = live.client()
-            #expect(try await client.request(.put, "/admin/tenants/acme/credentials", key: "anything", json: upload).status == 404)
+            #expect(
+                try await client.request(.put, "/admin/tenants/acme/credentials", key: "anything", json: upload).status
+                    == 404)
         }
         await world.close()
     }
@@ -177,15 +188,18 @@ struct ReloadAPITests {
             let client = live.client()
             let file = world.tenantsDirectory + "/globex.yaml"
             let good = try String(contentsOfFile: file, encoding: .utf8)
-            try good.replacingOccurrences(of: "topics: [", with: "topics: [com.globex.other, ").appending("pool: {connections: many}\n")
-                .write(toFile: file, atomically: true, encoding: .utf8)
+            try good.replacingOccurrences(of: "topics: [", with: "topics: [com.globex.other, ").appending(
+                "pool: {connections: many}\n"
+            )
+            .write(toFile: file, atomically: true, encoding: .utf8)
 
             let all = try await client.request(.post, "/admin/reload", key: Self.admin)
             #expect(all.status == 200, "\(all.text)")
             #expect((all.json["failures"] as? [[String: Any]])?.compactMap { $0["tenant"] as? String } == ["globex"])
 
             let tenants = try await client.request(.get, "/admin/tenants", key: Self.admin)
-            let listed = try #require((tenants.json["tenants"] as? [[String: Any]])?.first { $0["id"] as? String == "globex" })
+            let listed = try #require(
+                (tenants.json["tenants"] as? [[String: Any]])?.first { $0["id"] as? String == "globex" })
             let reload = try #require(listed["reload"] as? [String: Any])
             let lastError = try #require(reload["last_error"] as? [String: Any])
             let message = try #require(lastError["message"] as? String)
@@ -202,7 +216,8 @@ struct ReloadAPITests {
             try good.write(toFile: file, atomically: true, encoding: .utf8)
             #expect(try await client.request(.post, "/admin/tenants/globex/reload", key: Self.admin).status == 200)
             let after = try await client.request(.get, "/admin/tenants", key: Self.admin)
-            let fixed = try #require((after.json["tenants"] as? [[String: Any]])?.first { $0["id"] as? String == "globex" })
+            let fixed = try #require(
+                (after.json["tenants"] as? [[String: Any]])?.first { $0["id"] as? String == "globex" })
             #expect((fixed["reload"] as? [String: Any])?["last_error"] is NSNull)
         }
         await world.close()
@@ -230,7 +245,9 @@ struct ReloadAPITests {
 }
 
 /// Polls `condition` until it holds or `timeout` passes; returns whether it held.
-private func eventually(timeout: Duration = .seconds(60), _ condition: @Sendable () async throws -> Bool) async rethrows -> Bool {
+private func eventually(timeout: Duration = .seconds(60), _ condition: @Sendable () async throws -> Bool) async rethrows
+    -> Bool
+{
     let clock = ContinuousClock()
     let end = clock.now.advanced(by: timeout)
     while clock.now < end {

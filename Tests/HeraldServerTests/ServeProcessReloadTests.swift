@@ -14,19 +14,20 @@ import Testing
 struct ServeProcessReloadTests {
     static func writeConfig(_ world: TestWorld, reload: String) throws {
         try """
-            tenants_dir: tenants
-            storage_path: data/herald.sqlite
-            listen: {host: 127.0.0.1, port: 0}
-            log_level: notice
-            reload: \(reload)
+        tenants_dir: tenants
+        storage_path: data/herald.sqlite
+        listen: {host: 127.0.0.1, port: 0}
+        log_level: notice
+        reload: \(reload)
 
-            """.write(toFile: world.directory + "/config/herald.yaml", atomically: true, encoding: .utf8)
+        """.write(toFile: world.directory + "/config/herald.yaml", atomically: true, encoding: .utf8)
     }
 
     static func send(_ client: APIClient, key: String, _ index: Int) async throws -> Int {
         try await client.request(
             .post, "/v1/notifications", key: key,
-            json: #"{"device_token": "\#(Tokens.make(0xB1, index))", "topic": "com.globex.app", "payload": {"aps": {}}}"#
+            json:
+                #"{"device_token": "\#(Tokens.make(0xB1, index))", "topic": "com.globex.app", "payload": {"aps": {}}}"#
         ).status
     }
 
@@ -39,7 +40,9 @@ struct ServeProcessReloadTests {
     }
 
     /// Polls until the new key is accepted (each attempt is a real send); false after `timeout`.
-    static func newKeyWorks(_ client: APIClient, key: String, child: ChildServer, timeout: Duration) async throws -> Bool {
+    static func newKeyWorks(_ client: APIClient, key: String, child: ChildServer, timeout: Duration) async throws
+        -> Bool
+    {
         let clock = ContinuousClock()
         let end = clock.now.advanced(by: timeout)
         var index = 100

@@ -43,7 +43,8 @@ extension ServerConfiguration {
         }
         if let node = reload["watch_interval"],
             let value = diagnostics.duration(
-                node, FieldPath(text: "reload.watch_interval"), minimum: watchIntervalRange.lowerBound, allowZero: false)
+                node, FieldPath(text: "reload.watch_interval"), minimum: watchIntervalRange.lowerBound, allowZero: false
+            )
         {
             if value > watchIntervalRange.upperBound {
                 diagnostics.error(

@@ -30,7 +30,9 @@ extension APIContext {
     private func tenantJSON(_ tenant: TenantConfiguration) -> JSONValue {
         let health = self.health.health(of: tenant.id)
         let credential = health?.credential
-        var auth: [(String, JSONValue)] = [("kind", .string(tenant.auth.kind.rawValue)), ("team_id", .string(tenant.teamID))]
+        var auth: [(String, JSONValue)] = [
+            ("kind", .string(tenant.auth.kind.rawValue)), ("team_id", .string(tenant.teamID)),
+        ]
         switch tenant.auth {
         case .token(let token):
             auth.append(("key_id", .string(token.keyID)))
@@ -38,7 +40,11 @@ extension APIContext {
             auth.append(("certificate_subject", .optional(credential?.certificateSubject)))
             auth.append(("not_after", .optional(credential?.notAfter)))
             if let notAfter = credential?.notAfter {
-                auth.append(("expires_in_days", .count(Int(notAfter.timeIntervalSince(router.configuration.clock.date) / 86_400))))
+                auth.append(
+                    (
+                        "expires_in_days",
+                        .count(Int(notAfter.timeIntervalSince(router.configuration.clock.date) / 86_400))
+                    ))
             }
         }
         var environments: [(String, JSONValue)] = []
@@ -156,11 +162,14 @@ extension APIContext {
         case "certificate":
             guard let pem = try reader.string("pem", required: true) else { throw APIError.missingField("pem") }
             guard !reader.has("key_id"), !reader.has("pkcs12_base64") else {
-                throw APIError.invalidField(reader.has("key_id") ? "key_id" : "pkcs12_base64", "is not used with kind certificate")
+                throw APIError.invalidField(
+                    reader.has("key_id") ? "key_id" : "pkcs12_base64", "is not used with kind certificate")
             }
             upload = .certificatePEM(Array(pem.utf8))
         case "pkcs12":
-            guard let text = try reader.string("pkcs12_base64", required: true) else { throw APIError.missingField("pkcs12_base64") }
+            guard let text = try reader.string("pkcs12_base64", required: true) else {
+                throw APIError.missingField("pkcs12_base64")
+            }
             guard !reader.has("key_id"), !reader.has("pem") else {
                 throw APIError.invalidField(reader.has("key_id") ? "key_id" : "pem", "is not used with kind pkcs12")
             }
@@ -179,7 +188,8 @@ extension APIContext {
             var refusal = Self.apiError(error)
             if error.isUploadRejected || error.isValidationFailure {
                 // Name the body member that brought what could not apply.
-                refusal.field = error.message.hasPrefix("key_id") ? "key_id" : (kind == "pkcs12" ? "pkcs12_base64" : "pem")
+                refusal.field =
+                    error.message.hasPrefix("key_id") ? "key_id" : (kind == "pkcs12" ? "pkcs12_base64" : "pem")
             }
             throw refusal
         }

@@ -134,7 +134,9 @@ struct RotationUnderLoadTests {
             let revokeBoundary = try #require(swapped.revokeBoundary)
 
             // Every caller got one 200, for every notification.
-            for (name, load, count) in [("token", tokenLoad, Self.tokenCount), ("certificate", certLoad, Self.certCount)] {
+            for (name, load, count) in [
+                ("token", tokenLoad, Self.tokenCount), ("certificate", certLoad, Self.certCount),
+            ] {
                 let undelivered = load.undelivered
                 #expect(undelivered.count == 0, "\(name) tenant, not delivered: \(undelivered.sample)")
                 let outcomes = load.outcomes.withLock { $0 }
