@@ -11,7 +11,10 @@
 #   DURATION=30 CONNECTIONS=64 BATCH=100000 scripts/bench-api.sh
 #   SKIP_BUILD=1 scripts/bench-api.sh                      # reuse .build/release/herald
 #   SKIP_WRK=1 / SKIP_BATCH=1                              # run only one half
-#   JOB_CONCURRENCY=100 POLL_INTERVAL=0.2                  # jobs.concurrency_per_tenant; job polling
+#   JOB_CONCURRENCY=100 POLL_INTERVAL=1                    # jobs.concurrency_per_tenant; seconds between job polls
+#                                                          # (each GET /v1/jobs/{id} reads every item: about
+#                                                          # 50-100 ms of CPU at 100,000 items, so polling often
+#                                                          # slows the job it measures)
 #
 # Only 127.0.0.1 is used; every process and wait is bounded; the server started here is stopped
 # with SIGTERM on exit and its temporary directory removed.
@@ -124,7 +127,7 @@ PY
         curl -s -m 60 "$BASE/v1/jobs/$JOB?limit=1" -H "Authorization: Bearer $API_KEY" > "$WORK/job.json" || true
         state=$(python3 -c 'import json, sys; print(json.load(open(sys.argv[1]))["state"])' "$WORK/job.json" 2>/dev/null || echo "?")
         [[ "$state" == finished || "$state" == cancelled ]] && break
-        sleep "${POLL_INTERVAL:-0.2}"
+        sleep "${POLL_INTERVAL:-1}"
     done
     finished_at=$(now)
     cpu_end=$(cpu_seconds)
