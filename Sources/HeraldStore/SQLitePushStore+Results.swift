@@ -57,7 +57,10 @@ extension SQLitePushStore {
         pool.asyncWrite(
             { db -> [Result<RecordOutcome, any Error>] in
                 batch.map { waiter in
-                    Result { try Self.record(db, tenant: waiter.tenant, job: waiter.job, index: waiter.index, result: waiter.result) }
+                    Result {
+                        try Self.record(
+                            db, tenant: waiter.tenant, job: waiter.job, index: waiter.index, result: waiter.result)
+                    }
                 }
             },
             completion: { _, outcome in
@@ -91,7 +94,8 @@ extension SQLitePushStore {
         let changed = db.changesCount > 0
         guard
             let row = try Row.fetchOne(
-                db.cachedStatement(sql: "SELECT \(jobItemColumns) FROM job_item WHERE tenant = ? AND job_id = ? AND idx = ?"),
+                db.cachedStatement(
+                    sql: "SELECT \(jobItemColumns) FROM job_item WHERE tenant = ? AND job_id = ? AND idx = ?"),
                 arguments: [tenant.rawValue, job.rawValue, index])
         else { throw StoreError.notFound("item \(index) of job \(job)") }
         let item = try jobItem(from: row)

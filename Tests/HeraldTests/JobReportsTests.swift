@@ -118,13 +118,16 @@ struct ConcurrentResultsTests {
                         let result = JobItemResult(
                             state: index % 2 == 0 ? .sent : .failed, status: index % 2 == 0 ? 200 : 410,
                             reason: index % 2 == 0 ? nil : "Unregistered", apnsID: nil, finishedAt: t0)
-                        return (index, try await store.recordResult(tenant: acme, job: job, index: index, result: result))
+                        return (
+                            index, try await store.recordResult(tenant: acme, job: job, index: index, result: result)
+                        )
                     }
                 }
                 for attempt in 1...3 {
                     group.addTask {
                         let result = JobItemResult(
-                            state: .failed, status: 500 + attempt, reason: "Attempt\(attempt)", apnsID: nil, finishedAt: t0)
+                            state: .failed, status: 500 + attempt, reason: "Attempt\(attempt)", apnsID: nil,
+                            finishedAt: t0)
                         return (0, try await store.recordResult(tenant: acme, job: job, index: 0, result: result))
                     }
                 }
