@@ -29,7 +29,7 @@ struct TenantSetChangeTests {
 
             let load = LoadRun()
             let observed = Mutex<ReloadReport?>(nil)
-            try await load.run(rig: rig, tenant: steady, count: 3_000, concurrency: 12, milestone: 1_000) {
+            try await load.run(rig: rig, tenant: steady, count: 1_500, concurrency: 12, milestone: 500) {
                 try FileManager.default.removeItem(atPath: rig.path("leaving.yaml"))
                 try rig.writeTokenTenant("arriving", connections: 2)
                 let report = try await rig.coordinator.reloadAll(trigger: .watcher)
