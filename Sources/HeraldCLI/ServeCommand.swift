@@ -4,6 +4,12 @@ import HeraldConfig
 import HeraldServer
 import Logging
 
+#if canImport(Glibc)
+    import Glibc
+#elseif canImport(Darwin)
+    import Darwin
+#endif
+
 /// `herald serve`: the whole platform in one process (API, tenants, store, job runner, and the
 /// sandbox when `sandbox.enabled`), until SIGTERM or SIGINT.
 struct ServeCommand: AsyncParsableCommand {
@@ -66,6 +72,10 @@ struct ServeCommand: AsyncParsableCommand {
         options.logger = Logger(label: "herald")
         options.bootstrapMetricsSystem()
         options.reloadOnSIGHUP = settings.reload.sighup
+        if settings.reload.sighup {
+            // Until the reload service traps it, a SIGHUP must not end the process (its default action).
+            signal(SIGHUP, SIG_IGN)
+        }
         options.watchInterval = settings.reload.watch ? .milliseconds(Int64(settings.reload.watchInterval * 1000)) : nil
 
         let server: HeraldServer
