@@ -71,7 +71,9 @@ struct RotationUnderLoadTests {
                 swaps.withLock { $0.tokenBoundary = tokenLoad.issued }
             }
             let revocation = LoadMilestone(at: 0) {
-                let certDone = await eventually { certLoad.completed.load(ordering: .acquiring) == Self.certCount }
+                let certDone = await eventually(timeout: .seconds(300)) {
+                    certLoad.completed.load(ordering: .acquiring) == Self.certCount
+                }
                 try #require(certDone, "the certificate tenant's load did not finish")
                 let old = try #require(rig.router.runtime(for: acme))
                 #expect(old.credentialIdentity != tokenBefore.credentialIdentity)
@@ -80,7 +82,7 @@ struct RotationUnderLoadTests {
                 // old connections then carry only unanswered streams.
                 rig.sandbox.setFaults(SandboxFaults(addedLatency: Self.holdSeconds))
                 tokenLoad.release()
-                let held = await eventually {
+                let held = await eventually(timeout: .seconds(120)) {
                     old.inFlight == Self.tokenWorkers
                         && rig.sandbox.counters.answered
                             == tokenLoad.completed.load(ordering: .acquiring)
