@@ -25,32 +25,6 @@ public struct JobOutcomeCount: Sendable, Hashable {
     }
 }
 
-/// ``JobReports`` for the embedded SQLite store. ``SQLitePushStore`` answers the reports itself,
-/// through its own connection pool (WAL mode: reads never block its writes); this wrapper only
-/// names that for callers that keep the reports apart from the store.
-///
-/// ```swift
-/// let store = try SQLitePushStore(directory: "data")
-/// let counts = try await store.outcomes(tenant: tenant, job: job)
-/// ```
-public struct SQLiteJobReports: JobReports {
-    private let store: SQLitePushStore
-
-    /// Reads `store`'s reports through the store's own pool (no second connection). Never
-    /// throws; `throws` stays for callers written against the version that opened its own.
-    public init(store: SQLitePushStore) throws {
-        self.store = store
-    }
-
-    public func outcomes(tenant: TenantID, job: JobID) async throws -> [JobOutcomeCount] {
-        try await store.outcomes(tenant: tenant, job: job)
-    }
-
-    public func failedItems(tenant: TenantID, job: JobID, afterIndex: Int, limit: Int) async throws -> [JobItem] {
-        try await store.failedItems(tenant: tenant, job: job, afterIndex: afterIndex, limit: limit)
-    }
-}
-
 /// ``JobReports`` for any ``PushStore``, by reading every item of the job (slow for big jobs;
 /// for stores without a report query of their own).
 public struct ScanningJobReports: JobReports {

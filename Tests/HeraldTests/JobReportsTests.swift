@@ -80,9 +80,6 @@ struct JobReportsTests {
         #expect(try await store.outcomes(tenant: acme, job: try JobID("absent")).isEmpty)
         #expect(try await store.failedItems(tenant: acme, job: try JobID("absent"), afterIndex: -1, limit: 10).isEmpty)
 
-        // The named wrapper reads the same store.
-        let wrapper = try SQLiteJobReports(store: store)
-        #expect(Set(try await wrapper.outcomes(tenant: acme, job: job)) == Set(outcomes))
     }
 }
 

@@ -215,8 +215,10 @@ public final class JobRunner: Sendable {
                     let now = clock.date
                     var fresh: [JobItem] = []
                     do {
-                        // Items leased to this claimant come first: those in flight (skipped
-                        // here), then those left from an earlier run (resumed).
+                        // The claim returns the lowest-index eligible items, among them the ones
+                        // in flight here (leased to this claimant: skipped) and any left from an
+                        // earlier run (resumed); asking for inFlight.count more leaves room for
+                        // claimSize fresh ones.
                         let claimed = try await store.claimPendingItems(
                             tenant: job.tenant, job: job.id, limit: inFlight.count + claimSize, claimant: configuration.claimant,
                             now: now, leaseUntil: now.addingTimeInterval(leaseSeconds))

@@ -130,14 +130,12 @@ public final class HeraldServer: Sendable {
         }
 
         let store: SQLitePushStore
-        let reports: SQLiteJobReports
         do {
             let directory = (configuration.storagePath as NSString).deletingLastPathComponent
             if !directory.isEmpty {
                 try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
             }
             store = try SQLitePushStore(path: configuration.storagePath)
-            reports = try SQLiteJobReports(store: store)
         } catch {
             try? await sandbox?.shutdown()
             throw HeraldServerError(message: "cannot open the store \(configuration.storagePath): \(error)")
@@ -165,7 +163,7 @@ public final class HeraldServer: Sendable {
 
         let runner = JobRunner(router: router, store: store, configuration: options.jobs, logger: logger)
         let api = APIContext(
-            router: router, store: store, reports: reports, runner: runner, health: health, metrics: options.metrics,
+            router: router, store: store, reports: store, runner: runner, health: health, metrics: options.metrics,
             settings: configuration, adminToken: AdminToken(options.adminToken), logger: logger,
             openAPIDocument: OpenAPIDocument.bytes, reloader: reloader)
         // API keys follow each swap; resumed jobs of new tenants start.
