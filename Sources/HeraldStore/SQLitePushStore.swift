@@ -32,7 +32,13 @@ public final class SQLitePushStore: PushStore {
     }
 
     /// Opens (creating if needed) the database at `path` and brings its schema up to date.
-    public init(path: String) throws {
+    public convenience init(path: String) throws {
+        try self.init(path: path, migratingUpTo: nil)
+    }
+
+    /// Opens the database at `path` and applies the migrations up to and including
+    /// `lastMigration` (all of them when nil): tests use it to make a file of an older schema.
+    init(path: String, migratingUpTo lastMigration: String?) throws {
         self.path = path
         var configuration = Configuration()
         configuration.busyMode = .timeout(10)
@@ -45,7 +51,11 @@ public final class SQLitePushStore: PushStore {
         }
         do {
             pool = try DatabasePool(path: path, configuration: configuration)
-            try Self.migrator.migrate(pool)
+            if let lastMigration {
+                try Self.migrator.migrate(pool, upTo: lastMigration)
+            } else {
+                try Self.migrator.migrate(pool)
+            }
         } catch let error as DatabaseError {
             throw StoreError.cannotOpen("cannot open the store at \(path): \(error.message ?? error.description)")
         }
@@ -259,7 +269,8 @@ public final class SQLitePushStore: PushStore {
                 arguments: [claimant, until, tenant.rawValue, job.rawValue])
             return try Row.fetchAll(
                 db,
-                sql: "SELECT \(Self.jobItemColumns) FROM job_item WHERE tenant = ? AND job_id = ? AND idx IN (\(list)) ORDER BY idx",
+                sql:
+                    "SELECT \(Self.jobItemColumns) FROM job_item WHERE tenant = ? AND job_id = ? AND idx IN (\(list)) ORDER BY idx",
                 arguments: [tenant.rawValue, job.rawValue]
             ).map { try Self.jobItem(from: $0) }
         }
@@ -269,7 +280,8 @@ public final class SQLitePushStore: PushStore {
         try await pool.read { db in
             try Row.fetchAll(
                 db,
-                sql: "SELECT \(Self.jobItemColumns) FROM job_item WHERE tenant = ? AND job_id = ? AND idx >= ? ORDER BY idx LIMIT ?",
+                sql:
+                    "SELECT \(Self.jobItemColumns) FROM job_item WHERE tenant = ? AND job_id = ? AND idx >= ? ORDER BY idx LIMIT ?",
                 arguments: [tenant.rawValue, job.rawValue, fromIndex, max(0, limit)]
             ).map { try Self.jobItem(from: $0) }
         }

@@ -1,8 +1,9 @@
 import Foundation
 import Herald
 import HeraldCore
-import HeraldStore
 import Testing
+
+@testable import HeraldStore
 
 /// The job reports the HTTP API shows, read by the SQLite store through its own pool, checked
 /// against the scan over `items` that any store supports.
@@ -80,6 +81,33 @@ struct JobReportsTests {
         #expect(try await store.outcomes(tenant: acme, job: try JobID("absent")).isEmpty)
         #expect(try await store.failedItems(tenant: acme, job: try JobID("absent"), afterIndex: -1, limit: 10).isEmpty)
 
+    }
+}
+
+@Suite("Job report query plans")
+struct JobReportPlanTests {
+    @Test("outcome counts read only the covering index; failed items page through the state index in idx order")
+    func plans() async throws {
+        let store = try Fixtures.store()
+        let acme = Fixtures.tenantID("acme")
+        let job = try JobID("plan-1")
+        _ = try await store.createJob(
+            tenant: acme, id: job, environment: .production, notifications: (0..<50).map { _ in Fixtures.note() },
+            createdAt: Date(timeIntervalSince1970: 1_700_000_000))
+
+        let outcomes = try store.queryPlan(SQLitePushStore.outcomesSQL, arguments: [acme.rawValue, job.rawValue])
+        #expect(outcomes.count == 1, "\(outcomes)")
+        #expect(outcomes.first?.contains("USING COVERING INDEX job_item_outcomes (tenant=? AND job_id=?)") == true)
+        // Grouped and ordered by the index itself: no sort step.
+        #expect(!outcomes.contains { $0.contains("TEMP B-TREE") }, "\(outcomes)")
+
+        let failed = try store.queryPlan(
+            SQLitePushStore.failedItemsSQL, arguments: [acme.rawValue, job.rawValue, -1, 100])
+        #expect(failed.count == 1, "\(failed)")
+        #expect(
+            failed.first?.contains("USING INDEX job_item_by_state (tenant=? AND job_id=? AND state=? AND idx>?)")
+                == true, "\(failed)")
+        #expect(!failed.contains { $0.contains("TEMP B-TREE") }, "\(failed)")
     }
 }
 

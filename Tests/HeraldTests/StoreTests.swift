@@ -1,8 +1,9 @@
 import Foundation
 import Herald
 import HeraldCore
-import HeraldStore
 import Testing
+
+@testable import HeraldStore
 
 @Suite("SQLite push store")
 struct StoreTests {
@@ -15,7 +16,7 @@ struct StoreTests {
         let directory = Fixtures.temporaryDirectory("herald-store")
         do {
             let store = try SQLitePushStore(directory: directory)
-            #expect(try store.appliedMigrations() == ["v1: invalid tokens, jobs, job items"])
+            #expect(try store.appliedMigrations() == StoreTests.allMigrations)
             #expect(try store.journalMode() == "wal")
             try await store.recordInvalidToken(
                 InvalidTokenRecord(
@@ -28,7 +29,7 @@ struct StoreTests {
         }
         #expect(FileManager.default.fileExists(atPath: directory + "/herald.sqlite"))
         let reopened = try SQLitePushStore(directory: directory)
-        #expect(try reopened.appliedMigrations() == ["v1: invalid tokens, jobs, job items"])
+        #expect(try reopened.appliedMigrations() == StoreTests.allMigrations)
         let record = try await reopened.invalidToken(
             tenant: acme, token: Fixtures.token, topic: "com.example.app", environment: .production)
         #expect(record?.reason == .unregistered && record?.apnsTimestamp == t0)
@@ -37,6 +38,53 @@ struct StoreTests {
         #expect(
             try await reopened.progress(tenant: acme, job: try JobID("job-1"))
                 == JobProgress(pending: 2, sent: 0, failed: 0))
+    }
+
+    static let allMigrations = ["v1: invalid tokens, jobs, job items", "v2: job item outcome index"]
+
+    @Test("a file of schema v1 opens, migrates to v2 and keeps its jobs, items and invalid tokens")
+    func migrateV1() async throws {
+        let path = Fixtures.temporaryDirectory("herald-store") + "/herald.sqlite"
+        let job = try JobID("job-v1")
+        do {
+            let v1 = try SQLitePushStore(path: path, migratingUpTo: "v1: invalid tokens, jobs, job items")
+            #expect(try v1.appliedMigrations() == ["v1: invalid tokens, jobs, job items"])
+            #expect(try v1.indexNames(on: "job_item") == ["job_item_by_state"])
+            try await v1.recordInvalidToken(
+                InvalidTokenRecord(
+                    token: Fixtures.token, topic: "com.example.app", environment: .production, reason: .unregistered,
+                    apnsTimestamp: t0, recordedAt: t0),
+                tenant: acme)
+            _ = try await v1.createJob(
+                tenant: acme, id: job, environment: .production, notifications: (0..<5).map { _ in Fixtures.note() },
+                createdAt: t0)
+            _ = try await v1.recordResult(
+                tenant: acme, job: job, index: 1,
+                result: JobItemResult(state: .sent, status: 200, reason: nil, apnsID: nil, finishedAt: t0))
+            _ = try await v1.recordResult(
+                tenant: acme, job: job, index: 3,
+                result: JobItemResult(state: .failed, status: 410, reason: "Unregistered", apnsID: nil, finishedAt: t0))
+        }
+        let store = try SQLitePushStore(path: path)
+        #expect(try store.appliedMigrations() == StoreTests.allMigrations)
+        #expect(try store.indexNames(on: "job_item") == ["job_item_by_state", "job_item_outcomes"])
+        let stored = try await store.job(tenant: acme, id: job)
+        #expect(stored?.itemCount == 5 && stored?.createdAt == t0)
+        #expect(try await store.progress(tenant: acme, job: job) == JobProgress(pending: 3, sent: 1, failed: 1))
+        #expect(
+            Set(try await store.outcomes(tenant: acme, job: job)) == [
+                JobOutcomeCount(state: .pending, status: nil, reason: nil, count: 3),
+                JobOutcomeCount(state: .sent, status: 200, reason: nil, count: 1),
+                JobOutcomeCount(state: .failed, status: 410, reason: "Unregistered", count: 1),
+            ])
+        let failed = try await store.failedItems(tenant: acme, job: job, afterIndex: -1, limit: 10)
+        #expect(failed.map(\.index) == [3] && failed.first?.result?.reason == "Unregistered")
+        let record = try await store.invalidToken(
+            tenant: acme, token: Fixtures.token, topic: "com.example.app", environment: .production)
+        #expect(record?.reason == .unregistered)
+        // The migrated file's report uses the new index, like a new file's.
+        let plan = try store.queryPlan(SQLitePushStore.outcomesSQL, arguments: [acme.rawValue, job.rawValue])
+        #expect(plan.contains { $0.contains("COVERING INDEX job_item_outcomes") })
     }
 
     @Test("invalid tokens: newer timestamps win, re-registration later than APNs' timestamp lifts the refusal")
