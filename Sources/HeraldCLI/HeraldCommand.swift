@@ -11,6 +11,7 @@ struct HeraldCommand: AsyncParsableCommand {
             SendCommand.self,
             BenchCommand.self,
             BenchTenantsCommand.self,
+            BenchStoreCommand.self,
             SandboxCommand.self,
             ServeCommand.self,
             APIKeyCommand.self,
