@@ -243,6 +243,19 @@ public final class SQLitePushStore: PushStore {
         }
     }
 
+    /// The lowest-index pending items a claimant may take: a range of `job_item_by_state`
+    /// (`tenant, job_id, state, idx`) in `idx` order. Without the `INDEXED BY`, SQLite (no
+    /// statistics) walks the primary key from the job's first item and skips every finished
+    /// one: near the end of a 100,000-item job that is about 30 ms per claim instead of about
+    /// 1 ms, inside the store's one write transaction.
+    static let claimSQL = """
+        SELECT idx FROM job_item INDEXED BY job_item_by_state
+        WHERE tenant = ? AND job_id = ? AND state = 'pending'
+          AND (claimant = ? OR claimant IS NULL OR lease_until_ms IS NULL OR lease_until_ms <= ?)
+        ORDER BY idx
+        LIMIT ?
+        """
+
     public func claimPendingItems(
         tenant: TenantID, job: JobID, limit: Int, claimant: String, now: Date, leaseUntil: Date
     ) async throws -> [JobItem] {
@@ -251,14 +264,7 @@ public final class SQLitePushStore: PushStore {
         let until = Self.millis(leaseUntil)
         return try await pool.write { db in
             let rows = try Row.fetchAll(
-                db.cachedStatement(
-                    sql: """
-                        SELECT idx FROM job_item
-                        WHERE tenant = ? AND job_id = ? AND state = 'pending'
-                          AND (claimant = ? OR claimant IS NULL OR lease_until_ms IS NULL OR lease_until_ms <= ?)
-                        ORDER BY idx
-                        LIMIT ?
-                        """),
+                db.cachedStatement(sql: Self.claimSQL),
                 arguments: [tenant.rawValue, job.rawValue, claimant, nowMillis, limit])
             let indexes: [Int] = rows.map { $0["idx"] }
             guard !indexes.isEmpty else { return [] }

@@ -86,7 +86,9 @@ struct JobReportsTests {
 
 @Suite("Job report query plans")
 struct JobReportPlanTests {
-    @Test("outcome counts read only the covering index; failed items page through the state index in idx order")
+    @Test(
+        "outcome counts read only the covering index; failed items and claims go through the state index in idx order"
+    )
     func plans() async throws {
         let store = try Fixtures.store()
         let acme = Fixtures.tenantID("acme")
@@ -108,6 +110,15 @@ struct JobReportPlanTests {
             failed.first?.contains("USING INDEX job_item_by_state (tenant=? AND job_id=? AND state=? AND idx>?)")
                 == true, "\(failed)")
         #expect(!failed.contains { $0.contains("TEMP B-TREE") }, "\(failed)")
+
+        // The job runner's claim takes the lowest pending indexes from the state index too.
+        let claim = try store.queryPlan(
+            SQLitePushStore.claimSQL, arguments: [acme.rawValue, job.rawValue, "herald", 0, 500])
+        #expect(claim.count == 1, "\(claim)")
+        #expect(
+            claim.first?.contains("USING INDEX job_item_by_state (tenant=? AND job_id=? AND state=?)") == true,
+            "\(claim)")
+        #expect(!claim.contains { $0.contains("TEMP B-TREE") }, "\(claim)")
     }
 }
 
