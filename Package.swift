@@ -31,6 +31,13 @@ let package = Package(
         .package(url: "https://github.com/swift-server/swift-prometheus.git", from: "2.4.1"),
     ],
     targets: [
+        // libnghttp2 from the system (Debian: libnghttp2-dev): the HTTP/2 engine under the APNs
+        // client and APNsSandbox.
+        .systemLibrary(
+            name: "CNGHTTP2",
+            pkgConfig: "libnghttp2",
+            providers: [.apt(["libnghttp2-dev"])]
+        ),
         // The vocabulary of the APNs provider API. Foundation only.
         .target(name: "HeraldCore"),
         // Tenant and server configuration files (YAML).
