@@ -38,6 +38,14 @@ let package = Package(
             pkgConfig: "libnghttp2",
             providers: [.apt(["libnghttp2-dev"])]
         ),
+        // HTTP/2 on libnghttp2: one NIO channel handler owning one nghttp2 session (client or server).
+        .target(
+            name: "HTTP2Engine",
+            dependencies: [
+                "CNGHTTP2",
+                .product(name: "NIOCore", package: "swift-nio"),
+            ]
+        ),
         // The vocabulary of the APNs provider API. Foundation only.
         .target(name: "HeraldCore"),
         // Tenant and server configuration files (YAML).
@@ -52,7 +60,7 @@ let package = Package(
         .target(
             name: "HeraldAPNs",
             dependencies: [
-                "HeraldCore",
+                "HeraldCore", "HTTP2Engine",
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "NIOHTTP1", package: "swift-nio"),
@@ -170,6 +178,19 @@ let package = Package(
             dependencies: []
         ),
         .testTarget(name: "HeraldCoreTests", dependencies: ["HeraldCore"]),
+        .testTarget(
+            name: "HTTP2EngineTests",
+            dependencies: [
+                "HTTP2Engine", "CNGHTTP2", "APNsSandbox",
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "NIOEmbedded", package: "swift-nio"),
+                .product(name: "NIOSSL", package: "swift-nio-ssl"),
+                .product(name: "NIOTLS", package: "swift-nio"),
+                .product(name: "X509", package: "swift-certificates"),
+                .product(name: "Crypto", package: "swift-crypto"),
+            ]
+        ),
         .testTarget(
             name: "HeraldConfigTests",
             dependencies: [
