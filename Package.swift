@@ -64,8 +64,6 @@ let package = Package(
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "NIOHTTP1", package: "swift-nio"),
-                .product(name: "NIOHPACK", package: "swift-nio-http2"),
-                .product(name: "NIOHTTP2", package: "swift-nio-http2"),
                 .product(name: "NIOSSL", package: "swift-nio-ssl"),
                 .product(name: "NIOTLS", package: "swift-nio"),
                 .product(name: "Crypto", package: "swift-crypto"),
@@ -202,7 +200,7 @@ let package = Package(
         .testTarget(
             name: "HeraldAPNsTests",
             dependencies: [
-                "HeraldAPNs", "HeraldConfig", "APNsSandbox",
+                "HeraldAPNs", "HeraldConfig", "APNsSandbox", "HTTP2Engine",
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "_CryptoExtras", package: "swift-crypto"),
                 .product(name: "SwiftASN1", package: "swift-asn1"),
