@@ -131,10 +131,10 @@ public final class HeraldServer: Sendable {
 
         // Before anything else (the sandbox, the store, any send): one process per store.
         let storeLock: StoreLock
+        let directory = (configuration.storagePath as NSString).deletingLastPathComponent
         do {
-            let directory = (configuration.storagePath as NSString).deletingLastPathComponent
             if !directory.isEmpty {
-                try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+                try SQLitePushStore.createPrivateDirectory(directory)
             }
             storeLock = try StoreLock(databasePath: configuration.storagePath)
         } catch {
@@ -156,6 +156,13 @@ public final class HeraldServer: Sendable {
         let store: SQLitePushStore
         do {
             store = try SQLitePushStore(path: configuration.storagePath)
+            for path in [directory.isEmpty ? "." : directory, configuration.storagePath] {
+                if let mode = FilePermissions.groupOrOthersMode(path) {
+                    logger.warning(
+                        "the store can be read by group or others; it holds device tokens and payloads",
+                        metadata: ["herald.path": "\(path)", "herald.mode": "\(mode)"])
+                }
+            }
         } catch {
             try? await sandbox?.shutdown()
             throw HeraldServerError(message: "cannot open the store \(configuration.storagePath): \(error)")
@@ -255,6 +262,8 @@ public final class HeraldServer: Sendable {
             services.append(TenantDirectoryWatcher(coordinator: reloader, interval: interval))
         }
         if options.reloadOnSIGHUP { services.append(ReloadSignalService(coordinator: reloader)) }
+        services.append(
+            CredentialHealthMonitor(router: router, metricsFactory: options.pluginMetricsFactory, logger: options.logger))
         services.append(application)
         services.append(ReadinessService(api: api))
         return services
