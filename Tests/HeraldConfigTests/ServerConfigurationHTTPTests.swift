@@ -69,7 +69,5 @@ struct ServerConfigurationHTTPTests {
         for yaml in ["jobs:\n  lease: 1e300\n", "jobs:\n  lease: 999999999999h\n"] {
             #expect(throws: ConfigFailure.self, "\(yaml)") { try ServerConfiguration.parse(yaml: yaml, file: "config/herald.yaml") }
         }
-        let tenYears = try ServerConfiguration.parse(yaml: "jobs:\n  lease: 315360000\n", file: "config/herald.yaml")
-        #expect(tenYears.jobs.lease == 315_360_000)
     }
 }
