@@ -147,7 +147,7 @@ run_phase() { # name, then the command of A's load (run in the background for th
     fi
     local figures
     figures=$(grep '^figures:' "$WORK/b-$name.log" || echo "figures: rps=0 p50=0 p99=0 non2xx=0 errors=0")
-    RESULTS+=("$name $figures rss_mb=$(peak_rss_mb) alive=$(alive) a=$(tail -n 1 "$WORK/a-$name.log" 2>/dev/null | tr ' ' '_')")
+    RESULTS+=("$name $figures rss_mb=$(peak_rss_mb) alive=$(alive) a=$( (tail -n 1 "$WORK/a-$name.log" 2>/dev/null || true) | tr ' ' '_')")
     echo "   $name: $figures; peak RSS $(peak_rss_mb) MB; herald running: $(alive)"
 }
 
