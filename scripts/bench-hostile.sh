@@ -200,8 +200,8 @@ printf "%-10s %10s %8s %10s %8s %8s\n" phase "B req/s" "of alone" "B p99 ms" "x 
 for row in "${RESULTS[@]}"; do
     rps=$(field rps "$row"); p99=$(field p99 "$row")
     printf "%-10s %10s %7s%% %10s %8s %8s\n" "${row%% *}" "$rps" \
-        "$(awk -v a="$rps" -v b="$base_rps" 'BEGIN {printf "%.0f", b > 0 ? 100 * a / b : 0}')" "$p99" \
-        "$(awk -v a="$p99" -v b="$base_p99" 'BEGIN {printf "%.1f", b > 0 ? a / b : 0}')" "$(field non2xx "$row")"
+        "$(awk -v a="$rps" -v b="$base_rps" 'BEGIN {printf "%.0f", (b > 0 ? 100 * a / b : 0)}')" "$p99" \
+        "$(awk -v a="$p99" -v b="$base_p99" 'BEGIN {printf "%.1f", (b > 0 ? a / b : 0)}')" "$(field non2xx "$row")"
 done
 echo "A's batches (HTTP status × count): $batch_codes"
 echo "webhooks received during the storm phase: $hooks"
