@@ -7,6 +7,7 @@ import HeraldStore
 import Hummingbird
 import Logging
 import Metrics
+import NIOCore
 import Prometheus
 import ServiceLifecycle
 import UnixSignals
@@ -235,11 +236,18 @@ public final class HeraldServer: Sendable {
     /// - Parameter onListening: called once the API listens, with its host and port.
     public func services(onListening: @escaping @Sendable (String, Int) async -> Void = { _, _ in }) -> [any Service] {
         let listen = options.configuration.listen
+        let http = options.configuration.http
         let api = self.api
         let listening = OneShotGate()
+        // The listener's own limits (`http:`): idle connections (and request heads that never
+        // finish) are closed after idle_timeout, bodies must arrive within body_timeout, and at
+        // most max_connections are open at once (more wait in the kernel's backlog).
         let application = Application(
             router: makeRouter(),
-            configuration: ApplicationConfiguration(address: .hostname(listen.host, port: listen.port), serverName: "Herald"),
+            server: ListenerLimits.server(http),
+            configuration: ApplicationConfiguration(
+                address: .hostname(listen.host, port: listen.port), serverName: "Herald",
+                availableConnectionsDelegate: ListenerLimits.connectionCap(http, logger: options.logger)),
             onServerRunning: { channel in
                 let port = channel.localAddress?.port ?? listen.port
                 api.phase = .ready
