@@ -79,9 +79,12 @@ public struct APIError: Error, Sendable, HTTPResponseError, CustomStringConverti
         APIError(status: .badRequest, code: "invalid_query", message: message, field: name)
     }
 
-    /// A per-tenant job limit refused a batch (429); the message names the limit.
+    /// A per-tenant job limit refused a batch (429, `Retry-After` like every 429 here: jobs take
+    /// a while to finish); the message names the limit.
     static func quotaExceeded(_ message: String) -> APIError {
-        APIError(status: .tooManyRequests, code: "quota_exceeded", message: message + " (nothing was accepted)")
+        var error = APIError(status: .tooManyRequests, code: "quota_exceeded", message: message + " (nothing was accepted)")
+        error.headers[.retryAfter] = "30"
+        return error
     }
 
     static func bodyTooLarge(limit: Int) -> APIError {
