@@ -1,16 +1,19 @@
+import CNGHTTP2
 import Crypto
 import Foundation
 import HeraldCore
 import Logging
 import NIOCore
-import NIOHPACK
-import NIOHTTP2
 
-/// Answers the requests of one HTTP/2 connection, at frame level on the connection's event loop
-/// (no per-stream channels or tasks: the sandbox must never be the bottleneck).
-final class SandboxConnectionHandler: ChannelInboundHandler, NIOHTTP2FrameDelegate {
-    typealias InboundIn = HTTP2Frame
-    typealias OutboundOut = HTTP2Frame
+/// Answers the requests of one HTTP/2 connection on the connection's event loop, directly above
+/// TLS: bytes in go to an nghttp2 server session (``SandboxHTTP2Session``) and to the HPACK
+/// auditor; the session's events are acted on once nghttp2 has returned; bytes out are gathered
+/// into one buffer per flush. No per-stream channels or tasks: the sandbox must never be the
+/// bottleneck.
+final class SandboxConnectionHandler: ChannelDuplexHandler {
+    typealias InboundIn = ByteBuffer
+    typealias OutboundIn = ByteBuffer
+    typealias OutboundOut = ByteBuffer
 
     enum Auth {
         case token
@@ -65,14 +68,18 @@ final class SandboxConnectionHandler: ChannelInboundHandler, NIOHTTP2FrameDelega
     let connectionID: Int
     private let auth: Auth
     private var context: ChannelHandlerContext?
-    private var streams: [HTTP2StreamID: Stream] = [:]
+    private var session: SandboxHTTP2Session?
+    private let auditor = SandboxHPACKAuditor()
+    private var streams: [Int32: Stream] = [:]
+    /// Streams answered before their request ended: reset (NO_ERROR) once the answer is out.
+    private var resetAfterResponse: Set<Int32> = []
 
     private var tokenAccepted = false
     private var advertisedLimit: Int
     private var processedCount = 0
-    private var highestStreamID = HTTP2StreamID.rootStream
+    private var highestStreamID: Int32 = 0
     /// Set once the sandbox sent GOAWAY: streams above it are refused.
-    private var goawayLastStreamID: HTTP2StreamID? = nil
+    private var goawayLastStreamID: Int32? = nil
     private var closeWhenIdle = false
     private var closed = false
     private var dropped = false
@@ -86,11 +93,12 @@ final class SandboxConnectionHandler: ChannelInboundHandler, NIOHTTP2FrameDelega
     private var lastToken: String? = nil
     private var lastTokenVerdict: VerifiedToken? = nil
     private var connectionTracker = TokenUpdateTracker()
-    private var hpackAudit = HPACKAudit()
 
-    /// The connection-level inbound window the sandbox keeps open for its client.
+    /// The connection-level inbound window the sandbox keeps open for its client (nghttp2 sends
+    /// WINDOW_UPDATE as the client's data is consumed).
     static let connectionWindowTarget = 1 << 20
-    private var connectionWindowOpened = false
+    /// At most this many bytes are gathered from nghttp2 per write; more waits for writability.
+    static let outputChunk = 256 * 1024
 
     init(core: SandboxCore, connectionID: Int, auth: Auth, initialLimit: Int) {
         self.core = core
@@ -110,10 +118,27 @@ final class SandboxConnectionHandler: ChannelInboundHandler, NIOHTTP2FrameDelega
 
     func handlerAdded(context: ChannelHandlerContext) {
         self.context = context
-        openConnectionWindow(context: context)
+        do {
+            let session = try SandboxHTTP2Session(
+                allocator: context.channel.allocator, maximumHeaderListSize: core.maximumHeaderListSize)
+            session.submitSettings(
+                maxConcurrentStreams: advertisedLimit, maxHeaderListSize: core.maximumHeaderListSize,
+                initialWindowSize: 65_535)
+            session.setConnectionWindow(Self.connectionWindowTarget)
+            self.session = session
+        } catch {
+            core.logger.debug(
+                "sandbox could not start an HTTP/2 session",
+                metadata: ["herald.connection": "\(connectionID)", "herald.error": "\(error)"])
+            closeNow()
+            return
+        }
+        flushNow()
     }
 
     func handlerRemoved(context: ChannelHandlerContext) {
+        session?.close()
+        session = nil
         self.context = nil
     }
 
@@ -124,120 +149,114 @@ final class SandboxConnectionHandler: ChannelInboundHandler, NIOHTTP2FrameDelega
             recordCutOff(streamID: streamID, stream: stream, cause: cause)
         }
         streams.removeAll()
+        session?.close()
         core.unregister(connectionID)
         context.fireChannelInactive()
     }
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
-        let frame = unwrapInboundIn(data)
+        let buffer = unwrapInboundIn(data)
+        guard let session, !closed else { return }
         inRead = true
         defer { inRead = false }
-        switch frame.payload {
-        case .headers(let headers):
-            if headers.priorityData != nil { core.recorder.headersWithPriority() }
-            receivedHeaders(streamID: frame.streamID, headers: headers.headers, endStream: headers.endStream)
-        case .data(let data):
-            if case .byteBuffer(let buffer) = data.data {
-                receivedData(streamID: frame.streamID, buffer: buffer, endStream: data.endStream)
-            }
-        case .priority:
-            core.recorder.priorityFrame()
-        default:
-            break
+        auditor.scan(buffer)
+        for finding in auditor.takeFindings() {
+            core.recorder.hpackViolation("connection \(connectionID) stream \(finding.streamID): \(finding.text)")
         }
-    }
-
-    func channelReadComplete(context: ChannelHandlerContext) {
-        if needsFlush {
-            needsFlush = false
-            context.flush()
-        }
-        context.fireChannelReadComplete()
-    }
-
-    func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
-        if let closedEvent = event as? StreamClosedEvent {
-            streamClosed(closedEvent.streamID)
-            return
-        }
-        if let window = event as? NIOHTTP2WindowUpdatedEvent {
-            if window.streamID == .rootStream, let inbound = window.inboundWindowSize {
-                refillConnectionWindow(inbound: inbound, context: context)
-            }
-            return
-        }
-        if event is NIOHTTP2StreamCreatedEvent { return }
-        context.fireUserInboundEventTriggered(event)
-    }
-
-    func errorCaught(context: ChannelHandlerContext, error: any Error) {
-        if error is NIOHTTP2Errors.MaxStreamsViolation {
-            // swift-nio-http2 treats this as a connection error and has sent GOAWAY already.
-            core.recorder.streamAboveLimit()
-        } else if Self.isCreatedAfterGoaway(error) {
-            core.recorder.refusedStream()
-            return
-        }
-        if !(error is any NIOHTTP2Error) {
-            // TLS or socket trouble: the connection is done.
+        do {
+            try session.receive(buffer)
+        } catch {
+            // A connection nghttp2 cannot go on with (bad preface, flooding): what it queued
+            // goes out, then the connection closes.
             core.logger.debug(
                 "sandbox connection error",
                 metadata: ["herald.connection": "\(connectionID)", "herald.error": "\(error)"])
+            handleEvents()
+            flushNow()
             closeNow()
+            return
         }
+        handleEvents()
+        needsFlush = true
     }
 
-    private static func isCreatedAfterGoaway(_ error: any Error) -> Bool {
-        if error is NIOHTTP2Errors.CreatedStreamAfterGoaway { return true }
-        if let streamError = error as? NIOHTTP2Errors.StreamError {
-            return streamError.baseError is NIOHTTP2Errors.CreatedStreamAfterGoaway
-        }
-        return false
+    func channelReadComplete(context: ChannelHandlerContext) {
+        if needsFlush { flushNow() }
+        context.fireChannelReadComplete()
     }
 
-    /// NIOHTTP2FrameDelegate: a GOAWAY with an error code is swift-nio-http2's answer to a
-    /// connection error (malformed frames, too many streams …): close once it is out.
-    func wroteFrame(_ frame: HTTP2Frame) {
-        if case .goAway(_, let code, _) = frame.payload, code != .noError {
-            guard let context, !closed else { return }
-            context.eventLoop.assumeIsolated().execute { [self] in
-                self.closeNow()
+    func channelWritabilityChanged(context: ChannelHandlerContext) {
+        if context.channel.isWritable, session?.wantsWrite == true { flushNow() }
+        context.fireChannelWritabilityChanged()
+    }
+
+    func errorCaught(context: ChannelHandlerContext, error: any Error) {
+        // TLS or socket trouble: the connection is done.
+        core.logger.debug(
+            "sandbox connection error",
+            metadata: ["herald.connection": "\(connectionID)", "herald.error": "\(error)"])
+        closeNow()
+    }
+
+    /// Acts on what nghttp2 reported, after it returned.
+    private func handleEvents() {
+        guard let session else { return }
+        for event in session.takeEvents() {
+            switch event {
+            case .request(let streamID, let head, let endStream, let withPriority):
+                if withPriority { core.recorder.headersWithPriority() }
+                receivedHeaders(streamID: streamID, head: head, endStream: endStream)
+            case .trailers(let streamID, let endStream, let withPriority):
+                if withPriority { core.recorder.headersWithPriority() }
+                // Trailers: nothing in them matters to APNs.
+                if endStream, let stream = streams[streamID] {
+                    stream.endStreamReceived = true
+                    complete(streamID)
+                }
+            case .data(let streamID, let bytes):
+                receivedData(streamID: streamID, buffer: bytes)
+            case .endOfData(let streamID):
+                guard let stream = streams[streamID] else { break }
+                stream.endStreamReceived = true
+                complete(streamID)
+            case .priorityFrame:
+                core.recorder.priorityFrame()
+            case .streamClosed(let streamID, _):
+                resetAfterResponse.remove(streamID)
+                streamClosed(streamID)
+            case .invalidFrame(let type, let streamID, let libError):
+                if type == UInt8(NGHTTP2_HEADERS.rawValue), streamID > highestStreamID,
+                    libError == NGHTTP2_ERR_PROTO.rawValue || libError == NGHTTP2_ERR_REFUSED_STREAM.rawValue
+                {
+                    // A new stream beyond SETTINGS_MAX_CONCURRENT_STREAMS: nghttp2 refused it.
+                    core.recorder.streamAboveLimit()
+                }
+            case .responseSent(let streamID):
+                if resetAfterResponse.remove(streamID) != nil {
+                    session.resetStream(streamID, errorCode: NGHTTP2_NO_ERROR)
+                }
             }
         }
     }
 
     // MARK: Requests
 
-    private func receivedHeaders(streamID: HTTP2StreamID, headers: HPACKHeaders, endStream: Bool) {
-        if let stream = streams[streamID] {
-            // Trailers: nothing in them matters to APNs.
-            if endStream {
-                stream.endStreamReceived = true
-                complete(streamID)
-            }
-            return
-        }
-        let head = SandboxRequestHead(headers, audit: &hpackAudit)
+    private func receivedHeaders(streamID: Int32, head: SandboxRequestHead, endStream: Bool) {
+        if streamID > highestStreamID { highestStreamID = streamID }
         if head.listSize > core.maximumHeaderListSize {
             // Larger than SETTINGS_MAX_HEADER_LIST_SIZE: refuse the stream, keep the connection.
             core.recorder.oversizedHeaders()
-            context?.write(wrapOutboundOut(HTTP2Frame(streamID: streamID, payload: .rstStream(.protocolError))), promise: nil)
-            needsFlush = true
+            session?.resetStream(streamID, errorCode: NGHTTP2_PROTOCOL_ERROR)
             return
         }
-        if hpackAudit.hasViolations {
-            for violation in hpackAudit.take() {
-                core.recorder.hpackViolation("connection \(connectionID) stream \(Int(streamID)): \(violation)")
-            }
-        }
-        if streamID > highestStreamID { highestStreamID = streamID }
+        if let last = goawayLastStreamID, streamID > last { return }
         streams[streamID] = Stream(
             head: head, sequence: core.recorder.nextSequence(), receivedAt: core.clock.now,
             endStreamReceived: endStream)
         if endStream { complete(streamID) }
     }
 
-    private func receivedData(streamID: HTTP2StreamID, buffer: ByteBuffer, endStream: Bool) {
+    private func receivedData(streamID: Int32, buffer: ByteBuffer) {
         guard let stream = streams[streamID], !stream.awaitingResponse else { return }
         let size = buffer.readableBytes
         stream.bodySize += size
@@ -250,14 +269,13 @@ final class SandboxConnectionHandler: ChannelInboundHandler, NIOHTTP2FrameDelega
                 stream.body!.writeBuffer(&copy)
             }
         }
-        stream.endStreamReceived = endStream
-        if endStream || stream.bodySize > limit {
+        if stream.bodySize > limit {
             // Too large: answer now (RFC 9113 §8.1 lets a server answer before the request ends).
             complete(streamID)
         }
     }
 
-    private func streamClosed(_ streamID: HTTP2StreamID) {
+    private func streamClosed(_ streamID: Int32) {
         guard let stream = streams[streamID], !stream.awaitingResponse else { return }
         streams.removeValue(forKey: streamID)
         let refused = goawayLastStreamID.map { streamID > $0 } ?? false
@@ -265,7 +283,7 @@ final class SandboxConnectionHandler: ChannelInboundHandler, NIOHTTP2FrameDelega
         closeIfIdle()
     }
 
-    private func complete(_ streamID: HTTP2StreamID) {
+    private func complete(_ streamID: Int32) {
         guard let stream = streams[streamID], !stream.awaitingResponse else { return }
         refreshFaults()
         let outcome = evaluate(stream)
@@ -463,8 +481,8 @@ final class SandboxConnectionHandler: ChannelInboundHandler, NIOHTTP2FrameDelega
             }
             sameAsLast = false
         }
-        if now.timeIntervalSince1970 - Double(verified.issuedAt) > core.tokenLifetime {
-            return .rejected(.expiredProviderToken)
+        if let reason = TokenAge.check(issuedAt: verified.issuedAt, now: now, lifetime: core.tokenLifetime) {
+            return .rejected(reason)
         }
         if !sameAsLast {
             let allowed: Bool
@@ -485,46 +503,29 @@ final class SandboxConnectionHandler: ChannelInboundHandler, NIOHTTP2FrameDelega
 
     // MARK: Responses
 
-    private func respond(streamID: HTTP2StreamID, stream: Stream, outcome: Outcome) {
-        guard let context, !closed else { return }
+    private func respond(streamID: Int32, stream: Stream, outcome: Outcome) {
+        guard let session, !closed else { return }
         streams.removeValue(forKey: streamID)
 
         let requestID = stream.head.apnsID.flatMap { SandboxRules.isCanonicalUUID($0) ? $0 : nil }
         let apnsID = requestID ?? newApnsID()
 
-        // Answered before the request ended (payload too large): reset the rest of the request,
-        // but only once the answer is out (swift-nio-http2 drops DATA still queued at a reset).
-        let written: EventLoopPromise<Void>? = stream.endStreamReceived ? nil : context.eventLoop.makePromise()
-        var headers = HPACKHeaders()
-        headers.reserveCapacity(3)
-        headers.add(name: ":status", value: Self.statusText(outcome.status))
+        // apns-id changes with every answer: never worth a dynamic table entry.
         if let reason = outcome.reason {
-            headers.add(name: "content-type", value: "application/json")
-            headers.add(name: "apns-id", value: apnsID, indexing: .nonIndexable)
-            context.write(
-                wrapOutboundOut(
-                    HTTP2Frame(streamID: streamID, payload: .headers(.init(headers: headers, endStream: false)))),
-                promise: nil)
-            let body = APNsErrorBody(reason: reason, timestamp: outcome.timestamp).encoded()
-            let buffer = context.channel.allocator.buffer(bytes: body)
-            context.write(
-                wrapOutboundOut(
-                    HTTP2Frame(streamID: streamID, payload: .data(.init(data: .byteBuffer(buffer), endStream: true)))),
-                promise: written)
+            session.respond(
+                streamID: streamID,
+                headers: [
+                    (":status", Self.statusText(outcome.status), false),
+                    ("content-type", "application/json", false),
+                    ("apns-id", apnsID, true),
+                ],
+                body: Array(APNsErrorBody(reason: reason, timestamp: outcome.timestamp).encoded()))
         } else {
-            headers.add(name: "apns-id", value: apnsID, indexing: .nonIndexable)
-            context.write(
-                wrapOutboundOut(
-                    HTTP2Frame(streamID: streamID, payload: .headers(.init(headers: headers, endStream: true)))),
-                promise: written)
+            session.respond(streamID: streamID, headers: [(":status", "200", false), ("apns-id", apnsID, true)], body: nil)
         }
-        if let written {
-            written.futureResult.assumeIsolated().whenComplete { [self] _ in
-                guard let context = self.context, !self.closed else { return }
-                context.writeAndFlush(
-                    self.wrapOutboundOut(HTTP2Frame(streamID: streamID, payload: .rstStream(.noError))), promise: nil)
-            }
-        }
+        // Answered before the request ended (payload too large): the rest of the request is
+        // reset (NO_ERROR) once the answer is out.
+        if !stream.endStreamReceived { resetAfterResponse.insert(streamID) }
         needsFlush = true
 
         core.recorder.record(processed: true, status: outcome.status, reason: outcome.reason) {
@@ -537,7 +538,7 @@ final class SandboxConnectionHandler: ChannelInboundHandler, NIOHTTP2FrameDelega
         afterResponse(streamID: streamID, success: outcome.status == 200)
     }
 
-    private func afterResponse(streamID: HTTP2StreamID, success: Bool) {
+    private func afterResponse(streamID: Int32, success: Bool) {
         if core.dropStreamLimitAfterRejection, tokenAccepted || !isTokenConnection {
             let wanted = success ? core.maxConcurrentStreams : 1
             if wanted != advertisedLimit { setStreamLimit(wanted) }
@@ -603,7 +604,7 @@ final class SandboxConnectionHandler: ChannelInboundHandler, NIOHTTP2FrameDelega
     }
 
     private func makeRecord(
-        streamID: HTTP2StreamID, stream: Stream, outcome: Outcome?, apnsID: String, fromRequest: Bool,
+        streamID: Int32, stream: Stream, outcome: Outcome?, apnsID: String, fromRequest: Bool,
         processed: Bool, cutOff: String?
     ) -> SandboxRecordedRequest {
         let head = stream.head
@@ -630,7 +631,7 @@ final class SandboxConnectionHandler: ChannelInboundHandler, NIOHTTP2FrameDelega
             processed: processed, cutOff: cutOff, receivedAt: stream.receivedAt)
     }
 
-    private func recordCutOff(streamID: HTTP2StreamID, stream: Stream, cause: String) {
+    private func recordCutOff(streamID: Int32, stream: Stream, cause: String) {
         let requestID = stream.head.apnsID.flatMap { SandboxRules.isCanonicalUUID($0) ? $0 : nil }
         core.recorder.record(processed: false, status: nil, reason: nil) {
             makeRecord(
@@ -642,12 +643,9 @@ final class SandboxConnectionHandler: ChannelInboundHandler, NIOHTTP2FrameDelega
     // MARK: Connection control
 
     private func setStreamLimit(_ limit: Int) {
-        guard let context, !closed else { return }
+        guard let session, !closed else { return }
         advertisedLimit = limit
-        let settings = HTTP2Frame(
-            streamID: .rootStream,
-            payload: .settings(.settings([HTTP2Setting(parameter: .maxConcurrentStreams, value: limit)])))
-        context.write(wrapOutboundOut(settings), promise: nil)
+        session.submitSettings(maxConcurrentStreams: limit)
         needsFlush = true
         if !inRead { flushNow() }
     }
@@ -664,21 +662,17 @@ final class SandboxConnectionHandler: ChannelInboundHandler, NIOHTTP2FrameDelega
         flushNow()
     }
 
-    private func sendGoAway(lastStreamID: HTTP2StreamID, reason: APNsReason) {
-        guard let context, !closed else { return }
+    private func sendGoAway(lastStreamID: Int32, reason: APNsReason) {
+        guard let context, let session, !closed else { return }
         let last = goawayLastStreamID.map { min($0, lastStreamID) } ?? lastStreamID
         goawayLastStreamID = last
-        // Streams above the last one are never processed; swift-nio-http2 closes them too.
-        for (streamID, stream) in streams where streamID > last {
+        // Streams above the last one are never processed: refused, so the client may retry them.
+        for (streamID, stream) in streams.sorted(by: { $0.key < $1.key }) where streamID > last {
             streams.removeValue(forKey: streamID)
+            session.resetStream(streamID, errorCode: NGHTTP2_REFUSED_STREAM)
             recordCutOff(streamID: streamID, stream: stream, cause: "goaway-refused")
         }
-        let json = APNsErrorBody(reason: reason).encoded()
-        let frame = HTTP2Frame(
-            streamID: .rootStream,
-            payload: .goAway(
-                lastStreamID: last, errorCode: .noError, opaqueData: context.channel.allocator.buffer(bytes: json)))
-        context.write(wrapOutboundOut(frame), promise: nil)
+        session.goAway(lastStreamID: last, debugData: Array(APNsErrorBody(reason: reason).encoded()))
         needsFlush = true
         if !inRead { flushNow() }
         core.recorder.goawaySent()
@@ -715,10 +709,43 @@ final class SandboxConnectionHandler: ChannelInboundHandler, NIOHTTP2FrameDelega
         context.close(promise: nil)
     }
 
+    /// Writes what nghttp2 has to send (one buffer per write) and flushes. Closes the connection
+    /// once nghttp2 neither reads nor writes any more (after a GOAWAY for a connection error).
     private func flushNow() {
-        guard let context, !closed else { return }
+        guard let context, let session, !closed else { return }
         needsFlush = false
-        context.flush()
+        var wrote = false
+        var idleRounds = 0
+        while context.channel.isWritable {
+            var output = context.channel.allocator.buffer(capacity: 4096)
+            do {
+                try session.send(into: &output, limit: Self.outputChunk)
+            } catch {
+                core.logger.debug(
+                    "sandbox connection error",
+                    metadata: ["herald.connection": "\(connectionID)", "herald.error": "\(error)"])
+                if output.readableBytes > 0 { context.write(wrapOutboundOut(output), promise: nil) }
+                context.flush()
+                closeNow()
+                return
+            }
+            // Sending may report responses that went out (resets to follow): act on them.
+            handleEvents()
+            if output.readableBytes == 0 {
+                // Once more if acting on the events queued frames (resets); never spin.
+                idleRounds += 1
+                if idleRounds > 1 || !session.wantsWrite { break }
+                continue
+            }
+            idleRounds = 0
+            context.write(wrapOutboundOut(output), promise: nil)
+            wrote = true
+        }
+        if wrote { context.flush() }
+        if !session.isAlive {
+            // nghttp2 ended the session (a connection error): its GOAWAY is out; close once written.
+            closeNow()
+        }
     }
 
     private func refreshFaults() {
@@ -727,27 +754,5 @@ final class SandboxConnectionHandler: ChannelInboundHandler, NIOHTTP2FrameDelega
         faultsVersion = version
         faults = core.faults
         random = SplitMix64(seed: Self.mix(seed: faults.seed, connectionID: connectionID))
-    }
-
-    // MARK: Flow control
-
-    private func openConnectionWindow(context: ChannelHandlerContext) {
-        guard !connectionWindowOpened else { return }
-        connectionWindowOpened = true
-        let increment = Self.connectionWindowTarget - 65_535
-        context.write(
-            wrapOutboundOut(HTTP2Frame(streamID: .rootStream, payload: .windowUpdate(windowSizeIncrement: increment))),
-            promise: nil)
-        context.flush()
-    }
-
-    private func refillConnectionWindow(inbound: Int, context: ChannelHandlerContext) {
-        guard inbound <= Self.connectionWindowTarget / 2, !closed else { return }
-        let increment = Self.connectionWindowTarget - inbound
-        context.write(
-            wrapOutboundOut(HTTP2Frame(streamID: .rootStream, payload: .windowUpdate(windowSizeIncrement: increment))),
-            promise: nil)
-        needsFlush = true
-        if !inRead { flushNow() }
     }
 }
