@@ -133,9 +133,16 @@ public final class HeraldServer: Sendable {
         do {
             let directory = (configuration.storagePath as NSString).deletingLastPathComponent
             if !directory.isEmpty {
-                try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+                try SQLitePushStore.createPrivateDirectory(directory)
             }
             store = try SQLitePushStore(path: configuration.storagePath)
+            for path in [directory.isEmpty ? "." : directory, configuration.storagePath] {
+                if let mode = FilePermissions.groupOrOthersMode(path) {
+                    logger.warning(
+                        "the store can be read by group or others; it holds device tokens and payloads",
+                        metadata: ["herald.path": "\(path)", "herald.mode": "\(mode)"])
+                }
+            }
         } catch {
             try? await sandbox?.shutdown()
             throw HeraldServerError(message: "cannot open the store \(configuration.storagePath): \(error)")
