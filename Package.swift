@@ -78,7 +78,7 @@ let package = Package(
         .target(
             name: "APNsSandbox",
             dependencies: [
-                "HeraldCore", "CNGHTTP2",
+                "HeraldCore", "HTTP2Engine", "CNGHTTP2",
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "NIOTLS", package: "swift-nio"),

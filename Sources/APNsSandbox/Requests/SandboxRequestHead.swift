@@ -1,3 +1,4 @@
+import HTTP2Engine
 import HeraldCore
 
 /// The headers of one request that APNs looks at, read one field at a time as nghttp2 decodes
@@ -36,6 +37,19 @@ struct SandboxRequestHead {
         case 15 where Self.equals(name, "apns-expiration"): Self.set(&expiration, value, &duplicated)
         case 16 where Self.equals(name, "apns-collapse-id"): Self.set(&collapseID, value, &duplicated)
         default: return
+        }
+    }
+
+    /// Reads a header block as the HTTP/2 engine delivers it.
+    init(_ headers: [HTTP2Header], keepingValuesUpTo limit: Int = .max) {
+        for header in headers {
+            var name = header.name
+            var value = header.value
+            name.withUTF8 { nameBytes in
+                value.withUTF8 { valueBytes in
+                    add(name: UnsafeRawBufferPointer(nameBytes), value: UnsafeRawBufferPointer(valueBytes), keepingValuesUpTo: limit)
+                }
+            }
         }
     }
 

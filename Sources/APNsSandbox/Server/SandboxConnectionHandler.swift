@@ -1,19 +1,17 @@
-import CNGHTTP2
 import Crypto
 import Foundation
+import HTTP2Engine
 import HeraldCore
 import Logging
 import NIOCore
 
-/// Answers the requests of one HTTP/2 connection on the connection's event loop, directly above
-/// TLS: bytes in go to an nghttp2 server session (``SandboxHTTP2Session``) and to the HPACK
-/// auditor; the session's events are acted on once nghttp2 has returned; bytes out are gathered
-/// into one buffer per flush. No per-stream channels or tasks: the sandbox must never be the
+/// Answers the requests of one HTTP/2 connection on the connection's event loop. It sits after
+/// the HTTP/2 engine (an nghttp2 server session, ``HTTP2EngineHandler``) as its delegate: the
+/// engine's events arrive after nghttp2 returned, and answers, SETTINGS, resets and GOAWAY go
+/// back through the engine. No per-stream channels or tasks: the sandbox must never be the
 /// bottleneck.
-final class SandboxConnectionHandler: ChannelDuplexHandler {
-    typealias InboundIn = ByteBuffer
-    typealias OutboundIn = ByteBuffer
-    typealias OutboundOut = ByteBuffer
+final class SandboxConnectionHandler: ChannelInboundHandler, HTTP2EngineDelegate {
+    typealias InboundIn = NIOAny
 
     enum Auth {
         case token
@@ -68,11 +66,9 @@ final class SandboxConnectionHandler: ChannelDuplexHandler {
     let connectionID: Int
     private let auth: Auth
     private var context: ChannelHandlerContext?
-    private var session: SandboxHTTP2Session?
-    private let auditor = SandboxHPACKAuditor()
+    private var engine: HTTP2EngineHandler?
+    private let auditor: SandboxWireAuditor
     private var streams: [Int32: Stream] = [:]
-    /// Streams answered before their request ended: reset (NO_ERROR) once the answer is out.
-    private var resetAfterResponse: Set<Int32> = []
 
     private var tokenAccepted = false
     private var advertisedLimit: Int
@@ -83,8 +79,6 @@ final class SandboxConnectionHandler: ChannelDuplexHandler {
     private var closeWhenIdle = false
     private var closed = false
     private var dropped = false
-    private var inRead = false
-    private var needsFlush = false
 
     private var faults: SandboxFaults
     private var faultsVersion: Int
@@ -96,14 +90,39 @@ final class SandboxConnectionHandler: ChannelDuplexHandler {
 
     /// The connection-level inbound window the sandbox keeps open for its client (nghttp2 sends
     /// WINDOW_UPDATE as the client's data is consumed).
-    static let connectionWindowTarget = 1 << 20
-    /// At most this many bytes are gathered from nghttp2 per write; more waits for writability.
-    static let outputChunk = 256 * 1024
+    static let connectionWindowTarget: Int32 = 1 << 20
+    /// The most body bytes one stream may carry before the engine ends the connection; the
+    /// sandbox answers PayloadTooLarge long before (at 4 or 5 KB).
+    static let maximumBodySize = 1 << 20
 
-    init(core: SandboxCore, connectionID: Int, auth: Auth, initialLimit: Int) {
+    /// The engine for a connection whose first MAX_CONCURRENT_STREAMS is `initialLimit`.
+    static func makeEngine(core: SandboxCore, initialLimit: Int) -> HTTP2EngineHandler {
+        HTTP2EngineHandler(
+            configuration: .init(
+                mode: .server,
+                initialSettings: [
+                    .maxConcurrentStreams(UInt32(clamping: initialLimit)),
+                    .maxHeaderListSize(UInt32(clamping: core.maximumHeaderListSize)),
+                    .initialWindowSize(65_535),
+                ],
+                connectionWindowSize: connectionWindowTarget,
+                maxHeaderListSize: core.maximumHeaderListSize,
+                maxBodySize: maximumBodySize,
+                // The sandbox reads every header APNs cares about itself (a missing :method is
+                // 405, a missing :path BadPath): nghttp2's HTTP checks would answer first.
+                validatesHTTPMessaging: false))
+    }
+
+    init(
+        core: SandboxCore, connectionID: Int, auth: Auth, initialLimit: Int, engine: HTTP2EngineHandler,
+        auditor: SandboxWireAuditor
+    ) {
         self.core = core
         self.connectionID = connectionID
         self.auth = auth
+        self.engine = engine
+        self.auditor = auditor
+        auditor.sentStreamLimit(initialLimit)
         self.advertisedLimit = initialLimit
         self.faultsVersion = core.faultsVersion
         self.faults = core.faults
@@ -118,27 +137,10 @@ final class SandboxConnectionHandler: ChannelDuplexHandler {
 
     func handlerAdded(context: ChannelHandlerContext) {
         self.context = context
-        do {
-            let session = try SandboxHTTP2Session(
-                allocator: context.channel.allocator, maximumHeaderListSize: core.maximumHeaderListSize)
-            session.submitSettings(
-                maxConcurrentStreams: advertisedLimit, maxHeaderListSize: core.maximumHeaderListSize,
-                initialWindowSize: 65_535)
-            session.setConnectionWindow(Self.connectionWindowTarget)
-            self.session = session
-        } catch {
-            core.logger.debug(
-                "sandbox could not start an HTTP/2 session",
-                metadata: ["herald.connection": "\(connectionID)", "herald.error": "\(error)"])
-            closeNow()
-            return
-        }
-        flushNow()
     }
 
     func handlerRemoved(context: ChannelHandlerContext) {
-        session?.close()
-        session = nil
+        engine = nil
         self.context = nil
     }
 
@@ -149,106 +151,53 @@ final class SandboxConnectionHandler: ChannelDuplexHandler {
             recordCutOff(streamID: streamID, stream: stream, cause: cause)
         }
         streams.removeAll()
-        session?.close()
         core.unregister(connectionID)
         context.fireChannelInactive()
     }
 
-    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
-        let buffer = unwrapInboundIn(data)
-        guard let session, !closed else { return }
-        inRead = true
-        defer { inRead = false }
-        auditor.scan(buffer)
-        for finding in auditor.takeFindings() {
-            core.recorder.hpackViolation("connection \(connectionID) stream \(finding.streamID): \(finding.text)")
-        }
-        do {
-            try session.receive(buffer)
-        } catch {
-            // A connection nghttp2 cannot go on with (bad preface, flooding): what it queued
-            // goes out, then the connection closes.
-            core.logger.debug(
-                "sandbox connection error",
-                metadata: ["herald.connection": "\(connectionID)", "herald.error": "\(error)"])
-            handleEvents()
-            flushNow()
-            closeNow()
-            return
-        }
-        handleEvents()
-        needsFlush = true
-    }
-
-    func channelReadComplete(context: ChannelHandlerContext) {
-        if needsFlush { flushNow() }
-        context.fireChannelReadComplete()
-    }
-
-    func channelWritabilityChanged(context: ChannelHandlerContext) {
-        if context.channel.isWritable, session?.wantsWrite == true { flushNow() }
-        context.fireChannelWritabilityChanged()
-    }
-
     func errorCaught(context: ChannelHandlerContext, error: any Error) {
-        // TLS or socket trouble: the connection is done.
+        if let engineError = error as? HTTP2EngineError,
+            engineError == .headerListTooLarge(limit: core.maximumHeaderListSize)
+        {
+            // Larger than SETTINGS_MAX_HEADER_LIST_SIZE: the engine ends the connection.
+            core.recorder.oversizedHeaders()
+        }
+        // A protocol error (the engine has sent GOAWAY), or TLS or socket trouble: done.
         core.logger.debug(
             "sandbox connection error",
             metadata: ["herald.connection": "\(connectionID)", "herald.error": "\(error)"])
         closeNow()
     }
 
-    /// Acts on what nghttp2 reported, after it returned.
-    private func handleEvents() {
-        guard let session else { return }
-        for event in session.takeEvents() {
-            switch event {
-            case .request(let streamID, let head, let endStream, let withPriority):
-                if withPriority { core.recorder.headersWithPriority() }
-                receivedHeaders(streamID: streamID, head: head, endStream: endStream)
-            case .trailers(let streamID, let endStream, let withPriority):
-                if withPriority { core.recorder.headersWithPriority() }
+    /// The engine's events, after nghttp2 returned.
+    func http2Engine(_ engine: HTTP2EngineHandler, didReceive event: HTTP2Event) {
+        switch event {
+        case .headers(let streamID, let headers, let endStream):
+            if streamID > highestStreamID {
+                highestStreamID = streamID
+                receivedHeaders(streamID: streamID, head: SandboxRequestHead(headers), endStream: endStream)
+            } else if endStream, let stream = streams[streamID] {
                 // Trailers: nothing in them matters to APNs.
-                if endStream, let stream = streams[streamID] {
-                    stream.endStreamReceived = true
-                    complete(streamID)
-                }
-            case .data(let streamID, let bytes):
-                receivedData(streamID: streamID, buffer: bytes)
-            case .endOfData(let streamID):
-                guard let stream = streams[streamID] else { break }
                 stream.endStreamReceived = true
                 complete(streamID)
-            case .priorityFrame:
-                core.recorder.priorityFrame()
-            case .streamClosed(let streamID, _):
-                resetAfterResponse.remove(streamID)
-                streamClosed(streamID)
-            case .invalidFrame(let type, let streamID, let libError):
-                if type == UInt8(NGHTTP2_HEADERS.rawValue), streamID > highestStreamID,
-                    libError == NGHTTP2_ERR_PROTO.rawValue || libError == NGHTTP2_ERR_REFUSED_STREAM.rawValue
-                {
-                    // A new stream beyond SETTINGS_MAX_CONCURRENT_STREAMS: nghttp2 refused it.
-                    core.recorder.streamAboveLimit()
-                }
-            case .responseSent(let streamID):
-                if resetAfterResponse.remove(streamID) != nil {
-                    session.resetStream(streamID, errorCode: NGHTTP2_NO_ERROR)
-                }
             }
+        case .data(let streamID, let bytes, let endStream):
+            receivedData(streamID: streamID, buffer: bytes)
+            if endStream, let stream = streams[streamID] {
+                stream.endStreamReceived = true
+                complete(streamID)
+            }
+        case .streamClosed(let streamID, _):
+            auditor.streamClosed(streamID)
+            streamClosed(streamID)
+        case .settingsAcknowledged, .settings, .resetReceived, .goAway, .pingAcknowledged:
+            break
         }
     }
 
     // MARK: Requests
 
     private func receivedHeaders(streamID: Int32, head: SandboxRequestHead, endStream: Bool) {
-        if streamID > highestStreamID { highestStreamID = streamID }
-        if head.listSize > core.maximumHeaderListSize {
-            // Larger than SETTINGS_MAX_HEADER_LIST_SIZE: refuse the stream, keep the connection.
-            core.recorder.oversizedHeaders()
-            session?.resetStream(streamID, errorCode: NGHTTP2_PROTOCOL_ERROR)
-            return
-        }
         if let last = goawayLastStreamID, streamID > last { return }
         streams[streamID] = Stream(
             head: head, sequence: core.recorder.nextSequence(), receivedAt: core.clock.now,
@@ -293,7 +242,6 @@ final class SandboxConnectionHandler: ChannelDuplexHandler {
             context.eventLoop.assumeIsolated().scheduleTask(in: delay) { [self] in
                 guard !self.closed, let waiting = self.streams[streamID] else { return }
                 self.respond(streamID: streamID, stream: waiting, outcome: outcome)
-                self.flushNow()
             }
         } else {
             respond(streamID: streamID, stream: stream, outcome: outcome)
@@ -504,29 +452,47 @@ final class SandboxConnectionHandler: ChannelDuplexHandler {
     // MARK: Responses
 
     private func respond(streamID: Int32, stream: Stream, outcome: Outcome) {
-        guard let session, !closed else { return }
+        guard let engine, let context, !closed else { return }
         streams.removeValue(forKey: streamID)
 
         let requestID = stream.head.apnsID.flatMap { SandboxRules.isCanonicalUUID($0) ? $0 : nil }
         let apnsID = requestID ?? newApnsID()
 
         // apns-id changes with every answer: never worth a dynamic table entry.
-        if let reason = outcome.reason {
-            session.respond(
-                streamID: streamID,
-                headers: [
-                    (":status", Self.statusText(outcome.status), false),
-                    ("content-type", "application/json", false),
-                    ("apns-id", apnsID, true),
-                ],
-                body: Array(APNsErrorBody(reason: reason, timestamp: outcome.timestamp).encoded()))
-        } else {
-            session.respond(streamID: streamID, headers: [(":status", "200", false), ("apns-id", apnsID, true)], body: nil)
+        do {
+            if let reason = outcome.reason {
+                let body = context.channel.allocator.buffer(
+                    bytes: APNsErrorBody(reason: reason, timestamp: outcome.timestamp).encoded())
+                try engine.submitResponse(
+                    streamID: streamID,
+                    headers: [
+                        HTTP2Header(name: ":status", value: Self.statusText(outcome.status)),
+                        HTTP2Header(name: "content-type", value: "application/json"),
+                        HTTP2Header(name: "apns-id", value: apnsID, indexing: .neverIndexed),
+                    ],
+                    body: body)
+            } else {
+                try engine.submitResponse(
+                    streamID: streamID,
+                    headers: [
+                        HTTP2Header(name: ":status", value: "200"),
+                        HTTP2Header(name: "apns-id", value: apnsID, indexing: .neverIndexed),
+                    ],
+                    body: nil)
+            }
+            if !stream.endStreamReceived {
+                // Answered before the request ended (payload too large): the answer goes out
+                // first, then the rest of the request is reset (NO_ERROR): nghttp2 sends a reset
+                // ahead of DATA still queued.
+                engine.flushNow()
+                try engine.resetStream(streamID, errorCode: .noError)
+            }
+        } catch {
+            // The stream is gone (the client reset it meanwhile): nothing to answer.
+            core.logger.debug(
+                "sandbox could not answer a stream",
+                metadata: ["herald.connection": "\(connectionID)", "herald.error": "\(error)"])
         }
-        // Answered before the request ended (payload too large): the rest of the request is
-        // reset (NO_ERROR) once the answer is out.
-        if !stream.endStreamReceived { resetAfterResponse.insert(streamID) }
-        needsFlush = true
 
         core.recorder.record(processed: true, status: outcome.status, reason: outcome.reason) {
             makeRecord(
@@ -643,11 +609,16 @@ final class SandboxConnectionHandler: ChannelDuplexHandler {
     // MARK: Connection control
 
     private func setStreamLimit(_ limit: Int) {
-        guard let session, !closed else { return }
+        guard let engine, !closed else { return }
         advertisedLimit = limit
-        session.submitSettings(maxConcurrentStreams: limit)
-        needsFlush = true
-        if !inRead { flushNow() }
+        do {
+            try engine.sendSettings([.maxConcurrentStreams(UInt32(clamping: limit))])
+            auditor.sentStreamLimit(limit)
+        } catch {
+            core.logger.debug(
+                "sandbox could not send SETTINGS",
+                metadata: ["herald.connection": "\(connectionID)", "herald.error": "\(error)"])
+        }
     }
 
     /// Runtime change of the stream limit (``APNsSandbox/setMaxConcurrentStreams(_:)``).
@@ -659,22 +630,25 @@ final class SandboxConnectionHandler: ChannelDuplexHandler {
     /// Shutdown GOAWAY: every stream already opened is still answered; later ones are refused.
     func goAwayForShutdown(reason: APNsReason) {
         sendGoAway(lastStreamID: highestStreamID, reason: reason)
-        flushNow()
     }
 
     private func sendGoAway(lastStreamID: Int32, reason: APNsReason) {
-        guard let context, let session, !closed else { return }
+        guard let context, let engine, !closed else { return }
         let last = goawayLastStreamID.map { min($0, lastStreamID) } ?? lastStreamID
         goawayLastStreamID = last
         // Streams above the last one are never processed: refused, so the client may retry them.
         for (streamID, stream) in streams.sorted(by: { $0.key < $1.key }) where streamID > last {
             streams.removeValue(forKey: streamID)
-            session.resetStream(streamID, errorCode: NGHTTP2_REFUSED_STREAM)
+            try? engine.resetStream(streamID, errorCode: .refusedStream)
             recordCutOff(streamID: streamID, stream: stream, cause: "goaway-refused")
         }
-        session.goAway(lastStreamID: last, debugData: Array(APNsErrorBody(reason: reason).encoded()))
-        needsFlush = true
-        if !inRead { flushNow() }
+        do {
+            try engine.goAway(lastStreamID: last, errorCode: .noError, debugData: APNsErrorBody(reason: reason).encoded())
+        } catch {
+            core.logger.debug(
+                "sandbox could not send GOAWAY",
+                metadata: ["herald.connection": "\(connectionID)", "herald.error": "\(error)"])
+        }
         core.recorder.goawaySent()
         closeWhenIdle = true
         closeIfIdle()
@@ -691,14 +665,15 @@ final class SandboxConnectionHandler: ChannelDuplexHandler {
             recordCutOff(streamID: streamID, stream: stream, cause: "connection-dropped")
         }
         streams.removeAll()
-        flushNow()
+        // What was answered so far goes out; nothing after.
+        engine?.flushNow()
         closeNow()
     }
 
     private func closeIfIdle() {
         guard closeWhenIdle, streams.isEmpty, let context, !closed else { return }
         context.eventLoop.assumeIsolated().execute { [self] in
-            self.flushNow()
+            self.engine?.flushNow()
             self.closeNow()
         }
     }
@@ -707,45 +682,6 @@ final class SandboxConnectionHandler: ChannelDuplexHandler {
         guard let context, !closed else { return }
         closed = true
         context.close(promise: nil)
-    }
-
-    /// Writes what nghttp2 has to send (one buffer per write) and flushes. Closes the connection
-    /// once nghttp2 neither reads nor writes any more (after a GOAWAY for a connection error).
-    private func flushNow() {
-        guard let context, let session, !closed else { return }
-        needsFlush = false
-        var wrote = false
-        var idleRounds = 0
-        while context.channel.isWritable {
-            var output = context.channel.allocator.buffer(capacity: 4096)
-            do {
-                try session.send(into: &output, limit: Self.outputChunk)
-            } catch {
-                core.logger.debug(
-                    "sandbox connection error",
-                    metadata: ["herald.connection": "\(connectionID)", "herald.error": "\(error)"])
-                if output.readableBytes > 0 { context.write(wrapOutboundOut(output), promise: nil) }
-                context.flush()
-                closeNow()
-                return
-            }
-            // Sending may report responses that went out (resets to follow): act on them.
-            handleEvents()
-            if output.readableBytes == 0 {
-                // Once more if acting on the events queued frames (resets); never spin.
-                idleRounds += 1
-                if idleRounds > 1 || !session.wantsWrite { break }
-                continue
-            }
-            idleRounds = 0
-            context.write(wrapOutboundOut(output), promise: nil)
-            wrote = true
-        }
-        if wrote { context.flush() }
-        if !session.isAlive {
-            // nghttp2 ended the session (a connection error): its GOAWAY is out; close once written.
-            closeNow()
-        }
     }
 
     private func refreshFaults() {

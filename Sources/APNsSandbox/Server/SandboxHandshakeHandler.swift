@@ -1,4 +1,5 @@
 import Foundation
+import HTTP2Engine
 import Logging
 import NIOCore
 import NIOSSL
@@ -53,8 +54,15 @@ final class SandboxHandshakeHandler: ChannelInboundHandler, RemovableChannelHand
         }
 
         let id = core.nextConnectionID()
-        let handler = SandboxConnectionHandler(core: core, connectionID: id, auth: auth, initialLimit: limit)
-        try pipeline.addHandler(handler, position: .after(self))
+        // TLS → wire audit (a look at the raw frames) → HTTP/2 engine → the sandbox's answers.
+        let audit = SandboxWireAuditHandler(recorder: core.recorder, connectionID: id)
+        let engine = SandboxConnectionHandler.makeEngine(core: core, initialLimit: limit)
+        let handler = SandboxConnectionHandler(
+            core: core, connectionID: id, auth: auth, initialLimit: limit, engine: engine, auditor: audit.auditor)
+        engine.delegate = handler
+        try pipeline.addHandler(audit, position: .after(self))
+        try pipeline.addHandler(engine, position: .after(audit))
+        try pipeline.addHandler(handler, position: .after(engine))
         core.register(
             id,
             SandboxCore.ConnectionRef(channel: context.channel, handler: NIOLoopBound(handler, eventLoop: context.eventLoop)))

@@ -1,7 +1,11 @@
 import CNGHTTP2
 import NIOCore
 
-/// Sees how a client encodes its headers: what entered the HPACK dynamic table, field by field.
+/// Sees what a client does on the wire that the HTTP/2 engine does not report: how it encodes
+/// its headers (what entered the HPACK dynamic table, field by field), PRIORITY frames and
+/// HEADERS with priority, and streams opened beyond the MAX_CONCURRENT_STREAMS it acknowledged.
+/// It reads a copy of the connection's plain-text input (``SandboxWireAuditHandler``), before
+/// the engine's nghttp2 session does; nothing it does changes what the engine sees.
 ///
 /// nghttp2's session reports only the never-indexed flag of a field, so the auditor keeps a
 /// second, standalone HPACK decoder (`nghttp2_hd_inflater`) that mirrors the client's encoder:
@@ -15,10 +19,14 @@ import NIOCore
 /// may be split anywhere across reads. The only HPACK the auditor itself reads is the first byte
 /// of each representation the decoder delimited (RFC 7541 §6: `01` is "with incremental
 /// indexing"), a cross-check of the table read-back.
-final class SandboxHPACKAuditor {
-    struct Finding {
-        var streamID: Int32
-        var text: String
+final class SandboxWireAuditor {
+    enum Finding: Equatable {
+        /// A field encoded against Apple's advice.
+        case hpack(streamID: Int32, text: String)
+        case priorityFrame
+        case headersWithPriority
+        /// A new stream while as many were open as the client had acknowledged allowing.
+        case streamAboveLimit(streamID: Int32)
     }
 
     /// Findings since the handler last took them.
@@ -38,6 +46,13 @@ final class SandboxHPACKAuditor {
     private var block: [UInt8] = []
     private var blockStreamID: Int32 = 0
 
+    /// Streams the client opened that are not closed yet (as nghttp2 counts them).
+    private var openStreams: Set<Int32> = []
+    private var highestStreamID: Int32 = 0
+    /// MAX_CONCURRENT_STREAMS values sent and not yet acknowledged, oldest first.
+    private var unacknowledgedLimits: [Int] = []
+    private var acknowledgedLimit = Int.max
+
     /// Frames larger than this are a connection error for nghttp2 (SETTINGS_MAX_FRAME_SIZE).
     static let maximumFrameSize = 16_384
     /// Header blocks larger than this are not audited (nghttp2's decoder refuses far less).
@@ -54,6 +69,16 @@ final class SandboxHPACKAuditor {
 
     deinit {
         if let inflater { nghttp2_hd_inflate_del(inflater) }
+    }
+
+    /// The sandbox sent SETTINGS with this MAX_CONCURRENT_STREAMS (every SETTINGS it sends has one).
+    func sentStreamLimit(_ limit: Int) {
+        unacknowledgedLimits.append(limit)
+    }
+
+    /// The engine closed a stream (answered, reset, refused).
+    func streamClosed(_ streamID: Int32) {
+        openStreams.remove(streamID)
     }
 
     func takeFindings() -> [Finding] {
@@ -103,6 +128,7 @@ final class SandboxHPACKAuditor {
             | Int32(frameHeader[8])
         let current = (type: frameHeader[3], flags: frameHeader[4], streamID: streamID, length: length)
         frameHeader.removeAll(keepingCapacity: true)
+        observeFrame(current)
         if Self.carriesHeaderBlock(current.type), length > Self.maximumFrameSize {
             isTracking = false
             return
@@ -111,6 +137,29 @@ final class SandboxHPACKAuditor {
         payloadRemaining = length
         payload.removeAll(keepingCapacity: true)
         if length == 0 { endFrame(current) }
+    }
+
+    /// Frame-level facts, from the 9-byte header alone.
+    private func observeFrame(_ current: (type: UInt8, flags: UInt8, streamID: Int32, length: Int)) {
+        switch current.type {
+        case UInt8(NGHTTP2_HEADERS.rawValue):
+            if current.flags & UInt8(NGHTTP2_FLAG_PRIORITY.rawValue) != 0 { findings.append(.headersWithPriority) }
+            guard current.streamID > highestStreamID else { return }  // trailers
+            highestStreamID = current.streamID
+            if openStreams.count >= acknowledgedLimit {
+                findings.append(.streamAboveLimit(streamID: current.streamID))
+            } else {
+                openStreams.insert(current.streamID)
+            }
+        case UInt8(NGHTTP2_PRIORITY.rawValue):
+            findings.append(.priorityFrame)
+        case UInt8(NGHTTP2_RST_STREAM.rawValue):
+            openStreams.remove(current.streamID)
+        case UInt8(NGHTTP2_SETTINGS.rawValue) where current.flags & UInt8(NGHTTP2_FLAG_ACK.rawValue) != 0:
+            if !unacknowledgedLimits.isEmpty { acknowledgedLimit = unacknowledgedLimits.removeFirst() }
+        default:
+            break
+        }
     }
 
     private func endFrame(_ current: (type: UInt8, flags: UInt8, streamID: Int32, length: Int)) {
@@ -200,7 +249,7 @@ final class SandboxHPACKAuditor {
                         (changed && newestEntryIs(inflater, name: name, value: value))
                         || Self.isIncrementalIndexing(UnsafeBufferPointer(rebasing: input[start..<offset]))
                     rules.observe(name: name, entered: entered)
-                    for text in rules.take() { findings.append(Finding(streamID: blockStreamID, text: text)) }
+                    for text in rules.take() { findings.append(.hpack(streamID: blockStreamID, text: text)) }
                 }
                 if flags & Int32(NGHTTP2_HD_INFLATE_FINAL.rawValue) != 0 {
                     nghttp2_hd_inflate_end_headers(inflater)
@@ -231,5 +280,35 @@ final class SandboxHPACKAuditor {
         }
         guard index < bytes.count else { return false }
         return bytes[index] & 0xc0 == 0x40
+    }
+}
+
+/// Shows the wire auditor each read of plain text on its way from TLS to the HTTP/2 engine,
+/// and records its findings. The bytes pass on unchanged.
+final class SandboxWireAuditHandler: ChannelInboundHandler, RemovableChannelHandler {
+    typealias InboundIn = ByteBuffer
+    typealias InboundOut = ByteBuffer
+
+    let auditor = SandboxWireAuditor()
+    private let recorder: SandboxRecorder
+    private let connectionID: Int
+
+    init(recorder: SandboxRecorder, connectionID: Int) {
+        self.recorder = recorder
+        self.connectionID = connectionID
+    }
+
+    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+        auditor.scan(unwrapInboundIn(data))
+        for finding in auditor.takeFindings() {
+            switch finding {
+            case .hpack(let streamID, let text):
+                recorder.hpackViolation("connection \(connectionID) stream \(streamID): \(text)")
+            case .priorityFrame: recorder.priorityFrame()
+            case .headersWithPriority: recorder.headersWithPriority()
+            case .streamAboveLimit: recorder.streamAboveLimit()
+            }
+        }
+        context.fireChannelRead(data)
     }
 }

@@ -8,7 +8,7 @@ import Testing
 /// The HPACK auditor on raw connection bytes, encoded by NIOHPACK (an encoder the sandbox does
 /// not use): frame boundaries under any split of the reads, CONTINUATION, padding, priority.
 @Suite("APNsSandbox HPACK auditor")
-struct SandboxHPACKAuditorTests {
+struct SandboxWireAuditorTests {
     static let preface = Array("PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n".utf8)
 
     static func frame(type: UInt8, flags: UInt8, stream: UInt32, payload: [UInt8]) -> [UInt8] {
@@ -65,9 +65,9 @@ struct SandboxHPACKAuditorTests {
         return bytes
     }
 
-    static func audit(_ bytes: [UInt8], splitEvery size: Int) -> [SandboxHPACKAuditor.Finding] {
-        let auditor = SandboxHPACKAuditor()
-        var findings: [SandboxHPACKAuditor.Finding] = []
+    static func audit(_ bytes: [UInt8], splitEvery size: Int) -> [SandboxWireAuditor.Finding] {
+        let auditor = SandboxWireAuditor()
+        var findings: [SandboxWireAuditor.Finding] = []
         var offset = 0
         while offset < bytes.count {
             let end = min(bytes.count, offset + size)
@@ -83,13 +83,46 @@ struct SandboxHPACKAuditorTests {
         let bytes = try Self.connectionBytes()
         for size in [1, 2, 3, 7, 9, 10, 64, bytes.count] {
             let findings = Self.audit(bytes, splitEvery: size)
-            let summary = findings.map { "\($0.streamID) \($0.text.prefix(while: { $0 != " " }))" }
-            #expect(summary == ["3 :path", "3 apns-id", "5 authorization"], "reads of \(size) bytes")
+            let summary = findings.map { finding -> String in
+                switch finding {
+                case .hpack(let streamID, let text): return "\(streamID) \(text.prefix(while: { $0 != " " }))"
+                case .headersWithPriority: return "priority"
+                case .priorityFrame: return "PRIORITY"
+                case .streamAboveLimit(let streamID): return "\(streamID) above limit"
+                }
+            }
+            #expect(summary == ["priority", "3 :path", "3 apns-id", "5 authorization"], "reads of \(size) bytes")
         }
     }
 
+    @Test func streamsBeyondTheAcknowledgedLimitAreFound() throws {
+        var encoder = HPACKEncoder(allocator: ByteBufferAllocator())
+        let fields: [(String, String, HPACKIndexing)] = [(":method", "POST", .indexable)]
+        let auditor = SandboxWireAuditor()
+        auditor.sentStreamLimit(1)
+        var bytes = Self.preface
+        // Before the client acknowledged the limit, nothing is above it.
+        bytes += Self.frame(type: 1, flags: 0x4, stream: 1, payload: try Self.block(&encoder, fields))
+        bytes += Self.frame(type: 1, flags: 0x4, stream: 3, payload: try Self.block(&encoder, fields))
+        auditor.scan(ByteBuffer(bytes: bytes))
+        #expect(auditor.takeFindings().isEmpty)
+        auditor.streamClosed(1)
+        auditor.streamClosed(3)
+        // SETTINGS ACK, then two streams while the limit is one; a reset frees the slot.
+        bytes = Self.frame(type: 4, flags: 0x1, stream: 0, payload: [])
+        bytes += Self.frame(type: 1, flags: 0x4, stream: 5, payload: try Self.block(&encoder, fields))
+        bytes += Self.frame(type: 1, flags: 0x4, stream: 7, payload: try Self.block(&encoder, fields))
+        bytes += Self.frame(type: 3, flags: 0, stream: 5, payload: [0, 0, 0, 8])
+        bytes += Self.frame(type: 1, flags: 0x4, stream: 9, payload: try Self.block(&encoder, fields))
+        // A PRIORITY frame and trailers on stream 9 are no new stream.
+        bytes += Self.frame(type: 2, flags: 0, stream: 9, payload: [0, 0, 0, 0, 15])
+        bytes += Self.frame(type: 1, flags: 0x5, stream: 9, payload: try Self.block(&encoder, fields))
+        auditor.scan(ByteBuffer(bytes: bytes))
+        #expect(auditor.takeFindings() == [.streamAboveLimit(streamID: 7), .priorityFrame])
+    }
+
     @Test func undecodableBlockStopsTheAuditWithoutFindings() {
-        let auditor = SandboxHPACKAuditor()
+        let auditor = SandboxWireAuditor()
         // HEADERS whose block refers to dynamic table entry 70 of an empty table.
         auditor.scan(ByteBuffer(bytes: Self.preface + Self.frame(type: 1, flags: 0x5, stream: 1, payload: [0x80 | 70])))
         #expect(!auditor.isTracking)
@@ -97,7 +130,7 @@ struct SandboxHPACKAuditorTests {
     }
 
     @Test func oversizedHeaderFrameStopsTheAudit() {
-        let auditor = SandboxHPACKAuditor()
+        let auditor = SandboxWireAuditor()
         auditor.scan(ByteBuffer(bytes: Self.preface + [0xff, 0xff, 0xff, 1, 4, 0, 0, 0, 1] + [UInt8](repeating: 0, count: 32)))
         #expect(!auditor.isTracking)
     }
@@ -107,6 +140,6 @@ struct SandboxHPACKAuditorTests {
         ([0x20, 0x40], true), ([0x3f, 0xe1, 0x1f, 0x40], true), ([0x3f, 0xe1, 0x1f, 0x10], false), ([0x20], false),
     ] as [([UInt8], Bool)])
     func representationPrefixes(_ bytes: [UInt8], _ incremental: Bool) {
-        #expect(bytes.withUnsafeBufferPointer { SandboxHPACKAuditor.isIncrementalIndexing($0) } == incremental)
+        #expect(bytes.withUnsafeBufferPointer { SandboxWireAuditor.isIncrementalIndexing($0) } == incremental)
     }
 }
