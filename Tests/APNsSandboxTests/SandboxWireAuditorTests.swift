@@ -106,10 +106,17 @@ struct SandboxWireAuditorTests {
         bytes += Self.frame(type: 1, flags: 0x4, stream: 3, payload: try Self.block(&encoder, fields))
         auditor.scan(ByteBuffer(bytes: bytes))
         #expect(auditor.takeFindings().isEmpty)
+        // …but the limit sent (one) does not cover them: the limit they need is reported once.
+        #expect(auditor.takeUnannouncedBurstLimit() == 2)
+        #expect(auditor.takeUnannouncedBurstLimit() == nil)
+        auditor.sentStreamLimit(2)
         auditor.streamClosed(1)
         auditor.streamClosed(3)
-        // SETTINGS ACK, then two streams while the limit is one; a reset frees the slot.
+        // Two SETTINGS ACKs (limits one, then two)… and the limit goes back to one.
+        auditor.sentStreamLimit(1)
         bytes = Self.frame(type: 4, flags: 0x1, stream: 0, payload: [])
+        bytes += Self.frame(type: 4, flags: 0x1, stream: 0, payload: [])
+        bytes += Self.frame(type: 4, flags: 0x1, stream: 0, payload: [])
         bytes += Self.frame(type: 1, flags: 0x4, stream: 5, payload: try Self.block(&encoder, fields))
         bytes += Self.frame(type: 1, flags: 0x4, stream: 7, payload: try Self.block(&encoder, fields))
         bytes += Self.frame(type: 3, flags: 0, stream: 5, payload: [0, 0, 0, 8])
@@ -119,6 +126,8 @@ struct SandboxWireAuditorTests {
         bytes += Self.frame(type: 1, flags: 0x5, stream: 9, payload: try Self.block(&encoder, fields))
         auditor.scan(ByteBuffer(bytes: bytes))
         #expect(auditor.takeFindings() == [.streamAboveLimit(streamID: 7), .priorityFrame])
+        // Once the client has acknowledged a limit, a burst is a violation, not an excuse.
+        #expect(auditor.takeUnannouncedBurstLimit() == nil)
     }
 
     @Test func undecodableBlockStopsTheAuditWithoutFindings() {

@@ -71,6 +71,8 @@ final class SandboxConnectionHandler: ChannelInboundHandler, HTTP2EngineDelegate
     private var streams: [Int32: Stream] = [:]
 
     private var tokenAccepted = false
+    /// The limit was raised for streams opened before the client knew it (``acceptUnannouncedBurst(limit:)``).
+    private var burstAccepted = false
     private var advertisedLimit: Int
     private var processedCount = 0
     private var highestStreamID: Int32 = 0
@@ -505,6 +507,10 @@ final class SandboxConnectionHandler: ChannelInboundHandler, HTTP2EngineDelegate
     }
 
     private func afterResponse(streamID: Int32, success: Bool) {
+        if burstAccepted, !tokenAccepted, isTokenConnection, advertisedLimit > 1 {
+            burstAccepted = false
+            setStreamLimit(1)
+        }
         if core.dropStreamLimitAfterRejection, tokenAccepted || !isTokenConnection {
             let wanted = success ? core.maxConcurrentStreams : 1
             if wanted != advertisedLimit { setStreamLimit(wanted) }
@@ -619,6 +625,18 @@ final class SandboxConnectionHandler: ChannelInboundHandler, HTTP2EngineDelegate
                 "sandbox could not send SETTINGS",
                 metadata: ["herald.connection": "\(connectionID)", "herald.error": "\(error)"])
         }
+    }
+
+    /// The client opened `limit` streams before it acknowledged any SETTINGS, so before it could
+    /// know the one-stream rule of a token connection (h2load does this). nghttp2 would refuse
+    /// those beyond the limit it sent; the old frame-level server served them, as a limit only
+    /// binds once acknowledged (RFC 9113 §6.5.3). The limit is raised to cover them before the
+    /// engine reads them, and drops back to one after the next answer while no valid token has
+    /// been seen.
+    func acceptUnannouncedBurst(limit: Int) {
+        guard limit > advertisedLimit else { return }
+        burstAccepted = true
+        setStreamLimit(limit)
     }
 
     /// Runtime change of the stream limit (``APNsSandbox/setMaxConcurrentStreams(_:)``).

@@ -60,6 +60,7 @@ final class SandboxHandshakeHandler: ChannelInboundHandler, RemovableChannelHand
         let handler = SandboxConnectionHandler(
             core: core, connectionID: id, auth: auth, initialLimit: limit, engine: engine, auditor: audit.auditor)
         engine.delegate = handler
+        audit.connection = handler
         try pipeline.addHandler(audit, position: .after(self))
         try pipeline.addHandler(engine, position: .after(audit))
         try pipeline.addHandler(handler, position: .after(engine))

@@ -52,6 +52,9 @@ final class SandboxWireAuditor {
     /// MAX_CONCURRENT_STREAMS values sent and not yet acknowledged, oldest first.
     private var unacknowledgedLimits: [Int] = []
     private var acknowledgedLimit = Int.max
+    /// Streams the client opened before it acknowledged any SETTINGS (so before it could know
+    /// the limit) beyond the limit last sent: the limit they need, until taken.
+    private var unannouncedBurstLimit: Int? = nil
 
     /// Frames larger than this are a connection error for nghttp2 (SETTINGS_MAX_FRAME_SIZE).
     static let maximumFrameSize = 16_384
@@ -79,6 +82,14 @@ final class SandboxWireAuditor {
     /// The engine closed a stream (answered, reset, refused).
     func streamClosed(_ streamID: Int32) {
         openStreams.remove(streamID)
+    }
+
+    /// The stream limit that would let nghttp2 take streams the client opened before it could
+    /// know the limit (nghttp2 refuses streams above a limit from the moment it is sent, not
+    /// from the client's acknowledgement); nil when none are waiting.
+    func takeUnannouncedBurstLimit() -> Int? {
+        defer { unannouncedBurstLimit = nil }
+        return unannouncedBurstLimit
     }
 
     func takeFindings() -> [Finding] {
@@ -150,6 +161,10 @@ final class SandboxWireAuditor {
                 findings.append(.streamAboveLimit(streamID: current.streamID))
             } else {
                 openStreams.insert(current.streamID)
+                let sent = unacknowledgedLimits.last ?? acknowledgedLimit
+                if acknowledgedLimit == Int.max, openStreams.count > sent {
+                    unannouncedBurstLimit = openStreams.count
+                }
             }
         case UInt8(NGHTTP2_PRIORITY.rawValue):
             findings.append(.priorityFrame)
@@ -292,6 +307,8 @@ final class SandboxWireAuditHandler: ChannelInboundHandler, RemovableChannelHand
     let auditor = SandboxWireAuditor()
     private let recorder: SandboxRecorder
     private let connectionID: Int
+    /// Raises the stream limit before the engine sees a burst the client opened unknowingly.
+    weak var connection: SandboxConnectionHandler?
 
     init(recorder: SandboxRecorder, connectionID: Int) {
         self.recorder = recorder
@@ -308,6 +325,9 @@ final class SandboxWireAuditHandler: ChannelInboundHandler, RemovableChannelHand
             case .headersWithPriority: recorder.headersWithPriority()
             case .streamAboveLimit: recorder.streamAboveLimit()
             }
+        }
+        if let limit = auditor.takeUnannouncedBurstLimit() {
+            connection?.acceptUnannouncedBurst(limit: limit)
         }
         context.fireChannelRead(data)
     }
