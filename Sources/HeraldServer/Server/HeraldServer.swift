@@ -222,6 +222,8 @@ public final class HeraldServer: Sendable {
             services.append(TenantDirectoryWatcher(coordinator: reloader, interval: interval))
         }
         if options.reloadOnSIGHUP { services.append(ReloadSignalService(coordinator: reloader)) }
+        services.append(
+            CredentialHealthMonitor(router: router, metricsFactory: options.pluginMetricsFactory, logger: options.logger))
         services.append(application)
         services.append(ReadinessService(api: api))
         return services
