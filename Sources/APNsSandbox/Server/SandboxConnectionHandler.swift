@@ -73,6 +73,7 @@ final class SandboxConnectionHandler: ChannelInboundHandler, HTTP2EngineDelegate
     private var tokenAccepted = false
     /// The limit was raised for streams opened before the client knew it (``acceptUnannouncedBurst(limit:)``).
     private var burstAccepted = false
+    private var burstEnded = false
     private var advertisedLimit: Int
     private var processedCount = 0
     private var highestStreamID: Int32 = 0
@@ -509,6 +510,7 @@ final class SandboxConnectionHandler: ChannelInboundHandler, HTTP2EngineDelegate
     private func afterResponse(streamID: Int32, success: Bool) {
         if burstAccepted, !tokenAccepted, isTokenConnection, advertisedLimit > 1 {
             burstAccepted = false
+            burstEnded = true
             setStreamLimit(1)
         }
         if core.dropStreamLimitAfterRejection, tokenAccepted || !isTokenConnection {
@@ -633,10 +635,13 @@ final class SandboxConnectionHandler: ChannelInboundHandler, HTTP2EngineDelegate
     /// binds once acknowledged (RFC 9113 §6.5.3). The limit is raised to cover them before the
     /// engine reads them, and drops back to one after the next answer while no valid token has
     /// been seen.
+    /// Bounded: never above the configured limit, only rising, and over once the limit has gone
+    /// back to one, so a client that never acknowledges cannot queue SETTINGS without end.
     func acceptUnannouncedBurst(limit: Int) {
-        guard limit > advertisedLimit else { return }
+        let wanted = min(limit, core.maxConcurrentStreams)
+        guard !burstEnded, wanted > advertisedLimit else { return }
         burstAccepted = true
-        setStreamLimit(limit)
+        setStreamLimit(wanted)
     }
 
     /// Runtime change of the stream limit (``APNsSandbox/setMaxConcurrentStreams(_:)``).

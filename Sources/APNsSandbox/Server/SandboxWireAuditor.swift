@@ -60,6 +60,8 @@ final class SandboxWireAuditor {
     static let maximumFrameSize = 16_384
     /// Header blocks larger than this are not audited (nghttp2's decoder refuses far less).
     static let maximumBlockSize = 256 * 1024
+    /// Open streams followed at most (the engine allows fewer).
+    static let maximumTrackedStreams = 100_000
 
     init() {
         var created: OpaquePointer?
@@ -159,6 +161,9 @@ final class SandboxWireAuditor {
             highestStreamID = current.streamID
             if openStreams.count >= acknowledgedLimit {
                 findings.append(.streamAboveLimit(streamID: current.streamID))
+            } else if openStreams.count >= Self.maximumTrackedStreams {
+                // The engine ends a connection long before (it tracks fewer); stop, stay bounded.
+                isTracking = false
             } else {
                 openStreams.insert(current.streamID)
                 let sent = unacknowledgedLimits.last ?? acknowledgedLimit
