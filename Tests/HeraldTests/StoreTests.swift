@@ -40,7 +40,9 @@ struct StoreTests {
                 == JobProgress(pending: 2, sent: 0, failed: 0))
     }
 
-    static let allMigrations = ["v1: invalid tokens, jobs, job items", "v2: job item outcome index"]
+    static let allMigrations = [
+        "v1: invalid tokens, jobs, job items", "v2: job item outcome index", "v4: job item attempts and next attempt",
+    ]
 
     @Test("a file of schema v1 opens, migrates to v2 and keeps its jobs, items and invalid tokens")
     func migrateV1() async throws {
@@ -58,16 +60,19 @@ struct StoreTests {
             _ = try await v1.createJob(
                 tenant: acme, id: job, environment: .production, notifications: (0..<5).map { _ in Fixtures.note() },
                 createdAt: t0)
-            _ = try await v1.recordResult(
-                tenant: acme, job: job, index: 1,
-                result: JobItemResult(state: .sent, status: 200, reason: nil, apnsID: nil, finishedAt: t0))
-            _ = try await v1.recordResult(
-                tenant: acme, job: job, index: 3,
-                result: JobItemResult(state: .failed, status: 410, reason: "Unregistered", apnsID: nil, finishedAt: t0))
+            // Outcomes as the v1 code wrote them (today's code writes the v4 columns too).
+            try await v1.pool.write { db in
+                try db.execute(
+                    sql: """
+                        UPDATE job_item SET state = 'sent', status = 200, finished_at_ms = 1 WHERE job_id = 'job-v1' AND idx = 1;
+                        UPDATE job_item SET state = 'failed', status = 410, reason = 'Unregistered', finished_at_ms = 1
+                        WHERE job_id = 'job-v1' AND idx = 3;
+                        """)
+            }
         }
         let store = try SQLitePushStore(path: path)
         #expect(try store.appliedMigrations() == StoreTests.allMigrations)
-        #expect(try store.indexNames(on: "job_item") == ["job_item_by_state", "job_item_outcomes"])
+        #expect(try store.indexNames(on: "job_item") == ["job_item_by_state", "job_item_due", "job_item_outcomes"])
         let stored = try await store.job(tenant: acme, id: job)
         #expect(stored?.itemCount == 5 && stored?.createdAt == t0)
         #expect(try await store.progress(tenant: acme, job: job) == JobProgress(pending: 3, sent: 1, failed: 1))

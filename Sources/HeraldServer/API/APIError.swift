@@ -156,6 +156,10 @@ public struct APIError: Error, Sendable, HTTPResponseError, CustomStringConverti
                 message: error.message + (error.mayHaveReachedAPNs ? " (the notification may have reached APNs)" : ""))
         case .shuttingDown:
             return APIError(status: .serviceUnavailable, code: "shutting_down", message: error.message)
+        case .queueFull:
+            var api = APIError(status: .serviceUnavailable, code: "queue_full", message: error.message)
+            api.headers[.retryAfter] = "1"
+            return api
         case .credentialRevoked:
             return APIError(
                 status: .badGateway, code: "credential_revoked",
