@@ -47,6 +47,7 @@ public final class JobRunner: Sendable {
     private let events: AsyncStream<Event>
     private let eventSink: AsyncStream<Event>.Continuation
     private let state = Mutex(State())
+    private let delivery: BatchItemDelivery
 
     private enum Event: Sendable {
         case scan
@@ -83,6 +84,7 @@ public final class JobRunner: Sendable {
         logger[metadataKey: "herald.component"] = "job-runner"
         self.logger = logger
         self.permits = TenantPermits(permitsPerTenant: max(1, configuration.concurrencyPerTenant))
+        self.delivery = BatchItemDelivery(router: router, store: store, random: { Double.random(in: $0) })
         (events, eventSink) = AsyncStream.makeStream(of: Event.self, bufferingPolicy: .unbounded)
     }
 
@@ -208,6 +210,7 @@ public final class JobRunner: Sendable {
         let leaseSeconds = Self.seconds(configuration.lease)
         var paused = false
         let itemLogger = logger
+        repeat {
         await withTaskGroup(of: (Int, ItemOutcome).self) { group in
             var inFlight = Set<Int>()
             while true {
@@ -241,8 +244,36 @@ public final class JobRunner: Sendable {
                 }
             }
         }
+            if paused || isStopping { break }
+        } while await waitForDueRetries(job, logger: logger)
         guard !paused, !isStopping else { return }
         await finishIfDone(job, logger: logger)
+    }
+
+    /// When the job's only unfinished items are waiting for a retry, sleeps (on the router's
+    /// clock, in short steps so that a stop is not held up) until the earliest is due or the
+    /// rescan interval passed, and returns true to claim again; false when none waits.
+    private func waitForDueRetries(_ job: Job, logger: Logger) async -> Bool {
+        let clock = router.configuration.clock
+        let next: Date?
+        do {
+            next = try await store.nextAttempt(tenant: job.tenant, job: job.id)
+        } catch {
+            logger.error("cannot read the job's next retry time", metadata: ["herald.error": "\(error)"])
+            return false
+        }
+        guard let next else { return false }
+        var remaining = min(max(0, next.timeIntervalSince(clock.date)), Self.seconds(configuration.rescanInterval))
+        while remaining > 0, !isStopping {
+            let step = min(remaining, 0.25)
+            do {
+                try await clock.sleep(until: clock.now.advanced(by: .milliseconds(Int64(step * 1000))))
+            } catch {
+                return false
+            }
+            remaining -= step
+        }
+        return !isStopping
     }
 
     private func finishIfDone(_ job: Job, logger: Logger) async {
@@ -270,40 +301,11 @@ public final class JobRunner: Sendable {
         }
         guard !isStopping else { return .leftPending }
 
-        let clock = router.configuration.clock
-        let result: JobItemResult
-        do {
-            let sent = try await router.send(tenant: job.tenant, notification: item.notification, environment: job.environment)
-            result = JobItemResult(
-                state: sent.isSuccess ? .sent : .failed, status: sent.status, reason: sent.reason?.wireValue,
-                apnsID: sent.notificationID, apnsTimestamp: sent.response.timestamp, finishedAt: clock.date)
-        } catch let error as PushError {
-            switch error.code {
-            case .shuttingDown, .unknownTenant:
-                // The tenant is being replaced or is gone: nothing was sent; try again later.
-                return .pause
-            default:
-                var message = error.message
-                if error.mayHaveReachedAPNs { message += " (the request may have reached APNs)" }
-                result = JobItemResult(
-                    state: .failed, status: nil, reason: error.reason?.wireValue ?? error.code.description, message: message,
-                    apnsID: item.notification.id, finishedAt: clock.date)
-            }
-        } catch is CancellationError {
-            return .leftPending
-        } catch {
-            result = JobItemResult(
-                state: .failed, status: nil, reason: "InternalError", message: "\(error)", apnsID: item.notification.id,
-                finishedAt: clock.date)
-        }
-        do {
-            _ = try await store.recordResult(tenant: job.tenant, job: job.id, index: item.index, result: result)
-            return .recorded
-        } catch {
-            logger.error(
-                "cannot record a job item's outcome; the item stays pending and will be sent again",
-                metadata: ["herald.index": "\(item.index)", "herald.error": "\(error)"])
-            return .pause
+        // The tenant's delivery policy decides: recorded, or deferred to its next attempt.
+        switch await delivery.deliver(item, of: job, logger: logger) {
+        case .recorded, .deferred: return .recorded
+        case .leftPending: return .leftPending
+        case .pause: return .pause
         }
     }
 
