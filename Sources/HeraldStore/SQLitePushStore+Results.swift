@@ -128,7 +128,7 @@ extension SQLitePushStore {
                 WHERE tenant = ? AND job_id = ? AND idx = ? AND state IN ('pending', 'retrying')
                 """
         ).execute(arguments: [
-            retry.attempts, millis(retry.firstAttemptAt), millis(retry.nextAttemptAt), retry.lastError,
+            retry.attempts, clampedMillis(retry.firstAttemptAt), clampedMillis(retry.nextAttemptAt), retry.lastError,
             tenant.rawValue, job.rawValue, index,
         ])
         return db.changesCount > 0
@@ -148,7 +148,8 @@ extension SQLitePushStore {
                 """
         ).execute(arguments: [
             result.state.rawValue, result.status, result.reason, result.message, result.apnsID?.rawValue,
-            result.apnsTimestamp.map(millis), millis(result.finishedAt), result.attempts,
+            result.apnsTimestamp.map(clampedMillis),
+            try millis(result.finishedAt, field: "finished_at"), result.attempts,
             tenant.rawValue, job.rawValue, index,
         ])
         let changed = db.changesCount > 0

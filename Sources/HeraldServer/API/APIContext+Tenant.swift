@@ -70,7 +70,10 @@ extension APIContext {
         do {
             creation = try await store.createJob(
                 tenant: tenant.id, id: jobID, environment: environment, notifications: notifications,
-                createdAt: router.configuration.clock.date)
+                createdAt: router.configuration.clock.date, limits: jobLimits)
+        } catch let error as StoreError where error.isQuotaExceeded {
+            logger.notice("batch job refused by a quota", metadata: ["herald.tenant": "\(tenant.id)", "herald.error": "\(error)"])
+            throw APIError.quotaExceeded(error.message)
         } catch {
             logger.error("cannot store a batch job", metadata: ["herald.tenant": "\(tenant.id)", "herald.error": "\(error)"])
             throw APIError.unavailable("store_unavailable", "the job could not be stored; nothing was accepted")
@@ -96,6 +99,11 @@ extension APIContext {
                 ("existing", .bool(creation == .existing(job))),
                 ("href", .string("/v1/jobs/\(job.id)")),
             ]), status: status, headers: headers)
+    }
+
+    /// The per-tenant job limits of `jobs:` (checked by the store in the job's own transaction).
+    var jobLimits: JobLimits {
+        JobLimits(maxActiveJobs: settings.jobs.maxActiveJobsPerTenant, maxPendingItems: settings.jobs.maxPendingItemsPerTenant)
     }
 
     private func checkItemCount(_ count: Int, field: String) throws(APIError) {

@@ -76,6 +76,11 @@ public struct APIError: Error, Sendable, HTTPResponseError, CustomStringConverti
         APIError(status: .badRequest, code: "invalid_query", message: message, field: name)
     }
 
+    /// A per-tenant job limit refused a batch (429); the message names the limit.
+    static func quotaExceeded(_ message: String) -> APIError {
+        APIError(status: .tooManyRequests, code: "quota_exceeded", message: message + " (nothing was accepted)")
+    }
+
     static func bodyTooLarge(limit: Int) -> APIError {
         APIError(status: .contentTooLarge, code: "body_too_large", message: "the request body is larger than \(limit) bytes")
     }

@@ -32,6 +32,10 @@ public struct HeraldServerOptions: Sendable {
     /// Poll the tenants directory this often and reload what changed; nil: no watcher.
     /// `herald serve` watches every 2 seconds.
     public var watchInterval: Duration? = nil
+    /// Posts the plugins' webhooks (tests put a recording sender here).
+    public var webhooks: any WebhookSender = HTTPWebhookSender.shared
+    /// Time between two rounds of store upkeep (expired jobs deleted, WAL checkpointed).
+    public var maintenanceInterval: Duration = .seconds(600)
     /// Reload every tenant on SIGHUP. `herald serve` turns it on.
     public var reloadOnSIGHUP: Bool = false
 
@@ -44,6 +48,7 @@ public struct HeraldServerOptions: Sendable {
         jobs.claimSize = configuration.jobs.claimSize
         jobs.lease = .milliseconds(Int64(configuration.jobs.lease * 1000))
         jobs.claimant = configuration.jobs.claimant
+        jobs.jobsPerTenant = configuration.jobs.jobsPerTenant
         self.jobs = jobs
     }
 
@@ -94,10 +99,15 @@ public final class HeraldServer: Sendable {
     public let loadedTenants: [TenantID]
     public let loadFailures: [TenantFailure]
     let api: APIContext
+    /// Held for the server's life: a second server on the same store refuses to start.
+    let storeLock: StoreLock
+    /// The plugins' webhooks, stored until posted.
+    public let outbox: WebhookOutbox
 
     private init(
         options: HeraldServerOptions, router: Herald.Router, store: SQLitePushStore, runner: JobRunner, health: TenantHealthRegistry,
-        reloader: ReloadCoordinator, sandbox: APNsSandbox?, loadedTenants: [TenantID], loadFailures: [TenantFailure], api: APIContext
+        reloader: ReloadCoordinator, sandbox: APNsSandbox?, loadedTenants: [TenantID], loadFailures: [TenantFailure], api: APIContext,
+        storeLock: StoreLock, outbox: WebhookOutbox
     ) {
         self.options = options
         self.router = router
@@ -109,6 +119,8 @@ public final class HeraldServer: Sendable {
         self.loadedTenants = loadedTenants
         self.loadFailures = loadFailures
         self.api = api
+        self.storeLock = storeLock
+        self.outbox = outbox
     }
 
     /// Starts the sandbox (if enabled), opens the store and loads the tenants. Nothing listens
@@ -116,6 +128,18 @@ public final class HeraldServer: Sendable {
     public static func start(_ options: HeraldServerOptions) async throws -> HeraldServer {
         let configuration = options.configuration
         let logger = options.logger
+
+        // Before anything else (the sandbox, the store, any send): one process per store.
+        let storeLock: StoreLock
+        do {
+            let directory = (configuration.storagePath as NSString).deletingLastPathComponent
+            if !directory.isEmpty {
+                try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+            }
+            storeLock = try StoreLock(databasePath: configuration.storagePath)
+        } catch {
+            throw HeraldServerError(message: "cannot start: \(error)")
+        }
 
         var sandbox: APNsSandbox? = nil
         if configuration.sandbox.enabled {
@@ -131,14 +155,21 @@ public final class HeraldServer: Sendable {
 
         let store: SQLitePushStore
         do {
-            let directory = (configuration.storagePath as NSString).deletingLastPathComponent
-            if !directory.isEmpty {
-                try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
-            }
             store = try SQLitePushStore(path: configuration.storagePath)
         } catch {
             try? await sandbox?.shutdown()
             throw HeraldServerError(message: "cannot open the store \(configuration.storagePath): \(error)")
+        }
+
+        var outboxConfiguration = WebhookOutbox.Configuration()
+        outboxConfiguration.senders = configuration.jobs.webhookSenders
+        outboxConfiguration.maxPerTenant = configuration.jobs.webhookOutboxPerTenant
+        let outbox = WebhookOutbox(store: store, sender: options.webhooks, configuration: outboxConfiguration, logger: logger)
+        do {
+            try await outbox.prepare()
+        } catch {
+            try? await sandbox?.shutdown()
+            throw HeraldServerError(message: "cannot read the webhook outbox of \(configuration.storagePath): \(error)")
         }
 
         let health = TenantHealthRegistry()
@@ -146,7 +177,7 @@ public final class HeraldServer: Sendable {
             configuration: RouterConfiguration(
                 registry: .standard(metricsFactory: options.pluginMetricsFactory), store: store,
                 transports: MonitoredTransportProvider(base: options.transports, registry: health), logger: logger,
-                environment: options.environment))
+                webhooks: options.webhooks, environment: options.environment, webhookQueue: outbox))
         // Every tenant is validated in full (credential, a signed token, TLS, plugins) before it serves.
         var reloadConfiguration = ReloadConfiguration(tenantsDirectory: configuration.tenantsDirectory)
         reloadConfiguration.metricsFactory = options.pluginMetricsFactory
@@ -173,7 +204,7 @@ public final class HeraldServer: Sendable {
         }
         return HeraldServer(
             options: options, router: router, store: store, runner: runner, health: health, reloader: reloader, sandbox: sandbox,
-            loadedTenants: report.added, loadFailures: failures, api: api)
+            loadedTenants: report.added, loadFailures: failures, api: api, storeLock: storeLock, outbox: outbox)
     }
 
     /// The Hummingbird router of the API (every route of ``APIEndpoint``).
@@ -198,19 +229,28 @@ public final class HeraldServer: Sendable {
     public func services(onListening: @escaping @Sendable (String, Int) async -> Void = { _, _ in }) -> [any Service] {
         let listen = options.configuration.listen
         let api = self.api
+        let listening = OneShotGate()
         let application = Application(
             router: makeRouter(),
             configuration: ApplicationConfiguration(address: .hostname(listen.host, port: listen.port), serverName: "Herald"),
             onServerRunning: { channel in
                 let port = channel.localAddress?.port ?? listen.port
                 api.phase = .ready
+                // The job runner starts only now: a server that could not bind sends nothing.
+                listening.open()
                 await onListening(listen.host, port)
             },
             logger: options.logger)
         var services: [any Service] = []
         if let sandbox { services.append(SandboxService(sandbox: sandbox)) }
+        services.append(WebhookOutboxService(outbox: outbox))
         services.append(RouterService(router: router))
-        services.append(JobRunnerService(runner: runner))
+        services.append(JobRunnerService(runner: runner, listening: listening))
+        services.append(
+            StoreMaintenanceService(
+                maintenance: StoreMaintenance(
+                    store: store, retention: .milliseconds(Int64(options.configuration.jobs.retention * 1000)),
+                    interval: options.maintenanceInterval, clock: router.configuration.clock, logger: options.logger)))
         if let interval = options.watchInterval {
             services.append(TenantDirectoryWatcher(coordinator: reloader, interval: interval))
         }
