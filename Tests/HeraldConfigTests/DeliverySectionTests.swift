@@ -42,7 +42,7 @@ struct DeliverySectionTests {
     @Test(arguments: [
         ("  guarantee: exactly-once\n", 9, "delivery.guarantee", "must be at-least-once or at-most-once, not 'exactly-once'"),
         ("  max_retry_duration: forever\n", 9, "delivery.max_retry_duration", "must be a duration"),
-        ("  max_retry_duration: 30d\n", 9, "delivery.max_retry_duration", "must be a duration"),
+        ("  max_retry_duration: 30d\n", 9, "delivery.max_retry_duration", "must be at most 168h, not 720h"),
         ("  max_retry_duration: 8000h\n", 9, "delivery.max_retry_duration", "must be at most 168h"),
         ("  jitter: 1.5\n", 9, "delivery.jitter", "must be from 0 to 1, not 1.5"),
         ("  jitter: lots\n", 9, "delivery.jitter", "must be a number from 0 to 1"),
