@@ -39,6 +39,14 @@ let package = Package(
             pkgConfig: "libnghttp2",
             providers: [.apt(["libnghttp2-dev"])]
         ),
+        // HTTP/2 on libnghttp2: one NIO channel handler owning one nghttp2 session (client or server).
+        .target(
+            name: "HTTP2Engine",
+            dependencies: [
+                "CNGHTTP2",
+                .product(name: "NIOCore", package: "swift-nio"),
+            ]
+        ),
         // The vocabulary of the APNs provider API. Foundation only.
         .target(name: "HeraldCore"),
         // Tenant and server configuration files (YAML).
@@ -53,12 +61,10 @@ let package = Package(
         .target(
             name: "HeraldAPNs",
             dependencies: [
-                "HeraldCore",
+                "HeraldCore", "HTTP2Engine",
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "NIOHTTP1", package: "swift-nio"),
-                .product(name: "NIOHPACK", package: "swift-nio-http2"),
-                .product(name: "NIOHTTP2", package: "swift-nio-http2"),
                 .product(name: "NIOSSL", package: "swift-nio-ssl"),
                 .product(name: "NIOTLS", package: "swift-nio"),
                 .product(name: "Crypto", package: "swift-crypto"),
@@ -136,6 +142,7 @@ let package = Package(
             dependencies: [
                 "Herald", "HeraldCore", "HeraldConfig", "HeraldStore", "HeraldAPNs", "APNsSandbox",
                 .product(name: "Hummingbird", package: "hummingbird"),
+                .product(name: "HummingbirdCore", package: "hummingbird"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
                 .product(name: "UnixSignals", package: "swift-service-lifecycle"),
                 .product(name: "Prometheus", package: "swift-prometheus"),
@@ -174,6 +181,19 @@ let package = Package(
         ),
         .testTarget(name: "HeraldCoreTests", dependencies: ["HeraldCore"]),
         .testTarget(
+            name: "HTTP2EngineTests",
+            dependencies: [
+                "HTTP2Engine", "CNGHTTP2", "APNsSandbox",
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "NIOEmbedded", package: "swift-nio"),
+                .product(name: "NIOSSL", package: "swift-nio-ssl"),
+                .product(name: "NIOTLS", package: "swift-nio"),
+                .product(name: "X509", package: "swift-certificates"),
+                .product(name: "Crypto", package: "swift-crypto"),
+            ]
+        ),
+        .testTarget(
             name: "HeraldConfigTests",
             dependencies: [
                 "HeraldConfig", "HeraldAPNs",
@@ -184,7 +204,7 @@ let package = Package(
         .testTarget(
             name: "HeraldAPNsTests",
             dependencies: [
-                "HeraldAPNs", "HeraldConfig", "APNsSandbox",
+                "HeraldAPNs", "HeraldConfig", "APNsSandbox", "HTTP2Engine",
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "_CryptoExtras", package: "swift-crypto"),
                 .product(name: "SwiftASN1", package: "swift-asn1"),

@@ -24,6 +24,8 @@ struct TenantReport {
 
     /// Every tenant file, valid or not, in file-name order.
     var entries: [Entry]
+    /// Problems that did not stop a file from loading (a key file others can read).
+    var warnings: [ConfigError]
     let now: Date
 
     /// A certificate that expires sooner than this (seconds) is flagged.
@@ -31,6 +33,7 @@ struct TenantReport {
 
     init(load: TenantDirectoryLoad, clock: any WallClock) {
         now = clock.now
+        warnings = load.warnings
         var summaries: [TenantID: CredentialSummary] = [:]
         let checked = load.checking { tenant in
             do {
@@ -67,6 +70,9 @@ struct TenantReport {
                 out += "ok       \(tenant.id)  \(tenant.sourceFile)\n"
                 for (label, value) in details(valid) {
                     out += "  " + label.padding(toLength: 13, withPad: " ", startingAt: 0) + value + "\n"
+                }
+                for warning in warnings where warning.location.file == tenant.sourceFile {
+                    out += "  warning: \(warning)\n"
                 }
             case .invalid(let failure):
                 let id = failure.tenantID.map { " (id \($0))" } ?? ""

@@ -27,7 +27,7 @@ public final class SQLitePushStore: PushStore {
     /// Opens (creating if needed) `directory/herald.sqlite` and brings its schema up to date.
     public convenience init(directory: String = "data") throws {
         do {
-            try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+            try Self.createPrivateDirectory(directory)
         } catch {
             throw StoreError.cannotOpen("cannot create the data directory \(directory): \(error.localizedDescription)")
         }
@@ -43,6 +43,7 @@ public final class SQLitePushStore: PushStore {
     /// `lastMigration` (all of them when nil): tests use it to make a file of an older schema.
     init(path: String, migratingUpTo lastMigration: String?) throws {
         self.path = path
+        try Self.createPrivateFile(path)
         var configuration = Configuration()
         configuration.busyMode = .timeout(10)
         configuration.label = "herald.store"
@@ -64,6 +65,27 @@ public final class SQLitePushStore: PushStore {
             }
         } catch let error as DatabaseError {
             throw StoreError.cannotOpen("cannot open the store at \(path): \(error.message ?? error.description)")
+        }
+    }
+
+    /// Creates `directory` (and missing parents) readable by its owner only (0700). An existing
+    /// directory is left as it is.
+    public static func createPrivateDirectory(_ directory: String) throws {
+        try FileManager.default.createDirectory(
+            atPath: directory, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
+    }
+
+    /// Creates the database file empty with mode 0600 when it does not exist yet, so SQLite never
+    /// creates it with the process's umask; SQLite gives its `-wal` and `-shm` files the same mode.
+    static func createPrivateFile(_ path: String) throws {
+        let fd = open(path, O_CREAT | O_EXCL | O_WRONLY | O_CLOEXEC, 0o600)
+        if fd >= 0 {
+            close(fd)
+            return
+        }
+        let code = errno
+        guard code == EEXIST else {
+            throw StoreError.cannotOpen("cannot create the store at \(path): \(String(cString: strerror(code)))")
         }
     }
 

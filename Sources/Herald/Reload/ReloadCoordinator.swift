@@ -130,12 +130,18 @@ public final class ReloadCoordinator: Sendable {
     public func reloadAll(revoke: Bool = false, trigger: ReloadTrigger = .api) async throws(ReloadError) -> ReloadReport
     {
         try await lock.withLock { () async throws(ReloadError) -> ReloadReport in
-            // Taken before reading, so a change made while loading is seen by the watcher's next look.
-            let fingerprint = currentFingerprint()
-            let load = try loadDirectory()
+            let (load, fingerprint) = try loadStableDirectory()
+            do throws(ReloadError) {
+                try refuseRemovingEveryTenant(load, trigger: trigger)
+            } catch {
+                // Seen: the watcher does not try (and log) again until the directory changes.
+                state.withLock { $0.fingerprint = fingerprint }
+                throw error
+            }
             let report = try await apply(load, scope: .all, revoke: revoke, trigger: trigger)
             // Cover the files the tenants read now (a new CA outside the directory, say), as the watcher will.
-            let settled = fingerprint.covering(directory: configuration.tenantsDirectory, extraFiles: runningReferences())
+            let settled = fingerprint.covering(
+                directory: configuration.tenantsDirectory, extraFiles: runningReferences())
             state.withLock { $0.fingerprint = settled }
             return report
         }
@@ -171,6 +177,42 @@ public final class ReloadCoordinator: Sendable {
     }
 
     // MARK: Applying a load
+
+    /// How many times a full reload reads the directory again when its files changed while it
+    /// read them, before it gives up (`directoryChanging`).
+    static let stableReadAttempts = 3
+
+    /// Reads the directory and checks that nothing changed while it was read (the fingerprint
+    /// before equals the one after), so a file that is still being written is never applied half
+    /// written. Returns the load and the fingerprint it corresponds to.
+    private func loadStableDirectory() throws(ReloadError) -> (TenantDirectoryLoad, DirectoryFingerprint) {
+        for _ in 0..<Self.stableReadAttempts {
+            let before = currentFingerprint()
+            let load = try loadDirectory()
+            if currentFingerprint() == before { return (load, before) }
+        }
+        logger.warning(
+            "tenant files kept changing while they were read; reload skipped",
+            metadata: ["herald.directory": "\(configuration.tenantsDirectory)"])
+        throw .directoryChanging(configuration.tenantsDirectory)
+    }
+
+    /// A directory with no tenant file at all while tenants run is refused as a whole: an emptied
+    /// directory or a volume that is not mounted must not take every customer down. (Removing
+    /// tenants one by one, or replacing every file, is still a reload like any other.)
+    private func refuseRemovingEveryTenant(_ load: TenantDirectoryLoad, trigger: ReloadTrigger) throws(ReloadError) {
+        let running = router.tenantIDs.count
+        guard running > 0, load.tenants.isEmpty, load.failures.isEmpty else { return }
+        let error = ReloadError.wouldRemoveEveryTenant(directory: configuration.tenantsDirectory, running: running)
+        counter("herald_reload_failures_total", tenant: "all").increment()
+        logger.error(
+            "reload refused: it would remove every tenant",
+            metadata: [
+                "herald.directory": "\(configuration.tenantsDirectory)", "herald.running": "\(running)",
+                "herald.trigger": "\(trigger)",
+            ])
+        throw error
+    }
 
     private func loadDirectory() throws(ReloadError) -> TenantDirectoryLoad {
         do {
@@ -263,6 +305,7 @@ public final class ReloadCoordinator: Sendable {
             }
             let observers = record(report, scope: scope, swaps: swaps, at: now)
             countAndLog(report)
+            logWarnings(load, for: Set(swaps.map { $0.runtime.configuration.sourceFile }))
             for observer in observers { observer(report) }
             await group.waitForAll()
             return report
@@ -359,6 +402,19 @@ public final class ReloadCoordinator: Sendable {
         }
     }
 
+    /// Logs the load's warnings (a key file others can read) for the files whose tenant was just
+    /// added or changed: once per change, not at every reload.
+    private func logWarnings(_ load: TenantDirectoryLoad, for files: Set<String>) {
+        for warning in load.warnings where files.contains(warning.location.file) {
+            logger.warning(
+                "tenant file loaded with a warning",
+                metadata: [
+                    "herald.file": "\(warning.location)", "herald.field": "\(warning.field)",
+                    "herald.warning": "\(warning.message)",
+                ])
+        }
+    }
+
     private func counter(_ label: String, tenant: String) -> Counter {
         if let factory = configuration.metricsFactory {
             return Counter(label: label, dimensions: [("tenant", tenant)], factory: factory)
@@ -389,7 +445,8 @@ public final class ReloadCoordinator: Sendable {
     }
 
     private func runningReferences() -> [String] {
-        router.tenantIDs.compactMap { router.runtime(for: $0)?.configuration }.flatMap(DirectoryFingerprint.referencedFiles)
+        router.tenantIDs.compactMap { router.runtime(for: $0)?.configuration }.flatMap(
+            DirectoryFingerprint.referencedFiles)
     }
 
     /// The fingerprint taken at the start of the last full reload.

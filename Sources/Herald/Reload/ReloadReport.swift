@@ -95,6 +95,8 @@ public struct ReloadError: Error, Sendable, Hashable, CustomStringConvertible {
         case validationFailed = "validation_failed"
         case credentialUnchanged = "credential_unchanged"
         case uploadRejected = "upload_rejected"
+        case wouldRemoveEveryTenant = "would_remove_every_tenant"
+        case directoryChanging = "directory_changing"
     }
 
     let code: Code
@@ -134,7 +136,24 @@ public struct ReloadError: Error, Sendable, Hashable, CustomStringConvertible {
     /// The uploaded credential cannot be used for this tenant (wrong kind, not PEM, too large, …).
     public static func uploadRejected(_ message: String) -> ReloadError { ReloadError(.uploadRejected, message) }
 
+    /// The directory holds no tenant file at all (emptied, or a mount that is not there) while
+    /// tenants are running: taken as a mistake, not as "remove every tenant".
+    public static func wouldRemoveEveryTenant(directory: String, running: Int) -> ReloadError {
+        ReloadError(
+            .wouldRemoveEveryTenant,
+            "\(directory) holds no tenant file, which would remove all \(running) running tenants; refused (the running tenants stay)"
+        )
+    }
+    /// The tenant files kept changing while they were read; nothing was applied.
+    public static func directoryChanging(_ directory: String) -> ReloadError {
+        ReloadError(
+            .directoryChanging,
+            "the files in \(directory) changed while they were read; nothing was applied (try again)")
+    }
+
     public var isValidationFailure: Bool { code == .validationFailed }
+    public var isWouldRemoveEveryTenant: Bool { code == .wouldRemoveEveryTenant }
+    public var isDirectoryChanging: Bool { code == .directoryChanging }
     public var isUnknownTenant: Bool { code == .unknownTenant }
     public var isCredentialUnchanged: Bool { code == .credentialUnchanged }
     public var isUploadRejected: Bool { code == .uploadRejected }

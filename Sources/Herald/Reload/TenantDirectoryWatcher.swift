@@ -5,7 +5,10 @@ import ServiceLifecycle
 /// elsewhere) every `interval`, comparing modification time, size and SHA-256 per file.
 ///
 /// A change is applied once the files have stopped changing for `settle` (an editor's save or
-/// a `cp` of several files is seen as one change). Ends at graceful shutdown.
+/// a `cp` of several files is seen as one change), and only when they did not change while the
+/// reload read them. A directory left with no tenant file while tenants run (emptied, or a
+/// volume that is not mounted) is refused and logged, not taken as "remove everyone". Ends at
+/// graceful shutdown.
 ///
 /// ```swift
 /// let watcher = TenantDirectoryWatcher(coordinator: reloader, interval: .seconds(2))
@@ -55,6 +58,8 @@ public struct TenantDirectoryWatcher: Service {
         }
         do {
             return try await coordinator.reloadAll(trigger: .watcher)
+        } catch  where error.isWouldRemoveEveryTenant || error.isDirectoryChanging {
+            return nil  // logged by the coordinator; the running tenants stay
         } catch {
             coordinator.logger.error(
                 "tenants directory changed but could not be read", metadata: ["herald.error": "\(error)"])

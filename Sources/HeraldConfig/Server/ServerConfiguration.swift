@@ -30,6 +30,8 @@ public struct ServerConfiguration: Sendable, Hashable {
     public var sandbox: SandboxSettings = SandboxSettings()
     /// What reloads the tenants besides the admin API: the directory watcher, SIGHUP (`reload:`).
     public var reload: ReloadSettings = ReloadSettings()
+    /// The API listener's limits and the per-API-key request rate (`http:`).
+    public var http: HTTPSettings = HTTPSettings()
     /// The file these settings came from; nil for the built-in defaults.
     public var sourceFile: String?
 
@@ -57,7 +59,7 @@ public struct ServerConfiguration: Sendable, Hashable {
         public var description: String { rawValue }
     }
 
-    static let keys = ["tenants_dir", "listen", "storage_path", "log_level", "api", "jobs", "sandbox", "reload"]
+    static let keys = ["tenants_dir", "listen", "storage_path", "log_level", "api", "jobs", "sandbox", "reload", "http"]
     static let listenKeys = ["host", "port"]
 
     /// Loads the settings. A missing file gives the defaults unless `required` (use `required`
@@ -135,6 +137,7 @@ public struct ServerConfiguration: Sendable, Hashable {
             }
             parseServeSections(mapping, into: &configuration, diagnostics: diagnostics)
             parseReloadSection(mapping, into: &configuration, diagnostics: diagnostics)
+            parseHTTPSection(mapping, into: &configuration, diagnostics: diagnostics)
         }
         guard !diagnostics.hasErrors else { throw ConfigFailure(file: file, errors: diagnostics.sortedErrors) }
         configuration.tenantsDirectory = SourceReader.resolve(configuration.tenantsDirectory, against: base)

@@ -185,6 +185,15 @@ extension TenantFileParser {
     func loadSecret(_ reference: SecretReference, at node: Node, _ field: FieldPath, trimNewline: Bool) -> Secret? {
         switch reader.load(reference, baseDirectory: baseDirectory, trimNewline: trimNewline) {
         case .success(let secret):
+            if case .file(let path) = reference {
+                let resolved = SourceReader.resolve(path, against: baseDirectory)
+                if let mode = FilePermissions.groupOrOthersMode(resolved) {
+                    diagnostics.warning(
+                        at: node, field.text,
+                        "\(resolved) can be read by group or others (mode \(mode)); a secret file should be 0600 (chmod 600 \(resolved))"
+                    )
+                }
+            }
             return secret
         case .failure(let problem):
             diagnostics.error(at: node, field.text, problem.message)

@@ -43,6 +43,8 @@ struct TenantFileParser {
         var idLocation: SourceLocation?
         var errors: [ConfigError]
         var locations: [String: SourceLocation]
+        /// Problems that do not stop the file from loading.
+        var warnings: [ConfigError] = []
     }
 
     func parse(yaml: String) -> Outcome {
@@ -89,7 +91,7 @@ struct TenantFileParser {
     private func outcome(_ tenant: TenantConfiguration?, id: TenantID?, idLocation: SourceLocation?) -> Outcome {
         Outcome(
             tenant: tenant, tenantID: id, idLocation: idLocation, errors: diagnostics.sortedErrors,
-            locations: diagnostics.locations)
+            locations: diagnostics.locations, warnings: diagnostics.warnings)
     }
 
     // MARK: id, team_id, topics

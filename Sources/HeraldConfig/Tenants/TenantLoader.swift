@@ -68,7 +68,9 @@ public struct TenantLoader: Sendable {
         var tenants: [TenantConfiguration] = []
         var failures: [TenantLoadFailure] = []
         var locations: [TenantID: [String: SourceLocation]] = [:]
+        var warnings: [ConfigError] = []
         for (file, outcome) in outcomes {
+            warnings += outcome.warnings
             var errors = outcome.errors
             if let id = outcome.tenantID, let claimants = filesByID[id], claimants.count > 1 {
                 let others = claimants.filter { $0 != file }
@@ -85,7 +87,7 @@ public struct TenantLoader: Sendable {
                 failures.append(TenantLoadFailure(file: file, tenantID: outcome.tenantID, errors: errors))
             }
         }
-        return TenantDirectoryLoad(tenants: tenants, failures: failures, fieldLocations: locations)
+        return TenantDirectoryLoad(tenants: tenants, failures: failures, fieldLocations: locations, warnings: warnings)
     }
 
     /// Parses the files on all cores (a thousand files are mostly YAML parsing); the outcomes
@@ -154,14 +156,18 @@ public struct TenantDirectoryLoad: Sendable {
     public var failures: [TenantLoadFailure]
     /// For each loaded tenant: field path (`auth.token.key_file`) → where it was written.
     public var fieldLocations: [TenantID: [String: SourceLocation]]
+    /// Problems that did not stop a file from loading (a key file that group or others can
+    /// read), in file-name order: shown by `herald tenants validate` and logged at load.
+    public var warnings: [ConfigError]
 
     public init(
         tenants: [TenantConfiguration], failures: [TenantLoadFailure],
-        fieldLocations: [TenantID: [String: SourceLocation]] = [:]
+        fieldLocations: [TenantID: [String: SourceLocation]] = [:], warnings: [ConfigError] = []
     ) {
         self.tenants = tenants
         self.failures = failures
         self.fieldLocations = fieldLocations
+        self.warnings = warnings
     }
 
     /// True when every file loaded.

@@ -8,6 +8,8 @@ import Yams
 final class YAMLDiagnostics {
     let file: String
     private(set) var errors: [ConfigError] = []
+    /// Problems that do not stop the file from loading (a key file others can read).
+    private(set) var warnings: [ConfigError] = []
     /// Field path → where its value was written.
     private(set) var locations: [String: SourceLocation] = [:]
 
@@ -32,6 +34,10 @@ final class YAMLDiagnostics {
 
     func error(at location: SourceLocation, _ field: String, _ message: String) {
         errors.append(ConfigError(location: location, field: field, message: message))
+    }
+
+    func warning(at node: Node?, _ field: String, _ message: String) {
+        warnings.append(ConfigError(location: location(node), field: field, message: message))
     }
 
     func record(_ field: String, _ node: Node) {

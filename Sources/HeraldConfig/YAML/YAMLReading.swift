@@ -147,9 +147,17 @@ extension YAMLDiagnostics {
             error(at: node, path.text, rule + (value == 0 ? "" : "; the least is \(minimum) s"))
             return nil
         }
+        // Durations become integer nanoseconds and milliseconds downstream: bound them well inside.
+        if value > Self.maximumDuration {
+            error(at: node, path.text, rule + "; the most is \(Int(Self.maximumDuration)) s (10 years)")
+            return nil
+        }
         record(path.text, node)
         return value
     }
+
+    /// The longest duration any setting accepts: 10 years, in seconds.
+    static let maximumDuration: Double = 315_360_000
 
     static func parseDuration(_ text: String) -> Double? {
         let trimmed = text.trimmingCharacters(in: .whitespaces)

@@ -43,6 +43,8 @@ final class APIContext: Sendable {
     let logger: Logger
     let openAPIDocument: [UInt8]
     private let keys: Mutex<APIKeyIndex>
+    /// Each API key's request rate at the edge (`http.rate_limit`).
+    let keyRateLimiter: APIKeyRateLimiter
     private let phaseState = Mutex(ServerPhase.starting)
     /// Reloads and credential uploads (one at a time, inside).
     let reloader: ReloadCoordinator
@@ -64,6 +66,9 @@ final class APIContext: Sendable {
         self.openAPIDocument = openAPIDocument
         self.reloader = reloader
         self.keys = Mutex(APIKeyIndex())
+        self.keyRateLimiter = APIKeyRateLimiter(
+            requestsPerSecond: settings.http.rateLimit.requestsPerSecond, burst: settings.http.rateLimit.burst,
+            clock: router.configuration.clock)
         rebuildKeyIndex()
     }
 
@@ -85,12 +90,27 @@ final class APIContext: Sendable {
             logger.error("an API key is listed by two tenants; it is refused for both", metadata: ["herald.keys": "\(conflict)"])
         }
         keys.withLock { $0 = index }
+        keyRateLimiter.retain(index.digests)
+    }
+
+    /// The logger, with the current request's ID (``RequestID``) when there is one.
+    var requestLogger: Logger {
+        var logger = logger
+        if let id = RequestID.current { logger[metadataKey: "herald.request-id"] = "\(id)" }
+        return logger
     }
 
     // MARK: Dispatch
 
     /// Answers one request for a route of the table.
     func handle(_ endpoint: APIEndpoint, request: Request, parameters: [String: String]) async throws -> Response {
+        // `PUT /v1/devices/invalid` reaches `PUT /v1/devices/{token}` in the router's trie, but
+        // the path is another route's: its methods are the ones allowed.
+        if !parameters.isEmpty {
+            let path = request.uri.path
+            let literal = APIEndpoint.allCases.filter { !$0.path.contains("{") && $0.match(path) != nil }
+            if !literal.isEmpty { throw APIError.methodNotAllowed(literal.map(\.method)) }
+        }
         switch endpoint.access {
         case .open:
             break
@@ -134,7 +154,10 @@ final class APIContext: Sendable {
     func fallback(_ request: Request) async throws -> Response {
         let path = request.uri.path
         var allowed: [HTTPRequest.Method] = []
-        for endpoint in APIEndpoint.allCases {
+        // A path that is a route's own literal path (`/v1/devices/invalid`) belongs to that route
+        // only, not also to the parameterised ones it happens to match (`/v1/devices/{token}`).
+        let literal = APIEndpoint.allCases.contains { !$0.path.contains("{") && $0.match(path) != nil }
+        for endpoint in APIEndpoint.allCases where !(literal && endpoint.path.contains("{")) {
             guard let parameters = endpoint.match(path) else { continue }
             if endpoint.access == .admin, adminToken == nil { continue }
             if endpoint.method == request.method {
@@ -162,7 +185,20 @@ final class APIContext: Sendable {
         else {
             throw APIError.unauthorized("the API key is not valid")
         }
+        if let wait = keyRateLimiter.admit(entry.sha256Hex) {
+            let seconds = APIKeyRateLimiter.retryAfterSeconds(wait)
+            var error = APIError(
+                status: .tooManyRequests, code: "api_rate_limited",
+                message: "this API key is over its request rate (\(Self.rateText(keyRateLimiter.requestsPerSecond)) requests a second, "
+                    + "bursts of \(Int(keyRateLimiter.burst))); retry after \(seconds) s")
+            error.headers[.retryAfter] = "\(seconds)"
+            throw error
+        }
         return runtime.configuration
+    }
+
+    static func rateText(_ rate: Double) -> String {
+        rate.rounded() == rate && rate < 1e15 ? String(Int64(rate)) : String(rate)
     }
 
     private func authenticateAdmin(_ request: Request) throws(APIError) {

@@ -7,6 +7,7 @@ import HeraldStore
 import Hummingbird
 import Logging
 import Metrics
+import NIOCore
 import Prometheus
 import ServiceLifecycle
 import UnixSignals
@@ -131,10 +132,10 @@ public final class HeraldServer: Sendable {
 
         // Before anything else (the sandbox, the store, any send): one process per store.
         let storeLock: StoreLock
+        let directory = (configuration.storagePath as NSString).deletingLastPathComponent
         do {
-            let directory = (configuration.storagePath as NSString).deletingLastPathComponent
             if !directory.isEmpty {
-                try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+                try SQLitePushStore.createPrivateDirectory(directory)
             }
             storeLock = try StoreLock(databasePath: configuration.storagePath)
         } catch {
@@ -156,6 +157,13 @@ public final class HeraldServer: Sendable {
         let store: SQLitePushStore
         do {
             store = try SQLitePushStore(path: configuration.storagePath)
+            for path in [directory.isEmpty ? "." : directory, configuration.storagePath] {
+                if let mode = FilePermissions.groupOrOthersMode(path) {
+                    logger.warning(
+                        "the store can be read by group or others; it holds device tokens and payloads",
+                        metadata: ["herald.path": "\(path)", "herald.mode": "\(mode)"])
+                }
+            }
         } catch {
             try? await sandbox?.shutdown()
             throw HeraldServerError(message: "cannot open the store \(configuration.storagePath): \(error)")
@@ -228,11 +236,18 @@ public final class HeraldServer: Sendable {
     /// - Parameter onListening: called once the API listens, with its host and port.
     public func services(onListening: @escaping @Sendable (String, Int) async -> Void = { _, _ in }) -> [any Service] {
         let listen = options.configuration.listen
+        let http = options.configuration.http
         let api = self.api
         let listening = OneShotGate()
+        // The listener's own limits (`http:`): idle connections (and request heads that never
+        // finish) are closed after idle_timeout, bodies must arrive within body_timeout, and at
+        // most max_connections are open at once (more wait in the kernel's backlog).
         let application = Application(
             router: makeRouter(),
-            configuration: ApplicationConfiguration(address: .hostname(listen.host, port: listen.port), serverName: "Herald"),
+            server: ListenerLimits.server(http),
+            configuration: ApplicationConfiguration(
+                address: .hostname(listen.host, port: listen.port), serverName: "Herald",
+                availableConnectionsDelegate: ListenerLimits.connectionCap(http, logger: options.logger)),
             onServerRunning: { channel in
                 let port = channel.localAddress?.port ?? listen.port
                 api.phase = .ready
@@ -255,6 +270,8 @@ public final class HeraldServer: Sendable {
             services.append(TenantDirectoryWatcher(coordinator: reloader, interval: interval))
         }
         if options.reloadOnSIGHUP { services.append(ReloadSignalService(coordinator: reloader)) }
+        services.append(
+            CredentialHealthMonitor(router: router, metricsFactory: options.pluginMetricsFactory, logger: options.logger))
         services.append(application)
         services.append(ReadinessService(api: api))
         return services
