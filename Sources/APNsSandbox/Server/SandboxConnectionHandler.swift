@@ -257,6 +257,11 @@ final class SandboxConnectionHandler: ChannelInboundHandler, HTTP2EngineDelegate
         let head = stream.head
         let now = stream.receivedAt
 
+        if let reason = faults.outageReason(at: now) {
+            outcome.reject(reason)
+            return outcome
+        }
+
         guard head.method == "POST" else {
             outcome.reject(.methodNotAllowed)
             return outcome

@@ -170,6 +170,11 @@ public struct APIError: Error, Sendable, HTTPResponseError, CustomStringConverti
             return APIError.upstream(.badGateway, "transport_failed", "the notification could not be sent to APNs", error: error)
         case .shuttingDown:
             return APIError(status: .serviceUnavailable, code: "shutting_down", message: "Herald is shutting down; try again")
+        case .queueFull:
+            var api = APIError(
+                status: .serviceUnavailable, code: "queue_full", message: "the tenant's connection pool queue is full; try again")
+            api.headers[.retryAfter] = "1"
+            return api
         case .credentialRevoked:
             return APIError.upstream(
                 .badGateway, "credential_revoked", "the tenant's APNs credential was replaced before APNs answered", error: error)
