@@ -29,6 +29,7 @@ let package = Package(
         .package(url: "https://github.com/hummingbird-project/hummingbird.git", from: "2.28.1"),
         .package(url: "https://github.com/swift-server/swift-service-lifecycle.git", from: "2.13.0"),
         .package(url: "https://github.com/swift-server/swift-prometheus.git", from: "2.4.1"),
+        .package(url: "https://github.com/vapor/postgres-nio.git", from: "1.33.2"),
     ],
     targets: [
         // libnghttp2 from the system (Debian: libnghttp2-dev): the HTTP/2 engine under the APNs
@@ -109,6 +110,17 @@ let package = Package(
             dependencies: [
                 "HeraldCore",
                 .product(name: "GRDB", package: "GRDB.swift"),
+            ]
+        ),
+        // The shared store for several instances: the PushStore contract on PostgreSQL through
+        // postgres-nio's pooled client. A target of its own so that HeraldStore (and everything
+        // that needs only the embedded store) does not build or link the PostgreSQL driver.
+        .target(
+            name: "HeraldPostgres",
+            dependencies: [
+                "HeraldCore", "HeraldStore",
+                .product(name: "PostgresNIO", package: "postgres-nio"),
+                .product(name: "Logging", package: "swift-log"),
             ]
         ),
         // Runtime plugins: one send-pipeline middleware each; they see only HeraldCore.
