@@ -143,7 +143,7 @@ let package = Package(
         .target(
             name: "HeraldServer",
             dependencies: [
-                "Herald", "HeraldCore", "HeraldConfig", "HeraldStore", "HeraldAPNs", "APNsSandbox",
+                "Herald", "HeraldCore", "HeraldConfig", "HeraldStore", "HeraldPostgres", "HeraldAPNs", "APNsSandbox",
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
                 .product(name: "UnixSignals", package: "swift-service-lifecycle"),
@@ -222,7 +222,8 @@ let package = Package(
         .testTarget(
             name: "HeraldTests",
             dependencies: [
-                "Herald", "HeraldStore", "RateLimitPlugin", "FeedbackPlugin", "MetricsPlugin", "APNsSandbox",
+                "Herald", "HeraldStore", "HeraldPostgres", "RateLimitPlugin", "FeedbackPlugin", "MetricsPlugin",
+                "APNsSandbox",
                 .product(name: "MetricsTestKit", package: "swift-metrics"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "Crypto", package: "swift-crypto"),

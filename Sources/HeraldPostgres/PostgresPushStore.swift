@@ -138,6 +138,14 @@ public final class PostgresPushStore: PushStore, JobReports {
         await runner.value
     }
 
+    /// Drops the store's schema and everything in it: the contract tests' throwaway schemas.
+    func dropSchemaForTests() async throws {
+        guard let schema = configuration.schema, Configuration.isValidSchema(schema) else {
+            throw StoreError.invalidArgument("only a store with a schema of its own can drop it")
+        }
+        try await client.query(PostgresQuery(unsafeSQL: "DROP SCHEMA \"\(schema)\" CASCADE"), logger: logger)
+    }
+
     /// A PostgreSQL error without the query's text or binds: the server's message and SQLSTATE.
     static func describe(_ error: any Error) -> String {
         if let error = error as? PSQLError {

@@ -3,6 +3,7 @@ import Foundation
 import Herald
 import HeraldConfig
 import HeraldCore
+import HeraldPostgres
 import HeraldStore
 import Hummingbird
 import Logging
@@ -83,7 +84,10 @@ public struct HeraldServerError: Error, Sendable, CustomStringConvertible {
 public final class HeraldServer: Sendable {
     public let options: HeraldServerOptions
     public let router: Herald.Router
-    public let store: SQLitePushStore
+    /// The store `storage:` chose: the SQLite file (default) or PostgreSQL.
+    public let store: any PushStore & JobReports
+    /// Closes the store's connections when the server stops (PostgreSQL's pool; nothing for SQLite).
+    let closeStore: @Sendable () async -> Void
     public let runner: JobRunner
     public let health: TenantHealthRegistry
     /// Reloads and credential rotation (admin routes, SIGHUP, the directory watcher).
@@ -96,12 +100,14 @@ public final class HeraldServer: Sendable {
     let api: APIContext
 
     private init(
-        options: HeraldServerOptions, router: Herald.Router, store: SQLitePushStore, runner: JobRunner, health: TenantHealthRegistry,
+        options: HeraldServerOptions, router: Herald.Router, store: any PushStore & JobReports,
+        closeStore: @escaping @Sendable () async -> Void, runner: JobRunner, health: TenantHealthRegistry,
         reloader: ReloadCoordinator, sandbox: APNsSandbox?, loadedTenants: [TenantID], loadFailures: [TenantFailure], api: APIContext
     ) {
         self.options = options
         self.router = router
         self.store = store
+        self.closeStore = closeStore
         self.runner = runner
         self.health = health
         self.reloader = reloader
@@ -129,30 +135,27 @@ public final class HeraldServer: Sendable {
             }
         }
 
-        let store: SQLitePushStore
+        let store: any PushStore & JobReports
+        let closeStore: @Sendable () async -> Void
         do {
-            let directory = (configuration.storagePath as NSString).deletingLastPathComponent
-            if !directory.isEmpty {
-                try SQLitePushStore.createPrivateDirectory(directory)
-            }
-            store = try SQLitePushStore(path: configuration.storagePath)
-            for path in [directory.isEmpty ? "." : directory, configuration.storagePath] {
-                if let mode = FilePermissions.groupOrOthersMode(path) {
-                    logger.warning(
-                        "the store can be read by group or others; it holds device tokens and payloads",
-                        metadata: ["herald.path": "\(path)", "herald.mode": "\(mode)"])
-                }
-            }
+            (store, closeStore) = try await openStore(configuration, logger: logger)
         } catch {
             try? await sandbox?.shutdown()
-            throw HeraldServerError(message: "cannot open the store \(configuration.storagePath): \(error)")
+            throw error
         }
 
+        // Provider tokens go through the store: shared by the instances on one PostgreSQL database,
+        // and kept across restarts on either backend.
+        var transports = options.transports
+        if var apns = transports as? APNsTransportProvider, let tokens = store as? any ProviderTokenStore {
+            apns.tokenStore = tokens
+            transports = apns
+        }
         let health = TenantHealthRegistry()
         let router = Herald.Router(
             configuration: RouterConfiguration(
                 registry: .standard(metricsFactory: options.pluginMetricsFactory), store: store,
-                transports: MonitoredTransportProvider(base: options.transports, registry: health), logger: logger,
+                transports: MonitoredTransportProvider(base: transports, registry: health), logger: logger,
                 environment: options.environment))
         // Every tenant is validated in full (credential, a signed token, TLS, plugins) before it serves.
         var reloadConfiguration = ReloadConfiguration(tenantsDirectory: configuration.tenantsDirectory)
@@ -179,8 +182,51 @@ public final class HeraldServer: Sendable {
             if report.changedRuntimes { runner.rescan() }
         }
         return HeraldServer(
-            options: options, router: router, store: store, runner: runner, health: health, reloader: reloader, sandbox: sandbox,
+            options: options, router: router, store: store, closeStore: closeStore, runner: runner, health: health, reloader: reloader, sandbox: sandbox,
             loadedTenants: report.added, loadFailures: failures, api: api)
+    }
+
+    /// Opens the store `storage:` names: the SQLite file (created 0600 in a 0700 directory), or
+    /// the PostgreSQL database (migrated under an advisory lock).
+    static func openStore(_ configuration: ServerConfiguration, logger: Logger) async throws
+        -> (any PushStore & JobReports, @Sendable () async -> Void)
+    {
+        switch configuration.storage {
+        case .postgres(let settings):
+            var storeLogger = logger
+            storeLogger[metadataKey: "herald.component"] = "store"
+            let postgres = PostgresPushStore.Configuration(
+                host: settings.host, port: settings.port, username: settings.username,
+                password: settings.password?.text, database: settings.database, schema: settings.schema,
+                poolSize: settings.poolSize, requireTLS: settings.tls)
+            do {
+                let store = try await PostgresPushStore.open(postgres, logger: storeLogger)
+                logger.info(
+                    "store opened",
+                    metadata: ["herald.store": "\(settings.displayName)", "herald.pool_size": "\(settings.poolSize)"])
+                return (store, { await store.close() })
+            } catch {
+                throw HeraldServerError(message: "cannot open the store (\(settings.displayName)): \(error)")
+            }
+        case .sqlite:
+            do {
+                let directory = (configuration.storagePath as NSString).deletingLastPathComponent
+                if !directory.isEmpty {
+                    try SQLitePushStore.createPrivateDirectory(directory)
+                }
+                let store = try SQLitePushStore(path: configuration.storagePath)
+                for path in [directory.isEmpty ? "." : directory, configuration.storagePath] {
+                    if let mode = FilePermissions.groupOrOthersMode(path) {
+                        logger.warning(
+                            "the store can be read by group or others; it holds device tokens and payloads",
+                            metadata: ["herald.path": "\(path)", "herald.mode": "\(mode)"])
+                    }
+                }
+                return (store, {})
+            } catch {
+                throw HeraldServerError(message: "cannot open the store \(configuration.storagePath): \(error)")
+            }
+        }
     }
 
     /// The Hummingbird router of the API (every route of ``APIEndpoint``).
@@ -216,6 +262,8 @@ public final class HeraldServer: Sendable {
             logger: options.logger)
         var services: [any Service] = []
         if let sandbox { services.append(SandboxService(sandbox: sandbox)) }
+        // Closed after the runner and the router stopped using it (services stop in reverse order).
+        services.append(StoreService(close: closeStore))
         services.append(RouterService(router: router))
         services.append(JobRunnerService(runner: runner))
         if let interval = options.watchInterval {
