@@ -120,6 +120,7 @@ let package = Package(
             dependencies: [
                 "HeraldCore", "HeraldStore",
                 .product(name: "PostgresNIO", package: "postgres-nio"),
+                .product(name: "NIOSSL", package: "swift-nio-ssl"),
                 .product(name: "Logging", package: "swift-log"),
             ]
         ),

@@ -1,5 +1,6 @@
 import HeraldStore
 import Logging
+import NIOSSL
 import PostgresNIO
 
 extension PostgresPushStore {
@@ -96,26 +97,43 @@ extension PostgresPushStore {
     ]
 
     /// Applies the migrations not applied yet (up to and including `lastMigration`; all when nil),
-    /// each in its own transaction, on one connection that holds the migration lock.
+    /// each in its own transaction, on a connection of its own that holds the migration lock. A
+    /// direct connection, not one of the pool's: a server that refuses it (wrong password, no
+    /// such database) fails the open at once instead of after the pool's retries.
     func migrate(upTo lastMigration: String?) async throws {
         let logger = self.logger
-        let schema = configuration.schema
-        try await client.withConnection { connection in
-            if let schema {
+        let connection = try await PostgresConnection.connect(
+            on: PostgresClient.defaultEventLoopGroup.any(), configuration: try Self.connectionConfiguration(configuration),
+            id: 0, logger: logger
+        ).get()
+        do {
+            if let schema = configuration.schema {
                 // Checked by `Configuration.isValidSchema`: a plain lowercase identifier.
                 try await connection.query(
                     PostgresQuery(unsafeSQL: "CREATE SCHEMA IF NOT EXISTS \"\(schema)\""), logger: logger)
             }
+            // Released when the connection closes, whatever happens below.
             try await connection.query("SELECT pg_advisory_lock(\(Self.migrationLockKey))", logger: logger)
-            do {
-                try await Self.applyMigrations(connection, upTo: lastMigration, logger: logger)
-            } catch {
-                _ = try? await connection.query(
-                    "SELECT pg_advisory_unlock(\(Self.migrationLockKey))", logger: logger)
-                throw error
-            }
-            try await connection.query("SELECT pg_advisory_unlock(\(Self.migrationLockKey))", logger: logger)
+            try await Self.applyMigrations(connection, upTo: lastMigration, logger: logger)
+        } catch {
+            try? await connection.close()
+            throw error
         }
+        try await connection.close()
+    }
+
+    /// The settings of a single connection, as the pool's connections get them.
+    static func connectionConfiguration(_ configuration: Configuration) throws -> PostgresConnection.Configuration {
+        var connection = PostgresConnection.Configuration(
+            host: configuration.host, port: configuration.port, username: configuration.username,
+            password: configuration.password, database: configuration.database,
+            tls: configuration.requireTLS
+                ? .require(try NIOSSLContext(configuration: .makeClientConfiguration())) : .disable)
+        connection.options.connectTimeout = .seconds(10)
+        if let schema = configuration.schema {
+            connection.options.additionalStartupParameters = [("search_path", schema)]
+        }
+        return connection
     }
 
     private static func applyMigrations(_ connection: PostgresConnection, upTo lastMigration: String?, logger: Logger)

@@ -152,6 +152,7 @@ public final class PostgresPushStore: PushStore, JobReports {
             if let message = error.serverInfo?[.message] {
                 return "\(message) (SQLSTATE \(error.serverInfo?[.sqlState] ?? "?"))"
             }
+            if let underlying = error.underlying { return "\(error.code): \(underlying)" }
             return "\(error.code)"
         }
         if let error = error as? StoreError { return error.message }
