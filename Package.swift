@@ -30,6 +30,7 @@ let package = Package(
         .package(url: "https://github.com/swift-server/swift-service-lifecycle.git", from: "2.13.0"),
         .package(url: "https://github.com/swift-server/swift-prometheus.git", from: "2.4.1"),
         .package(url: "https://github.com/vapor/postgres-nio.git", from: "1.33.2"),
+        .package(url: "https://github.com/swift-server/async-http-client.git", from: "1.37.0"),
     ],
     targets: [
         // libnghttp2 from the system (Debian: libnghttp2-dev): the HTTP/2 engine under the APNs
@@ -38,6 +39,14 @@ let package = Package(
             name: "CNGHTTP2",
             pkgConfig: "libnghttp2",
             providers: [.apt(["libnghttp2-dev"])]
+        ),
+        // HTTP/2 on libnghttp2: one NIO channel handler owning one nghttp2 session (client or server).
+        .target(
+            name: "HTTP2Engine",
+            dependencies: [
+                "CNGHTTP2",
+                .product(name: "NIOCore", package: "swift-nio"),
+            ]
         ),
         // The vocabulary of the APNs provider API. Foundation only.
         .target(name: "HeraldCore"),
@@ -53,12 +62,10 @@ let package = Package(
         .target(
             name: "HeraldAPNs",
             dependencies: [
-                "HeraldCore",
+                "HeraldCore", "HTTP2Engine",
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "NIOHTTP1", package: "swift-nio"),
-                .product(name: "NIOHPACK", package: "swift-nio-http2"),
-                .product(name: "NIOHTTP2", package: "swift-nio-http2"),
                 .product(name: "NIOSSL", package: "swift-nio-ssl"),
                 .product(name: "NIOTLS", package: "swift-nio"),
                 .product(name: "Crypto", package: "swift-crypto"),
@@ -102,6 +109,8 @@ let package = Package(
                 .product(name: "Yams", package: "Yams"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
                 .product(name: "UnixSignals", package: "swift-service-lifecycle"),
+                .product(name: "AsyncHTTPClient", package: "async-http-client"),
+                .product(name: "NIOHTTP1", package: "swift-nio"),
             ]
         ),
         // Durable jobs, results and invalid device tokens (SQLite via GRDB by default).
@@ -146,6 +155,7 @@ let package = Package(
             dependencies: [
                 "Herald", "HeraldCore", "HeraldConfig", "HeraldStore", "HeraldPostgres", "HeraldAPNs", "APNsSandbox",
                 .product(name: "Hummingbird", package: "hummingbird"),
+                .product(name: "HummingbirdCore", package: "hummingbird"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
                 .product(name: "UnixSignals", package: "swift-service-lifecycle"),
                 .product(name: "Prometheus", package: "swift-prometheus"),
@@ -184,6 +194,19 @@ let package = Package(
         ),
         .testTarget(name: "HeraldCoreTests", dependencies: ["HeraldCore"]),
         .testTarget(
+            name: "HTTP2EngineTests",
+            dependencies: [
+                "HTTP2Engine", "CNGHTTP2", "APNsSandbox",
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "NIOEmbedded", package: "swift-nio"),
+                .product(name: "NIOSSL", package: "swift-nio-ssl"),
+                .product(name: "NIOTLS", package: "swift-nio"),
+                .product(name: "X509", package: "swift-certificates"),
+                .product(name: "Crypto", package: "swift-crypto"),
+            ]
+        ),
+        .testTarget(
             name: "HeraldConfigTests",
             dependencies: [
                 "HeraldConfig", "HeraldAPNs",
@@ -194,7 +217,7 @@ let package = Package(
         .testTarget(
             name: "HeraldAPNsTests",
             dependencies: [
-                "HeraldAPNs", "HeraldConfig", "APNsSandbox",
+                "HeraldAPNs", "HeraldConfig", "APNsSandbox", "HTTP2Engine",
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "_CryptoExtras", package: "swift-crypto"),
                 .product(name: "SwiftASN1", package: "swift-asn1"),
@@ -226,6 +249,7 @@ let package = Package(
                 "Herald", "HeraldStore", "HeraldPostgres", "RateLimitPlugin", "FeedbackPlugin", "MetricsPlugin",
                 "APNsSandbox",
                 .product(name: "MetricsTestKit", package: "swift-metrics"),
+                .product(name: "GRDB", package: "GRDB.swift"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "NIOCore", package: "swift-nio"),

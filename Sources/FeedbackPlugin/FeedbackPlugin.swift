@@ -17,10 +17,15 @@ import HeraldCore
 ///       webhook: https://hooks.acme.example/apns
 ///       secret: env:ACME_WEBHOOK_SECRET      # or file:secrets/webhook.key (relative to the tenant file)
 ///       refuse: [Unregistered]               # default; [] records only
+///       webhook_allow_private_addresses: false   # default; true lets the URL reach loopback/private hosts
 /// ```
 ///
 /// The webhook is a JSON POST signed with HMAC-SHA256: `X-Herald-Signature: sha256=<hex>` over
-/// `<X-Herald-Timestamp>.<body>`. It is retried with backoff on failures and 5xx/429 answers.
+/// `<X-Herald-Timestamp>.<body>`. It is retried with backoff on failures and 5xx/429 answers;
+/// redirects are not followed (a 3xx is a refusal). Unless the tenant file allows it, a URL
+/// whose host resolves to a loopback, link-local or private address is refused (the resolved
+/// address is checked, and the connection goes to that address). Under `herald serve` webhooks
+/// go through the store's outbox: a fixed number of senders, bounded per tenant, kept across restarts.
 public struct FeedbackPluginFactory: PluginFactory {
     public let name = "feedback"
 
@@ -44,6 +49,8 @@ public struct FeedbackConfiguration: Sendable, Hashable {
         public var attempts: Int = 5
         public var timeout: Duration = .seconds(5)
         public var initialBackoff: Duration = .milliseconds(500)
+        /// The URL may reach loopback, link-local and private addresses (`webhook_allow_private_addresses`).
+        public var allowPrivateAddresses = false
 
         public init(url: String, secret: Secret) {
             self.url = url
@@ -63,7 +70,10 @@ public struct FeedbackConfiguration: Sendable, Hashable {
     public init(options: JSONValue, secrets: any SecretResolver) throws(PluginOptionError) {
         let reader = try PluginOptions(
             options,
-            allowed: ["webhook", "secret", "refuse", "webhook_attempts", "webhook_timeout_ms", "webhook_backoff_ms"])
+            allowed: [
+                "webhook", "secret", "refuse", "webhook_attempts", "webhook_timeout_ms", "webhook_backoff_ms",
+                "webhook_allow_private_addresses",
+            ])
         if let reasons = try reader.strings("refuse") {
             var refuse = Set<APNsReason>()
             for name in reasons {
@@ -104,9 +114,12 @@ public struct FeedbackConfiguration: Sendable, Hashable {
             webhook.timeout = .milliseconds(try reader.int("webhook_timeout_ms", default: 5_000, range: 100...120_000))
             webhook.initialBackoff = .milliseconds(
                 try reader.int("webhook_backoff_ms", default: 500, range: 1...60_000))
+            webhook.allowPrivateAddresses = try reader.bool("webhook_allow_private_addresses", default: false)
             self.webhook = webhook
         } else {
-            for key in ["secret", "webhook_attempts", "webhook_timeout_ms", "webhook_backoff_ms"]
+            for key in [
+                "secret", "webhook_attempts", "webhook_timeout_ms", "webhook_backoff_ms", "webhook_allow_private_addresses",
+            ]
             where reader.contains(key) {
                 throw reader.error(key, "only means something with 'webhook'")
             }
@@ -170,11 +183,23 @@ public struct FeedbackMiddleware: PushMiddleware {
             let delivery = WebhookDelivery.make(
                 record: record, tenant: context.tenant, apnsID: result.notificationID, webhook: webhook,
                 sentAt: environment.clock.date)
-            let sender = environment.webhooks
-            let clock = environment.clock
-            let logger = context.logger
-            environment.tasks.run {
-                await delivery.deliver(using: sender, clock: clock, logger: logger)
+            if let queue = environment.webhookQueue {
+                do {
+                    try await queue.enqueue(
+                        delivery.request, tenant: context.tenant, attempts: delivery.attempts,
+                        initialBackoff: delivery.initialBackoff)
+                } catch {
+                    context.logger.error(
+                        "webhook not queued; the token is recorded invalid but the tenant is not told",
+                        metadata: ["herald.error": "\(error)"])
+                }
+            } else {
+                let sender = environment.webhooks
+                let clock = environment.clock
+                let logger = context.logger
+                environment.tasks.run {
+                    await delivery.deliver(using: sender, clock: clock, logger: logger)
+                }
             }
         }
         return result

@@ -28,7 +28,7 @@ struct WebhookDelivery: Sendable {
         members.append(("recorded_at", .int(millis(record.recordedAt))))
         members.append(("apns_id", .string(apnsID.rawValue)))
         let body = JSONValue.object(members).jsonBytes
-        let timestamp = String(Int64(sentAt.timeIntervalSince1970))
+        let timestamp = String(millis(sentAt) / 1000)
         let headers = [
             "Content-Type": "application/json",
             "User-Agent": "Herald",
@@ -38,7 +38,9 @@ struct WebhookDelivery: Sendable {
             "X-Herald-Delivery": apnsID.rawValue,
         ]
         return WebhookDelivery(
-            request: WebhookRequest(url: webhook.url, headers: headers, body: body, timeout: webhook.timeout),
+            request: WebhookRequest(
+                url: webhook.url, headers: headers, body: body, timeout: webhook.timeout,
+                allowPrivateAddresses: webhook.allowPrivateAddresses),
             attempts: webhook.attempts, initialBackoff: webhook.initialBackoff)
     }
 
@@ -54,7 +56,12 @@ struct WebhookDelivery: Sendable {
         }.joined()
     }
 
-    static func millis(_ date: Date) -> Int64 { Int64((date.timeIntervalSince1970 * 1000).rounded()) }
+    /// Milliseconds since 1970, clamped (the APNs timestamp is untrusted input: never a trap).
+    static func millis(_ date: Date) -> Int64 {
+        let value = (date.timeIntervalSince1970 * 1000).rounded()
+        guard !value.isNaN else { return 0 }
+        return Int64(exactly: min(max(value, -1e17), 1e17)) ?? 0
+    }
 
     /// Posts until a 2xx, a 4xx other than 429, or the attempts run out.
     func deliver(using sender: any WebhookSender, clock: any PushClock, logger: PushLogger) async {

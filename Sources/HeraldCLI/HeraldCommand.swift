@@ -12,6 +12,7 @@ struct HeraldCommand: AsyncParsableCommand {
             BenchCommand.self,
             BenchTenantsCommand.self,
             BenchStoreCommand.self,
+            BenchJobsCommand.self,
             SandboxCommand.self,
             ServeCommand.self,
             APIKeyCommand.self,

@@ -65,6 +65,12 @@ struct SendCommand: AsyncParsableCommand {
     @Flag(help: "Log the connection's progress to standard error.")
     var verbose = false
 
+    func validate() throws {
+        if let timeout, !(timeout.isFinite && timeout > 0 && timeout <= 86_400) {
+            throw ValidationError("--timeout must be more than 0 and at most 86400 seconds")
+        }
+    }
+
     func run() async throws {
         let prepared: (TenantConfiguration, HeraldCore.Notification, APNsEnvironment?)
         do {

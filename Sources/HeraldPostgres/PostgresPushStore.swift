@@ -236,11 +236,21 @@ public final class PostgresPushStore: PushStore, JobReports {
 
     public func createJob(
         tenant: TenantID, id: JobID, environment: APNsEnvironment?, notifications: [HeraldCore.Notification],
-        createdAt: Date
+        createdAt: Date, limits: JobLimits?
     ) async throws -> JobCreation {
         let created = Self.millis(createdAt)
         let logger = self.logger
         return try await client.withTransaction(logger: logger) { connection in
+            // One create per tenant at a time (until commit), so two batches at once cannot both
+            // slip under the tenant's limits; other tenants are not held up.
+            try await connection.query(
+                "SELECT pg_advisory_xact_lock(\(Self.jobLockNamespace), hashtext(\(tenant.rawValue)))", logger: logger)
+            if let existing = try await Self.fetchJob(connection, tenant: tenant, id: id, logger: logger) {
+                return .existing(existing)
+            }
+            if let limits {
+                try await Self.checkLimits(limits, connection, tenant: tenant, adding: notifications.count, logger: logger)
+            }
             // A concurrent create of the same id waits here on the row lock, then sees it.
             let inserted = try await connection.query(
                 """
@@ -266,6 +276,36 @@ public final class PostgresPushStore: PushStore, JobReports {
                 start = end
             }
             return .created(try Self.job(from: row))
+        }
+    }
+
+    /// The first key of the per-tenant advisory lock of job creation ("HJob" in ASCII).
+    static let jobLockNamespace: Int32 = 0x484a_6f62
+
+    /// Refuses a job that would take the tenant past its limits (the SQLite store's rule and words).
+    private static func checkLimits(
+        _ limits: JobLimits, _ connection: PostgresConnection, tenant: TenantID, adding items: Int, logger: Logger
+    ) async throws {
+        let rows = try await connection.query(
+            """
+            SELECT count(*), coalesce(sum(item_count), 0)::bigint FROM job
+            WHERE tenant = \(tenant.rawValue) AND state IN ('accepted', 'running')
+            """, logger: logger
+        ).collect()
+        guard let row = rows.first else { throw StoreError.corrupt("counting the tenant's unfinished jobs returned no row") }
+        let cells = row.makeRandomAccess()
+        let jobs = try cells[0].decode(Int.self)
+        let pending = try cells[1].decode(Int.self)
+        if jobs >= limits.maxActiveJobs {
+            throw StoreError.quotaExceeded(
+                "the tenant has \(jobs) unfinished jobs; jobs.max_active_jobs_per_tenant allows \(limits.maxActiveJobs). "
+                    + "Wait for one to finish")
+        }
+        let (total, overflow) = pending.addingReportingOverflow(items)
+        if overflow || total > limits.maxPendingItems {
+            throw StoreError.quotaExceeded(
+                "the tenant's unfinished jobs hold \(pending) items and this batch \(items); "
+                    + "jobs.max_pending_items_per_tenant allows \(limits.maxPendingItems)")
         }
     }
 
@@ -375,6 +415,19 @@ public final class PostgresPushStore: PushStore, JobReports {
         return try rows.map(Self.jobItem(from:)).sorted { $0.index < $1.index }
     }
 
+    @discardableResult
+    public func releaseLeases(tenant: TenantID, job: JobID, claimantBase: String, keeping: String) async throws -> Int {
+        try await client.query(
+            """
+            UPDATE job_item SET claimant = NULL, lease_until_ms = NULL
+            WHERE tenant = \(tenant.rawValue) AND job_id = \(job.rawValue) AND state = 'pending'
+              AND claimant IS NOT NULL AND claimant <> \(keeping)
+              AND (claimant = \(claimantBase) OR left(claimant, \(claimantBase.unicodeScalars.count + 1)) = \(claimantBase + "/"))
+            RETURNING 1
+            """, logger: logger
+        ).collect().count
+    }
+
     public func recordResult(tenant: TenantID, job: JobID, index: Int, result: JobItemResult) async throws
         -> RecordOutcome
     {
@@ -469,8 +522,11 @@ public final class PostgresPushStore: PushStore, JobReports {
 
     // MARK: Rows
 
+    /// Milliseconds since 1970, clamped to years 0001 to 9999 (a NaN is 0): never traps.
     static func millis(_ date: Date) -> Int64 {
-        Int64((date.timeIntervalSince1970 * 1000).rounded())
+        let value = (date.timeIntervalSince1970 * 1000).rounded()
+        guard value.isFinite else { return 0 }
+        return Int64(min(max(value, -62_135_596_800_000), 253_402_300_799_999))
     }
 
     static func date(_ millis: Int64) -> Date {

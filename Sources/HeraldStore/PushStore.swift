@@ -29,11 +29,15 @@ public protocol PushStore: Sendable {
     // MARK: Jobs
 
     /// Stores a job and all its items, durably, in one transaction. Items without an apns-id get
-    /// one now, so that every resend of an item uses the same id.
-    /// - Returns: the job; if a job with this id already exists for the tenant, that job (nothing is changed).
+    /// one now, so that every resend of an item uses the same id. With `limits`, the tenant's
+    /// unfinished jobs are counted in the same transaction (two batches at once cannot both slip
+    /// under a limit).
+    /// - Returns: the job; if a job with this id already exists for the tenant, that job (nothing
+    ///   is changed, and no limit is checked: a retried request gets its job back).
+    /// - Throws: ``StoreError/quotaExceeded(_:)`` naming the limit the job would pass.
     func createJob(
         tenant: TenantID, id: JobID, environment: APNsEnvironment?, notifications: [HeraldCore.Notification],
-        createdAt: Date
+        createdAt: Date, limits: JobLimits?
     ) async throws -> JobCreation
     func job(tenant: TenantID, id: JobID) async throws -> Job?
     /// The tenant's jobs, newest first.
@@ -46,11 +50,43 @@ public protocol PushStore: Sendable {
     /// lease ended (claims are made in index order, so a claimant's own earlier claims come first).
     func claimPendingItems(tenant: TenantID, job: JobID, limit: Int, claimant: String, now: Date, leaseUntil: Date)
         async throws -> [JobItem]
+    /// Takes back the leases on the job's pending items held by earlier instances of a runner:
+    /// claimants named `claimantBase` or `claimantBase/<instance>`, other than `keeping`. Call it
+    /// only while no other process uses the store (its claims would be taken).
+    /// - Returns: how many leases it released.
+    @discardableResult
+    func releaseLeases(tenant: TenantID, job: JobID, claimantBase: String, keeping: String) async throws -> Int
     /// Records an item's outcome if it has none yet; otherwise keeps the stored one.
     func recordResult(tenant: TenantID, job: JobID, index: Int, result: JobItemResult) async throws -> RecordOutcome
     /// Items in index order, from `fromIndex`.
     func items(tenant: TenantID, job: JobID, fromIndex: Int, limit: Int) async throws -> [JobItem]
     func progress(tenant: TenantID, job: JobID) async throws -> JobProgress?
+}
+
+extension PushStore {
+    /// Stores a job with no limit checked.
+    public func createJob(
+        tenant: TenantID, id: JobID, environment: APNsEnvironment?, notifications: [HeraldCore.Notification],
+        createdAt: Date
+    ) async throws -> JobCreation {
+        try await createJob(
+            tenant: tenant, id: id, environment: environment, notifications: notifications, createdAt: createdAt,
+            limits: nil)
+    }
+}
+
+/// A tenant's job limits (`jobs.max_active_jobs_per_tenant`, `jobs.max_pending_items_per_tenant`):
+/// a new job is refused while the tenant's unfinished jobs (accepted or running) would number
+/// more than `maxActiveJobs` or hold more than `maxPendingItems` items together. Items count
+/// until their job finishes.
+public struct JobLimits: Sendable, Hashable {
+    public var maxActiveJobs: Int
+    public var maxPendingItems: Int
+
+    public init(maxActiveJobs: Int = 20, maxPendingItems: Int = 1_000_000) {
+        self.maxActiveJobs = maxActiveJobs
+        self.maxPendingItems = maxPendingItems
+    }
 }
 
 /// A batch job's id: 1 to 64 of `A-Z a-z 0-9 - _`.
@@ -230,7 +266,7 @@ public struct JobProgress: Sendable, Hashable {
 
 public struct StoreError: Error, Sendable, Hashable, CustomStringConvertible {
     private enum Code: Hashable, Sendable {
-        case invalidJobID, notFound, invalidArgument, corrupt, cannotOpen
+        case invalidJobID, notFound, invalidArgument, corrupt, cannotOpen, locked, quotaExceeded
     }
     private let code: Code
     public let message: String
@@ -249,7 +285,14 @@ public struct StoreError: Error, Sendable, Hashable, CustomStringConvertible {
     }
     public static func corrupt(_ message: String) -> StoreError { StoreError(code: .corrupt, message: message) }
     public static func cannotOpen(_ message: String) -> StoreError { StoreError(code: .cannotOpen, message: message) }
+    /// Another process holds the store (``StoreLock``).
+    public static func locked(_ message: String) -> StoreError { StoreError(code: .locked, message: message) }
+    /// A tenant's job limit refused a new job (``JobLimits``); the message names the limit.
+    public static func quotaExceeded(_ message: String) -> StoreError { StoreError(code: .quotaExceeded, message: message) }
 
     public var isNotFound: Bool { code == .notFound }
     public var isInvalidJobID: Bool { code == .invalidJobID }
+    public var isLocked: Bool { code == .locked }
+    public var isQuotaExceeded: Bool { code == .quotaExceeded }
+    public var isInvalidArgument: Bool { code == .invalidArgument }
 }

@@ -68,6 +68,42 @@ extension SQLitePushStore {
         migrator.registerMigration("v2: job item outcome index") { db in
             try db.execute(sql: "CREATE INDEX job_item_outcomes ON job_item (tenant, job_id, state, status, reason)")
         }
+        // A batch's payloads are stored once per run of equal payloads, not once per item: a
+        // template batch of 100,000 tokens holds one payload row. Items of older jobs keep their
+        // own `payload` (their `payload_ref` is NULL); new items store an empty blob there.
+        // `job_by_updated` lets the retention sweep find expired jobs of every tenant.
+        // `webhook_outbox` holds plugin webhooks until a sender delivers them (or gives up).
+        migrator.registerMigration("v3-shared-payloads-and-retention") { db in
+            try db.execute(
+                sql: """
+                    CREATE TABLE job_payload (
+                        tenant TEXT NOT NULL,
+                        job_id TEXT NOT NULL,
+                        id INTEGER NOT NULL,
+                        payload BLOB NOT NULL,
+                        PRIMARY KEY (tenant, job_id, id),
+                        FOREIGN KEY (tenant, job_id) REFERENCES job (tenant, id) ON DELETE CASCADE
+                    );
+                    ALTER TABLE job_item ADD COLUMN payload_ref INTEGER;
+                    CREATE INDEX job_by_updated ON job (state, updated_at_ms);
+
+                    CREATE TABLE webhook_outbox (
+                        id INTEGER PRIMARY KEY AUTOINCREMENT,
+                        tenant TEXT NOT NULL,
+                        url TEXT NOT NULL,
+                        headers TEXT NOT NULL,
+                        body BLOB NOT NULL,
+                        timeout_ms INTEGER NOT NULL,
+                        allow_private INTEGER NOT NULL,
+                        attempt INTEGER NOT NULL,
+                        max_attempts INTEGER NOT NULL,
+                        backoff_ms INTEGER NOT NULL,
+                        next_attempt_ms INTEGER NOT NULL,
+                        claimed_until_ms INTEGER
+                    );
+                    CREATE INDEX webhook_outbox_due ON webhook_outbox (next_attempt_ms, id);
+                    """)
+        }
         // Provider tokens shared by every instance signing with one key, and kept across restarts
         // (`ProviderTokenStore`). Named v5: v3 and v4 are the job store's next versions.
         migrator.registerMigration("v5: provider tokens") { db in

@@ -24,8 +24,8 @@ extension SQLitePushStore: ProviderTokenStore {
                         WHERE team_id = ? AND key_id = ? AND key_fingerprint = ? AND issued_at_ms = ?
                         """,
                     arguments: [
-                        token.token, Self.millis(token.issuedAt), token.teamID, token.keyID, token.keyFingerprint,
-                        Self.millis(replacing),
+                        token.token, Self.clampedMillis(token.issuedAt), token.teamID, token.keyID, token.keyFingerprint,
+                        Self.clampedMillis(replacing),
                     ])
             } else {
                 try db.execute(
@@ -34,7 +34,7 @@ extension SQLitePushStore: ProviderTokenStore {
                         VALUES (?, ?, ?, ?, ?) ON CONFLICT DO NOTHING
                         """,
                     arguments: [
-                        token.teamID, token.keyID, token.keyFingerprint, token.token, Self.millis(token.issuedAt),
+                        token.teamID, token.keyID, token.keyFingerprint, token.token, Self.clampedMillis(token.issuedAt),
                     ])
             }
             guard

@@ -88,7 +88,8 @@ extension SQLitePushStore {
                 """
         ).execute(arguments: [
             result.state.rawValue, result.status, result.reason, result.message, result.apnsID?.rawValue,
-            result.apnsTimestamp.map(millis), millis(result.finishedAt),
+            result.apnsTimestamp.map(clampedMillis),
+            try millis(result.finishedAt, field: "finished_at"),
             tenant.rawValue, job.rawValue, index,
         ])
         let changed = db.changesCount > 0

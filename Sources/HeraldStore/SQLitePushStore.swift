@@ -18,6 +18,9 @@ public final class SQLitePushStore: PushStore {
     /// Job item outcomes waiting for the next write transaction (`SQLitePushStore+Results.swift`).
     let resultQueue = Mutex(ResultQueue())
 
+    /// The WAL's size limit after a checkpoint (`PRAGMA journal_size_limit`): 64 MiB.
+    public static let journalSizeLimitBytes = 64 * 1024 * 1024
+
     /// The file name used inside a data directory.
     public static let defaultFileName = "herald.sqlite"
 
@@ -47,8 +50,11 @@ public final class SQLitePushStore: PushStore {
         // WAL with synchronous=NORMAL: a commit is safe against a crash of the process (kill -9);
         // only a power loss or OS crash can lose the last commits. FULL would sync the WAL at
         // every commit, one per job item outcome.
+        // journal_size_limit: after a checkpoint resets it, the WAL file is truncated to at most
+        // this size instead of keeping the size of the largest transaction ever written.
         configuration.prepareDatabase { db in
             try db.execute(sql: "PRAGMA synchronous = NORMAL")
+            try db.execute(sql: "PRAGMA journal_size_limit = \(Self.journalSizeLimitBytes)")
         }
         do {
             pool = try DatabasePool(path: path, configuration: configuration)
@@ -103,7 +109,9 @@ public final class SQLitePushStore: PushStore {
     public func recordInvalidToken(_ record: InvalidTokenRecord, tenant: TenantID) async throws {
         let arguments: StatementArguments = [
             tenant.rawValue, record.environment.rawValue, record.token.hex, record.topic, record.reason.wireValue,
-            record.apnsTimestamp.map(Self.millis), Self.millis(record.recordedAt), record.registeredAt.map(Self.millis),
+            record.apnsTimestamp.map(Self.clampedMillis),
+            try Self.millis(record.recordedAt, field: "recorded_at"),
+            try record.registeredAt.map { try Self.millis($0, field: "registered_at") },
         ]
         try await pool.write { db in
             try db.execute(
@@ -150,7 +158,7 @@ public final class SQLitePushStore: PushStore {
     public func registerToken(tenant: TenantID, token: DeviceToken, topic: String?, registeredAt: Date) async throws
         -> Int
     {
-        let at = Self.millis(registeredAt)
+        let at = try Self.millis(registeredAt, field: "registered_at")
         return try await pool.write { db in
             if let topic {
                 try db.execute(
@@ -189,15 +197,19 @@ public final class SQLitePushStore: PushStore {
 
     // MARK: Jobs
 
+    /// Stores the job as ``PushStore/createJob(tenant:id:environment:notifications:createdAt:limits:)``
+    /// says. A payload is stored once per run of equal payloads (`job_payload`, migration v3):
+    /// a template batch of 100,000 tokens stores its payload once, not 100,000 times.
     public func createJob(
         tenant: TenantID, id: JobID, environment: APNsEnvironment?, notifications: [HeraldCore.Notification],
-        createdAt: Date
+        createdAt: Date, limits: JobLimits?
     ) async throws -> JobCreation {
-        let created = Self.millis(createdAt)
+        let created = try Self.millis(createdAt, field: "created_at")
         return try await pool.write { db in
             if let existing = try Self.fetchJob(db, tenant: tenant, id: id) {
                 return .existing(existing)
             }
+            if let limits { try Self.checkLimits(limits, db, tenant: tenant, adding: notifications.count) }
             try db.execute(
                 sql: """
                     INSERT INTO job (tenant, id, state, environment, item_count, created_at_ms, updated_at_ms)
@@ -207,13 +219,26 @@ public final class SQLitePushStore: PushStore {
                     tenant.rawValue, id.rawValue, JobState.accepted.rawValue, environment?.rawValue,
                     notifications.count, created, created,
                 ])
+            let payloadStatement = try db.makeStatement(
+                sql: "INSERT INTO job_payload (tenant, job_id, id, payload) VALUES (?, ?, ?, ?)")
             let statement = try db.makeStatement(
                 sql: """
                     INSERT INTO job_item (tenant, job_id, idx, device_token, topic, push_type, priority, expiration,
-                                          collapse_id, apns_id, payload, state)
-                    VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+                                          collapse_id, apns_id, payload, payload_ref, state)
+                    VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
                     """)
+            let empty = Data()
+            var payloadCount = 0
+            var lastPayload: [UInt8]? = nil
             for (index, notification) in notifications.enumerated() {
+                // Equal to the previous one: a shared array compares by identity at once.
+                if lastPayload != notification.payload {
+                    payloadCount += 1
+                    try payloadStatement.execute(arguments: [
+                        tenant.rawValue, id.rawValue, payloadCount, Data(notification.payload),
+                    ])
+                    lastPayload = notification.payload
+                }
                 let apnsID = notification.id ?? NotificationID.random()
                 let expiration: Int64? = notification.expiration.map {
                     switch $0 {
@@ -225,13 +250,40 @@ public final class SQLitePushStore: PushStore {
                     tenant.rawValue, id.rawValue, index, notification.deviceToken.hex, notification.topic,
                     notification.pushType.rawValue, notification.priority?.rawValue, expiration,
                     notification.collapseID,
-                    apnsID.rawValue, Data(notification.payload), JobItemState.pending.rawValue,
+                    apnsID.rawValue, empty, payloadCount, JobItemState.pending.rawValue,
                 ])
             }
             guard let job = try Self.fetchJob(db, tenant: tenant, id: id) else {
                 throw StoreError.corrupt("job \(id) vanished while it was being created")
             }
             return .created(job)
+        }
+    }
+
+    /// Unfinished jobs (accepted or running) of the tenant and their items, from `job_by_state`.
+    static func unfinishedUsage(_ db: Database, tenant: TenantID) throws -> (jobs: Int, items: Int) {
+        let row = try Row.fetchOne(
+            db,
+            sql: """
+                SELECT count(*) AS jobs, coalesce(sum(item_count), 0) AS items FROM job
+                WHERE tenant = ? AND state IN ('accepted', 'running')
+                """,
+            arguments: [tenant.rawValue])
+        return (row?["jobs"] ?? 0, row?["items"] ?? 0)
+    }
+
+    private static func checkLimits(_ limits: JobLimits, _ db: Database, tenant: TenantID, adding items: Int) throws {
+        let usage = try unfinishedUsage(db, tenant: tenant)
+        if usage.jobs >= limits.maxActiveJobs {
+            throw StoreError.quotaExceeded(
+                "the tenant has \(usage.jobs) unfinished jobs; jobs.max_active_jobs_per_tenant allows \(limits.maxActiveJobs). "
+                    + "Wait for one to finish")
+        }
+        let (total, overflow) = usage.items.addingReportingOverflow(items)
+        if overflow || total > limits.maxPendingItems {
+            throw StoreError.quotaExceeded(
+                "the tenant's unfinished jobs hold \(usage.items) items and this batch \(items); "
+                    + "jobs.max_pending_items_per_tenant allows \(limits.maxPendingItems)")
         }
     }
 
@@ -256,7 +308,7 @@ public final class SQLitePushStore: PushStore {
 
     @discardableResult
     public func updateJob(tenant: TenantID, id: JobID, state: JobState, at: Date) async throws -> Bool {
-        let at = Self.millis(at)
+        let at = try Self.millis(at, field: "updated_at")
         return try await pool.write { db in
             try db.execute(
                 sql: "UPDATE job SET state = ?, updated_at_ms = ? WHERE tenant = ? AND id = ?",
@@ -282,8 +334,8 @@ public final class SQLitePushStore: PushStore {
         tenant: TenantID, job: JobID, limit: Int, claimant: String, now: Date, leaseUntil: Date
     ) async throws -> [JobItem] {
         guard limit > 0 else { return [] }
-        let nowMillis = Self.millis(now)
-        let until = Self.millis(leaseUntil)
+        let nowMillis = try Self.millis(now, field: "now")
+        let until = try Self.millis(leaseUntil, field: "lease_until")
         return try await pool.write { db in
             let rows = try Row.fetchAll(
                 db.cachedStatement(sql: Self.claimSQL),
@@ -301,6 +353,22 @@ public final class SQLitePushStore: PushStore {
                     "SELECT \(Self.jobItemColumns) FROM job_item WHERE tenant = ? AND job_id = ? AND idx IN (\(list)) ORDER BY idx",
                 arguments: [tenant.rawValue, job.rawValue]
             ).map { try Self.jobItem(from: $0) }
+        }
+    }
+
+    @discardableResult
+    public func releaseLeases(tenant: TenantID, job: JobID, claimantBase: String, keeping: String) async throws -> Int {
+        try await pool.write { db in
+            try db.execute(
+                sql: """
+                    UPDATE job_item INDEXED BY job_item_by_state SET claimant = NULL, lease_until_ms = NULL
+                    WHERE tenant = ? AND job_id = ? AND state = 'pending' AND claimant IS NOT NULL AND claimant != ?
+                      AND (claimant = ? OR substr(claimant, 1, ?) = ?)
+                    """,
+                arguments: [
+                    tenant.rawValue, job.rawValue, keeping, claimantBase, claimantBase.unicodeScalars.count + 1, claimantBase + "/",
+                ])
+            return db.changesCount
         }
     }
 
@@ -337,9 +405,28 @@ public final class SQLitePushStore: PushStore {
 
     // MARK: Rows
 
-    static func millis(_ date: Date) -> Int64 {
-        Int64((date.timeIntervalSince1970 * 1000).rounded())
+    /// The date as milliseconds since 1970, the store's time unit.
+    /// - Throws: ``StoreError/invalidArgument(_:)`` naming `field` for a date out of the range
+    ///   the store keeps (years 0001 to 9999), NaN or infinite: never a trap, whatever the caller sent.
+    static func millis(_ date: Date, field: String) throws(StoreError) -> Int64 {
+        let value = (date.timeIntervalSince1970 * 1000).rounded()
+        guard value.isFinite, (minMillis...maxMillis).contains(value), let millis = Int64(exactly: value) else {
+            throw StoreError.invalidArgument("\(field) is out of range (years 0001 to 9999)")
+        }
+        return millis
     }
+
+    /// The date as milliseconds since 1970, clamped to the range the store keeps: for dates from
+    /// APNs (a timestamp), whose outcome must be recorded whatever APNs sent.
+    static func clampedMillis(_ date: Date) -> Int64 {
+        let value = (date.timeIntervalSince1970 * 1000).rounded()
+        guard !value.isNaN else { return 0 }
+        return Int64(exactly: min(max(value, minMillis), maxMillis)) ?? 0
+    }
+
+    /// 0001-01-01 and 9999-12-31 in milliseconds since 1970.
+    static let minMillis: Double = -62_135_596_800_000
+    static let maxMillis: Double = 253_402_300_799_000
 
     static func date(_ millis: Int64) -> Date {
         Date(timeIntervalSince1970: Double(millis) / 1000)
@@ -368,7 +455,10 @@ public final class SQLitePushStore: PushStore {
     /// The `job_item` columns in the order ``jobItem(from:)`` reads them, by position (reading
     /// by name costs a case-insensitive lookup per column, on the job runner's hot path).
     static let jobItemColumns = """
-        job_id, idx, device_token, topic, push_type, priority, expiration, collapse_id, apns_id, payload, \
+        job_id, idx, device_token, topic, push_type, priority, expiration, collapse_id, apns_id, \
+        coalesce((SELECT p.payload FROM job_payload p
+                  WHERE p.tenant = job_item.tenant AND p.job_id = job_item.job_id AND p.id = job_item.payload_ref),
+                 job_item.payload), \
         state, status, reason, message, result_apns_id, apns_timestamp_ms, finished_at_ms, claimant, lease_until_ms
         """
 

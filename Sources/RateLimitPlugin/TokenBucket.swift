@@ -1,38 +1,4 @@
-/// A token bucket as a plain value: `rate` tokens a second, holding at most `burst`.
-///
-/// A reservation may take the bucket below zero: the debt is the wait before the reserved
-/// slot, so that waiting senders queue up in order instead of racing.
-struct TokenBucket: Sendable, Hashable {
-    let rate: Double
-    let burst: Double
-    private(set) var tokens: Double
-    private(set) var updated: ContinuousClock.Instant
-
-    init(rate: Double, burst: Double, now: ContinuousClock.Instant) {
-        self.rate = rate
-        self.burst = burst
-        self.tokens = burst
-        self.updated = now
-    }
-
-    /// Adds what accrued since the last update.
-    mutating func refill(now: ContinuousClock.Instant) {
-        guard now > updated else { return }
-        tokens = min(burst, tokens + updated.duration(to: now).secondsValue * rate)
-        updated = now
-    }
-
-    /// How long a send taking one token now must wait (zero when a token is there).
-    func wait() -> Duration {
-        let after = tokens - 1
-        return after >= 0 ? .zero : .seconds(-after / rate)
-    }
-
-    /// Takes one token (possibly going into debt).
-    mutating func take() {
-        tokens -= 1
-    }
-}
+import HeraldCore
 
 /// The buckets of one tenant: one for the whole tenant, and optionally one per topic.
 struct RateLimiterState: Sendable {

@@ -62,7 +62,7 @@ struct BadInputTests {
             status: 400, code: "invalid_field", field: "collapse_id", apnsReason: "BadCollapseId"),
         Case(name: "bad environment", body: #"{\#(ok), "environment": "staging", "payload": {"aps": {}}}"#, status: 400, code: "invalid_field", field: "environment"),
         Case(
-            name: "missing topic", body: #"{"device_token": "\#(token)", "payload": {"aps": {}}}"#, status: 400, code: "invalid_field",
+            name: "missing topic", body: #"{"device_token": "\#(token)", "payload": {"aps": {}}}"#, status: 422, code: "topic_required",
             field: "topic", apnsReason: "MissingTopic"),
         Case(
             name: "bad topic", body: #"{"device_token": "\#(token)", "topic": "com acme", "payload": {"aps": {}}}"#, status: 400,

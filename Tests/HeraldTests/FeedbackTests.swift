@@ -115,9 +115,11 @@ struct FeedbackTests {
             configuration: RouterConfiguration(
                 store: store, transports: ScriptedTransports { _ in transport }, clock: ManualPushClock(),
                 logger: logger,
-                webhooks: URLSessionWebhookSender(), environment: [:]))
+                webhooks: HTTPWebhookSender(), environment: [:]))
         let options: JSONValue = .obj([
             "webhook": .string(server.url), "secret": .string("file:webhook.secret"), "webhook_backoff_ms": .int(10),
+            // The test server listens on loopback: the tenant allows it explicitly.
+            "webhook_allow_private_addresses": .bool(true),
         ])
         await router.install([Fixtures.tenant("fb", plugins: [Fixtures.plugin("feedback", options)], file: file)])
 

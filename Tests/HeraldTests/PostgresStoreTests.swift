@@ -47,8 +47,9 @@ struct PostgresStoreTests {
         for store in stores {
             #expect(try await store.appliedMigrations() == PostgresPushStore.migrations.map(\.name))
         }
-        // The schema versions share their names with the SQLite store's.
-        #expect(PostgresPushStore.migrations.map(\.name) == StoreTests.allMigrations)
+        // The schema versions share their names with the SQLite store's (v3, the SQLite store's
+        // shared payloads and outbox, has no PostgreSQL counterpart yet).
+        #expect(PostgresPushStore.migrations.map(\.name) == StoreTests.allMigrations.filter { !$0.hasPrefix("v3") })
         try await stores[0].dropSchemaForTests()
         for store in stores { await store.close() }
     }

@@ -120,11 +120,15 @@ struct SandboxBehaviourTests {
             deviceToken: Fixtures.token, topic: SandboxRig.topics[0], payload: Array(#"{"aps":{}}"#.utf8))
         unregistered.priority = .conserve
         try await withSandboxRig(
-            webhooks: URLSessionWebhookSender(),
+            webhooks: HTTPWebhookSender(),
             configure: { $0.devices = [.unregistered(Fixtures.token.hex, since: since)] }
         ) { rig in
             let feedback = Fixtures.plugin(
-                "feedback", .obj(["webhook": .string(server.url), "secret": .string("file:hook.secret")]))
+                "feedback",
+                .obj([
+                    "webhook": .string(server.url), "secret": .string("file:hook.secret"),
+                    "webhook_allow_private_addresses": .bool(true),
+                ]))
             await rig.router.install([try rig.tenant("fb", plugins: [feedback], file: directory + "/fb.yaml")])
             let id = Fixtures.tenantID("fb")
 

@@ -334,4 +334,67 @@ struct StoreContractTests {
         }
         #expect(try await store.progress(tenant: acme, job: job) == JobProgress(pending: count, sent: 0, failed: 0))
     }
+
+    @Test(
+        "job limits count the tenant's unfinished jobs and items; leases of a runner's earlier instances are released",
+        arguments: StoreBackend.allCases)
+    func limitsAndReleasedLeases(_ backend: StoreBackend) async throws {
+        try await backend.withStore(checkLimitsAndReleasedLeases)
+    }
+
+    private func checkLimitsAndReleasedLeases(_ store: any PushStore & JobReports) async throws {
+        let limits = JobLimits(maxActiveJobs: 2, maxPendingItems: 5)
+        let first = try JobID("limit-1")
+        _ = try await store.createJob(
+            tenant: acme, id: first, environment: nil, notifications: (0..<3).map { _ in Fixtures.note() },
+            createdAt: t0, limits: limits)
+        // 3 + 3 items would pass 5.
+        await #expect(throws: StoreError.self) {
+            _ = try await store.createJob(
+                tenant: acme, id: try JobID("limit-2"), environment: nil,
+                notifications: (0..<3).map { _ in Fixtures.note() }, createdAt: t0, limits: limits)
+        }
+        _ = try await store.createJob(
+            tenant: acme, id: try JobID("limit-3"), environment: nil, notifications: [Fixtures.note()], createdAt: t0,
+            limits: limits)
+        // Two unfinished jobs: a third is refused, for this tenant only; a retried create gets its job back.
+        do {
+            _ = try await store.createJob(
+                tenant: acme, id: try JobID("limit-4"), environment: nil, notifications: [Fixtures.note()],
+                createdAt: t0, limits: limits)
+            Issue.record("a third unfinished job was accepted")
+        } catch let error as StoreError {
+            #expect(error.isQuotaExceeded && error.message.contains("jobs.max_active_jobs_per_tenant"))
+        }
+        #expect(
+            try await store.createJob(
+                tenant: acme, id: first, environment: nil, notifications: [], createdAt: t0, limits: limits
+            ).job.itemCount == 3)
+        _ = try await store.createJob(
+            tenant: other, id: first, environment: nil, notifications: [Fixtures.note()], createdAt: t0, limits: limits)
+        // A finished job no longer counts.
+        try await store.updateJob(tenant: acme, id: first, state: .finished, at: t0)
+        _ = try await store.createJob(
+            tenant: acme, id: try JobID("limit-5"), environment: nil, notifications: [Fixtures.note()], createdAt: t0,
+            limits: limits)
+
+        // Leases: an earlier instance of runner "herald" and another runner hold items.
+        let job = try JobID("limit-3")
+        let lease = t0.addingTimeInterval(600)
+        _ = try await store.createJob(
+            tenant: other, id: job, environment: nil, notifications: [Fixtures.note(), Fixtures.note()], createdAt: t0)
+        #expect(
+            try await store.claimPendingItems(
+                tenant: other, job: job, limit: 1, claimant: "herald/old", now: t0, leaseUntil: lease
+            ).map(\.index) == [0])
+        #expect(
+            try await store.claimPendingItems(
+                tenant: other, job: job, limit: 1, claimant: "heraldx/1", now: t0, leaseUntil: lease
+            ).map(\.index) == [1])
+        #expect(try await store.releaseLeases(tenant: other, job: job, claimantBase: "herald", keeping: "herald/new") == 1)
+        #expect(
+            try await store.claimPendingItems(
+                tenant: other, job: job, limit: 5, claimant: "herald/new", now: t0, leaseUntil: lease
+            ).map(\.index) == [0])
+    }
 }

@@ -1,4 +1,5 @@
 import Foundation
+import GRDB
 import Herald
 import HeraldCore
 import Testing
@@ -40,7 +41,10 @@ struct StoreTests {
                 == JobProgress(pending: 2, sent: 0, failed: 0))
     }
 
-    static let allMigrations = ["v1: invalid tokens, jobs, job items", "v2: job item outcome index", "v5: provider tokens"]
+    static let allMigrations = [
+        "v1: invalid tokens, jobs, job items", "v2: job item outcome index", "v3-shared-payloads-and-retention",
+        "v5: provider tokens",
+    ]
 
     @Test("a file of schema v1 opens, migrates to v2 and keeps its jobs, items and invalid tokens")
     func migrateV1() async throws {
@@ -55,21 +59,47 @@ struct StoreTests {
                     token: Fixtures.token, topic: "com.example.app", environment: .production, reason: .unregistered,
                     apnsTimestamp: t0, recordedAt: t0),
                 tenant: acme)
-            _ = try await v1.createJob(
-                tenant: acme, id: job, environment: .production, notifications: (0..<5).map { _ in Fixtures.note() },
-                createdAt: t0)
-            _ = try await v1.recordResult(
-                tenant: acme, job: job, index: 1,
-                result: JobItemResult(state: .sent, status: 200, reason: nil, apnsID: nil, finishedAt: t0))
-            _ = try await v1.recordResult(
-                tenant: acme, job: job, index: 3,
-                result: JobItemResult(state: .failed, status: 410, reason: "Unregistered", apnsID: nil, finishedAt: t0))
+            // A job as the v1 code stored it: each item with its own payload.
+            try await v1.pool.write { db in
+                try db.execute(
+                    sql: """
+                        INSERT INTO job (tenant, id, state, environment, item_count, created_at_ms, updated_at_ms)
+                        VALUES (?, ?, 'accepted', 'production', 5, ?, ?)
+                        """,
+                    arguments: [acme.rawValue, job.rawValue, 1_700_000_000_000, 1_700_000_000_000])
+                for index in 0..<5 {
+                    try db.execute(
+                        sql: """
+                            INSERT INTO job_item (tenant, job_id, idx, device_token, topic, push_type, apns_id, payload, state)
+                            VALUES (?, ?, ?, ?, 'com.example.app', 'alert', ?, ?, 'pending')
+                            """,
+                        arguments: [
+                            acme.rawValue, job.rawValue, index, Fixtures.token.hex, NotificationID.random().rawValue,
+                            Data(#"{"aps":{"alert":"v1"}}"#.utf8),
+                        ])
+                }
+            }
+            // Two outcomes as the v1 code recorded them.
+            try await v1.pool.write { db in
+                try db.execute(
+                    sql: "UPDATE job_item SET state = 'sent', status = 200, finished_at_ms = ? WHERE job_id = ? AND idx = 1",
+                    arguments: [1_700_000_000_000, job.rawValue])
+                try db.execute(
+                    sql: """
+                        UPDATE job_item SET state = 'failed', status = 410, reason = 'Unregistered', finished_at_ms = ?
+                        WHERE job_id = ? AND idx = 3
+                        """,
+                    arguments: [1_700_000_000_000, job.rawValue])
+            }
         }
         let store = try SQLitePushStore(path: path)
         #expect(try store.appliedMigrations() == StoreTests.allMigrations)
         #expect(try store.indexNames(on: "job_item") == ["job_item_by_state", "job_item_outcomes"])
         let stored = try await store.job(tenant: acme, id: job)
         #expect(stored?.itemCount == 5 && stored?.createdAt == t0)
+        // Items of a job stored before v3 keep reading their own payload.
+        let items = try await store.items(tenant: acme, job: job, fromIndex: 0, limit: 10)
+        #expect(items.count == 5 && items.allSatisfy { $0.notification.payload == Array(#"{"aps":{"alert":"v1"}}"#.utf8) })
         #expect(try await store.progress(tenant: acme, job: job) == JobProgress(pending: 3, sent: 1, failed: 1))
         #expect(
             Set(try await store.outcomes(tenant: acme, job: job)) == [

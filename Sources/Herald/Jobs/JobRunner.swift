@@ -6,30 +6,67 @@ import Synchronization
 
 /// How a ``JobRunner`` works through accepted batch jobs.
 public struct JobRunnerConfiguration: Sendable, Hashable {
-    /// Notifications of one tenant's jobs on the wire at once (all its jobs together).
+    /// Notifications of one tenant's jobs on the wire at once (all its jobs together). It also
+    /// bounds the runner's send tasks: each job worked on has at most this many.
     public var concurrencyPerTenant: Int = 100
-    /// Items claimed from the store at a time, per job.
+    /// Items claimed from the store at a time, per job: at most one chunk of items (with their
+    /// payloads) per job worked on is in memory.
     public var claimSize: Int = 500
+    /// Jobs of one tenant worked on at once (its other unfinished jobs wait in the store, oldest
+    /// first). With ``claimSize`` and ``concurrencyPerTenant`` it bounds the runner's memory and
+    /// tasks per tenant, however many unfinished jobs the store holds.
+    public var jobsPerTenant: Int = 2
     /// How long a claim holds its items; after that another claimant may take them.
     public var lease: Duration = .seconds(300)
-    /// The name items are claimed under. A runner restarted with the same name takes back the
-    /// items it held at once (they were leased to it); use one name per store.
+    /// The base of the name items are claimed under (`jobs.claimant`). Each runner claims as
+    /// ``claimantName`` (`<claimant>/<instance>`), and when it starts a job it first takes back
+    /// the leases of earlier instances of the same base name (their process is gone: one process
+    /// at a time holds a store, see `StoreLock`).
     public var claimant: String = "herald"
+    /// This runner's instance, unique per process (a random id unless a test sets one).
+    public var instance: String = String(UUID().uuidString.lowercased().prefix(8))
     /// How often the runner looks for unfinished jobs on its own (jobs of tenants loaded later,
     /// jobs paused by a transient failure). New jobs start at once through ``JobRunner/jobAccepted(_:)``.
     public var rescanInterval: Duration = .seconds(5)
 
+    /// The name this runner claims items under: `<claimant>/<instance>`.
+    public var claimantName: String { "\(claimant)/\(instance)" }
+
     public init() {}
+}
+
+/// Counters of the runner's work, for tests and benchmarks (the bounds hold at every moment).
+public struct JobRunnerStatistics: Sendable, Hashable {
+    /// Item sends under way now (a permit held; on the wire or being recorded).
+    public var itemsInFlight = 0
+    /// The most item sends under way at once, since the runner was made.
+    public var peakItemsInFlight = 0
+    /// Send tasks alive now (each takes items one at a time, under a tenant permit).
+    public var sendTasks = 0
+    public var peakSendTasks = 0
+    /// Claimed items held in memory now (all jobs together).
+    public var claimedItemsHeld = 0
+    public var peakClaimedItemsHeld = 0
+    /// Jobs being worked on now.
+    public var activeJobs = 0
+    public var peakActiveJobs = 0
 }
 
 /// Sends the items of accepted batch jobs through the ``Router``, with bounded concurrency per
 /// tenant, and records each item's outcome in the store.
 ///
 /// Durability rests on the store: a job and all its items are stored before the API accepts
-/// it; an item's outcome is recorded as soon as its send ends; items are claimed under a stable
-/// claimant name. After a crash, the next runner resumes every job that is not finished: items
-/// with a recorded outcome are never sent again; an item whose request was on the wire (or
-/// whose answer had arrived but was not yet recorded) is sent again, with the same apns-id.
+/// it; an item's outcome is recorded as soon as its send ends; items are claimed under this
+/// runner's claimant name. After a crash, the next runner resumes every job that is not
+/// finished: items with a recorded outcome are never sent again; an item whose request was on
+/// the wire (or whose answer had arrived but was not yet recorded) is sent again, with the same
+/// apns-id. When an outcome cannot be recorded, the job stops sending at once (the rest of its
+/// claimed items stay pending) and resumes at a later scan.
+///
+/// Memory and tasks are bounded by configuration, not by the store: per tenant, at most
+/// ``JobRunnerConfiguration/jobsPerTenant`` jobs are worked on, each holding one claimed chunk
+/// and at most ``JobRunnerConfiguration/concurrencyPerTenant`` send tasks; the tenant's permits
+/// bound the sends on the wire for all its jobs together.
 ///
 /// ```swift
 /// let runner = JobRunner(router: router, store: store)
@@ -49,6 +86,9 @@ public final class JobRunner: Sendable {
     private let state = Mutex(State())
 
     private enum Event: Sendable {
+        /// The periodic scan: every unfinished job, paused ones included.
+        case tick
+        /// A scan for jobs waiting for a slot (paused jobs wait for the next tick).
         case scan
         case job(Job)
     }
@@ -62,16 +102,19 @@ public final class JobRunner: Sendable {
         var started = false
         var stopping = false
         var running: Set<JobKey> = []
-        var itemsInFlight = 0
+        var runningPerTenant: [TenantID: Int] = [:]
+        /// Jobs that paused on a transient failure: only the periodic scan starts them again.
+        var paused: Set<JobKey> = []
+        var statistics = JobRunnerStatistics()
     }
 
     /// What became of one item's send.
     private enum ItemOutcome: Sendable {
         /// The outcome is recorded.
         case recorded
-        /// Not sent (stopping) or not recordable now: the item stays pending for a later round.
+        /// Not sent (stopping): the item stays pending for a later run.
         case leftPending
-        /// A transient condition (tenant reloading or gone, store failure): pause the job.
+        /// A transient condition (tenant reloading or gone, store failure): stop the job's sends now.
         case pause
     }
 
@@ -88,14 +131,15 @@ public final class JobRunner: Sendable {
 
     // MARK: Control
 
-    /// Starts a freshly stored job at once (the periodic scan would find it too, later).
+    /// Starts a freshly stored job at once if its tenant has a free job slot (otherwise it
+    /// starts when one frees; the periodic scan would find it too).
     public func jobAccepted(_ job: Job) {
         eventSink.yield(.job(job))
     }
 
     /// Looks for unfinished jobs now (after tenants were loaded or reloaded).
     public func rescan() {
-        eventSink.yield(.scan)
+        eventSink.yield(.tick)
     }
 
     /// Graceful stop: no new item is sent; sends on the wire finish and their outcomes are
@@ -114,8 +158,11 @@ public final class JobRunner: Sendable {
     /// Jobs being worked on now.
     public var activeJobCount: Int { state.withLock { $0.running.count } }
 
-    /// Item sends under way now (on the wire or waiting for a tenant permit).
-    public var itemsInFlight: Int { state.withLock { $0.itemsInFlight } }
+    /// Item sends under way now (a tenant permit held).
+    public var itemsInFlight: Int { state.withLock { $0.statistics.itemsInFlight } }
+
+    /// The runner's counters now, with their peaks.
+    public var statistics: JobRunnerStatistics { state.withLock { $0.statistics } }
 
     // MARK: Running
 
@@ -130,7 +177,7 @@ public final class JobRunner: Sendable {
             logger.error("job runner started twice; the second run returns at once")
             return
         }
-        logger.info("job runner started", metadata: ["herald.claimant": "\(configuration.claimant)"])
+        logger.info("job runner started", metadata: ["herald.claimant": "\(configuration.claimantName)"])
         let interval = configuration.rescanInterval
         let sink = eventSink
         await withDiscardingTaskGroup { jobs in
@@ -138,15 +185,16 @@ public final class JobRunner: Sendable {
                 ticker.addTask {
                     while !Task.isCancelled {
                         try? await Task.sleep(for: interval)
-                        sink.yield(.scan)
+                        sink.yield(.tick)
                     }
                 }
-                await self.scan(into: &jobs)
+                await self.scan(into: &jobs, includingPaused: true)
                 for await event in self.events {
                     if self.isStopping { break }
                     switch event {
-                    case .scan: await self.scan(into: &jobs)
-                    case .job(let job): self.start(job, in: &jobs)
+                    case .tick: await self.scan(into: &jobs, includingPaused: true)
+                    case .scan: await self.scan(into: &jobs, includingPaused: false)
+                    case .job(let job): self.start(job, in: &jobs, includingPaused: false)
                     }
                 }
                 ticker.cancelAll()
@@ -155,10 +203,15 @@ public final class JobRunner: Sendable {
         logger.info("job runner stopped")
     }
 
-    /// Starts every unfinished job of every loaded tenant that is not running yet, oldest first.
-    private func scan(into jobs: inout DiscardingTaskGroup) async {
+    /// Starts unfinished jobs of every loaded tenant that is not running yet, oldest first, as
+    /// far as the tenant's job slots allow.
+    private func scan(into jobs: inout DiscardingTaskGroup, includingPaused: Bool) async {
+        if includingPaused { state.withLock { $0.paused.removeAll() } }
+        let slots = max(1, configuration.jobsPerTenant)
         for tenant in router.tenantIDs {
             if isStopping { return }
+            let busy = state.withLock { $0.runningPerTenant[tenant, default: 0] }
+            guard busy < slots else { continue }
             let unfinished: [Job]
             do {
                 unfinished = try await store.jobs(tenant: tenant, states: [.accepted, .running], limit: 10_000)
@@ -166,83 +219,144 @@ public final class JobRunner: Sendable {
                 logger.error("cannot list unfinished jobs", metadata: ["herald.tenant": "\(tenant)", "herald.error": "\(error)"])
                 continue
             }
-            for job in unfinished.reversed() { start(job, in: &jobs) }
+            for job in unfinished.reversed() {
+                start(job, in: &jobs, includingPaused: includingPaused)
+                if state.withLock({ $0.runningPerTenant[tenant, default: 0] }) >= slots { break }
+            }
         }
     }
 
-    private func start(_ job: Job, in jobs: inout DiscardingTaskGroup) {
+    private func start(_ job: Job, in jobs: inout DiscardingTaskGroup, includingPaused: Bool) {
         let key = JobKey(tenant: job.tenant, job: job.id)
+        let slots = max(1, configuration.jobsPerTenant)
         let claimed = state.withLock { state -> Bool in
-            guard !state.stopping, !state.running.contains(key) else { return false }
+            guard !state.stopping, !state.running.contains(key),
+                state.runningPerTenant[key.tenant, default: 0] < slots,
+                includingPaused || !state.paused.contains(key)
+            else { return false }
             state.running.insert(key)
+            state.runningPerTenant[key.tenant, default: 0] += 1
+            state.statistics.activeJobs += 1
+            state.statistics.peakActiveJobs = max(state.statistics.peakActiveJobs, state.statistics.activeJobs)
             return true
         }
         guard claimed else { return }
+        let sink = eventSink
         jobs.addTask {
-            await self.process(job)
-            _ = self.state.withLock { $0.running.remove(key) }
+            let paused = await self.process(job)
+            self.state.withLock { state in
+                state.running.remove(key)
+                state.runningPerTenant[key.tenant, default: 1] -= 1
+                if state.runningPerTenant[key.tenant] == 0 { state.runningPerTenant[key.tenant] = nil }
+                state.statistics.activeJobs -= 1
+                if paused { state.paused.insert(key) }
+            }
+            // A slot is free: the tenant's next waiting job starts now, not at the next tick.
+            sink.yield(.scan)
         }
     }
 
-    /// Works through one job: claims its pending items in chunks, sends them (bounded by the
-    /// tenant's permits), records each outcome, and marks the job finished when nothing is pending.
-    private func process(_ job: Job) async {
+    /// Works through one job: claims its pending items one chunk at a time, sends each chunk
+    /// (bounded by the tenant's permits), records each outcome, and marks the job finished when
+    /// nothing is pending.
+    /// - Returns: true when the job paused on a transient failure (it resumes at the next tick).
+    private func process(_ job: Job) async -> Bool {
         var logger = self.logger
         logger[metadataKey: "herald.tenant"] = "\(job.tenant)"
         logger[metadataKey: "herald.job"] = "\(job.id)"
         let clock = router.configuration.clock
-        if job.state == .accepted {
-            do {
+        let claimant = configuration.claimantName
+        do {
+            if job.state == .accepted {
                 try await store.updateJob(tenant: job.tenant, id: job.id, state: .running, at: clock.date)
-            } catch {
-                logger.error("cannot mark the job running", metadata: ["herald.error": "\(error)"])
-                return
+                logger.info("job started", metadata: ["herald.items": "\(job.itemCount)"])
+            } else {
+                // Leases of an earlier instance of this runner are taken back now rather than
+                // when they end: that process is gone.
+                let released = try await store.releaseLeases(
+                    tenant: job.tenant, job: job.id, claimantBase: configuration.claimant, keeping: claimant)
+                logger.info("job resumed", metadata: ["herald.items": "\(job.itemCount)", "herald.released": "\(released)"])
             }
-            logger.info("job started", metadata: ["herald.items": "\(job.itemCount)"])
-        } else {
-            logger.info("job resumed", metadata: ["herald.items": "\(job.itemCount)"])
+        } catch {
+            logger.error("cannot start the job", metadata: ["herald.error": "\(error)"])
+            return true
         }
 
         let pool = permits.pool(for: job.tenant)
         let claimSize = max(1, configuration.claimSize)
+        let workers = max(1, configuration.concurrencyPerTenant)
         let leaseSeconds = Self.seconds(configuration.lease)
-        var paused = false
         let itemLogger = logger
-        await withTaskGroup(of: (Int, ItemOutcome).self) { group in
-            var inFlight = Set<Int>()
-            while true {
-                if !paused, !isStopping, inFlight.count <= claimSize / 2 {
-                    let now = clock.date
-                    var fresh: [JobItem] = []
-                    do {
-                        // The claim returns the lowest-index eligible items, among them the ones
-                        // in flight here (leased to this claimant: skipped) and any left from an
-                        // earlier run (resumed); asking for inFlight.count more leaves room for
-                        // claimSize fresh ones.
-                        let claimed = try await store.claimPendingItems(
-                            tenant: job.tenant, job: job.id, limit: inFlight.count + claimSize, claimant: configuration.claimant,
-                            now: now, leaseUntil: now.addingTimeInterval(leaseSeconds))
-                        fresh = claimed.filter { !inFlight.contains($0.index) }
-                    } catch {
-                        logger.error("cannot claim job items", metadata: ["herald.error": "\(error)"])
-                        paused = true
-                    }
-                    for item in fresh {
-                        inFlight.insert(item.index)
-                        group.addTask { (item.index, await self.send(item, of: job, permits: pool, logger: itemLogger)) }
-                    }
-                    if fresh.isEmpty, inFlight.isEmpty { break }
-                }
-                guard let (index, outcome) = await group.next() else { break }
-                inFlight.remove(index)
-                if outcome == .pause, !paused {
-                    paused = true
-                    logger.warning("job paused; it resumes at the next scan")
+        while !isStopping {
+            let now = clock.date
+            let claimed: [JobItem]
+            do {
+                claimed = try await store.claimPendingItems(
+                    tenant: job.tenant, job: job.id, limit: claimSize, claimant: claimant, now: now,
+                    leaseUntil: now.addingTimeInterval(leaseSeconds))
+            } catch {
+                logger.error("cannot claim job items; the job pauses", metadata: ["herald.error": "\(error)"])
+                return true
+            }
+            if claimed.isEmpty { break }
+            let chunk = ClaimedChunk(claimed)
+            adjust { $0.claimedItemsHeld += claimed.count } peak: { $0.peakClaimedItemsHeld = max($0.peakClaimedItemsHeld, $0.claimedItemsHeld) }
+            await withDiscardingTaskGroup { group in
+                for _ in 0..<min(workers, claimed.count) {
+                    group.addTask { await self.work(chunk, of: job, permits: pool, logger: itemLogger) }
                 }
             }
+            adjust { $0.claimedItemsHeld -= claimed.count } peak: { _ in }
+            switch chunk.stopReason {
+            case nil: continue
+            case .stopping: return false
+            case .pause:
+                logger.warning("job paused; its unsent items stay pending and it resumes at the next scan")
+                return true
+            }
         }
-        guard !paused, !isStopping else { return }
+        guard !isStopping else { return false }
         await finishIfDone(job, logger: logger)
+        return false
+    }
+
+    /// One send task of a chunk: under a tenant permit, takes the chunk's next item, sends it
+    /// and records its outcome, until the chunk is empty or stopped.
+    private func work(_ chunk: ClaimedChunk, of job: Job, permits pool: PermitPool, logger: Logger) async {
+        adjust { $0.sendTasks += 1 } peak: { $0.peakSendTasks = max($0.peakSendTasks, $0.sendTasks) }
+        defer { adjust { $0.sendTasks -= 1 } peak: { _ in } }
+        while true {
+            await pool.acquire()
+            guard !isStopping else {
+                chunk.stop(.stopping)
+                pool.release()
+                return
+            }
+            guard let item = chunk.next() else {
+                pool.release()
+                return
+            }
+            adjust { $0.itemsInFlight += 1 } peak: { $0.peakItemsInFlight = max($0.peakItemsInFlight, $0.itemsInFlight) }
+            let outcome = await send(item, of: job, logger: logger)
+            adjust { $0.itemsInFlight -= 1 } peak: { _ in }
+            pool.release()
+            switch outcome {
+            case .recorded: continue
+            case .leftPending:
+                chunk.stop(.stopping)
+                return
+            case .pause:
+                chunk.stop(.pause)
+                return
+            }
+        }
+    }
+
+    private func adjust(_ change: (inout JobRunnerStatistics) -> Void, peak: (inout JobRunnerStatistics) -> Void) {
+        state.withLock { state in
+            change(&state.statistics)
+            peak(&state.statistics)
+        }
     }
 
     private func finishIfDone(_ job: Job, logger: Logger) async {
@@ -260,16 +374,8 @@ public final class JobRunner: Sendable {
         }
     }
 
-    /// Sends one item (once a tenant permit is free) and records its outcome.
-    private func send(_ item: JobItem, of job: Job, permits pool: PermitPool, logger: Logger) async -> ItemOutcome {
-        state.withLock { $0.itemsInFlight += 1 }
-        await pool.acquire()
-        defer {
-            pool.release()
-            state.withLock { $0.itemsInFlight -= 1 }
-        }
-        guard !isStopping else { return .leftPending }
-
+    /// Sends one item (a tenant permit is held) and records its outcome.
+    private func send(_ item: JobItem, of job: Job, logger: Logger) async -> ItemOutcome {
         let clock = router.configuration.clock
         let result: JobItemResult
         do {
@@ -301,7 +407,7 @@ public final class JobRunner: Sendable {
             return .recorded
         } catch {
             logger.error(
-                "cannot record a job item's outcome; the item stays pending and will be sent again",
+                "cannot record a job item's outcome; the job stops sending, the item stays pending and will be sent again",
                 metadata: ["herald.index": "\(item.index)", "herald.error": "\(error)"])
             return .pause
         }
@@ -311,4 +417,44 @@ public final class JobRunner: Sendable {
         let parts = duration.components
         return Double(parts.seconds) + Double(parts.attoseconds) / 1e18
     }
+}
+
+/// One claimed chunk of a job's items, handed out one at a time to the job's send tasks. Once
+/// stopped (a failed outcome write, a paused tenant, shutdown) it hands out nothing more: the
+/// rest stay pending in the store, leased to this runner.
+final class ClaimedChunk: Sendable {
+    enum StopReason: Sendable {
+        case stopping
+        case pause
+    }
+
+    private struct State {
+        var items: [JobItem]
+        var next = 0
+        var stopReason: StopReason?
+    }
+
+    private let state: Mutex<State>
+
+    init(_ items: [JobItem]) {
+        state = Mutex(State(items: items))
+    }
+
+    /// The next item to send, or nil when the chunk is done or stopped.
+    func next() -> JobItem? {
+        state.withLock { state in
+            guard state.stopReason == nil, state.next < state.items.count else { return nil }
+            defer { state.next += 1 }
+            return state.items[state.next]
+        }
+    }
+
+    func stop(_ reason: StopReason) {
+        state.withLock { state in
+            // A pause (a failure) outranks a stop.
+            if state.stopReason == nil || reason == .pause { state.stopReason = reason }
+        }
+    }
+
+    var stopReason: StopReason? { state.withLock { $0.stopReason } }
 }

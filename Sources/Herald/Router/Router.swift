@@ -13,6 +13,9 @@ public struct RouterConfiguration: Sendable {
     public var clock: any PushClock
     public var logger: Logger
     public var webhooks: any WebhookSender
+    /// The durable webhook outbox plugins queue their webhooks in (`herald serve` sets one);
+    /// nil: each webhook is posted by a task of its own (``Router/tasks``).
+    public var webhookQueue: (any WebhookQueue)?
     /// The time a send may take when the caller gives no deadline (retries included).
     public var defaultDeadline: Duration
     /// Where `env:` secret references in plugin options are read from.
@@ -21,9 +24,10 @@ public struct RouterConfiguration: Sendable {
     public init(
         registry: PluginRegistry = .standard(), store: any PushStore, transports: any TransportProvider,
         clock: any PushClock = SystemPushClock(), logger: Logger = Logger(label: "herald"),
-        webhooks: any WebhookSender = URLSessionWebhookSender(), defaultDeadline: Duration = .seconds(60),
-        environment: [String: String] = ProcessInfo.processInfo.environment
+        webhooks: any WebhookSender = HTTPWebhookSender.shared, defaultDeadline: Duration = .seconds(60),
+        environment: [String: String] = ProcessInfo.processInfo.environment, webhookQueue: (any WebhookQueue)? = nil
     ) {
+        self.webhookQueue = webhookQueue
         self.registry = registry
         self.store = store
         self.transports = transports
@@ -107,7 +111,8 @@ public final class Router: Sendable {
                 return PluginEnvironment(
                     tenant: tenant.id, topics: tenant.topics, tenantFile: tenant.sourceFile, location: entry.location,
                     logger: entryLogger, clock: configuration.clock, invalidTokens: invalidTokens,
-                    webhooks: configuration.webhooks, tasks: tasks, secrets: secrets)
+                    webhooks: configuration.webhooks, tasks: tasks, secrets: secrets,
+                    webhookQueue: configuration.webhookQueue)
             },
             clock: configuration.clock)
         let transport = try configuration.transports.makeTransport(for: tenant, logger: logger)

@@ -1,7 +1,7 @@
+import HTTP2Engine
 import HeraldCore
 import Logging
 import NIOCore
-import NIOHTTP2
 import NIOPosix
 import NIOSSL
 
@@ -13,18 +13,18 @@ final class APNsConnection: Sendable {
         var stateMachine = APNsConnectionStateMachine.Configuration()
         var connectTimeout: TimeAmount = .seconds(10)
         var housekeepingInterval: TimeAmount = .milliseconds(250)
-        /// Let swift-nio-http2 validate every header block, both ways. Off by default: Herald
-        /// builds its request headers from checked values (``TenantTransport`` rejects bad
-        /// caller-chosen values) and reads only `:status` and `apns-id` from answers, so the
-        /// check only cost time (about 7% of the client's CPU per notification).
-        var validateHeaderBlocks = false
-        /// The SETTINGS Herald sends: no server push, modest windows (APNs answers are small).
-        var initialSettings: HTTP2Settings = [
-            HTTP2Setting(parameter: .enablePush, value: 0),
-            HTTP2Setting(parameter: .maxConcurrentStreams, value: 0),
-            HTTP2Setting(parameter: .initialWindowSize, value: 1 << 20),
-            HTTP2Setting(parameter: .maxHeaderListSize, value: 16 * 1024),
-        ]
+        /// The HTTP/2 engine (libnghttp2) under the connection: Herald's SETTINGS (no server
+        /// push, no streams from the server, modest windows: APNs answers are small), bounds on
+        /// what the server may send, and nghttp2's checks of the answers' HTTP semantics.
+        var engine = HTTP2EngineHandler.Configuration(
+            mode: .client,
+            initialSettings: [.enablePush(0), .maxConcurrentStreams(0), .initialWindowSize(1 << 20), .maxHeaderListSize(16 * 1024)],
+            connectionWindowSize: 1 << 20,
+            maxHeaderListSize: 16 * 1024,
+            maxBodySize: 64 * 1024,
+            maxTrackedStreams: 2 * 1024,
+            maxBytesPerFlush: 256 * 1024,
+            validatesHTTPMessaging: true)
     }
 
     private struct LoopState {
@@ -72,13 +72,11 @@ final class APNsConnection: Sendable {
             .channelInitializer { channel in
                 do {
                     let tls = try NIOSSLClientHandler(context: sslContext, serverHostname: serverHostname)
+                    let engine = HTTP2EngineHandler(configuration: configuration.engine)
                     let handler = APNsConnectionHandler(
                         connectionID: id, host: host, configuration: configuration.stateMachine,
-                        housekeepingInterval: configuration.housekeepingInterval, delegate: delegate, logger: logger)
-                    let http2 = NIOHTTP2Handler(
-                        mode: .client, initialSettings: configuration.initialSettings,
-                        headerBlockValidation: configuration.validateHeaderBlocks ? .enabled : .disabled)
-                    try channel.pipeline.syncOperations.addHandlers([tls, http2, handler])
+                        housekeepingInterval: configuration.housekeepingInterval, engine: engine, delegate: delegate, logger: logger)
+                    try channel.pipeline.syncOperations.addHandlers([tls, engine, handler])
                     return channel.eventLoop.makeSucceededVoidFuture()
                 } catch {
                     return channel.eventLoop.makeFailedFuture(error)

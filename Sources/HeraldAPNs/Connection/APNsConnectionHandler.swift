@@ -1,8 +1,7 @@
+import HTTP2Engine
 import HeraldCore
 import Logging
 import NIOCore
-import NIOHPACK
-import NIOHTTP2
 import NIOSSL
 import NIOTLS
 
@@ -23,13 +22,14 @@ protocol APNsConnectionDelegate: AnyObject, Sendable {
     func connectionClosed(_ id: Int, failed: Bool, error: (any Error)?)
 }
 
-/// The HTTP/2 client side of one APNs connection, working on frames (no child channel per
-/// stream): it sits after `NIOHTTP2Handler` and drives an ``APNsConnectionStateMachine``.
+/// The APNs client side of one connection: the delegate of an ``HTTP2EngineHandler`` (client
+/// mode, libnghttp2) that drives an ``APNsConnectionStateMachine``. It sits after the engine in
+/// the pipeline to see the channel's lifecycle (TLS handshake, inactive, errors); HTTP/2 events
+/// come from the engine as ``HTTP2Event`` values, delivered after nghttp2 returned.
 ///
 /// Everything here runs on the channel's event loop.
-final class APNsConnectionHandler: ChannelInboundHandler {
-    typealias InboundIn = HTTP2Frame
-    typealias OutboundOut = HTTP2Frame
+final class APNsConnectionHandler: ChannelInboundHandler, HTTP2EngineDelegate {
+    typealias InboundIn = Never
 
     private struct InFlight {
         let request: APNsRequest
@@ -42,14 +42,12 @@ final class APNsConnectionHandler: ChannelInboundHandler {
     private let host: String
     private let delegate: any APNsConnectionDelegate
     private let housekeepingInterval: TimeAmount
+    private let engine: HTTP2EngineHandler
     private var logger: Logger
     private var stateMachine: APNsConnectionStateMachine
     private var headerIndexing = APNsHeaderIndexing()
-    private var streams: [HTTP2StreamID: InFlight] = [:]
+    private var streams: [HTTP2StreamNumber: InFlight] = [:]
     private var context: ChannelHandlerContext?
-    private var flushScheduled = false
-    private var readInProgress = false
-    private var needsFlush = false
     private var timer: Scheduled<Void>?
     private var closeReported = false
     private var closeIsFailure = true
@@ -60,15 +58,17 @@ final class APNsConnectionHandler: ChannelInboundHandler {
 
     init(
         connectionID: Int, host: String, configuration: APNsConnectionStateMachine.Configuration,
-        housekeepingInterval: TimeAmount, delegate: any APNsConnectionDelegate, logger: Logger
+        housekeepingInterval: TimeAmount, engine: HTTP2EngineHandler, delegate: any APNsConnectionDelegate, logger: Logger
     ) {
         self.connectionID = connectionID
         self.host = host
         self.delegate = delegate
         self.housekeepingInterval = housekeepingInterval
+        self.engine = engine
         self.logger = logger
         self.logger[metadataKey: "herald.connection"] = "\(connectionID)"
         self.stateMachine = APNsConnectionStateMachine(configuration: configuration, now: .now())
+        engine.delegate = self
     }
 
     // MARK: Channel events
@@ -91,9 +91,6 @@ final class APNsConnectionHandler: ChannelInboundHandler {
     }
 
     func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
-        if let window = event as? NIOHTTP2WindowUpdatedEvent, window.streamID == .rootStream {
-            replenishConnectionWindow(context: context, inboundWindowSize: window.inboundWindowSize)
-        }
         if let tlsEvent = event as? TLSUserEvent, case .handshakeCompleted(let negotiated) = tlsEvent {
             if negotiated != "h2" {
                 lastError = APNsTransportError.protocolError("the server did not negotiate HTTP/2 (ALPN h2)", mayHaveBeenProcessed: false)
@@ -106,106 +103,87 @@ final class APNsConnectionHandler: ChannelInboundHandler {
     }
 
     func errorCaught(context: ChannelHandlerContext, error: any Error) {
-        if let streamError = error as? NIOHTTP2Errors.StreamError {
-            // A stream-level protocol error (the stream is reset); the connection lives on.
-            failStream(streamError.streamID, with: .protocolError("HTTP/2 stream error: \(streamError.baseError)", mayHaveBeenProcessed: true))
-            return
-        }
         if lastError == nil { lastError = error }
         logger.debug("APNs connection error", metadata: ["herald.error": "\(error)"])
         context.close(promise: nil)
     }
 
-    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
-        let frame = unwrapInboundIn(data)
+    // MARK: HTTP/2 events (from the engine, outside nghttp2)
+
+    func http2Engine(_ engine: HTTP2EngineHandler, didReceive event: HTTP2Event) {
         let now = NIODeadline.now()
-        readInProgress = true
         stateMachine.frameReceived(now: now)
-        switch frame.payload {
-        case .headers(let headers):
-            guard var stream = streams[frame.streamID] else { break }
-            for (name, value, _) in headers.headers {
-                if name == ":status" {
-                    if stream.status == nil { stream.status = Int(value) }
-                } else if name == "apns-id" {
-                    stream.apnsIDHeader = value
+        switch event {
+        case .headers(let streamID, let headers, let endStream):
+            guard var stream = streams[streamID] else { break }
+            for header in headers {
+                if header.name == ":status" {
+                    if stream.status == nil { stream.status = Int(header.value) }
+                } else if header.name == "apns-id" {
+                    stream.apnsIDHeader = header.value
                 }
             }
-            if headers.endStream {
-                streams[frame.streamID] = nil
+            if endStream {
+                streams[streamID] = nil
                 finish(stream, now: now)
             } else {
-                streams[frame.streamID] = stream
+                streams[streamID] = stream
             }
-        case .data(let data):
-            guard var stream = streams[frame.streamID] else { break }
-            if case .byteBuffer(var bytes) = data.data, bytes.readableBytes > 0 {
+        case .data(let streamID, var bytes, let endStream):
+            guard var stream = streams[streamID] else { break }
+            if bytes.readableBytes > 0 {
                 if stream.body == nil {
                     stream.body = bytes
                 } else {
                     stream.body!.writeBuffer(&bytes)
                 }
             }
-            if data.endStream {
-                streams[frame.streamID] = nil
+            if endStream {
+                streams[streamID] = nil
                 finish(stream, now: now)
             } else {
-                streams[frame.streamID] = stream
+                streams[streamID] = stream
             }
-        case .rstStream(let code):
-            guard let stream = streams.removeValue(forKey: frame.streamID) else { break }
+        case .resetReceived, .streamClosed:
+            // A stream that ends here without its answer: reset by the peer, refused, or
+            // reset by nghttp2 (a malformed answer).
+            let (streamID, code): (HTTP2StreamNumber, HTTP2ErrorCode)
+            switch event {
+            case .resetReceived(let id, let errorCode), .streamClosed(let id, let errorCode): (streamID, code) = (id, errorCode)
+            default: return
+            }
+            guard let stream = streams.removeValue(forKey: streamID) else { break }
             if code == .refusedStream {
                 // RFC 9113 8.7: the server did not process it.
                 handBack(stream.request, now: now)
+            } else if code == .noError {
+                fail(stream.request, with: .protocolError("the stream ended without a complete answer", mayHaveBeenProcessed: true), now: now)
             } else {
                 fail(stream.request, with: .streamReset(code: "\(code)"), now: now)
             }
-        case .settings(.settings(let settings)):
+        case .settings(let settings):
             var maxStreams: Int? = nil
-            for setting in settings where setting.parameter == .maxConcurrentStreams {
-                maxStreams = setting.value
+            for setting in settings where setting.identifier == HTTP2Setting.maxConcurrentStreamsIdentifier {
+                maxStreams = Int(setting.value)
             }
             switch stateMachine.settingsReceived(maxConcurrentStreams: maxStreams, now: now) {
             case .none:
                 break
             case .ready(let max):
-                guard isChosen else { context.close(promise: nil); break }
+                guard isChosen else { context?.close(promise: nil); break }
                 logger.debug("APNs connection ready", metadata: ["herald.max-streams": "\(max)"])
                 delegate.connectionReady(connectionID, maxStreams: max)
             case .maxStreamsChanged(let max):
                 logger.debug("APNs stream limit changed", metadata: ["herald.max-streams": "\(max)"])
                 delegate.connectionMaxStreamsChanged(connectionID, maxStreams: max)
             }
-        case .goAway(let lastStreamID, let errorCode, let opaqueData):
-            receivedGoAway(lastStreamID: lastStreamID, errorCode: errorCode, opaqueData: opaqueData, now: now)
-        case .ping(let data, ack: true):
-            stateMachine.pingAckReceived(data: data.integer, now: now)
-        default:
+        case .goAway(let lastStreamID, let errorCode, let debugData):
+            receivedGoAway(lastStreamID: lastStreamID, errorCode: errorCode, opaqueData: debugData, now: now)
+        case .pingAcknowledged(let data):
+            stateMachine.pingAckReceived(data: data, now: now)
+        case .settingsAcknowledged:
             break
         }
-    }
-
-    func channelReadComplete(context: ChannelHandlerContext) {
-        readInProgress = false
-        if needsFlush {
-            needsFlush = false
-            context.flush()
-        }
-        context.fireChannelReadComplete()
-    }
-
-    /// The connection-level receive window (RFC 9113 6.9.2: 65,535 until WINDOW_UPDATE; SETTINGS
-    /// do not change it). `NIOHTTP2Handler` leaves replenishing it to whoever reads the DATA (its
-    /// stream multiplexer does, and this handler works on frames without one): without a
-    /// WINDOW_UPDATE the server stops sending after 64 KiB of answer bodies in total.
-    static let connectionWindowTarget = 65_535
-
-    /// Tops the connection window back up to its target once it is half used.
-    private func replenishConnectionWindow(context: ChannelHandlerContext, inboundWindowSize: Int?) {
-        guard let size = inboundWindowSize, size <= Self.connectionWindowTarget / 2 else { return }
-        let increment = Self.connectionWindowTarget - size
-        context.write(wrapOutboundOut(HTTP2Frame(streamID: .rootStream, payload: .windowUpdate(windowSizeIncrement: increment))), promise: nil)
-        if readInProgress { needsFlush = true } else { context.flush() }
     }
 
     // MARK: Requests
@@ -213,7 +191,7 @@ final class APNsConnectionHandler: ChannelInboundHandler {
     /// Writes the request on a new stream, or hands it back when this connection cannot take it.
     func write(_ request: APNsRequest) {
         let now = NIODeadline.now()
-        guard let context else {
+        guard context != nil else {
             handBack(request, now: now, openedStream: false)
             return
         }
@@ -225,16 +203,21 @@ final class APNsConnectionHandler: ChannelInboundHandler {
         switch stateMachine.openStream(now: now) {
         case .refuse:
             handBack(request, now: now, openedStream: false)
-        case .open(let streamID):
+        case .open:
             let headers = headerIndexing.headers(for: request, host: host)
-            streams[streamID] = InFlight(request: request)
-            context.write(
-                wrapOutboundOut(HTTP2Frame(streamID: streamID, payload: .headers(.init(headers: headers, endStream: false)))),
-                promise: nil)
-            context.write(
-                wrapOutboundOut(HTTP2Frame(streamID: streamID, payload: .data(.init(data: .byteBuffer(request.payload), endStream: true)))),
-                promise: nil)
-            scheduleFlush(context: context)
+            do {
+                // nghttp2 numbers the stream; it matches the state machine's count, as every
+                // stream opened here goes through both.
+                let streamID = try engine.submitRequest(headers, body: request.payload)
+                streams[streamID] = InFlight(request: request)
+            } catch let error as HTTP2EngineError where error == .invalidHeader {
+                // The same bytes would fail on any connection: answer now, nothing was written.
+                fail(request, with: .invalidRequest(field: "headers", "a header name or value holds bytes HTTP/2 forbids (NUL, CR, LF)"), now: now)
+            } catch {
+                // Nothing was written (the session is gone): the request can run elsewhere.
+                logger.debug("APNs request not submitted", metadata: ["herald.error": "\(error)"])
+                handBack(request, now: now)
+            }
         }
     }
 
@@ -264,19 +247,6 @@ final class APNsConnectionHandler: ChannelInboundHandler {
     }
 
     // MARK: Internals
-
-    private func scheduleFlush(context: ChannelHandlerContext) {
-        if readInProgress {
-            needsFlush = true
-            return
-        }
-        guard !flushScheduled else { return }
-        flushScheduled = true
-        context.eventLoop.assumeIsolated().execute {
-            self.flushScheduled = false
-            self.context?.flush()
-        }
-    }
 
     private func finish(_ stream: InFlight, now: NIODeadline) {
         let request = stream.request
@@ -309,11 +279,6 @@ final class APNsConnectionHandler: ChannelInboundHandler {
         streamDone(answered: false, now: now)
     }
 
-    private func failStream(_ streamID: HTTP2StreamID, with error: APNsTransportError) {
-        guard let stream = streams.removeValue(forKey: streamID) else { return }
-        fail(stream.request, with: error, now: .now())
-    }
-
     /// Gives a never-processed request back to the pool.
     private func handBack(_ request: APNsRequest, now: NIODeadline, openedStream: Bool = true) {
         if openedStream {
@@ -332,9 +297,10 @@ final class APNsConnectionHandler: ChannelInboundHandler {
         }
     }
 
-    private func receivedGoAway(lastStreamID: HTTP2StreamID, errorCode: HTTP2ErrorCode, opaqueData: ByteBuffer?, now: NIODeadline) {
+    private func receivedGoAway(lastStreamID: HTTP2StreamNumber, errorCode: HTTP2ErrorCode, opaqueData: ByteBuffer, now: NIODeadline) {
         var reason: APNsErrorBody? = nil
-        if var data = opaqueData, data.readableBytes > 0, let bytes = data.readBytes(length: data.readableBytes) {
+        var data = opaqueData
+        if data.readableBytes > 0, let bytes = data.readBytes(length: data.readableBytes) {
             reason = APNsErrorBody.decode(bytes)
         }
         goAwayReason = reason ?? goAwayReason
@@ -405,7 +371,11 @@ final class APNsConnectionHandler: ChannelInboundHandler {
         case .none:
             break
         case .sendPing(let data):
-            context.writeAndFlush(wrapOutboundOut(HTTP2Frame(streamID: .rootStream, payload: .ping(HTTP2PingData(withInteger: data), ack: false))), promise: nil)
+            do {
+                try engine.ping(data)
+            } catch {
+                logger.debug("APNs PING not sent", metadata: ["herald.error": "\(error)"])
+            }
         case .closeIdle:
             logger.debug("APNs connection idle: closing")
             delegate.connectionDraining(connectionID)
@@ -421,16 +391,16 @@ final class APNsConnectionHandler: ChannelInboundHandler {
             context.close(promise: nil)
         }
         if !streams.isEmpty {
-            var expired: [HTTP2StreamID] = []
+            var expired: [HTTP2StreamNumber] = []
             for (id, stream) in streams where stream.request.deadline <= now {
                 expired.append(id)
             }
             for id in expired.sorted() {
                 guard let stream = streams.removeValue(forKey: id) else { continue }
-                context.write(wrapOutboundOut(HTTP2Frame(streamID: id, payload: .rstStream(.cancel))), promise: nil)
+                // The stream's closing event finds no entry and is ignored.
+                try? engine.resetStream(id, errorCode: .cancel)
                 fail(stream.request, with: .timedOut(mayHaveBeenProcessed: true), now: now)
             }
-            if !expired.isEmpty { context.flush() }
         }
         if !closeReported {
             scheduleHousekeeping(context: context)

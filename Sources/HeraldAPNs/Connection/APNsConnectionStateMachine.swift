@@ -1,5 +1,5 @@
+import HTTP2Engine
 import NIOCore
-import NIOHTTP2
 
 /// The life of one HTTP/2 connection to APNs, as a plain value.
 ///
@@ -32,7 +32,7 @@ struct APNsConnectionStateMachine {
         /// Streams may be opened while `openStreams < maxStreams`.
         case active(maxStreams: Int, openStreams: Int)
         /// No new streams; the open ones (all at or below `lastStreamID`) may finish.
-        case draining(lastStreamID: HTTP2StreamID, openStreams: Int)
+        case draining(lastStreamID: HTTP2StreamNumber, openStreams: Int)
         case closed
     }
 
@@ -45,7 +45,7 @@ struct APNsConnectionStateMachine {
     }
 
     enum OpenStreamAction: Equatable {
-        case open(HTTP2StreamID)
+        case open(HTTP2StreamNumber)
         case refuse(Refusal)
     }
 
@@ -65,7 +65,7 @@ struct APNsConnectionStateMachine {
     enum GoAwayAction: Equatable {
         /// Hand the streams above `lastStreamID` back for a retry elsewhere (never processed);
         /// then close at once when `closeNow`, else when the last stream below finishes.
-        case drain(refuseAbove: HTTP2StreamID, closeNow: Bool)
+        case drain(refuseAbove: HTTP2StreamNumber, closeNow: Bool)
         case none
     }
 
@@ -95,7 +95,7 @@ struct APNsConnectionStateMachine {
     private(set) var state: State
     let configuration: Configuration
     /// The next stream ID a request will use (client streams are odd).
-    private(set) var nextStreamID: HTTP2StreamID = 1
+    private(set) var nextStreamID: HTTP2StreamNumber = 1
     /// The last time a frame came in (or the connection started).
     private(set) var lastActivity: NIODeadline
     /// When the last stream closed, or the connection became ready without streams.
@@ -106,7 +106,7 @@ struct APNsConnectionStateMachine {
     private(set) var wasReady = false
 
     /// The highest stream ID a client may use.
-    static let maximumStreamID = HTTP2StreamID(Int32.max)
+    static let maximumStreamID = HTTP2StreamNumber.max
 
     init(configuration: Configuration = Configuration(), now: NIODeadline) {
         self.configuration = configuration
@@ -170,7 +170,7 @@ struct APNsConnectionStateMachine {
                 state = .draining(lastStreamID: id, openStreams: open)
                 return .refuse(.draining)
             }
-            nextStreamID = id.advanced(by: 2)
+            nextStreamID = id + 2
             state = .active(maxStreams: max, openStreams: open + 1)
             idleSince = nil
             return .open(id)
@@ -205,7 +205,7 @@ struct APNsConnectionStateMachine {
 
     /// The peer sent GOAWAY. `streamsAbove` is how many of our open streams have an ID above
     /// `lastStreamID`: the peer never processed them.
-    mutating func goAwayReceived(lastStreamID: HTTP2StreamID, streamsAbove: Int, now: NIODeadline) -> GoAwayAction {
+    mutating func goAwayReceived(lastStreamID: HTTP2StreamNumber, streamsAbove: Int, now: NIODeadline) -> GoAwayAction {
         lastActivity = now
         switch state {
         case .starting:
@@ -245,7 +245,7 @@ struct APNsConnectionStateMachine {
                 state = .closed
                 return .draining(closeNow: true)
             }
-            let last = HTTP2StreamID(Int32(nextStreamID) - 2)
+            let last = nextStreamID - 2
             state = .draining(lastStreamID: last, openStreams: open)
             return .draining(closeNow: false)
         case .draining:

@@ -1,11 +1,13 @@
-import NIOHPACK
+import HTTP2Engine
 
 /// Builds a request's HEADERS with the HPACK indexing Apple asks for, per connection:
 ///
-/// - `:path` and `authorization`: literal without indexing (they change every request or hold a secret);
-/// - `apns-id`, `apns-expiration`, `apns-collapse-id`: with incremental indexing the first time on the
-///   connection (so their names enter the dynamic table), literal without indexing afterwards;
-/// - everything else: with incremental indexing.
+/// - `:path`: nghttp2's deflater never indexes it by itself (a literal without indexing);
+/// - `authorization`: never indexed (nghttp2's deflater does so by itself; the flag is set
+///   anyway, so the secret never enters a dynamic table whatever the library version does);
+/// - `apns-id`, `apns-expiration`, `apns-collapse-id`: left to the deflater (indexed) the first
+///   time on the connection, so their names enter the dynamic table; never indexed afterwards;
+/// - everything else: left to the deflater (indexed).
 ///
 /// One value per connection, because the dynamic table is per connection.
 struct APNsHeaderIndexing {
@@ -15,37 +17,37 @@ struct APNsHeaderIndexing {
 
     init() {}
 
-    mutating func headers(for request: APNsRequest, host: String) -> HPACKHeaders {
-        var headers = HPACKHeaders()
+    mutating func headers(for request: APNsRequest, host: String) -> [HTTP2Header] {
+        var headers: [HTTP2Header] = []
         headers.reserveCapacity(12)
-        headers.add(name: ":method", value: "POST")
-        headers.add(name: ":scheme", value: "https")
-        headers.add(name: ":path", value: request.path, indexing: .nonIndexable)
-        headers.add(name: "host", value: host)
+        headers.append(HTTP2Header(name: ":method", value: "POST"))
+        headers.append(HTTP2Header(name: ":scheme", value: "https"))
+        headers.append(HTTP2Header(name: ":path", value: request.path))
+        headers.append(HTTP2Header(name: "host", value: host))
         if let authorization = request.authorization {
-            headers.add(name: "authorization", value: authorization, indexing: .nonIndexable)
+            headers.append(HTTP2Header(name: "authorization", value: authorization, indexing: .neverIndexed))
         }
-        headers.add(name: "apns-id", value: request.apnsID.rawValue, indexing: Self.firstTime(&sentAPNsID))
-        headers.add(name: "apns-push-type", value: request.pushType)
+        headers.append(HTTP2Header(name: "apns-id", value: request.apnsID.rawValue, indexing: Self.firstTime(&sentAPNsID)))
+        headers.append(HTTP2Header(name: "apns-push-type", value: request.pushType))
         if let topic = request.topic {
-            headers.add(name: "apns-topic", value: topic)
+            headers.append(HTTP2Header(name: "apns-topic", value: topic))
         }
         if let priority = request.priority {
-            headers.add(name: "apns-priority", value: priority)
+            headers.append(HTTP2Header(name: "apns-priority", value: priority))
         }
         if let expiration = request.expiration {
-            headers.add(name: "apns-expiration", value: expiration, indexing: Self.firstTime(&sentExpiration))
+            headers.append(HTTP2Header(name: "apns-expiration", value: expiration, indexing: Self.firstTime(&sentExpiration)))
         }
         if let collapseID = request.collapseID {
-            headers.add(name: "apns-collapse-id", value: collapseID, indexing: Self.firstTime(&sentCollapseID))
+            headers.append(HTTP2Header(name: "apns-collapse-id", value: collapseID, indexing: Self.firstTime(&sentCollapseID)))
         }
-        headers.add(name: "content-length", value: String(request.payload.readableBytes))
+        headers.append(HTTP2Header(name: "content-length", value: String(request.payload.readableBytes)))
         return headers
     }
 
-    private static func firstTime(_ sent: inout Bool) -> HPACKIndexing {
-        if sent { return .nonIndexable }
+    private static func firstTime(_ sent: inout Bool) -> HTTP2HeaderIndexing {
+        if sent { return .neverIndexed }
         sent = true
-        return .indexable
+        return .automatic
     }
 }

@@ -119,6 +119,21 @@ public final class CertificateCredentialProvider: CredentialProvider {
         var origin: String
     }
 
+    /// When the configured client certificate expires, read without checking its validity (an
+    /// expired certificate still answers), for credential health.
+    public static func expiry(of configuration: CertificateAuthConfiguration, file: String) throws(CredentialError)
+        -> Date
+    {
+        let loaded = try load(configuration, file: file)
+        do {
+            return try Certificate(derEncoded: loaded.chain[0].toDERBytes()).notValidAfter
+        } catch {
+            throw .invalidCertificate(
+                file: file, field: loaded.certificateField,
+                message: "\(loaded.origin) holds a certificate that cannot be parsed as X.509")
+        }
+    }
+
     private static func load(_ configuration: CertificateAuthConfiguration, file: String) throws(CredentialError)
         -> Loaded
     {

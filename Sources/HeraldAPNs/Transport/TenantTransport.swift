@@ -247,15 +247,7 @@ public final class TenantTransport: Sendable {
     /// control characters, no whitespace at either end. The connections do not re-validate
     /// every header block (the rest is built here and known to be valid), so this is the check.
     static func checkFieldValue(_ value: String, field: String) throws(APNsTransportError) {
-        let bytes = value.utf8
-        if let first = bytes.first, let last = bytes.last,
-            first == UInt8(ascii: " ") || first == UInt8(ascii: "\t") || last == UInt8(ascii: " ") || last == UInt8(ascii: "\t")
-        {
-            throw .invalidRequest(field: field, "must not start or end with whitespace")
-        }
-        for byte in bytes where (byte < 0x20 && byte != UInt8(ascii: "\t")) || byte == 0x7F {
-            throw .invalidRequest(field: field, "must not contain control characters")
-        }
+        if let problem = Notification.headerValueProblem(value) { throw .invalidRequest(field: field, problem) }
     }
 
     private func pool(for endpoint: APNsEndpoint) throws -> ConnectionPool {

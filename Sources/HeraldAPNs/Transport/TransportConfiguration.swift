@@ -26,11 +26,10 @@ public struct TransportConfiguration: Sendable {
     /// Waits between reconnect attempts after failures.
     public var backoff = Backoff()
     /// The most streams Herald opens on one connection, whatever the server allows (APNs
-    /// often allows 1000). swift-nio-http2's per-stream bookkeeping grows with the number of
-    /// open streams: measured locally, 500 open streams cost ~40% more CPU per notification
-    /// than 100 and gave a lower rate, while requests beyond the ceiling wait cheaply in the
-    /// pool's queue. Raise it (or `connections`) for endpoints with a long round trip.
-    public var streamCeiling: Int = 100
+    /// often allows 1000). libnghttp2 finds streams by hash, so open streams cost no more per
+    /// notification as they grow (swift-nio-http2's linear scans made 100 the old default);
+    /// requests beyond the ceiling wait in the pool's queue.
+    public var streamCeiling: Int = 1000
     /// How often connections and pools check deadlines, PINGs and idleness.
     public var housekeepingInterval: TimeAmount = .milliseconds(250)
 

@@ -27,9 +27,22 @@ extension ServerConfiguration {
         public var claimSize: Int = 500
         /// How long a claim holds items (seconds) before another runner may take them.
         public var lease: Double = 300
-        /// The name this server claims items under; a restarted server with the same name takes
-        /// its unfinished items back at once.
+        /// The base of the name this server claims items under (`<claimant>/<instance id>`); a
+        /// restarted server with the same base takes the unfinished items of its earlier
+        /// instances back at once.
         public var claimant: String = "herald"
+        /// Jobs of one tenant worked on at once; its other unfinished jobs wait in the store.
+        public var jobsPerTenant: Int = 2
+        /// A tenant's unfinished jobs (accepted or running) at most; a batch beyond gets 429 `quota_exceeded`.
+        public var maxActiveJobsPerTenant: Int = 20
+        /// Items of a tenant's unfinished jobs together at most; a batch beyond gets 429 `quota_exceeded`.
+        public var maxPendingItemsPerTenant: Int = 1_000_000
+        /// How long a finished or cancelled job (its report and items) is kept, in seconds.
+        public var retention: Double = 7 * 24 * 3600
+        /// Webhooks (feedback plugin) posted at once, all tenants together.
+        public var webhookSenders: Int = 4
+        /// Webhooks one tenant may have waiting in the outbox; beyond, new ones are refused and logged.
+        public var webhookOutboxPerTenant: Int = 100_000
 
         public init() {}
     }
@@ -44,7 +57,10 @@ extension ServerConfiguration {
     }
 
     static let apiKeys = ["max_body_bytes", "max_batch_body_bytes", "max_batch_items", "admin_token_env"]
-    static let jobsKeys = ["concurrency_per_tenant", "claim_size", "lease", "claimant"]
+    static let jobsKeys = [
+        "concurrency_per_tenant", "claim_size", "lease", "claimant", "jobs_per_tenant", "max_active_jobs_per_tenant",
+        "max_pending_items_per_tenant", "retention", "webhook_senders", "webhook_outbox_per_tenant",
+    ]
     static let sandboxKeys = ["enabled", "config"]
 
     /// Reads the `api:`, `jobs:` and `sandbox:` sections of the top-level mapping.
@@ -87,10 +103,46 @@ extension ServerConfiguration {
                 configuration.jobs.claimSize = value
             }
             if let node = jobs["lease"], let value = diagnostics.duration(node, FieldPath(text: "jobs.lease"), minimum: 1, allowZero: false) {
-                configuration.jobs.lease = value
+                if value <= 86_400 {
+                    configuration.jobs.lease = value
+                } else {
+                    diagnostics.error(at: node, "jobs.lease", "must be at most 1 day (24h)")
+                }
             }
             if let node = jobs["claimant"], let value = diagnostics.string(node, FieldPath(text: "jobs.claimant")) {
-                configuration.jobs.claimant = value
+                if !value.isEmpty, value.utf8.count <= 64, !value.contains("/") {
+                    configuration.jobs.claimant = value
+                } else {
+                    diagnostics.error(at: node, "jobs.claimant", "must be 1 to 64 bytes without '/' (the instance id is added after a '/')")
+                }
+            }
+            if let node = jobs["jobs_per_tenant"], let value = diagnostics.integer(node, FieldPath(text: "jobs.jobs_per_tenant"), in: 1...100) {
+                configuration.jobs.jobsPerTenant = value
+            }
+            if let node = jobs["max_active_jobs_per_tenant"],
+                let value = diagnostics.integer(node, FieldPath(text: "jobs.max_active_jobs_per_tenant"), in: 1...100_000)
+            {
+                configuration.jobs.maxActiveJobsPerTenant = value
+            }
+            if let node = jobs["max_pending_items_per_tenant"],
+                let value = diagnostics.integer(node, FieldPath(text: "jobs.max_pending_items_per_tenant"), in: 1...1_000_000_000)
+            {
+                configuration.jobs.maxPendingItemsPerTenant = value
+            }
+            if let node = jobs["webhook_senders"], let value = diagnostics.integer(node, FieldPath(text: "jobs.webhook_senders"), in: 1...256) {
+                configuration.jobs.webhookSenders = value
+            }
+            if let node = jobs["webhook_outbox_per_tenant"],
+                let value = diagnostics.integer(node, FieldPath(text: "jobs.webhook_outbox_per_tenant"), in: 1...10_000_000)
+            {
+                configuration.jobs.webhookOutboxPerTenant = value
+            }
+            if let node = jobs["retention"], let value = diagnostics.duration(node, FieldPath(text: "jobs.retention"), minimum: 60, allowZero: false) {
+                if value <= 3_650 * 86_400 {
+                    configuration.jobs.retention = value
+                } else {
+                    diagnostics.error(at: node, "jobs.retention", "must be at most 10 years (3650d)")
+                }
             }
         }
         if let node = mapping["sandbox"],

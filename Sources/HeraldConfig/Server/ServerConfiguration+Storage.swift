@@ -3,7 +3,9 @@ import HeraldCore
 import Yams
 
 // The `storage:` section of `config/herald.yaml`: which store `herald serve` opens. Without it,
-// the embedded SQLite file at `storage_path` (the default, for a single instance).
+// the embedded SQLite file at `storage_path` (the default, for a single instance). With
+// `storage.postgres`, jobs, results, invalid tokens, reports and provider tokens are in
+// PostgreSQL, and `storage_path` keeps only the instance's own webhook outbox (and its lock).
 //
 //   storage:
 //     postgres:
@@ -67,11 +69,6 @@ extension ServerConfiguration {
                 postgresNode, path: FieldPath(text: "storage.postgres"), allowedKeys: postgresKeys,
                 diagnostics: diagnostics)
         else { return }
-        if mapping["storage_path"] != nil {
-            diagnostics.error(
-                at: postgresNode, "storage.postgres",
-                "cannot be used with storage_path: remove storage_path to store in PostgreSQL, or this section to keep the SQLite file")
-        }
         guard let urlNode = postgres["url"] else {
             diagnostics.error(
                 at: postgresNode, "storage.postgres.url", "is required: postgres://USER@HOST[:PORT]/DATABASE")

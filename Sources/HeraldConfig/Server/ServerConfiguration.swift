@@ -32,6 +32,8 @@ public struct ServerConfiguration: Sendable, Hashable {
     public var sandbox: SandboxSettings = SandboxSettings()
     /// What reloads the tenants besides the admin API: the directory watcher, SIGHUP (`reload:`).
     public var reload: ReloadSettings = ReloadSettings()
+    /// The API listener's limits and the per-API-key request rate (`http:`).
+    public var http: HTTPSettings = HTTPSettings()
     /// The file these settings came from; nil for the built-in defaults.
     public var sourceFile: String?
 
@@ -60,7 +62,7 @@ public struct ServerConfiguration: Sendable, Hashable {
     }
 
     static let keys = [
-        "tenants_dir", "listen", "storage_path", "storage", "log_level", "api", "jobs", "sandbox", "reload",
+        "tenants_dir", "listen", "storage_path", "storage", "log_level", "api", "jobs", "sandbox", "reload", "http",
     ]
     static let listenKeys = ["host", "port"]
 
@@ -145,6 +147,7 @@ public struct ServerConfiguration: Sendable, Hashable {
             parseStorageSection(
                 mapping, into: &configuration, base: base, environment: environment, diagnostics: diagnostics)
             parseReloadSection(mapping, into: &configuration, diagnostics: diagnostics)
+            parseHTTPSection(mapping, into: &configuration, diagnostics: diagnostics)
         }
         guard !diagnostics.hasErrors else { throw ConfigFailure(file: file, errors: diagnostics.sortedErrors) }
         configuration.tenantsDirectory = SourceReader.resolve(configuration.tenantsDirectory, against: base)

@@ -123,7 +123,7 @@ extension YAMLDiagnostics {
         return value
     }
 
-    /// A duration in seconds: a number (`30`, `2.5`) or a string with a unit (`500ms`, `30s`, `10m`, `1h`).
+    /// A duration in seconds: a number (`30`, `2.5`) or a string with a unit (`500ms`, `30s`, `10m`, `1h`, `7d`).
     func duration(_ node: Node, _ path: FieldPath, minimum: Double, allowZero: Bool) -> Double? {
         let rule =
             allowZero
@@ -147,13 +147,21 @@ extension YAMLDiagnostics {
             error(at: node, path.text, rule + (value == 0 ? "" : "; the least is \(minimum) s"))
             return nil
         }
+        // Durations become integer nanoseconds and milliseconds downstream: bound them well inside.
+        if value > Self.maximumDuration {
+            error(at: node, path.text, rule + "; the most is \(Int(Self.maximumDuration)) s (10 years)")
+            return nil
+        }
         record(path.text, node)
         return value
     }
 
+    /// The longest duration any setting accepts: 10 years, in seconds.
+    static let maximumDuration: Double = 315_360_000
+
     static func parseDuration(_ text: String) -> Double? {
         let trimmed = text.trimmingCharacters(in: .whitespaces)
-        let units: [(String, Double)] = [("ms", 0.001), ("s", 1), ("m", 60), ("h", 3600)]
+        let units: [(String, Double)] = [("ms", 0.001), ("s", 1), ("m", 60), ("h", 3600), ("d", 86_400)]
         for (suffix, factor) in units where trimmed.hasSuffix(suffix) {
             let number = trimmed.dropLast(suffix.count).trimmingCharacters(in: .whitespaces)
             guard !number.isEmpty, number.allSatisfy({ $0.isNumber || $0 == "." }), let value = Double(number) else {

@@ -27,10 +27,15 @@ extension Notification {
         } else if requireTopic {
             throw NotificationValidationError(.missingTopic, field: "topic", message: "a topic (apns-topic) is required")
         }
-        if let collapseID, collapseID.utf8.count > Notification.maximumCollapseIDLength {
-            throw NotificationValidationError(
-                .badCollapseId, field: "collapse_id",
-                message: "collapse ID is \(collapseID.utf8.count) bytes; at most \(Notification.maximumCollapseIDLength) are allowed")
+        if let collapseID {
+            if collapseID.utf8.count > Notification.maximumCollapseIDLength {
+                throw NotificationValidationError(
+                    .badCollapseId, field: "collapse_id",
+                    message: "collapse ID is \(collapseID.utf8.count) bytes; at most \(Notification.maximumCollapseIDLength) are allowed")
+            }
+            if let problem = Notification.headerValueProblem(collapseID) {
+                throw NotificationValidationError(.badCollapseId, field: "collapse_id", message: "the collapse ID \(problem)")
+            }
         }
         if payload.isEmpty {
             throw NotificationValidationError(.payloadEmpty, field: "payload", message: "the payload is empty")
@@ -46,6 +51,23 @@ extension Notification {
                 .badPriority, field: "priority",
                 message: "priority 10 is not allowed for a payload whose aps holds only content-available; use 5")
         }
+    }
+
+    /// Why `value` cannot be an HTTP/2 header value, or nil when it can: no control characters
+    /// (tab excepted) and no whitespace at either end (RFC 9113 §8.2.1). The transport applies
+    /// the same rule to every header it writes; the API applies it up front, so that a bad value
+    /// is a 400 naming the field instead of a failed send.
+    public static func headerValueProblem(_ value: String) -> String? {
+        let bytes = value.utf8
+        if let first = bytes.first, let last = bytes.last,
+            first == UInt8(ascii: " ") || first == UInt8(ascii: "\t") || last == UInt8(ascii: " ") || last == UInt8(ascii: "\t")
+        {
+            return "must not start or end with whitespace"
+        }
+        if bytes.contains(where: { ($0 < 0x20 && $0 != UInt8(ascii: "\t")) || $0 == 0x7F }) {
+            return "must not contain control characters"
+        }
+        return nil
     }
 
     /// A topic is a bundle ID with an optional push-type suffix: dot-separated, no spaces,

@@ -52,8 +52,11 @@ public struct PluginEnvironment: Sendable {
     public var invalidTokens: any InvalidTokenRecorder
     /// Sends HTTP POSTs (webhooks).
     public var webhooks: any WebhookSender
-    /// Runs work after the send it belongs to has returned (webhook retries).
+    /// Runs work after the send it belongs to has returned (webhook retries without a queue).
     public var tasks: any PluginTaskRunner
+    /// The durable webhook queue, when the server has one (`herald serve` does): webhooks go
+    /// there rather than into a task each.
+    public var webhookQueue: (any WebhookQueue)?
     /// Resolves a secret reference (`env:NAME` or `file:path`, relative to the tenant file).
     public var secrets: any SecretResolver
 
@@ -61,7 +64,7 @@ public struct PluginEnvironment: Sendable {
         tenant: TenantID, topics: [String], tenantFile: String, location: SourceLocation? = nil,
         logger: PushLogger = .disabled, clock: any PushClock = SystemPushClock(),
         invalidTokens: any InvalidTokenRecorder, webhooks: any WebhookSender, tasks: any PluginTaskRunner,
-        secrets: any SecretResolver
+        secrets: any SecretResolver, webhookQueue: (any WebhookQueue)? = nil
     ) {
         self.tenant = tenant
         self.topics = topics
@@ -73,6 +76,7 @@ public struct PluginEnvironment: Sendable {
         self.webhooks = webhooks
         self.tasks = tasks
         self.secrets = secrets
+        self.webhookQueue = webhookQueue
     }
 }
 

@@ -40,14 +40,19 @@ public struct APNsErrorBody: Sendable, Hashable {
         self.timestamp = timestamp
     }
 
+    /// The latest timestamp an answer may carry: 9999-12-31T23:59:59.999Z, in milliseconds.
+    static let maximumTimestampMillis: Double = 253_402_300_799_999
+
     public static func decode(_ bytes: [UInt8]) -> APNsErrorBody? {
         guard !bytes.isEmpty,
             let object = try? JSONSerialization.jsonObject(with: Data(bytes)) as? [String: Any],
             let reason = object["reason"] as? String
         else { return nil }
         var timestamp: Date? = nil
-        if let millis = object["timestamp"] as? NSNumber {
-            timestamp = Date(timeIntervalSince1970: millis.doubleValue / 1000)
+        // The answer is untrusted: a timestamp outside 1970...9999 (or not finite) is dropped
+        // rather than carried into the store, whose millisecond integers it would overflow.
+        if let millis = (object["timestamp"] as? NSNumber)?.doubleValue, millis.isFinite, (0...maximumTimestampMillis).contains(millis) {
+            timestamp = Date(timeIntervalSince1970: millis / 1000)
         }
         return APNsErrorBody(reason: APNsReason(wireValue: reason), timestamp: timestamp)
     }

@@ -70,16 +70,19 @@ extension APIContext {
         do {
             creation = try await store.createJob(
                 tenant: tenant.id, id: jobID, environment: environment, notifications: notifications,
-                createdAt: router.configuration.clock.date)
+                createdAt: router.configuration.clock.date, limits: jobLimits)
+        } catch let error as StoreError where error.isQuotaExceeded {
+            logger.notice("batch job refused by a quota", metadata: ["herald.tenant": "\(tenant.id)", "herald.error": "\(error)"])
+            throw APIError.quotaExceeded(error.message)
         } catch {
-            logger.error("cannot store a batch job", metadata: ["herald.tenant": "\(tenant.id)", "herald.error": "\(error)"])
+            requestLogger.error("cannot store a batch job", metadata: ["herald.tenant": "\(tenant.id)", "herald.error": "\(error)"])
             throw APIError.unavailable("store_unavailable", "the job could not be stored; nothing was accepted")
         }
         let job = creation.job
         var status = HTTPResponse.Status.accepted
         switch creation {
         case .created:
-            logger.info(
+            requestLogger.info(
                 "batch job accepted",
                 metadata: ["herald.tenant": "\(tenant.id)", "herald.job": "\(job.id)", "herald.items": "\(job.itemCount)"])
             runner.jobAccepted(job)
@@ -96,6 +99,11 @@ extension APIContext {
                 ("existing", .bool(creation == .existing(job))),
                 ("href", .string("/v1/jobs/\(job.id)")),
             ]), status: status, headers: headers)
+    }
+
+    /// The per-tenant job limits of `jobs:` (checked by the store in the job's own transaction).
+    var jobLimits: JobLimits {
+        JobLimits(maxActiveJobs: settings.jobs.maxActiveJobsPerTenant, maxPendingItems: settings.jobs.maxPendingItemsPerTenant)
     }
 
     private func checkItemCount(_ count: Int, field: String) throws(APIError) {
@@ -252,8 +260,8 @@ extension APIContext {
         let query = request.uri.queryParameters
         var since: Date? = nil
         if let text = query["since"].map(String.init) {
-            guard let date = Timestamps.parse(text) else {
-                throw APIError.invalidQuery("since", "must be an RFC 3339 date (2025-01-31T12:00:00Z) or UNIX seconds")
+            guard let date = Timestamps.parseQuery(text) else {
+                throw APIError.invalidQuery("since", "must be an RFC 3339 date (2025-01-31T12:00:00Z) or UNIX seconds (up to 11 digits)")
             }
             since = date
         }
@@ -293,14 +301,26 @@ extension APIContext {
             let (_, root) = try await jsonBody(request, limit: settings.api.maxBodyBytes)
             let reader = try JSONObjectReader(root, path: "", allowed: ["registered_at", "topic"])
             if let node = reader["registered_at"] {
-                let text: String
+                let parsed: Date?
                 switch node.value {
-                case .string(let value): text = value
-                case .number(let value): text = value
+                case .string(let text): parsed = Timestamps.parseRFC3339(text)
+                case .number(let text): parsed = Timestamps.parseSeconds(jsonNumber: text)
                 default: throw APIError.invalidField("registered_at", "must be an RFC 3339 date or UNIX seconds, not \(node.kind)")
                 }
-                guard let date = Timestamps.parse(text) else {
-                    throw APIError.invalidField("registered_at", "must be an RFC 3339 date (2025-01-31T12:00:00Z) or UNIX seconds")
+                guard let date = parsed else {
+                    throw APIError.invalidField(
+                        "registered_at", "must be an RFC 3339 date-time (2025-01-31T12:00:00Z) or a number of UNIX seconds, up to the year 9999")
+                }
+                // A well-formed date in the future would lift a feedback refusal forever: a
+                // refusal by rule (422), like the tenant-policy ones.
+                let now = router.configuration.clock.date
+                guard Timestamps.callerDates(now: now).contains(date) else {
+                    var error = APIError.invalidField(
+                        "registered_at",
+                        "must be from \(Timestamps.iso8601(Timestamps.earliestCallerDate)) to at most "
+                            + "\(Int(Timestamps.futureAllowance)) seconds from now (\(Timestamps.iso8601(now)))")
+                    error.status = .unprocessableContent
+                    throw error
                 }
                 registeredAt = date
             }

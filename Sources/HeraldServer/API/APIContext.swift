@@ -43,6 +43,8 @@ final class APIContext: Sendable {
     let logger: Logger
     let openAPIDocument: [UInt8]
     private let keys: Mutex<APIKeyIndex>
+    /// Each API key's request rate at the edge (`http.rate_limit`).
+    let keyRateLimiter: APIKeyRateLimiter
     private let phaseState = Mutex(ServerPhase.starting)
     /// Reloads and credential uploads (one at a time, inside).
     let reloader: ReloadCoordinator
@@ -64,6 +66,9 @@ final class APIContext: Sendable {
         self.openAPIDocument = openAPIDocument
         self.reloader = reloader
         self.keys = Mutex(APIKeyIndex())
+        self.keyRateLimiter = APIKeyRateLimiter(
+            requestsPerSecond: settings.http.rateLimit.requestsPerSecond, burst: settings.http.rateLimit.burst,
+            clock: router.configuration.clock)
         rebuildKeyIndex()
     }
 
@@ -85,6 +90,14 @@ final class APIContext: Sendable {
             logger.error("an API key is listed by two tenants; it is refused for both", metadata: ["herald.keys": "\(conflict)"])
         }
         keys.withLock { $0 = index }
+        keyRateLimiter.retain(index.digests)
+    }
+
+    /// The logger, with the current request's ID (``RequestID``) when there is one.
+    var requestLogger: Logger {
+        var logger = logger
+        if let id = RequestID.current { logger[metadataKey: "herald.request-id"] = "\(id)" }
+        return logger
     }
 
     // MARK: Dispatch
@@ -162,7 +175,20 @@ final class APIContext: Sendable {
         else {
             throw APIError.unauthorized("the API key is not valid")
         }
+        if let wait = keyRateLimiter.admit(entry.sha256Hex) {
+            let seconds = APIKeyRateLimiter.retryAfterSeconds(wait)
+            var error = APIError(
+                status: .tooManyRequests, code: "api_rate_limited",
+                message: "this API key is over its request rate (\(Self.rateText(keyRateLimiter.requestsPerSecond)) requests a second, "
+                    + "bursts of \(Int(keyRateLimiter.burst))); retry after \(seconds) s")
+            error.headers[.retryAfter] = "\(seconds)"
+            throw error
+        }
         return runtime.configuration
+    }
+
+    static func rateText(_ rate: Double) -> String {
+        rate.rounded() == rate && rate < 1e15 ? String(Int64(rate)) : String(rate)
     }
 
     private func authenticateAdmin(_ request: Request) throws(APIError) {

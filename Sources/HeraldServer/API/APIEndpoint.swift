@@ -21,11 +21,12 @@ public enum APIEndpoint: String, CaseIterable, Sendable {
 
     /// Who may call a route.
     public enum Access: Sendable {
-        /// Anyone (health, metrics, the API description).
+        /// Anyone (health, readiness, the API description).
         case open
         /// A tenant, with one of its API keys as `Authorization: Bearer <key>`.
         case tenant
-        /// The operator, with the admin token; the routes do not exist while no token is set.
+        /// The operator, with the admin token (`/admin/…` and `/metrics`); the routes do not exist
+        /// while no token is set.
         case admin
     }
 
@@ -58,9 +59,10 @@ public enum APIEndpoint: String, CaseIterable, Sendable {
 
     public var access: Access {
         switch self {
-        case .healthz, .readyz, .metrics, .openAPI: return .open
+        case .healthz, .readyz, .openAPI: return .open
         case .sendNotification, .sendBatch, .job, .invalidDevices, .registerDevice: return .tenant
-        case .adminTenants, .adminReload, .adminReloadTenant, .adminUploadCredentials: return .admin
+        // Metrics name tenants, topics and volumes: not for tenants or anonymous callers.
+        case .metrics, .adminTenants, .adminReload, .adminReloadTenant, .adminUploadCredentials: return .admin
         }
     }
 

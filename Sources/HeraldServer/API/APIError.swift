@@ -19,6 +19,9 @@ public struct APIError: Error, Sendable, HTTPResponseError, CustomStringConverti
     /// For a batch: the first bad items (the error itself is the first of them).
     public var details: [APIError] = []
     public var headers: HTTPFields = [:]
+    /// What the log gets and the answer does not: socket and TLS errors, paths, the internal
+    /// message behind a 5xx. Logged with the request ID by ``APIMiddleware``.
+    var logDetail: String?
 
     public init(status: HTTPResponse.Status, code: String, message: String, field: String? = nil, apnsReason: String? = nil) {
         self.status = status
@@ -76,6 +79,11 @@ public struct APIError: Error, Sendable, HTTPResponseError, CustomStringConverti
         APIError(status: .badRequest, code: "invalid_query", message: message, field: name)
     }
 
+    /// A per-tenant job limit refused a batch (429); the message names the limit.
+    static func quotaExceeded(_ message: String) -> APIError {
+        APIError(status: .tooManyRequests, code: "quota_exceeded", message: message + " (nothing was accepted)")
+    }
+
     static func bodyTooLarge(limit: Int) -> APIError {
         APIError(status: .contentTooLarge, code: "body_too_large", message: "the request body is larger than \(limit) bytes")
     }
@@ -124,6 +132,12 @@ public struct APIError: Error, Sendable, HTTPResponseError, CustomStringConverti
         let field = error.field.map { FieldPaths.join(prefix, $0) }
         let reason = error.reason?.wireValue
         switch error.code {
+        case .invalidNotification where error.reason == .missingTopic:
+            // Whether a topic is needed depends on the tenant (a single-topic certificate
+            // tenant has a default), so like the other tenant-policy refusals this is a 422.
+            return APIError(
+                status: .unprocessableContent, code: "topic_required", message: error.message,
+                field: field ?? FieldPaths.join(prefix, "topic"), apnsReason: reason)
         case .invalidNotification:
             return APIError(status: .badRequest, code: "invalid_field", message: error.message, field: field, apnsReason: reason)
         case .topicDisallowed:
@@ -147,24 +161,33 @@ public struct APIError: Error, Sendable, HTTPResponseError, CustomStringConverti
             api.headers[.retryAfter] = "1"
             return api
         case .deadlineExceeded:
-            return APIError(
-                status: .gatewayTimeout, code: "deadline_exceeded",
-                message: error.message + (error.mayHaveReachedAPNs ? " (the notification may have reached APNs)" : ""))
+            return APIError.upstream(
+                .gatewayTimeout, "deadline_exceeded", "the deadline passed before APNs answered", error: error)
         case .transport:
-            return APIError(
-                status: .badGateway, code: "transport_failed",
-                message: error.message + (error.mayHaveReachedAPNs ? " (the notification may have reached APNs)" : ""))
+            return APIError.upstream(.badGateway, "transport_failed", "the notification could not be sent to APNs", error: error)
         case .shuttingDown:
-            return APIError(status: .serviceUnavailable, code: "shutting_down", message: error.message)
+            return APIError(status: .serviceUnavailable, code: "shutting_down", message: "Herald is shutting down; try again")
         case .credentialRevoked:
-            return APIError(
-                status: .badGateway, code: "credential_revoked",
-                message: error.message + (error.mayHaveReachedAPNs ? " (the notification may have reached APNs)" : ""))
+            return APIError.upstream(
+                .badGateway, "credential_revoked", "the tenant's APNs credential was replaced before APNs answered", error: error)
         case .unknownTenant:
             return APIError(status: .serviceUnavailable, code: "tenant_unavailable", message: "the tenant is not loaded right now")
         default:
-            return APIError(status: .internalServerError, code: "send_failed", message: error.message, field: field, apnsReason: reason)
+            var api = APIError(status: .internalServerError, code: "send_failed", message: "the send failed inside Herald", field: field)
+            api.logDetail = error.description
+            return api
         }
+    }
+
+    /// A failure between Herald and APNs: the answer says what happened and whether APNs may
+    /// have the notification; the socket/TLS detail goes to the log only.
+    private static func upstream(_ status: HTTPResponse.Status, _ code: String, _ message: String, error: PushError) -> APIError {
+        var api = APIError(
+            status: status, code: code,
+            message: message + (error.mayHaveReachedAPNs ? " (the notification may have reached APNs)" : "")
+                + "; the log has the detail under this answer's x-request-id")
+        api.logDetail = error.description
+        return api
     }
 }
 
@@ -202,11 +225,52 @@ enum Timestamps {
         Date.ISO8601FormatStyle(includingFractionalSeconds: true).format(date)
     }
 
-    /// Parses an RFC 3339 date (with or without fractional seconds) or UNIX seconds.
-    static func parse(_ text: String) -> Date? {
-        if let seconds = Double(text), seconds.isFinite, seconds >= 0 { return Date(timeIntervalSince1970: seconds) }
-        if let date = try? Date(text, strategy: .iso8601) { return date }
-        let fractional = Date.ISO8601FormatStyle(includingFractionalSeconds: true)
-        return try? fractional.parse(text)
+    /// The latest date any caller's date may name (9999-12-31T23:59:59Z): past it, 400.
+    static let latestDate = Date(timeIntervalSince1970: 253_402_300_799)
+
+    /// The earliest date a caller may give (2000-01-01T00:00:00Z).
+    static let earliestCallerDate = Date(timeIntervalSince1970: 946_684_800)
+    /// How far past the server's clock a caller's date may be (clock skew), in seconds.
+    static let futureAllowance: TimeInterval = 300
+
+    /// The dates a caller may give at `now`: from ``earliestCallerDate`` to `now` plus ``futureAllowance``.
+    static func callerDates(now: Date) -> ClosedRange<Date> {
+        earliestCallerDate...max(earliestCallerDate, now.addingTimeInterval(futureAllowance))
+    }
+
+    /// A query parameter's date: decimal UNIX seconds (1 to 11 digits, up to 9 decimals; as the
+    /// OpenAPI document's pattern says) or an RFC 3339 date-time.
+    static func parseQuery(_ text: String) -> Date? {
+        if let seconds = decimalSeconds(text) { return Date(timeIntervalSince1970: seconds) }
+        return parseRFC3339(text)
+    }
+
+    /// A JSON number of seconds since 1970, from 0 to ``latestDate``.
+    static func parseSeconds(jsonNumber text: String) -> Date? {
+        guard let seconds = Double(text), seconds.isFinite, (0...latestDate.timeIntervalSince1970).contains(seconds) else { return nil }
+        return Date(timeIntervalSince1970: seconds)
+    }
+
+    /// `[0-9]{1,11}(\.[0-9]{1,9})?` as seconds (`Double` alone would also take "0x1p70", "nan" and "inf").
+    static func decimalSeconds(_ text: String) -> Double? {
+        let parts = text.utf8.split(separator: UInt8(ascii: "."), maxSplits: 1, omittingEmptySubsequences: false)
+        let digits = { (part: Substring.UTF8View) in part.allSatisfy { (UInt8(ascii: "0")...UInt8(ascii: "9")).contains($0) } }
+        guard let whole = parts.first, (1...11).contains(whole.count), digits(whole) else { return nil }
+        if parts.count == 2 {
+            guard (1...9).contains(parts[1].count), digits(parts[1]) else { return nil }
+        }
+        return Double(text)
+    }
+
+    /// An RFC 3339 date-time (with or without fractional seconds), up to ``latestDate``.
+    static func parseRFC3339(_ text: String) -> Date? {
+        let date: Date?
+        if let whole = try? Date(text, strategy: .iso8601) {
+            date = whole
+        } else {
+            date = try? Date.ISO8601FormatStyle(includingFractionalSeconds: true).parse(text)
+        }
+        guard let date, date <= latestDate, date.timeIntervalSince1970 >= -62_135_596_800 else { return nil }
+        return date
     }
 }

@@ -42,12 +42,19 @@ enum APSDecoding {
             case .object:
                 let sound = try JSONObjectReader(node, path: reader.path("sound"), allowed: soundKeys)
                 guard let name = try sound.string("name", required: true) else { throw APIError.missingField(sound.path("name")) }
-                let volume = try sound.number("volume") ?? 1
-                guard (0...1).contains(volume) else { throw APIError.invalidField(sound.path("volume"), "must be from 0.0 to 1.0") }
-                if let critical = try sound.flag("critical"), !critical {
-                    aps.sound = .named(name)
+                // A critical alert bypasses mute and Do Not Disturb: only an explicit `"critical": 1`
+                // (or true) asks for one. Without it the object is a plain sound name.
+                let volume = try sound.number("volume")
+                if let volume, !(0...1).contains(volume) {
+                    throw APIError.invalidField(sound.path("volume"), "must be from 0.0 to 1.0")
+                }
+                if try sound.flag("critical") == true {
+                    aps.sound = .critical(name: name, volume: volume ?? 1)
+                } else if volume != nil {
+                    throw APIError.invalidField(
+                        sound.path("volume"), "applies to critical alerts only; add \"critical\": 1 or leave volume out")
                 } else {
-                    aps.sound = .critical(name: name, volume: volume)
+                    aps.sound = .named(name)
                 }
             default:
                 throw APIError.invalidField(reader.path("sound"), "must be a string or an object, not \(node.kind)")
@@ -72,7 +79,7 @@ enum APSDecoding {
         }
         aps.filterCriteria = try reader.string("filter-criteria")
         aps.staleDate = try reader.integer("stale-date", in: 0...Int64(UInt32.max)).map { Int($0) }
-        aps.contentState = reader.json("content-state")
+        aps.contentState = try reader.jsonObject("content-state")
         aps.timestamp = try reader.integer("timestamp", in: 0...Int64(UInt32.max)).map { Int($0) }
         if let text = try reader.string("event") {
             guard let event = APS.LiveActivityEvent(rawValue: text) else {
@@ -82,7 +89,7 @@ enum APSDecoding {
         }
         aps.dismissalDate = try reader.integer("dismissal-date", in: 0...Int64(UInt32.max)).map { Int($0) }
         aps.attributesType = try reader.string("attributes-type")
-        aps.attributes = reader.json("attributes")
+        aps.attributes = try reader.jsonObject("attributes")
         return aps
     }
 }

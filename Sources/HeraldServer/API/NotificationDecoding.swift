@@ -79,7 +79,10 @@ enum NotificationDecoding {
         if let value = try reader.integer("expiration", in: 0...Int64(UInt32.max)) {
             template.expiration = value == 0 ? .immediately : .at(UInt32(value))
         }
-        template.collapseID = try reader.string("collapse_id")
+        if let collapseID = try reader.string("collapse_id") {
+            try checkCollapseID(collapseID, path: reader.path("collapse_id"))
+            template.collapseID = collapseID
+        }
         if let text = try reader.string("apns_id") {
             do {
                 template.id = try NotificationID(text)
@@ -89,6 +92,24 @@ enum NotificationDecoding {
         }
         template.payload = try payload(reader, body: body)
         return template
+    }
+
+    /// The API's rule for `collapse_id`, stricter than APNs' 64 bytes so that the OpenAPI
+    /// document can state it exactly: 1 to 64 printable ASCII characters, no space at either
+    /// end (the transport's header rule, ``HeraldCore/Notification/headerValueProblem(_:)``,
+    /// follows from it).
+    static func checkCollapseID(_ value: String, path: String) throws(APIError) {
+        let bytes = value.utf8
+        guard !bytes.isEmpty, bytes.count <= Notification.maximumCollapseIDLength else {
+            throw APIError.invalidField(
+                path, "must be 1 to \(Notification.maximumCollapseIDLength) characters, not \(bytes.count) bytes", apnsReason: "BadCollapseId")
+        }
+        guard bytes.allSatisfy({ (0x20...0x7E).contains($0) }) else {
+            throw APIError.invalidField(path, "must be printable ASCII (no control characters)", apnsReason: "BadCollapseId")
+        }
+        if let problem = Notification.headerValueProblem(value) {
+            throw APIError.invalidField(path, problem, apnsReason: "BadCollapseId")
+        }
     }
 
     /// `payload` (a JSON object, passed on byte for byte) or `aps` + `custom` (typed).
@@ -113,7 +134,7 @@ enum NotificationDecoding {
                     guard key != "aps" else {
                         throw APIError.invalidField(reader.path("custom") + ".aps", "aps is given by the aps field, not in custom")
                     }
-                    custom[key] = JSONObjectReader.jsonValue(value)
+                    custom[key] = try JSONObjectReader.jsonValue(value, path: FieldPaths.join(reader.path("custom"), key))
                 }
             }
             return Payload(aps: aps, custom: custom).encoded()

@@ -134,6 +134,9 @@ public struct APIKeyIndex: Sendable {
         return entry
     }
 
+    /// The indexed digests, as hex.
+    var digests: Set<String> { Set(byDigest.values.map(\.sha256Hex)) }
+
     /// How many keys are indexed.
     public var count: Int { byDigest.count }
 }

@@ -29,11 +29,11 @@ struct JSONObjectReader {
 
     func has(_ key: String) -> Bool { members[key] != nil }
 
-    /// The member, or nil when absent. An explicit `null` counts as absent.
+    /// The member, or nil when absent. An explicit `null` is a value like any other (and the
+    /// wrong kind for every field), so that the API accepts exactly what its OpenAPI document
+    /// describes: a field is given with a value of its kind, or left out.
     subscript(_ key: String) -> JSONNode? {
-        guard let node = members[key] else { return nil }
-        if case .null = node.value { return nil }
-        return node
+        members[key]
     }
 
     func string(_ key: String, required: Bool = false) throws(APIError) -> String? {
@@ -114,20 +114,41 @@ struct JSONObjectReader {
     }
 
     /// Any JSON value, as a ``JSONValue``.
-    func json(_ key: String) -> JSONValue? {
-        self[key].map(Self.jsonValue)
+    func json(_ key: String) throws(APIError) -> JSONValue? {
+        guard let node = self[key] else { return nil }
+        return try Self.jsonValue(node, path: path(key))
     }
 
-    static func jsonValue(_ node: JSONNode) -> JSONValue {
+    /// A JSON object member, as a ``JSONValue``.
+    func jsonObject(_ key: String) throws(APIError) -> JSONValue? {
+        guard let node = self[key] else { return nil }
+        guard case .object = node.value else { throw APIError.invalidField(path(key), "must be a JSON object, not \(node.kind)") }
+        return try Self.jsonValue(node, path: path(key))
+    }
+
+    /// `node` as a ``JSONValue``. A number is kept as an integer when it is one, else as a
+    /// double; a number no double can hold (`1e400`) is refused rather than changed.
+    static func jsonValue(_ node: JSONNode, path: String) throws(APIError) -> JSONValue {
         switch node.value {
         case .null: return .null
         case .bool(let value): return .bool(value)
         case .number(let text):
             if let int = Int64(text) { return .int(int) }
-            return .double(Double(text) ?? 0)
+            guard let double = Double(text), double.isFinite else {
+                throw APIError.invalidField(path, "the number \(text.prefix(40)) is out of range (a double precision number is the most)")
+            }
+            return .double(double)
         case .string(let text): return .string(text)
-        case .array(let elements): return .array(elements.map(jsonValue))
-        case .object(let members): return .object(members.map { ($0.key, jsonValue($0.value)) })
+        case .array(let elements):
+            var values: [JSONValue] = []
+            values.reserveCapacity(elements.count)
+            for (index, element) in elements.enumerated() { values.append(try jsonValue(element, path: path + "[\(index)]")) }
+            return .array(values)
+        case .object(let members):
+            var values: [(String, JSONValue)] = []
+            values.reserveCapacity(members.count)
+            for (key, value) in members { values.append((key, try jsonValue(value, path: FieldPaths.join(path, key)))) }
+            return .object(values)
         }
     }
 }

@@ -5,10 +5,22 @@ import NIOCore
 /// Turns every failure into the API's JSON error: ``APIError``s as they are, requests the
 /// router did not route into 404/405 (or dispatches them, see ``APIContext/fallback(_:)``),
 /// oversized bodies into 413, and anything else into a logged 500 that reveals nothing.
+///
+/// Every answer carries the request's ``RequestID`` in `x-request-id`; a 5xx is logged with it
+/// and with the detail the answer leaves out (socket and TLS errors, paths).
 struct APIMiddleware<Context: RequestContext>: RouterMiddleware {
     let api: APIContext
 
     func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws -> Response {
+        let id = RequestID.accept(request.headers[RequestID.header])
+        var response = await RequestID.$current.withValue(id) {
+            await answer(request, context: context, next: next)
+        }
+        response.headers[RequestID.header] = id
+        return response
+    }
+
+    private func answer(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async -> Response {
         do {
             do {
                 return try await next(request, context)
@@ -17,17 +29,24 @@ struct APIMiddleware<Context: RequestContext>: RouterMiddleware {
             }
         } catch let error as APIError {
             if error.status.code >= 500 {
-                api.logger.warning(
-                    "request failed",
-                    metadata: ["herald.path": "\(request.uri.path)", "herald.status": "\(error.status.code)", "herald.code": "\(error.code)"])
+                var metadata: Logger.Metadata = [
+                    "herald.path": "\(request.uri.path)", "herald.status": "\(error.status.code)", "herald.code": "\(error.code)",
+                ]
+                if let detail = error.logDetail { metadata["herald.error"] = "\(detail)" }
+                api.requestLogger.warning("request failed", metadata: metadata)
             }
             return error.response()
         } catch is NIOTooManyBytesError {
             return APIError.bodyTooLarge(limit: api.settings.api.maxBodyBytes).response()
         } catch let error as HTTPError {
-            return APIError(status: error.status, code: "http_error", message: error.body ?? error.status.reasonPhrase).response()
+            if error.status.code >= 500 {
+                api.requestLogger.warning(
+                    "request failed", metadata: ["herald.path": "\(request.uri.path)", "herald.error": "\(error)"])
+                return APIError.internal().response()
+            }
+            return APIError(status: error.status, code: "http_error", message: error.status.reasonPhrase).response()
         } catch {
-            api.logger.error(
+            api.requestLogger.error(
                 "request failed with an unexpected error", metadata: ["herald.path": "\(request.uri.path)", "herald.error": "\(error)"])
             return APIError.internal().response()
         }

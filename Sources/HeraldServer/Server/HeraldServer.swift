@@ -8,6 +8,7 @@ import HeraldStore
 import Hummingbird
 import Logging
 import Metrics
+import NIOCore
 import Prometheus
 import ServiceLifecycle
 import UnixSignals
@@ -33,6 +34,10 @@ public struct HeraldServerOptions: Sendable {
     /// Poll the tenants directory this often and reload what changed; nil: no watcher.
     /// `herald serve` watches every 2 seconds.
     public var watchInterval: Duration? = nil
+    /// Posts the plugins' webhooks (tests put a recording sender here).
+    public var webhooks: any WebhookSender = HTTPWebhookSender.shared
+    /// Time between two rounds of store upkeep (expired jobs deleted, WAL checkpointed).
+    public var maintenanceInterval: Duration = .seconds(600)
     /// Reload every tenant on SIGHUP. `herald serve` turns it on.
     public var reloadOnSIGHUP: Bool = false
 
@@ -45,6 +50,7 @@ public struct HeraldServerOptions: Sendable {
         jobs.claimSize = configuration.jobs.claimSize
         jobs.lease = .milliseconds(Int64(configuration.jobs.lease * 1000))
         jobs.claimant = configuration.jobs.claimant
+        jobs.jobsPerTenant = configuration.jobs.jobsPerTenant
         self.jobs = jobs
     }
 
@@ -84,10 +90,14 @@ public struct HeraldServerError: Error, Sendable, CustomStringConvertible {
 public final class HeraldServer: Sendable {
     public let options: HeraldServerOptions
     public let router: Herald.Router
-    /// The store `storage:` chose: the SQLite file (default) or PostgreSQL.
-    public let store: any PushStore & JobReports
-    /// Closes the store's connections when the server stops (PostgreSQL's pool; nothing for SQLite).
-    let closeStore: @Sendable () async -> Void
+    /// The instance's SQLite file: the whole store by default; with `storage.postgres`, only the
+    /// instance's webhook outbox (and the lock that keeps a second process off it).
+    public let store: SQLitePushStore
+    /// The store jobs, results, invalid tokens, reports and provider tokens live in: ``store``, or
+    /// the PostgreSQL database every instance shares (`storage.postgres`).
+    public let sharedStore: any PushStore & JobReports
+    /// Closes the shared store's connections when the server stops (nothing for SQLite).
+    let closeSharedStore: @Sendable () async -> Void
     public let runner: JobRunner
     public let health: TenantHealthRegistry
     /// Reloads and credential rotation (admin routes, SIGHUP, the directory watcher).
@@ -98,16 +108,23 @@ public final class HeraldServer: Sendable {
     public let loadedTenants: [TenantID]
     public let loadFailures: [TenantFailure]
     let api: APIContext
+    /// Held for the server's life: a second server on the same store refuses to start.
+    let storeLock: StoreLock
+    /// The plugins' webhooks, stored until posted.
+    public let outbox: WebhookOutbox
 
     private init(
-        options: HeraldServerOptions, router: Herald.Router, store: any PushStore & JobReports,
-        closeStore: @escaping @Sendable () async -> Void, runner: JobRunner, health: TenantHealthRegistry,
-        reloader: ReloadCoordinator, sandbox: APNsSandbox?, loadedTenants: [TenantID], loadFailures: [TenantFailure], api: APIContext
+        options: HeraldServerOptions, router: Herald.Router, store: SQLitePushStore,
+        sharedStore: any PushStore & JobReports, closeSharedStore: @escaping @Sendable () async -> Void,
+        runner: JobRunner, health: TenantHealthRegistry,
+        reloader: ReloadCoordinator, sandbox: APNsSandbox?, loadedTenants: [TenantID], loadFailures: [TenantFailure], api: APIContext,
+        storeLock: StoreLock, outbox: WebhookOutbox
     ) {
         self.options = options
         self.router = router
         self.store = store
-        self.closeStore = closeStore
+        self.sharedStore = sharedStore
+        self.closeSharedStore = closeSharedStore
         self.runner = runner
         self.health = health
         self.reloader = reloader
@@ -115,6 +132,8 @@ public final class HeraldServer: Sendable {
         self.loadedTenants = loadedTenants
         self.loadFailures = loadFailures
         self.api = api
+        self.storeLock = storeLock
+        self.outbox = outbox
     }
 
     /// Starts the sandbox (if enabled), opens the store and loads the tenants. Nothing listens
@@ -122,6 +141,18 @@ public final class HeraldServer: Sendable {
     public static func start(_ options: HeraldServerOptions) async throws -> HeraldServer {
         let configuration = options.configuration
         let logger = options.logger
+
+        // Before anything else (the sandbox, the store, any send): one process per store.
+        let storeLock: StoreLock
+        let directory = (configuration.storagePath as NSString).deletingLastPathComponent
+        do {
+            if !directory.isEmpty {
+                try SQLitePushStore.createPrivateDirectory(directory)
+            }
+            storeLock = try StoreLock(databasePath: configuration.storagePath)
+        } catch {
+            throw HeraldServerError(message: "cannot start: \(error)")
+        }
 
         var sandbox: APNsSandbox? = nil
         if configuration.sandbox.enabled {
@@ -135,28 +166,60 @@ public final class HeraldServer: Sendable {
             }
         }
 
-        let store: any PushStore & JobReports
-        let closeStore: @Sendable () async -> Void
+        let store: SQLitePushStore
         do {
-            (store, closeStore) = try await openStore(configuration, logger: logger)
+            store = try SQLitePushStore(path: configuration.storagePath)
+            for path in [directory.isEmpty ? "." : directory, configuration.storagePath] {
+                if let mode = FilePermissions.groupOrOthersMode(path) {
+                    logger.warning(
+                        "the store can be read by group or others; it holds device tokens and payloads",
+                        metadata: ["herald.path": "\(path)", "herald.mode": "\(mode)"])
+                }
+            }
         } catch {
             try? await sandbox?.shutdown()
-            throw error
+            throw HeraldServerError(message: "cannot open the store \(configuration.storagePath): \(error)")
         }
 
-        // Provider tokens go through the store: shared by the instances on one PostgreSQL database,
-        // and kept across restarts on either backend.
+        let sharedStore: any PushStore & JobReports
+        let closeSharedStore: @Sendable () async -> Void
+        switch configuration.storage {
+        case .sqlite:
+            (sharedStore, closeSharedStore) = (store, {})
+        case .postgres(let settings):
+            do {
+                let postgres = try await openPostgres(settings, logger: logger)
+                (sharedStore, closeSharedStore) = (postgres, { await postgres.close() })
+            } catch {
+                try? await sandbox?.shutdown()
+                throw error
+            }
+        }
+        // Provider tokens go through the shared store: one token per key for every instance on one
+        // PostgreSQL database, and kept across restarts on either backend.
         var transports = options.transports
-        if var apns = transports as? APNsTransportProvider, let tokens = store as? any ProviderTokenStore {
+        if var apns = transports as? APNsTransportProvider, let tokens = sharedStore as? any ProviderTokenStore {
             apns.tokenStore = tokens
             transports = apns
         }
+
+        var outboxConfiguration = WebhookOutbox.Configuration()
+        outboxConfiguration.senders = configuration.jobs.webhookSenders
+        outboxConfiguration.maxPerTenant = configuration.jobs.webhookOutboxPerTenant
+        let outbox = WebhookOutbox(store: store, sender: options.webhooks, configuration: outboxConfiguration, logger: logger)
+        do {
+            try await outbox.prepare()
+        } catch {
+            try? await sandbox?.shutdown()
+            throw HeraldServerError(message: "cannot read the webhook outbox of \(configuration.storagePath): \(error)")
+        }
+
         let health = TenantHealthRegistry()
         let router = Herald.Router(
             configuration: RouterConfiguration(
-                registry: .standard(metricsFactory: options.pluginMetricsFactory), store: store,
+                registry: .standard(metricsFactory: options.pluginMetricsFactory), store: sharedStore,
                 transports: MonitoredTransportProvider(base: transports, registry: health), logger: logger,
-                environment: options.environment))
+                webhooks: options.webhooks, environment: options.environment, webhookQueue: outbox))
         // Every tenant is validated in full (credential, a signed token, TLS, plugins) before it serves.
         var reloadConfiguration = ReloadConfiguration(tenantsDirectory: configuration.tenantsDirectory)
         reloadConfiguration.metricsFactory = options.pluginMetricsFactory
@@ -171,9 +234,9 @@ public final class HeraldServer: Sendable {
         let failures = report.failures.map { TenantFailure(file: $0.file, tenant: $0.tenant, message: $0.message) }
         logger.info("tenants loaded", metadata: ["herald.tenants": "\(report.added.count)", "herald.failed": "\(failures.count)"])
 
-        let runner = JobRunner(router: router, store: store, configuration: options.jobs, logger: logger)
+        let runner = JobRunner(router: router, store: sharedStore, configuration: options.jobs, logger: logger)
         let api = APIContext(
-            router: router, store: store, reports: store, runner: runner, health: health, metrics: options.metrics,
+            router: router, store: sharedStore, reports: sharedStore, runner: runner, health: health, metrics: options.metrics,
             settings: configuration, adminToken: AdminToken(options.adminToken), logger: logger,
             openAPIDocument: OpenAPIDocument.bytes, reloader: reloader)
         // API keys follow each swap; resumed jobs of new tenants start.
@@ -182,50 +245,29 @@ public final class HeraldServer: Sendable {
             if report.changedRuntimes { runner.rescan() }
         }
         return HeraldServer(
-            options: options, router: router, store: store, closeStore: closeStore, runner: runner, health: health, reloader: reloader, sandbox: sandbox,
-            loadedTenants: report.added, loadFailures: failures, api: api)
+            options: options, router: router, store: store, sharedStore: sharedStore,
+            closeSharedStore: closeSharedStore, runner: runner, health: health, reloader: reloader, sandbox: sandbox,
+            loadedTenants: report.added, loadFailures: failures, api: api, storeLock: storeLock, outbox: outbox)
     }
 
-    /// Opens the store `storage:` names: the SQLite file (created 0600 in a 0700 directory), or
-    /// the PostgreSQL database (migrated under an advisory lock).
-    static func openStore(_ configuration: ServerConfiguration, logger: Logger) async throws
-        -> (any PushStore & JobReports, @Sendable () async -> Void)
+    /// Opens the shared PostgreSQL store (`storage.postgres`), migrated under an advisory lock.
+    static func openPostgres(_ settings: ServerConfiguration.PostgresSettings, logger: Logger) async throws
+        -> PostgresPushStore
     {
-        switch configuration.storage {
-        case .postgres(let settings):
-            var storeLogger = logger
-            storeLogger[metadataKey: "herald.component"] = "store"
-            let postgres = PostgresPushStore.Configuration(
-                host: settings.host, port: settings.port, username: settings.username,
-                password: settings.password?.text, database: settings.database, schema: settings.schema,
-                poolSize: settings.poolSize, requireTLS: settings.tls)
-            do {
-                let store = try await PostgresPushStore.open(postgres, logger: storeLogger)
-                logger.info(
-                    "store opened",
-                    metadata: ["herald.store": "\(settings.displayName)", "herald.pool_size": "\(settings.poolSize)"])
-                return (store, { await store.close() })
-            } catch {
-                throw HeraldServerError(message: "cannot open the store (\(settings.displayName)): \(error)")
-            }
-        case .sqlite:
-            do {
-                let directory = (configuration.storagePath as NSString).deletingLastPathComponent
-                if !directory.isEmpty {
-                    try SQLitePushStore.createPrivateDirectory(directory)
-                }
-                let store = try SQLitePushStore(path: configuration.storagePath)
-                for path in [directory.isEmpty ? "." : directory, configuration.storagePath] {
-                    if let mode = FilePermissions.groupOrOthersMode(path) {
-                        logger.warning(
-                            "the store can be read by group or others; it holds device tokens and payloads",
-                            metadata: ["herald.path": "\(path)", "herald.mode": "\(mode)"])
-                    }
-                }
-                return (store, {})
-            } catch {
-                throw HeraldServerError(message: "cannot open the store \(configuration.storagePath): \(error)")
-            }
+        var storeLogger = logger
+        storeLogger[metadataKey: "herald.component"] = "store"
+        let configuration = PostgresPushStore.Configuration(
+            host: settings.host, port: settings.port, username: settings.username,
+            password: settings.password?.text, database: settings.database, schema: settings.schema,
+            poolSize: settings.poolSize, requireTLS: settings.tls)
+        do {
+            let store = try await PostgresPushStore.open(configuration, logger: storeLogger)
+            logger.info(
+                "shared store opened",
+                metadata: ["herald.store": "\(settings.displayName)", "herald.pool_size": "\(settings.poolSize)"])
+            return store
+        } catch {
+            throw HeraldServerError(message: "cannot open the store (\(settings.displayName)): \(error)")
         }
     }
 
@@ -250,26 +292,44 @@ public final class HeraldServer: Sendable {
     /// - Parameter onListening: called once the API listens, with its host and port.
     public func services(onListening: @escaping @Sendable (String, Int) async -> Void = { _, _ in }) -> [any Service] {
         let listen = options.configuration.listen
+        let http = options.configuration.http
         let api = self.api
+        let listening = OneShotGate()
+        // The listener's own limits (`http:`): idle connections (and request heads that never
+        // finish) are closed after idle_timeout, bodies must arrive within body_timeout, and at
+        // most max_connections are open at once (more wait in the kernel's backlog).
         let application = Application(
             router: makeRouter(),
-            configuration: ApplicationConfiguration(address: .hostname(listen.host, port: listen.port), serverName: "Herald"),
+            server: ListenerLimits.server(http),
+            configuration: ApplicationConfiguration(
+                address: .hostname(listen.host, port: listen.port), serverName: "Herald",
+                availableConnectionsDelegate: ListenerLimits.connectionCap(http, logger: options.logger)),
             onServerRunning: { channel in
                 let port = channel.localAddress?.port ?? listen.port
                 api.phase = .ready
+                // The job runner starts only now: a server that could not bind sends nothing.
+                listening.open()
                 await onListening(listen.host, port)
             },
             logger: options.logger)
         var services: [any Service] = []
         if let sandbox { services.append(SandboxService(sandbox: sandbox)) }
         // Closed after the runner and the router stopped using it (services stop in reverse order).
-        services.append(StoreService(close: closeStore))
+        services.append(StoreService(close: closeSharedStore))
+        services.append(WebhookOutboxService(outbox: outbox))
         services.append(RouterService(router: router))
-        services.append(JobRunnerService(runner: runner))
+        services.append(JobRunnerService(runner: runner, listening: listening))
+        services.append(
+            StoreMaintenanceService(
+                maintenance: StoreMaintenance(
+                    store: store, retention: .milliseconds(Int64(options.configuration.jobs.retention * 1000)),
+                    interval: options.maintenanceInterval, clock: router.configuration.clock, logger: options.logger)))
         if let interval = options.watchInterval {
             services.append(TenantDirectoryWatcher(coordinator: reloader, interval: interval))
         }
         if options.reloadOnSIGHUP { services.append(ReloadSignalService(coordinator: reloader)) }
+        services.append(
+            CredentialHealthMonitor(router: router, metricsFactory: options.pluginMetricsFactory, logger: options.logger))
         services.append(application)
         services.append(ReadinessService(api: api))
         return services

@@ -1,6 +1,7 @@
 import APNsSandbox
 import Herald
 import ServiceLifecycle
+import Synchronization
 
 /// Keeps the in-process sandbox up until graceful shutdown, then stops it (last: the tenants'
 /// connections to it have drained by then).
@@ -34,16 +35,81 @@ struct RouterService: Service {
     }
 }
 
-/// Runs the job runner; at graceful shutdown it stops taking items, lets the sends on the wire
-/// finish and records them, and leaves the rest pending in the store.
+/// Runs the job runner once the API listens (a server that cannot bind its port sends
+/// nothing); at graceful shutdown it stops taking items, lets the sends on the wire finish and
+/// records them, and leaves the rest pending in the store.
 struct JobRunnerService: Service {
     let runner: JobRunner
+    let listening: OneShotGate
 
     func run() async throws {
         await withGracefulShutdownHandler {
+            await listening.wait()
+            guard !runner.isStopping else { return }
             await runner.run()
         } onGracefulShutdown: {
             runner.stop()
+            listening.open()
+        }
+    }
+}
+
+/// A gate that opens once and stays open: ``wait()`` returns when (or as soon as) it is open.
+final class OneShotGate: Sendable {
+    private struct State {
+        var open = false
+        var waiters: [CheckedContinuation<Void, Never>] = []
+    }
+
+    private let state = Mutex(State())
+
+    init() {}
+
+    func open() {
+        let waiters = state.withLock { state -> [CheckedContinuation<Void, Never>] in
+            state.open = true
+            defer { state.waiters.removeAll() }
+            return state.waiters
+        }
+        for waiter in waiters { waiter.resume() }
+    }
+
+    var isOpen: Bool { state.withLock { $0.open } }
+
+    func wait() async {
+        await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+            let now = state.withLock { state -> Bool in
+                if state.open { return true }
+                state.waiters.append(continuation)
+                return false
+            }
+            if now { continuation.resume() }
+        }
+    }
+}
+
+/// Deletes expired jobs and checkpoints the WAL in the background; ends at graceful shutdown
+/// (a sweep in progress ends at its current transaction).
+struct StoreMaintenanceService: Service {
+    let maintenance: StoreMaintenance
+
+    func run() async throws {
+        await cancelWhenGracefulShutdown {
+            await maintenance.run()
+        }
+    }
+}
+
+/// Posts queued webhooks; at graceful shutdown (after the router drained, as plugins queue
+/// webhooks until then) it lets posts in flight finish for a bounded time.
+struct WebhookOutboxService: Service {
+    let outbox: WebhookOutbox
+
+    func run() async throws {
+        await withGracefulShutdownHandler {
+            await outbox.run()
+        } onGracefulShutdown: {
+            outbox.stop()
         }
     }
 }

@@ -1,5 +1,4 @@
 import NIOCore
-import NIOHTTP2
 import Testing
 
 @testable import HeraldAPNs
@@ -81,7 +80,7 @@ struct APNsConnectionStateMachineTests {
     func secondGoAway() {
         var machine = readyMachine(maxStreams: 10)
         for _ in 0..<4 { _ = machine.openStream(now: t0) }  // 1, 3, 5, 7
-        #expect(machine.goAwayReceived(lastStreamID: .maxID, streamsAbove: 0, now: t0) == .drain(refuseAbove: .maxID, closeNow: false))
+        #expect(machine.goAwayReceived(lastStreamID: Int32.max, streamsAbove: 0, now: t0) == .drain(refuseAbove: Int32.max, closeNow: false))
         #expect(machine.goAwayReceived(lastStreamID: 3, streamsAbove: 2, now: t0) == .drain(refuseAbove: 3, closeNow: false))
         #expect(machine.state == .draining(lastStreamID: 3, openStreams: 2))
     }

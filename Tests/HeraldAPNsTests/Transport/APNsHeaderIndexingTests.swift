@@ -1,6 +1,6 @@
 import HeraldCore
 import NIOCore
-import NIOHPACK
+import HTTP2Engine
 import Testing
 
 @testable import HeraldAPNs
@@ -17,31 +17,31 @@ struct APNsHeaderIndexingTests {
         ) { _ in }
     }
 
-    func indexing(_ headers: HPACKHeaders) -> [String: HPACKIndexing] {
-        var result: [String: HPACKIndexing] = [:]
-        for (name, _, indexing) in headers { result[name] = indexing }
+    func indexing(_ headers: [HTTP2Header]) -> [String: HTTP2HeaderIndexing] {
+        var result: [String: HTTP2HeaderIndexing] = [:]
+        for header in headers { result[header.name] = header.indexing }
         return result
     }
 
-    @Test("path and authorization are never indexed; apns-id, expiration, collapse-id only the first time")
+    @Test("authorization is never indexed (path is left to the deflater, which never indexes it); apns-id, expiration, collapse-id only the first time")
     func indexingAsAppleAsks() throws {
         var encoder = APNsHeaderIndexing()
         let first = indexing(encoder.headers(for: try request(), host: "api.push.apple.com"))
-        #expect(first[":path"] == .nonIndexable)
-        #expect(first["authorization"] == .nonIndexable)
-        #expect(first["apns-id"] == .indexable)
-        #expect(first["apns-expiration"] == .indexable)
-        #expect(first["apns-collapse-id"] == .indexable)
+        #expect(first[":path"] == .automatic)
+        #expect(first["authorization"] == .neverIndexed)
+        #expect(first["apns-id"] == .automatic)
+        #expect(first["apns-expiration"] == .automatic)
+        #expect(first["apns-collapse-id"] == .automatic)
         for name in [":method", ":scheme", "host", "apns-topic", "apns-push-type", "apns-priority", "content-length"] {
-            #expect(first[name] == .indexable, "\(name)")
+            #expect(first[name] == .automatic, "\(name)")
         }
         let second = indexing(encoder.headers(for: try request(), host: "api.push.apple.com"))
-        #expect(second[":path"] == .nonIndexable)
-        #expect(second["authorization"] == .nonIndexable)
-        #expect(second["apns-id"] == .nonIndexable)
-        #expect(second["apns-expiration"] == .nonIndexable)
-        #expect(second["apns-collapse-id"] == .nonIndexable)
-        #expect(second["apns-topic"] == .indexable)
+        #expect(second[":path"] == .automatic)
+        #expect(second["authorization"] == .neverIndexed)
+        #expect(second["apns-id"] == .neverIndexed)
+        #expect(second["apns-expiration"] == .neverIndexed)
+        #expect(second["apns-collapse-id"] == .neverIndexed)
+        #expect(second["apns-topic"] == .automatic)
     }
 
     @Test("each header's first use counts separately, per connection")
@@ -50,12 +50,12 @@ struct APNsHeaderIndexingTests {
         let plain = indexing(encoder.headers(for: try request(expiration: nil, collapseID: nil, authorization: nil), host: "h"))
         #expect(plain["apns-expiration"] == nil)
         #expect(plain["authorization"] == nil)
-        #expect(plain["apns-id"] == .indexable)
+        #expect(plain["apns-id"] == .automatic)
         let withCollapse = indexing(encoder.headers(for: try request(expiration: nil), host: "h"))
-        #expect(withCollapse["apns-id"] == .nonIndexable)
-        #expect(withCollapse["apns-collapse-id"] == .indexable)
+        #expect(withCollapse["apns-id"] == .neverIndexed)
+        #expect(withCollapse["apns-collapse-id"] == .automatic)
         var other = APNsHeaderIndexing()
-        #expect(indexing(other.headers(for: try request(), host: "h"))["apns-id"] == .indexable)
+        #expect(indexing(other.headers(for: try request(), host: "h"))["apns-id"] == .automatic)
     }
 
     @Test("the request carries the headers APNs reads")
@@ -63,12 +63,13 @@ struct APNsHeaderIndexingTests {
         var encoder = APNsHeaderIndexing()
         let req = try request()
         let headers = encoder.headers(for: req, host: "api.push.apple.com")
-        #expect(headers.first(name: ":method") == "POST")
-        #expect(headers.first(name: ":path") == "/3/device/00fc13adff785122b4ad28809a3420982341241421348097878e577c991de8f0")
-        #expect(headers.first(name: "apns-id") == req.apnsID.rawValue)
-        #expect(headers.first(name: "apns-priority") == "10")
-        #expect(headers.first(name: "apns-expiration") == "1900000000")
-        #expect(headers.first(name: "content-length") == String(req.payload.readableBytes))
+        func first(_ name: String) -> String? { headers.first { $0.name == name }?.value }
+        #expect(first(":method") == "POST")
+        #expect(first(":path") == "/3/device/00fc13adff785122b4ad28809a3420982341241421348097878e577c991de8f0")
+        #expect(first("apns-id") == req.apnsID.rawValue)
+        #expect(first("apns-priority") == "10")
+        #expect(first("apns-expiration") == "1900000000")
+        #expect(first("content-length") == String(req.payload.readableBytes))
         // Pseudo-headers come first.
         let names = headers.map(\.name)
         #expect(names.prefix(3).allSatisfy { $0.hasPrefix(":") })

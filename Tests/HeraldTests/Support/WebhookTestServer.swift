@@ -22,8 +22,9 @@ final class WebhookTestServer: Sendable {
     var url: String { "http://127.0.0.1:\(port)/hooks/apns" }
     var received: [Received] { recorder.state.withLock { $0.received } }
 
-    init(statuses: [Int] = []) async throws {
-        let recorder = Recorder(statuses: statuses)
+    /// - Parameter location: the `Location` of its 3xx answers (a redirect).
+    init(statuses: [Int] = [], location: String? = nil) async throws {
+        let recorder = Recorder(statuses: statuses, location: location)
         self.recorder = recorder
         group = MultiThreadedEventLoopGroup(numberOfThreads: 1)
         channel = try await ServerBootstrap(group: group)
@@ -56,8 +57,11 @@ final class WebhookTestServer: Sendable {
     final class Recorder: Sendable {
         let state: Mutex<(received: [Received], statuses: [Int], waiters: [(Int, CheckedContinuation<Void, Never>)])>
 
-        init(statuses: [Int]) {
+        let location: String?
+
+        init(statuses: [Int], location: String?) {
             state = Mutex(([], statuses, []))
+            self.location = location
         }
 
         func record(_ request: Received) -> Int {
@@ -100,6 +104,9 @@ final class WebhookTestServer: Sendable {
                     Received(method: "\(head.method)", uri: head.uri, headers: headers, body: body))
                 var responseHeaders = HTTPHeaders()
                 responseHeaders.add(name: "content-length", value: "0")
+                if (300..<400).contains(status), let location = recorder.location {
+                    responseHeaders.add(name: "location", value: location)
+                }
                 let response = HTTPResponseHead(
                     version: head.version, status: HTTPResponseStatus(statusCode: status), headers: responseHeaders)
                 context.write(wrapOutboundOut(.head(response)), promise: nil)

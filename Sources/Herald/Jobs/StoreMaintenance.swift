@@ -1,0 +1,72 @@
+import Foundation
+import HeraldCore
+import HeraldStore
+import Logging
+
+/// The store's upkeep, in the background: deletes finished jobs after `jobs.retention` and
+/// checkpoints the WAL, at start and then every ``interval``.
+///
+/// ```swift
+/// let maintenance = StoreMaintenance(store: store, retention: .seconds(7 * 86_400))
+/// try await maintenance.run()          // until cancelled
+/// ```
+public struct StoreMaintenance: Sendable {
+    public let store: SQLitePushStore
+    /// How long a finished or cancelled job is kept after its last change.
+    public let retention: Duration
+    /// Time between two rounds.
+    public let interval: Duration
+    private let clock: any PushClock
+    private let logger: Logger
+
+    public init(
+        store: SQLitePushStore, retention: Duration, interval: Duration = .seconds(600), clock: any PushClock = SystemPushClock(),
+        logger: Logger = Logger(label: "herald")
+    ) {
+        self.store = store
+        self.retention = retention
+        self.interval = interval
+        self.clock = clock
+        var logger = logger
+        logger[metadataKey: "herald.component"] = "store-maintenance"
+        self.logger = logger
+    }
+
+    /// One round: deletes the jobs expired at the clock's date, then checkpoints the WAL.
+    @discardableResult
+    public func runOnce() async -> RetentionSweep? {
+        let cutoff = clock.date.addingTimeInterval(-JobRunner.seconds(retention))
+        var sweep: RetentionSweep? = nil
+        do {
+            let done = try await store.deleteExpiredJobs(before: cutoff)
+            sweep = done
+            if done.jobs > 0 || done.items > 0 {
+                logger.info(
+                    "expired jobs deleted",
+                    metadata: ["herald.jobs": "\(done.jobs)", "herald.items": "\(done.items)", "herald.complete": "\(done.complete)"])
+            }
+        } catch {
+            logger.error("cannot delete expired jobs", metadata: ["herald.error": "\(error)"])
+        }
+        do {
+            try await store.checkpoint()
+        } catch {
+            logger.warning("cannot checkpoint the store's WAL", metadata: ["herald.error": "\(error)"])
+        }
+        return sweep
+    }
+
+    /// Runs a round now and then every ``interval`` until the task is cancelled.
+    public func run() async {
+        while !Task.isCancelled {
+            let sweep = await runOnce()
+            // A sweep that stopped at its budget goes on at once.
+            if sweep?.complete == false { continue }
+            do {
+                try await clock.sleep(until: clock.now.advanced(by: interval))
+            } catch {
+                return
+            }
+        }
+    }
+}

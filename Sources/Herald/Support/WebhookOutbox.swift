@@ -1,0 +1,257 @@
+import Foundation
+import HeraldCore
+import HeraldStore
+import Logging
+import Synchronization
+
+/// The durable webhook queue of `herald serve`: plugins' webhooks are stored in the store's
+/// outbox (bounded per tenant), and a fixed number of senders posts them, with their retries.
+/// A burst (a batch whose every device is unregistered) is rows in a table, not a task each;
+/// deliveries waiting or between retries survive a restart.
+///
+/// ```swift
+/// let outbox = WebhookOutbox(store: store, sender: HTTPWebhookSender.shared)
+/// try await outbox.prepare()               // at start: counts, stale claims released
+/// async let sending: Void = outbox.run()
+/// outbox.stop()                            // then `run` returns within `shutdownGrace`
+/// ```
+public final class WebhookOutbox: WebhookQueue {
+    public struct Configuration: Sendable, Hashable {
+        /// Deliveries posted at once (all tenants together).
+        public var senders = 4
+        /// Deliveries one tenant may have waiting; beyond, new ones are refused (and logged).
+        public var maxPerTenant = 100_000
+        /// How often an idle outbox looks for due deliveries.
+        public var pollInterval: Duration = .milliseconds(200)
+        /// How long ``stop()`` lets posts in flight finish before they are cancelled (a
+        /// cancelled delivery stays in the outbox for the next start).
+        public var shutdownGrace: Duration = .seconds(5)
+
+        public init() {}
+    }
+
+    public let configuration: Configuration
+    private let store: SQLitePushStore
+    private let sender: any WebhookSender
+    private let clock: any PushClock
+    private let logger: Logger
+    private let state = Mutex(State())
+
+    private struct State {
+        var counts: [TenantID: Int] = [:]
+        var stopping = false
+        var stopRequested: [CheckedContinuation<Void, Never>] = []
+        var inFlight = 0
+        var peakInFlight = 0
+        var delivered = 0
+        var refused = 0
+        var abandoned = 0
+    }
+
+    /// What the outbox did so far (for tests and benchmarks).
+    public struct Statistics: Sendable, Hashable {
+        public var waiting: Int
+        public var inFlight: Int
+        public var peakInFlight: Int
+        public var delivered: Int
+        /// Answered with a final refusal (4xx, 3xx), or refused before posting (address, URL).
+        public var refused: Int
+        /// Out of attempts.
+        public var abandoned: Int
+    }
+
+    public init(
+        store: SQLitePushStore, sender: any WebhookSender, configuration: Configuration = Configuration(),
+        clock: any PushClock = SystemPushClock(), logger: Logger = Logger(label: "herald")
+    ) {
+        self.store = store
+        self.sender = sender
+        self.configuration = configuration
+        self.clock = clock
+        var logger = logger
+        logger[metadataKey: "herald.component"] = "webhook-outbox"
+        self.logger = logger
+    }
+
+    public var statistics: Statistics {
+        state.withLock {
+            Statistics(
+                waiting: $0.counts.values.reduce(0, +), inFlight: $0.inFlight, peakInFlight: $0.peakInFlight,
+                delivered: $0.delivered, refused: $0.refused, abandoned: $0.abandoned)
+        }
+    }
+
+    /// Counts what the outbox holds per tenant, and releases the claims of the process that
+    /// held the store before (one process at a time holds it: `StoreLock`).
+    public func prepare() async throws {
+        let released = try await store.releaseWebhookClaims()
+        let counts = try await store.outboxCounts()
+        state.withLock { $0.counts = counts }
+        let waiting = counts.values.reduce(0, +)
+        if waiting > 0 {
+            logger.info("webhooks waiting from an earlier run", metadata: ["herald.waiting": "\(waiting)", "herald.released": "\(released)"])
+        }
+    }
+
+    public func enqueue(_ request: WebhookRequest, tenant: TenantID, attempts: Int, initialBackoff: Duration) async throws {
+        let limit = configuration.maxPerTenant
+        let reserved = state.withLock { state -> Bool in
+            guard state.counts[tenant, default: 0] < limit else { return false }
+            state.counts[tenant, default: 0] += 1
+            return true
+        }
+        guard reserved else {
+            throw WebhookError("the tenant's webhook outbox is full (\(limit) deliveries waiting)", retryable: false)
+        }
+        do {
+            try await store.enqueueWebhooks([
+                OutboxWebhook(
+                    tenant: tenant, request: request, maxAttempts: max(1, attempts), backoff: initialBackoff,
+                    nextAttemptAt: clock.date)
+            ])
+        } catch {
+            state.withLock { $0.counts[tenant, default: 1] -= 1 }
+            throw error
+        }
+    }
+
+    /// Stops taking deliveries; posts in flight get ``Configuration/shutdownGrace`` to finish.
+    public func stop() {
+        let waiters = state.withLock { state -> [CheckedContinuation<Void, Never>] in
+            state.stopping = true
+            defer { state.stopRequested.removeAll() }
+            return state.stopRequested
+        }
+        for waiter in waiters { waiter.resume() }
+    }
+
+    private var isStopping: Bool { state.withLock { $0.stopping } }
+
+    /// Posts due deliveries with at most ``Configuration/senders`` at once until ``stop()`` (or
+    /// cancellation).
+    public func run() async {
+        await withTaskCancellationHandler {
+            await send()
+        } onCancel: {
+            stop()
+        }
+    }
+
+    private func send() async {
+        let senders = max(1, configuration.senders)
+        await withTaskGroup(of: Void.self) { group in
+            // The watchdog: after stop, the grace period, then posts still in flight are cancelled.
+            group.addTask {
+                await self.stopped()
+                try? await Task.sleep(for: self.configuration.shutdownGrace)
+            }
+            group.addTask {
+                await withDiscardingTaskGroup { posts in
+                    let permits = PermitPool(permits: senders)
+                    while !self.isStopping, !Task.isCancelled {
+                        let free = senders - self.state.withLock { $0.inFlight }
+                        var due: [OutboxWebhook] = []
+                        if free > 0 {
+                            let now = self.clock.date
+                            do {
+                                due = try await self.store.claimDueWebhooks(
+                                    now: now, claimUntil: now.addingTimeInterval(600), limit: free)
+                            } catch {
+                                self.logger.error("cannot read the webhook outbox", metadata: ["herald.error": "\(error)"])
+                            }
+                        }
+                        if due.isEmpty {
+                            try? await Task.sleep(for: self.configuration.pollInterval)
+                            continue
+                        }
+                        for webhook in due {
+                            await permits.acquire()
+                            self.state.withLock {
+                                $0.inFlight += 1
+                                $0.peakInFlight = max($0.peakInFlight, $0.inFlight)
+                            }
+                            posts.addTask {
+                                await self.attempt(webhook)
+                                self.state.withLock { $0.inFlight -= 1 }
+                                permits.release()
+                            }
+                        }
+                    }
+                }
+            }
+            // Whichever ends first: the senders (all posts done after stop) or the watchdog.
+            await group.next()
+            group.cancelAll()
+            await group.waitForAll()
+        }
+    }
+
+    /// Returns once ``stop()`` was called.
+    private func stopped() async {
+        await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+            let now = state.withLock { state -> Bool in
+                if state.stopping { return true }
+                state.stopRequested.append(continuation)
+                return false
+            }
+            if now { continuation.resume() }
+        }
+    }
+
+    /// One attempt of one delivery, and what follows from its answer.
+    private func attempt(_ webhook: OutboxWebhook) async {
+        var logger = self.logger
+        logger[metadataKey: "herald.tenant"] = "\(webhook.tenant)"
+        let attempt = webhook.attempt + 1
+        let failure: String
+        do {
+            let status = try await sender.post(webhook.request)
+            if (200..<300).contains(status) {
+                logger.debug("webhook delivered", metadata: ["herald.status": "\(status)", "herald.attempt": "\(attempt)"])
+                await finish(webhook, count: \.delivered)
+                return
+            }
+            if status != 429, status < 500 {
+                logger.warning("webhook refused; not retrying", metadata: ["herald.status": "\(status)"])
+                await finish(webhook, count: \.refused)
+                return
+            }
+            failure = "status \(status)"
+        } catch let error as WebhookError where !error.retryable {
+            logger.warning("webhook not posted; not retrying", metadata: ["herald.error": "\(error)"])
+            await finish(webhook, count: \.refused)
+            return
+        } catch is CancellationError {
+            return  // shutdown: the delivery stays in the outbox, claimed until the next start.
+        } catch {
+            if Task.isCancelled { return }
+            failure = "\(error)"
+        }
+        guard attempt < webhook.maxAttempts else {
+            logger.error("webhook delivery failed", metadata: ["herald.attempts": "\(attempt)", "herald.error": "\(failure)"])
+            await finish(webhook, count: \.abandoned)
+            return
+        }
+        let next = clock.date.addingTimeInterval(JobRunner.seconds(webhook.backoff))
+        do {
+            try await store.rescheduleWebhook(
+                id: webhook.id, attempt: attempt, backoff: min(webhook.backoff * 2, .seconds(60)), nextAttemptAt: next)
+        } catch {
+            logger.error("cannot reschedule a webhook", metadata: ["herald.error": "\(error)"])
+        }
+    }
+
+    private func finish(_ webhook: OutboxWebhook, count: WritableKeyPath<State, Int>) async {
+        do {
+            try await store.removeWebhook(id: webhook.id)
+        } catch {
+            logger.error("cannot remove a finished webhook from the outbox", metadata: ["herald.error": "\(error)"])
+            return
+        }
+        state.withLock { state in
+            state[keyPath: count] += 1
+            state.counts[webhook.tenant, default: 1] -= 1
+            if state.counts[webhook.tenant] == 0 { state.counts[webhook.tenant] = nil }
+        }
+    }
+}

@@ -1,0 +1,157 @@
+import Foundation
+import GRDB
+import HeraldCore
+
+// The webhook outbox (`webhook_outbox`, migration v3): plugin webhooks are stored before they
+// are posted, so that a burst of them is a bounded table (not a task each) and they survive a
+// restart. A fixed number of senders (`WebhookOutbox` in Herald) claims the due ones.
+
+/// A webhook delivery waiting in the outbox.
+public struct OutboxWebhook: Sendable, Hashable {
+    /// The row's id (0 before it is stored).
+    public var id: Int64
+    public var tenant: TenantID
+    public var request: WebhookRequest
+    /// Attempts made so far.
+    public var attempt: Int
+    public var maxAttempts: Int
+    /// The wait before the next retry (it doubles after each, up to 60 seconds).
+    public var backoff: Duration
+    public var nextAttemptAt: Date
+
+    public init(
+        id: Int64 = 0, tenant: TenantID, request: WebhookRequest, attempt: Int = 0, maxAttempts: Int, backoff: Duration,
+        nextAttemptAt: Date
+    ) {
+        self.id = id
+        self.tenant = tenant
+        self.request = request
+        self.attempt = attempt
+        self.maxAttempts = maxAttempts
+        self.backoff = backoff
+        self.nextAttemptAt = nextAttemptAt
+    }
+}
+
+extension SQLitePushStore {
+    /// Stores deliveries in the outbox, in one transaction.
+    public func enqueueWebhooks(_ webhooks: [OutboxWebhook]) async throws {
+        guard !webhooks.isEmpty else { return }
+        var prepared: [StatementArguments] = []
+        for webhook in webhooks {
+            let headers = try JSONEncoder().encode(webhook.request.headers)
+            prepared.append([
+                webhook.tenant.rawValue, webhook.request.url, String(decoding: headers, as: UTF8.self),
+                Data(webhook.request.body), Self.durationMillis(webhook.request.timeout),
+                webhook.request.allowPrivateAddresses, webhook.attempt, webhook.maxAttempts,
+                Self.durationMillis(webhook.backoff), try Self.millis(webhook.nextAttemptAt, field: "next_attempt_at"),
+            ])
+        }
+        let rows = prepared
+        try await pool.write { db in
+            let statement = try db.makeStatement(
+                sql: """
+                    INSERT INTO webhook_outbox (tenant, url, headers, body, timeout_ms, allow_private, attempt, max_attempts,
+                                                backoff_ms, next_attempt_ms)
+                    VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+                    """)
+            for row in rows { try statement.execute(arguments: row) }
+        }
+    }
+
+    /// Claims up to `limit` deliveries due at `now` (oldest due first) until `claimUntil`.
+    public func claimDueWebhooks(now: Date, claimUntil: Date, limit: Int) async throws -> [OutboxWebhook] {
+        guard limit > 0 else { return [] }
+        let nowMillis = try Self.millis(now, field: "now")
+        let until = try Self.millis(claimUntil, field: "claim_until")
+        return try await pool.write { db in
+            let rows = try Row.fetchAll(
+                db,
+                sql: """
+                    SELECT * FROM webhook_outbox INDEXED BY webhook_outbox_due
+                    WHERE next_attempt_ms <= ? AND (claimed_until_ms IS NULL OR claimed_until_ms <= ?)
+                    ORDER BY next_attempt_ms, id LIMIT ?
+                    """,
+                arguments: [nowMillis, nowMillis, limit])
+            var claimed: [OutboxWebhook] = []
+            for row in rows {
+                let id: Int64 = row["id"]
+                try db.execute(
+                    sql: "UPDATE webhook_outbox SET claimed_until_ms = ? WHERE id = ?", arguments: [until, id])
+                if let webhook = Self.outboxWebhook(row) {
+                    claimed.append(webhook)
+                } else {
+                    // A row this version cannot read is dropped rather than retried forever.
+                    try db.execute(sql: "DELETE FROM webhook_outbox WHERE id = ?", arguments: [id])
+                }
+            }
+            return claimed
+        }
+    }
+
+    /// Removes a delivery (delivered, refused, or out of attempts).
+    public func removeWebhook(id: Int64) async throws {
+        try await pool.write { db in
+            try db.execute(sql: "DELETE FROM webhook_outbox WHERE id = ?", arguments: [id])
+        }
+    }
+
+    /// Records a failed attempt: the delivery is due again at `nextAttemptAt`, with `backoff`.
+    public func rescheduleWebhook(id: Int64, attempt: Int, backoff: Duration, nextAttemptAt: Date) async throws {
+        let next = try Self.millis(nextAttemptAt, field: "next_attempt_at")
+        try await pool.write { db in
+            try db.execute(
+                sql: """
+                    UPDATE webhook_outbox SET attempt = ?, backoff_ms = ?, next_attempt_ms = ?, claimed_until_ms = NULL
+                    WHERE id = ?
+                    """,
+                arguments: [attempt, Self.durationMillis(backoff), next, id])
+        }
+    }
+
+    /// Releases every claim (at start: the process that made them is gone).
+    @discardableResult
+    public func releaseWebhookClaims() async throws -> Int {
+        try await pool.write { db in
+            try db.execute(sql: "UPDATE webhook_outbox SET claimed_until_ms = NULL WHERE claimed_until_ms IS NOT NULL")
+            return db.changesCount
+        }
+    }
+
+    /// Deliveries waiting in the outbox, per tenant.
+    public func outboxCounts() async throws -> [TenantID: Int] {
+        try await pool.read { db in
+            var counts: [TenantID: Int] = [:]
+            for row in try Row.fetchAll(db, sql: "SELECT tenant, count(*) AS n FROM webhook_outbox GROUP BY tenant") {
+                let raw: String = row["tenant"]
+                if let tenant = try? TenantID(raw) { counts[tenant] = row["n"] }
+            }
+            return counts
+        }
+    }
+
+    static func durationMillis(_ duration: Duration) -> Int64 {
+        let parts = duration.components
+        let (millis, overflow) = parts.seconds.multipliedReportingOverflow(by: 1000)
+        return overflow ? Int64.max : millis + parts.attoseconds / 1_000_000_000_000_000
+    }
+
+    private static func outboxWebhook(_ row: Row) -> OutboxWebhook? {
+        let tenantRaw: String = row["tenant"]
+        let headersRaw: String = row["headers"]
+        guard let tenant = try? TenantID(tenantRaw),
+            let headers = try? JSONDecoder().decode([String: String].self, from: Data(headersRaw.utf8))
+        else { return nil }
+        let body: Data = row["body"]
+        let timeout: Int64 = row["timeout_ms"]
+        let backoff: Int64 = row["backoff_ms"]
+        let next: Int64 = row["next_attempt_ms"]
+        return OutboxWebhook(
+            id: row["id"], tenant: tenant,
+            request: WebhookRequest(
+                url: row["url"], headers: headers, body: [UInt8](body), timeout: .milliseconds(timeout),
+                allowPrivateAddresses: row["allow_private"]),
+            attempt: row["attempt"], maxAttempts: row["max_attempts"], backoff: .milliseconds(backoff),
+            nextAttemptAt: date(next))
+    }
+}

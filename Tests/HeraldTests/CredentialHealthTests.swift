@@ -1,0 +1,111 @@
+import APNsSandbox
+import Foundation
+import Herald
+import HeraldCore
+import MetricsTestKit
+import Synchronization
+import Testing
+
+/// Credential health: certificate expiry and key age as gauges per tenant, warnings from 30 days
+/// before a certificate expires, a notice to the tenant (its webhook) from 14 days, once a day.
+@Suite("Credential health")
+struct CredentialHealthTests {
+    final class Notices: CredentialExpiryNotifier {
+        let seen = Mutex<[(TenantID, Date)]>([])
+        func certificateExpiring(_ health: CredentialHealth, tenant: TenantConfiguration, now: Date) async {
+            seen.withLock { $0.append((tenant.id, now)) }
+        }
+        var tenants: [String] { seen.withLock { $0.map(\.0.rawValue) } }
+    }
+
+    static func certificateTenant(_ id: String, ca: SandboxCertificateAuthority, expiresIn: TimeInterval, now: Date)
+        throws -> TenantConfiguration
+    {
+        let issued = try ca.issueClientCertificate(
+            commonName: "Apple Push Services: com.example.\(id)", topics: ["com.example.\(id)"],
+            notBefore: now.addingTimeInterval(-86_400 * 300), notAfter: now.addingTimeInterval(expiresIn))
+        return TenantConfiguration(
+            id: Fixtures.tenantID(id), teamID: "TEAM000001",
+            auth: .certificate(
+                CertificateAuthConfiguration(
+                    identity: .pem(
+                        certificateChain: Array(issued.certificatePEM.utf8),
+                        privateKey: Secret(bytes: Array(issued.privateKeyPEM.utf8), origin: "test")),
+                    passphrase: nil, origin: "test")),
+            topics: ["com.example.\(id)"], endpoints: EndpointsConfiguration(), sourceFile: "tenants/\(id).yaml")
+    }
+
+    @Test("gauges, the 14-day notice once a day, key age from the key file, gauges gone with the tenant")
+    func monitor() async throws {
+        // The real date: the issued certificates must parse; the monitor's own clock is manual.
+        let start = Date()
+        let clock = ManualWallClock(start)
+        let ca = try SandboxCertificateAuthority.generate()
+        let soon = try Self.certificateTenant("soon", ca: ca, expiresIn: 10 * 86_400, now: start)
+        let later = try Self.certificateTenant("later", ca: ca, expiresIn: 20 * 86_400, now: start)
+        let far = try Self.certificateTenant("far", ca: ca, expiresIn: 200 * 86_400, now: start)
+
+        let keyDirectory = Fixtures.temporaryDirectory("herald-key-age")
+        let keyPath = keyDirectory + "/AuthKey_KEY0000001.p8"
+        try Data("test key file (not read by scripted transports)\n".utf8).write(to: URL(fileURLWithPath: keyPath))
+        try FileManager.default.setAttributes(
+            [.modificationDate: start.addingTimeInterval(-100 * 86_400)], ofItemAtPath: keyPath)
+        let token = TenantConfiguration(
+            id: Fixtures.tenantID("token"), teamID: "TEAM000001",
+            auth: .token(
+                TokenAuthConfiguration(keyID: "KEY0000001", privateKey: Secret(bytes: [1], origin: "file \(keyPath)"))),
+            topics: ["com.example.app"], sourceFile: "tenants/token.yaml")
+
+        let router = try Fixtures.router()
+        _ = await router.install([soon, later, far, token])
+        #expect(router.tenantIDs.count == 4)
+
+        let metrics = TestMetrics()
+        let notices = Notices()
+        let monitor = CredentialHealthMonitor(
+            router: router, clock: clock, metricsFactory: metrics, notifier: notices,
+            logger: .init(label: "herald.tests.health"))
+
+        let first = await monitor.checkOnce()
+        #expect(first.map(\.tenant.rawValue) == ["far", "later", "soon", "token"])
+        let soonLeft = try #require(
+            try metrics.expectGauge("herald_credential_expiry_seconds", [("tenant", "soon")]).lastValue)
+        #expect(abs(soonLeft - 10 * 86_400) < 5)
+        let farLeft = try #require(
+            try metrics.expectGauge("herald_credential_expiry_seconds", [("tenant", "far")]).lastValue)
+        #expect(abs(farLeft - 200 * 86_400) < 5)
+        let age = try #require(
+            try metrics.expectGauge("herald_credential_key_age_seconds", [("tenant", "token")]).lastValue)
+        #expect(abs(age - 100 * 86_400) < 5)
+        #expect(monitor.health(of: Fixtures.tenantID("token"))?.certificateNotAfter == nil)
+
+        // Only the certificate under 14 days is sent to the tenant, and once a day.
+        #expect(notices.tenants == ["soon"])
+        clock.advance(by: 3600)
+        await monitor.checkOnce()
+        #expect(notices.tenants == ["soon"])
+        #expect(
+            try metrics.expectGauge("herald_credential_expiry_seconds", [("tenant", "soon")]).lastValue
+                == soonLeft - 3600)
+
+        // A week later "later" is under 14 days too; "soon" is due again.
+        clock.advance(by: 7 * 86_400)
+        await monitor.checkOnce()
+        #expect(notices.tenants.sorted() == ["later", "soon", "soon"])
+
+        // Expired: still reported (negative seconds), still noticed once a day.
+        clock.advance(by: 5 * 86_400)
+        await monitor.checkOnce()
+        let expired = try #require(
+            try metrics.expectGauge("herald_credential_expiry_seconds", [("tenant", "soon")]).lastValue)
+        #expect(expired < 0)
+
+        // A removed tenant's gauges go.
+        await router.remove(tenant: Fixtures.tenantID("soon"))
+        await monitor.checkOnce()
+        #expect(monitor.health(of: Fixtures.tenantID("soon")) == nil)
+        #expect(throws: (any Error).self) {
+            try metrics.expectGauge("herald_credential_expiry_seconds", [("tenant", "soon")])
+        }
+    }
+}

@@ -1,0 +1,222 @@
+import Foundation
+import Herald
+import HeraldCore
+import HeraldStore
+import Logging
+import Synchronization
+import Testing
+
+/// The job runner under a hostile tenant's load: many unfinished batches, a store that fails.
+@Suite("Job runner: bounds and store failures")
+struct JobRunnerBoundsTests {
+    static let tenant = Fixtures.tenantID("acme")
+
+    /// A transport that answers 200 after a short pause (so that sends overlap) and counts what
+    /// it was sent, per apns-id.
+    final class CountingTransport: PushTransport, TransportProvider {
+        private let sent = Mutex<[String: Int]>([:])
+
+        var total: Int { sent.withLock { $0.values.reduce(0, +) } }
+        var byID: [String: Int] { sent.withLock { $0 } }
+
+        func send(_ notification: HeraldCore.Notification, environment: APNsEnvironment, deadline: ContinuousClock.Instant)
+            async throws -> APNsResponse
+        {
+            sent.withLock { $0[notification.id?.rawValue ?? "", default: 0] += 1 }
+            try await Task.sleep(for: .milliseconds(1))
+            return APNsResponse(status: 200, apnsID: notification.id)
+        }
+
+        func shutdown() async {}
+
+        func makeTransport(for tenant: TenantConfiguration, logger: Logger) throws -> any PushTransport { self }
+    }
+
+    /// A store whose outcome writes fail while `failing` is set (after `failAfter` successes).
+    final class FlakyStore: PushStore {
+        let base: SQLitePushStore
+        private let state = Mutex<(recorded: Int, failAfter: Int?, failures: Int)>((0, nil, 0))
+
+        init(_ base: SQLitePushStore) { self.base = base }
+
+        func failRecords(after count: Int?) { state.withLock { $0 = (0, count, 0) } }
+        var failures: Int { state.withLock { $0.failures } }
+
+        func recordResult(tenant: TenantID, job: JobID, index: Int, result: JobItemResult) async throws -> RecordOutcome {
+            let fail = state.withLock { state -> Bool in
+                guard let limit = state.failAfter, state.recorded >= limit else {
+                    state.recorded += 1
+                    return false
+                }
+                state.failures += 1
+                return true
+            }
+            if fail { throw StoreError.corrupt("disk I/O error (test)") }
+            return try await base.recordResult(tenant: tenant, job: job, index: index, result: result)
+        }
+
+        func recordInvalidToken(_ record: InvalidTokenRecord, tenant: TenantID) async throws {
+            try await base.recordInvalidToken(record, tenant: tenant)
+        }
+        func invalidToken(tenant: TenantID, token: DeviceToken, topic: String, environment: APNsEnvironment) async throws
+            -> InvalidTokenRecord?
+        { try await base.invalidToken(tenant: tenant, token: token, topic: topic, environment: environment) }
+        func invalidTokens(tenant: TenantID, limit: Int) async throws -> [InvalidTokenRecord] {
+            try await base.invalidTokens(tenant: tenant, limit: limit)
+        }
+        func registerToken(tenant: TenantID, token: DeviceToken, topic: String?, registeredAt: Date) async throws -> Int {
+            try await base.registerToken(tenant: tenant, token: token, topic: topic, registeredAt: registeredAt)
+        }
+        func removeInvalidToken(tenant: TenantID, token: DeviceToken, topic: String?) async throws -> Int {
+            try await base.removeInvalidToken(tenant: tenant, token: token, topic: topic)
+        }
+        func createJob(
+            tenant: TenantID, id: JobID, environment: APNsEnvironment?, notifications: [HeraldCore.Notification],
+            createdAt: Date, limits: JobLimits?
+        ) async throws -> JobCreation {
+            try await base.createJob(
+                tenant: tenant, id: id, environment: environment, notifications: notifications, createdAt: createdAt,
+                limits: limits)
+        }
+        func job(tenant: TenantID, id: JobID) async throws -> Job? { try await base.job(tenant: tenant, id: id) }
+        func jobs(tenant: TenantID, states: Set<JobState>?, limit: Int) async throws -> [Job] {
+            try await base.jobs(tenant: tenant, states: states, limit: limit)
+        }
+        func updateJob(tenant: TenantID, id: JobID, state: JobState, at: Date) async throws -> Bool {
+            try await base.updateJob(tenant: tenant, id: id, state: state, at: at)
+        }
+        func claimPendingItems(tenant: TenantID, job: JobID, limit: Int, claimant: String, now: Date, leaseUntil: Date)
+            async throws -> [JobItem]
+        {
+            try await base.claimPendingItems(
+                tenant: tenant, job: job, limit: limit, claimant: claimant, now: now, leaseUntil: leaseUntil)
+        }
+        func releaseLeases(tenant: TenantID, job: JobID, claimantBase: String, keeping: String) async throws -> Int {
+            try await base.releaseLeases(tenant: tenant, job: job, claimantBase: claimantBase, keeping: keeping)
+        }
+        func items(tenant: TenantID, job: JobID, fromIndex: Int, limit: Int) async throws -> [JobItem] {
+            try await base.items(tenant: tenant, job: job, fromIndex: fromIndex, limit: limit)
+        }
+        func progress(tenant: TenantID, job: JobID) async throws -> JobProgress? {
+            try await base.progress(tenant: tenant, job: job)
+        }
+    }
+
+    static func notes(_ count: Int, seed: UInt8) -> [HeraldCore.Notification] {
+        let payload = Array(#"{"aps":{"alert":"hi"}}"#.utf8)
+        return (0..<count).map { index in
+            var bytes = [UInt8](repeating: seed, count: 32)
+            bytes[30] = UInt8(truncatingIfNeeded: index >> 8)
+            bytes[31] = UInt8(truncatingIfNeeded: index)
+            return HeraldCore.Notification(
+                deviceToken: DeviceToken(bytes: bytes), topic: "com.example.app", payload: payload)
+        }
+    }
+
+    /// Waits (generously) until `condition` holds.
+    static func eventually(_ what: String, _ condition: () async throws -> Bool) async throws {
+        for _ in 0..<3000 {
+            if try await condition() { return }
+            try await Task.sleep(for: .milliseconds(10))
+        }
+        Issue.record("timed out waiting until \(what)")
+    }
+
+    @Test("with 40 unfinished batches, sends, send tasks, claimed items and active jobs stay within the permits")
+    func boundsWithManyJobs() async throws {
+        let store = try Fixtures.store()
+        let transport = CountingTransport()
+        let router = try Fixtures.router(transports: transport, store: store, clock: SystemPushClock())
+        await router.install([Fixtures.tenant("acme")])
+        for job in 0..<40 {
+            _ = try await store.createJob(
+                tenant: Self.tenant, id: try JobID("job-\(job)"), environment: nil,
+                notifications: Self.notes(25, seed: UInt8(job)), createdAt: Date())
+        }
+        var configuration = JobRunnerConfiguration()
+        configuration.concurrencyPerTenant = 4
+        configuration.claimSize = 10
+        configuration.jobsPerTenant = 2
+        configuration.rescanInterval = .milliseconds(100)
+        let runner = JobRunner(router: router, store: store, configuration: configuration)
+        async let running: Void = runner.run()
+        try await Self.eventually("every job finished") {
+            try await store.jobs(tenant: Self.tenant, states: [.finished], limit: 100).count == 40
+        }
+        runner.stop()
+        await running
+        await router.shutdown()
+
+        let statistics = runner.statistics
+        #expect(transport.total == 1000, "every item sent once")
+        #expect(transport.byID.values.allSatisfy { $0 == 1 })
+        #expect(statistics.peakItemsInFlight <= 4, "sends in flight: \(statistics.peakItemsInFlight)")
+        #expect(statistics.peakSendTasks <= 2 * 4, "send tasks: \(statistics.peakSendTasks)")
+        #expect(statistics.peakClaimedItemsHeld <= 2 * 10, "claimed items in memory: \(statistics.peakClaimedItemsHeld)")
+        #expect(statistics.peakActiveJobs <= 2, "jobs worked on at once: \(statistics.peakActiveJobs)")
+        #expect(statistics.peakItemsInFlight >= 1 && statistics.itemsInFlight == 0 && statistics.sendTasks == 0)
+    }
+
+    @Test("a failed outcome write stops the job's sends at once; the job resumes later and finishes")
+    func failedOutcomeWriteStopsTheJob() async throws {
+        let base = try Fixtures.store()
+        let store = FlakyStore(base)
+        store.failRecords(after: 3)
+        let transport = CountingTransport()
+        let router = try Fixtures.router(transports: transport, store: store, clock: SystemPushClock())
+        await router.install([Fixtures.tenant("acme")])
+        let id = try JobID("flaky")
+        _ = try await store.createJob(
+            tenant: Self.tenant, id: id, environment: nil, notifications: Self.notes(20, seed: 7), createdAt: Date())
+
+        var configuration = JobRunnerConfiguration()
+        configuration.concurrencyPerTenant = 1
+        configuration.claimSize = 20
+        configuration.rescanInterval = .seconds(3600)  // resumes only when the test asks
+        let runner = JobRunner(router: router, store: store, configuration: configuration)
+        async let running: Void = runner.run()
+
+        try await Self.eventually("the outcome write failed") { store.failures >= 1 }
+        try await Self.eventually("the job paused") { runner.activeJobCount == 0 }
+        // 3 outcomes recorded, the 4th item sent and its write failed; nothing after it was sent.
+        #expect(transport.total == 4, "sent after the failure: \(transport.total - 4)")
+        #expect(store.failures == 1)
+        let progress = try #require(try await base.progress(tenant: Self.tenant, job: id))
+        #expect(progress.pending == 17 && progress.sent == 3)
+
+        store.failRecords(after: nil)
+        runner.rescan()
+        try await Self.eventually("the job finished") {
+            try await base.job(tenant: Self.tenant, id: id)?.state == .finished
+        }
+        runner.stop()
+        await running
+        await router.shutdown()
+        // Only the item whose outcome was lost went out twice (same apns-id).
+        #expect(transport.total == 21)
+        #expect(transport.byID.values.filter { $0 == 2 }.count == 1)
+    }
+
+    @Test("a runner takes back the leases of its earlier instances, not other claimants'")
+    func takesBackOwnLeases() async throws {
+        let store = try Fixtures.store()
+        let id = try JobID("leases")
+        _ = try await store.createJob(
+            tenant: Self.tenant, id: id, environment: nil, notifications: Self.notes(8, seed: 1), createdAt: Date())
+        let now = Date()
+        let until = now.addingTimeInterval(300)
+        for (claimant, count) in [("herald/old1", 2), ("herald", 2), ("heraldx/a", 2), ("other/b", 2)] {
+            let claimed = try await store.claimPendingItems(
+                tenant: Self.tenant, job: id, limit: count, claimant: claimant, now: now, leaseUntil: until)
+            #expect(claimed.count == count)
+        }
+        let released = try await store.releaseLeases(
+            tenant: Self.tenant, job: id, claimantBase: "herald", keeping: "herald/new")
+        #expect(released == 4)
+        let items = try await store.items(tenant: Self.tenant, job: id, fromIndex: 0, limit: 10)
+        #expect(items.compactMap(\.claimant).sorted() == ["heraldx/a", "heraldx/a", "other/b", "other/b"])
+        let mine = try await store.claimPendingItems(
+            tenant: Self.tenant, job: id, limit: 10, claimant: "herald/new", now: now, leaseUntil: until)
+        #expect(mine.map(\.index) == [0, 1, 2, 3])
+    }
+}

@@ -1,0 +1,151 @@
+import Foundation
+import Herald
+import HeraldCore
+import HeraldStore
+import Synchronization
+import Testing
+
+/// Webhooks as a hostile receiver (or tenant) would use them: redirects to internal hosts,
+/// URLs that resolve to private addresses, storms of deliveries, restarts.
+@Suite("Webhooks: no redirects, no private addresses, a bounded outbox")
+struct WebhookSafetyTests {
+    static let tenant = Fixtures.tenantID("acme")
+
+    static func request(_ url: String, allowPrivate: Bool) -> WebhookRequest {
+        WebhookRequest(url: url, headers: ["Content-Type": "application/json"], body: Array("{}".utf8), timeout: .seconds(10), allowPrivateAddresses: allowPrivate)
+    }
+
+    @Test("a redirect is not followed, even to loopback the tenant allowed: the 3xx is the answer")
+    func redirectNotFollowed() async throws {
+        let inside = try await WebhookTestServer()
+        let outside = try await WebhookTestServer(statuses: [302], location: inside.url)
+        defer { Task { try? await inside.shutdown(); try? await outside.shutdown() } }
+        let status = try await HTTPWebhookSender().post(Self.request(outside.url, allowPrivate: true))
+        #expect(status == 302)
+        #expect(outside.received.count == 1)
+        #expect(inside.received.isEmpty, "the redirect target was never contacted")
+    }
+
+    @Test("loopback is refused unless the tenant allows it; the check is on the resolved address")
+    func privateAddressRefused() async throws {
+        let server = try await WebhookTestServer()
+        defer { Task { try? await server.shutdown() } }
+        // By name: localhost resolves to loopback.
+        for url in [server.url, "http://localhost:\(server.port)/hooks/apns", "http://127.1:\(server.port)/x", "http://[::1]:\(server.port)/x"] {
+            do {
+                _ = try await HTTPWebhookSender().post(Self.request(url, allowPrivate: false))
+                Issue.record("posted to \(url)")
+            } catch let error as WebhookError {
+                #expect(!error.retryable && error.message.contains("loopback"), "\(error)")
+            }
+        }
+        #expect(server.received.isEmpty)
+        #expect(try await HTTPWebhookSender().post(Self.request(server.url, allowPrivate: true)) == 200)
+        #expect(server.received.count == 1)
+    }
+
+    @Test("the address rules", arguments: [
+        ("127.0.0.1", "loopback"), ("10.1.2.3", "private"), ("172.16.0.1", "private"), ("172.31.255.255", "private"),
+        ("192.168.1.1", "private"), ("169.254.169.254", "link-local"), ("0.0.0.0", "unspecified"), ("100.64.0.1", "private (carrier-grade NAT)"),
+        ("::1", "loopback"), ("fe80::1", "link-local"), ("fd00::1", "private (unique local)"), ("::ffff:127.0.0.1", "loopback"),
+        ("::ffff:10.0.0.1", "private"), ("64:ff9b::a9fe:a9fe", "link-local"), ("224.0.0.1", "multicast"),
+        ("8.8.8.8", ""), ("172.32.0.1", ""), ("2606:4700::1111", ""),
+    ])
+    func addressRules(address: String, expected: String) throws {
+        var bytes = [UInt8](repeating: 0, count: 16)
+        let family = address.contains(":") ? AF_INET6 : AF_INET
+        #expect(inet_pton(family, address, &bytes) == 1)
+        let restriction = WebhookAddressPolicy.restriction(of: family == AF_INET ? Array(bytes.prefix(4)) : bytes)
+        #expect((restriction ?? "") == expected)
+    }
+
+    /// A sender that answers from a script after an optional pause and counts concurrent posts.
+    final class ScriptedSender: WebhookSender {
+        private let state = Mutex<(posted: Int, active: Int, peak: Int, statuses: [Int])>((0, 0, 0, []))
+        let pause: Duration
+
+        init(statuses: [Int] = [], pause: Duration = .zero) {
+            self.pause = pause
+            state.withLock { $0.statuses = statuses }
+        }
+
+        var posted: Int { state.withLock { $0.posted } }
+        var peak: Int { state.withLock { $0.peak } }
+
+        func post(_ request: WebhookRequest) async throws -> Int {
+            state.withLock {
+                $0.active += 1
+                $0.peak = max($0.peak, $0.active)
+            }
+            defer { state.withLock { $0.active -= 1 } }
+            if pause > .zero { try await Task.sleep(for: pause) }
+            return state.withLock { state in
+                state.posted += 1
+                return state.statuses.isEmpty ? 200 : state.statuses.removeFirst()
+            }
+        }
+    }
+
+    static func eventually(_ what: String, _ condition: () async throws -> Bool) async throws {
+        for _ in 0..<3000 {
+            if try await condition() { return }
+            try await Task.sleep(for: .milliseconds(10))
+        }
+        Issue.record("timed out waiting until \(what)")
+    }
+
+    @Test("a storm of deliveries is rows, posted by a fixed number of senders, bounded per tenant")
+    func boundedOutbox() async throws {
+        let store = try Fixtures.store()
+        let sender = ScriptedSender(pause: .milliseconds(1))
+        var configuration = WebhookOutbox.Configuration()
+        configuration.senders = 3
+        configuration.maxPerTenant = 500
+        configuration.pollInterval = .milliseconds(10)
+        let outbox = WebhookOutbox(store: store, sender: sender, configuration: configuration)
+        try await outbox.prepare()
+        for _ in 0..<500 {
+            try await outbox.enqueue(Self.request("https://hooks.example/x", allowPrivate: false), tenant: Self.tenant, attempts: 3, initialBackoff: .milliseconds(1))
+        }
+        await #expect(throws: WebhookError.self) {
+            try await outbox.enqueue(Self.request("https://hooks.example/x", allowPrivate: false), tenant: Self.tenant, attempts: 3, initialBackoff: .milliseconds(1))
+        }
+        // Another tenant has its own share.
+        try await outbox.enqueue(Self.request("https://hooks.example/y", allowPrivate: false), tenant: Fixtures.tenantID("other"), attempts: 1, initialBackoff: .milliseconds(1))
+        async let running: Void = outbox.run()
+        try await Self.eventually("every delivery was posted") { outbox.statistics.delivered == 501 }
+        outbox.stop()
+        await running
+        #expect(sender.posted == 501)
+        #expect(sender.peak <= 3 && outbox.statistics.peakInFlight <= 3, "posts at once: \(sender.peak)")
+        #expect(outbox.statistics.waiting == 0)
+        #expect(try await store.outboxCounts().isEmpty)
+    }
+
+    @Test("deliveries survive a restart; 5xx is retried, 4xx and 3xx are final")
+    func survivesRestart() async throws {
+        let store = try Fixtures.store()
+        do {
+            let first = WebhookOutbox(store: store, sender: ScriptedSender())
+            try await first.prepare()
+            for _ in 0..<3 {
+                try await first.enqueue(Self.request("https://hooks.example/x", allowPrivate: false), tenant: Self.tenant, attempts: 3, initialBackoff: .milliseconds(1))
+            }
+            // Never run: the process "dies" with three deliveries waiting.
+        }
+        let sender = ScriptedSender(statuses: [503, 410, 301])
+        var configuration = WebhookOutbox.Configuration()
+        configuration.senders = 1
+        configuration.pollInterval = .milliseconds(10)
+        let second = WebhookOutbox(store: store, sender: sender, configuration: configuration)
+        try await second.prepare()
+        #expect(second.statistics.waiting == 3)
+        async let running: Void = second.run()
+        try await Self.eventually("the outbox emptied") { second.statistics.waiting == 0 }
+        second.stop()
+        await running
+        let statistics = second.statistics
+        #expect(sender.posted == 4, "the 503 was retried once")
+        #expect(statistics.delivered == 1 && statistics.refused == 2)
+    }
+}

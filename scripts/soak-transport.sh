@@ -1,0 +1,86 @@
+#!/usr/bin/env bash
+# Soak: Herald's APNs transport (libnghttp2 engine) on ONE connection to a `herald sandbox`
+# that ends connections on purpose, with herald bench's RSS sampled every second.
+#
+#   scripts/soak-transport.sh                         # 2 x 1,000,000 notifications (defaults)
+#   PER_PHASE=200000 SKIP_BUILD=1 scripts/soak-transport.sh
+#
+# Phase "goaway": the sandbox sends GOAWAY (reason Shutdown) after every GOAWAY_EVERY answers on
+# a connection. Phase "drop": it closes the connection abruptly after every DROP_EVERY answers.
+# (The sandbox counts per connection, so the two faults run as two phases.)
+# Nothing lost: sent == succeeded + failed, every failure with its reason (an abrupt drop fails
+# the streams in flight as "may have been processed"; they are never resent). RSS flat: the
+# last sample is within 10% of the sample taken after the first tenth of the phase.
+# Only 127.0.0.1 is used; every process and wait is bounded; what is started here is stopped.
+set -euo pipefail
+source "$(dirname "$0")/lib.sh"
+
+PER_PHASE=${PER_PHASE:-1000000}
+GOAWAY_EVERY=${GOAWAY_EVERY:-100000}
+DROP_EVERY=${DROP_EVERY:-150000}
+CONCURRENCY=${CONCURRENCY:-500}
+TENANT=${TENANT:-demo-token}
+
+require_tools python3:python3
+build_herald
+make_workdir herald-soak
+
+status=0
+for phase in goaway drop; do
+    config="$WORK/sandbox-$phase.yaml"
+    sed -e "s#: sandbox/#: $ROOT/config/sandbox/#" "$ROOT/config/sandbox.yaml" > "$config"
+    if [[ $phase == goaway ]]; then
+        printf 'faults:\n  goaway_after: %d\n  goaway_reason: Shutdown\n' "$GOAWAY_EVERY" >> "$config"
+    else
+        printf 'faults:\n  drop_after: %d\n' "$DROP_EVERY" >> "$config"
+    fi
+    "$HERALD" sandbox --config "$config" --host 127.0.0.1 --port 0 --log-level warning > "$WORK/sandbox-$phase.log" 2>&1 &
+    sandbox_pid=$!
+    PIDS+=("$sandbox_pid")
+    for _ in $(seq 1 100); do grep -q '^port:' "$WORK/sandbox-$phase.log" 2>/dev/null && break; sleep 0.1; done
+    port=$(awk '/^port:/ {print $2}' "$WORK/sandbox-$phase.log")
+    [[ -n "$port" ]] || { echo "the sandbox did not start:" >&2; cat "$WORK/sandbox-$phase.log" >&2; exit 1; }
+    rm -rf "$WORK/tenants"
+    demo_tenant "$TENANT" "$port" "$WORK/tenants"
+
+    echo "== phase $phase: $PER_PHASE notifications, 1 connection, $CONCURRENCY in flight"
+    timeout 1800 "$HERALD" bench --tenants "$WORK/tenants" --tenant "$TENANT" --count "$PER_PHASE" \
+        --connections 1 --concurrency "$CONCURRENCY" --warmup 1000 --json > "$WORK/bench-$phase.json" 2> "$WORK/bench-$phase.err" &
+    bench_pid=$!
+    PIDS+=("$bench_pid")
+    : > "$WORK/rss-$phase.txt"
+    while kill -0 "$bench_pid" 2>/dev/null; do
+        awk '/^VmRSS:/ {print $2}' "/proc/$bench_pid/status" 2>/dev/null >> "$WORK/rss-$phase.txt" || true
+        sleep 1
+    done
+    wait "$bench_pid" || true
+    kill "$sandbox_pid" 2>/dev/null || true
+    wait "$sandbox_pid" 2>/dev/null || true
+
+    python3 - "$WORK/bench-$phase.json" "$WORK/rss-$phase.txt" "$PER_PHASE" <<'EOF' || status=1
+import json, sys
+text = open(sys.argv[1]).read().strip().splitlines()
+if not text:
+    print("   herald bench printed nothing"); sys.exit(1)
+f = json.loads(text[-1])
+rss = [int(x) for x in open(sys.argv[2]).read().split() if x.strip()]
+count = int(sys.argv[3])
+accounted = f["succeeded"] + f["failed"]
+print("   sent %d, succeeded %d, failed %d %s; %.0f/s; %.1f us CPU a notification" % (
+    f["sent"], f["succeeded"], f["failed"], json.dumps(f["failed_by_reason"]),
+    f["notifications_per_second"], f["cpu_us_per_notification"]))
+ok = f["sent"] == count and accounted == count
+print("   nothing lost (sent == succeeded + failed == %d): %s" % (count, "yes" if ok else "NO"))
+if len(rss) >= 10:
+    base = rss[len(rss) // 10]
+    last = rss[-2] if len(rss) > 1 else rss[-1]
+    growth = (last - base) / base
+    print("   RSS (KiB) after 10%%: %d, max %d, last %d: %+.1f%% (%d samples): %s" % (
+        base, max(rss), last, growth * 100, len(rss), "flat" if abs(growth) <= 0.10 else "NOT flat"))
+    ok = ok and abs(growth) <= 0.10
+else:
+    print("   RSS: too few samples (%d) to judge" % len(rss))
+sys.exit(0 if ok else 1)
+EOF
+done
+exit $status
