@@ -240,7 +240,22 @@ public final class PostgresPushStore: PushStore, JobReports {
     ) async throws -> JobCreation {
         let created = Self.millis(createdAt)
         let logger = self.logger
-        return try await client.withTransaction(logger: logger) { connection in
+        do {
+            return try await createJobTransaction(
+                tenant: tenant, id: id, environment: environment, notifications: notifications, created: created,
+                limits: limits, logger: logger)
+        } catch let error as PostgresTransactionError {
+            // The caller sees the store's own error (a quota refusal, say), not the wrapper.
+            if let cause = error.closureError { throw cause }
+            throw error
+        }
+    }
+
+    private func createJobTransaction(
+        tenant: TenantID, id: JobID, environment: APNsEnvironment?, notifications: [HeraldCore.Notification],
+        created: Int64, limits: JobLimits?, logger: Logger
+    ) async throws -> JobCreation {
+        try await client.withTransaction(logger: logger) { connection in
             // One create per tenant at a time (until commit), so two batches at once cannot both
             // slip under the tenant's limits; other tenants are not held up.
             try await connection.query(
@@ -422,7 +437,7 @@ public final class PostgresPushStore: PushStore, JobReports {
             UPDATE job_item SET claimant = NULL, lease_until_ms = NULL
             WHERE tenant = \(tenant.rawValue) AND job_id = \(job.rawValue) AND state = 'pending'
               AND claimant IS NOT NULL AND claimant <> \(keeping)
-              AND (claimant = \(claimantBase) OR left(claimant, \(claimantBase.unicodeScalars.count + 1)) = \(claimantBase + "/"))
+              AND (claimant = \(claimantBase) OR left(claimant, \(claimantBase.unicodeScalars.count + 1)::int) = \(claimantBase + "/"))
             RETURNING 1
             """, logger: logger
         ).collect().count
