@@ -15,7 +15,7 @@ source "$(dirname "$0")/lib.sh"
 
 SCHEMATHESIS_VERSION=4.32.5
 SEED=${SEED:-20261122}
-EXAMPLES=${EXAMPLES:-100}          # per operation and phase; 13 operations
+EXAMPLES=${EXAMPLES:-50}           # per operation and phase (12 operations): about 3,000 cases
 VENV=${VENV:-"$ROOT/.build/schemathesis-venv"}
 TENANT=demo-token
 API_KEY=hk_demo-token_local-sandbox-only   # the demo tenant's DEMO key (local sandbox only)
@@ -74,7 +74,7 @@ echo "== herald serve on $BASE (sandbox on $SANDBOX_PORT); schemathesis $SCHEMAT
 status=0
 (cd "$WORK" && "$VENV/bin/schemathesis" --config-file "$ROOT/scripts/schemathesis.toml" run "$BASE/openapi.yaml" \
     --url "$BASE" -H "Authorization: Bearer $API_KEY" \
-    --checks all --seed "$SEED" --max-examples "$EXAMPLES" --generation-deterministic \
+    --checks all --seed "$SEED" --max-examples "$EXAMPLES" \
     --phases examples,coverage,fuzzing --workers 2 --request-timeout 30 \
     --report junit --report-dir "$WORK/report" --no-color) || status=$?
 

@@ -209,7 +209,7 @@ struct ReloadAPITests {
             // It runs as before: the old topics, the old pool.
             #expect(listed["topics"] as? [String] == ["com.globex.app"])
             #expect(try await Self.send(client, globex, 6).status == 200)
-            let metrics = try await client.request(.get, "/metrics")
+            let metrics = try await client.request(.get, "/metrics", key: Self.admin)
             #expect(metrics.text.contains(#"herald_reload_failures_total{tenant="globex"} 1"#), "\(metrics.text)")
 
             // Fixed: the error goes away and the change applies.

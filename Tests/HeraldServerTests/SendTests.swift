@@ -150,7 +150,7 @@ struct SendTests {
             _ = try await client.request(
                 .post, "/v1/notifications", key: acme.apiKey,
                 json: #"{"device_token": "\#(Tokens.make(0x31, 1))", "topic": "com.acme.app", "payload": {"aps": {"alert": "x"}}}"#)
-            let metrics = try await client.request(.get, "/metrics")
+            let metrics = try await client.request(.get, "/metrics", key: "test-admin-token")  // the admin token (metrics are not for tenants)
             #expect(metrics.status == 200)
             #expect(metrics.headers[.contentType]?.hasPrefix("text/plain") == true)
             #expect(metrics.text.contains("herald_notifications_total"))

@@ -104,6 +104,13 @@ final class APIContext: Sendable {
 
     /// Answers one request for a route of the table.
     func handle(_ endpoint: APIEndpoint, request: Request, parameters: [String: String]) async throws -> Response {
+        // `PUT /v1/devices/invalid` reaches `PUT /v1/devices/{token}` in the router's trie, but
+        // the path is another route's: its methods are the ones allowed.
+        if !parameters.isEmpty {
+            let path = request.uri.path
+            let literal = APIEndpoint.allCases.filter { !$0.path.contains("{") && $0.match(path) != nil }
+            if !literal.isEmpty { throw APIError.methodNotAllowed(literal.map(\.method)) }
+        }
         switch endpoint.access {
         case .open:
             break
@@ -147,7 +154,10 @@ final class APIContext: Sendable {
     func fallback(_ request: Request) async throws -> Response {
         let path = request.uri.path
         var allowed: [HTTPRequest.Method] = []
-        for endpoint in APIEndpoint.allCases {
+        // A path that is a route's own literal path (`/v1/devices/invalid`) belongs to that route
+        // only, not also to the parameterised ones it happens to match (`/v1/devices/{token}`).
+        let literal = APIEndpoint.allCases.contains { !$0.path.contains("{") && $0.match(path) != nil }
+        for endpoint in APIEndpoint.allCases where !(literal && endpoint.path.contains("{")) {
             guard let parameters = endpoint.match(path) else { continue }
             if endpoint.access == .admin, adminToken == nil { continue }
             if endpoint.method == request.method {

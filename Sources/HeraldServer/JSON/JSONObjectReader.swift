@@ -55,13 +55,23 @@ struct JSONObjectReader {
         guard case .number(let text) = node.value else {
             throw APIError.invalidField(path, "must be a whole number, not \(node.kind)")
         }
-        guard let value = Int64(text) else {
-            throw APIError.invalidField(path, "must be a whole number from \(range.lowerBound) to \(range.upperBound), not \(text)")
+        guard let value = wholeNumber(text) else {
+            throw APIError.invalidField(path, "must be a whole number from \(range.lowerBound) to \(range.upperBound), not \(text.prefix(40))")
         }
         guard range.contains(value) else {
             throw APIError.invalidField(path, "must be from \(range.lowerBound) to \(range.upperBound), not \(value)")
         }
         return value
+    }
+
+    /// A JSON number with no fractional part as an integer: `12`, and also `12.0` or `1.2e1`
+    /// (JSON Schema's reading of "integer"), when it fits exactly. Checked before any conversion.
+    static func wholeNumber(_ text: String) -> Int64? {
+        if let value = Int64(text) { return value }
+        guard let double = Double(text), double.isFinite, double.rounded() == double, abs(double) <= 9_007_199_254_740_992 else {
+            return nil
+        }
+        return Int64(double)
     }
 
     func number(_ key: String) throws(APIError) -> Double? {
@@ -83,8 +93,8 @@ struct JSONObjectReader {
         guard let node = self[key] else { return nil }
         switch node.value {
         case .bool(let value): return value
-        case .number("1"): return true
-        case .number("0"): return false
+        case .number(let text) where Self.wholeNumber(text) == 1: return true
+        case .number(let text) where Self.wholeNumber(text) == 0: return false
         default: throw APIError.invalidField(path(key), "must be 1, 0, true or false, not \(node.kind)")
         }
     }

@@ -192,8 +192,10 @@ func makeNotes(_ count: Int, topic: String) -> [HeraldCore.Notification] {
 }
 
 /// Polls `condition` (every 5 ms, at most ~5 s); a wait, not an assertion.
+/// Waits for `condition`, polling every 5 ms, for up to about 30 s (a loaded CI machine is slow;
+/// a condition that holds returns at once).
 func waitUntil(_ condition: () -> Bool) async {
-    for _ in 0..<1000 {
+    for _ in 0..<6000 {
         if condition() { return }
         try? await Task.sleep(for: .milliseconds(5))
     }
