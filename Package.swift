@@ -76,16 +76,14 @@ let package = Package(
                 .product(name: "Logging", package: "swift-log"),
             ]
         ),
-        // A faithful local APNs over TLS and HTTP/2.
+        // A faithful local APNs over TLS and HTTP/2 (an nghttp2 server session).
         .target(
             name: "APNsSandbox",
             dependencies: [
-                "HeraldCore",
+                "HeraldCore", "HTTP2Engine", "CNGHTTP2",
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "NIOTLS", package: "swift-nio"),
-                .product(name: "NIOHPACK", package: "swift-nio-http2"),
-                .product(name: "NIOHTTP2", package: "swift-nio-http2"),
                 .product(name: "NIOSSL", package: "swift-nio-ssl"),
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "X509", package: "swift-certificates"),

@@ -147,7 +147,7 @@ run_phase() { # name, then the command of A's load (run in the background for th
     fi
     local figures
     figures=$(grep '^figures:' "$WORK/b-$name.log" || echo "figures: rps=0 p50=0 p99=0 non2xx=0 errors=0")
-    RESULTS+=("$name $figures rss_mb=$(peak_rss_mb) alive=$(alive) a=$(tail -n 1 "$WORK/a-$name.log" 2>/dev/null | tr ' ' '_')")
+    RESULTS+=("$name $figures rss_mb=$(peak_rss_mb) alive=$(alive) a=$( (tail -n 1 "$WORK/a-$name.log" 2>/dev/null || true) | tr ' ' '_')")
     echo "   $name: $figures; peak RSS $(peak_rss_mb) MB; herald running: $(alive)"
 }
 
@@ -200,8 +200,8 @@ printf "%-10s %10s %8s %10s %8s %8s\n" phase "B req/s" "of alone" "B p99 ms" "x 
 for row in "${RESULTS[@]}"; do
     rps=$(field rps "$row"); p99=$(field p99 "$row")
     printf "%-10s %10s %7s%% %10s %8s %8s\n" "${row%% *}" "$rps" \
-        "$(awk -v a="$rps" -v b="$base_rps" 'BEGIN {printf "%.0f", b > 0 ? 100 * a / b : 0}')" "$p99" \
-        "$(awk -v a="$p99" -v b="$base_p99" 'BEGIN {printf "%.1f", b > 0 ? a / b : 0}')" "$(field non2xx "$row")"
+        "$(awk -v a="$rps" -v b="$base_rps" 'BEGIN {printf "%.0f", (b > 0 ? 100 * a / b : 0)}')" "$p99" \
+        "$(awk -v a="$p99" -v b="$base_p99" 'BEGIN {printf "%.1f", (b > 0 ? a / b : 0)}')" "$(field non2xx "$row")"
 done
 echo "A's batches (HTTP status × count): $batch_codes"
 echo "webhooks received during the storm phase: $hooks"

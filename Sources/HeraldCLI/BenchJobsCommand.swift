@@ -24,7 +24,7 @@ struct BenchJobsCommand: AsyncParsableCommand {
     var items: Int = 500
 
     @Option(name: .long, help: "Payload bytes of each batch (a template batch: stored once).")
-    var payloadBytes: Int = 4_096
+    var payloadBytes: Int = 4_000
 
     @Option(name: .long, help: "How many batches to let finish before printing (the rest stay unfinished).")
     var finish: Int = 20
@@ -32,7 +32,7 @@ struct BenchJobsCommand: AsyncParsableCommand {
     func validate() throws {
         guard (1...100_000).contains(jobs) else { throw ValidationError("--jobs must be between 1 and 100000") }
         guard (1...100_000).contains(items) else { throw ValidationError("--items must be between 1 and 100000") }
-        guard (2...4_000).contains(payloadBytes) else { throw ValidationError("--payload-bytes must be between 2 and 4000") }
+        guard (21...4_096).contains(payloadBytes) else { throw ValidationError("--payload-bytes must be between 21 and 4096") }
         guard finish >= 1 else { throw ValidationError("--finish must be at least 1") }
     }
 
@@ -52,7 +52,7 @@ struct BenchJobsCommand: AsyncParsableCommand {
         defer { try? FileManager.default.removeItem(atPath: root) }
         let store = try SQLitePushStore(directory: root)
         let tenant = try TenantID("bench")
-        let payload = Array(#"{"aps":{"alert":""#.utf8) + [UInt8](repeating: UInt8(ascii: "x"), count: payloadBytes - 2) + Array(#""}}"#.utf8)
+        let payload = Array(#"{"aps":{"alert":""#.utf8) + [UInt8](repeating: UInt8(ascii: "x"), count: payloadBytes - 20) + Array(#""}}"#.utf8)
         var clock = ContinuousClock.now
         for job in 0..<jobs {
             let notifications = (0..<items).map { index in
@@ -107,9 +107,12 @@ struct BenchJobsCommand: AsyncParsableCommand {
 
     /// A `kB` field of /proc/self/status (0 where there is none).
     static func statusField(_ name: String) -> Int {
-        guard let text = try? String(contentsOfFile: "/proc/self/status", encoding: .utf8) else { return 0 }
+        // /proc files report size 0: read to the end rather than by the size.
+        guard let handle = FileHandle(forReadingAtPath: "/proc/self/status") else { return 0 }
+        defer { try? handle.close() }
+        let text = String(decoding: handle.readDataToEndOfFile(), as: UTF8.self)
         for line in text.split(separator: "\n") where line.hasPrefix(name) {
-            return Int(line.dropFirst(name.count).split(separator: " ").first ?? "") ?? 0
+            return Int(line.dropFirst(name.count).split(whereSeparator: { $0 == " " || $0 == "\t" }).first ?? "") ?? 0
         }
         return 0
     }

@@ -45,8 +45,9 @@ public protocol PushStore: Sendable {
     /// - Returns: false when the tenant has no such job.
     @discardableResult
     func updateJob(tenant: TenantID, id: JobID, state: JobState, at: Date) async throws -> Bool
-    /// Leases up to `limit` pending items of the job to `claimant` until `leaseUntil`: the
-    /// lowest-index pending items that are unleased, already leased to the same claimant, or whose
+    /// Leases up to `limit` items without an outcome of the job to `claimant` until `leaseUntil`:
+    /// first the `retrying` items whose next attempt is due (earliest first), then the
+    /// lowest-index pending items; either unleased, already leased to the same claimant, or whose
     /// lease ended (claims are made in index order, so a claimant's own earlier claims come first).
     func claimPendingItems(tenant: TenantID, job: JobID, limit: Int, claimant: String, now: Date, leaseUntil: Date)
         async throws -> [JobItem]
@@ -58,6 +59,12 @@ public protocol PushStore: Sendable {
     func releaseLeases(tenant: TenantID, job: JobID, claimantBase: String, keeping: String) async throws -> Int
     /// Records an item's outcome if it has none yet; otherwise keeps the stored one.
     func recordResult(tenant: TenantID, job: JobID, index: Int, result: JobItemResult) async throws -> RecordOutcome
+    /// Puts an item without an outcome back to wait for its next attempt (state `retrying`,
+    /// unleased): a claim returns it only once `retry.nextAttemptAt` has come.
+    /// - Returns: false when the item already has an outcome (nothing is changed).
+    func deferItem(tenant: TenantID, job: JobID, index: Int, retry: JobItemRetry) async throws -> Bool
+    /// The earliest next attempt of the job's `retrying` items, or nil when none waits.
+    func nextAttempt(tenant: TenantID, job: JobID) async throws -> Date?
     /// Items in index order, from `fromIndex`.
     func items(tenant: TenantID, job: JobID, fromIndex: Int, limit: Int) async throws -> [JobItem]
     func progress(tenant: TenantID, job: JobID) async throws -> JobProgress?
@@ -178,10 +185,17 @@ public enum JobCreation: Sendable, Hashable {
 }
 
 public enum JobItemState: String, Sendable, Hashable, Codable, CaseIterable, CustomStringConvertible {
+    /// Not tried yet (or tried and lost in a crash before its outcome was recorded).
     case pending
+    /// Tried, and waiting for its next attempt (``JobItem/nextAttemptAt``) after a transient failure.
+    case retrying
     case sent
     case failed
+    /// It may have reached APNs and got no answer; under at-most-once it is not sent again.
+    case unknown
     public var description: String { rawValue }
+    /// True for outcomes (`sent`, `failed`, `unknown`): the item is never sent again.
+    public var isFinal: Bool { self == .sent || self == .failed || self == .unknown }
 }
 
 /// One notification of a job and its outcome.
@@ -195,10 +209,20 @@ public struct JobItem: Sendable, Hashable {
     /// Who holds the item's lease, while pending.
     public var claimant: String?
     public var leaseUntil: Date?
+    /// How many times the job runner handed it to the send pipeline (each may include the
+    /// built-in retry's quick resends).
+    public var attempts: Int
+    /// When the runner first took it up; its retry time counts from here.
+    public var firstAttemptAt: Date?
+    /// While `retrying`: when it is due.
+    public var nextAttemptAt: Date?
+    /// The last transient error (a reason such as `ServiceUnavailable` or `TransportFailed`).
+    public var lastError: String?
 
     public init(
         job: JobID, index: Int, notification: HeraldCore.Notification, state: JobItemState, result: JobItemResult?,
-        claimant: String? = nil, leaseUntil: Date? = nil
+        claimant: String? = nil, leaseUntil: Date? = nil, attempts: Int = 0, firstAttemptAt: Date? = nil,
+        nextAttemptAt: Date? = nil, lastError: String? = nil
     ) {
         self.job = job
         self.index = index
@@ -207,12 +231,33 @@ public struct JobItem: Sendable, Hashable {
         self.result = result
         self.claimant = claimant
         self.leaseUntil = leaseUntil
+        self.attempts = attempts
+        self.firstAttemptAt = firstAttemptAt
+        self.nextAttemptAt = nextAttemptAt
+        self.lastError = lastError
+    }
+}
+
+/// An item put back to wait for its next attempt (``PushStore/deferItem(tenant:job:index:retry:)``).
+public struct JobItemRetry: Sendable, Hashable {
+    /// Attempts made so far, in all.
+    public var attempts: Int
+    /// Kept if the item already has one.
+    public var firstAttemptAt: Date
+    public var nextAttemptAt: Date
+    public var lastError: String?
+
+    public init(attempts: Int, firstAttemptAt: Date, nextAttemptAt: Date, lastError: String?) {
+        self.attempts = attempts
+        self.firstAttemptAt = firstAttemptAt
+        self.nextAttemptAt = nextAttemptAt
+        self.lastError = lastError
     }
 }
 
 /// The outcome of one job item.
 public struct JobItemResult: Sendable, Hashable {
-    /// `.sent` (APNs answered 200) or `.failed`.
+    /// `.sent` (APNs answered 200), `.failed` or `.unknown`.
     public var state: JobItemState
     /// APNs' HTTP status; nil when it never answered.
     public var status: Int?
@@ -224,10 +269,12 @@ public struct JobItemResult: Sendable, Hashable {
     /// APNs' timestamp (with 410).
     public var apnsTimestamp: Date?
     public var finishedAt: Date
+    /// Attempts in all (0: not counted; a stored count is never lowered).
+    public var attempts: Int
 
     public init(
         state: JobItemState, status: Int?, reason: String?, message: String? = nil, apnsID: NotificationID?,
-        apnsTimestamp: Date? = nil, finishedAt: Date
+        apnsTimestamp: Date? = nil, finishedAt: Date, attempts: Int = 0
     ) {
         self.state = state
         self.status = status
@@ -236,6 +283,7 @@ public struct JobItemResult: Sendable, Hashable {
         self.apnsID = apnsID
         self.apnsTimestamp = apnsTimestamp
         self.finishedAt = finishedAt
+        self.attempts = attempts
     }
 }
 
@@ -252,15 +300,21 @@ public enum RecordOutcome: Sendable, Hashable {
 }
 
 public struct JobProgress: Sendable, Hashable {
+    /// Items without an outcome: not tried yet, or `retrying`.
     public var pending: Int
+    /// Of ``pending``, those waiting for their next attempt.
+    public var retrying: Int
     public var sent: Int
     public var failed: Int
-    public var total: Int { pending + sent + failed }
+    public var unknown: Int
+    public var total: Int { pending + sent + failed + unknown }
 
-    public init(pending: Int, sent: Int, failed: Int) {
+    public init(pending: Int, sent: Int, failed: Int, retrying: Int = 0, unknown: Int = 0) {
         self.pending = pending
+        self.retrying = retrying
         self.sent = sent
         self.failed = failed
+        self.unknown = unknown
     }
 }
 

@@ -104,6 +104,20 @@ extension SQLitePushStore {
                     CREATE INDEX webhook_outbox_due ON webhook_outbox (next_attempt_ms, id);
                     """)
         }
+        // Durable delivery: each item's attempts, the time of its first attempt (its retry time
+        // counts from there), when it is due again while `retrying`, and its last transient error.
+        // `job_item_due` serves the claim of due retries (earliest first) and the job report's
+        // next attempt time.
+        migrator.registerMigration("v4-job-item-attempts") { db in
+            try db.execute(
+                sql: """
+                    ALTER TABLE job_item ADD COLUMN attempts INTEGER NOT NULL DEFAULT 0;
+                    ALTER TABLE job_item ADD COLUMN first_attempt_ms INTEGER;
+                    ALTER TABLE job_item ADD COLUMN next_attempt_ms INTEGER;
+                    ALTER TABLE job_item ADD COLUMN last_error TEXT;
+                    CREATE INDEX job_item_due ON job_item (tenant, job_id, state, next_attempt_ms);
+                    """)
+        }
         // Provider tokens shared by every instance signing with one key, and kept across restarts
         // (`ProviderTokenStore`). Named v5: v3 and v4 are the job store's next versions.
         migrator.registerMigration("v5: provider tokens") { db in

@@ -83,9 +83,9 @@ extension SQLitePushStore: JobReports {
         let result = JobItemResult(
             state: .failed, status: row["status"], reason: row["reason"], message: row["message"],
             apnsID: resultID.flatMap { try? NotificationID($0) }, apnsTimestamp: timestamp.map(Self.date),
-            finishedAt: Self.date(finished ?? 0))
+            finishedAt: Self.date(finished ?? 0), attempts: row["attempts"])
         return JobItem(
             job: JobID(unchecked: row["job_id"]), index: row["idx"], notification: notification, state: .failed,
-            result: result)
+            result: result, attempts: row["attempts"], lastError: row["last_error"])
     }
 }

@@ -10,12 +10,17 @@ import Synchronization
 
 /// The outcomes waiting for the store's next write transaction.
 struct ResultQueue {
+    /// What to write for one item: its outcome, or its next attempt.
+    enum Change: Sendable {
+        case result(JobItemResult, CheckedContinuation<RecordOutcome, any Error>)
+        case retry(JobItemRetry, CheckedContinuation<Bool, any Error>)
+    }
+
     struct Waiter: Sendable {
         var tenant: TenantID
         var job: JobID
         var index: Int
-        var result: JobItemResult
-        var continuation: CheckedContinuation<RecordOutcome, any Error>
+        var change: Change
     }
 
     var waiting: [Waiter] = []
@@ -28,20 +33,28 @@ extension SQLitePushStore {
     public func recordResult(tenant: TenantID, job: JobID, index: Int, result: JobItemResult) async throws
         -> RecordOutcome
     {
-        guard result.state != .pending else {
-            throw StoreError.invalidArgument("a result must be sent or failed, not pending")
+        guard result.state.isFinal else {
+            throw StoreError.invalidArgument("a result must be sent, failed or unknown, not \(result.state)")
         }
         return try await withCheckedThrowingContinuation { continuation in
-            let waiter = ResultQueue.Waiter(
-                tenant: tenant, job: job, index: index, result: result, continuation: continuation)
-            let start = resultQueue.withLock { queue -> Bool in
-                queue.waiting.append(waiter)
-                guard !queue.flushing else { return false }
-                queue.flushing = true
-                return true
-            }
-            if start { flushResults() }
+            enqueue(ResultQueue.Waiter(tenant: tenant, job: job, index: index, change: .result(result, continuation)))
         }
+    }
+
+    public func deferItem(tenant: TenantID, job: JobID, index: Int, retry: JobItemRetry) async throws -> Bool {
+        try await withCheckedThrowingContinuation { continuation in
+            enqueue(ResultQueue.Waiter(tenant: tenant, job: job, index: index, change: .retry(retry, continuation)))
+        }
+    }
+
+    private func enqueue(_ waiter: ResultQueue.Waiter) {
+        let start = resultQueue.withLock { queue -> Bool in
+            queue.waiting.append(waiter)
+            guard !queue.flushing else { return false }
+            queue.flushing = true
+            return true
+        }
+        if start { flushResults() }
     }
 
     /// Writes every waiting outcome in one transaction, answers each caller once it committed,
@@ -54,25 +67,71 @@ extension SQLitePushStore {
             return batch
         }
         guard !batch.isEmpty else { return }
+        enum Written: Sendable {
+            case recorded(Result<RecordOutcome, any Error>)
+            case deferred(Result<Bool, any Error>)
+        }
         pool.asyncWrite(
-            { db -> [Result<RecordOutcome, any Error>] in
+            { db -> [Written] in
                 batch.map { waiter in
-                    Result {
-                        try Self.record(
-                            db, tenant: waiter.tenant, job: waiter.job, index: waiter.index, result: waiter.result)
+                    switch waiter.change {
+                    case .result(let result, _):
+                        return .recorded(
+                            Result {
+                                try Self.record(
+                                    db, tenant: waiter.tenant, job: waiter.job, index: waiter.index, result: result)
+                            })
+                    case .retry(let retry, _):
+                        return .deferred(
+                            Result {
+                                try Self.deferItem(
+                                    db, tenant: waiter.tenant, job: waiter.job, index: waiter.index, retry: retry)
+                            })
                     }
                 }
             },
             completion: { _, outcome in
                 switch outcome {
                 case .success(let outcomes):
-                    for (waiter, outcome) in zip(batch, outcomes) { waiter.continuation.resume(with: outcome) }
+                    for (waiter, written) in zip(batch, outcomes) {
+                        switch (waiter.change, written) {
+                        case (.result(_, let continuation), .recorded(let result)): continuation.resume(with: result)
+                        case (.retry(_, let continuation), .deferred(let result)): continuation.resume(with: result)
+                        case (.result(_, let continuation), .deferred):
+                            continuation.resume(throwing: StoreError.corrupt("mismatched write"))
+                        case (.retry(_, let continuation), .recorded):
+                            continuation.resume(throwing: StoreError.corrupt("mismatched write"))
+                        }
+                    }
                 case .failure(let error):
                     // Nothing of this transaction was committed: every caller gets the error.
-                    for waiter in batch { waiter.continuation.resume(throwing: error) }
+                    for waiter in batch {
+                        switch waiter.change {
+                        case .result(_, let continuation): continuation.resume(throwing: error)
+                        case .retry(_, let continuation): continuation.resume(throwing: error)
+                        }
+                    }
                 }
                 self.flushResults()
             })
+    }
+
+    /// Puts an item without an outcome back to wait for its next attempt.
+    private static func deferItem(_ db: Database, tenant: TenantID, job: JobID, index: Int, retry: JobItemRetry) throws
+        -> Bool
+    {
+        try db.cachedStatement(
+            sql: """
+                UPDATE job_item SET state = 'retrying', attempts = max(attempts, ?),
+                    first_attempt_ms = coalesce(first_attempt_ms, ?), next_attempt_ms = ?, last_error = ?,
+                    claimant = NULL, lease_until_ms = NULL
+                WHERE tenant = ? AND job_id = ? AND idx = ? AND state IN ('pending', 'retrying')
+                """
+        ).execute(arguments: [
+            retry.attempts, clampedMillis(retry.firstAttemptAt), clampedMillis(retry.nextAttemptAt), retry.lastError,
+            tenant.rawValue, job.rawValue, index,
+        ])
+        return db.changesCount > 0
     }
 
     /// Records one outcome inside a write transaction: the first outcome recorded wins.
@@ -83,13 +142,14 @@ extension SQLitePushStore {
         try db.cachedStatement(
             sql: """
                 UPDATE job_item SET state = ?, status = ?, reason = ?, message = ?, result_apns_id = ?,
-                    apns_timestamp_ms = ?, finished_at_ms = ?, claimant = NULL, lease_until_ms = NULL
-                WHERE tenant = ? AND job_id = ? AND idx = ? AND state = 'pending'
+                    apns_timestamp_ms = ?, finished_at_ms = ?, claimant = NULL, lease_until_ms = NULL,
+                    attempts = max(attempts, ?), next_attempt_ms = NULL
+                WHERE tenant = ? AND job_id = ? AND idx = ? AND state IN ('pending', 'retrying')
                 """
         ).execute(arguments: [
             result.state.rawValue, result.status, result.reason, result.message, result.apnsID?.rawValue,
             result.apnsTimestamp.map(clampedMillis),
-            try millis(result.finishedAt, field: "finished_at"),
+            try millis(result.finishedAt, field: "finished_at"), result.attempts,
             tenant.rawValue, job.rawValue, index,
         ])
         let changed = db.changesCount > 0

@@ -330,6 +330,16 @@ public final class SQLitePushStore: PushStore {
         LIMIT ?
         """
 
+    /// The due `retrying` items a claimant may take, earliest first: a range of `job_item_due`
+    /// (`tenant, job_id, state, next_attempt_ms`).
+    static let claimDueSQL = """
+        SELECT idx FROM job_item INDEXED BY job_item_due
+        WHERE tenant = ? AND job_id = ? AND state = 'retrying' AND next_attempt_ms <= ?
+          AND (claimant = ? OR claimant IS NULL OR lease_until_ms IS NULL OR lease_until_ms <= ?)
+        ORDER BY next_attempt_ms
+        LIMIT ?
+        """
+
     public func claimPendingItems(
         tenant: TenantID, job: JobID, limit: Int, claimant: String, now: Date, leaseUntil: Date
     ) async throws -> [JobItem] {
@@ -337,9 +347,14 @@ public final class SQLitePushStore: PushStore {
         let nowMillis = try Self.millis(now, field: "now")
         let until = try Self.millis(leaseUntil, field: "lease_until")
         return try await pool.write { db in
-            let rows = try Row.fetchAll(
-                db.cachedStatement(sql: Self.claimSQL),
-                arguments: [tenant.rawValue, job.rawValue, claimant, nowMillis, limit])
+            var rows = try Row.fetchAll(
+                db.cachedStatement(sql: Self.claimDueSQL),
+                arguments: [tenant.rawValue, job.rawValue, nowMillis, claimant, nowMillis, limit])
+            if rows.count < limit {
+                rows += try Row.fetchAll(
+                    db.cachedStatement(sql: Self.claimSQL),
+                    arguments: [tenant.rawValue, job.rawValue, claimant, nowMillis, limit - rows.count])
+            }
             let indexes: [Int] = rows.map { $0["idx"] }
             guard !indexes.isEmpty else { return [] }
             let list = indexes.map(String.init).joined(separator: ",")
@@ -347,12 +362,28 @@ public final class SQLitePushStore: PushStore {
                 sql:
                     "UPDATE job_item SET claimant = ?, lease_until_ms = ? WHERE tenant = ? AND job_id = ? AND idx IN (\(list))",
                 arguments: [claimant, until, tenant.rawValue, job.rawValue])
-            return try Row.fetchAll(
+            let claimed = try Row.fetchAll(
                 db,
                 sql:
                     "SELECT \(Self.jobItemColumns) FROM job_item WHERE tenant = ? AND job_id = ? AND idx IN (\(list)) ORDER BY idx",
                 arguments: [tenant.rawValue, job.rawValue]
             ).map { try Self.jobItem(from: $0) }
+            // Due retries first, in the order they were claimed; then pending items in index order.
+            let order = Dictionary(uniqueKeysWithValues: indexes.enumerated().map { ($1, $0) })
+            return claimed.sorted { (order[$0.index] ?? 0) < (order[$1.index] ?? 0) }
+        }
+    }
+
+    public func nextAttempt(tenant: TenantID, job: JobID) async throws -> Date? {
+        try await pool.read { db in
+            try Int64.fetchOne(
+                db,
+                sql: """
+                    SELECT min(next_attempt_ms) FROM job_item INDEXED BY job_item_due
+                    WHERE tenant = ? AND job_id = ? AND state = 'retrying'
+                    """,
+                arguments: [tenant.rawValue, job.rawValue]
+            ).map(Self.date)
         }
     }
 
@@ -368,7 +399,19 @@ public final class SQLitePushStore: PushStore {
                 arguments: [
                     tenant.rawValue, job.rawValue, keeping, claimantBase, claimantBase.unicodeScalars.count + 1, claimantBase + "/",
                 ])
-            return db.changesCount
+            var released = db.changesCount
+            // Retries that were on the wire when that process ended.
+            try db.execute(
+                sql: """
+                    UPDATE job_item INDEXED BY job_item_due SET claimant = NULL, lease_until_ms = NULL
+                    WHERE tenant = ? AND job_id = ? AND state = 'retrying' AND claimant IS NOT NULL AND claimant != ?
+                      AND (claimant = ? OR substr(claimant, 1, ?) = ?)
+                    """,
+                arguments: [
+                    tenant.rawValue, job.rawValue, keeping, claimantBase, claimantBase.unicodeScalars.count + 1, claimantBase + "/",
+                ])
+            released += db.changesCount
+            return released
         }
     }
 
@@ -393,9 +436,13 @@ public final class SQLitePushStore: PushStore {
             for row in rows {
                 let count: Int = row["n"]
                 switch JobItemState(rawValue: row["state"]) {
-                case .pending: progress.pending = count
+                case .pending: progress.pending += count
+                case .retrying:
+                    progress.pending += count
+                    progress.retrying = count
                 case .sent: progress.sent = count
                 case .failed: progress.failed = count
+                case .unknown: progress.unknown = count
                 case nil: throw StoreError.corrupt("job item with an unknown state")
                 }
             }
@@ -459,7 +506,8 @@ public final class SQLitePushStore: PushStore {
         coalesce((SELECT p.payload FROM job_payload p
                   WHERE p.tenant = job_item.tenant AND p.job_id = job_item.job_id AND p.id = job_item.payload_ref),
                  job_item.payload), \
-        state, status, reason, message, result_apns_id, apns_timestamp_ms, finished_at_ms, claimant, lease_until_ms
+        state, status, reason, message, result_apns_id, apns_timestamp_ms, finished_at_ms, claimant, lease_until_ms, \
+        attempts, first_attempt_ms, next_attempt_ms, last_error
         """
 
     /// A job item from a row of ``jobItemColumns``.
@@ -484,20 +532,24 @@ public final class SQLitePushStore: PushStore {
         } catch {
             throw StoreError.corrupt("job item row with an invalid device token or apns-id")
         }
+        let attempts: Int = row[19]
+        let firstAttempt: Int64? = row[20]
+        let nextAttempt: Int64? = row[21]
         var result: JobItemResult? = nil
-        if state != .pending {
+        if state.isFinal {
             let resultID: String? = row[14]
             let timestamp: Int64? = row[15]
             let finished: Int64? = row[16]
             result = JobItemResult(
                 state: state, status: row[11], reason: row[12], message: row[13],
                 apnsID: resultID.flatMap { try? NotificationID($0) }, apnsTimestamp: timestamp.map(date),
-                finishedAt: date(finished ?? 0))
+                finishedAt: date(finished ?? 0), attempts: attempts)
         }
         let lease: Int64? = row[18]
         return JobItem(
             job: JobID(unchecked: row[0]), index: row[1], notification: notification, state: state,
-            result: result, claimant: row[17], leaseUntil: lease.map(date))
+            result: result, claimant: row[17], leaseUntil: lease.map(date), attempts: attempts,
+            firstAttemptAt: firstAttempt.map(date), nextAttemptAt: nextAttempt.map(date), lastError: row[22])
     }
 
     private static func invalidTokenRecord(_ row: Row) throws -> InvalidTokenRecord {

@@ -108,7 +108,7 @@ struct SandboxAuditTests {
         let goaway = try await client.waitForGoAway()
         #expect(goaway.errorCode == 0x1)  // PROTOCOL_ERROR
         try await client.waitForClose()
-        #expect(harness.sandbox.audit.streamsAboveLimit == 1)
+        // Not counted any more (see SandboxWireAuditHandler): nghttp2 ends the connection.
         // The open stream was never answered.
         #expect(harness.sandbox.requests.allSatisfy { !$0.processed })
     }

@@ -97,6 +97,11 @@ struct SandboxConfigFileTests {
         ("faults: {fraction_500: 2}", "faults"),
         ("limits: {token_update_scope: everywhere}", "limits.token_update_scope"),
         ("limits: {max_concurrent_streams: many}", "limits.max_concurrent_streams"),
+        ("faults: {outages: [{duration: 20}]}", "faults.outages[0]"),
+        ("faults: {outages: [{after: 5, duration: 0}]}", "faults.outages[0].duration"),
+        ("faults: {outages: [{after: -1, duration: 5}]}", "faults.outages[0].after"),
+        ("faults: {outages: [{start: yesterday, duration: 5}]}", "faults.outages[0].start"),
+        ("faults: {outages: [{after: 1, start: \"2026-01-01T00:00:00Z\", duration: 5}]}", "faults.outages[0]"),
     ])
     func badConfigurationNamesTheField(_ yaml: String, _ field: String) throws {
         do {
@@ -105,5 +110,23 @@ struct SandboxConfigFileTests {
         } catch let error as SandboxError {
             #expect(error.message.contains(field), "\(error.message)")
         }
+    }
+
+    @Test func outageWindowsReadAsDatesOrSecondsAfterStart() throws {
+        let yaml = """
+            faults:
+              outages:
+                - {after: 30, duration: 20}
+                - {start: "2026-01-01T12:00:00Z", duration: 60}
+            """
+        let before = Date()
+        let file = try SandboxConfigFile.parse(yaml, baseDirectory: URL(fileURLWithPath: "/nonexistent"))
+        let outages = file.configuration.faults.outages
+        #expect(outages.count == 2)
+        #expect(outages[0].duration == 20)
+        #expect(outages[0].start >= before.addingTimeInterval(30))
+        #expect(outages[0].start <= Date().addingTimeInterval(30))
+        #expect(outages[1].start == ISO8601DateFormatter().date(from: "2026-01-01T12:00:00Z"))
+        #expect(outages[1].end == outages[1].start.addingTimeInterval(60))
     }
 }

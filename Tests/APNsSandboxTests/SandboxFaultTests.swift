@@ -55,6 +55,31 @@ struct SandboxFaultTests {
         await client.close()
     }
 
+    @Test func anOutageWindowAnswersEveryRequest503FromStartToEnd() async throws {
+        let clock = ManualWallClock(Date())
+        let start = clock.now.addingTimeInterval(10)
+        let harness = try await SandboxHarness.start(clock: clock) {
+            $0.faults = SandboxFaults(outages: [SandboxOutage(start: start, duration: 20)])
+        }
+        defer { Task { await harness.stop() } }
+        let client = try await harness.connect()
+        let request = try await harness.validRequest()
+        #expect(try await client.roundTrip(request).status == 200)
+        clock.set(start)
+        let during = try await client.roundTrip(request)
+        #expect(during.status == 503)
+        #expect(during.reason == "ServiceUnavailable")
+        // Even a request that would be refused for its own fault gets 503 during the outage.
+        var bad = request
+        bad.topic = "com.not.allowed"
+        #expect(try await client.roundTrip(bad).status == 503)
+        clock.set(start.addingTimeInterval(19.9))
+        #expect(try await client.roundTrip(request).status == 503)
+        clock.set(start.addingTimeInterval(20))
+        #expect(try await client.roundTrip(request).status == 200)
+        await client.close()
+    }
+
     @Test func addedLatencyStillAnswersEveryRequest() async throws {
         let harness = try await SandboxHarness.start { $0.faults = SandboxFaults(addedLatency: 0.02) }
         defer { Task { await harness.stop() } }

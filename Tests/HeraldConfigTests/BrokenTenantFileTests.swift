@@ -57,7 +57,7 @@ let brokenCases: [BrokenCase] = [
             """,
         line: 7, column: 1, field: "topcis",
         fragment:
-            "unknown key (did you mean 'topics'?); valid keys: id, team_id, auth, topics, endpoints, pool, plugins, api_keys",
+            "unknown key (did you mean 'topics'?); valid keys: id, team_id, auth, topics, endpoints, pool, plugins, api_keys, delivery",
         errorCount: 2),
     BrokenCase(
         name: "unknown key inside auth.token",

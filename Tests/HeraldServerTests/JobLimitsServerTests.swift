@@ -28,6 +28,7 @@ struct JobLimitsServerTests {
                 .post, "/v1/notifications/batch", key: acme.apiKey, json: Self.batch("big", topic: "com.acme.app", tokens: Self.tokens(0x21, 6)))
             #expect(refused.status == 429, "\(refused.text)")
             #expect(refused.errorCode == "quota_exceeded")
+            #expect(refused.headers[.retryAfter] == "30")
             #expect((refused.error["message"] as? String)?.contains("jobs.max_pending_items_per_tenant allows 5") == true)
             let missing = try await client.request(.get, "/v1/jobs/big", key: acme.apiKey)
             #expect(missing.status == 404, "nothing was stored")

@@ -100,6 +100,12 @@ struct JobRunnerBoundsTests {
         func progress(tenant: TenantID, job: JobID) async throws -> JobProgress? {
             try await base.progress(tenant: tenant, job: job)
         }
+        func deferItem(tenant: TenantID, job: JobID, index: Int, retry: JobItemRetry) async throws -> Bool {
+            try await base.deferItem(tenant: tenant, job: job, index: index, retry: retry)
+        }
+        func nextAttempt(tenant: TenantID, job: JobID) async throws -> Date? {
+            try await base.nextAttempt(tenant: tenant, job: job)
+        }
     }
 
     static func notes(_ count: Int, seed: UInt8) -> [HeraldCore.Notification] {

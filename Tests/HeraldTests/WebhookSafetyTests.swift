@@ -2,6 +2,7 @@ import Foundation
 import Herald
 import HeraldCore
 import HeraldStore
+import Logging
 import Synchronization
 import Testing
 
@@ -147,5 +148,68 @@ struct WebhookSafetyTests {
         let statistics = second.statistics
         #expect(sender.posted == 4, "the 503 was retried once")
         #expect(statistics.delivered == 1 && statistics.refused == 2)
+    }
+
+    @Test("the feedback plugin queues its webhook in the outbox rather than starting a task")
+    func feedbackUsesTheOutbox() async throws {
+        let store = try Fixtures.store()
+        let directory = Fixtures.temporaryDirectory("herald-outbox")
+        try "0123456789abcdef-webhook-secret".write(toFile: directory + "/webhook.secret", atomically: true, encoding: .utf8)
+        let sender = ScriptedSender()
+        var configuration = WebhookOutbox.Configuration()
+        configuration.pollInterval = .milliseconds(10)
+        let outbox = WebhookOutbox(store: store, sender: sender, configuration: configuration)
+        try await outbox.prepare()
+        let transport = ScriptedTransport([.respond(status: 410, reason: .unregistered, timestamp: Date(timeIntervalSince1970: 1_700_000_000))])
+        var logger = Logging.Logger(label: "t")
+        logger.logLevel = .critical
+        let router = Router(
+            configuration: RouterConfiguration(
+                store: store, transports: ScriptedTransports { _ in transport }, logger: logger, webhooks: sender,
+                environment: [:], webhookQueue: outbox))
+        let options: JSONValue = .obj(["webhook": .string("https://hooks.example/apns"), "secret": .string("file:webhook.secret")])
+        await router.install([Fixtures.tenant("fb", plugins: [Fixtures.plugin("feedback", options)], file: directory + "/fb.yaml")])
+        let result = try await router.send(tenant: Fixtures.tenantID("fb"), notification: Fixtures.note())
+        #expect(result.status == 410)
+        #expect(router.tasks.count == 0, "no task per webhook")
+        #expect(outbox.statistics.waiting == 1)
+        #expect(try await store.outboxCounts() == [Fixtures.tenantID("fb"): 1])
+        async let running: Void = outbox.run()
+        try await Self.eventually("the webhook was posted") { outbox.statistics.delivered == 1 }
+        outbox.stop()
+        await running
+        await router.shutdown()
+        #expect(sender.posted == 1)
+    }
+
+    /// A receiver that never answers (until cancelled).
+    final class HangingSender: WebhookSender {
+        private let started = Mutex(0)
+        var count: Int { started.withLock { $0 } }
+        func post(_ request: WebhookRequest) async throws -> Int {
+            started.withLock { $0 += 1 }
+            try await Task.sleep(for: .seconds(3600))
+            return 200
+        }
+    }
+
+    @Test("shutdown waits a bounded time for posts in flight; an unfinished delivery stays queued for the next start")
+    func boundedShutdown() async throws {
+        let store = try Fixtures.store()
+        let sender = HangingSender()
+        var configuration = WebhookOutbox.Configuration()
+        configuration.pollInterval = .milliseconds(10)
+        configuration.shutdownGrace = .milliseconds(100)
+        let outbox = WebhookOutbox(store: store, sender: sender, configuration: configuration)
+        try await outbox.prepare()
+        try await outbox.enqueue(Self.request("https://hooks.example/x", allowPrivate: false), tenant: Self.tenant, attempts: 3, initialBackoff: .milliseconds(1))
+        async let running: Void = outbox.run()
+        try await Self.eventually("the post started") { sender.count == 1 }
+        outbox.stop()
+        await running  // returns after the grace period, not after the receiver's hour
+        let next = WebhookOutbox(store: store, sender: ScriptedSender())
+        try await next.prepare()
+        #expect(next.statistics.waiting == 1)
+        #expect(try await store.claimDueWebhooks(now: Date(), claimUntil: Date().addingTimeInterval(60), limit: 10).count == 1)
     }
 }

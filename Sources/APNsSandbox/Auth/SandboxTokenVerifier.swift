@@ -61,7 +61,7 @@ final class SandboxTokenVerifier: Sendable {
         guard header.alg == "ES256",
             let kid = header.kid, let index = keyIndex[kid],
             claims.iss == keys[index].teamID,
-            let iatValue = claims.iat, iatValue.isFinite, abs(iatValue) < 1e12
+            let iatValue = claims.iat?.seconds, iatValue.isFinite, abs(iatValue) < 1e12
         else { return .failure(.invalid) }
         // RFC 7519 NumericDate may carry a fraction; APNs reads whole seconds.
         let iat = Int64(iatValue.rounded(.down))
@@ -75,14 +75,72 @@ final class SandboxTokenVerifier: Sendable {
         return .success(VerifiedToken(keyIndex: index, issuedAt: iat))
     }
 
+    /// The JOSE header. Other members (`typ: JWT`, which most JWT libraries add) are ignored,
+    /// as APNs ignores them.
     private struct Header: Decodable {
         var alg: String?
         var kid: String?
     }
 
+    /// The claims APNs reads. Other claims (a repeated `kid`, `exp`, `jti` …) are ignored.
     private struct Claims: Decodable {
         var iss: String?
-        var iat: Double?
+        var iat: NumericDate?
+    }
+
+    /// `iat` as clients in the wild send it: a JSON number (RFC 7519's NumericDate) or the same
+    /// number as a JSON string (`"1700000000"`), which APNs accepts too. Anything else (a
+    /// boolean, an object, a string that is not a plain decimal number) is malformed.
+    struct NumericDate: Decodable, Equatable {
+        var seconds: Double
+
+        init(seconds: Double) { self.seconds = seconds }
+
+        init(from decoder: any Decoder) throws {
+            let container = try decoder.singleValueContainer()
+            if let number = try? container.decode(Double.self) {
+                seconds = number
+                return
+            }
+            let text = try container.decode(String.self)
+            guard let number = Self.parse(text) else {
+                throw DecodingError.dataCorruptedError(
+                    in: container, debugDescription: "iat is neither a number nor a numeric string")
+            }
+            seconds = number
+        }
+
+        /// A plain decimal (`123`, `123.5`, `-1`): no exponent, hex, `inf` or `nan`, no spaces.
+        static func parse(_ text: String) -> Double? {
+            var digits = 0
+            var dots = 0
+            for (offset, byte) in text.utf8.enumerated() {
+                switch byte {
+                case UInt8(ascii: "0")...UInt8(ascii: "9"): digits += 1
+                case UInt8(ascii: "."): dots += 1
+                case UInt8(ascii: "-") where offset == 0: continue
+                default: return nil
+                }
+            }
+            guard digits > 0, dots <= 1, text.utf8.last != UInt8(ascii: "."), text.utf8.count <= 32 else {
+                return nil
+            }
+            return Double(text)
+        }
+    }
+}
+
+/// APNs' time rules for a verified token: older than its lifetime is `ExpiredProviderToken`;
+/// issued in the future (beyond a small allowance for clock skew) is `InvalidProviderToken`.
+enum TokenAge {
+    /// How far ahead of the sandbox's clock an `iat` may be (seconds): clients' clocks drift.
+    static let futureAllowance: TimeInterval = 60
+
+    static func check(issuedAt: Int64, now: Date, lifetime: TimeInterval) -> APNsReason? {
+        let age = now.timeIntervalSince1970 - Double(issuedAt)
+        if age > lifetime { return .expiredProviderToken }
+        if -age > futureAllowance { return .invalidProviderToken }
+        return nil
     }
 }
 

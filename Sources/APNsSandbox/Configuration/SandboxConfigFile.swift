@@ -161,6 +161,31 @@ public struct SandboxConfigFile: Sendable {
             value.goawayAfter = faults.goawayAfter
             value.goawayReason = faults.goawayReason.map { APNsReason(wireValue: $0) } ?? .shutdown
             value.dropAfter = faults.dropAfter
+            let startedAt = configuration.clock.now
+            for (i, outage) in (faults.outages ?? []).enumerated() {
+                let field = "faults.outages[\(i)]"
+                guard outage.duration.isFinite, outage.duration > 0, outage.duration <= 31 * 86_400 else {
+                    throw SandboxError.configuration("\(name): \(field).duration: seconds, more than 0 and at most 31 days")
+                }
+                let start: Date
+                switch (outage.start, outage.after) {
+                case (let text?, nil):
+                    guard let date = Self.date(text) else {
+                        throw SandboxError.configuration("\(name): \(field).start: an ISO 8601 date or UNIX milliseconds")
+                    }
+                    start = date
+                case (nil, let after?):
+                    guard after.isFinite, after >= 0, after <= 31 * 86_400 else {
+                        throw SandboxError.configuration(
+                            "\(name): \(field).after: seconds after the sandbox starts, from 0 to 31 days")
+                    }
+                    start = startedAt.addingTimeInterval(after)
+                default:
+                    throw SandboxError.configuration(
+                        "\(name): \(field): give either start (a date) or after (seconds after the sandbox starts)")
+                }
+                value.outages.append(SandboxOutage(start: start, duration: outage.duration))
+            }
             configuration.faults = value
         }
 
@@ -287,6 +312,7 @@ public struct SandboxConfigFile: Sendable {
         var goawayAfter: Int?
         var goawayReason: String?
         var dropAfter: Int?
+        var outages: [Outage]?
 
         enum CodingKeys: String, CodingKey {
             case seed
@@ -296,7 +322,14 @@ public struct SandboxConfigFile: Sendable {
             case goawayAfter = "goaway_after"
             case goawayReason = "goaway_reason"
             case dropAfter = "drop_after"
+            case outages
         }
+    }
+
+    private struct Outage: Decodable {
+        var start: String?
+        var after: Double?
+        var duration: Double
     }
 
     private struct Record: Decodable {

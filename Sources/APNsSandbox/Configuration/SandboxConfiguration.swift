@@ -131,10 +131,14 @@ public struct SandboxFaults: Sendable, Hashable {
     /// After this many answered requests on a connection, close it abruptly (no GOAWAY):
     /// requests still in flight are never answered.
     public var dropAfter: Int? = nil
+    /// Windows of wall-clock time in which every request is answered 503 `ServiceUnavailable`
+    /// (an APNs outage), whatever it holds.
+    public var outages: [SandboxOutage] = []
 
     public init(
         seed: UInt64 = 0, fraction500: Double = 0, fraction503: Double = 0, addedLatency: TimeInterval = 0,
-        goawayAfter: Int? = nil, goawayReason: APNsReason = .shutdown, dropAfter: Int? = nil
+        goawayAfter: Int? = nil, goawayReason: APNsReason = .shutdown, dropAfter: Int? = nil,
+        outages: [SandboxOutage] = []
     ) {
         self.seed = seed
         self.fraction500 = fraction500
@@ -143,8 +147,37 @@ public struct SandboxFaults: Sendable, Hashable {
         self.goawayAfter = goawayAfter
         self.goawayReason = goawayReason
         self.dropAfter = dropAfter
+        self.outages = outages
     }
 
     /// No faults at all.
     public static let none = SandboxFaults()
+
+    /// The answer every request gets at `now` because of an outage window, or nil.
+    public func outageReason(at now: Date) -> APNsReason? {
+        for outage in outages where outage.contains(now) { return .serviceUnavailable }
+        return nil
+    }
+}
+
+/// An outage window: from `start` for `duration` seconds, every request is answered 503
+/// `ServiceUnavailable`.
+///
+/// ```swift
+/// faults.outages = [SandboxOutage(start: Date().addingTimeInterval(5), duration: 20)]
+/// ```
+public struct SandboxOutage: Sendable, Hashable {
+    public var start: Date
+    /// Seconds.
+    public var duration: TimeInterval
+
+    public init(start: Date, duration: TimeInterval) {
+        self.start = start
+        self.duration = duration
+    }
+
+    public var end: Date { start.addingTimeInterval(duration) }
+
+    /// True from `start` (included) to `end` (excluded).
+    public func contains(_ date: Date) -> Bool { date >= start && date < end }
 }

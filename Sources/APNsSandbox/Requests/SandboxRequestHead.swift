@@ -1,7 +1,8 @@
+import HTTP2Engine
 import HeraldCore
-import NIOHPACK
 
-/// The headers of one request that APNs looks at, read in one pass over the HPACK block.
+/// The headers of one request that APNs looks at, read one field at a time as nghttp2 decodes
+/// the HPACK block.
 struct SandboxRequestHead {
     var method: String?
     var path: String?
@@ -19,50 +20,55 @@ struct SandboxRequestHead {
 
     init() {}
 
-    /// Reads the headers; `audit` records HPACK deviations from what Apple asks.
-    init(_ headers: HPACKHeaders, audit: inout HPACKAudit) {
-        for (name, value, indexing) in headers {
-            listSize += name.utf8.count + value.utf8.count + 32
-            // Dispatch on the name's length first: most names compare once, or never.
-            switch name.utf8.count {
-            case 5 where name == ":path":
-                Self.set(&path, value, &duplicated)
-                audit.literalOnly(name, indexing)
-            case 7 where name == ":method":
-                Self.set(&method, value, &duplicated)
-            case 7 where name == "apns-id":
-                Self.set(&apnsID, value, &duplicated)
-                audit.indexedOnce(.apnsID, name, indexing)
-            case 10 where name == "apns-topic":
-                Self.set(&topic, value, &duplicated)
-            case 13 where name == "authorization":
-                Self.set(&authorization, value, &duplicated)
-                audit.literalOnly(name, indexing)
-            case 13 where name == "apns-priority":
-                Self.set(&priority, value, &duplicated)
-            case 14 where name == "apns-push-type":
-                Self.set(&pushType, value, &duplicated)
-            case 15 where name == "apns-expiration":
-                Self.set(&expiration, value, &duplicated)
-                audit.indexedOnce(.expiration, name, indexing)
-            case 16 where name == "apns-collapse-id":
-                Self.set(&collapseID, value, &duplicated)
-                audit.indexedOnce(.collapseID, name, indexing)
-            default:
-                continue
+    /// Reads one header field. Once the list is larger than `limit` (the request will be
+    /// refused), values are only counted, not kept.
+    mutating func add(name: UnsafeRawBufferPointer, value: UnsafeRawBufferPointer, keepingValuesUpTo limit: Int) {
+        listSize += name.count + value.count + 32
+        guard listSize <= limit else { return }
+        // Dispatch on the name's length first: most names compare once, or never.
+        switch name.count {
+        case 5 where Self.equals(name, ":path"): Self.set(&path, value, &duplicated)
+        case 7 where Self.equals(name, ":method"): Self.set(&method, value, &duplicated)
+        case 7 where Self.equals(name, "apns-id"): Self.set(&apnsID, value, &duplicated)
+        case 10 where Self.equals(name, "apns-topic"): Self.set(&topic, value, &duplicated)
+        case 13 where Self.equals(name, "authorization"): Self.set(&authorization, value, &duplicated)
+        case 13 where Self.equals(name, "apns-priority"): Self.set(&priority, value, &duplicated)
+        case 14 where Self.equals(name, "apns-push-type"): Self.set(&pushType, value, &duplicated)
+        case 15 where Self.equals(name, "apns-expiration"): Self.set(&expiration, value, &duplicated)
+        case 16 where Self.equals(name, "apns-collapse-id"): Self.set(&collapseID, value, &duplicated)
+        default: return
+        }
+    }
+
+    /// Reads a header block as the HTTP/2 engine delivers it.
+    init(_ headers: [HTTP2Header], keepingValuesUpTo limit: Int = .max) {
+        for header in headers {
+            var name = header.name
+            var value = header.value
+            name.withUTF8 { nameBytes in
+                value.withUTF8 { valueBytes in
+                    add(name: UnsafeRawBufferPointer(nameBytes), value: UnsafeRawBufferPointer(valueBytes), keepingValuesUpTo: limit)
+                }
             }
         }
     }
 
-    private static func set(_ slot: inout String?, _ value: String, _ duplicated: inout Bool) {
+    static func equals(_ bytes: UnsafeRawBufferPointer, _ text: StaticString) -> Bool {
+        guard bytes.count == text.utf8CodeUnitCount else { return false }
+        let expected = UnsafeRawBufferPointer(start: text.utf8Start, count: text.utf8CodeUnitCount)
+        return bytes.elementsEqual(expected)
+    }
+
+    private static func set(_ slot: inout String?, _ value: UnsafeRawBufferPointer, _ duplicated: inout Bool) {
         if slot != nil { duplicated = true }
-        slot = value
+        slot = String(decoding: value, as: UTF8.self)
     }
 }
 
 /// One connection's view of how its client encodes headers (RFC 7541), against Apple's advice:
-/// `:path` and `authorization` literal without indexing; `apns-id`, `apns-expiration` and
-/// `apns-collapse-id` with incremental indexing the first time, then without indexing.
+/// `:path` and `authorization` never enter the dynamic table; `apns-id`, `apns-expiration` and
+/// `apns-collapse-id` may enter it the first time they are sent on a connection, never after.
+/// What entered the table is read back from an HPACK decoder (``SandboxHPACKAuditor``).
 struct HPACKAudit {
     enum Repeated: Int {
         case apnsID = 0, expiration, collapseID
@@ -72,15 +78,26 @@ struct HPACKAudit {
     /// Violations found since the last `take`.
     private(set) var violations: [String] = []
 
-    /// `.nonIndexable` is what Apple asks; `.neverIndexed` is stricter and accepted;
-    /// `.indexable` (indexed or incremental indexing) is a violation.
-    mutating func literalOnly(_ name: String, _ indexing: HPACKIndexing) {
-        if indexing == .indexable {
+    /// One decoded field: `entered` when it was added to the dynamic table.
+    mutating func observe(name: UnsafeRawBufferPointer, entered: Bool) {
+        switch name.count {
+        case 5 where SandboxRequestHead.equals(name, ":path"): literalOnly(":path", entered)
+        case 13 where SandboxRequestHead.equals(name, "authorization"): literalOnly("authorization", entered)
+        case 7 where SandboxRequestHead.equals(name, "apns-id"): indexedOnce(.apnsID, "apns-id", entered)
+        case 15 where SandboxRequestHead.equals(name, "apns-expiration"): indexedOnce(.expiration, "apns-expiration", entered)
+        case 16 where SandboxRequestHead.equals(name, "apns-collapse-id"): indexedOnce(.collapseID, "apns-collapse-id", entered)
+        default: return
+        }
+    }
+
+    /// Literal without indexing is what Apple asks; never-indexed is stricter and accepted.
+    mutating func literalOnly(_ name: String, _ entered: Bool) {
+        if entered {
             violations.append("\(name) was encoded with indexing; Apple asks for a literal without indexing")
         }
     }
 
-    mutating func indexedOnce(_ which: Repeated, _ name: String, _ indexing: HPACKIndexing) {
+    mutating func indexedOnce(_ which: Repeated, _ name: String, _ entered: Bool) {
         let already: Bool
         switch which {
         case .apnsID:
@@ -93,7 +110,7 @@ struct HPACKAudit {
             already = seen.2
             seen.2 = true
         }
-        if already, indexing == .indexable {
+        if already, entered {
             violations.append("\(name) was encoded with indexing after its first use; Apple asks for a literal without indexing")
         }
     }

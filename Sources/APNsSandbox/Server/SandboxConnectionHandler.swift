@@ -1,16 +1,17 @@
 import Crypto
 import Foundation
+import HTTP2Engine
 import HeraldCore
 import Logging
 import NIOCore
-import NIOHPACK
-import NIOHTTP2
 
-/// Answers the requests of one HTTP/2 connection, at frame level on the connection's event loop
-/// (no per-stream channels or tasks: the sandbox must never be the bottleneck).
-final class SandboxConnectionHandler: ChannelInboundHandler, NIOHTTP2FrameDelegate {
-    typealias InboundIn = HTTP2Frame
-    typealias OutboundOut = HTTP2Frame
+/// Answers the requests of one HTTP/2 connection on the connection's event loop. It sits after
+/// the HTTP/2 engine (an nghttp2 server session, ``HTTP2EngineHandler``) as its delegate: the
+/// engine's events arrive after nghttp2 returned, and answers, SETTINGS, resets and GOAWAY go
+/// back through the engine. No per-stream channels or tasks: the sandbox must never be the
+/// bottleneck.
+final class SandboxConnectionHandler: ChannelInboundHandler, HTTP2EngineDelegate {
+    typealias InboundIn = NIOAny
 
     enum Auth {
         case token
@@ -65,19 +66,22 @@ final class SandboxConnectionHandler: ChannelInboundHandler, NIOHTTP2FrameDelega
     let connectionID: Int
     private let auth: Auth
     private var context: ChannelHandlerContext?
-    private var streams: [HTTP2StreamID: Stream] = [:]
+    private var engine: HTTP2EngineHandler?
+    private let auditor: SandboxWireAuditor
+    private var streams: [Int32: Stream] = [:]
 
     private var tokenAccepted = false
+    /// The limit was raised for streams opened before the client knew it (``acceptUnannouncedBurst(limit:)``).
+    private var burstAccepted = false
+    private var burstEnded = false
     private var advertisedLimit: Int
     private var processedCount = 0
-    private var highestStreamID = HTTP2StreamID.rootStream
+    private var highestStreamID: Int32 = 0
     /// Set once the sandbox sent GOAWAY: streams above it are refused.
-    private var goawayLastStreamID: HTTP2StreamID? = nil
+    private var goawayLastStreamID: Int32? = nil
     private var closeWhenIdle = false
     private var closed = false
     private var dropped = false
-    private var inRead = false
-    private var needsFlush = false
 
     private var faults: SandboxFaults
     private var faultsVersion: Int
@@ -86,16 +90,42 @@ final class SandboxConnectionHandler: ChannelInboundHandler, NIOHTTP2FrameDelega
     private var lastToken: String? = nil
     private var lastTokenVerdict: VerifiedToken? = nil
     private var connectionTracker = TokenUpdateTracker()
-    private var hpackAudit = HPACKAudit()
 
-    /// The connection-level inbound window the sandbox keeps open for its client.
-    static let connectionWindowTarget = 1 << 20
-    private var connectionWindowOpened = false
+    /// The connection-level inbound window the sandbox keeps open for its client (nghttp2 sends
+    /// WINDOW_UPDATE as the client's data is consumed).
+    static let connectionWindowTarget: Int32 = 1 << 20
+    /// The most body bytes one stream may carry before the engine ends the connection; the
+    /// sandbox answers PayloadTooLarge long before (at 4 or 5 KB).
+    static let maximumBodySize = 1 << 20
 
-    init(core: SandboxCore, connectionID: Int, auth: Auth, initialLimit: Int) {
+    /// The engine for a connection whose first MAX_CONCURRENT_STREAMS is `initialLimit`.
+    static func makeEngine(core: SandboxCore, initialLimit: Int) -> HTTP2EngineHandler {
+        HTTP2EngineHandler(
+            configuration: .init(
+                mode: .server,
+                initialSettings: [
+                    .maxConcurrentStreams(UInt32(clamping: initialLimit)),
+                    .maxHeaderListSize(UInt32(clamping: core.maximumHeaderListSize)),
+                    .initialWindowSize(65_535),
+                ],
+                connectionWindowSize: connectionWindowTarget,
+                maxHeaderListSize: core.maximumHeaderListSize,
+                maxBodySize: maximumBodySize,
+                // The sandbox reads every header APNs cares about itself (a missing :method is
+                // 405, a missing :path BadPath): nghttp2's HTTP checks would answer first.
+                validatesHTTPMessaging: false))
+    }
+
+    init(
+        core: SandboxCore, connectionID: Int, auth: Auth, initialLimit: Int, engine: HTTP2EngineHandler,
+        auditor: SandboxWireAuditor
+    ) {
         self.core = core
         self.connectionID = connectionID
         self.auth = auth
+        self.engine = engine
+        self.auditor = auditor
+        auditor.sentStreamLimit(initialLimit)
         self.advertisedLimit = initialLimit
         self.faultsVersion = core.faultsVersion
         self.faults = core.faults
@@ -110,10 +140,10 @@ final class SandboxConnectionHandler: ChannelInboundHandler, NIOHTTP2FrameDelega
 
     func handlerAdded(context: ChannelHandlerContext) {
         self.context = context
-        openConnectionWindow(context: context)
     }
 
     func handlerRemoved(context: ChannelHandlerContext) {
+        engine = nil
         self.context = nil
     }
 
@@ -128,116 +158,57 @@ final class SandboxConnectionHandler: ChannelInboundHandler, NIOHTTP2FrameDelega
         context.fireChannelInactive()
     }
 
-    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
-        let frame = unwrapInboundIn(data)
-        inRead = true
-        defer { inRead = false }
-        switch frame.payload {
-        case .headers(let headers):
-            if headers.priorityData != nil { core.recorder.headersWithPriority() }
-            receivedHeaders(streamID: frame.streamID, headers: headers.headers, endStream: headers.endStream)
-        case .data(let data):
-            if case .byteBuffer(let buffer) = data.data {
-                receivedData(streamID: frame.streamID, buffer: buffer, endStream: data.endStream)
-            }
-        case .priority:
-            core.recorder.priorityFrame()
-        default:
-            break
-        }
-    }
-
-    func channelReadComplete(context: ChannelHandlerContext) {
-        if needsFlush {
-            needsFlush = false
-            context.flush()
-        }
-        context.fireChannelReadComplete()
-    }
-
-    func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
-        if let closedEvent = event as? StreamClosedEvent {
-            streamClosed(closedEvent.streamID)
-            return
-        }
-        if let window = event as? NIOHTTP2WindowUpdatedEvent {
-            if window.streamID == .rootStream, let inbound = window.inboundWindowSize {
-                refillConnectionWindow(inbound: inbound, context: context)
-            }
-            return
-        }
-        if event is NIOHTTP2StreamCreatedEvent { return }
-        context.fireUserInboundEventTriggered(event)
-    }
-
     func errorCaught(context: ChannelHandlerContext, error: any Error) {
-        if error is NIOHTTP2Errors.MaxStreamsViolation {
-            // swift-nio-http2 treats this as a connection error and has sent GOAWAY already.
-            core.recorder.streamAboveLimit()
-        } else if Self.isCreatedAfterGoaway(error) {
-            core.recorder.refusedStream()
-            return
+        if let engineError = error as? HTTP2EngineError,
+            engineError == .headerListTooLarge(limit: core.maximumHeaderListSize)
+        {
+            // Larger than SETTINGS_MAX_HEADER_LIST_SIZE: the engine ends the connection.
+            core.recorder.oversizedHeaders()
         }
-        if !(error is any NIOHTTP2Error) {
-            // TLS or socket trouble: the connection is done.
-            core.logger.debug(
-                "sandbox connection error",
-                metadata: ["herald.connection": "\(connectionID)", "herald.error": "\(error)"])
-            closeNow()
-        }
+        // A protocol error (the engine has sent GOAWAY), or TLS or socket trouble: done.
+        core.logger.debug(
+            "sandbox connection error",
+            metadata: ["herald.connection": "\(connectionID)", "herald.error": "\(error)"])
+        closeNow()
     }
 
-    private static func isCreatedAfterGoaway(_ error: any Error) -> Bool {
-        if error is NIOHTTP2Errors.CreatedStreamAfterGoaway { return true }
-        if let streamError = error as? NIOHTTP2Errors.StreamError {
-            return streamError.baseError is NIOHTTP2Errors.CreatedStreamAfterGoaway
-        }
-        return false
-    }
-
-    /// NIOHTTP2FrameDelegate: a GOAWAY with an error code is swift-nio-http2's answer to a
-    /// connection error (malformed frames, too many streams …): close once it is out.
-    func wroteFrame(_ frame: HTTP2Frame) {
-        if case .goAway(_, let code, _) = frame.payload, code != .noError {
-            guard let context, !closed else { return }
-            context.eventLoop.assumeIsolated().execute { [self] in
-                self.closeNow()
+    /// The engine's events, after nghttp2 returned.
+    func http2Engine(_ engine: HTTP2EngineHandler, didReceive event: HTTP2Event) {
+        switch event {
+        case .headers(let streamID, let headers, let endStream):
+            if streamID > highestStreamID {
+                highestStreamID = streamID
+                receivedHeaders(streamID: streamID, head: SandboxRequestHead(headers), endStream: endStream)
+            } else if endStream, let stream = streams[streamID] {
+                // Trailers: nothing in them matters to APNs.
+                stream.endStreamReceived = true
+                complete(streamID)
             }
+        case .data(let streamID, let bytes, let endStream):
+            receivedData(streamID: streamID, buffer: bytes)
+            if endStream, let stream = streams[streamID] {
+                stream.endStreamReceived = true
+                complete(streamID)
+            }
+        case .streamClosed(let streamID, _):
+            auditor.streamClosed(streamID)
+            streamClosed(streamID)
+        case .settingsAcknowledged, .settings, .resetReceived, .goAway, .pingAcknowledged:
+            break
         }
     }
 
     // MARK: Requests
 
-    private func receivedHeaders(streamID: HTTP2StreamID, headers: HPACKHeaders, endStream: Bool) {
-        if let stream = streams[streamID] {
-            // Trailers: nothing in them matters to APNs.
-            if endStream {
-                stream.endStreamReceived = true
-                complete(streamID)
-            }
-            return
-        }
-        let head = SandboxRequestHead(headers, audit: &hpackAudit)
-        if head.listSize > core.maximumHeaderListSize {
-            // Larger than SETTINGS_MAX_HEADER_LIST_SIZE: refuse the stream, keep the connection.
-            core.recorder.oversizedHeaders()
-            context?.write(wrapOutboundOut(HTTP2Frame(streamID: streamID, payload: .rstStream(.protocolError))), promise: nil)
-            needsFlush = true
-            return
-        }
-        if hpackAudit.hasViolations {
-            for violation in hpackAudit.take() {
-                core.recorder.hpackViolation("connection \(connectionID) stream \(Int(streamID)): \(violation)")
-            }
-        }
-        if streamID > highestStreamID { highestStreamID = streamID }
+    private func receivedHeaders(streamID: Int32, head: SandboxRequestHead, endStream: Bool) {
+        if let last = goawayLastStreamID, streamID > last { return }
         streams[streamID] = Stream(
             head: head, sequence: core.recorder.nextSequence(), receivedAt: core.clock.now,
             endStreamReceived: endStream)
         if endStream { complete(streamID) }
     }
 
-    private func receivedData(streamID: HTTP2StreamID, buffer: ByteBuffer, endStream: Bool) {
+    private func receivedData(streamID: Int32, buffer: ByteBuffer) {
         guard let stream = streams[streamID], !stream.awaitingResponse else { return }
         let size = buffer.readableBytes
         stream.bodySize += size
@@ -250,14 +221,13 @@ final class SandboxConnectionHandler: ChannelInboundHandler, NIOHTTP2FrameDelega
                 stream.body!.writeBuffer(&copy)
             }
         }
-        stream.endStreamReceived = endStream
-        if endStream || stream.bodySize > limit {
+        if stream.bodySize > limit {
             // Too large: answer now (RFC 9113 §8.1 lets a server answer before the request ends).
             complete(streamID)
         }
     }
 
-    private func streamClosed(_ streamID: HTTP2StreamID) {
+    private func streamClosed(_ streamID: Int32) {
         guard let stream = streams[streamID], !stream.awaitingResponse else { return }
         streams.removeValue(forKey: streamID)
         let refused = goawayLastStreamID.map { streamID > $0 } ?? false
@@ -265,7 +235,7 @@ final class SandboxConnectionHandler: ChannelInboundHandler, NIOHTTP2FrameDelega
         closeIfIdle()
     }
 
-    private func complete(_ streamID: HTTP2StreamID) {
+    private func complete(_ streamID: Int32) {
         guard let stream = streams[streamID], !stream.awaitingResponse else { return }
         refreshFaults()
         let outcome = evaluate(stream)
@@ -275,7 +245,6 @@ final class SandboxConnectionHandler: ChannelInboundHandler, NIOHTTP2FrameDelega
             context.eventLoop.assumeIsolated().scheduleTask(in: delay) { [self] in
                 guard !self.closed, let waiting = self.streams[streamID] else { return }
                 self.respond(streamID: streamID, stream: waiting, outcome: outcome)
-                self.flushNow()
             }
         } else {
             respond(streamID: streamID, stream: stream, outcome: outcome)
@@ -287,6 +256,11 @@ final class SandboxConnectionHandler: ChannelInboundHandler, NIOHTTP2FrameDelega
         var outcome = Outcome()
         let head = stream.head
         let now = stream.receivedAt
+
+        if let reason = faults.outageReason(at: now) {
+            outcome.reject(reason)
+            return outcome
+        }
 
         guard head.method == "POST" else {
             outcome.reject(.methodNotAllowed)
@@ -463,8 +437,8 @@ final class SandboxConnectionHandler: ChannelInboundHandler, NIOHTTP2FrameDelega
             }
             sameAsLast = false
         }
-        if now.timeIntervalSince1970 - Double(verified.issuedAt) > core.tokenLifetime {
-            return .rejected(.expiredProviderToken)
+        if let reason = TokenAge.check(issuedAt: verified.issuedAt, now: now, lifetime: core.tokenLifetime) {
+            return .rejected(reason)
         }
         if !sameAsLast {
             let allowed: Bool
@@ -485,47 +459,48 @@ final class SandboxConnectionHandler: ChannelInboundHandler, NIOHTTP2FrameDelega
 
     // MARK: Responses
 
-    private func respond(streamID: HTTP2StreamID, stream: Stream, outcome: Outcome) {
-        guard let context, !closed else { return }
+    private func respond(streamID: Int32, stream: Stream, outcome: Outcome) {
+        guard let engine, let context, !closed else { return }
         streams.removeValue(forKey: streamID)
 
         let requestID = stream.head.apnsID.flatMap { SandboxRules.isCanonicalUUID($0) ? $0 : nil }
         let apnsID = requestID ?? newApnsID()
 
-        // Answered before the request ended (payload too large): reset the rest of the request,
-        // but only once the answer is out (swift-nio-http2 drops DATA still queued at a reset).
-        let written: EventLoopPromise<Void>? = stream.endStreamReceived ? nil : context.eventLoop.makePromise()
-        var headers = HPACKHeaders()
-        headers.reserveCapacity(3)
-        headers.add(name: ":status", value: Self.statusText(outcome.status))
-        if let reason = outcome.reason {
-            headers.add(name: "content-type", value: "application/json")
-            headers.add(name: "apns-id", value: apnsID, indexing: .nonIndexable)
-            context.write(
-                wrapOutboundOut(
-                    HTTP2Frame(streamID: streamID, payload: .headers(.init(headers: headers, endStream: false)))),
-                promise: nil)
-            let body = APNsErrorBody(reason: reason, timestamp: outcome.timestamp).encoded()
-            let buffer = context.channel.allocator.buffer(bytes: body)
-            context.write(
-                wrapOutboundOut(
-                    HTTP2Frame(streamID: streamID, payload: .data(.init(data: .byteBuffer(buffer), endStream: true)))),
-                promise: written)
-        } else {
-            headers.add(name: "apns-id", value: apnsID, indexing: .nonIndexable)
-            context.write(
-                wrapOutboundOut(
-                    HTTP2Frame(streamID: streamID, payload: .headers(.init(headers: headers, endStream: true)))),
-                promise: written)
-        }
-        if let written {
-            written.futureResult.assumeIsolated().whenComplete { [self] _ in
-                guard let context = self.context, !self.closed else { return }
-                context.writeAndFlush(
-                    self.wrapOutboundOut(HTTP2Frame(streamID: streamID, payload: .rstStream(.noError))), promise: nil)
+        // apns-id changes with every answer: never worth a dynamic table entry.
+        do {
+            if let reason = outcome.reason {
+                let body = context.channel.allocator.buffer(
+                    bytes: APNsErrorBody(reason: reason, timestamp: outcome.timestamp).encoded())
+                try engine.submitResponse(
+                    streamID: streamID,
+                    headers: [
+                        HTTP2Header(name: ":status", value: Self.statusText(outcome.status)),
+                        HTTP2Header(name: "content-type", value: "application/json"),
+                        HTTP2Header(name: "apns-id", value: apnsID, indexing: .neverIndexed),
+                    ],
+                    body: body)
+            } else {
+                try engine.submitResponse(
+                    streamID: streamID,
+                    headers: [
+                        HTTP2Header(name: ":status", value: "200"),
+                        HTTP2Header(name: "apns-id", value: apnsID, indexing: .neverIndexed),
+                    ],
+                    body: nil)
             }
+            if !stream.endStreamReceived {
+                // Answered before the request ended (payload too large): the answer goes out
+                // first, then the rest of the request is reset (NO_ERROR): nghttp2 sends a reset
+                // ahead of DATA still queued.
+                engine.flushNow()
+                try engine.resetStream(streamID, errorCode: .noError)
+            }
+        } catch {
+            // The stream is gone (the client reset it meanwhile): nothing to answer.
+            core.logger.debug(
+                "sandbox could not answer a stream",
+                metadata: ["herald.connection": "\(connectionID)", "herald.error": "\(error)"])
         }
-        needsFlush = true
 
         core.recorder.record(processed: true, status: outcome.status, reason: outcome.reason) {
             makeRecord(
@@ -537,7 +512,12 @@ final class SandboxConnectionHandler: ChannelInboundHandler, NIOHTTP2FrameDelega
         afterResponse(streamID: streamID, success: outcome.status == 200)
     }
 
-    private func afterResponse(streamID: HTTP2StreamID, success: Bool) {
+    private func afterResponse(streamID: Int32, success: Bool) {
+        if burstAccepted, !tokenAccepted, isTokenConnection, advertisedLimit > 1 {
+            burstAccepted = false
+            burstEnded = true
+            setStreamLimit(1)
+        }
         if core.dropStreamLimitAfterRejection, tokenAccepted || !isTokenConnection {
             let wanted = success ? core.maxConcurrentStreams : 1
             if wanted != advertisedLimit { setStreamLimit(wanted) }
@@ -603,7 +583,7 @@ final class SandboxConnectionHandler: ChannelInboundHandler, NIOHTTP2FrameDelega
     }
 
     private func makeRecord(
-        streamID: HTTP2StreamID, stream: Stream, outcome: Outcome?, apnsID: String, fromRequest: Bool,
+        streamID: Int32, stream: Stream, outcome: Outcome?, apnsID: String, fromRequest: Bool,
         processed: Bool, cutOff: String?
     ) -> SandboxRecordedRequest {
         let head = stream.head
@@ -630,7 +610,7 @@ final class SandboxConnectionHandler: ChannelInboundHandler, NIOHTTP2FrameDelega
             processed: processed, cutOff: cutOff, receivedAt: stream.receivedAt)
     }
 
-    private func recordCutOff(streamID: HTTP2StreamID, stream: Stream, cause: String) {
+    private func recordCutOff(streamID: Int32, stream: Stream, cause: String) {
         let requestID = stream.head.apnsID.flatMap { SandboxRules.isCanonicalUUID($0) ? $0 : nil }
         core.recorder.record(processed: false, status: nil, reason: nil) {
             makeRecord(
@@ -642,14 +622,31 @@ final class SandboxConnectionHandler: ChannelInboundHandler, NIOHTTP2FrameDelega
     // MARK: Connection control
 
     private func setStreamLimit(_ limit: Int) {
-        guard let context, !closed else { return }
+        guard let engine, !closed else { return }
         advertisedLimit = limit
-        let settings = HTTP2Frame(
-            streamID: .rootStream,
-            payload: .settings(.settings([HTTP2Setting(parameter: .maxConcurrentStreams, value: limit)])))
-        context.write(wrapOutboundOut(settings), promise: nil)
-        needsFlush = true
-        if !inRead { flushNow() }
+        do {
+            try engine.sendSettings([.maxConcurrentStreams(UInt32(clamping: limit))])
+            auditor.sentStreamLimit(limit)
+        } catch {
+            core.logger.debug(
+                "sandbox could not send SETTINGS",
+                metadata: ["herald.connection": "\(connectionID)", "herald.error": "\(error)"])
+        }
+    }
+
+    /// The client opened `limit` streams before it acknowledged any SETTINGS, so before it could
+    /// know the one-stream rule of a token connection (h2load does this). nghttp2 would refuse
+    /// those beyond the limit it sent; the old frame-level server served them, as a limit only
+    /// binds once acknowledged (RFC 9113 §6.5.3). The limit is raised to cover them before the
+    /// engine reads them, and drops back to one after the next answer while no valid token has
+    /// been seen.
+    /// Bounded: never above the configured limit, only rising, and over once the limit has gone
+    /// back to one, so a client that never acknowledges cannot queue SETTINGS without end.
+    func acceptUnannouncedBurst(limit: Int) {
+        let wanted = min(limit, core.maxConcurrentStreams)
+        guard !burstEnded, wanted > advertisedLimit else { return }
+        burstAccepted = true
+        setStreamLimit(wanted)
     }
 
     /// Runtime change of the stream limit (``APNsSandbox/setMaxConcurrentStreams(_:)``).
@@ -661,26 +658,25 @@ final class SandboxConnectionHandler: ChannelInboundHandler, NIOHTTP2FrameDelega
     /// Shutdown GOAWAY: every stream already opened is still answered; later ones are refused.
     func goAwayForShutdown(reason: APNsReason) {
         sendGoAway(lastStreamID: highestStreamID, reason: reason)
-        flushNow()
     }
 
-    private func sendGoAway(lastStreamID: HTTP2StreamID, reason: APNsReason) {
-        guard let context, !closed else { return }
+    private func sendGoAway(lastStreamID: Int32, reason: APNsReason) {
+        guard let context, let engine, !closed else { return }
         let last = goawayLastStreamID.map { min($0, lastStreamID) } ?? lastStreamID
         goawayLastStreamID = last
-        // Streams above the last one are never processed; swift-nio-http2 closes them too.
-        for (streamID, stream) in streams where streamID > last {
+        // Streams above the last one are never processed: refused, so the client may retry them.
+        for (streamID, stream) in streams.sorted(by: { $0.key < $1.key }) where streamID > last {
             streams.removeValue(forKey: streamID)
+            try? engine.resetStream(streamID, errorCode: .refusedStream)
             recordCutOff(streamID: streamID, stream: stream, cause: "goaway-refused")
         }
-        let json = APNsErrorBody(reason: reason).encoded()
-        let frame = HTTP2Frame(
-            streamID: .rootStream,
-            payload: .goAway(
-                lastStreamID: last, errorCode: .noError, opaqueData: context.channel.allocator.buffer(bytes: json)))
-        context.write(wrapOutboundOut(frame), promise: nil)
-        needsFlush = true
-        if !inRead { flushNow() }
+        do {
+            try engine.goAway(lastStreamID: last, errorCode: .noError, debugData: APNsErrorBody(reason: reason).encoded())
+        } catch {
+            core.logger.debug(
+                "sandbox could not send GOAWAY",
+                metadata: ["herald.connection": "\(connectionID)", "herald.error": "\(error)"])
+        }
         core.recorder.goawaySent()
         closeWhenIdle = true
         closeIfIdle()
@@ -697,14 +693,15 @@ final class SandboxConnectionHandler: ChannelInboundHandler, NIOHTTP2FrameDelega
             recordCutOff(streamID: streamID, stream: stream, cause: "connection-dropped")
         }
         streams.removeAll()
-        flushNow()
+        // What was answered so far goes out; nothing after.
+        engine?.flushNow()
         closeNow()
     }
 
     private func closeIfIdle() {
         guard closeWhenIdle, streams.isEmpty, let context, !closed else { return }
         context.eventLoop.assumeIsolated().execute { [self] in
-            self.flushNow()
+            self.engine?.flushNow()
             self.closeNow()
         }
     }
@@ -715,39 +712,11 @@ final class SandboxConnectionHandler: ChannelInboundHandler, NIOHTTP2FrameDelega
         context.close(promise: nil)
     }
 
-    private func flushNow() {
-        guard let context, !closed else { return }
-        needsFlush = false
-        context.flush()
-    }
-
     private func refreshFaults() {
         let version = core.faultsVersion
         guard version != faultsVersion else { return }
         faultsVersion = version
         faults = core.faults
         random = SplitMix64(seed: Self.mix(seed: faults.seed, connectionID: connectionID))
-    }
-
-    // MARK: Flow control
-
-    private func openConnectionWindow(context: ChannelHandlerContext) {
-        guard !connectionWindowOpened else { return }
-        connectionWindowOpened = true
-        let increment = Self.connectionWindowTarget - 65_535
-        context.write(
-            wrapOutboundOut(HTTP2Frame(streamID: .rootStream, payload: .windowUpdate(windowSizeIncrement: increment))),
-            promise: nil)
-        context.flush()
-    }
-
-    private func refillConnectionWindow(inbound: Int, context: ChannelHandlerContext) {
-        guard inbound <= Self.connectionWindowTarget / 2, !closed else { return }
-        let increment = Self.connectionWindowTarget - inbound
-        context.write(
-            wrapOutboundOut(HTTP2Frame(streamID: .rootStream, payload: .windowUpdate(windowSizeIncrement: increment))),
-            promise: nil)
-        needsFlush = true
-        if !inRead { flushNow() }
     }
 }

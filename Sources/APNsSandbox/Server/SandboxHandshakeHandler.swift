@@ -1,7 +1,7 @@
 import Foundation
+import HTTP2Engine
 import Logging
 import NIOCore
-import NIOHTTP2
 import NIOSSL
 import NIOTLS
 import X509
@@ -54,29 +54,16 @@ final class SandboxHandshakeHandler: ChannelInboundHandler, RemovableChannelHand
         }
 
         let id = core.nextConnectionID()
-        let handler = SandboxConnectionHandler(core: core, connectionID: id, auth: auth, initialLimit: limit)
-        var connection = NIOHTTP2Handler.ConnectionConfiguration()
-        // The sandbox reads every header APNs cares about itself (a missing :method is 405, a
-        // missing :path 404), so swift-nio-http2's generic header-block checks are not needed.
-        connection.headerBlockValidation = .disabled
-        connection.contentLengthValidation = .disabled
-        connection.initialSettings = [
-            HTTP2Setting(parameter: .maxConcurrentStreams, value: limit),
-            HTTP2Setting(parameter: .maxHeaderListSize, value: core.maximumHeaderListSize),
-            HTTP2Setting(parameter: .initialWindowSize, value: 65_535),
-        ]
-        // Load tests send many PINGs/SETTINGS legitimately; keep the DoS guards but loosen them.
-        connection.controlFrameRateLimit.maximumCount = 10_000
-        var stream = NIOHTTP2Handler.StreamConfiguration()
-        stream.streamResetFrameRateLimit.maximumCount = 10_000
-        stream.streamErrorRateLimit.maximumCount = 10_000
-        let http2 = NIOHTTP2Handler(
-            mode: .server, frameDelegate: handler, connectionConfiguration: connection, streamConfiguration: stream)
-
-        let coalescer = SandboxWriteCoalescer()
-        try pipeline.addHandler(coalescer, position: .after(self))
-        try pipeline.addHandler(http2, position: .after(coalescer))
-        try pipeline.addHandler(handler, position: .after(http2))
+        // TLS → wire audit (a look at the raw frames) → HTTP/2 engine → the sandbox's answers.
+        let audit = SandboxWireAuditHandler(recorder: core.recorder, connectionID: id)
+        let engine = SandboxConnectionHandler.makeEngine(core: core, initialLimit: limit)
+        let handler = SandboxConnectionHandler(
+            core: core, connectionID: id, auth: auth, initialLimit: limit, engine: engine, auditor: audit.auditor)
+        engine.delegate = handler
+        audit.connection = handler
+        try pipeline.addHandler(audit, position: .after(self))
+        try pipeline.addHandler(engine, position: .after(audit))
+        try pipeline.addHandler(handler, position: .after(engine))
         core.register(
             id,
             SandboxCore.ConnectionRef(channel: context.channel, handler: NIOLoopBound(handler, eventLoop: context.eventLoop)))

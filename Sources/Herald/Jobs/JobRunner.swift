@@ -84,6 +84,7 @@ public final class JobRunner: Sendable {
     private let events: AsyncStream<Event>
     private let eventSink: AsyncStream<Event>.Continuation
     private let state = Mutex(State())
+    private let delivery: BatchItemDelivery
 
     private enum Event: Sendable {
         /// The periodic scan: every unfinished job, paused ones included.
@@ -126,6 +127,7 @@ public final class JobRunner: Sendable {
         logger[metadataKey: "herald.component"] = "job-runner"
         self.logger = logger
         self.permits = TenantPermits(permitsPerTenant: max(1, configuration.concurrencyPerTenant))
+        self.delivery = BatchItemDelivery(router: router, store: store, random: { Double.random(in: $0) })
         (events, eventSink) = AsyncStream.makeStream(of: Event.self, bufferingPolicy: .unbounded)
     }
 
@@ -298,7 +300,11 @@ public final class JobRunner: Sendable {
                 logger.error("cannot claim job items; the job pauses", metadata: ["herald.error": "\(error)"])
                 return true
             }
-            if claimed.isEmpty { break }
+            if claimed.isEmpty {
+                // Items deferred to a later attempt: wait for the first to be due, then claim again.
+                if await waitForDueRetries(job, logger: logger) { continue }
+                break
+            }
             let chunk = ClaimedChunk(claimed)
             adjust { $0.claimedItemsHeld += claimed.count } peak: { $0.peakClaimedItemsHeld = max($0.peakClaimedItemsHeld, $0.claimedItemsHeld) }
             await withDiscardingTaskGroup { group in
@@ -374,43 +380,40 @@ public final class JobRunner: Sendable {
         }
     }
 
-    /// Sends one item (a tenant permit is held) and records its outcome.
+    /// Sends one item (a tenant permit is held): the tenant's delivery policy decides whether
+    /// its outcome is recorded or it is deferred to its next attempt (``BatchItemDelivery``).
     private func send(_ item: JobItem, of job: Job, logger: Logger) async -> ItemOutcome {
+        switch await delivery.deliver(item, of: job, logger: logger) {
+        case .recorded, .deferred: return .recorded
+        case .leftPending: return .leftPending
+        case .pause: return .pause
+        }
+    }
+
+    /// When the job's only unfinished items wait for a retry, sleeps (on the router's clock, in
+    /// short steps so that a stop is not held up) until the earliest is due or the rescan
+    /// interval passed, and returns true to claim again; false when none waits.
+    private func waitForDueRetries(_ job: Job, logger: Logger) async -> Bool {
         let clock = router.configuration.clock
-        let result: JobItemResult
+        let next: Date?
         do {
-            let sent = try await router.send(tenant: job.tenant, notification: item.notification, environment: job.environment)
-            result = JobItemResult(
-                state: sent.isSuccess ? .sent : .failed, status: sent.status, reason: sent.reason?.wireValue,
-                apnsID: sent.notificationID, apnsTimestamp: sent.response.timestamp, finishedAt: clock.date)
-        } catch let error as PushError {
-            switch error.code {
-            case .shuttingDown, .unknownTenant:
-                // The tenant is being replaced or is gone: nothing was sent; try again later.
-                return .pause
-            default:
-                var message = error.message
-                if error.mayHaveReachedAPNs { message += " (the request may have reached APNs)" }
-                result = JobItemResult(
-                    state: .failed, status: nil, reason: error.reason?.wireValue ?? error.code.description, message: message,
-                    apnsID: item.notification.id, finishedAt: clock.date)
+            next = try await store.nextAttempt(tenant: job.tenant, job: job.id)
+        } catch {
+            logger.error("cannot read the job's next retry time", metadata: ["herald.error": "\(error)"])
+            return false
+        }
+        guard let next else { return false }
+        var remaining = min(max(0, next.timeIntervalSince(clock.date)), Self.seconds(configuration.rescanInterval))
+        while remaining > 0, !isStopping {
+            let step = min(remaining, 0.25)
+            do {
+                try await clock.sleep(until: clock.now.advanced(by: .milliseconds(Int64(step * 1000))))
+            } catch {
+                return false
             }
-        } catch is CancellationError {
-            return .leftPending
-        } catch {
-            result = JobItemResult(
-                state: .failed, status: nil, reason: "InternalError", message: "\(error)", apnsID: item.notification.id,
-                finishedAt: clock.date)
+            remaining -= step
         }
-        do {
-            _ = try await store.recordResult(tenant: job.tenant, job: job.id, index: item.index, result: result)
-            return .recorded
-        } catch {
-            logger.error(
-                "cannot record a job item's outcome; the job stops sending, the item stays pending and will be sent again",
-                metadata: ["herald.index": "\(item.index)", "herald.error": "\(error)"])
-            return .pause
-        }
+        return !isStopping
     }
 
     static func seconds(_ duration: Duration) -> Double {

@@ -54,6 +54,9 @@ public final class Router: Sendable {
     public let configuration: RouterConfiguration
     /// The work plugins started after their sends (webhooks).
     public let tasks = PluginTasks()
+    /// Each tenant's circuit per APNs endpoint: the job runner gates batch sends with it; the
+    /// admin and metrics pages show it.
+    public let circuits = DeliveryCircuits()
     private let runtimes = Mutex<[TenantID: TenantRuntime]>([:])
 
     public init(configuration: RouterConfiguration) {
@@ -138,6 +141,7 @@ public final class Router: Sendable {
     /// Removes a tenant; its runtime drains and closes.
     public func remove(tenant: TenantID) async {
         let old = runtimes.withLock { $0.removeValue(forKey: tenant) }
+        circuits.retain(tenants: Set(tenantIDs))
         await old?.shutdown()
     }
 
@@ -153,7 +157,9 @@ public final class Router: Sendable {
     /// Takes a tenant out and returns its runtime, still running, for the caller to shut down.
     /// Sends that look the tenant up after this call fail with `UnknownTenant`.
     public func detach(tenant: TenantID) -> TenantRuntime? {
-        runtimes.withLock { $0.removeValue(forKey: tenant) }
+        let old = runtimes.withLock { $0.removeValue(forKey: tenant) }
+        circuits.retain(tenants: Set(tenantIDs))
+        return old
     }
 
     public func runtime(for tenant: TenantID) -> TenantRuntime? {

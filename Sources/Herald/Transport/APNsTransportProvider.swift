@@ -120,6 +120,9 @@ final class LazyAPNsTransport: PushTransport {
                 error.mayHaveBeenProcessed ? "no answer from APNs before the deadline" : "no stream became free before the deadline",
                 mayHaveReachedAPNs: error.mayHaveBeenProcessed)
         }
+        if error.isQueueFull {
+            return PushError.queueFull()
+        }
         if error.isPoolClosed {
             return PushError(code: .shuttingDown, message: "the tenant's connections are closing", mayHaveReachedAPNs: false)
         }

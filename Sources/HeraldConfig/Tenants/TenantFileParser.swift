@@ -7,7 +7,7 @@ import Yams
 /// The keys each section allows are listed here, once; unknown keys are errors.
 struct TenantFileParser {
     enum Keys {
-        static let root = ["id", "team_id", "auth", "topics", "endpoints", "pool", "plugins", "api_keys"]
+        static let root = ["id", "team_id", "auth", "topics", "endpoints", "pool", "plugins", "api_keys", "delivery"]
         static let auth = ["token", "certificate"]
         static let token = ["key_id", "key_file", "key"]
         static let certificate = ["cert_file", "key_file", "key", "pkcs12_file", "passphrase"]
@@ -15,6 +15,10 @@ struct TenantFileParser {
         static let pool = ["connections", "max_queued", "request_timeout", "idle_timeout", "ping_interval"]
         static let plugin = ["name", "options"]
         static let apiKey = ["name", "sha256"]
+        static let delivery = [
+            "guarantee", "max_retry_duration", "initial_backoff", "max_backoff", "jitter", "circuit_failure_threshold",
+            "circuit_probe_interval", "circuit_max_probe_interval",
+        ]
     }
 
     /// The tenant file's path, as shown in errors and used to resolve relative paths.
@@ -71,15 +75,16 @@ struct TenantFileParser {
         let pool = mapping["pool"].map(parsePool) ?? PoolConfiguration()
         let plugins = mapping["plugins"].map(parsePlugins) ?? []
         let apiKeys = mapping["api_keys"].map(parseAPIKeys) ?? []
+        let delivery = mapping["delivery"].map(parseDelivery) ?? DeliveryPolicy()
 
         guard !diagnostics.hasErrors, let id, let teamID, let auth, let topics, let endpoints, let pool,
-            let plugins, let apiKeys
+            let plugins, let apiKeys, let delivery
         else {
             return outcome(nil, id: id, idLocation: idLocation)
         }
         let tenant = TenantConfiguration(
             id: id, teamID: teamID, auth: auth, topics: topics, endpoints: endpoints, pool: pool,
-            plugins: plugins, apiKeys: apiKeys, sourceFile: file)
+            plugins: plugins, apiKeys: apiKeys, delivery: delivery, sourceFile: file)
         return outcome(tenant, id: id, idLocation: idLocation)
     }
 

@@ -19,6 +19,7 @@ public struct PushError: Error, Sendable, Hashable, CustomStringConvertible {
             case shuttingDown = "ShuttingDown"
             case plugin = "PluginFailed"
             case credentialRevoked = "CredentialRevoked"
+            case queueFull = "QueueFull"
         }
         private let base: Base
         private init(_ base: Base) { self.base = base }
@@ -48,6 +49,8 @@ public struct PushError: Error, Sendable, Hashable, CustomStringConvertible {
         /// The tenant's credential was revoked while the notification was on its connections,
         /// and it got no answer (the router resends it once on the new credential).
         public static let credentialRevoked = Code(.credentialRevoked)
+        /// The tenant's connection pool queue is full (backpressure): nothing was sent.
+        public static let queueFull = Code(.queueFull)
 
         /// A short, bounded label (for metrics and API answers).
         public var description: String { base.rawValue }
@@ -117,6 +120,11 @@ public struct PushError: Error, Sendable, Hashable, CustomStringConvertible {
     /// a refused stream, that it did not process it).
     public static func transport(_ message: String, surelyNotProcessed: Bool) -> PushError {
         PushError(code: .transport, message: message, mayHaveReachedAPNs: !surelyNotProcessed)
+    }
+
+    /// The connection pool's bounded queue is full: nothing was sent.
+    public static func queueFull(_ message: String = "the connection pool's queue is full") -> PushError {
+        PushError(code: .queueFull, message: message, mayHaveReachedAPNs: false)
     }
 
     public static func shuttingDown(_ tenant: TenantID) -> PushError {

@@ -76,7 +76,7 @@ public struct RetryPolicy: Sendable, Hashable {
     /// transport failure that says so. Anything that may have been processed is never resent.
     public static func isRetryable(_ error: any Error) -> Bool {
         guard let error = error as? PushError else { return false }
-        return error.code == .transport && !error.mayHaveReachedAPNs
+        return (error.code == .transport || error.code == .queueFull) && !error.mayHaveReachedAPNs
     }
 }
 

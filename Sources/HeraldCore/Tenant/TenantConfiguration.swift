@@ -204,13 +204,16 @@ public struct TenantConfiguration: Sendable, Hashable {
     public var pool: PoolConfiguration
     public var plugins: [PluginConfiguration]
     public var apiKeys: [APIKeyEntry]
+    /// How its batch items are retried, and its circuit per endpoint (`delivery:`).
+    public var delivery: DeliveryPolicy
     /// The tenant file's path.
     public var sourceFile: String
 
     public init(
         id: TenantID, teamID: String, auth: AuthConfiguration, topics: [String],
         endpoints: EndpointsConfiguration = EndpointsConfiguration(), pool: PoolConfiguration = PoolConfiguration(),
-        plugins: [PluginConfiguration] = [], apiKeys: [APIKeyEntry] = [], sourceFile: String
+        plugins: [PluginConfiguration] = [], apiKeys: [APIKeyEntry] = [], delivery: DeliveryPolicy = DeliveryPolicy(),
+        sourceFile: String
     ) {
         self.id = id
         self.teamID = teamID
@@ -220,6 +223,7 @@ public struct TenantConfiguration: Sendable, Hashable {
         self.pool = pool
         self.plugins = plugins
         self.apiKeys = apiKeys
+        self.delivery = delivery
         self.sourceFile = sourceFile
     }
 

@@ -11,9 +11,10 @@ extension APIContext {
 
     func adminTenants() -> Response {
         let tenants = router.tenantIDs.compactMap { router.runtime(for: $0)?.configuration }
+        let circuits = Dictionary(grouping: router.circuits.statuses(now: router.configuration.clock.now), by: \.key.tenant)
         return JSONResponse.make(
             .object([
-                ("tenants", .array(tenants.map(tenantJSON))),
+                ("tenants", .array(tenants.map { tenantJSON($0, circuits: circuits[$0.id] ?? []) })),
                 (
                     "failures",
                     .array(
@@ -27,7 +28,7 @@ extension APIContext {
             ]))
     }
 
-    private func tenantJSON(_ tenant: TenantConfiguration) -> JSONValue {
+    private func tenantJSON(_ tenant: TenantConfiguration, circuits: [DeliveryCircuits.Status]) -> JSONValue {
         let health = self.health.health(of: tenant.id)
         let credential = health?.credential
         var auth: [(String, JSONValue)] = [
@@ -78,6 +79,27 @@ extension APIContext {
                 } ?? .null
             ),
             ("reload", reloadJSON(tenant.id)),
+            ("delivery", deliveryJSON(tenant.delivery, circuits: circuits)),
+        ])
+    }
+
+    /// The tenant's delivery policy and its circuit per endpoint (endpoints it never sent to, or
+    /// whose sends all succeeded, are closed and not listed).
+    private func deliveryJSON(_ policy: DeliveryPolicy, circuits: [DeliveryCircuits.Status]) -> JSONValue {
+        .object([
+            ("guarantee", .string(policy.guarantee.rawValue)),
+            ("max_retry_duration_seconds", .double(policy.maxRetryDuration.secondsValue)),
+            (
+                "circuits",
+                .array(
+                    circuits.map { status in
+                        .object([
+                            ("endpoint", .string(status.key.endpoint)), ("state", .string(status.state)),
+                            ("failures", .count(status.failures)), ("openings", .count(status.openings)),
+                            ("probe_in_seconds", status.probeIn.map { .double($0.secondsValue) } ?? .null),
+                        ])
+                    })
+            ),
         ])
     }
 

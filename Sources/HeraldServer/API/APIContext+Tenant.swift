@@ -200,15 +200,20 @@ extension APIContext {
 
         let outcomes = try await reports.outcomes(tenant: tenant.id, job: jobID)
         var pending = 0
+        var retrying = 0
         var sent = 0
         var failed = 0
+        var unknown = 0
         for outcome in outcomes {
             switch outcome.state {
             case .pending: pending += outcome.count
+            case .retrying: retrying += outcome.count
             case .sent: sent += outcome.count
             case .failed: failed += outcome.count
+            case .unknown: unknown += outcome.count
             }
         }
+        let nextAttempt = retrying > 0 ? try await store.nextAttempt(tenant: tenant.id, job: jobID) : nil
         var failedItems = try await reports.failedItems(tenant: tenant.id, job: jobID, afterIndex: after, limit: limit + 1)
         var next: JSONValue = .null
         if failedItems.count > limit {
@@ -223,11 +228,18 @@ extension APIContext {
                 ("items", .count(job.itemCount)),
                 ("created_at", .date(job.createdAt)),
                 ("updated_at", .date(job.updatedAt)),
-                ("counts", .object([("pending", .count(pending)), ("sent", .count(sent)), ("failed", .count(failed))])),
+                (
+                    "counts",
+                    .object([
+                        ("pending", .count(pending)), ("retrying", .count(retrying)), ("sent", .count(sent)),
+                        ("failed", .count(failed)), ("unknown", .count(unknown)),
+                    ])
+                ),
+                ("next_attempt_at", .optional(nextAttempt)),
                 (
                     "outcomes",
                     .array(
-                        outcomes.filter { $0.state != .pending }.map { outcome in
+                        outcomes.filter { $0.state.isFinal }.map { outcome in
                             .object([
                                 ("state", .string(outcome.state.rawValue)), ("status", .optional(outcome.status)),
                                 ("reason", .optional(outcome.reason)), ("count", .count(outcome.count)),
@@ -247,6 +259,8 @@ extension APIContext {
                                 ("message", .optional(item.result?.message)),
                                 ("timestamp", .optional(item.result?.apnsTimestamp)),
                                 ("finished_at", .optional(item.result?.finishedAt)),
+                                ("attempts", .count(item.attempts)),
+                                ("last_error", .optional(item.lastError)),
                             ])
                         })
                 ),

@@ -256,8 +256,36 @@ final class APIContext: Sendable {
     }
 
     private func metricsText() -> Response {
+        updateCircuitGauges()
         var headers = HTTPFields()
         headers[.contentType] = "text/plain; version=0.0.4; charset=utf-8"
         return Response(status: .ok, headers: headers, body: ResponseBody(byteBuffer: ByteBuffer(bytes: metrics.emitToBuffer())))
+    }
+
+    /// The delivery circuits as gauges, refreshed at each scrape: `herald_delivery_circuit_state`
+    /// (0 closed, 1 half-open, 2 open) and `herald_delivery_circuit_openings`, by tenant and endpoint.
+    private func updateCircuitGauges() {
+        for status in router.circuits.statuses(now: router.configuration.clock.now) {
+            let labels = [("tenant", status.key.tenant.rawValue), ("endpoint", status.key.endpoint)]
+            let state: Double
+            switch status.state {
+            case "open": state = 2
+            case "half-open": state = 1
+            default: state = 0
+            }
+            metrics.makeGauge(descriptor: Self.circuitState, labels: labels).set(state)
+            metrics.makeGauge(descriptor: Self.circuitOpenings, labels: labels).set(Double(status.openings))
+        }
+    }
+
+    private static var circuitState: MetricNameDescriptor {
+        MetricNameDescriptor(
+            namespace: "herald", subsystem: "delivery", metricName: "circuit", unitName: "state",
+            helpText: "A tenant's circuit to an APNs endpoint: 0 closed, 1 half-open (probing), 2 open")
+    }
+    private static var circuitOpenings: MetricNameDescriptor {
+        MetricNameDescriptor(
+            namespace: "herald", subsystem: "delivery", metricName: "circuit", unitName: "openings",
+            helpText: "How many times a tenant's circuit to an APNs endpoint opened")
     }
 }

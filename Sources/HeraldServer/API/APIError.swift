@@ -79,9 +79,12 @@ public struct APIError: Error, Sendable, HTTPResponseError, CustomStringConverti
         APIError(status: .badRequest, code: "invalid_query", message: message, field: name)
     }
 
-    /// A per-tenant job limit refused a batch (429); the message names the limit.
+    /// A per-tenant job limit refused a batch (429, `Retry-After` like every 429 here: jobs take
+    /// a while to finish); the message names the limit.
     static func quotaExceeded(_ message: String) -> APIError {
-        APIError(status: .tooManyRequests, code: "quota_exceeded", message: message + " (nothing was accepted)")
+        var error = APIError(status: .tooManyRequests, code: "quota_exceeded", message: message + " (nothing was accepted)")
+        error.headers[.retryAfter] = "30"
+        return error
     }
 
     static func bodyTooLarge(limit: Int) -> APIError {
@@ -167,6 +170,11 @@ public struct APIError: Error, Sendable, HTTPResponseError, CustomStringConverti
             return APIError.upstream(.badGateway, "transport_failed", "the notification could not be sent to APNs", error: error)
         case .shuttingDown:
             return APIError(status: .serviceUnavailable, code: "shutting_down", message: "Herald is shutting down; try again")
+        case .queueFull:
+            var api = APIError(
+                status: .serviceUnavailable, code: "queue_full", message: "the tenant's connection pool queue is full; try again")
+            api.headers[.retryAfter] = "1"
+            return api
         case .credentialRevoked:
             return APIError.upstream(
                 .badGateway, "credential_revoked", "the tenant's APNs credential was replaced before APNs answered", error: error)

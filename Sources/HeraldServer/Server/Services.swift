@@ -44,8 +44,13 @@ struct JobRunnerService: Service {
 
     func run() async throws {
         await withGracefulShutdownHandler {
-            await listening.wait()
-            guard !runner.isStopping else { return }
+            // Cancelled (the listener failed to bind and the group is cancelled): stop waiting.
+            await withTaskCancellationHandler {
+                await listening.wait()
+            } onCancel: {
+                listening.open()
+            }
+            guard !runner.isStopping, !Task.isCancelled else { return }
             await runner.run()
         } onGracefulShutdown: {
             runner.stop()

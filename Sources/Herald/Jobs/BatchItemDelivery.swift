@@ -1,0 +1,194 @@
+import Foundation
+import HeraldCore
+import HeraldStore
+import Logging
+
+/// One attempt at a batch item under its tenant's ``HeraldCore/DeliveryPolicy``: the expiry
+/// check, the circuit, the send, and then the item's outcome recorded or its next attempt
+/// deferred in the store.
+///
+/// The job runner calls ``deliver(_:of:logger:)`` for each item it claimed, once a tenant permit
+/// is free. The decisions are the policy's values (``HeraldCore/DeliveryOutcome``,
+/// ``HeraldCore/DeliveryPolicy/retry(afterAttempts:firstAttempt:now:random:)``,
+/// ``CircuitBreaker``); this type only runs them.
+struct BatchItemDelivery: Sendable {
+    let router: Router
+    let store: any PushStore
+    /// Draws the backoff's jitter.
+    let random: @Sendable (ClosedRange<Double>) -> Double
+
+    /// What became of the attempt.
+    enum Step: Sendable, Equatable {
+        /// The outcome is recorded (`sent`, `failed`, `unknown`).
+        case recorded
+        /// Put back to wait for its next attempt.
+        case deferred
+        /// Not sent (cancelled): the item stays as it was.
+        case leftPending
+        /// The tenant is gone or the store failed: nothing more of this job now.
+        case pause
+    }
+
+    /// A local refusal (rate limit, full queue, reload) is tried again after this.
+    static let localRefusalDelay: Duration = .milliseconds(500)
+
+    func deliver(_ item: JobItem, of job: Job, logger: Logger) async -> Step {
+        let clock = router.configuration.clock
+        guard let runtime = router.runtime(for: job.tenant) else { return .pause }
+        let tenant = runtime.configuration
+        let policy = tenant.delivery
+        let now = clock.date
+        let firstAttempt = item.firstAttemptAt ?? now
+        let giveUpAt = firstAttempt.addingTimeInterval(policy.maxRetryDuration.secondsValue)
+
+        if case .at(let seconds)? = item.notification.expiration, Double(seconds) < now.timeIntervalSince1970 {
+            return await record(
+                item, of: job,
+                JobItemResult(
+                    state: .failed, status: nil, reason: DeliveryReason.expired,
+                    message: "its apns-expiration passed before it could be sent; not sent"
+                        + (item.lastError.map { " (last error: \($0))" } ?? ""),
+                    apnsID: item.notification.id, finishedAt: now, attempts: item.attempts), logger: logger)
+        }
+
+        // The circuit of the tenant's endpoint for this job's environment.
+        let environment = job.environment ?? tenant.endpoints.defaultEnvironment
+        let key = tenant.endpoints.endpoint(for: environment).map {
+            DeliveryCircuits.Key(tenant: job.tenant, endpoint: $0.url)
+        }
+        var probe = false
+        if let key {
+            switch router.circuits.admit(key, policy: policy.circuit, now: clock.now) {
+            case .send: break
+            case .probe: probe = true
+            case .wait(let until):
+                let next = now.addingTimeInterval(max(0, clock.now.duration(to: until).secondsValue))
+                let lastError = item.lastError ?? "CircuitOpen"
+                guard next <= giveUpAt else {
+                    return await giveUp(item, of: job, status: nil, lastError: lastError, attempts: item.attempts, logger: logger)
+                }
+                return await deferItem(
+                    item, of: job,
+                    JobItemRetry(attempts: item.attempts, firstAttemptAt: firstAttempt, nextAttemptAt: next, lastError: lastError),
+                    logger: logger)
+            }
+        }
+
+        let attempts = item.attempts + 1
+        let outcome: DeliveryOutcome
+        var answer: PushResult? = nil
+        var failure: (any Error)? = nil
+        do {
+            let result = try await router.send(
+                tenant: job.tenant, notification: item.notification, environment: job.environment)
+            answer = result
+            outcome = DeliveryOutcome(result.response)
+        } catch is CancellationError {
+            if let key, probe {
+                router.circuits.record(
+                    key, outcome: .deferred(reason: "Cancelled"), probe: true, policy: policy.circuit, now: clock.now,
+                    logger: logger)
+            }
+            return .leftPending
+        } catch {
+            failure = error
+            outcome = DeliveryOutcome(error)
+        }
+        if let key {
+            router.circuits.record(key, outcome: outcome, probe: probe, policy: policy.circuit, now: clock.now, logger: logger)
+        }
+
+        let finished = clock.date
+        switch outcome {
+        case .delivered, .permanent:
+            if let answer {
+                var result = JobItemResult(answer, finishedAt: finished)
+                result.attempts = attempts
+                return await record(item, of: job, result, logger: logger)
+            }
+            guard let failure else { return .leftPending }  // neither an answer nor an error: cannot happen
+            var result = JobItemResult(failure: failure, apnsID: item.notification.id, finishedAt: finished)
+            if let error = failure as? PushError, let reason = error.reason { result.reason = reason.wireValue }
+            result.attempts = attempts
+            return await record(item, of: job, result, logger: logger)
+
+        case .transient(let reason, _):
+            switch policy.retry(afterAttempts: attempts, firstAttempt: firstAttempt, now: finished, random: random) {
+            case .retry(let at):
+                return await deferItem(
+                    item, of: job,
+                    JobItemRetry(attempts: attempts, firstAttemptAt: firstAttempt, nextAttemptAt: at, lastError: reason),
+                    logger: logger)
+            case .giveUp:
+                return await giveUp(item, of: job, status: answer?.status, lastError: reason, attempts: attempts, logger: logger)
+            }
+
+        case .unknown(let reason):
+            switch policy.guarantee {
+            case .atMostOnce:
+                return await record(
+                    item, of: job,
+                    JobItemResult(
+                        state: .unknown, status: nil, reason: DeliveryReason.unknown,
+                        message: "the request may have reached APNs (\(reason)) and got no answer; at-most-once: not sent again",
+                        apnsID: item.notification.id, finishedAt: finished, attempts: attempts), logger: logger)
+            case .atLeastOnce:
+                guard finished <= giveUpAt else {
+                    return await giveUp(item, of: job, status: nil, lastError: reason, attempts: attempts, logger: logger)
+                }
+                // At once, same apns-id; the lost connection is gone, so it goes on another.
+                return await deferItem(
+                    item, of: job,
+                    JobItemRetry(attempts: attempts, firstAttemptAt: firstAttempt, nextAttemptAt: finished, lastError: reason),
+                    logger: logger)
+            }
+
+        case .deferred(let reason):
+            if let error = failure as? PushError, error.code == .unknownTenant { return .pause }
+            // Not the notification's fault and nothing was sent: no attempt counted, never failed.
+            let delay = policy.jittered(Self.localRefusalDelay, random: random)
+            return await deferItem(
+                item, of: job,
+                JobItemRetry(
+                    attempts: item.attempts, firstAttemptAt: firstAttempt,
+                    nextAttemptAt: finished.addingTimeInterval(delay.secondsValue), lastError: reason),
+                logger: logger)
+        }
+    }
+
+    private func giveUp(
+        _ item: JobItem, of job: Job, status: Int?, lastError: String, attempts: Int, logger: Logger
+    ) async -> Step {
+        await record(
+            item, of: job,
+            JobItemResult(
+                state: .failed, status: status, reason: DeliveryReason.retryTimeExceeded,
+                message: "transient failures went on past max_retry_duration (last: \(lastError), \(attempts) attempts)",
+                apnsID: item.notification.id, finishedAt: router.configuration.clock.date, attempts: attempts),
+            logger: logger)
+    }
+
+    private func record(_ item: JobItem, of job: Job, _ result: JobItemResult, logger: Logger) async -> Step {
+        do {
+            _ = try await store.recordResult(tenant: job.tenant, job: job.id, index: item.index, result: result)
+            return .recorded
+        } catch {
+            logger.error(
+                "cannot record a job item's outcome; the item stays pending and will be sent again",
+                metadata: ["herald.index": "\(item.index)", "herald.error": "\(error)"])
+            return .pause
+        }
+    }
+
+    private func deferItem(_ item: JobItem, of job: Job, _ retry: JobItemRetry, logger: Logger) async -> Step {
+        do {
+            _ = try await store.deferItem(tenant: job.tenant, job: job.id, index: item.index, retry: retry)
+            return .deferred
+        } catch {
+            logger.error(
+                "cannot defer a job item; it stays pending and is tried again later",
+                metadata: ["herald.index": "\(item.index)", "herald.error": "\(error)"])
+            return .pause
+        }
+    }
+}

@@ -1,0 +1,154 @@
+import Foundation
+import NIOCore
+import NIOHPACK
+import Testing
+
+@testable import APNsSandbox
+
+/// The HPACK auditor on raw connection bytes, encoded by NIOHPACK (an encoder the sandbox does
+/// not use): frame boundaries under any split of the reads, CONTINUATION, padding, priority.
+@Suite("APNsSandbox HPACK auditor")
+struct SandboxWireAuditorTests {
+    static let preface = Array("PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n".utf8)
+
+    static func frame(type: UInt8, flags: UInt8, stream: UInt32, payload: [UInt8]) -> [UInt8] {
+        let length = payload.count
+        return [
+            UInt8(length >> 16 & 0xff), UInt8(length >> 8 & 0xff), UInt8(length & 0xff), type, flags,
+            UInt8(stream >> 24 & 0x7f), UInt8(stream >> 16 & 0xff), UInt8(stream >> 8 & 0xff), UInt8(stream & 0xff),
+        ] + payload
+    }
+
+    static func block(_ encoder: inout HPACKEncoder, _ fields: [(String, String, HPACKIndexing)]) throws -> [UInt8] {
+        var headers = HPACKHeaders()
+        for (name, value, indexing) in fields { headers.add(name: name, value: value, indexing: indexing) }
+        var buffer = ByteBufferAllocator().buffer(capacity: 256)
+        try encoder.encode(headers: headers, to: &buffer)
+        return Array(buffer.readableBytesView)
+    }
+
+    /// A connection's bytes: three requests in the shapes the audit must tell apart.
+    static func connectionBytes() throws -> [UInt8] {
+        var encoder = HPACKEncoder(allocator: ByteBufferAllocator())
+        var bytes = preface
+        bytes += frame(type: 4, flags: 0, stream: 0, payload: [])  // SETTINGS
+        // Stream 1: Apple's advice (apns-id indexed the first time), split into HEADERS +
+        // CONTINUATION, padded. Clean.
+        let first = try block(
+            &encoder,
+            [
+                (":method", "POST", .indexable), (":path", "/3/device/abcd", .nonIndexable),
+                ("authorization", "bearer a.b.c", .neverIndexed), ("apns-id", "11111111-1111-1111-1111-111111111111", .indexable),
+                ("apns-topic", "com.example.app", .indexable),
+            ])
+        let half = first.count / 2
+        bytes += frame(type: 1, flags: 0x8, stream: 1, payload: [3] + first[..<half] + [0, 0, 0])
+        bytes += frame(type: 9, flags: 0x4, stream: 1, payload: Array(first[half...]))
+        bytes += frame(type: 0, flags: 0x1, stream: 1, payload: Array("{}".utf8))
+        // Stream 3: :path indexed (violation), apns-id indexed again (violation), with priority.
+        let second = try block(
+            &encoder,
+            [
+                (":method", "POST", .indexable), (":path", "/3/device/beef", .indexable),
+                ("authorization", "bearer a.b.c", .nonIndexable), ("apns-id", "22222222-2222-2222-2222-222222222222", .indexable),
+            ])
+        bytes += frame(type: 1, flags: 0x4 | 0x20, stream: 3, payload: [0, 0, 0, 0, 15] + second)
+        // Stream 5: authorization indexed (violation); apns-id without indexing (fine); the indexed
+        // :path of stream 3 referenced from the table (it entered already: no new violation).
+        let third = try block(
+            &encoder,
+            [
+                (":method", "POST", .indexable), (":path", "/3/device/beef", .indexable),
+                ("authorization", "bearer d.e.f", .indexable), ("apns-id", "33333333-3333-3333-3333-333333333333", .nonIndexable),
+            ])
+        bytes += frame(type: 1, flags: 0x4 | 0x1, stream: 5, payload: third)
+        return bytes
+    }
+
+    static func audit(_ bytes: [UInt8], splitEvery size: Int) -> [SandboxWireAuditor.Finding] {
+        let auditor = SandboxWireAuditor()
+        var findings: [SandboxWireAuditor.Finding] = []
+        var offset = 0
+        while offset < bytes.count {
+            let end = min(bytes.count, offset + size)
+            auditor.scan(ByteBuffer(bytes: bytes[offset..<end]))
+            findings += auditor.takeFindings()
+            offset = end
+        }
+        #expect(auditor.isTracking)
+        return findings
+    }
+
+    @Test func findsWhatEnteredTheTableUnderEverySplit() throws {
+        let bytes = try Self.connectionBytes()
+        for size in [1, 2, 3, 7, 9, 10, 64, bytes.count] {
+            let findings = Self.audit(bytes, splitEvery: size)
+            let summary = findings.map { finding -> String in
+                switch finding {
+                case .hpack(let streamID, let text): return "\(streamID) \(text.prefix(while: { $0 != " " }))"
+                case .headersWithPriority: return "priority"
+                case .priorityFrame: return "PRIORITY"
+                case .streamAboveLimit(let streamID): return "\(streamID) above limit"
+                }
+            }
+            #expect(summary == ["priority", "3 :path", "3 apns-id", "5 authorization"], "reads of \(size) bytes")
+        }
+    }
+
+    @Test func streamsBeyondTheAcknowledgedLimitAreFound() throws {
+        var encoder = HPACKEncoder(allocator: ByteBufferAllocator())
+        let fields: [(String, String, HPACKIndexing)] = [(":method", "POST", .indexable)]
+        let auditor = SandboxWireAuditor()
+        auditor.sentStreamLimit(1)
+        var bytes = Self.preface
+        // Before the client acknowledged the limit, nothing is above it.
+        bytes += Self.frame(type: 1, flags: 0x4, stream: 1, payload: try Self.block(&encoder, fields))
+        bytes += Self.frame(type: 1, flags: 0x4, stream: 3, payload: try Self.block(&encoder, fields))
+        auditor.scan(ByteBuffer(bytes: bytes))
+        #expect(auditor.takeFindings().isEmpty)
+        // …but the limit sent (one) does not cover them: the limit they need is reported once.
+        #expect(auditor.takeUnannouncedBurstLimit() == 2)
+        #expect(auditor.takeUnannouncedBurstLimit() == nil)
+        auditor.sentStreamLimit(2)
+        auditor.streamClosed(1)
+        auditor.streamClosed(3)
+        // Two SETTINGS ACKs (limits one, then two)… and the limit goes back to one.
+        auditor.sentStreamLimit(1)
+        bytes = Self.frame(type: 4, flags: 0x1, stream: 0, payload: [])
+        bytes += Self.frame(type: 4, flags: 0x1, stream: 0, payload: [])
+        bytes += Self.frame(type: 4, flags: 0x1, stream: 0, payload: [])
+        bytes += Self.frame(type: 1, flags: 0x4, stream: 5, payload: try Self.block(&encoder, fields))
+        bytes += Self.frame(type: 1, flags: 0x4, stream: 7, payload: try Self.block(&encoder, fields))
+        bytes += Self.frame(type: 3, flags: 0, stream: 5, payload: [0, 0, 0, 8])
+        bytes += Self.frame(type: 1, flags: 0x4, stream: 9, payload: try Self.block(&encoder, fields))
+        // A PRIORITY frame and trailers on stream 9 are no new stream.
+        bytes += Self.frame(type: 2, flags: 0, stream: 9, payload: [0, 0, 0, 0, 15])
+        bytes += Self.frame(type: 1, flags: 0x5, stream: 9, payload: try Self.block(&encoder, fields))
+        auditor.scan(ByteBuffer(bytes: bytes))
+        #expect(auditor.takeFindings() == [.streamAboveLimit(streamID: 7), .priorityFrame])
+        // Once the client has acknowledged a limit, a burst is a violation, not an excuse.
+        #expect(auditor.takeUnannouncedBurstLimit() == nil)
+    }
+
+    @Test func undecodableBlockStopsTheAuditWithoutFindings() {
+        let auditor = SandboxWireAuditor()
+        // HEADERS whose block refers to dynamic table entry 70 of an empty table.
+        auditor.scan(ByteBuffer(bytes: Self.preface + Self.frame(type: 1, flags: 0x5, stream: 1, payload: [0x80 | 70])))
+        #expect(!auditor.isTracking)
+        #expect(auditor.takeFindings().isEmpty)
+    }
+
+    @Test func oversizedHeaderFrameStopsTheAudit() {
+        let auditor = SandboxWireAuditor()
+        auditor.scan(ByteBuffer(bytes: Self.preface + [0xff, 0xff, 0xff, 1, 4, 0, 0, 0, 1] + [UInt8](repeating: 0, count: 32)))
+        #expect(!auditor.isTracking)
+    }
+
+    @Test(arguments: [
+        ([0x40], true), ([0x7f, 0x01], true), ([0x00], false), ([0x10], false), ([0x82], false),
+        ([0x20, 0x40], true), ([0x3f, 0xe1, 0x1f, 0x40], true), ([0x3f, 0xe1, 0x1f, 0x10], false), ([0x20], false),
+    ] as [([UInt8], Bool)])
+    func representationPrefixes(_ bytes: [UInt8], _ incremental: Bool) {
+        #expect(bytes.withUnsafeBufferPointer { SandboxWireAuditor.isIncrementalIndexing($0) } == incremental)
+    }
+}
