@@ -80,6 +80,19 @@ extension PostgresPushStore {
         Migration(
             name: "v2: job item outcome index",
             statements: ["CREATE INDEX job_item_outcomes ON job_item (tenant, job_id, state, status, reason)"]),
+        // Durable delivery, as the SQLite store's v4: each item's attempts, its first attempt (its
+        // retry time counts from there), when it is due again while `retrying`, and its last
+        // transient error. `job_item_due` serves the claim of due retries (earliest first) and
+        // the job's next attempt time. (A database that already has v5 gets this one after it.)
+        Migration(
+            name: "v4-job-item-attempts",
+            statements: [
+                "ALTER TABLE job_item ADD COLUMN attempts INTEGER NOT NULL DEFAULT 0",
+                "ALTER TABLE job_item ADD COLUMN first_attempt_ms BIGINT",
+                "ALTER TABLE job_item ADD COLUMN next_attempt_ms BIGINT",
+                "ALTER TABLE job_item ADD COLUMN last_error TEXT",
+                "CREATE INDEX job_item_due ON job_item (tenant, job_id, state, next_attempt_ms)",
+            ]),
         Migration(
             name: "v5: provider tokens",
             statements: [

@@ -403,23 +403,37 @@ public final class PostgresPushStore: PushStore, JobReports {
         ).collect().isEmpty
     }
 
-    /// Leases the lowest-index claimable pending items in one statement. `FOR UPDATE SKIP LOCKED`
-    /// lets instances claim from the same job at once: each skips the rows another is leasing
-    /// right now instead of waiting for them, and no row is leased twice.
+    /// Leases claimable items in one statement: first the `retrying` items whose next attempt is
+    /// due (earliest first, a range of `job_item_due`), then the lowest-index pending items for
+    /// what is left of `limit`. `FOR UPDATE SKIP LOCKED` lets instances claim from the same job
+    /// at once: each skips the rows another is leasing right now instead of waiting for them, and
+    /// no row is leased twice.
     public func claimPendingItems(
         tenant: TenantID, job: JobID, limit: Int, claimant: String, now: Date, leaseUntil: Date
     ) async throws -> [JobItem] {
         guard limit > 0 else { return [] }
+        let nowMillis = Self.millis(now)
         let rows = try await client.query(
             """
-            WITH picked AS (
+            WITH due AS (
+                SELECT idx FROM job_item
+                WHERE tenant = \(tenant.rawValue) AND job_id = \(job.rawValue) AND state = 'retrying'
+                  AND next_attempt_ms <= \(nowMillis)
+                  AND (claimant = \(claimant) OR claimant IS NULL OR lease_until_ms IS NULL
+                       OR lease_until_ms <= \(nowMillis))
+                ORDER BY next_attempt_ms, idx
+                LIMIT \(limit)
+                FOR UPDATE SKIP LOCKED
+            ), fresh AS (
                 SELECT idx FROM job_item
                 WHERE tenant = \(tenant.rawValue) AND job_id = \(job.rawValue) AND state = 'pending'
                   AND (claimant = \(claimant) OR claimant IS NULL OR lease_until_ms IS NULL
-                       OR lease_until_ms <= \(Self.millis(now)))
+                       OR lease_until_ms <= \(nowMillis))
                 ORDER BY idx
-                LIMIT \(limit)
+                LIMIT greatest(0, \(limit) - (SELECT count(*) FROM due))
                 FOR UPDATE SKIP LOCKED
+            ), picked AS (
+                SELECT idx FROM due UNION ALL SELECT idx FROM fresh
             )
             UPDATE job_item AS item SET claimant = \(claimant), lease_until_ms = \(Self.millis(leaseUntil))
             FROM picked
@@ -427,7 +441,40 @@ public final class PostgresPushStore: PushStore, JobReports {
             RETURNING \(unescaped: Self.jobItemColumns(prefix: "item."))
             """, logger: logger
         ).collect()
-        return try rows.map(Self.jobItem(from:)).sorted { $0.index < $1.index }
+        // Due retries first, earliest first; then pending items in index order.
+        return try rows.map(Self.jobItem(from:)).sorted { a, b in
+            switch (a.state == .retrying, b.state == .retrying) {
+            case (true, false): return true
+            case (false, true): return false
+            case (true, true):
+                let (left, right) = (a.nextAttemptAt ?? .distantPast, b.nextAttemptAt ?? .distantPast)
+                return left != right ? left < right : a.index < b.index
+            case (false, false): return a.index < b.index
+            }
+        }
+    }
+
+    public func nextAttempt(tenant: TenantID, job: JobID) async throws -> Date? {
+        try await client.query(
+            """
+            SELECT min(next_attempt_ms) FROM job_item
+            WHERE tenant = \(tenant.rawValue) AND job_id = \(job.rawValue) AND state = 'retrying'
+            """, logger: logger
+        ).collect().first.flatMap { row in try row.makeRandomAccess()[0].decode(Int64?.self) }.map(Self.date)
+    }
+
+    public func deferItem(tenant: TenantID, job: JobID, index: Int, retry: JobItemRetry) async throws -> Bool {
+        try await !client.query(
+            """
+            UPDATE job_item SET state = 'retrying', attempts = greatest(attempts, \(Self.count(retry.attempts))),
+                first_attempt_ms = coalesce(first_attempt_ms, \(Self.millis(retry.firstAttemptAt))),
+                next_attempt_ms = \(Self.millis(retry.nextAttemptAt)), last_error = \(retry.lastError),
+                claimant = NULL, lease_until_ms = NULL
+            WHERE tenant = \(tenant.rawValue) AND job_id = \(job.rawValue) AND idx = \(index)
+              AND state IN ('pending', 'retrying')
+            RETURNING 1
+            """, logger: logger
+        ).collect().isEmpty
     }
 
     @discardableResult
@@ -435,7 +482,7 @@ public final class PostgresPushStore: PushStore, JobReports {
         try await client.query(
             """
             UPDATE job_item SET claimant = NULL, lease_until_ms = NULL
-            WHERE tenant = \(tenant.rawValue) AND job_id = \(job.rawValue) AND state = 'pending'
+            WHERE tenant = \(tenant.rawValue) AND job_id = \(job.rawValue) AND state IN ('pending', 'retrying')
               AND claimant IS NOT NULL AND claimant <> \(keeping)
               AND (claimant = \(claimantBase) OR left(claimant, \(claimantBase.unicodeScalars.count + 1)::int) = \(claimantBase + "/"))
             RETURNING 1
@@ -446,21 +493,23 @@ public final class PostgresPushStore: PushStore, JobReports {
     public func recordResult(tenant: TenantID, job: JobID, index: Int, result: JobItemResult) async throws
         -> RecordOutcome
     {
-        guard result.state != .pending else {
-            throw StoreError.invalidArgument("a result must be sent or failed, not pending")
+        guard result.state.isFinal else {
+            throw StoreError.invalidArgument("a result must be sent, failed or unknown, not \(result.state)")
         }
         let updated = try await client.query(
             """
             UPDATE job_item SET state = \(result.state.rawValue), status = \(result.status),
                 reason = \(result.reason), message = \(result.message), result_apns_id = \(result.apnsID?.rawValue),
                 apns_timestamp_ms = \(result.apnsTimestamp.map(Self.millis)),
-                finished_at_ms = \(Self.millis(result.finishedAt)), claimant = NULL, lease_until_ms = NULL
-            WHERE tenant = \(tenant.rawValue) AND job_id = \(job.rawValue) AND idx = \(index) AND state = 'pending'
+                finished_at_ms = \(Self.millis(result.finishedAt)), claimant = NULL, lease_until_ms = NULL,
+                attempts = greatest(attempts, \(Self.count(result.attempts))), next_attempt_ms = NULL
+            WHERE tenant = \(tenant.rawValue) AND job_id = \(job.rawValue) AND idx = \(index)
+              AND state IN ('pending', 'retrying')
             RETURNING \(unescaped: Self.jobItemColumns(prefix: ""))
             """, logger: logger
         ).collect()
         if let row = updated.first { return .recorded(try Self.jobItem(from: row)) }
-        // Not pending (already recorded, maybe by another instance) or no such item.
+        // Already has an outcome (recorded, maybe by another instance) or no such item.
         guard let row = try await items(tenant: tenant, job: job, fromIndex: index, limit: 1).first, row.index == index
         else { throw StoreError.notFound("item \(index) of job \(job)") }
         return .alreadyRecorded(row)
@@ -493,9 +542,13 @@ public final class PostgresPushStore: PushStore, JobReports {
                 let cells = row.makeRandomAccess()
                 let count = try cells[1].decode(Int.self)
                 switch JobItemState(rawValue: try cells[0].decode(String.self)) {
-                case .pending: progress.pending = count
+                case .pending: progress.pending += count
+                case .retrying:
+                    progress.pending += count
+                    progress.retrying = count
                 case .sent: progress.sent = count
                 case .failed: progress.failed = count
+                case .unknown: progress.unknown = count
                 case nil: throw StoreError.corrupt("job item with an unknown state")
                 }
             }
@@ -544,6 +597,9 @@ public final class PostgresPushStore: PushStore, JobReports {
         return Int64(min(max(value, -62_135_596_800_000), 253_402_300_799_999))
     }
 
+    /// An attempt count as the `INTEGER` column holds it (clamped, never traps).
+    static func count(_ value: Int) -> Int32 { Int32(clamping: value) }
+
     static func date(_ millis: Int64) -> Date {
         Date(timeIntervalSince1970: Double(millis) / 1000)
     }
@@ -581,7 +637,8 @@ public final class PostgresPushStore: PushStore, JobReports {
         """
         \(p)job_id, \(p)idx, \(p)device_token, \(p)topic, \(p)push_type, \(p)priority, \(p)expiration, \
         \(p)collapse_id, \(p)apns_id, \(payload ?? p + "payload"), \(p)state, \(p)status, \(p)reason, \(p)message, \
-        \(p)result_apns_id, \(p)apns_timestamp_ms, \(p)finished_at_ms, \(p)claimant, \(p)lease_until_ms
+        \(p)result_apns_id, \(p)apns_timestamp_ms, \(p)finished_at_ms, \(p)claimant, \(p)lease_until_ms, \
+        \(p)attempts, \(p)first_attempt_ms, \(p)next_attempt_ms, \(p)last_error
         """
     }
 
@@ -606,21 +663,24 @@ public final class PostgresPushStore: PushStore, JobReports {
         } catch {
             throw StoreError.corrupt("job item row with an invalid device token or apns-id")
         }
+        let attempts = try cells[19].decode(Int.self)
         var result: JobItemResult? = nil
-        if state != .pending {
+        if state.isFinal {
             result = JobItemResult(
                 state: state, status: try cells[11].decode(Int?.self), reason: try cells[12].decode(String?.self),
                 message: try cells[13].decode(String?.self),
                 apnsID: try cells[14].decode(String?.self).flatMap { try? NotificationID($0) },
                 apnsTimestamp: try cells[15].decode(Int64?.self).map(date),
-                finishedAt: date(try cells[16].decode(Int64?.self) ?? 0))
+                finishedAt: date(try cells[16].decode(Int64?.self) ?? 0), attempts: attempts)
         }
         let rawJob = try cells[0].decode(String.self)
         guard let job = try? JobID(rawJob) else { throw StoreError.corrupt("job item row with an invalid job id") }
         return JobItem(
             job: job, index: try cells[1].decode(Int.self), notification: notification, state: state,
             result: result, claimant: try cells[17].decode(String?.self),
-            leaseUntil: try cells[18].decode(Int64?.self).map(date))
+            leaseUntil: try cells[18].decode(Int64?.self).map(date), attempts: attempts,
+            firstAttemptAt: try cells[20].decode(Int64?.self).map(date),
+            nextAttemptAt: try cells[21].decode(Int64?.self).map(date), lastError: try cells[22].decode(String?.self))
     }
 
     static let invalidTokenColumns =
