@@ -397,4 +397,126 @@ struct StoreContractTests {
                 tenant: other, job: job, limit: 5, claimant: "herald/new", now: t0, leaseUntil: lease
             ).map(\.index) == [0])
     }
+
+    @Test(
+        "deferred items wait for their next attempt, are claimed first when due, and keep their attempts",
+        arguments: StoreBackend.allCases)
+    func retries(_ backend: StoreBackend) async throws {
+        try await backend.withStore(checkRetries)
+    }
+
+    private func checkRetries(_ store: any PushStore & JobReports) async throws {
+        let id = try JobID("retry-1")
+        _ = try await store.createJob(
+            tenant: acme, id: id, environment: nil, notifications: (0..<4).map { _ in Fixtures.note() }, createdAt: t0)
+        let lease = t0.addingTimeInterval(60)
+        #expect(
+            try await store.claimPendingItems(
+                tenant: acme, job: id, limit: 4, claimant: "runner-a", now: t0, leaseUntil: lease
+            ).map(\.index) == [0, 1, 2, 3])
+        #expect(try await store.nextAttempt(tenant: acme, job: id) == nil)
+
+        // Two items put back: unleased, waiting, with their attempts and last error.
+        let later = JobItemRetry(
+            attempts: 1, firstAttemptAt: t0, nextAttemptAt: t0.addingTimeInterval(30), lastError: "ServiceUnavailable")
+        let sooner = JobItemRetry(
+            attempts: 2, firstAttemptAt: t0, nextAttemptAt: t0.addingTimeInterval(20), lastError: "TransportFailed")
+        #expect(try await store.deferItem(tenant: acme, job: id, index: 2, retry: later))
+        #expect(try await store.deferItem(tenant: acme, job: id, index: 1, retry: sooner))
+        let waiting = try await store.items(tenant: acme, job: id, fromIndex: 2, limit: 1)[0]
+        #expect(waiting.state == .retrying && waiting.result == nil && waiting.claimant == nil && waiting.leaseUntil == nil)
+        #expect(waiting.attempts == 1 && waiting.firstAttemptAt == t0 && waiting.lastError == "ServiceUnavailable")
+        #expect(waiting.nextAttemptAt == t0.addingTimeInterval(30))
+        #expect(try await store.nextAttempt(tenant: acme, job: id) == t0.addingTimeInterval(20))
+        #expect(
+            try await store.progress(tenant: acme, job: id)
+                == JobProgress(pending: 4, sent: 0, failed: 0, retrying: 2, unknown: 0))
+        let retryingCount = try await store.outcomes(tenant: acme, job: id).filter { $0.state == .retrying }
+        #expect(retryingCount.map(\.count).reduce(0, +) == 2)
+        // A deferred item of another tenant's job of the same id does not exist.
+        #expect(try await !store.deferItem(tenant: other, job: id, index: 2, retry: later))
+        #expect(try await store.nextAttempt(tenant: other, job: id) == nil)
+
+        // Not due yet: not claimed by anyone, though unleased.
+        #expect(
+            try await store.claimPendingItems(
+                tenant: acme, job: id, limit: 10, claimant: "runner-b", now: t0.addingTimeInterval(10), leaseUntil: lease
+            ).isEmpty)
+        #expect(
+            try await store.claimPendingItems(
+                tenant: acme, job: id, limit: 10, claimant: "runner-a", now: t0.addingTimeInterval(10), leaseUntil: lease
+            ).map(\.index) == [0, 3])
+        // Due: claimed before the lower-index pending items, earliest next attempt first.
+        #expect(
+            try await store.claimPendingItems(
+                tenant: acme, job: id, limit: 1, claimant: "runner-a", now: t0.addingTimeInterval(25), leaseUntil: lease
+            ).map(\.index) == [1])
+        let all = try await store.claimPendingItems(
+            tenant: acme, job: id, limit: 10, claimant: "runner-a", now: t0.addingTimeInterval(35), leaseUntil: lease)
+        #expect(all.map(\.index) == [1, 2, 0, 3])
+        #expect(all[0].state == .retrying && all[0].claimant == "runner-a" && all[0].attempts == 2)
+
+        // Deferred again with a lower count: attempts and the first attempt are kept.
+        let again = JobItemRetry(
+            attempts: 0, firstAttemptAt: t0.addingTimeInterval(35), nextAttemptAt: t0.addingTimeInterval(100),
+            lastError: "InternalServerError")
+        #expect(try await store.deferItem(tenant: acme, job: id, index: 2, retry: again))
+        let kept = try await store.items(tenant: acme, job: id, fromIndex: 2, limit: 1)[0]
+        #expect(kept.attempts == 1 && kept.firstAttemptAt == t0 && kept.lastError == "InternalServerError")
+        #expect(kept.nextAttemptAt == t0.addingTimeInterval(100))
+
+        // Outcomes after a deferral: recorded once, attempts never lowered, no next attempt left.
+        let sent = JobItemResult(
+            state: .sent, status: 200, reason: nil, apnsID: nil, finishedAt: t0.addingTimeInterval(40), attempts: 0)
+        guard case .recorded(let done) = try await store.recordResult(tenant: acme, job: id, index: 1, result: sent)
+        else { Issue.record("expected recorded"); return }
+        #expect(done.state == .sent && done.attempts == 2 && done.result?.attempts == 2 && done.nextAttemptAt == nil)
+        #expect(done.lastError == "TransportFailed" && done.claimant == nil)
+        #expect(try await !store.deferItem(tenant: acme, job: id, index: 1, retry: later))
+        #expect(try await store.items(tenant: acme, job: id, fromIndex: 1, limit: 1)[0] == done)
+        let failed = JobItemResult(
+            state: .failed, status: 503, reason: "ServiceUnavailable", apnsID: nil,
+            finishedAt: t0.addingTimeInterval(41), attempts: 3)
+        #expect(try await store.recordResult(tenant: acme, job: id, index: 2, result: failed).item.attempts == 3)
+        await #expect(throws: StoreError.self) {
+            _ = try await store.recordResult(
+                tenant: acme, job: id, index: 3,
+                result: JobItemResult(
+                    state: .retrying, status: nil, reason: nil, apnsID: nil, finishedAt: t0.addingTimeInterval(42)))
+        }
+        let unknown = JobItemResult(
+            state: .unknown, status: nil, reason: "TransportFailed", apnsID: nil,
+            finishedAt: t0.addingTimeInterval(42), attempts: 1)
+        #expect(try await store.recordResult(tenant: acme, job: id, index: 3, result: unknown).item.state == .unknown)
+        #expect(try await store.nextAttempt(tenant: acme, job: id) == nil)
+        #expect(
+            try await store.progress(tenant: acme, job: id)
+                == JobProgress(pending: 1, sent: 1, failed: 1, retrying: 0, unknown: 1))
+        let report = try await store.failedItems(tenant: acme, job: id, afterIndex: -1, limit: 10)
+        #expect(report.map(\.index) == [2])
+        #expect(report.first?.attempts == 3 && report.first?.result?.attempts == 3)
+        #expect(report.first?.lastError == "InternalServerError")
+
+        // A retry leased by an earlier instance of a runner is released with its pending items.
+        let last = JobItemRetry(
+            attempts: 1, firstAttemptAt: t0, nextAttemptAt: t0.addingTimeInterval(50), lastError: "TransportFailed")
+        #expect(try await store.deferItem(tenant: acme, job: id, index: 0, retry: last))
+        let farLease = t0.addingTimeInterval(600)
+        #expect(
+            try await store.claimPendingItems(
+                tenant: acme, job: id, limit: 5, claimant: "herald/old", now: t0.addingTimeInterval(60),
+                leaseUntil: farLease
+            ).map(\.index) == [0])
+        #expect(
+            try await store.claimPendingItems(
+                tenant: acme, job: id, limit: 5, claimant: "herald/new", now: t0.addingTimeInterval(61),
+                leaseUntil: farLease
+            ).isEmpty)
+        #expect(try await store.releaseLeases(tenant: acme, job: id, claimantBase: "herald", keeping: "herald/new") == 1)
+        #expect(
+            try await store.claimPendingItems(
+                tenant: acme, job: id, limit: 5, claimant: "herald/new", now: t0.addingTimeInterval(62),
+                leaseUntil: farLease
+            ).map(\.index) == [0])
+    }
 }
