@@ -29,6 +29,7 @@ let package = Package(
         .package(url: "https://github.com/hummingbird-project/hummingbird.git", from: "2.28.1"),
         .package(url: "https://github.com/swift-server/swift-service-lifecycle.git", from: "2.13.0"),
         .package(url: "https://github.com/swift-server/swift-prometheus.git", from: "2.4.1"),
+        .package(url: "https://github.com/vapor/postgres-nio.git", from: "1.33.2"),
         .package(url: "https://github.com/swift-server/async-http-client.git", from: "1.37.0"),
     ],
     targets: [
@@ -118,6 +119,18 @@ let package = Package(
                 .product(name: "GRDB", package: "GRDB.swift"),
             ]
         ),
+        // The shared store for several instances: the PushStore contract on PostgreSQL through
+        // postgres-nio's pooled client. A target of its own so that HeraldStore (and everything
+        // that needs only the embedded store) does not build or link the PostgreSQL driver.
+        .target(
+            name: "HeraldPostgres",
+            dependencies: [
+                "HeraldCore", "HeraldStore",
+                .product(name: "PostgresNIO", package: "postgres-nio"),
+                .product(name: "NIOSSL", package: "swift-nio-ssl"),
+                .product(name: "Logging", package: "swift-log"),
+            ]
+        ),
         // Runtime plugins: one send-pipeline middleware each; they see only HeraldCore.
         .target(name: "RateLimitPlugin", dependencies: ["HeraldCore"]),
         .target(
@@ -138,7 +151,7 @@ let package = Package(
         .target(
             name: "HeraldServer",
             dependencies: [
-                "Herald", "HeraldCore", "HeraldConfig", "HeraldStore", "HeraldAPNs", "APNsSandbox",
+                "Herald", "HeraldCore", "HeraldConfig", "HeraldStore", "HeraldPostgres", "HeraldAPNs", "APNsSandbox",
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "HummingbirdCore", package: "hummingbird"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
@@ -231,7 +244,8 @@ let package = Package(
         .testTarget(
             name: "HeraldTests",
             dependencies: [
-                "Herald", "HeraldStore", "RateLimitPlugin", "FeedbackPlugin", "MetricsPlugin", "APNsSandbox",
+                "Herald", "HeraldStore", "HeraldPostgres", "RateLimitPlugin", "FeedbackPlugin", "MetricsPlugin",
+                "APNsSandbox",
                 .product(name: "MetricsTestKit", package: "swift-metrics"),
                 .product(name: "GRDB", package: "GRDB.swift"),
                 .product(name: "Logging", package: "swift-log"),

@@ -37,7 +37,7 @@ struct ServeCommand: AsyncParsableCommand {
     @Option(name: .long, help: "Read the tenant files from this directory instead.")
     var tenants: String?
 
-    @Option(name: .long, help: "Use this database file instead of storage_path.")
+    @Option(name: .long, help: "Use this SQLite database file instead of the configured store.")
     var storage: String?
 
     @Flag(name: .long, help: "Do not start the in-process sandbox even if the configuration enables it.")
@@ -58,7 +58,10 @@ struct ServeCommand: AsyncParsableCommand {
         if let port { settings.listen.port = port }
         if let host { settings.listen.host = host }
         if let tenants { settings.tenantsDirectory = tenants }
-        if let storage { settings.storagePath = storage }
+        if let storage {
+            settings.storagePath = storage
+            settings.storage = .sqlite
+        }
         if noSandbox { settings.sandbox.enabled = false }
         if noWatch { settings.reload.watch = false }
 
@@ -97,7 +100,10 @@ struct ServeCommand: AsyncParsableCommand {
         for failure in server.loadFailures {
             lines.append("not loaded: \(failure.message)")
         }
-        lines.append("store: \(settings.storagePath)")
+        switch settings.storage {
+        case .sqlite: lines.append("store: \(settings.storagePath)")
+        case .postgres(let postgres): lines.append("store: \(postgres.displayName) (pool of \(postgres.poolSize))")
+        }
         lines.append(
             "admin routes: "
                 + (options.adminToken == nil ? "off (\(settings.api.adminTokenVariable) is not set)" : "on"))

@@ -118,6 +118,21 @@ extension SQLitePushStore {
                     CREATE INDEX job_item_due ON job_item (tenant, job_id, state, next_attempt_ms);
                     """)
         }
+        // Provider tokens shared by every instance signing with one key, and kept across restarts
+        // (`ProviderTokenStore`). Named v5: v3 and v4 are the job store's next versions.
+        migrator.registerMigration("v5: provider tokens") { db in
+            try db.execute(
+                sql: """
+                    CREATE TABLE provider_token (
+                        team_id TEXT NOT NULL,
+                        key_id TEXT NOT NULL,
+                        key_fingerprint TEXT NOT NULL,
+                        token TEXT NOT NULL,
+                        issued_at_ms INTEGER NOT NULL,
+                        PRIMARY KEY (team_id, key_id, key_fingerprint)
+                    ) WITHOUT ROWID
+                    """)
+        }
         return migrator
     }
 }

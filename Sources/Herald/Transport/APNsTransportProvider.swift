@@ -14,6 +14,9 @@ public struct APNsTransportProvider: TransportProvider {
     public var eventLoopGroup: any EventLoopGroup
     public var clock: any WallClock
     public var tokenRefresh: TokenRefreshPolicy
+    /// Where provider tokens are shared with other instances and kept across restarts (the
+    /// server's store); nil: each credential provider signs its own.
+    public var tokenStore: (any ProviderTokenStore)?
     /// The credential providers made so far, per tenant and credential identity: a tenant that
     /// is reloaded with the same key or certificate keeps its provider (and its cached token),
     /// so a reload never signs a second token for a key within APNs' 20 minutes.
@@ -29,7 +32,8 @@ public struct APNsTransportProvider: TransportProvider {
     }
 
     public func makeTransport(for tenant: TenantConfiguration, logger: Logger) throws -> any PushTransport {
-        let made = try CredentialProviders.make(for: tenant, clock: clock, tokenRefresh: tokenRefresh)
+        let made = try CredentialProviders.make(
+            for: tenant, clock: clock, tokenRefresh: tokenRefresh, tokenStore: tokenStore)
         let credentials = credentialCache.provider(for: tenant.id, made)
         return LazyAPNsTransport(tenant: tenant, credentials: credentials, eventLoopGroup: eventLoopGroup, logger: logger)
     }

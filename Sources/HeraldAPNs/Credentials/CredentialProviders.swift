@@ -13,16 +13,18 @@ public enum CredentialProviders {
         try make(for: tenant, clock: clock, tokenRefresh: TokenRefreshPolicy())
     }
 
-    /// ``make(for:clock:)`` with a token refresh schedule other than the default.
+    /// ``make(for:clock:)`` with a token refresh schedule other than the default, and the store
+    /// that shares provider tokens between instances and restarts (none: each provider signs its own).
     public static func make(
-        for tenant: TenantConfiguration, clock: any WallClock, tokenRefresh: TokenRefreshPolicy
+        for tenant: TenantConfiguration, clock: any WallClock, tokenRefresh: TokenRefreshPolicy,
+        tokenStore: (any ProviderTokenStore)? = nil
     ) throws(CredentialError) -> any CredentialProvider {
         switch tenant.auth {
         case .token(let token):
             let field = token.privateKey.origin.hasPrefix("env") ? "auth.token.key" : "auth.token.key_file"
             return try TokenCredentialProvider(
                 teamID: tenant.teamID, keyID: token.keyID, privateKey: token.privateKey, policy: tokenRefresh,
-                clock: clock, file: tenant.sourceFile, keyField: field)
+                clock: clock, file: tenant.sourceFile, keyField: field, tokenStore: tokenStore)
         case .certificate(let certificate):
             return try CertificateCredentialProvider(
                 configuration: certificate, teamID: tenant.teamID, requiredTopics: tenant.topics, clock: clock,

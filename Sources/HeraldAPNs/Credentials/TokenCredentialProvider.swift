@@ -10,6 +10,13 @@ import Synchronization
 /// ``TokenRefreshPolicy/refreshAfter`` old (50 minutes by default), never while it is younger than
 /// ``TokenRefreshPolicy/minimumInterval`` (20 minutes), except once after APNs rejected it as
 /// expired (``tokenRejectedAsExpired(_:)``). Reading the cached token is a lock and a comparison.
+///
+/// With a ``ProviderTokenStore`` the token is shared: before signing, the provider takes the key's
+/// stored token if it is younger than `refreshAfter` (another instance, or this one before a
+/// restart, signed it); otherwise it signs one and swaps it in by compare-and-swap, and sends the
+/// winner's token if another instance swapped first. When the store cannot be read or written,
+/// the provider signs and sends its own token (sending goes on; APNs may then see one extra
+/// token update).
 public final class TokenCredentialProvider: CredentialProvider {
     public let summary: CredentialSummary
     public let identity: String
@@ -20,6 +27,12 @@ public final class TokenCredentialProvider: CredentialProvider {
     private let state: Mutex<StateMachine>
     private let file: String
     private let keyField: String
+    private let tokenStore: (any ProviderTokenStore)?
+    private let teamID: String
+    private let keyID: String
+    /// The first 16 hex digits of the SHA-256 of the key's public key.
+    private let keyFingerprint: String
+    private let created = Mutex(0)
 
     /// Loads the key and prepares the signer.
     ///
@@ -31,7 +44,8 @@ public final class TokenCredentialProvider: CredentialProvider {
     ///   - file/keyField: where the key is configured, for errors.
     public init(
         teamID: String, keyID: String, privateKey: Secret, policy: TokenRefreshPolicy = TokenRefreshPolicy(),
-        clock: any WallClock, file: String, keyField: String = "auth.token.key_file"
+        clock: any WallClock, file: String, keyField: String = "auth.token.key_file",
+        tokenStore: (any ProviderTokenStore)? = nil
     ) throws(CredentialError) {
         let key = try Self.loadKey(privateKey, file: file, field: keyField)
         do {
@@ -47,6 +61,10 @@ public final class TokenCredentialProvider: CredentialProvider {
         self.summary = CredentialSummary(kind: .token, keyID: keyID, teamID: teamID)
         let fingerprint = SHA256.hash(data: key.publicKey.derRepresentation).hexPrefix(16)
         self.identity = "token:\(teamID):\(keyID):\(fingerprint)"
+        self.tokenStore = tokenStore
+        self.teamID = teamID
+        self.keyID = keyID
+        self.keyFingerprint = fingerprint
     }
 
     public func authorization() async throws -> String? {
@@ -75,13 +93,20 @@ public final class TokenCredentialProvider: CredentialProvider {
 
     public func tlsConfiguration(base: TLSConfiguration) throws -> TLSConfiguration { base }
 
-    /// How many tokens this provider has signed.
+    /// How many tokens this provider has taken into use (signed here or read from the token store).
     public var tokensSigned: Int { state.withLock { $0.generation } }
 
+    /// How many tokens this provider signed itself (the others came from the token store).
+    public var tokensCreated: Int { created.withLock { $0 } }
+
     private func sign(issuedAt: Date) async throws -> String {
-        let jwt: String
+        let token: StateMachine.Token
         do {
-            jwt = try await signer.sign(issuedAt: issuedAt)
+            if let tokenStore {
+                token = try await sharedToken(tokenStore, issuedAt: issuedAt)
+            } else {
+                token = StateMachine.Token(authorization: "bearer \(try await signNew(issuedAt: issuedAt))", issuedAt: issuedAt)
+            }
         } catch {
             let waiters = state.withLock { $0.signingFailed() }
             let failure = CredentialError.tokenSigningFailed(
@@ -89,10 +114,50 @@ public final class TokenCredentialProvider: CredentialProvider {
             for waiter in waiters { waiter.resume(throwing: failure) }
             throw failure
         }
-        let token = StateMachine.Token(authorization: "bearer \(jwt)", issuedAt: issuedAt)
         let waiters = state.withLock { $0.signed(token) }
         for waiter in waiters { waiter.resume(returning: token.authorization) }
         return token.authorization
+    }
+
+    private func signNew(issuedAt: Date) async throws -> String {
+        let jwt = try await signer.sign(issuedAt: issuedAt)
+        created.withLock { $0 += 1 }
+        return jwt
+    }
+
+    /// The key's token from the store when it is fresh enough, else a new one swapped in.
+    private func sharedToken(_ store: any ProviderTokenStore, issuedAt: Date) async throws -> StateMachine.Token {
+        let rejected = state.withLock { $0.currentRejected ? $0.current?.authorization : nil }
+        let stored: SharedProviderToken?
+        do {
+            stored = try await store.providerToken(teamID: teamID, keyID: keyID, keyFingerprint: keyFingerprint)
+        } catch {
+            return StateMachine.Token(authorization: "bearer \(try await signNew(issuedAt: issuedAt))", issuedAt: issuedAt)
+        }
+        if let stored, isUsable(stored, rejected: rejected) {
+            return StateMachine.Token(authorization: "bearer \(stored.token)", issuedAt: stored.issuedAt)
+        }
+        let jwt = try await signNew(issuedAt: issuedAt)
+        let mine = SharedProviderToken(
+            teamID: teamID, keyID: keyID, keyFingerprint: keyFingerprint, token: jwt, issuedAt: issuedAt)
+        do {
+            let winner = try await store.replaceProviderToken(mine, replacing: stored?.issuedAt)
+            if winner.token != jwt, isUsable(winner, rejected: rejected) {
+                return StateMachine.Token(authorization: "bearer \(winner.token)", issuedAt: winner.issuedAt)
+            }
+        } catch {
+            // The store is unreachable: send this token alone.
+        }
+        return StateMachine.Token(authorization: "bearer \(jwt)", issuedAt: issuedAt)
+    }
+
+    /// A stored token may be sent when it is younger than `refreshAfter` (not from the future by
+    /// more than a minute of clock skew) and is not the token APNs just rejected as expired.
+    private func isUsable(_ token: SharedProviderToken, rejected: String?) -> Bool {
+        let age = clock.now.timeIntervalSince(token.issuedAt)
+        let policy = state.withLock { $0.policy }
+        return age > -60 && age < policy.refreshAfter && age < policy.maximumAge
+            && "bearer \(token.token)" != rejected
     }
 
     private static func loadKey(_ secret: Secret, file: String, field: String) throws(CredentialError)

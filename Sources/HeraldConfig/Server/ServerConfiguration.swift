@@ -20,6 +20,8 @@ public struct ServerConfiguration: Sendable, Hashable {
     public var listen: ListenAddress = ListenAddress()
     /// The durable store's database file (jobs, results, unregistered tokens).
     public var storagePath: String = "data/herald.sqlite"
+    /// The store `herald serve` opens: the SQLite file at ``storagePath`` unless `storage.postgres` is set.
+    public var storage: Storage = .sqlite
     /// The least severe log level written.
     public var logLevel: LogLevel = .info
     /// The HTTP API's limits and admin token (`api:`).
@@ -59,14 +61,17 @@ public struct ServerConfiguration: Sendable, Hashable {
         public var description: String { rawValue }
     }
 
-    static let keys = ["tenants_dir", "listen", "storage_path", "log_level", "api", "jobs", "sandbox", "reload", "http"]
+    static let keys = [
+        "tenants_dir", "listen", "storage_path", "storage", "log_level", "api", "jobs", "sandbox", "reload", "http",
+    ]
     static let listenKeys = ["host", "port"]
 
     /// Loads the settings. A missing file gives the defaults unless `required` (use `required`
     /// when the user named the file).
-    public static func load(file: String = defaultFile, required: Bool = false) throws(ConfigFailure)
-        -> ServerConfiguration
-    {
+    public static func load(
+        file: String = defaultFile, required: Bool = false,
+        environment: [String: String] = ProcessInfo.processInfo.environment
+    ) throws(ConfigFailure) -> ServerConfiguration {
         let start = SourceLocation(file: file, line: 1, column: 1)
         if !FileManager.default.fileExists(atPath: file), !required { return ServerConfiguration() }
         let bytes: [UInt8]
@@ -79,11 +84,14 @@ public struct ServerConfiguration: Sendable, Hashable {
             throw ConfigFailure(
                 file: file, errors: [ConfigError(location: start, field: "", message: "the file is not UTF-8 text")])
         }
-        return try parse(yaml: text, file: file)
+        return try parse(yaml: text, file: file, environment: environment)
     }
 
     /// Parses the settings from text; `file` names it in errors and anchors relative paths.
-    public static func parse(yaml: String, file: String) throws(ConfigFailure) -> ServerConfiguration {
+    /// `environment` gives the `env:` references (the PostgreSQL password).
+    public static func parse(
+        yaml: String, file: String, environment: [String: String] = ProcessInfo.processInfo.environment
+    ) throws(ConfigFailure) -> ServerConfiguration {
         let diagnostics = YAMLDiagnostics(file: file)
         var configuration = ServerConfiguration()
         configuration.sourceFile = file
@@ -136,6 +144,8 @@ public struct ServerConfiguration: Sendable, Hashable {
                 }
             }
             parseServeSections(mapping, into: &configuration, diagnostics: diagnostics)
+            parseStorageSection(
+                mapping, into: &configuration, base: base, environment: environment, diagnostics: diagnostics)
             parseReloadSection(mapping, into: &configuration, diagnostics: diagnostics)
             parseHTTPSection(mapping, into: &configuration, diagnostics: diagnostics)
         }

@@ -3,6 +3,7 @@ import Foundation
 import Herald
 import HeraldConfig
 import HeraldCore
+import HeraldPostgres
 import HeraldStore
 import Hummingbird
 import Logging
@@ -89,7 +90,14 @@ public struct HeraldServerError: Error, Sendable, CustomStringConvertible {
 public final class HeraldServer: Sendable {
     public let options: HeraldServerOptions
     public let router: Herald.Router
+    /// The instance's SQLite file: the whole store by default; with `storage.postgres`, only the
+    /// instance's webhook outbox (and the lock that keeps a second process off it).
     public let store: SQLitePushStore
+    /// The store jobs, results, invalid tokens, reports and provider tokens live in: ``store``, or
+    /// the PostgreSQL database every instance shares (`storage.postgres`).
+    public let sharedStore: any PushStore & JobReports
+    /// Closes the shared store's connections when the server stops (nothing for SQLite).
+    let closeSharedStore: @Sendable () async -> Void
     public let runner: JobRunner
     public let health: TenantHealthRegistry
     /// Reloads and credential rotation (admin routes, SIGHUP, the directory watcher).
@@ -106,13 +114,17 @@ public final class HeraldServer: Sendable {
     public let outbox: WebhookOutbox
 
     private init(
-        options: HeraldServerOptions, router: Herald.Router, store: SQLitePushStore, runner: JobRunner, health: TenantHealthRegistry,
+        options: HeraldServerOptions, router: Herald.Router, store: SQLitePushStore,
+        sharedStore: any PushStore & JobReports, closeSharedStore: @escaping @Sendable () async -> Void,
+        runner: JobRunner, health: TenantHealthRegistry,
         reloader: ReloadCoordinator, sandbox: APNsSandbox?, loadedTenants: [TenantID], loadFailures: [TenantFailure], api: APIContext,
         storeLock: StoreLock, outbox: WebhookOutbox
     ) {
         self.options = options
         self.router = router
         self.store = store
+        self.sharedStore = sharedStore
+        self.closeSharedStore = closeSharedStore
         self.runner = runner
         self.health = health
         self.reloader = reloader
@@ -169,6 +181,28 @@ public final class HeraldServer: Sendable {
             throw HeraldServerError(message: "cannot open the store \(configuration.storagePath): \(error)")
         }
 
+        let sharedStore: any PushStore & JobReports
+        let closeSharedStore: @Sendable () async -> Void
+        switch configuration.storage {
+        case .sqlite:
+            (sharedStore, closeSharedStore) = (store, {})
+        case .postgres(let settings):
+            do {
+                let postgres = try await openPostgres(settings, logger: logger)
+                (sharedStore, closeSharedStore) = (postgres, { await postgres.close() })
+            } catch {
+                try? await sandbox?.shutdown()
+                throw error
+            }
+        }
+        // Provider tokens go through the shared store: one token per key for every instance on one
+        // PostgreSQL database, and kept across restarts on either backend.
+        var transports = options.transports
+        if var apns = transports as? APNsTransportProvider, let tokens = sharedStore as? any ProviderTokenStore {
+            apns.tokenStore = tokens
+            transports = apns
+        }
+
         var outboxConfiguration = WebhookOutbox.Configuration()
         outboxConfiguration.senders = configuration.jobs.webhookSenders
         outboxConfiguration.maxPerTenant = configuration.jobs.webhookOutboxPerTenant
@@ -183,8 +217,8 @@ public final class HeraldServer: Sendable {
         let health = TenantHealthRegistry()
         let router = Herald.Router(
             configuration: RouterConfiguration(
-                registry: .standard(metricsFactory: options.pluginMetricsFactory), store: store,
-                transports: MonitoredTransportProvider(base: options.transports, registry: health), logger: logger,
+                registry: .standard(metricsFactory: options.pluginMetricsFactory), store: sharedStore,
+                transports: MonitoredTransportProvider(base: transports, registry: health), logger: logger,
                 webhooks: options.webhooks, environment: options.environment, webhookQueue: outbox))
         // Every tenant is validated in full (credential, a signed token, TLS, plugins) before it serves.
         var reloadConfiguration = ReloadConfiguration(tenantsDirectory: configuration.tenantsDirectory)
@@ -200,9 +234,9 @@ public final class HeraldServer: Sendable {
         let failures = report.failures.map { TenantFailure(file: $0.file, tenant: $0.tenant, message: $0.message) }
         logger.info("tenants loaded", metadata: ["herald.tenants": "\(report.added.count)", "herald.failed": "\(failures.count)"])
 
-        let runner = JobRunner(router: router, store: store, configuration: options.jobs, logger: logger)
+        let runner = JobRunner(router: router, store: sharedStore, configuration: options.jobs, logger: logger)
         let api = APIContext(
-            router: router, store: store, reports: store, runner: runner, health: health, metrics: options.metrics,
+            router: router, store: sharedStore, reports: sharedStore, runner: runner, health: health, metrics: options.metrics,
             settings: configuration, adminToken: AdminToken(options.adminToken), logger: logger,
             openAPIDocument: OpenAPIDocument.bytes, reloader: reloader)
         // API keys follow each swap; resumed jobs of new tenants start.
@@ -211,8 +245,30 @@ public final class HeraldServer: Sendable {
             if report.changedRuntimes { runner.rescan() }
         }
         return HeraldServer(
-            options: options, router: router, store: store, runner: runner, health: health, reloader: reloader, sandbox: sandbox,
+            options: options, router: router, store: store, sharedStore: sharedStore,
+            closeSharedStore: closeSharedStore, runner: runner, health: health, reloader: reloader, sandbox: sandbox,
             loadedTenants: report.added, loadFailures: failures, api: api, storeLock: storeLock, outbox: outbox)
+    }
+
+    /// Opens the shared PostgreSQL store (`storage.postgres`), migrated under an advisory lock.
+    static func openPostgres(_ settings: ServerConfiguration.PostgresSettings, logger: Logger) async throws
+        -> PostgresPushStore
+    {
+        var storeLogger = logger
+        storeLogger[metadataKey: "herald.component"] = "store"
+        let configuration = PostgresPushStore.Configuration(
+            host: settings.host, port: settings.port, username: settings.username,
+            password: settings.password?.text, database: settings.database, schema: settings.schema,
+            poolSize: settings.poolSize, requireTLS: settings.tls)
+        do {
+            let store = try await PostgresPushStore.open(configuration, logger: storeLogger)
+            logger.info(
+                "shared store opened",
+                metadata: ["herald.store": "\(settings.displayName)", "herald.pool_size": "\(settings.poolSize)"])
+            return store
+        } catch {
+            throw HeraldServerError(message: "cannot open the store (\(settings.displayName)): \(error)")
+        }
     }
 
     /// The Hummingbird router of the API (every route of ``APIEndpoint``).
@@ -258,6 +314,8 @@ public final class HeraldServer: Sendable {
             logger: options.logger)
         var services: [any Service] = []
         if let sandbox { services.append(SandboxService(sandbox: sandbox)) }
+        // Closed after the runner and the router stopped using it (services stop in reverse order).
+        services.append(StoreService(close: closeSharedStore))
         services.append(WebhookOutboxService(outbox: outbox))
         services.append(RouterService(router: router))
         services.append(JobRunnerService(runner: runner, listening: listening))

@@ -14,6 +14,16 @@ struct SandboxService: Service {
     }
 }
 
+/// Closes the store's connections at the end of a graceful shutdown.
+struct StoreService: Service {
+    let close: @Sendable () async -> Void
+
+    func run() async throws {
+        try? await gracefulShutdown()
+        await close()
+    }
+}
+
 /// Owns the router's lifetime: at graceful shutdown every tenant runtime drains its in-flight
 /// sends and closes its connections (GOAWAY-friendly), and plugin work (webhooks) completes.
 struct RouterService: Service {

@@ -1,0 +1,198 @@
+import HeraldStore
+import Logging
+import NIOSSL
+import PostgresNIO
+
+extension PostgresPushStore {
+    /// One schema version: its name (the same as the SQLite store's migration of that version,
+    /// so the two schemas move together) and its statements, applied in one transaction.
+    struct Migration: Sendable {
+        var name: String
+        var statements: [PostgresQuery]
+    }
+
+    /// The key of the advisory lock held while migrating: instances that start together wait
+    /// for the first one's migrations instead of running them twice. ("Herald" in ASCII.)
+    static let migrationLockKey: Int64 = 0x4865_7261_6c64
+
+    /// The schema, in order. Never edit a migration that has shipped: add the next one.
+    static let migrations: [Migration] = [
+        Migration(
+            name: "v1: invalid tokens, jobs, job items",
+            statements: [
+                """
+                CREATE TABLE invalid_token (
+                    tenant TEXT NOT NULL,
+                    environment TEXT NOT NULL,
+                    token TEXT NOT NULL,
+                    topic TEXT NOT NULL,
+                    reason TEXT NOT NULL,
+                    apns_timestamp_ms BIGINT,
+                    recorded_at_ms BIGINT NOT NULL,
+                    registered_at_ms BIGINT,
+                    PRIMARY KEY (tenant, environment, token, topic)
+                )
+                """,
+                "CREATE INDEX invalid_token_recent ON invalid_token (tenant, recorded_at_ms)",
+                "CREATE INDEX invalid_token_by_token ON invalid_token (tenant, token)",
+                """
+                CREATE TABLE job (
+                    tenant TEXT NOT NULL,
+                    id TEXT NOT NULL,
+                    state TEXT NOT NULL,
+                    environment TEXT,
+                    item_count INTEGER NOT NULL,
+                    created_at_ms BIGINT NOT NULL,
+                    updated_at_ms BIGINT NOT NULL,
+                    PRIMARY KEY (tenant, id)
+                )
+                """,
+                "CREATE INDEX job_by_state ON job (tenant, state, created_at_ms)",
+                "CREATE INDEX job_by_created ON job (tenant, created_at_ms)",
+                """
+                CREATE TABLE job_item (
+                    tenant TEXT NOT NULL,
+                    job_id TEXT NOT NULL,
+                    idx INTEGER NOT NULL,
+                    device_token TEXT NOT NULL,
+                    topic TEXT,
+                    push_type TEXT NOT NULL,
+                    priority INTEGER,
+                    expiration BIGINT,
+                    collapse_id TEXT,
+                    apns_id TEXT NOT NULL,
+                    payload BYTEA NOT NULL,
+                    state TEXT NOT NULL,
+                    status INTEGER,
+                    reason TEXT,
+                    message TEXT,
+                    result_apns_id TEXT,
+                    apns_timestamp_ms BIGINT,
+                    finished_at_ms BIGINT,
+                    claimant TEXT,
+                    lease_until_ms BIGINT,
+                    PRIMARY KEY (tenant, job_id, idx),
+                    FOREIGN KEY (tenant, job_id) REFERENCES job (tenant, id) ON DELETE CASCADE
+                )
+                """,
+                "CREATE INDEX job_item_by_state ON job_item (tenant, job_id, state, idx)",
+            ]),
+        Migration(
+            name: "v2: job item outcome index",
+            statements: ["CREATE INDEX job_item_outcomes ON job_item (tenant, job_id, state, status, reason)"]),
+        // Durable delivery, as the SQLite store's v4: each item's attempts, its first attempt (its
+        // retry time counts from there), when it is due again while `retrying`, and its last
+        // transient error. `job_item_due` serves the claim of due retries (earliest first) and
+        // the job's next attempt time. (A database that already has v5 gets this one after it.)
+        Migration(
+            name: "v4-job-item-attempts",
+            statements: [
+                "ALTER TABLE job_item ADD COLUMN attempts INTEGER NOT NULL DEFAULT 0",
+                "ALTER TABLE job_item ADD COLUMN first_attempt_ms BIGINT",
+                "ALTER TABLE job_item ADD COLUMN next_attempt_ms BIGINT",
+                "ALTER TABLE job_item ADD COLUMN last_error TEXT",
+                "CREATE INDEX job_item_due ON job_item (tenant, job_id, state, next_attempt_ms)",
+            ]),
+        Migration(
+            name: "v5: provider tokens",
+            statements: [
+                """
+                CREATE TABLE provider_token (
+                    team_id TEXT NOT NULL,
+                    key_id TEXT NOT NULL,
+                    key_fingerprint TEXT NOT NULL,
+                    token TEXT NOT NULL,
+                    issued_at_ms BIGINT NOT NULL,
+                    PRIMARY KEY (team_id, key_id, key_fingerprint)
+                )
+                """
+            ]),
+    ]
+
+    /// Applies the migrations not applied yet (up to and including `lastMigration`; all when nil),
+    /// each in its own transaction, on a connection of its own that holds the migration lock. A
+    /// direct connection, not one of the pool's: a server that refuses it (wrong password, no
+    /// such database) fails the open at once instead of after the pool's retries.
+    func migrate(upTo lastMigration: String?) async throws {
+        let logger = self.logger
+        let connection = try await PostgresConnection.connect(
+            on: PostgresClient.defaultEventLoopGroup.any(), configuration: try Self.connectionConfiguration(configuration),
+            id: 0, logger: logger
+        ).get()
+        do {
+            if let schema = configuration.schema {
+                // Checked by `Configuration.isValidSchema`: a plain lowercase identifier.
+                try await connection.query(
+                    PostgresQuery(unsafeSQL: "CREATE SCHEMA IF NOT EXISTS \"\(schema)\""), logger: logger)
+            }
+            // Released when the connection closes, whatever happens below.
+            try await connection.query("SELECT pg_advisory_lock(\(Self.migrationLockKey))", logger: logger)
+            try await Self.applyMigrations(connection, upTo: lastMigration, logger: logger)
+        } catch {
+            try? await connection.close()
+            throw error
+        }
+        try await connection.close()
+    }
+
+    /// The settings of a single connection, as the pool's connections get them.
+    static func connectionConfiguration(_ configuration: Configuration) throws -> PostgresConnection.Configuration {
+        var connection = PostgresConnection.Configuration(
+            host: configuration.host, port: configuration.port, username: configuration.username,
+            password: configuration.password, database: configuration.database,
+            tls: configuration.requireTLS
+                ? .require(try NIOSSLContext(configuration: .makeClientConfiguration())) : .disable)
+        connection.options.connectTimeout = .seconds(10)
+        if let schema = configuration.schema {
+            connection.options.additionalStartupParameters = [("search_path", schema)]
+        }
+        return connection
+    }
+
+    private static func applyMigrations(_ connection: PostgresConnection, upTo lastMigration: String?, logger: Logger)
+        async throws
+    {
+        try await connection.query(
+            """
+            CREATE TABLE IF NOT EXISTS herald_migration (
+                name TEXT PRIMARY KEY,
+                applied_at TIMESTAMPTZ NOT NULL DEFAULT now()
+            )
+            """, logger: logger)
+        let applied = Set(try await appliedMigrations(connection, logger: logger))
+        for migration in migrations {
+            if !applied.contains(migration.name) {
+                try await connection.query("BEGIN", logger: logger)
+                do {
+                    for statement in migration.statements { try await connection.query(statement, logger: logger) }
+                    try await connection.query(
+                        "INSERT INTO herald_migration (name) VALUES (\(migration.name))", logger: logger)
+                    try await connection.query("COMMIT", logger: logger)
+                } catch {
+                    _ = try? await connection.query("ROLLBACK", logger: logger)
+                    throw error
+                }
+                logger.info("store migrated", metadata: ["herald.migration": "\(migration.name)"])
+            }
+            if migration.name == lastMigration { break }
+        }
+    }
+
+    private static func appliedMigrations(_ connection: PostgresConnection, logger: Logger) async throws -> [String] {
+        var names: [String] = []
+        for try await name in try await connection.query(
+            "SELECT name FROM herald_migration ORDER BY applied_at, name", logger: logger
+        ).decode(String.self) {
+            names.append(name)
+        }
+        return names
+    }
+
+    /// The migrations applied to the database, in the order they were applied.
+    public func appliedMigrations() async throws -> [String] {
+        let logger = self.logger
+        return try await client.withConnection { connection in
+            try await Self.appliedMigrations(connection, logger: logger)
+        }
+    }
+}

@@ -1,0 +1,702 @@
+import Foundation
+import HeraldCore
+import HeraldStore
+import Logging
+import PostgresNIO
+
+/// The shared ``PushStore``: PostgreSQL through postgres-nio's connection pool, for several
+/// `herald serve` instances on one database.
+///
+/// ```swift
+/// let store = try await PostgresPushStore.open(configuration, logger: logger)  // migrates
+/// try await store.recordInvalidToken(record, tenant: tenant)
+/// await store.close()
+/// ```
+///
+/// Every statement takes its values as bind parameters (`PostgresQuery` interpolation); the only
+/// text put into SQL is this file's constants and the schema name, which ``Configuration``
+/// checks is a plain identifier. Times are stored as Unix milliseconds like the SQLite store's,
+/// so both backends answer the contract tests alike.
+public final class PostgresPushStore: PushStore, JobReports {
+    /// Where and how to connect.
+    public struct Configuration: Sendable {
+        public var host: String
+        public var port: Int
+        public var username: String
+        /// From the configuration's `env:`/`file:` reference; never logged.
+        public var password: String?
+        public var database: String
+        /// The schema Herald's tables live in (created if missing); nil: the role's default
+        /// search path (usually `public`).
+        public var schema: String?
+        /// The most connections the pool opens.
+        public var poolSize: Int
+        /// TLS to the server: required, or off (a server on loopback or a private network).
+        public var requireTLS: Bool
+
+        public init(
+            host: String, port: Int = 5432, username: String, password: String?, database: String,
+            schema: String? = nil, poolSize: Int = 10, requireTLS: Bool = false
+        ) {
+            self.host = host
+            self.port = port
+            self.username = username
+            self.password = password
+            self.database = database
+            self.schema = schema
+            self.poolSize = poolSize
+            self.requireTLS = requireTLS
+        }
+
+        /// A `postgres://user:password@host:port/database` URL, as `scripts/postgres.sh` prints
+        /// (for tests and tools; `config/herald.yaml` takes the password separately).
+        public init(url: String, schema: String? = nil, poolSize: Int = 10) throws(StoreError) {
+            guard let components = URLComponents(string: url),
+                components.scheme == "postgres" || components.scheme == "postgresql",
+                let host = components.host, !host.isEmpty, let user = components.user, !user.isEmpty
+            else {
+                throw StoreError.invalidArgument(
+                    "a PostgreSQL URL must read postgres://USER[:PASSWORD]@HOST[:PORT]/DATABASE")
+            }
+            let database = String(components.path.drop(while: { $0 == "/" }))
+            guard !database.isEmpty, !database.contains("/") else {
+                throw StoreError.invalidArgument("a PostgreSQL URL must name the database: postgres://USER@HOST/DATABASE")
+            }
+            self.init(
+                host: host, port: components.port ?? 5432, username: user, password: components.password,
+                database: database, schema: schema, poolSize: poolSize)
+        }
+
+        /// True for a schema name Herald puts in SQL as an identifier: 1 to 63 of `a-z 0-9 _`,
+        /// not starting with a digit.
+        public static func isValidSchema(_ name: String) -> Bool {
+            guard let first = name.utf8.first, name.utf8.count <= 63, !(UInt8(ascii: "0")...UInt8(ascii: "9")).contains(first)
+            else { return false }
+            return name.utf8.allSatisfy { byte in
+                (UInt8(ascii: "a")...UInt8(ascii: "z")).contains(byte)
+                    || (UInt8(ascii: "0")...UInt8(ascii: "9")).contains(byte) || byte == UInt8(ascii: "_")
+            }
+        }
+
+        /// `host:port/database` (no user, no password), for logs and errors.
+        public var displayName: String { "\(host):\(port)/\(database)" }
+    }
+
+    public let configuration: Configuration
+    let client: PostgresClient
+    let logger: Logger
+    private let runner: Task<Void, Never>
+
+    private init(configuration: Configuration, client: PostgresClient, logger: Logger, runner: Task<Void, Never>) {
+        self.configuration = configuration
+        self.client = client
+        self.logger = logger
+        self.runner = runner
+    }
+
+    /// Connects the pool and brings the schema up to date (under an advisory lock, so instances
+    /// starting together migrate once).
+    public static func open(_ configuration: Configuration, logger: Logger) async throws -> PostgresPushStore {
+        try await open(configuration, logger: logger, migratingUpTo: nil)
+    }
+
+    /// Opens the store with the migrations up to and including `lastMigration` (every one when nil).
+    static func open(_ configuration: Configuration, logger: Logger, migratingUpTo lastMigration: String?)
+        async throws -> PostgresPushStore
+    {
+        if let schema = configuration.schema, !Configuration.isValidSchema(schema) {
+            throw StoreError.invalidArgument("schema must be 1 to 63 of a-z 0-9 _, not starting with a digit")
+        }
+        guard configuration.poolSize >= 1, configuration.poolSize <= 1_000 else {
+            throw StoreError.invalidArgument("pool size must be 1 to 1000 (got \(configuration.poolSize))")
+        }
+        var clientConfiguration = PostgresClient.Configuration(
+            host: configuration.host, port: configuration.port, username: configuration.username,
+            password: configuration.password, database: configuration.database,
+            tls: configuration.requireTLS ? .require(.makeClientConfiguration()) : .disable)
+        clientConfiguration.options.maximumConnections = configuration.poolSize
+        clientConfiguration.options.connectTimeout = .seconds(10)
+        if let schema = configuration.schema {
+            clientConfiguration.options.additionalStartupParameters = [("search_path", schema)]
+        }
+        let client = PostgresClient(configuration: clientConfiguration, backgroundLogger: logger)
+        let runner = Task { await client.run() }
+        let store = PostgresPushStore(configuration: configuration, client: client, logger: logger, runner: runner)
+        do {
+            try await store.migrate(upTo: lastMigration)
+        } catch {
+            await store.close()
+            throw StoreError.cannotOpen(
+                "cannot open the PostgreSQL store at \(configuration.displayName): \(Self.describe(error))")
+        }
+        return store
+    }
+
+    /// Closes the pool's connections; the store must not be used afterwards.
+    public func close() async {
+        runner.cancel()
+        await runner.value
+    }
+
+    /// Drops the store's schema and everything in it: the contract tests' throwaway schemas.
+    func dropSchemaForTests() async throws {
+        guard let schema = configuration.schema, Configuration.isValidSchema(schema) else {
+            throw StoreError.invalidArgument("only a store with a schema of its own can drop it")
+        }
+        try await client.query(PostgresQuery(unsafeSQL: "DROP SCHEMA \"\(schema)\" CASCADE"), logger: logger)
+    }
+
+    /// A PostgreSQL error without the query's text or binds: the server's message and SQLSTATE.
+    static func describe(_ error: any Error) -> String {
+        if let error = error as? PSQLError {
+            if let message = error.serverInfo?[.message] {
+                return "\(message) (SQLSTATE \(error.serverInfo?[.sqlState] ?? "?"))"
+            }
+            if let underlying = error.underlying { return "\(error.code): \(underlying)" }
+            return "\(error.code)"
+        }
+        if let error = error as? StoreError { return error.message }
+        return String(describing: type(of: error))
+    }
+
+    // MARK: Invalid device tokens
+
+    public func recordInvalidToken(_ record: InvalidTokenRecord, tenant: TenantID) async throws {
+        let apnsTimestamp = record.apnsTimestamp.map(Self.millis)
+        let registered = record.registeredAt.map(Self.millis)
+        try await client.query(
+            """
+            INSERT INTO invalid_token
+                (tenant, environment, token, topic, reason, apns_timestamp_ms, recorded_at_ms, registered_at_ms)
+            VALUES (\(tenant.rawValue), \(record.environment.rawValue), \(record.token.hex), \(record.topic),
+                    \(record.reason.wireValue), \(apnsTimestamp), \(Self.millis(record.recordedAt)), \(registered))
+            ON CONFLICT (tenant, environment, token, topic) DO UPDATE SET
+                reason = excluded.reason,
+                apns_timestamp_ms = CASE
+                    WHEN excluded.apns_timestamp_ms IS NULL THEN invalid_token.apns_timestamp_ms
+                    WHEN invalid_token.apns_timestamp_ms IS NULL THEN excluded.apns_timestamp_ms
+                    ELSE greatest(invalid_token.apns_timestamp_ms, excluded.apns_timestamp_ms) END,
+                recorded_at_ms = greatest(invalid_token.recorded_at_ms, excluded.recorded_at_ms),
+                registered_at_ms = coalesce(invalid_token.registered_at_ms, excluded.registered_at_ms)
+            """, logger: logger)
+    }
+
+    public func invalidToken(tenant: TenantID, token: DeviceToken, topic: String, environment: APNsEnvironment)
+        async throws -> InvalidTokenRecord?
+    {
+        let rows = try await client.query(
+            """
+            SELECT \(unescaped: Self.invalidTokenColumns) FROM invalid_token
+            WHERE tenant = \(tenant.rawValue) AND environment = \(environment.rawValue) AND token = \(token.hex)
+              AND topic = \(topic)
+            """, logger: logger
+        ).collect()
+        return try rows.first.map(Self.invalidTokenRecord)
+    }
+
+    public func invalidTokens(tenant: TenantID, limit: Int) async throws -> [InvalidTokenRecord] {
+        try await client.query(
+            """
+            SELECT \(unescaped: Self.invalidTokenColumns) FROM invalid_token WHERE tenant = \(tenant.rawValue)
+            ORDER BY recorded_at_ms DESC, token, topic LIMIT \(max(0, limit))
+            """, logger: logger
+        ).collect().map(Self.invalidTokenRecord)
+    }
+
+    @discardableResult
+    public func registerToken(tenant: TenantID, token: DeviceToken, topic: String?, registeredAt: Date) async throws
+        -> Int
+    {
+        let at = Self.millis(registeredAt)
+        // `topic IS NULL` selects every topic of the token: one statement for both cases.
+        return try await client.query(
+            """
+            UPDATE invalid_token SET registered_at_ms = greatest(coalesce(registered_at_ms, 0), \(at))
+            WHERE tenant = \(tenant.rawValue) AND token = \(token.hex) AND (\(topic)::text IS NULL OR topic = \(topic))
+            RETURNING 1
+            """, logger: logger
+        ).collect().count
+    }
+
+    @discardableResult
+    public func removeInvalidToken(tenant: TenantID, token: DeviceToken, topic: String?) async throws -> Int {
+        try await client.query(
+            """
+            DELETE FROM invalid_token
+            WHERE tenant = \(tenant.rawValue) AND token = \(token.hex) AND (\(topic)::text IS NULL OR topic = \(topic))
+            RETURNING 1
+            """, logger: logger
+        ).collect().count
+    }
+
+    // MARK: Jobs
+
+    /// Items per `INSERT` of a new job: 12 binds each, well under the protocol's 65,535.
+    static let insertChunk = 2_000
+
+    public func createJob(
+        tenant: TenantID, id: JobID, environment: APNsEnvironment?, notifications: [HeraldCore.Notification],
+        createdAt: Date, limits: JobLimits?
+    ) async throws -> JobCreation {
+        let created = Self.millis(createdAt)
+        let logger = self.logger
+        do {
+            return try await createJobTransaction(
+                tenant: tenant, id: id, environment: environment, notifications: notifications, created: created,
+                limits: limits, logger: logger)
+        } catch let error as PostgresTransactionError {
+            // The caller sees the store's own error (a quota refusal, say), not the wrapper.
+            if let cause = error.closureError { throw cause }
+            throw error
+        }
+    }
+
+    private func createJobTransaction(
+        tenant: TenantID, id: JobID, environment: APNsEnvironment?, notifications: [HeraldCore.Notification],
+        created: Int64, limits: JobLimits?, logger: Logger
+    ) async throws -> JobCreation {
+        try await client.withTransaction(logger: logger) { connection in
+            // One create per tenant at a time (until commit), so two batches at once cannot both
+            // slip under the tenant's limits; other tenants are not held up.
+            try await connection.query(
+                "SELECT pg_advisory_xact_lock(\(Self.jobLockNamespace), hashtext(\(tenant.rawValue)))", logger: logger)
+            if let existing = try await Self.fetchJob(connection, tenant: tenant, id: id, logger: logger) {
+                return .existing(existing)
+            }
+            if let limits {
+                try await Self.checkLimits(limits, connection, tenant: tenant, adding: notifications.count, logger: logger)
+            }
+            // A concurrent create of the same id waits here on the row lock, then sees it.
+            let inserted = try await connection.query(
+                """
+                INSERT INTO job (tenant, id, state, environment, item_count, created_at_ms, updated_at_ms)
+                VALUES (\(tenant.rawValue), \(id.rawValue), \(JobState.accepted.rawValue), \(environment?.rawValue),
+                        \(notifications.count), \(created), \(created))
+                ON CONFLICT (tenant, id) DO NOTHING
+                RETURNING \(unescaped: Self.jobColumns)
+                """, logger: logger
+            ).collect()
+            guard let row = inserted.first else {
+                guard let existing = try await Self.fetchJob(connection, tenant: tenant, id: id, logger: logger) else {
+                    throw StoreError.corrupt("job \(id) exists but cannot be read")
+                }
+                return .existing(existing)
+            }
+            var start = 0
+            while start < notifications.count {
+                let end = min(start + Self.insertChunk, notifications.count)
+                try await connection.query(
+                    Self.insertItems(tenant: tenant, job: id, notifications: notifications[start..<end], from: start),
+                    logger: logger)
+                start = end
+            }
+            return .created(try Self.job(from: row))
+        }
+    }
+
+    /// The first key of the per-tenant advisory lock of job creation ("HJob" in ASCII).
+    static let jobLockNamespace: Int32 = 0x484a_6f62
+
+    /// Refuses a job that would take the tenant past its limits (the SQLite store's rule and words).
+    private static func checkLimits(
+        _ limits: JobLimits, _ connection: PostgresConnection, tenant: TenantID, adding items: Int, logger: Logger
+    ) async throws {
+        let rows = try await connection.query(
+            """
+            SELECT count(*), coalesce(sum(item_count), 0)::bigint FROM job
+            WHERE tenant = \(tenant.rawValue) AND state IN ('accepted', 'running')
+            """, logger: logger
+        ).collect()
+        guard let row = rows.first else { throw StoreError.corrupt("counting the tenant's unfinished jobs returned no row") }
+        let cells = row.makeRandomAccess()
+        let jobs = try cells[0].decode(Int.self)
+        let pending = try cells[1].decode(Int.self)
+        if jobs >= limits.maxActiveJobs {
+            throw StoreError.quotaExceeded(
+                "the tenant has \(jobs) unfinished jobs; jobs.max_active_jobs_per_tenant allows \(limits.maxActiveJobs). "
+                    + "Wait for one to finish")
+        }
+        let (total, overflow) = pending.addingReportingOverflow(items)
+        if overflow || total > limits.maxPendingItems {
+            throw StoreError.quotaExceeded(
+                "the tenant's unfinished jobs hold \(pending) items and this batch \(items); "
+                    + "jobs.max_pending_items_per_tenant allows \(limits.maxPendingItems)")
+        }
+    }
+
+    /// One multi-row `INSERT` of job items; the statement's text depends only on the row count.
+    private static func insertItems(
+        tenant: TenantID, job: JobID, notifications: ArraySlice<HeraldCore.Notification>, from start: Int
+    ) -> PostgresQuery {
+        var sql = """
+            INSERT INTO job_item (tenant, job_id, idx, device_token, topic, push_type, priority, expiration,
+                                  collapse_id, apns_id, payload, state) VALUES
+            """
+        var binds = PostgresBindings(capacity: notifications.count * 12)
+        var parameter = 0
+        for (offset, notification) in notifications.enumerated() {
+            let expiration: Int64? = notification.expiration.map {
+                switch $0 {
+                case .immediately: return 0
+                case .at(let seconds): return Int64(seconds)
+                }
+            }
+            binds.append(tenant.rawValue)
+            binds.append(job.rawValue)
+            binds.append(start + offset)
+            binds.append(notification.deviceToken.hex)
+            binds.append(notification.topic)
+            binds.append(notification.pushType.rawValue)
+            binds.append(notification.priority.map { Int($0.rawValue) })
+            binds.append(expiration)
+            binds.append(notification.collapseID)
+            binds.append((notification.id ?? NotificationID.random()).rawValue)
+            binds.append(ByteBuffer(bytes: notification.payload))
+            binds.append(JobItemState.pending.rawValue)
+            sql += offset == 0 ? "\n(" : ",\n("
+            for column in 0..<12 {
+                parameter += 1
+                sql += column == 0 ? "$\(parameter)" : ", $\(parameter)"
+            }
+            sql += ")"
+        }
+        return PostgresQuery(unsafeSQL: sql, binds: binds)
+    }
+
+    public func job(tenant: TenantID, id: JobID) async throws -> Job? {
+        let logger = self.logger
+        return try await client.withConnection { connection in
+            try await Self.fetchJob(connection, tenant: tenant, id: id, logger: logger)
+        }
+    }
+
+    public func jobs(tenant: TenantID, states: Set<JobState>?, limit: Int) async throws -> [Job] {
+        let rows: [PostgresRow]
+        if let states {
+            guard !states.isEmpty else { return [] }
+            let names = states.map(\.rawValue).sorted()
+            rows = try await client.query(
+                """
+                SELECT \(unescaped: Self.jobColumns) FROM job WHERE tenant = \(tenant.rawValue) AND state = ANY(\(names))
+                ORDER BY created_at_ms DESC, id LIMIT \(max(0, limit))
+                """, logger: logger
+            ).collect()
+        } else {
+            rows = try await client.query(
+                """
+                SELECT \(unescaped: Self.jobColumns) FROM job WHERE tenant = \(tenant.rawValue)
+                ORDER BY created_at_ms DESC, id LIMIT \(max(0, limit))
+                """, logger: logger
+            ).collect()
+        }
+        return try rows.map(Self.job(from:))
+    }
+
+    @discardableResult
+    public func updateJob(tenant: TenantID, id: JobID, state: JobState, at: Date) async throws -> Bool {
+        try await !client.query(
+            """
+            UPDATE job SET state = \(state.rawValue), updated_at_ms = \(Self.millis(at))
+            WHERE tenant = \(tenant.rawValue) AND id = \(id.rawValue)
+            RETURNING 1
+            """, logger: logger
+        ).collect().isEmpty
+    }
+
+    /// Leases claimable items in one statement: first the `retrying` items whose next attempt is
+    /// due (earliest first, a range of `job_item_due`), then the lowest-index pending items for
+    /// what is left of `limit`. `FOR UPDATE SKIP LOCKED` lets instances claim from the same job
+    /// at once: each skips the rows another is leasing right now instead of waiting for them, and
+    /// no row is leased twice.
+    public func claimPendingItems(
+        tenant: TenantID, job: JobID, limit: Int, claimant: String, now: Date, leaseUntil: Date
+    ) async throws -> [JobItem] {
+        guard limit > 0 else { return [] }
+        let nowMillis = Self.millis(now)
+        let rows = try await client.query(
+            """
+            WITH due AS (
+                SELECT idx FROM job_item
+                WHERE tenant = \(tenant.rawValue) AND job_id = \(job.rawValue) AND state = 'retrying'
+                  AND next_attempt_ms <= \(nowMillis)
+                  AND (claimant = \(claimant) OR claimant IS NULL OR lease_until_ms IS NULL
+                       OR lease_until_ms <= \(nowMillis))
+                ORDER BY next_attempt_ms, idx
+                LIMIT \(limit)
+                FOR UPDATE SKIP LOCKED
+            ), fresh AS (
+                SELECT idx FROM job_item
+                WHERE tenant = \(tenant.rawValue) AND job_id = \(job.rawValue) AND state = 'pending'
+                  AND (claimant = \(claimant) OR claimant IS NULL OR lease_until_ms IS NULL
+                       OR lease_until_ms <= \(nowMillis))
+                ORDER BY idx
+                LIMIT greatest(0, \(limit) - (SELECT count(*) FROM due))
+                FOR UPDATE SKIP LOCKED
+            ), picked AS (
+                SELECT idx FROM due UNION ALL SELECT idx FROM fresh
+            )
+            UPDATE job_item AS item SET claimant = \(claimant), lease_until_ms = \(Self.millis(leaseUntil))
+            FROM picked
+            WHERE item.tenant = \(tenant.rawValue) AND item.job_id = \(job.rawValue) AND item.idx = picked.idx
+            RETURNING \(unescaped: Self.jobItemColumns(prefix: "item."))
+            """, logger: logger
+        ).collect()
+        // Due retries first, earliest first; then pending items in index order.
+        return try rows.map(Self.jobItem(from:)).sorted { a, b in
+            switch (a.state == .retrying, b.state == .retrying) {
+            case (true, false): return true
+            case (false, true): return false
+            case (true, true):
+                let (left, right) = (a.nextAttemptAt ?? .distantPast, b.nextAttemptAt ?? .distantPast)
+                return left != right ? left < right : a.index < b.index
+            case (false, false): return a.index < b.index
+            }
+        }
+    }
+
+    public func nextAttempt(tenant: TenantID, job: JobID) async throws -> Date? {
+        try await client.query(
+            """
+            SELECT min(next_attempt_ms) FROM job_item
+            WHERE tenant = \(tenant.rawValue) AND job_id = \(job.rawValue) AND state = 'retrying'
+            """, logger: logger
+        ).collect().first.flatMap { row in try row.makeRandomAccess()[0].decode(Int64?.self) }.map(Self.date)
+    }
+
+    public func deferItem(tenant: TenantID, job: JobID, index: Int, retry: JobItemRetry) async throws -> Bool {
+        try await !client.query(
+            """
+            UPDATE job_item SET state = 'retrying', attempts = greatest(attempts, \(Self.count(retry.attempts))),
+                first_attempt_ms = coalesce(first_attempt_ms, \(Self.millis(retry.firstAttemptAt))),
+                next_attempt_ms = \(Self.millis(retry.nextAttemptAt)), last_error = \(retry.lastError),
+                claimant = NULL, lease_until_ms = NULL
+            WHERE tenant = \(tenant.rawValue) AND job_id = \(job.rawValue) AND idx = \(index)
+              AND state IN ('pending', 'retrying')
+            RETURNING 1
+            """, logger: logger
+        ).collect().isEmpty
+    }
+
+    @discardableResult
+    public func releaseLeases(tenant: TenantID, job: JobID, claimantBase: String, keeping: String) async throws -> Int {
+        try await client.query(
+            """
+            UPDATE job_item SET claimant = NULL, lease_until_ms = NULL
+            WHERE tenant = \(tenant.rawValue) AND job_id = \(job.rawValue) AND state IN ('pending', 'retrying')
+              AND claimant IS NOT NULL AND claimant <> \(keeping)
+              AND (claimant = \(claimantBase) OR left(claimant, \(claimantBase.unicodeScalars.count + 1)::int) = \(claimantBase + "/"))
+            RETURNING 1
+            """, logger: logger
+        ).collect().count
+    }
+
+    public func recordResult(tenant: TenantID, job: JobID, index: Int, result: JobItemResult) async throws
+        -> RecordOutcome
+    {
+        guard result.state.isFinal else {
+            throw StoreError.invalidArgument("a result must be sent, failed or unknown, not \(result.state)")
+        }
+        let updated = try await client.query(
+            """
+            UPDATE job_item SET state = \(result.state.rawValue), status = \(result.status),
+                reason = \(result.reason), message = \(result.message), result_apns_id = \(result.apnsID?.rawValue),
+                apns_timestamp_ms = \(result.apnsTimestamp.map(Self.millis)),
+                finished_at_ms = \(Self.millis(result.finishedAt)), claimant = NULL, lease_until_ms = NULL,
+                attempts = greatest(attempts, \(Self.count(result.attempts))), next_attempt_ms = NULL
+            WHERE tenant = \(tenant.rawValue) AND job_id = \(job.rawValue) AND idx = \(index)
+              AND state IN ('pending', 'retrying')
+            RETURNING \(unescaped: Self.jobItemColumns(prefix: ""))
+            """, logger: logger
+        ).collect()
+        if let row = updated.first { return .recorded(try Self.jobItem(from: row)) }
+        // Already has an outcome (recorded, maybe by another instance) or no such item.
+        guard let row = try await items(tenant: tenant, job: job, fromIndex: index, limit: 1).first, row.index == index
+        else { throw StoreError.notFound("item \(index) of job \(job)") }
+        return .alreadyRecorded(row)
+    }
+
+    public func items(tenant: TenantID, job: JobID, fromIndex: Int, limit: Int) async throws -> [JobItem] {
+        try await client.query(
+            """
+            SELECT \(unescaped: Self.jobItemColumns(prefix: "")) FROM job_item
+            WHERE tenant = \(tenant.rawValue) AND job_id = \(job.rawValue) AND idx >= \(fromIndex)
+            ORDER BY idx LIMIT \(max(0, limit))
+            """, logger: logger
+        ).collect().map(Self.jobItem(from:))
+    }
+
+    public func progress(tenant: TenantID, job: JobID) async throws -> JobProgress? {
+        let logger = self.logger
+        return try await client.withConnection { connection in
+            guard try await Self.fetchJob(connection, tenant: tenant, id: job, logger: logger) != nil else {
+                return nil
+            }
+            var progress = JobProgress(pending: 0, sent: 0, failed: 0)
+            let rows = try await connection.query(
+                """
+                SELECT state, count(*) FROM job_item
+                WHERE tenant = \(tenant.rawValue) AND job_id = \(job.rawValue) GROUP BY state
+                """, logger: logger
+            ).collect()
+            for row in rows {
+                let cells = row.makeRandomAccess()
+                let count = try cells[1].decode(Int.self)
+                switch JobItemState(rawValue: try cells[0].decode(String.self)) {
+                case .pending: progress.pending += count
+                case .retrying:
+                    progress.pending += count
+                    progress.retrying = count
+                case .sent: progress.sent = count
+                case .failed: progress.failed = count
+                case .unknown: progress.unknown = count
+                case nil: throw StoreError.corrupt("job item with an unknown state")
+                }
+            }
+            return progress
+        }
+    }
+
+    // MARK: Job reports
+
+    public func outcomes(tenant: TenantID, job: JobID) async throws -> [JobOutcomeCount] {
+        try await client.query(
+            """
+            SELECT state, status, reason, count(*) FROM job_item
+            WHERE tenant = \(tenant.rawValue) AND job_id = \(job.rawValue)
+            GROUP BY state, status, reason
+            ORDER BY state, status, reason
+            """, logger: logger
+        ).collect().map { row in
+            let cells = row.makeRandomAccess()
+            guard let state = JobItemState(rawValue: try cells[0].decode(String.self)) else {
+                throw StoreError.corrupt("job item with an unknown state")
+            }
+            return JobOutcomeCount(
+                state: state, status: try cells[1].decode(Int?.self), reason: try cells[2].decode(String?.self),
+                count: try cells[3].decode(Int.self))
+        }
+    }
+
+    public func failedItems(tenant: TenantID, job: JobID, afterIndex: Int, limit: Int) async throws -> [JobItem] {
+        // The payload is not read: the report does not show it.
+        try await client.query(
+            """
+            SELECT \(unescaped: Self.jobItemColumns(prefix: "", payload: "''::bytea")) FROM job_item
+            WHERE tenant = \(tenant.rawValue) AND job_id = \(job.rawValue) AND state = 'failed' AND idx > \(afterIndex)
+            ORDER BY idx LIMIT \(max(0, limit))
+            """, logger: logger
+        ).collect().map(Self.jobItem(from:))
+    }
+
+    // MARK: Rows
+
+    /// Milliseconds since 1970, clamped to years 0001 to 9999 (a NaN is 0): never traps.
+    static func millis(_ date: Date) -> Int64 {
+        let value = (date.timeIntervalSince1970 * 1000).rounded()
+        guard value.isFinite else { return 0 }
+        return Int64(min(max(value, -62_135_596_800_000), 253_402_300_799_999))
+    }
+
+    /// An attempt count as the `INTEGER` column holds it (clamped, never traps).
+    static func count(_ value: Int) -> Int32 { Int32(clamping: value) }
+
+    static func date(_ millis: Int64) -> Date {
+        Date(timeIntervalSince1970: Double(millis) / 1000)
+    }
+
+    static let jobColumns = "tenant, id, state, environment, item_count, created_at_ms, updated_at_ms"
+
+    private static func fetchJob(_ connection: PostgresConnection, tenant: TenantID, id: JobID, logger: Logger)
+        async throws -> Job?
+    {
+        try await connection.query(
+            """
+            SELECT \(unescaped: jobColumns) FROM job WHERE tenant = \(tenant.rawValue) AND id = \(id.rawValue)
+            """, logger: logger
+        ).collect().first.map(job(from:))
+    }
+
+    private static func job(from row: PostgresRow) throws -> Job {
+        let cells = row.makeRandomAccess()
+        guard let tenant = try? TenantID(try cells[0].decode(String.self)),
+            let state = JobState(rawValue: try cells[2].decode(String.self))
+        else {
+            throw StoreError.corrupt("job row with an invalid tenant or state")
+        }
+        let rawID = try cells[1].decode(String.self)
+        guard let id = try? JobID(rawID) else { throw StoreError.corrupt("job row with an invalid id") }
+        return Job(
+            id: id, tenant: tenant, state: state,
+            environment: try cells[3].decode(String?.self).flatMap(APNsEnvironment.init(rawValue:)),
+            itemCount: try cells[4].decode(Int.self), createdAt: date(try cells[5].decode(Int64.self)),
+            updatedAt: date(try cells[6].decode(Int64.self)))
+    }
+
+    /// The `job_item` columns in the order ``jobItem(from:)`` reads them.
+    static func jobItemColumns(prefix p: String, payload: String? = nil) -> String {
+        """
+        \(p)job_id, \(p)idx, \(p)device_token, \(p)topic, \(p)push_type, \(p)priority, \(p)expiration, \
+        \(p)collapse_id, \(p)apns_id, \(payload ?? p + "payload"), \(p)state, \(p)status, \(p)reason, \(p)message, \
+        \(p)result_apns_id, \(p)apns_timestamp_ms, \(p)finished_at_ms, \(p)claimant, \(p)lease_until_ms, \
+        \(p)attempts, \(p)first_attempt_ms, \(p)next_attempt_ms, \(p)last_error
+        """
+    }
+
+    static func jobItem(from row: PostgresRow) throws -> JobItem {
+        let cells = row.makeRandomAccess()
+        guard let state = JobItemState(rawValue: try cells[10].decode(String.self)),
+            let pushType = PushType(rawValue: try cells[4].decode(String.self))
+        else {
+            throw StoreError.corrupt("job item row with an invalid state or push type")
+        }
+        let notification: HeraldCore.Notification
+        do {
+            let payload = try cells[9].decode(ByteBuffer.self)
+            let expiration = try cells[6].decode(Int64?.self)
+            notification = HeraldCore.Notification(
+                deviceToken: try DeviceToken(hex: try cells[2].decode(String.self)),
+                topic: try cells[3].decode(String?.self), pushType: pushType,
+                priority: try cells[5].decode(Int?.self).flatMap(Priority.init(rawValue:)),
+                expiration: expiration.map { $0 == 0 ? .immediately : .at(UInt32(clamping: $0)) },
+                collapseID: try cells[7].decode(String?.self), id: try NotificationID(try cells[8].decode(String.self)),
+                payload: Array(buffer: payload))
+        } catch {
+            throw StoreError.corrupt("job item row with an invalid device token or apns-id")
+        }
+        let attempts = try cells[19].decode(Int.self)
+        var result: JobItemResult? = nil
+        if state.isFinal {
+            result = JobItemResult(
+                state: state, status: try cells[11].decode(Int?.self), reason: try cells[12].decode(String?.self),
+                message: try cells[13].decode(String?.self),
+                apnsID: try cells[14].decode(String?.self).flatMap { try? NotificationID($0) },
+                apnsTimestamp: try cells[15].decode(Int64?.self).map(date),
+                finishedAt: date(try cells[16].decode(Int64?.self) ?? 0), attempts: attempts)
+        }
+        let rawJob = try cells[0].decode(String.self)
+        guard let job = try? JobID(rawJob) else { throw StoreError.corrupt("job item row with an invalid job id") }
+        return JobItem(
+            job: job, index: try cells[1].decode(Int.self), notification: notification, state: state,
+            result: result, claimant: try cells[17].decode(String?.self),
+            leaseUntil: try cells[18].decode(Int64?.self).map(date), attempts: attempts,
+            firstAttemptAt: try cells[20].decode(Int64?.self).map(date),
+            nextAttemptAt: try cells[21].decode(Int64?.self).map(date), lastError: try cells[22].decode(String?.self))
+    }
+
+    static let invalidTokenColumns =
+        "environment, token, topic, reason, apns_timestamp_ms, recorded_at_ms, registered_at_ms"
+
+    private static func invalidTokenRecord(_ row: PostgresRow) throws -> InvalidTokenRecord {
+        let cells = row.makeRandomAccess()
+        guard let environment = APNsEnvironment(rawValue: try cells[0].decode(String.self)),
+            let token = try? DeviceToken(hex: try cells[1].decode(String.self))
+        else {
+            throw StoreError.corrupt("invalid-token row with an invalid environment or token")
+        }
+        return InvalidTokenRecord(
+            token: token, topic: try cells[2].decode(String.self), environment: environment,
+            reason: APNsReason(wireValue: try cells[3].decode(String.self)),
+            apnsTimestamp: try cells[4].decode(Int64?.self).map(date), recordedAt: date(try cells[5].decode(Int64.self)),
+            registeredAt: try cells[6].decode(Int64?.self).map(date))
+    }
+}

@@ -1,0 +1,71 @@
+import Foundation
+import HeraldCore
+import HeraldStore
+import Testing
+
+@testable import HeraldPostgres
+
+/// PostgreSQL specifics: the connection settings, and migrations when several instances start at
+/// once. The contract itself is ``StoreContractTests``.
+@Suite("PostgreSQL store")
+struct PostgresStoreTests {
+    @Test("a postgres:// URL gives host, port, user, password and database; anything else is refused")
+    func url() throws {
+        let configuration = try PostgresPushStore.Configuration(
+            url: "postgres://herald:s3cret@127.0.0.1:54321/heraldb", schema: "tenant_a", poolSize: 3)
+        #expect(configuration.host == "127.0.0.1" && configuration.port == 54321)
+        #expect(configuration.username == "herald" && configuration.password == "s3cret")
+        #expect(configuration.database == "heraldb" && configuration.schema == "tenant_a" && configuration.poolSize == 3)
+        #expect(configuration.displayName == "127.0.0.1:54321/heraldb", "no user or password in what is logged")
+        #expect(try PostgresPushStore.Configuration(url: "postgresql://u@db/herald").port == 5432)
+        for bad in ["", "http://u@h/db", "postgres://h/db", "postgres://u@h", "postgres://u@h/", "postgres://u@h/a/b"] {
+            #expect(throws: StoreError.self, "\(bad)") { try PostgresPushStore.Configuration(url: bad) }
+        }
+    }
+
+    @Test("schema names are plain identifiers")
+    func schemas() {
+        for good in ["herald", "h_2", "_x", String(repeating: "a", count: 63)] {
+            #expect(PostgresPushStore.Configuration.isValidSchema(good), "\(good)")
+        }
+        for bad in ["", "2x", "Herald", "a-b", "a\"b", "a;drop", String(repeating: "a", count: 64)] {
+            #expect(!PostgresPushStore.Configuration.isValidSchema(bad), "\(bad)")
+        }
+    }
+
+    @Test("instances opening one database at once migrate it once, to the same versions")
+    func concurrentMigrations() async throws {
+        let configuration = try StoreBackend.postgresConfiguration(schema: StoreBackend.freshSchema(), poolSize: 2)
+        let stores = try await withThrowingTaskGroup(of: PostgresPushStore.self) { group in
+            for _ in 0..<3 {
+                group.addTask { try await PostgresPushStore.open(configuration, logger: StoreBackend.logger) }
+            }
+            var stores: [PostgresPushStore] = []
+            for try await store in group { stores.append(store) }
+            return stores
+        }
+        for store in stores {
+            #expect(try await store.appliedMigrations() == PostgresPushStore.migrations.map(\.name))
+        }
+        // The schema versions share their names with the SQLite store's (v3, the SQLite store's
+        // shared payloads and outbox, has no PostgreSQL counterpart yet).
+        #expect(PostgresPushStore.migrations.map(\.name) == StoreTests.allMigrations.filter { !$0.hasPrefix("v3") })
+        try await stores[0].dropSchemaForTests()
+        for store in stores { await store.close() }
+    }
+
+    @Test("a server that refuses the login is a clear error without the password")
+    func refused() async throws {
+        var configuration = try StoreBackend.postgresConfiguration(schema: StoreBackend.freshSchema(), poolSize: 1)
+        configuration.password = "not-the-password-\(UUID().uuidString)"
+        let wrong = configuration.password ?? ""
+        do {
+            let store = try await PostgresPushStore.open(configuration, logger: StoreBackend.logger)
+            await store.close()
+            Issue.record("a wrong password opened the store")
+        } catch let error as StoreError {
+            #expect(error.message.contains("cannot open the PostgreSQL store at \(configuration.displayName)"))
+            #expect(!error.message.contains(wrong))
+        }
+    }
+}

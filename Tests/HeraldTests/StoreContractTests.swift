@@ -1,0 +1,522 @@
+import Foundation
+import Herald
+import HeraldCore
+import Testing
+
+@testable import HeraldStore
+
+/// The ``PushStore`` and ``JobReports`` contract, run against every backend (``StoreBackend``):
+/// the embedded SQLite store and PostgreSQL. Tests of one backend's specifics (SQLite's file,
+/// WAL mode, query plans, migrations of old files) stay in their own suites.
+@Suite("Store contract")
+struct StoreContractTests {
+    let acme = Fixtures.tenantID("acme")
+    let other = Fixtures.tenantID("other")
+    let t0 = Date(timeIntervalSince1970: 1_700_000_000)
+
+    @Test("invalid tokens: newer timestamps win, re-registration later than APNs' timestamp lifts the refusal", arguments: StoreBackend.allCases)
+    func invalidTokens(_ backend: StoreBackend) async throws {
+        try await backend.withStore(checkInvalidTokens)
+    }
+
+    private func checkInvalidTokens(_ store: any PushStore & JobReports) async throws {
+        func record(_ timestamp: Date?, at: Date, reason: APNsReason = .unregistered) -> InvalidTokenRecord {
+            InvalidTokenRecord(
+                token: Fixtures.token, topic: "com.example.app", environment: .production, reason: reason,
+                apnsTimestamp: timestamp, recordedAt: at)
+        }
+        try await store.recordInvalidToken(
+            record(t0.addingTimeInterval(100), at: t0.addingTimeInterval(200)), tenant: acme)
+        try await store.recordInvalidToken(
+            record(t0.addingTimeInterval(50), at: t0.addingTimeInterval(300)), tenant: acme)
+        var stored = try #require(
+            try await store.invalidToken(
+                tenant: acme, token: Fixtures.token, topic: "com.example.app", environment: .production))
+        #expect(stored.apnsTimestamp == t0.addingTimeInterval(100))
+        #expect(stored.recordedAt == t0.addingTimeInterval(300))
+        #expect(stored.isInvalid)
+
+        // Registered before APNs' timestamp: still invalid.
+        #expect(
+            try await store.registerToken(
+                tenant: acme, token: Fixtures.token, topic: nil, registeredAt: t0.addingTimeInterval(90)) == 1)
+        stored = try #require(
+            try await store.invalidToken(
+                tenant: acme, token: Fixtures.token, topic: "com.example.app", environment: .production))
+        #expect(stored.isInvalid)
+        // Registered after it: valid again.
+        try await store.registerToken(
+            tenant: acme, token: Fixtures.token, topic: "com.example.app", registeredAt: t0.addingTimeInterval(101))
+        stored = try #require(
+            try await store.invalidToken(
+                tenant: acme, token: Fixtures.token, topic: "com.example.app", environment: .production))
+        #expect(!stored.isInvalid)
+        // APNs reports it again, later: invalid again, the registration time kept.
+        try await store.recordInvalidToken(
+            record(t0.addingTimeInterval(500), at: t0.addingTimeInterval(600)), tenant: acme)
+        stored = try #require(
+            try await store.invalidToken(
+                tenant: acme, token: Fixtures.token, topic: "com.example.app", environment: .production))
+        #expect(stored.isInvalid && stored.registeredAt == t0.addingTimeInterval(101))
+
+        #expect(try await store.invalidTokens(tenant: acme, limit: 10).count == 1)
+        #expect(try await store.removeInvalidToken(tenant: acme, token: Fixtures.token, topic: nil) == 1)
+        #expect(try await store.invalidTokens(tenant: acme, limit: 10).isEmpty)
+    }
+
+    @Test("every query is scoped by tenant", arguments: StoreBackend.allCases)
+    func scoping(_ backend: StoreBackend) async throws {
+        try await backend.withStore(checkScoping)
+    }
+
+    private func checkScoping(_ store: any PushStore & JobReports) async throws {
+        let id = try JobID("shared-id")
+        try await store.recordInvalidToken(
+            InvalidTokenRecord(
+                token: Fixtures.token, topic: "com.example.app", environment: .production, reason: .unregistered,
+                apnsTimestamp: t0, recordedAt: t0),
+            tenant: acme)
+        _ = try await store.createJob(
+            tenant: acme, id: id, environment: nil, notifications: [Fixtures.note()], createdAt: t0)
+
+        #expect(
+            try await store.invalidToken(
+                tenant: other, token: Fixtures.token, topic: "com.example.app", environment: .production) == nil)
+        #expect(try await store.invalidTokens(tenant: other, limit: 10).isEmpty)
+        #expect(
+            try await store.registerToken(
+                tenant: other, token: Fixtures.token, topic: nil, registeredAt: t0.addingTimeInterval(10)) == 0)
+        #expect(try await store.removeInvalidToken(tenant: other, token: Fixtures.token, topic: nil) == 0)
+        #expect(try await store.job(tenant: other, id: id) == nil)
+        #expect(try await store.jobs(tenant: other, states: nil, limit: 10).isEmpty)
+        #expect(try await store.progress(tenant: other, job: id) == nil)
+        #expect(
+            try await store.claimPendingItems(
+                tenant: other, job: id, limit: 10, claimant: "x", now: t0, leaseUntil: t0.addingTimeInterval(60)
+            ).isEmpty)
+        #expect(try await store.updateJob(tenant: other, id: id, state: .cancelled, at: t0) == false)
+        await #expect(throws: StoreError.self) {
+            _ = try await store.recordResult(
+                tenant: other, job: id, index: 0,
+                result: JobItemResult(state: .sent, status: 200, reason: nil, apnsID: nil, finishedAt: t0))
+        }
+        // The same job id is free for another tenant, and stays separate.
+        let theirs = try await store.createJob(
+            tenant: other, id: id, environment: nil,
+            notifications: [Fixtures.note(), Fixtures.note(), Fixtures.note()], createdAt: t0)
+        guard case .created(let job) = theirs else { Issue.record("expected a new job"); return }
+        #expect(job.itemCount == 3)
+        #expect(try await store.job(tenant: acme, id: id)?.itemCount == 1)
+    }
+
+    @Test("jobs: creation, claims and results are idempotent", arguments: StoreBackend.allCases)
+    func jobs(_ backend: StoreBackend) async throws {
+        try await backend.withStore(checkJobs)
+    }
+
+    private func checkJobs(_ store: any PushStore & JobReports) async throws {
+        let id = try JobID("batch-7")
+        var withID = Fixtures.note()
+        let fixedID = NotificationID.random()
+        withID.id = fixedID
+        let notes = [
+            withID, Fixtures.note(topic: "com.example.app.voip", pushType: .voip), Fixtures.note(), Fixtures.note(),
+        ]
+        let created = try await store.createJob(
+            tenant: acme, id: id, environment: .development, notifications: notes, createdAt: t0)
+        guard case .created = created else { Issue.record("expected a new job"); return }
+        let again = try await store.createJob(
+            tenant: acme, id: id, environment: .development, notifications: [Fixtures.note()],
+            createdAt: t0.addingTimeInterval(5))
+        #expect(again == .existing(created.job))
+
+        let items = try await store.items(tenant: acme, job: id, fromIndex: 0, limit: 10)
+        #expect(items.count == 4)
+        #expect(items[0].notification.id == fixedID)
+        #expect(items.allSatisfy { $0.notification.id != nil && $0.state == .pending })
+        #expect(items[1].notification.pushType == .voip && items[1].notification.topic == "com.example.app.voip")
+        #expect(items[1].notification.payload == notes[1].payload)
+
+        // Claims: the same claimant gets the same items back; another gets the rest.
+        let lease = t0.addingTimeInterval(60)
+        let first = try await store.claimPendingItems(
+            tenant: acme, job: id, limit: 2, claimant: "runner-a", now: t0, leaseUntil: lease)
+        #expect(first.map(\.index) == [0, 1])
+        let repeated = try await store.claimPendingItems(
+            tenant: acme, job: id, limit: 2, claimant: "runner-a", now: t0, leaseUntil: lease)
+        #expect(repeated.map(\.index) == [0, 1])
+        let second = try await store.claimPendingItems(
+            tenant: acme, job: id, limit: 10, claimant: "runner-b", now: t0, leaseUntil: lease)
+        #expect(second.map(\.index) == [2, 3])
+        #expect(
+            try await store.claimPendingItems(
+                tenant: acme, job: id, limit: 10, claimant: "runner-c", now: t0, leaseUntil: lease
+            ).isEmpty)
+        // An expired lease can be taken over.
+        let takeover = try await store.claimPendingItems(
+            tenant: acme, job: id, limit: 1, claimant: "runner-c", now: lease.addingTimeInterval(1),
+            leaseUntil: lease.addingTimeInterval(60))
+        #expect(takeover.map(\.index) == [0])
+
+        // Results: the first one recorded wins.
+        let sent = JobItemResult(
+            state: .sent, status: 200, reason: nil, apnsID: fixedID, finishedAt: t0.addingTimeInterval(2))
+        let outcome = try await store.recordResult(tenant: acme, job: id, index: 0, result: sent)
+        guard case .recorded(let item) = outcome else { Issue.record("expected recorded"); return }
+        #expect(item.state == .sent && item.result == sent && item.claimant == nil)
+        let late = JobItemResult(
+            state: .failed, status: 410, reason: "Unregistered", apnsID: fixedID, apnsTimestamp: t0,
+            finishedAt: t0.addingTimeInterval(3))
+        #expect(try await store.recordResult(tenant: acme, job: id, index: 0, result: late) == .alreadyRecorded(item))
+        let failed = try await store.recordResult(tenant: acme, job: id, index: 1, result: late)
+        #expect(failed.item.result?.reason == "Unregistered" && failed.item.result?.apnsTimestamp == t0)
+        #expect(try await store.progress(tenant: acme, job: id) == JobProgress(pending: 2, sent: 1, failed: 1))
+        // Finished items are never claimed again.
+        let rest = try await store.claimPendingItems(
+            tenant: acme, job: id, limit: 10, claimant: "runner-d", now: lease.addingTimeInterval(120),
+            leaseUntil: lease.addingTimeInterval(180))
+        #expect(rest.map(\.index) == [2, 3])
+
+        #expect(try await store.updateJob(tenant: acme, id: id, state: .running, at: t0.addingTimeInterval(1)))
+        #expect(try await store.jobs(tenant: acme, states: [.running], limit: 10).map(\.id) == [id])
+        #expect(try await store.jobs(tenant: acme, states: [.finished], limit: 10).isEmpty)
+    }
+
+    @Test("outcome counts and paged failed items agree with a scan, scoped by tenant", arguments: StoreBackend.allCases)
+    func reports(_ backend: StoreBackend) async throws {
+        try await backend.withStore(checkReports)
+    }
+
+    private func checkReports(_ store: any PushStore & JobReports) async throws {
+        let job = try JobID("report-1")
+        _ = try await store.createJob(
+            tenant: acme, id: job, environment: .production,
+            notifications: (0..<12).map { _ in Fixtures.note() }, createdAt: t0)
+        // The same job id for another tenant, all failed: never counted for acme.
+        _ = try await store.createJob(
+            tenant: other, id: job, environment: .production, notifications: [Fixtures.note()], createdAt: t0)
+        _ = try await store.recordResult(
+            tenant: other, job: job, index: 0,
+            result: JobItemResult(state: .failed, status: 400, reason: "BadTopic", apnsID: nil, finishedAt: t0))
+
+        for index in 0..<12 {
+            let result: JobItemResult
+            switch index % 4 {
+            case 0: result = JobItemResult(state: .sent, status: 200, reason: nil, apnsID: nil, finishedAt: t0)
+            case 1:
+                result = JobItemResult(
+                    state: .failed, status: 410, reason: "Unregistered", apnsID: nil, apnsTimestamp: t0, finishedAt: t0)
+            case 2:
+                result = JobItemResult(
+                    state: .failed, status: 400, reason: "BadDeviceToken", apnsID: nil, finishedAt: t0)
+            default: continue  // stays pending
+            }
+            _ = try await store.recordResult(tenant: acme, job: job, index: index, result: result)
+        }
+
+        let outcomes = try await store.outcomes(tenant: acme, job: job)
+        let scanned = try await ScanningJobReports(store: store).outcomes(tenant: acme, job: job)
+        #expect(Set(outcomes) == Set(scanned))
+        #expect(
+            Set(outcomes) == [
+                JobOutcomeCount(state: .pending, status: nil, reason: nil, count: 3),
+                JobOutcomeCount(state: .sent, status: 200, reason: nil, count: 3),
+                JobOutcomeCount(state: .failed, status: 410, reason: "Unregistered", count: 3),
+                JobOutcomeCount(state: .failed, status: 400, reason: "BadDeviceToken", count: 3),
+            ])
+
+        // Failed items, two at a time, in index order; the payload is not read.
+        var pages: [[Int]] = []
+        var after = -1
+        while true {
+            let page = try await store.failedItems(tenant: acme, job: job, afterIndex: after, limit: 2)
+            guard let last = page.last else { break }
+            #expect(
+                page.allSatisfy {
+                    $0.state == .failed && $0.result?.state == .failed && $0.notification.payload.isEmpty
+                })
+            pages.append(page.map(\.index))
+            after = last.index
+        }
+        #expect(pages == [[1, 2], [5, 6], [9, 10]])
+        let first = try #require(try await store.failedItems(tenant: acme, job: job, afterIndex: -1, limit: 1).first)
+        #expect(first.result?.reason == "Unregistered" && first.result?.apnsTimestamp == t0)
+        let scannedFailed = try await ScanningJobReports(store: store).failedItems(
+            tenant: acme, job: job, afterIndex: -1, limit: 100)
+        #expect(scannedFailed.map(\.index) == [1, 2, 5, 6, 9, 10])
+
+        // Another tenant's job of the same id, and a missing job, report nothing of acme's.
+        #expect(
+            try await store.outcomes(tenant: other, job: job) == [
+                JobOutcomeCount(state: .failed, status: 400, reason: "BadTopic", count: 1)
+            ])
+        #expect(try await store.outcomes(tenant: acme, job: try JobID("absent")).isEmpty)
+        #expect(try await store.failedItems(tenant: acme, job: try JobID("absent"), afterIndex: -1, limit: 10).isEmpty)
+
+    }
+
+    @Test("claimants claiming one job at once never lease the same item", arguments: StoreBackend.allCases)
+    func concurrentClaims(_ backend: StoreBackend) async throws {
+        try await backend.withStore(checkConcurrentClaims)
+    }
+
+    private func checkConcurrentClaims(_ store: any PushStore & JobReports) async throws {
+        let job = try JobID("claims-at-once")
+        let count = 400
+        _ = try await store.createJob(
+            tenant: acme, id: job, environment: nil, notifications: (0..<count).map { _ in Fixtures.note() },
+            createdAt: t0)
+        let lease = t0.addingTimeInterval(600)
+        // Four claimants take 7 items at a time, recording each, until nothing is left to claim.
+        let claimed = try await withThrowingTaskGroup(of: [Int].self) { group in
+            for runner in 0..<4 {
+                group.addTask {
+                    var mine: [Int] = []
+                    while true {
+                        let items = try await store.claimPendingItems(
+                            tenant: acme, job: job, limit: 7, claimant: "runner-\(runner)", now: t0, leaseUntil: lease)
+                        guard !items.isEmpty else { return mine }
+                        for item in items {
+                            #expect(item.claimant == "runner-\(runner)" && item.leaseUntil == lease)
+                            mine.append(item.index)
+                            _ = try await store.recordResult(
+                                tenant: acme, job: job, index: item.index,
+                                result: JobItemResult(
+                                    state: .sent, status: 200, reason: nil, apnsID: nil, finishedAt: t0))
+                        }
+                    }
+                }
+            }
+            var all: [[Int]] = []
+            for try await indexes in group { all.append(indexes) }
+            return all
+        }
+        let flat = claimed.flatMap { $0 }
+        #expect(flat.count == count, "every item claimed exactly once")
+        #expect(Set(flat) == Set(0..<count))
+        #expect(try await store.progress(tenant: acme, job: job) == JobProgress(pending: 0, sent: count, failed: 0))
+    }
+
+    @Test(
+        "a large job is stored whole: every field, apns-id and payload byte comes back in index order",
+        arguments: StoreBackend.allCases)
+    func largeJob(_ backend: StoreBackend) async throws {
+        try await backend.withStore(checkLargeJob)
+    }
+
+    private func checkLargeJob(_ store: any PushStore & JobReports) async throws {
+        let job = try JobID("large")
+        let count = 4_501
+        let notes = (0..<count).map { index -> HeraldCore.Notification in
+            var note = Fixtures.note(topic: index % 3 == 0 ? nil : "com.example.app")
+            note.priority = index % 2 == 0 ? .immediate : nil
+            note.expiration = index % 5 == 0 ? .immediately : (index % 5 == 1 ? .at(UInt32(1_800_000_000 + index)) : nil)
+            note.collapseID = index % 7 == 0 ? "c\(index)" : nil
+            note.payload = Array(#"{"aps":{"alert":"\#(index)"},"b":"\#u{00e9}\#u{0000}"}"#.utf8) + [0xff, 0x00]
+            return note
+        }
+        let created = try await store.createJob(
+            tenant: acme, id: job, environment: .production, notifications: notes, createdAt: t0)
+        #expect(created.job.itemCount == count)
+        var read: [JobItem] = []
+        while true {
+            let page = try await store.items(tenant: acme, job: job, fromIndex: read.count, limit: 1_000)
+            guard !page.isEmpty else { break }
+            read += page
+        }
+        #expect(read.map(\.index) == Array(0..<count))
+        #expect(Set(read.compactMap(\.notification.id)).count == count, "a distinct apns-id for every item")
+        for (item, note) in zip(read, notes) {
+            var expected = note
+            expected.id = item.notification.id
+            #expect(item.notification == expected)
+            if item.notification != expected { break }
+        }
+        #expect(try await store.progress(tenant: acme, job: job) == JobProgress(pending: count, sent: 0, failed: 0))
+    }
+
+    @Test(
+        "job limits count the tenant's unfinished jobs and items; leases of a runner's earlier instances are released",
+        arguments: StoreBackend.allCases)
+    func limitsAndReleasedLeases(_ backend: StoreBackend) async throws {
+        try await backend.withStore(checkLimitsAndReleasedLeases)
+    }
+
+    private func checkLimitsAndReleasedLeases(_ store: any PushStore & JobReports) async throws {
+        let limits = JobLimits(maxActiveJobs: 2, maxPendingItems: 5)
+        let first = try JobID("limit-1")
+        _ = try await store.createJob(
+            tenant: acme, id: first, environment: nil, notifications: (0..<3).map { _ in Fixtures.note() },
+            createdAt: t0, limits: limits)
+        // 3 + 3 items would pass 5.
+        await #expect(throws: StoreError.self) {
+            _ = try await store.createJob(
+                tenant: acme, id: try JobID("limit-2"), environment: nil,
+                notifications: (0..<3).map { _ in Fixtures.note() }, createdAt: t0, limits: limits)
+        }
+        _ = try await store.createJob(
+            tenant: acme, id: try JobID("limit-3"), environment: nil, notifications: [Fixtures.note()], createdAt: t0,
+            limits: limits)
+        // Two unfinished jobs: a third is refused, for this tenant only; a retried create gets its job back.
+        do {
+            _ = try await store.createJob(
+                tenant: acme, id: try JobID("limit-4"), environment: nil, notifications: [Fixtures.note()],
+                createdAt: t0, limits: limits)
+            Issue.record("a third unfinished job was accepted")
+        } catch let error as StoreError {
+            #expect(error.isQuotaExceeded && error.message.contains("jobs.max_active_jobs_per_tenant"))
+        }
+        #expect(
+            try await store.createJob(
+                tenant: acme, id: first, environment: nil, notifications: [], createdAt: t0, limits: limits
+            ).job.itemCount == 3)
+        _ = try await store.createJob(
+            tenant: other, id: first, environment: nil, notifications: [Fixtures.note()], createdAt: t0, limits: limits)
+        // A finished job no longer counts.
+        try await store.updateJob(tenant: acme, id: first, state: .finished, at: t0)
+        _ = try await store.createJob(
+            tenant: acme, id: try JobID("limit-5"), environment: nil, notifications: [Fixtures.note()], createdAt: t0,
+            limits: limits)
+
+        // Leases: an earlier instance of runner "herald" and another runner hold items.
+        let job = try JobID("limit-3")
+        let lease = t0.addingTimeInterval(600)
+        _ = try await store.createJob(
+            tenant: other, id: job, environment: nil, notifications: [Fixtures.note(), Fixtures.note()], createdAt: t0)
+        #expect(
+            try await store.claimPendingItems(
+                tenant: other, job: job, limit: 1, claimant: "herald/old", now: t0, leaseUntil: lease
+            ).map(\.index) == [0])
+        #expect(
+            try await store.claimPendingItems(
+                tenant: other, job: job, limit: 1, claimant: "heraldx/1", now: t0, leaseUntil: lease
+            ).map(\.index) == [1])
+        #expect(try await store.releaseLeases(tenant: other, job: job, claimantBase: "herald", keeping: "herald/new") == 1)
+        #expect(
+            try await store.claimPendingItems(
+                tenant: other, job: job, limit: 5, claimant: "herald/new", now: t0, leaseUntil: lease
+            ).map(\.index) == [0])
+    }
+
+    @Test(
+        "deferred items wait for their next attempt, are claimed first when due, and keep their attempts",
+        arguments: StoreBackend.allCases)
+    func retries(_ backend: StoreBackend) async throws {
+        try await backend.withStore(checkRetries)
+    }
+
+    private func checkRetries(_ store: any PushStore & JobReports) async throws {
+        let id = try JobID("retry-1")
+        _ = try await store.createJob(
+            tenant: acme, id: id, environment: nil, notifications: (0..<4).map { _ in Fixtures.note() }, createdAt: t0)
+        let lease = t0.addingTimeInterval(60)
+        #expect(
+            try await store.claimPendingItems(
+                tenant: acme, job: id, limit: 4, claimant: "runner-a", now: t0, leaseUntil: lease
+            ).map(\.index) == [0, 1, 2, 3])
+        #expect(try await store.nextAttempt(tenant: acme, job: id) == nil)
+
+        // Two items put back: unleased, waiting, with their attempts and last error.
+        let later = JobItemRetry(
+            attempts: 1, firstAttemptAt: t0, nextAttemptAt: t0.addingTimeInterval(30), lastError: "ServiceUnavailable")
+        let sooner = JobItemRetry(
+            attempts: 2, firstAttemptAt: t0, nextAttemptAt: t0.addingTimeInterval(20), lastError: "TransportFailed")
+        #expect(try await store.deferItem(tenant: acme, job: id, index: 2, retry: later))
+        #expect(try await store.deferItem(tenant: acme, job: id, index: 1, retry: sooner))
+        let waiting = try await store.items(tenant: acme, job: id, fromIndex: 2, limit: 1)[0]
+        #expect(waiting.state == .retrying && waiting.result == nil && waiting.claimant == nil && waiting.leaseUntil == nil)
+        #expect(waiting.attempts == 1 && waiting.firstAttemptAt == t0 && waiting.lastError == "ServiceUnavailable")
+        #expect(waiting.nextAttemptAt == t0.addingTimeInterval(30))
+        #expect(try await store.nextAttempt(tenant: acme, job: id) == t0.addingTimeInterval(20))
+        #expect(
+            try await store.progress(tenant: acme, job: id)
+                == JobProgress(pending: 4, sent: 0, failed: 0, retrying: 2, unknown: 0))
+        let retryingCount = try await store.outcomes(tenant: acme, job: id).filter { $0.state == .retrying }
+        #expect(retryingCount.map(\.count).reduce(0, +) == 2)
+        // A deferred item of another tenant's job of the same id does not exist.
+        #expect(try await !store.deferItem(tenant: other, job: id, index: 2, retry: later))
+        #expect(try await store.nextAttempt(tenant: other, job: id) == nil)
+
+        // Not due yet: not claimed by anyone, though unleased.
+        #expect(
+            try await store.claimPendingItems(
+                tenant: acme, job: id, limit: 10, claimant: "runner-b", now: t0.addingTimeInterval(10), leaseUntil: lease
+            ).isEmpty)
+        #expect(
+            try await store.claimPendingItems(
+                tenant: acme, job: id, limit: 10, claimant: "runner-a", now: t0.addingTimeInterval(10), leaseUntil: lease
+            ).map(\.index) == [0, 3])
+        // Due: claimed before the lower-index pending items, earliest next attempt first.
+        #expect(
+            try await store.claimPendingItems(
+                tenant: acme, job: id, limit: 1, claimant: "runner-a", now: t0.addingTimeInterval(25), leaseUntil: lease
+            ).map(\.index) == [1])
+        let all = try await store.claimPendingItems(
+            tenant: acme, job: id, limit: 10, claimant: "runner-a", now: t0.addingTimeInterval(35), leaseUntil: lease)
+        #expect(all.map(\.index) == [1, 2, 0, 3])
+        #expect(all[0].state == .retrying && all[0].claimant == "runner-a" && all[0].attempts == 2)
+
+        // Deferred again with a lower count: attempts and the first attempt are kept.
+        let again = JobItemRetry(
+            attempts: 0, firstAttemptAt: t0.addingTimeInterval(35), nextAttemptAt: t0.addingTimeInterval(100),
+            lastError: "InternalServerError")
+        #expect(try await store.deferItem(tenant: acme, job: id, index: 2, retry: again))
+        let kept = try await store.items(tenant: acme, job: id, fromIndex: 2, limit: 1)[0]
+        #expect(kept.attempts == 1 && kept.firstAttemptAt == t0 && kept.lastError == "InternalServerError")
+        #expect(kept.nextAttemptAt == t0.addingTimeInterval(100))
+
+        // Outcomes after a deferral: recorded once, attempts never lowered, no next attempt left.
+        let sent = JobItemResult(
+            state: .sent, status: 200, reason: nil, apnsID: nil, finishedAt: t0.addingTimeInterval(40), attempts: 0)
+        guard case .recorded(let done) = try await store.recordResult(tenant: acme, job: id, index: 1, result: sent)
+        else { Issue.record("expected recorded"); return }
+        #expect(done.state == .sent && done.attempts == 2 && done.result?.attempts == 2 && done.nextAttemptAt == nil)
+        #expect(done.lastError == "TransportFailed" && done.claimant == nil)
+        #expect(try await !store.deferItem(tenant: acme, job: id, index: 1, retry: later))
+        #expect(try await store.items(tenant: acme, job: id, fromIndex: 1, limit: 1)[0] == done)
+        let failed = JobItemResult(
+            state: .failed, status: 503, reason: "ServiceUnavailable", apnsID: nil,
+            finishedAt: t0.addingTimeInterval(41), attempts: 3)
+        #expect(try await store.recordResult(tenant: acme, job: id, index: 2, result: failed).item.attempts == 3)
+        await #expect(throws: StoreError.self) {
+            _ = try await store.recordResult(
+                tenant: acme, job: id, index: 3,
+                result: JobItemResult(
+                    state: .retrying, status: nil, reason: nil, apnsID: nil, finishedAt: t0.addingTimeInterval(42)))
+        }
+        let unknown = JobItemResult(
+            state: .unknown, status: nil, reason: "TransportFailed", apnsID: nil,
+            finishedAt: t0.addingTimeInterval(42), attempts: 1)
+        #expect(try await store.recordResult(tenant: acme, job: id, index: 3, result: unknown).item.state == .unknown)
+        #expect(try await store.nextAttempt(tenant: acme, job: id) == nil)
+        #expect(
+            try await store.progress(tenant: acme, job: id)
+                == JobProgress(pending: 1, sent: 1, failed: 1, retrying: 0, unknown: 1))
+        let report = try await store.failedItems(tenant: acme, job: id, afterIndex: -1, limit: 10)
+        #expect(report.map(\.index) == [2])
+        #expect(report.first?.attempts == 3 && report.first?.result?.attempts == 3)
+        #expect(report.first?.lastError == "InternalServerError")
+
+        // A retry leased by an earlier instance of a runner is released with its pending items.
+        let last = JobItemRetry(
+            attempts: 1, firstAttemptAt: t0, nextAttemptAt: t0.addingTimeInterval(50), lastError: "TransportFailed")
+        #expect(try await store.deferItem(tenant: acme, job: id, index: 0, retry: last))
+        let farLease = t0.addingTimeInterval(600)
+        #expect(
+            try await store.claimPendingItems(
+                tenant: acme, job: id, limit: 5, claimant: "herald/old", now: t0.addingTimeInterval(60),
+                leaseUntil: farLease
+            ).map(\.index) == [0])
+        #expect(
+            try await store.claimPendingItems(
+                tenant: acme, job: id, limit: 5, claimant: "herald/new", now: t0.addingTimeInterval(61),
+                leaseUntil: farLease
+            ).isEmpty)
+        #expect(try await store.releaseLeases(tenant: acme, job: id, claimantBase: "herald", keeping: "herald/new") == 1)
+        #expect(
+            try await store.claimPendingItems(
+                tenant: acme, job: id, limit: 5, claimant: "herald/new", now: t0.addingTimeInterval(62),
+                leaseUntil: farLease
+            ).map(\.index) == [0])
+    }
+}

@@ -1,0 +1,94 @@
+import Foundation
+import HeraldCore
+@testable import HeraldPostgres
+import HeraldStore
+import Logging
+import Testing
+
+/// The store backends the contract suite runs against: the embedded SQLite file and PostgreSQL.
+///
+/// PostgreSQL needs a server: `eval "$(scripts/postgres.sh start)"` exports
+/// `HERALD_TEST_POSTGRES_URL` (`.ci/run` always does). Without it a PostgreSQL case is cancelled
+/// with a comment that says so (shown as a skip in the test output), except under CI (`CI` set),
+/// where a missing URL is a failure.
+enum StoreBackend: String, CaseIterable, Sendable, CustomTestStringConvertible {
+    case sqlite
+    case postgres
+
+    var testDescription: String { rawValue }
+
+    static let postgresURLVariable = "HERALD_TEST_POSTGRES_URL"
+
+    /// A fresh, empty store of this backend. PostgreSQL: a schema of its own in the test database,
+    /// dropped by ``OpenedStore/close()``.
+    func open() async throws -> OpenedStore {
+        switch self {
+        case .sqlite:
+            let store = try SQLitePushStore(directory: Fixtures.temporaryDirectory("herald-store"))
+            return OpenedStore(store: store, close: {})
+        case .postgres:
+            let configuration = try Self.postgresConfiguration(schema: Self.freshSchema())
+            let store = try await PostgresPushStore.open(configuration, logger: Self.logger)
+            return OpenedStore(store: store, postgres: store)
+        }
+    }
+
+    /// The test server's configuration with `schema`; cancels the test case (or fails it in CI)
+    /// when no server is configured.
+    static func postgresConfiguration(schema: String?, poolSize: Int = 4) throws -> PostgresPushStore.Configuration {
+        guard let url = ProcessInfo.processInfo.environment[postgresURLVariable], !url.isEmpty else {
+            if ProcessInfo.processInfo.environment["CI"] != nil {
+                Issue.record("\(postgresURLVariable) is not set under CI: .ci/run must start scripts/postgres.sh")
+            }
+            try Test.cancel(
+                "PostgreSQL case skipped: \(postgresURLVariable) is not set (eval \"$(scripts/postgres.sh start)\")")
+        }
+        return try PostgresPushStore.Configuration(url: url, schema: schema, poolSize: poolSize)
+    }
+
+    static func freshSchema() -> String {
+        "herald_test_" + UUID().uuidString.lowercased().replacingOccurrences(of: "-", with: "").prefix(16)
+    }
+
+    static let logger: Logger = {
+        var logger = Logger(label: "herald.test.postgres")
+        logger.logLevel = .warning
+        return logger
+    }()
+}
+
+/// A store for one test, and how to dispose of it.
+struct OpenedStore: Sendable {
+    let store: any PushStore & JobReports
+    private let closer: @Sendable () async -> Void
+
+    init(store: any PushStore & JobReports, close: @escaping @Sendable () async -> Void) {
+        self.store = store
+        self.closer = close
+    }
+
+    init(store: any PushStore & JobReports, postgres: PostgresPushStore) {
+        self.store = store
+        self.closer = {
+            try? await postgres.dropSchemaForTests()
+            await postgres.close()
+        }
+    }
+
+    func close() async { await closer() }
+}
+
+extension StoreBackend {
+    /// Runs `body` with a fresh store of this backend and disposes of it afterwards, whether
+    /// `body` threw or not.
+    func withStore(_ body: (any PushStore & JobReports) async throws -> Void) async throws {
+        let opened = try await open()
+        do {
+            try await body(opened.store)
+        } catch {
+            await opened.close()
+            throw error
+        }
+        await opened.close()
+    }
+}
