@@ -66,6 +66,11 @@ final class APNsConnection: Sendable {
         let delegate = self.delegate
         let logger = self.logger
         let id = self.id
+        // The handlers the initializer made, by channel (a name with several addresses may start
+        // more than one), kept here rather than looked up in the pipeline later: a channel the
+        // peer closed before the connect callback ran has an empty pipeline, and its handler is
+        // what reports why it closed.
+        let made = NIOLoopBoundBox.makeBoxSendingValue([ObjectIdentifier: APNsConnectionHandler](), eventLoop: eventLoop)
         let bootstrap = ClientBootstrap(group: eventLoop)
             .connectTimeout(configuration.connectTimeout)
             .channelOption(.socketOption(.tcp_nodelay), value: 1)
@@ -77,6 +82,7 @@ final class APNsConnection: Sendable {
                         connectionID: id, host: host, configuration: configuration.stateMachine,
                         housekeepingInterval: configuration.housekeepingInterval, engine: engine, delegate: delegate, logger: logger)
                     try channel.pipeline.syncOperations.addHandlers([tls, engine, handler])
+                    made.value[ObjectIdentifier(channel)] = handler
                     return channel.eventLoop.makeSucceededVoidFuture()
                 } catch {
                     return channel.eventLoop.makeFailedFuture(error)
@@ -85,7 +91,9 @@ final class APNsConnection: Sendable {
         bootstrap.connect(host: host, port: endpoint.port).whenComplete { result in
             switch result {
             case .success(let channel):
-                guard let handler = try? channel.pipeline.syncOperations.handler(type: APNsConnectionHandler.self) else {
+                let handler = made.value[ObjectIdentifier(channel)]
+                made.value.removeAll()
+                guard let handler else {
                     channel.close(promise: nil)
                     delegate.connectionClosed(id, failed: true, error: APNsTransportError.protocolError("the connection pipeline is incomplete", mayHaveBeenProcessed: false))
                     return
