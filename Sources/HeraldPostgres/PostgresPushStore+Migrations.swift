@@ -120,13 +120,15 @@ extension PostgresPushStore {
             id: 0, logger: logger
         ).get()
         do {
+            // Released when the connection closes, whatever happens below. Taken before the schema
+            // is created: two instances creating it at once would both pass IF NOT EXISTS and one
+            // would fail on the catalogue's unique index.
+            try await connection.query("SELECT pg_advisory_lock(\(Self.migrationLockKey))", logger: logger)
             if let schema = configuration.schema {
                 // Checked by `Configuration.isValidSchema`: a plain lowercase identifier.
                 try await connection.query(
                     PostgresQuery(unsafeSQL: "CREATE SCHEMA IF NOT EXISTS \"\(schema)\""), logger: logger)
             }
-            // Released when the connection closes, whatever happens below.
-            try await connection.query("SELECT pg_advisory_lock(\(Self.migrationLockKey))", logger: logger)
             try await Self.applyMigrations(connection, upTo: lastMigration, logger: logger)
         } catch {
             try? await connection.close()
