@@ -225,8 +225,11 @@ struct DeliveryLocalTests {
             #expect(downCircuit.map { $0.state != "closed" && $0.openings >= 1 } == true, "\(statuses)")
             #expect(statuses.allSatisfy { $0.key.tenant != up.id || $0.state == "closed" })
             // The circuit held the dead endpoint's sends back: far fewer attempts than items × retries.
+            // Every item the runner took up waits with its reason (items not taken up yet, when the
+            // other job finished first on a fast machine, have neither attempts nor an error).
             let items = try await rig.store.items(tenant: down.id, job: downJob.id, fromIndex: 0, limit: 2_000)
-            #expect(items.allSatisfy { $0.lastError != nil })
+            #expect(items.contains { $0.attempts > 0 })
+            #expect(items.allSatisfy { $0.attempts == 0 || $0.lastError != nil })
             print("circuit: up finished; down attempts \(items.reduce(0) { $0 + $1.attempts }) for 2,000 items, \(statuses)")
         }
     }
