@@ -540,17 +540,7 @@ public final class PostgresPushStore: PushStore, JobReports {
             ).collect()
             for row in rows {
                 let cells = row.makeRandomAccess()
-                let count = try cells[1].decode(Int.self)
-                switch JobItemState(rawValue: try cells[0].decode(String.self)) {
-                case .pending: progress.pending += count
-                case .retrying:
-                    progress.pending += count
-                    progress.retrying = count
-                case .sent: progress.sent = count
-                case .failed: progress.failed = count
-                case .unknown: progress.unknown = count
-                case nil: throw StoreError.corrupt("job item with an unknown state")
-                }
+                try progress.add(state: try cells[0].decode(String.self), count: try cells[1].decode(Int.self))
             }
             return progress
         }

@@ -434,17 +434,7 @@ public final class SQLitePushStore: PushStore {
                 db, sql: "SELECT state, count(*) AS n FROM job_item WHERE tenant = ? AND job_id = ? GROUP BY state",
                 arguments: [tenant.rawValue, job.rawValue])
             for row in rows {
-                let count: Int = row["n"]
-                switch JobItemState(rawValue: row["state"]) {
-                case .pending: progress.pending += count
-                case .retrying:
-                    progress.pending += count
-                    progress.retrying = count
-                case .sent: progress.sent = count
-                case .failed: progress.failed = count
-                case .unknown: progress.unknown = count
-                case nil: throw StoreError.corrupt("job item with an unknown state")
-                }
+                try progress.add(state: row["state"], count: row["n"])
             }
             return progress
         }
