@@ -68,6 +68,20 @@ public struct HeraldServerOptions: Sendable {
     }
 }
 
+/// A tenant file that did not load (at start or at the last reload).
+public struct TenantFailure: Sendable, Hashable {
+    public var file: String
+    public var tenant: TenantID?
+    /// The errors, one per line, naming file:line:column and the field.
+    public var message: String
+
+    public init(file: String, tenant: TenantID?, message: String) {
+        self.file = file
+        self.tenant = tenant
+        self.message = message
+    }
+}
+
 /// Why the server could not start.
 public struct HeraldServerError: Error, Sendable, CustomStringConvertible {
     public var message: String
@@ -107,18 +121,24 @@ public final class HeraldServer: Sendable {
     /// The tenants that loaded at start and the files that did not.
     public let loadedTenants: [TenantID]
     public let loadFailures: [TenantFailure]
-    let api: APIContext
+    /// The API's route groups and their handlers.
+    let routes: APIRoutes
+    /// Starting, ready or stopping (`/readyz`).
+    let phase: ServerPhaseState
     /// Held for the server's life: a second server on the same store refuses to start.
     let storeLock: StoreLock
     /// The plugins' webhooks, stored until posted.
     public let outbox: WebhookOutbox
+    /// Certificate expiry and key age per tenant (gauges, warnings, the tenant's webhook).
+    public let credentialHealth: CredentialHealthMonitor
 
     private init(
         options: HeraldServerOptions, router: Herald.Router, store: SQLitePushStore,
         sharedStore: any PushStore & JobReports, closeSharedStore: @escaping @Sendable () async -> Void,
         runner: JobRunner, health: TenantHealthRegistry,
-        reloader: ReloadCoordinator, sandbox: APNsSandbox?, loadedTenants: [TenantID], loadFailures: [TenantFailure], api: APIContext,
-        storeLock: StoreLock, outbox: WebhookOutbox
+        reloader: ReloadCoordinator, sandbox: APNsSandbox?, loadedTenants: [TenantID], loadFailures: [TenantFailure], routes: APIRoutes,
+        phase: ServerPhaseState,
+        storeLock: StoreLock, outbox: WebhookOutbox, credentialHealth: CredentialHealthMonitor
     ) {
         self.options = options
         self.router = router
@@ -131,9 +151,11 @@ public final class HeraldServer: Sendable {
         self.sandbox = sandbox
         self.loadedTenants = loadedTenants
         self.loadFailures = loadFailures
-        self.api = api
+        self.routes = routes
+        self.phase = phase
         self.storeLock = storeLock
         self.outbox = outbox
+        self.credentialHealth = credentialHealth
     }
 
     /// Starts the sandbox (if enabled), opens the store and loads the tenants. Nothing listens
@@ -235,19 +257,39 @@ public final class HeraldServer: Sendable {
         logger.info("tenants loaded", metadata: ["herald.tenants": "\(report.added.count)", "herald.failed": "\(failures.count)"])
 
         let runner = JobRunner(router: router, store: sharedStore, configuration: options.jobs, logger: logger)
-        let api = APIContext(
-            router: router, store: sharedStore, reports: sharedStore, runner: runner, health: health, metrics: options.metrics,
-            settings: configuration, adminToken: AdminToken(options.adminToken), logger: logger,
-            openAPIDocument: OpenAPIDocument.bytes, reloader: reloader)
+        let authenticator = APIKeyAuthenticator(router: router, rateLimit: configuration.http.rateLimit, logger: logger)
+        let phase = ServerPhaseState()
+        let credentialHealth = CredentialHealthMonitor(
+            router: router, metricsFactory: options.pluginMetricsFactory,
+            notifier: FeedbackWebhookExpiryNotifier(queue: outbox, environment: options.environment, logger: logger),
+            logger: logger)
+        let adminTenants = AdminTenantHandlers(
+            router: router, health: health, reloader: reloader, credentialHealth: credentialHealth)
+        let routes = APIRoutes(
+            health: HealthHandlers(router: router, phase: phase, metrics: options.metrics, openAPIDocument: OpenAPIDocument.bytes),
+            notifications: NotificationHandlers(
+                router: router, store: sharedStore, runner: runner, limits: configuration.api,
+                jobLimits: JobLimits(
+                    maxActiveJobs: configuration.jobs.maxActiveJobsPerTenant,
+                    maxPendingItems: configuration.jobs.maxPendingItemsPerTenant),
+                logger: logger),
+            jobs: JobHandlers(store: sharedStore, reports: sharedStore),
+            devices: DeviceHandlers(store: sharedStore, clock: router.configuration.clock, limits: configuration.api),
+            adminTenants: adminTenants,
+            adminReload: AdminReloadHandlers(reloader: reloader, logger: logger),
+            lifecycle: AdminLifecycleHandlers(router: router, reloader: reloader, tenants: adminTenants, logger: logger),
+            authenticator: authenticator, adminToken: AdminToken(options.adminToken), logger: logger,
+            maxBodyBytes: configuration.api.maxBodyBytes)
         // API keys follow each swap; resumed jobs of new tenants start.
         reloader.onChange { report in
-            api.rebuildKeyIndex()
+            authenticator.rebuild()
             if report.changedRuntimes { runner.rescan() }
         }
         return HeraldServer(
             options: options, router: router, store: store, sharedStore: sharedStore,
             closeSharedStore: closeSharedStore, runner: runner, health: health, reloader: reloader, sandbox: sandbox,
-            loadedTenants: report.added, loadFailures: failures, api: api, storeLock: storeLock, outbox: outbox)
+            loadedTenants: report.added, loadFailures: failures, routes: routes, phase: phase, storeLock: storeLock,
+            outbox: outbox, credentialHealth: credentialHealth)
     }
 
     /// Opens the shared PostgreSQL store (`storage.postgres`), migrated under an advisory lock.
@@ -272,20 +314,8 @@ public final class HeraldServer: Sendable {
     }
 
     /// The Hummingbird router of the API (every route of ``APIEndpoint``).
-    public func makeRouter() -> Hummingbird.Router<BasicRequestContext> {
-        let api = self.api
-        let router = Hummingbird.Router(context: BasicRequestContext.self)
-        router.add(middleware: APIMiddleware(api: api))
-        router.add(middleware: MetricsMiddleware())
-        for endpoint in APIEndpoint.allCases {
-            let names = endpoint.parameterNames
-            router.on(RouterPath(endpoint.routerPath), method: endpoint.method) { request, context in
-                var parameters: [String: String] = [:]
-                for name in names { parameters[name] = context.parameters.get(name) }
-                return try await api.handle(endpoint, request: request, parameters: parameters)
-            }
-        }
-        return router
+    public func makeRouter() -> Hummingbird.Router<HeraldRequestContext> {
+        routes.makeRouter()
     }
 
     /// The services of the server, in start order (they stop in the reverse order).
@@ -293,7 +323,7 @@ public final class HeraldServer: Sendable {
     public func services(onListening: @escaping @Sendable (String, Int) async -> Void = { _, _ in }) -> [any Service] {
         let listen = options.configuration.listen
         let http = options.configuration.http
-        let api = self.api
+        let phase = self.phase
         let listening = OneShotGate()
         // The listener's own limits (`http:`): idle connections (and request heads that never
         // finish) are closed after idle_timeout, bodies must arrive within body_timeout, and at
@@ -306,7 +336,7 @@ public final class HeraldServer: Sendable {
                 availableConnectionsDelegate: ListenerLimits.connectionCap(http, logger: options.logger)),
             onServerRunning: { channel in
                 let port = channel.localAddress?.port ?? listen.port
-                api.phase = .ready
+                phase.phase = .ready
                 // The job runner starts only now: a server that could not bind sends nothing.
                 listening.open()
                 await onListening(listen.host, port)
@@ -328,10 +358,9 @@ public final class HeraldServer: Sendable {
             services.append(TenantDirectoryWatcher(coordinator: reloader, interval: interval))
         }
         if options.reloadOnSIGHUP { services.append(ReloadSignalService(coordinator: reloader)) }
-        services.append(
-            CredentialHealthMonitor(router: router, metricsFactory: options.pluginMetricsFactory, logger: options.logger))
+        services.append(credentialHealth)
         services.append(application)
-        services.append(ReadinessService(api: api))
+        services.append(ReadinessService(phase: phase))
         return services
     }
 
@@ -345,13 +374,5 @@ public final class HeraldServer: Sendable {
                 services: services(onListening: onListening), gracefulShutdownSignals: gracefulShutdownSignals,
                 logger: options.logger))
         try await group.run()
-    }
-}
-
-extension APIEndpoint {
-    var parameterNames: [String] {
-        path.split(separator: "/").compactMap { segment in
-            segment.hasPrefix("{") && segment.hasSuffix("}") ? String(segment.dropFirst().dropLast()) : nil
-        }
     }
 }
