@@ -7,7 +7,7 @@ import Hummingbird
 
 /// How the admin API shows a loaded tenant: its settings (never a secret: API keys by name
 /// only), credential health, pool state, reload state and delivery circuits.
-struct TenantView: Encodable, Sendable {
+struct TenantView: ResponseEncodable, Sendable {
     struct Auth: Encodable, Sendable {
         var kind: String
         var teamID: String

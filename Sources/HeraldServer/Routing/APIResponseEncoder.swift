@@ -6,7 +6,7 @@ import NIOCore
 /// milliseconds (``Timestamps/iso8601(_:)``), property names in snake case, keys in a stable (sorted) order, one line feed at
 /// the end. Route handlers return ``Encodable`` values (`ResponseEncodable`) and Hummingbird
 /// encodes them through the request context's `responseEncoder`.
-public struct APIResponseEncoder: ResponseEncoder {
+public struct APIResponseEncoder: ResponseEncoder, Sendable {
     public init() {}
 
     public func encode(_ value: some Encodable, from request: Request, context: some RequestContext) throws -> Response {

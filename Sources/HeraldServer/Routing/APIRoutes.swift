@@ -32,9 +32,9 @@ struct APIRoutes: Sendable {
         router.add(middleware: MetricsMiddleware())
 
         let health = self.health
-        router.on(.healthz, use: health.healthz)
-        router.on(.readyz, use: health.readyz)
-        router.on(.openAPI, use: health.openAPI)
+        router.on(.healthz) { health.healthz($0, context: $1) }
+        router.on(.readyz) { try health.readyz($0, context: $1) }
+        router.on(.openAPI) { health.openAPI($0, context: $1) }
 
         let tenant = router.group("v1")
             .add(middleware: TenantAuthMiddleware(authenticator: authenticator))
@@ -42,29 +42,29 @@ struct APIRoutes: Sendable {
         let notifications = self.notifications
         let jobs = self.jobs
         let devices = self.devices
-        tenant.on(.sendNotification, under: "/v1", use: notifications.send)
-        tenant.on(.sendBatch, under: "/v1", use: notifications.sendBatch)
-        tenant.on(.job, under: "/v1", use: jobs.job)
-        tenant.on(.invalidDevices, under: "/v1", use: devices.invalidDevices)
-        tenant.on(.registerDevice, under: "/v1", use: devices.registerDevice)
+        tenant.on(.sendNotification, under: "/v1") { try await notifications.send($0, context: $1) }
+        tenant.on(.sendBatch, under: "/v1") { try await notifications.sendBatch($0, context: $1) }
+        tenant.on(.job, under: "/v1") { try await jobs.job($0, context: $1) }
+        tenant.on(.invalidDevices, under: "/v1") { try await devices.invalidDevices($0, context: $1) }
+        tenant.on(.registerDevice, under: "/v1") { try await devices.registerDevice($0, context: $1) }
 
         // Metrics name tenants, topics and volumes: not for tenants or anonymous callers.
-        router.group().add(middleware: AdminAuthMiddleware(token: adminToken)).on(.metrics, use: health.metricsText)
+        router.group().add(middleware: AdminAuthMiddleware(token: adminToken)).on(.metrics) { health.metricsText($0, context: $1) }
 
         let admin = router.group("admin").add(middleware: AdminAuthMiddleware(token: adminToken))
         let tenants = self.adminTenants
         let reload = self.adminReload
-        admin.on(.adminTenants, under: "/admin", use: tenants.list)
-        admin.on(.adminReload, under: "/admin", use: reload.reloadAll)
-        admin.on(.adminReloadTenant, under: "/admin", use: reload.reloadTenant)
-        admin.on(.adminUploadCredentials, under: "/admin", use: reload.uploadCredentials)
+        admin.on(.adminTenants, under: "/admin") { tenants.list($0, context: $1) }
+        admin.on(.adminReload, under: "/admin") { try await reload.reloadAll($0, context: $1) }
+        admin.on(.adminReloadTenant, under: "/admin") { try await reload.reloadTenant($0, context: $1) }
+        admin.on(.adminUploadCredentials, under: "/admin") { try await reload.uploadCredentials($0, context: $1) }
         let lifecycle = self.lifecycle
-        admin.on(.adminCreateTenant, under: "/admin", use: lifecycle.create)
-        admin.on(.adminTenant, under: "/admin", use: lifecycle.show)
-        admin.on(.adminUpdateTenant, under: "/admin", use: lifecycle.update)
-        admin.on(.adminDeleteTenant, under: "/admin", use: lifecycle.delete)
-        admin.on(.adminCreateAPIKey, under: "/admin", use: lifecycle.addAPIKey)
-        admin.on(.adminDeleteAPIKey, under: "/admin", use: lifecycle.removeAPIKey)
+        admin.on(.adminCreateTenant, under: "/admin") { try await lifecycle.create($0, context: $1) }
+        admin.on(.adminTenant, under: "/admin") { try lifecycle.show($0, context: $1) }
+        admin.on(.adminUpdateTenant, under: "/admin") { try await lifecycle.update($0, context: $1) }
+        admin.on(.adminDeleteTenant, under: "/admin") { try await lifecycle.delete($0, context: $1) }
+        admin.on(.adminCreateAPIKey, under: "/admin") { try await lifecycle.addAPIKey($0, context: $1) }
+        admin.on(.adminDeleteAPIKey, under: "/admin") { try await lifecycle.removeAPIKey($0, context: $1) }
         return router
     }
 }
