@@ -35,7 +35,7 @@ struct LifecycleAPITests {
     }
 
     static func jsonString(_ text: String) -> String {
-        String(decoding: try! JSONEncoder().encode(text), as: UTF8.self)
+        (try? JSONEncoder().encode(text)).map { String(decoding: $0, as: UTF8.self) } ?? #""""#
     }
 
     static func send(_ client: APIClient, key: String, topic: String = "com.initech.app") async throws -> APIClient.Reply {
@@ -100,7 +100,8 @@ struct LifecycleAPITests {
                 (Self.createBody(world, pem: "not a key"), "credential.pem"),
                 (Self.createBody(world, pem: otherCurve), "credential.pem"),
                 (Self.createBody(world, keyID: "short"), "credential.key_id"),
-                (Self.createBody(world, topics: #"["com.initech.app", 7]"#), "topics[1]"),
+                (Self.createBody(world, topics: #"["com.initech.app", "has space"]"#), "topics[1]"),
+                (Self.createBody(world, topics: "[]"), "topics"),
                 (Self.createBody(world, extra: #", "pool": {"connections": 0}"#), "pool.connections"),
                 (Self.createBody(world, extra: #", "plugins": [{"name": "no-such-plugin"}]"#), "plugins"),
                 (Self.createBody(world, extra: #", "colour": "blue""#), "colour"),

@@ -254,6 +254,9 @@ extension ReloadCoordinator {
 
     // MARK: The tenant file
 
+    /// The most API keys one tenant may list (each is checked at every request's authentication).
+    static let maximumAPIKeys = 100
+
     struct CredentialFile {
         var relativePath: String
         var bytes: [UInt8]
@@ -330,6 +333,9 @@ extension ReloadCoordinator {
             var keys = mapping["api_keys"]?.sequence ?? Node.Sequence()
             if keys.contains(where: { $0.mapping?["name"]?.string == name }) {
                 throw .conflict("tenant '\(tenant)' has an API key named '\(name)' already")
+            }
+            guard keys.count < maximumAPIKeys else {
+                throw .invalid("a tenant has at most \(maximumAPIKeys) API keys; remove one first", field: "api_keys")
             }
             keys.append(TenantFileYAML.node(.object([("name", .string(name)), ("sha256", .string(sha256Hex))])))
             mapping["api_keys"] = .sequence(keys)

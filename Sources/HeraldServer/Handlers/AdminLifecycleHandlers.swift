@@ -23,6 +23,8 @@ struct AdminLifecycleHandlers: Sendable {
     /// The members of `PATCH /admin/tenants/{id}`.
     static let updateMembers = ["topics", "endpoints", "pool", "plugins"]
     static let credentialMembers = ["kind", "key_id", "pem", "pkcs12_base64", "passphrase"]
+    /// The most topics a tenant may list through the API.
+    static let maximumTopics = 1000
 
     // MARK: POST /admin/tenants
 
@@ -57,6 +59,7 @@ struct AdminLifecycleHandlers: Sendable {
             let keyName = try reader.string("api_key_name") ?? "default"
             try Self.checkKeyName(keyName, field: "api_key_name")
             var sections: [(String, JSONValue)] = []
+            try Self.checkTopicCount(reader)
             for name in Self.createSections {
                 if let node = reader[name] { sections.append((name, node.jsonValue)) }
             }
@@ -100,6 +103,7 @@ struct AdminLifecycleHandlers: Sendable {
         do throws(APIError) {
             let body = try await RequestBodies.json(request, limit: 64 * 1024)
             let reader = try JSONObjectReader(body.root, path: "", allowed: Self.updateMembers)
+            try Self.checkTopicCount(reader)
             for name in Self.updateMembers {
                 guard let node = reader[name] else { continue }
                 // null: back to the default (the section is taken out of the file).
@@ -218,6 +222,12 @@ struct AdminLifecycleHandlers: Sendable {
             return .pkcs12(bundle: Array(bytes), passphrase: passphrase)
         default:
             throw APIError.invalidField("credential.kind", "must be token, certificate or pkcs12")
+        }
+    }
+
+    private static func checkTopicCount(_ reader: JSONObjectReader) throws(APIError) {
+        if let topics = reader["topics"], case .array(let items) = topics.value, items.count > maximumTopics {
+            throw APIError.invalidField("topics", "lists \(items.count) topics; a tenant may have at most \(maximumTopics)")
         }
     }
 
