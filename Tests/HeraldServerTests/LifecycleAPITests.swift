@@ -1,3 +1,4 @@
+import APNsSandbox
 import Crypto
 import Foundation
 import HeraldCore

@@ -25,8 +25,8 @@ struct APIRoutes: Sendable {
     /// The body limit named by a 413 that Hummingbird itself raises.
     let maxBodyBytes: Int
 
-    func makeRouter() -> Router<HeraldRequestContext> {
-        let router = Router(context: HeraldRequestContext.self)
+    func makeRouter() -> Hummingbird.Router<HeraldRequestContext> {
+        let router = Hummingbird.Router(context: HeraldRequestContext.self)
         router.add(middleware: APIMiddleware<HeraldRequestContext>(
             logger: logger, maxBodyBytes: maxBodyBytes, adminEnabled: adminToken != nil))
         router.add(middleware: MetricsMiddleware())
