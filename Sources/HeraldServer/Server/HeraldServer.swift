@@ -214,12 +214,12 @@ public final class HeraldServer: Sendable {
             throw HeraldServerError(message: "cannot read the webhook outbox of \(configuration.storagePath): \(error)")
         }
 
-        let health = TenantHealthRegistry()
         let router = Herald.Router(
             configuration: RouterConfiguration(
                 registry: .standard(metricsFactory: options.pluginMetricsFactory), store: sharedStore,
-                transports: MonitoredTransportProvider(base: transports, registry: health), logger: logger,
+                transports: transports, logger: logger,
                 webhooks: options.webhooks, environment: options.environment, webhookQueue: outbox))
+        let health = TenantHealthRegistry(router: router)
         // Every tenant is validated in full (credential, a signed token, TLS, plugins) before it serves.
         var reloadConfiguration = ReloadConfiguration(tenantsDirectory: configuration.tenantsDirectory)
         reloadConfiguration.metricsFactory = options.pluginMetricsFactory

@@ -163,9 +163,9 @@ struct TransportEndToEndTests {
             do {
                 _ = try await transport.send(Notes.note(topic: "com.example.alpha"), deadline: .now() + .milliseconds(800))
                 Issue.record("expected a timeout")
-            } catch let error as APNsTransportError {
-                #expect(error.isTimedOut)
-                #expect(error.mayHaveBeenProcessed)
+            } catch let error as PushError {
+                #expect(error.code == .deadlineExceeded)
+                #expect(error.mayHaveReachedAPNs)
             }
             await transport.close()
             harness.expectCleanAudit()
@@ -205,11 +205,11 @@ struct TransportEndToEndTests {
             let notes = makeNotes(60, topic: "com.example.alpha")
             async let outcomes = sendLoad(notes, through: transport, concurrency: 60)
             // Wait until every notification is queued or in flight, then drain.
-            await waitUntil { transport.status.reduce(0, { $0 + $1.inFlight + $1.queued }) >= 60 }
+            await waitUntil { transport.poolStatus.reduce(0, { $0 + $1.inFlight + $1.queued }) >= 60 }
             await transport.drain()
             let results = await outcomes
             #expect(results.allSatisfy { $0.status == 200 })
-            await #expect(throws: APNsTransportError.self) {
+            await #expect(throws: PushError.self) {
                 _ = try await transport.send(Notes.note(topic: "com.example.alpha"))
             }
             #expect(harness.sandbox.activeConnections == 0)
@@ -224,7 +224,7 @@ struct TransportEndToEndTests {
             let transport = try harness.transport(for: try harness.tokenTenant(.alpha))
             let notes = makeNotes(10, topic: "com.example.alpha")
             async let outcomes = sendLoad(notes, through: transport, concurrency: 10)
-            await waitUntil { transport.status.reduce(0, { $0 + $1.inFlight + $1.queued }) >= 10 }
+            await waitUntil { transport.poolStatus.reduce(0, { $0 + $1.inFlight + $1.queued }) >= 10 }
             await transport.close()
             for outcome in await outcomes {
                 guard case .failure(let error) = outcome else {
@@ -246,9 +246,10 @@ struct TransportEndToEndTests {
         do {
             _ = try await transport.send(Notes.note(topic: "com.example.alpha"))
             Issue.record("expected connectionFailed")
-        } catch let error as APNsTransportError {
-            #expect(error.isConnectionFailed)
-            #expect(!error.mayHaveBeenProcessed)
+        } catch let error as PushError {
+            #expect(error.code == .transport)
+            #expect(error.message.contains("connectionFailed"))
+            #expect(!error.mayHaveReachedAPNs)
         }
         await transport.close()
     }
@@ -260,9 +261,9 @@ struct TransportEndToEndTests {
             do {
                 _ = try await transport.send(Notes.note(topic: "com.example.beta"))
                 Issue.record("expected topicNotAllowed")
-            } catch let error as APNsTransportError {
-                #expect(error.isTopicNotAllowed)
-                #expect(!error.mayHaveBeenProcessed)
+            } catch let error as PushError {
+                #expect(error.code == .topicDisallowed)
+                #expect(!error.mayHaveReachedAPNs)
             }
             #expect(harness.sandbox.requests.isEmpty)
             #expect(harness.sandbox.connectionCount == 0)
