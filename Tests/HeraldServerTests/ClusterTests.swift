@@ -4,6 +4,7 @@ import HeraldConfig
 import HeraldCore
 import HeraldServer
 import HeraldStore
+import Hummingbird
 import Logging
 import Testing
 
@@ -115,8 +116,7 @@ struct ClusterTests {
                     let ids = Set(world.sandbox.requests.filter(\.processed).map(\.apnsID))
                     #expect(ids.count == 400)
 
-                    let reply = try await b.client().request(
-                        .get, "/admin/instances", headers: [.authorization: "Bearer test-admin-token"])
+                    let reply = try await b.client().request(.get, "/admin/instances", key: "test-admin-token")
                     #expect(reply.status == 200, "\(reply.text)")
                     #expect(reply.json["instance"] as? String == b.server.instanceID)
                     let listed = (reply.json["instances"] as? [[String: Any]]) ?? []

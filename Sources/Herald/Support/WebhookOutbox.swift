@@ -95,7 +95,8 @@ public final class WebhookOutbox: WebhookQueue {
     /// Counts what the outbox holds per tenant and, for a store of its own
     /// (``Configuration/exclusive``), releases the claims of the process that held it before.
     public func prepare() async throws {
-        let released = configuration.exclusive ? try await store.releaseWebhookClaims() : 0
+        var released = 0
+        if configuration.exclusive { released = try await store.releaseWebhookClaims() }
         let counts = try await store.outboxCounts()
         state.withLock { $0.counts = counts }
         let waiting = counts.values.reduce(0, +)
