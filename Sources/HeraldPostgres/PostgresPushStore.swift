@@ -290,6 +290,10 @@ public final class PostgresPushStore: PushStore, JobReports {
                     logger: logger)
                 start = end
             }
+            // Delivered at commit: idle instances start the job at once (polling is the fallback).
+            try await connection.query(
+                "SELECT pg_notify(\(StoreChannel.jobs.rawValue), \(tenant.rawValue + "/" + id.rawValue))",
+                logger: logger)
             return .created(try Self.job(from: row))
         }
     }
