@@ -94,8 +94,14 @@ struct ClusterTests {
         let options = Self.options(world, settings: settings, rescan: .seconds(3600))
         try await Self.closing(world) {
         try await Self.withSchemaStore(settings) { _ in
+            // Two processes each make their own options, so each its own instance ID.
+            let second = {
+                var second = options
+                second.jobs.instance = "second-\(options.jobs.instance)"
+                return second
+            }()
             try await LiveServer.with(options) { a in
-                try await LiveServer.with(options) { b in
+                try await LiveServer.with(second) { b in
                     #expect(a.server.instanceID != b.server.instanceID)
                     await b.server.waitUntilListeningForPeers()
                     #expect(b.server.runner.statistics.peakActiveJobs == 0)

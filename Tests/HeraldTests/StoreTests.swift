@@ -94,7 +94,7 @@ struct StoreTests {
         }
         let store = try SQLitePushStore(path: path)
         #expect(try store.appliedMigrations() == StoreTests.allMigrations)
-        #expect(try store.indexNames(on: "job_item") == ["job_item_by_state", "job_item_due", "job_item_outcomes"])
+        #expect(try store.indexNames(on: "job_item") == ["job_item_by_state", "job_item_due", "job_item_leased", "job_item_outcomes"])
         let stored = try await store.job(tenant: acme, id: job)
         #expect(stored?.itemCount == 5 && stored?.createdAt == t0)
         // Items of a job stored before v3 keep reading their own payload.
