@@ -107,6 +107,49 @@ extension PostgresPushStore {
                 )
                 """
             ]),
+        // At-most-once across a crash, as the SQLite store's v6: when an item's request was last
+        // about to be written; cleared when a transient answer defers the item.
+        Migration(
+            name: "v6: job item on the wire",
+            statements: ["ALTER TABLE job_item ADD COLUMN wire_at_ms BIGINT"]),
+        // Several `herald serve` instances (as the SQLite store's v7): the instance registry, the
+        // webhook outbox and the retention sweep's index (SQLite's v3 brought those two; this store
+        // kept them in each instance's SQLite file until now), and `job_item_leased` (partial: only
+        // leased items) for lease renewal, a dead instance's leases and the items each one holds.
+        Migration(
+            name: "v7-instances",
+            statements: [
+                """
+                CREATE TABLE herald_instance (
+                    id TEXT PRIMARY KEY,
+                    claimant TEXT NOT NULL,
+                    host TEXT NOT NULL,
+                    pid INTEGER NOT NULL,
+                    started_at_ms BIGINT NOT NULL,
+                    last_heartbeat_ms BIGINT NOT NULL
+                )
+                """,
+                "CREATE INDEX job_item_leased ON job_item (claimant, tenant, job_id) WHERE claimant IS NOT NULL",
+                "CREATE INDEX job_by_updated ON job (state, updated_at_ms)",
+                """
+                CREATE TABLE webhook_outbox (
+                    id BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+                    tenant TEXT NOT NULL,
+                    url TEXT NOT NULL,
+                    headers TEXT NOT NULL,
+                    body BYTEA NOT NULL,
+                    timeout_ms BIGINT NOT NULL,
+                    allow_private BOOLEAN NOT NULL,
+                    attempt INTEGER NOT NULL,
+                    max_attempts INTEGER NOT NULL,
+                    backoff_ms BIGINT NOT NULL,
+                    next_attempt_ms BIGINT NOT NULL,
+                    claimed_until_ms BIGINT
+                )
+                """,
+                "CREATE INDEX webhook_outbox_due ON webhook_outbox (next_attempt_ms, id)",
+                "CREATE INDEX webhook_outbox_by_tenant ON webhook_outbox (tenant)",
+            ]),
     ]
 
     /// Applies the migrations not applied yet (up to and including `lastMigration`; all when nil),

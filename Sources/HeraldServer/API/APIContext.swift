@@ -46,13 +46,18 @@ final class APIContext: Sendable {
     /// Each API key's request rate at the edge (`http.rate_limit`).
     let keyRateLimiter: APIKeyRateLimiter
     private let phaseState = Mutex(ServerPhase.starting)
+    /// The circuits whose gauges `/metrics` shows: a circuit that is gone (its tenant removed)
+    /// has its gauges unregistered at the next scrape instead of keeping their last value.
+    private let circuitGaugeKeys = Mutex<Set<DeliveryCircuits.Key>>([])
     /// Reloads and credential uploads (one at a time, inside).
     let reloader: ReloadCoordinator
+    /// The instances sharing the store (`GET /admin/instances`).
+    let instances: InstanceDirectory
 
     init(
         router: Herald.Router, store: any PushStore, reports: any JobReports, runner: JobRunner, health: TenantHealthRegistry,
         metrics: PrometheusCollectorRegistry, settings: ServerConfiguration, adminToken: AdminToken?, logger: Logger,
-        openAPIDocument: [UInt8], reloader: ReloadCoordinator
+        openAPIDocument: [UInt8], reloader: ReloadCoordinator, instances: InstanceDirectory
     ) {
         self.router = router
         self.store = store
@@ -65,6 +70,7 @@ final class APIContext: Sendable {
         self.logger = logger
         self.openAPIDocument = openAPIDocument
         self.reloader = reloader
+        self.instances = instances
         self.keys = Mutex(APIKeyIndex())
         self.keyRateLimiter = APIKeyRateLimiter(
             requestsPerSecond: settings.http.rateLimit.requestsPerSecond, burst: settings.http.rateLimit.burst,
@@ -132,6 +138,7 @@ final class APIContext: Sendable {
         case .adminReload: return try await adminReloadAll(request)
         case .adminReloadTenant: return try await adminReload(request, tenant: parameters["id"] ?? "")
         case .adminUploadCredentials: return try await adminUploadCredentials(request, tenant: parameters["id"] ?? "")
+        case .adminInstances: return try await adminInstances()
         default: throw APIError.routeNotFound
         }
     }
@@ -265,7 +272,18 @@ final class APIContext: Sendable {
     /// The delivery circuits as gauges, refreshed at each scrape: `herald_delivery_circuit_state`
     /// (0 closed, 1 half-open, 2 open) and `herald_delivery_circuit_openings`, by tenant and endpoint.
     private func updateCircuitGauges() {
-        for status in router.circuits.statuses(now: router.configuration.clock.now) {
+        let statuses = router.circuits.statuses(now: router.configuration.clock.now)
+        let current = Set(statuses.map(\.key))
+        let gone = circuitGaugeKeys.withLock { keys -> Set<DeliveryCircuits.Key> in
+            defer { keys = current }
+            return keys.subtracting(current)
+        }
+        for key in gone {
+            let labels = [("tenant", key.tenant.rawValue), ("endpoint", key.endpoint)]
+            metrics.unregisterGauge(metrics.makeGauge(descriptor: Self.circuitState, labels: labels))
+            metrics.unregisterGauge(metrics.makeGauge(descriptor: Self.circuitOpenings, labels: labels))
+        }
+        for status in statuses {
             let labels = [("tenant", status.key.tenant.rawValue), ("endpoint", status.key.endpoint)]
             let state: Double
             switch status.state {
