@@ -11,9 +11,11 @@ extension PostgresPushStore {
         var statements: [PostgresQuery]
     }
 
-    /// The key of the advisory lock held while migrating: instances that start together wait
-    /// for the first one's migrations instead of running them twice. ("Herald" in ASCII.)
-    static let migrationLockKey: Int64 = 0x4865_7261_6c64
+    /// The first key of the advisory lock held while migrating ("HRLD" in ASCII); the second is
+    /// the schema's name hashed: instances that start together on one schema wait for the first
+    /// one's migrations instead of running them twice, while stores in other schemas of the same
+    /// database (other deployments, parallel tests) do not wait for each other.
+    static let migrationLockNamespace: Int32 = 0x4852_4c44
 
     /// The schema, in order. Never edit a migration that has shipped: add the next one.
     static let migrations: [Migration] = [
@@ -166,7 +168,9 @@ extension PostgresPushStore {
             // Released when the connection closes, whatever happens below. Taken before the schema
             // is created: two instances creating it at once would both pass IF NOT EXISTS and one
             // would fail on the catalogue's unique index.
-            try await connection.query("SELECT pg_advisory_lock(\(Self.migrationLockKey))", logger: logger)
+            let lockedSchema = configuration.schema ?? "public"
+            try await connection.query(
+                "SELECT pg_advisory_lock(\(Self.migrationLockNamespace), hashtext(\(lockedSchema)))", logger: logger)
             if let schema = configuration.schema {
                 // Checked by `Configuration.isValidSchema`: a plain lowercase identifier.
                 try await connection.query(
