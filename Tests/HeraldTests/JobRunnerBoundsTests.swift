@@ -94,6 +94,9 @@ struct JobRunnerBoundsTests {
         func releaseLeases(tenant: TenantID, job: JobID, claimantBase: String, keeping: String) async throws -> Int {
             try await base.releaseLeases(tenant: tenant, job: job, claimantBase: claimantBase, keeping: keeping)
         }
+        func renewLeases(tenant: TenantID, job: JobID, claimant: String, leaseUntil: Date) async throws -> Int {
+            try await base.renewLeases(tenant: tenant, job: job, claimant: claimant, leaseUntil: leaseUntil)
+        }
         func items(tenant: TenantID, job: JobID, fromIndex: Int, limit: Int) async throws -> [JobItem] {
             try await base.items(tenant: tenant, job: job, fromIndex: fromIndex, limit: limit)
         }
@@ -105,6 +108,20 @@ struct JobRunnerBoundsTests {
         }
         func nextAttempt(tenant: TenantID, job: JobID) async throws -> Date? {
             try await base.nextAttempt(tenant: tenant, job: job)
+        }
+        /// Each `markOnWire` call's indexes, in call order.
+        var markCalls: [[Int]] { marks.withLock { $0.calls } }
+        /// While set, `markOnWire` calls wait (polling) before they write.
+        func holdMarks(_ hold: Bool) { marks.withLock { $0.hold = hold } }
+        /// While set, `markOnWire` calls fail.
+        func failMarks(_ fail: Bool) { marks.withLock { $0.fail = fail } }
+        private let marks = Mutex<(calls: [[Int]], hold: Bool, fail: Bool)>(([], false, false))
+
+        func markOnWire(tenant: TenantID, job: JobID, indexes: [Int], claimant: String, at: Date) async throws -> Set<Int> {
+            marks.withLock { $0.calls.append(indexes) }
+            while marks.withLock({ $0.hold }) { try await Task.sleep(for: .milliseconds(5)) }
+            if marks.withLock({ $0.fail }) { throw StoreError.corrupt("disk I/O error (test)") }
+            return try await base.markOnWire(tenant: tenant, job: job, indexes: indexes, claimant: claimant, at: at)
         }
     }
 

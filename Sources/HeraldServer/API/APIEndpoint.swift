@@ -24,6 +24,7 @@ public enum APIEndpoint: String, CaseIterable, Sendable {
     case adminDeleteTenant
     case adminCreateAPIKey
     case adminDeleteAPIKey
+    case adminInstances
 
     /// Who may call a route.
     public enum Access: Sendable {
@@ -38,7 +39,7 @@ public enum APIEndpoint: String, CaseIterable, Sendable {
 
     public var method: HTTPRequest.Method {
         switch self {
-        case .healthz, .readyz, .metrics, .openAPI, .job, .invalidDevices, .adminTenants, .adminTenant: return .get
+        case .healthz, .readyz, .metrics, .openAPI, .job, .invalidDevices, .adminTenants, .adminTenant, .adminInstances: return .get
         case .sendNotification, .sendBatch, .adminReload, .adminReloadTenant, .adminCreateTenant, .adminCreateAPIKey: return .post
         case .registerDevice, .adminUploadCredentials: return .put
         case .adminUpdateTenant: return .patch
@@ -66,6 +67,7 @@ public enum APIEndpoint: String, CaseIterable, Sendable {
         case .adminTenant, .adminUpdateTenant, .adminDeleteTenant: return "/admin/tenants/{id}"
         case .adminCreateAPIKey: return "/admin/tenants/{id}/api-keys"
         case .adminDeleteAPIKey: return "/admin/tenants/{id}/api-keys/{name}"
+        case .adminInstances: return "/admin/instances"
         }
     }
 
@@ -75,7 +77,7 @@ public enum APIEndpoint: String, CaseIterable, Sendable {
         case .sendNotification, .sendBatch, .job, .invalidDevices, .registerDevice: return .tenant
         // Metrics name tenants, topics and volumes: not for tenants or anonymous callers.
         case .metrics, .adminTenants, .adminReload, .adminReloadTenant, .adminUploadCredentials, .adminCreateTenant, .adminTenant,
-            .adminUpdateTenant, .adminDeleteTenant, .adminCreateAPIKey, .adminDeleteAPIKey:
+            .adminUpdateTenant, .adminDeleteTenant, .adminCreateAPIKey, .adminDeleteAPIKey, .adminInstances:
             return .admin
         }
     }

@@ -22,12 +22,27 @@ final class ServerPhaseState: Sendable {
     }
 }
 
+/// The circuits whose gauges `/metrics` shows, kept from one scrape to the next.
+final class CircuitGaugeKeys: Sendable {
+    private let keys = Mutex<Set<DeliveryCircuits.Key>>([])
+
+    /// Keeps `current` and returns the keys of the last scrape that are gone.
+    func replace(with current: Set<DeliveryCircuits.Key>) -> Set<DeliveryCircuits.Key> {
+        keys.withLock { keys in
+            defer { keys = current }
+            return keys.subtracting(current)
+        }
+    }
+}
+
 /// The open routes (`/healthz`, `/readyz`, `/openapi.yaml`) and the operator's `/metrics`.
 struct HealthHandlers: Sendable {
     let router: Herald.Router
     let phase: ServerPhaseState
     let metrics: PrometheusCollectorRegistry
     let openAPIDocument: [UInt8]
+    /// The circuits whose gauges `/metrics` shows now.
+    let circuitGauges = CircuitGaugeKeys()
 
     struct Liveness: ResponseEncodable {
         var status = "ok"
@@ -67,8 +82,18 @@ struct HealthHandlers: Sendable {
 
     /// `herald_delivery_circuit_state` (0 closed, 1 half-open, 2 open) and
     /// `herald_delivery_circuit_openings`, by tenant and endpoint.
+    /// A circuit that is gone (its tenant removed) has its gauges unregistered at the next scrape
+    /// instead of keeping their last value.
     private func updateCircuitGauges() {
-        for status in router.circuits.statuses(now: router.configuration.clock.now) {
+        let statuses = router.circuits.statuses(now: router.configuration.clock.now)
+        let current = Set(statuses.map(\.key))
+        let gone = circuitGauges.replace(with: current)
+        for key in gone {
+            let labels = [("tenant", key.tenant.rawValue), ("endpoint", key.endpoint)]
+            metrics.unregisterGauge(metrics.makeGauge(descriptor: Self.circuitState, labels: labels))
+            metrics.unregisterGauge(metrics.makeGauge(descriptor: Self.circuitOpenings, labels: labels))
+        }
+        for status in statuses {
             let labels = [("tenant", status.key.tenant.rawValue), ("endpoint", status.key.endpoint)]
             let state: Double
             switch status.state {

@@ -18,6 +18,7 @@ struct APIRoutes: Sendable {
     let devices: DeviceHandlers
     let adminTenants: AdminTenantHandlers
     let adminReload: AdminReloadHandlers
+    let instances: AdminInstanceHandlers
     let lifecycle: AdminLifecycleHandlers
     let authenticator: APIKeyAuthenticator
     let adminToken: AdminToken?
@@ -58,6 +59,8 @@ struct APIRoutes: Sendable {
         admin.on(.adminReload, under: "/admin") { try await reload.reloadAll($0, context: $1) }
         admin.on(.adminReloadTenant, under: "/admin") { try await reload.reloadTenant($0, context: $1) }
         admin.on(.adminUploadCredentials, under: "/admin") { try await reload.uploadCredentials($0, context: $1) }
+        let instances = self.instances
+        admin.on(.adminInstances, under: "/admin") { try await instances.list($0, context: $1) }
         let lifecycle = self.lifecycle
         admin.on(.adminCreateTenant, under: "/admin") { try await lifecycle.create($0, context: $1) }
         admin.on(.adminTenant, under: "/admin") { try lifecycle.show($0, context: $1) }
