@@ -133,7 +133,7 @@ struct CredentialHealthTests {
         let silent = try Self.certificateTenant("silent", ca: ca, expiresIn: 10 * 86_400, now: now)
         let queue = RecordingQueue()
         let notifier = FeedbackWebhookExpiryNotifier(
-            queue: queue, environment: ["HOOK_SECRET": "s3cret-value"], logger: .init(label: "herald.tests.health"))
+            queue: queue, environment: ["HOOK_SECRET": "s3cret-value-of-32-bytes-or-more"], logger: .init(label: "herald.tests.health"))
         let health = CredentialHealth(
             tenant: hooked.id, kind: .certificate, certificateNotAfter: now.addingTimeInterval(10 * 86_400), checkedAt: now)
         await notifier.certificateExpiring(health, tenant: hooked, now: now)
@@ -152,8 +152,8 @@ struct CredentialHealthTests {
         // Signed with the webhook's secret over "<timestamp>.<body>"; the secret itself is not sent.
         let timestamp = try #require(request.headers["X-Herald-Timestamp"])
         let expected = HMAC<SHA256>.authenticationCode(
-            for: Array(timestamp.utf8) + [UInt8(ascii: ".")] + request.body, using: SymmetricKey(data: Array("s3cret-value".utf8)))
+            for: Array(timestamp.utf8) + [UInt8(ascii: ".")] + request.body, using: SymmetricKey(data: Array("s3cret-value-of-32-bytes-or-more".utf8)))
         #expect(request.headers["X-Herald-Signature"] == "sha256=" + expected.map { String(format: "%02x", $0) }.joined())
-        #expect(!String(decoding: request.body, as: UTF8.self).contains("s3cret-value"))
+        #expect(!String(decoding: request.body, as: UTF8.self).contains("s3cret-value-of-32-bytes-or-more"))
     }
 }
