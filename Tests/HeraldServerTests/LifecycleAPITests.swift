@@ -207,6 +207,42 @@ struct LifecycleAPITests {
         await world.close()
     }
 
+    @Test func topicsKeysAndBodiesAreBoundedAndCredentialHealthIsShown() async throws {
+        let world = try await Self.world()
+        // acme starts with 100 API keys (its `test` key and 99 more), the most a tenant may have.
+        let file = world.tenantsDirectory + "/acme.yaml"
+        let more = (1...99).map { "  - name: k\($0)\n    sha256: \(APIKeys.sha256Hex(of: "bound-key-\($0)"))\n" }.joined()
+        let yaml = try String(contentsOfFile: file, encoding: .utf8)
+        #expect(yaml.contains("api_keys:\n"))
+        try yaml.replacingOccurrences(of: "api_keys:\n", with: "api_keys:\n" + more).write(toFile: file, atomically: true, encoding: .utf8)
+        try await LiveServer.with(world.options(adminToken: Self.admin)) { live async throws in
+            let client = live.client()
+            let before = try String(contentsOfFile: file, encoding: .utf8)
+            let key = try await client.request(.post, "/admin/tenants/acme/api-keys", key: Self.admin, json: #"{"name": "one-too-many"}"#)
+            #expect(key.status == 422 && key.errorField == "name", "\(key.text)")
+
+            let topics = (0...1000).map { "\"com.acme.t\($0)\"" }.joined(separator: ",")
+            let many = try await client.request(.patch, "/admin/tenants/acme", key: Self.admin, json: #"{"topics": [\#(topics)]}"#)
+            #expect(many.status == 422 && many.errorField == "topics", "\(many.text)")
+            let huge = #"{"topics": ["com.acme.app"], "plugins": [{"name": "metrics", "options": {"x": "\#(String(repeating: "a", count: 70_000))"}}]}"#
+            #expect(try await client.request(.patch, "/admin/tenants/acme", key: Self.admin, json: huge).status == 413)
+            #expect(try String(contentsOfFile: file, encoding: .utf8) == before)
+
+            // The credential monitor's look shows in the tenant (a token tenant: the key's age).
+            let clock = ContinuousClock()
+            let end = clock.now.advanced(by: .seconds(60))
+            var health: [String: Any]?
+            while health == nil, clock.now < end {
+                health = try await client.request(.get, "/admin/tenants/acme", key: Self.admin).json["credential_health"] as? [String: Any]
+                if health == nil { try await Task.sleep(for: .milliseconds(100)) }
+            }
+            let look = try #require(health, "credential_health never appeared")
+            #expect(look["key_age_days"] as? Int == 0, "\(look)")
+            #expect(look["certificate_not_after"] is NSNull)
+        }
+        await world.close()
+    }
+
     @Test func deletingATenantWithAJobInFlightArchivesItsFilesAndKeepsItsItems() async throws {
         let world = try await Self.world()
         // Slow answers keep the job running while the tenant is deleted.
