@@ -108,6 +108,7 @@ struct LifecycleAPITests {
                 (Self.createBody(world, topics: #"["com.initech.app", "has space"]"#), "topics[1]"),
                 (Self.createBody(world, topics: "[]"), "topics"),
                 (Self.createBody(world, extra: #", "pool": {"connections": 0}"#), "pool.connections"),
+                (Self.createBody(world, extra: #", "pool": {"connections": 1e400}"#), "pool.connections"),
                 (Self.createBody(world, extra: #", "plugins": [{"name": "no-such-plugin"}]"#), "plugins"),
                 (Self.createBody(world, extra: #", "colour": "blue""#), "colour"),
                 (Self.createBody(world, id: "Not An ID"), "id"),
