@@ -4,6 +4,8 @@ import Foundation
 import HeraldCore
 import HeraldServer
 import HeraldStore
+import InMemoryLogging
+import Logging
 import Testing
 
 /// The tenant lifecycle through the admin API: onboarding with a credential, changes, API keys,
@@ -240,6 +242,42 @@ struct LifecycleAPITests {
             let look = try #require(health, "credential_health never appeared")
             #expect(look["key_age_days"] as? Int == 0, "\(look)")
             #expect(look["certificate_not_after"] is NSNull)
+        }
+        await world.close()
+    }
+
+    @Test func noSecretReachesTheLogOrAnAnswerExceptTheNewKeyOnce() async throws {
+        let world = try await Self.world()
+        let logs = InMemoryLogHandler()
+        var logger = Logger(label: "test.herald", factory: { _ in logs })
+        logger.logLevel = .trace
+        let options = world.options(adminToken: Self.admin) { $0.logger = logger }
+        let pem = world.tenant("initech").key.pemRepresentation
+        let keyLines = pem.split(separator: "\n").filter { !$0.hasPrefix("-----") }.map(String.init)
+        let (keys, answers) = try await LiveServer.with(options) { live async throws -> ([String], [String]) in
+            var keys: [String] = []
+            var answers: [String] = []
+            let client = live.client()
+            // Refused (no topics: the key was read and then refused), created, a second key, reads,
+            // a PATCH, a send and the delete: everything the lifecycle logs.
+            answers.append(try await client.request(.post, "/admin/tenants", key: Self.admin, json: Self.createBody(world, topics: "[]")).text)
+            let created = try await client.request(.post, "/admin/tenants", key: Self.admin, json: Self.createBody(world))
+            #expect(created.status == 201, "\(created.text)")
+            keys.append(try #require((created.json["api_key"] as? [String: Any])?["key"] as? String))
+            let added = try await client.request(.post, "/admin/tenants/initech/api-keys", key: Self.admin, json: #"{"name": "ci"}"#)
+            keys.append(try #require(added.json["key"] as? String))
+            answers.append(try await client.request(.get, "/admin/tenants/initech", key: Self.admin).text)
+            answers.append(try await client.request(.get, "/admin/tenants", key: Self.admin).text)
+            answers.append(try await client.request(.patch, "/admin/tenants/initech", key: Self.admin, json: #"{"topics": ["com.initech.app"]}"#).text)
+            #expect(try await Self.send(client, key: keys[0]).status == 200)
+            answers.append(try await client.request(.delete, "/admin/tenants/initech", key: Self.admin).text)
+            return (keys, answers)
+        }
+        let logged = logs.entries.map { "\($0.message) \($0.metadata)" }
+        #expect(logged.contains { $0.contains("tenant created through the admin API") }, "the log captured nothing useful")
+        for secret in keyLines + keys + [Self.admin] {
+            #expect(!logged.contains { $0.contains(secret) }, "a secret is in the log")
+            #expect(!answers.contains { $0.contains(secret) }, "a secret is in an answer")
         }
         await world.close()
     }
