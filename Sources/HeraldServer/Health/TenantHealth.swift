@@ -21,6 +21,60 @@ public struct TenantHealth: Sendable, Hashable {
     public var lastAnswerAt: Date?
     /// The credential as loaded (never secret).
     public var credential: CredentialSummary?
+    /// Sends that APNs answered or that failed, in the last hour (every runtime of the tenant).
+    public var sendsLastHour: Int = 0
+    /// Of those, the ones not answered 200 (a rejection, or no answer at all).
+    public var failuresLastHour: Int = 0
+}
+
+/// Counts per minute over the last hour, as a value: 60 buckets, each stamped with the minute it
+/// counts, so an old bucket is recognised and restarted rather than summed. Memory is fixed.
+///
+/// ```swift
+/// var window = HourWindow()
+/// window.record(at: Date(), failed: false)
+/// window.totals(at: Date())   // (sends: 1, failures: 0)
+/// ```
+public struct HourWindow: Sendable, Hashable {
+    private var minutes = [Int64](repeating: .min, count: 60)
+    private var sends = [Int](repeating: 0, count: 60)
+    private var failures = [Int](repeating: 0, count: 60)
+
+    public init() {}
+
+    public mutating func record(at date: Date, failed: Bool) {
+        let minute = Self.minute(of: date)
+        let slot = Self.slot(of: minute)
+        if minutes[slot] != minute {
+            minutes[slot] = minute
+            sends[slot] = 0
+            failures[slot] = 0
+        }
+        sends[slot] += 1
+        if failed { failures[slot] += 1 }
+    }
+
+    /// The sends and failures of the 60 minutes up to `date` (this minute included).
+    public func totals(at date: Date) -> (sends: Int, failures: Int) {
+        let now = Self.minute(of: date)
+        var totals = (sends: 0, failures: 0)
+        for slot in 0..<60 where minutes[slot] > now - 60 && minutes[slot] <= now {
+            totals.sends += sends[slot]
+            totals.failures += failures[slot]
+        }
+        return totals
+    }
+
+    static func minute(of date: Date) -> Int64 {
+        let seconds = date.timeIntervalSince1970
+        // Dates come from the clock, but a non-finite or absurd one must not trap.
+        guard seconds.isFinite, abs(seconds) < 1e15 else { return 0 }
+        return Int64((seconds / 60).rounded(.down))
+    }
+
+    static func slot(of minute: Int64) -> Int {
+        Int(((minute % 60) + 60) % 60)
+    }
 }
 
 /// Keeps ``TenantHealth`` per tenant, fed by ``MonitoredTransportProvider``'s transports.
@@ -28,14 +82,33 @@ public final class TenantHealthRegistry: Sendable {
     private struct Record {
         var generation = 0
         var health: TenantHealth
+        var lastHour = HourWindow()
     }
 
     private let records = Mutex<[TenantID: Record]>([:])
+    /// The wall clock of the last-hour counts.
+    let now: @Sendable () -> Date
 
-    public init() {}
+    public init(now: @escaping @Sendable () -> Date = { Date() }) {
+        self.now = now
+    }
 
     public func health(of tenant: TenantID) -> TenantHealth? {
-        records.withLock { $0[tenant]?.health }
+        let date = now()
+        return records.withLock { records in
+            guard let record = records[tenant] else { return nil }
+            var health = record.health
+            (health.sendsLastHour, health.failuresLastHour) = record.lastHour.totals(at: date)
+            return health
+        }
+    }
+
+    /// Counts one send of the tenant's (any of its runtimes) in the last-hour window.
+    func recordSend(_ tenant: TenantID, failed: Bool) {
+        let date = now()
+        records.withLock { records in
+            records[tenant]?.lastHour.record(at: date, failed: failed)
+        }
     }
 
     func transportMade(for tenant: TenantID, credential: CredentialSummary?) -> Int {
@@ -94,6 +167,7 @@ struct MonitoredTransport: PushTransport {
         }
         do {
             let response = try await inner.send(notification, environment: environment, deadline: deadline)
+            registry.recordSend(tenant, failed: response.status != 200)
             let now = Date()
             registry.update(tenant, generation: generation) { health in
                 health.inFlight -= 1
@@ -107,6 +181,7 @@ struct MonitoredTransport: PushTransport {
             }
             return response
         } catch {
+            registry.recordSend(tenant, failed: true)
             let now = Date()
             let message = (error as? PushError)?.description ?? "\(error)"
             registry.update(tenant, generation: generation) { health in

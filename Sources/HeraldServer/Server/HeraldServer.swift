@@ -112,13 +112,15 @@ public final class HeraldServer: Sendable {
     let storeLock: StoreLock
     /// The plugins' webhooks, stored until posted.
     public let outbox: WebhookOutbox
+    /// The operator console (`/console`).
+    let console: Console
 
     private init(
         options: HeraldServerOptions, router: Herald.Router, store: SQLitePushStore,
         sharedStore: any PushStore & JobReports, closeSharedStore: @escaping @Sendable () async -> Void,
         runner: JobRunner, health: TenantHealthRegistry,
         reloader: ReloadCoordinator, sandbox: APNsSandbox?, loadedTenants: [TenantID], loadFailures: [TenantFailure], api: APIContext,
-        storeLock: StoreLock, outbox: WebhookOutbox
+        storeLock: StoreLock, outbox: WebhookOutbox, console: Console
     ) {
         self.options = options
         self.router = router
@@ -134,6 +136,7 @@ public final class HeraldServer: Sendable {
         self.api = api
         self.storeLock = storeLock
         self.outbox = outbox
+        self.console = console
     }
 
     /// Starts the sandbox (if enabled), opens the store and loads the tenants. Nothing listens
@@ -239,6 +242,17 @@ public final class HeraldServer: Sendable {
             router: router, store: sharedStore, reports: sharedStore, runner: runner, health: health, metrics: options.metrics,
             settings: configuration, adminToken: AdminToken(options.adminToken), logger: logger,
             openAPIDocument: OpenAPIDocument.bytes, reloader: reloader)
+        let console: Console
+        do {
+            console = Console(
+                router: router, health: health, reloader: reloader, store: sharedStore, adminToken: AdminToken(options.adminToken),
+                sessions: ConsoleSessions(now: { [clock = router.configuration.clock] in clock.now }),
+                pages: try await ConsolePages.load(), lifecycle: nil, logger: logger,
+                maxFormBytes: reloadConfiguration.maximumUploadBytes * 2 + 64 * 1024)
+        } catch {
+            try? await sandbox?.shutdown()
+            throw HeraldServerError(message: "cannot load the console's templates: \(error)")
+        }
         // API keys follow each swap; resumed jobs of new tenants start.
         reloader.onChange { report in
             api.rebuildKeyIndex()
@@ -247,7 +261,8 @@ public final class HeraldServer: Sendable {
         return HeraldServer(
             options: options, router: router, store: store, sharedStore: sharedStore,
             closeSharedStore: closeSharedStore, runner: runner, health: health, reloader: reloader, sandbox: sandbox,
-            loadedTenants: report.added, loadFailures: failures, api: api, storeLock: storeLock, outbox: outbox)
+            loadedTenants: report.added, loadFailures: failures, api: api, storeLock: storeLock, outbox: outbox,
+            console: console)
     }
 
     /// Opens the shared PostgreSQL store (`storage.postgres`), migrated under an advisory lock.
@@ -285,6 +300,7 @@ public final class HeraldServer: Sendable {
                 return try await api.handle(endpoint, request: request, parameters: parameters)
             }
         }
+        console.addRoutes(to: router)
         return router
     }
 

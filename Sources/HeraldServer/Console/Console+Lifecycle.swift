@@ -1,0 +1,165 @@
+import Foundation
+import Herald
+import HeraldCore
+import Hummingbird
+
+/// A tenant as the onboarding form describes it, in the tenant file's own terms.
+struct ConsoleTenantDraft: Sendable {
+    enum Credential: Sendable {
+        case token(keyID: String, pem: [UInt8])
+        case certificatePEM([UInt8])
+        case pkcs12(bundle: [UInt8], passphrase: String)
+    }
+    var id: TenantID
+    var teamID: String
+    /// `topics`, `endpoints`, `plugins`, as the tenant file spells them.
+    var sections: [(String, JSONValue)]
+    var credential: Credential
+    var apiKeyName: String
+    var apiKeySHA256: String
+}
+
+/// What the console's onboarding, API-key and delete forms need: the tenant lifecycle service
+/// the admin API uses (`POST /admin/tenants`, `…/api-keys`, `DELETE /admin/tenants/{id}`), so
+/// the console never has a code path of its own for these changes. Refusals come back as
+/// ``ConsoleError``s naming the form field.
+protocol ConsoleLifecycle: Sendable {
+    func create(_ draft: ConsoleTenantDraft) async throws(ConsoleError)
+    func addAPIKey(tenant: TenantID, name: String, sha256Hex: String) async throws(ConsoleError)
+    func removeAPIKey(tenant: TenantID, name: String) async throws(ConsoleError)
+    func delete(tenant: TenantID) async throws(ConsoleError)
+}
+
+extension Console {
+    static let lifecycleUnavailable = ConsoleError(
+        status: .serviceUnavailable,
+        message: "creating tenants, API keys and deleting tenants are not available in this build of Herald "
+            + "(the tenant lifecycle service is missing); nothing was changed")
+
+    private func requireLifecycle() throws(ConsoleError) -> any ConsoleLifecycle {
+        guard let lifecycle else { throw Self.lifecycleUnavailable }
+        return lifecycle
+    }
+
+    /// `POST /console/onboard`: the create form. The new tenant's first API key is shown once,
+    /// on the answer page (only its SHA-256 is written).
+    func onboard(_ session: ConsoleSessions.Session, form: ConsoleForm) async -> Response {
+        var typed = OnboardPage.Form()
+        typed.id = (try? form.text("id")) ?? ""
+        typed.teamID = (try? form.text("team_id")) ?? ""
+        typed.topics = (try? form.text("topics")) ?? ""
+        typed.production = (try? form.text("production")) ?? ""
+        typed.development = (try? form.text("development")) ?? ""
+        typed.caFile = (try? form.text("ca_file")) ?? ""
+        typed.plugins = (try? form.text("plugins")) ?? ""
+        typed.keyID = (try? form.text("key_id")) ?? ""
+        typed.apiKeyName = (try? form.text("api_key_name")) ?? "default"
+        let key = APIKeys.generate()
+        do throws(ConsoleError) {
+            let lifecycle = try requireLifecycle()
+            let draft = try Self.draft(form, apiKeySHA256: APIKeys.sha256Hex(of: key))
+            try await lifecycle.create(draft)
+            logger.notice("tenant created through the console", metadata: ["herald.tenant": "\(draft.id)"])
+            return pages.render(
+                "onboard",
+                OnboardPage(
+                    csrf: session.csrf, notice: "Tenant \(draft.id) was validated, written and loaded.",
+                    created: .init(tenant: draft.id.rawValue, name: draft.apiKeyName, key: key)),
+                status: .created)
+        } catch {
+            return pages.render("onboard", OnboardPage(csrf: session.csrf, error: error.message, form: typed), status: error.status)
+        }
+    }
+
+    /// The draft an onboarding form describes; the lifecycle checks it again, in full.
+    static func draft(_ form: ConsoleForm, apiKeySHA256: String) throws(ConsoleError) -> ConsoleTenantDraft {
+        let rawID = try form.required("id")
+        let id: TenantID
+        do {
+            id = try TenantID(rawID)
+        } catch {
+            throw ConsoleError.field("id", "\(error)")
+        }
+        let credential: ConsoleTenantDraft.Credential
+        switch try form.text("kind") ?? "token" {
+        case "token":
+            guard let key = form.file("key_file") else { throw ConsoleError.field("key_file", "is required: choose the .p8 key") }
+            credential = .token(keyID: try form.required("key_id"), pem: key)
+        case "certificate":
+            guard let pem = form.file("certificate_file") else {
+                throw ConsoleError.field("certificate_file", "is required: choose the PEM file")
+            }
+            credential = .certificatePEM(pem)
+        case "pkcs12":
+            guard let bundle = form.file("pkcs12_file") else { throw ConsoleError.field("pkcs12_file", "is required: choose the .p12 file") }
+            credential = .pkcs12(bundle: bundle, passphrase: try form.text("passphrase") ?? "")
+        default:
+            throw ConsoleError.field("kind", "must be token, certificate or pkcs12")
+        }
+        var sections: [(String, JSONValue)] = [("topics", .array(list(try form.required("topics")).map(JSONValue.string)))]
+        var endpoints: [(String, JSONValue)] = []
+        for name in ["production", "development", "ca_file"] {
+            if let value = try form.text(name) { endpoints.append((name, .string(value))) }
+        }
+        if try form.text("production") == nil, try form.text("development") != nil {
+            endpoints.append(("default", .string("development")))
+        }
+        if !endpoints.isEmpty { sections.append(("endpoints", .object(endpoints))) }
+        let plugins = list(try form.text("plugins") ?? "")
+        if !plugins.isEmpty { sections.append(("plugins", .array(plugins.map { .object([("name", .string($0))]) }))) }
+        return ConsoleTenantDraft(
+            id: id, teamID: try form.required("team_id"), sections: sections, credential: credential,
+            apiKeyName: try form.text("api_key_name") ?? "default", apiKeySHA256: apiKeySHA256)
+    }
+
+    /// Items separated by commas or line breaks, trimmed, empty ones dropped.
+    static func list(_ text: String) -> [String] {
+        text.split(whereSeparator: { $0 == "," || $0.isNewline }).map { $0.trimmingCharacters(in: .whitespaces) }.filter {
+            !$0.isEmpty
+        }
+    }
+
+    /// `POST /console/tenants/{id}/api-keys`: a new key, shown once.
+    func createKey(_ session: ConsoleSessions.Session, id: String, form: ConsoleForm) async throws -> Response {
+        let tenant = try runningTenant(id)
+        let key = APIKeys.generate()
+        let name: String
+        do throws(ConsoleError) {
+            name = try form.required("name")
+            try await requireLifecycle().addAPIKey(tenant: tenant.id, name: name, sha256Hex: APIKeys.sha256Hex(of: key))
+        } catch {
+            return try await tenantPage(session, id: id, error: error)
+        }
+        logger.notice("API key added through the console", metadata: ["herald.tenant": "\(tenant.id)", "herald.key-name": "\(name)"])
+        return try await tenantPage(session, id: id, newKey: TenantPage.NewKey(name: name, key: key))
+    }
+
+    /// `POST /console/tenants/{id}/api-keys/delete`: the key stops working at the swap.
+    func revokeKey(_ session: ConsoleSessions.Session, id: String, form: ConsoleForm) async throws -> Response {
+        let tenant = try runningTenant(id)
+        let name: String
+        do throws(ConsoleError) {
+            name = try form.required("name")
+            try await requireLifecycle().removeAPIKey(tenant: tenant.id, name: name)
+        } catch {
+            return try await tenantPage(session, id: id, error: error)
+        }
+        logger.notice("API key revoked through the console", metadata: ["herald.tenant": "\(tenant.id)", "herald.key-name": "\(name)"])
+        return try await tenantPage(session, id: id, notice: "The API key \(name) was revoked.")
+    }
+
+    /// `POST /console/tenants/{id}/delete`, confirmed by typing the tenant's ID.
+    func delete(_ session: ConsoleSessions.Session, id: String, form: ConsoleForm) async throws -> Response {
+        let tenant = try runningTenant(id)
+        do throws(ConsoleError) {
+            guard try form.text("confirm") == tenant.id.rawValue else {
+                throw ConsoleError.field("confirm", "must be the tenant's ID, \(tenant.id), to delete it")
+            }
+            try await requireLifecycle().delete(tenant: tenant.id)
+        } catch {
+            return try await tenantPage(session, id: id, error: error)
+        }
+        logger.notice("tenant deleted through the console", metadata: ["herald.tenant": "\(tenant.id)"])
+        return await tenantsPage(session, notice: "Tenant \(tenant.id) was deleted; its files were archived.")
+    }
+}
