@@ -127,7 +127,7 @@ struct Console: Sendable {
 
     /// Whether the browser reached the console over TLS: directly, or through a proxy that says so.
     static func isSecure(_ request: Request) -> Bool {
-        request.uri.scheme?.lowercased() == "https"
+        request.uri.scheme == .https
             || request.headers[HTTPField.Name("X-Forwarded-Proto")!]?.lowercased() == "https"
     }
 
