@@ -1,4 +1,5 @@
 import Foundation
+import HTTPTypes
 import Herald
 import HeraldAPNs
 import HeraldCore
