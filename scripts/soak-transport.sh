@@ -28,12 +28,11 @@ make_workdir herald-soak
 status=0
 for phase in goaway drop; do
     config="$WORK/sandbox-$phase.yaml"
-    sed -e "s#: sandbox/#: $ROOT/config/sandbox/#" "$ROOT/config/sandbox.yaml" > "$config"
-    if [[ $phase == goaway ]]; then
-        printf 'faults:\n  goaway_after: %d\n  goaway_reason: Shutdown\n' "$GOAWAY_EVERY" >> "$config"
-    else
-        printf 'faults:\n  drop_after: %d\n' "$DROP_EVERY" >> "$config"
-    fi
+    # The shipped sandbox.yaml with the phase's fault set in its own `faults:` section.
+    if [[ $phase == goaway ]]; then fault="s#^  goaway_after: null#  goaway_after: $GOAWAY_EVERY#"
+    else fault="s#^  drop_after: null#  drop_after: $DROP_EVERY#"; fi
+    sed -e "s#: sandbox/#: $ROOT/config/sandbox/#" -e "$fault" "$ROOT/config/sandbox.yaml" > "$config"
+    grep -q "^  ${phase}_after: [0-9]" "$config" || { echo "config/sandbox.yaml changed: update soak-transport.sh" >&2; exit 2; }
     "$HERALD" sandbox --config "$config" --host 127.0.0.1 --port 0 --log-level warning > "$WORK/sandbox-$phase.log" 2>&1 &
     sandbox_pid=$!
     PIDS+=("$sandbox_pid")
@@ -48,9 +47,13 @@ for phase in goaway drop; do
         --connections 1 --concurrency "$CONCURRENCY" --warmup 1000 --json > "$WORK/bench-$phase.json" 2> "$WORK/bench-$phase.err" &
     bench_pid=$!
     PIDS+=("$bench_pid")
+    # RSS of herald bench itself (the child of `timeout`), not of the timeout process.
+    herald_pid=""
+    for _ in $(seq 1 50); do herald_pid=$(pgrep -P "$bench_pid" | head -n 1) && [[ -n "$herald_pid" ]] && break; sleep 0.1; done
+    [[ -n "$herald_pid" ]] || { echo "herald bench did not start" >&2; cat "$WORK/bench-$phase.err" >&2; exit 1; }
     : > "$WORK/rss-$phase.txt"
-    while kill -0 "$bench_pid" 2>/dev/null; do
-        awk '/^VmRSS:/ {print $2}' "/proc/$bench_pid/status" 2>/dev/null >> "$WORK/rss-$phase.txt" || true
+    while kill -0 "$herald_pid" 2>/dev/null; do
+        awk '/^VmRSS:/ {print $2}' "/proc/$herald_pid/status" 2>/dev/null >> "$WORK/rss-$phase.txt" || true
         sleep 1
     done
     wait "$bench_pid" || true

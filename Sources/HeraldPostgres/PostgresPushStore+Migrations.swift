@@ -107,6 +107,11 @@ extension PostgresPushStore {
                 )
                 """
             ]),
+        // At-most-once across a crash, as the SQLite store's v6: when an item's request was last
+        // about to be written; cleared when a transient answer defers the item.
+        Migration(
+            name: "v6: job item on the wire",
+            statements: ["ALTER TABLE job_item ADD COLUMN wire_at_ms BIGINT"]),
     ]
 
     /// Applies the migrations not applied yet (up to and including `lastMigration`; all when nil),

@@ -454,6 +454,22 @@ public final class PostgresPushStore: PushStore, JobReports {
         }
     }
 
+    public func markOnWire(tenant: TenantID, job: JobID, indexes: [Int], claimant: String, at: Date) async throws
+        -> Set<Int>
+    {
+        guard !indexes.isEmpty else { return [] }
+        let list = Set(indexes).map { Int32(clamping: $0) }
+        let rows = try await client.query(
+            """
+            UPDATE job_item SET wire_at_ms = \(Self.millis(at))
+            WHERE tenant = \(tenant.rawValue) AND job_id = \(job.rawValue) AND idx = ANY(\(list))
+              AND state IN ('pending', 'retrying') AND claimant = \(claimant)
+            RETURNING idx
+            """, logger: logger
+        ).collect()
+        return Set(try rows.map { try $0.makeRandomAccess()[0].decode(Int.self) })
+    }
+
     public func nextAttempt(tenant: TenantID, job: JobID) async throws -> Date? {
         try await client.query(
             """
@@ -469,7 +485,7 @@ public final class PostgresPushStore: PushStore, JobReports {
             UPDATE job_item SET state = 'retrying', attempts = greatest(attempts, \(Self.count(retry.attempts))),
                 first_attempt_ms = coalesce(first_attempt_ms, \(Self.millis(retry.firstAttemptAt))),
                 next_attempt_ms = \(Self.millis(retry.nextAttemptAt)), last_error = \(retry.lastError),
-                claimant = NULL, lease_until_ms = NULL
+                claimant = NULL, lease_until_ms = NULL, wire_at_ms = NULL
             WHERE tenant = \(tenant.rawValue) AND job_id = \(job.rawValue) AND idx = \(index)
               AND state IN ('pending', 'retrying')
             RETURNING 1
@@ -628,7 +644,7 @@ public final class PostgresPushStore: PushStore, JobReports {
         \(p)job_id, \(p)idx, \(p)device_token, \(p)topic, \(p)push_type, \(p)priority, \(p)expiration, \
         \(p)collapse_id, \(p)apns_id, \(payload ?? p + "payload"), \(p)state, \(p)status, \(p)reason, \(p)message, \
         \(p)result_apns_id, \(p)apns_timestamp_ms, \(p)finished_at_ms, \(p)claimant, \(p)lease_until_ms, \
-        \(p)attempts, \(p)first_attempt_ms, \(p)next_attempt_ms, \(p)last_error
+        \(p)attempts, \(p)first_attempt_ms, \(p)next_attempt_ms, \(p)last_error, \(p)wire_at_ms
         """
     }
 
@@ -670,7 +686,8 @@ public final class PostgresPushStore: PushStore, JobReports {
             result: result, claimant: try cells[17].decode(String?.self),
             leaseUntil: try cells[18].decode(Int64?.self).map(date), attempts: attempts,
             firstAttemptAt: try cells[20].decode(Int64?.self).map(date),
-            nextAttemptAt: try cells[21].decode(Int64?.self).map(date), lastError: try cells[22].decode(String?.self))
+            nextAttemptAt: try cells[21].decode(Int64?.self).map(date), lastError: try cells[22].decode(String?.self),
+            onWireAt: try cells[23].decode(Int64?.self).map(date))
     }
 
     static let invalidTokenColumns =

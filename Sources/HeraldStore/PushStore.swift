@@ -63,6 +63,14 @@ public protocol PushStore: Sendable {
     /// unleased): a claim returns it only once `retry.nextAttemptAt` has come.
     /// - Returns: false when the item already has an outcome (nothing is changed).
     func deferItem(tenant: TenantID, job: JobID, index: Int, retry: JobItemRetry) async throws -> Bool
+    /// Marks items as on the wire: their requests are about to be written to APNs (one write for
+    /// all of them, committed before it returns). Only items without an outcome and leased to
+    /// `claimant` are marked; ``deferItem(tenant:job:index:retry:)`` clears the mark. A claim
+    /// that returns an item still marked (``JobItem/onWireAt``) tells the runner its earlier
+    /// request may have reached APNs with no outcome recorded (the instance that sent it stopped).
+    /// - Returns: the indexes marked; the caller sends only those (an item that got an outcome or
+    ///   whose lease another claimant took meanwhile is not marked).
+    func markOnWire(tenant: TenantID, job: JobID, indexes: [Int], claimant: String, at: Date) async throws -> Set<Int>
     /// The earliest next attempt of the job's `retrying` items, or nil when none waits.
     func nextAttempt(tenant: TenantID, job: JobID) async throws -> Date?
     /// Items in index order, from `fromIndex`.
@@ -185,7 +193,8 @@ public enum JobCreation: Sendable, Hashable {
 }
 
 public enum JobItemState: String, Sendable, Hashable, Codable, CaseIterable, CustomStringConvertible {
-    /// Not tried yet (or tried and lost in a crash before its outcome was recorded).
+    /// Not tried yet (or tried and lost in a crash before its outcome was recorded: see
+    /// ``JobItem/onWireAt``).
     case pending
     /// Tried, and waiting for its next attempt (``JobItem/nextAttemptAt``) after a transient failure.
     case retrying
@@ -218,11 +227,15 @@ public struct JobItem: Sendable, Hashable {
     public var nextAttemptAt: Date?
     /// The last transient error (a reason such as `ServiceUnavailable` or `TransportFailed`).
     public var lastError: String?
+    /// When its request was last about to be written (``PushStore/markOnWire(tenant:job:indexes:claimant:at:)``),
+    /// unless a transient answer put it back since: set on an item without an outcome, that
+    /// request may have reached APNs.
+    public var onWireAt: Date?
 
     public init(
         job: JobID, index: Int, notification: HeraldCore.Notification, state: JobItemState, result: JobItemResult?,
         claimant: String? = nil, leaseUntil: Date? = nil, attempts: Int = 0, firstAttemptAt: Date? = nil,
-        nextAttemptAt: Date? = nil, lastError: String? = nil
+        nextAttemptAt: Date? = nil, lastError: String? = nil, onWireAt: Date? = nil
     ) {
         self.job = job
         self.index = index
@@ -235,6 +248,7 @@ public struct JobItem: Sendable, Hashable {
         self.firstAttemptAt = firstAttemptAt
         self.nextAttemptAt = nextAttemptAt
         self.lastError = lastError
+        self.onWireAt = onWireAt
     }
 }
 

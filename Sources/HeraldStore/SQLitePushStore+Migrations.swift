@@ -133,6 +133,13 @@ extension SQLitePushStore {
                     ) WITHOUT ROWID
                     """)
         }
+        // At-most-once across a crash: an item's request is marked "on the wire" (when) right
+        // before it is written; an item claimed again with the mark and no outcome may have
+        // reached APNs (its instance stopped before the answer was recorded). Cleared when a
+        // transient answer defers the item.
+        migrator.registerMigration("v6: job item on the wire") { db in
+            try db.execute(sql: "ALTER TABLE job_item ADD COLUMN wire_at_ms INTEGER")
+        }
         return migrator
     }
 }

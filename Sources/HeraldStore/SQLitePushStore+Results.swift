@@ -124,7 +124,7 @@ extension SQLitePushStore {
             sql: """
                 UPDATE job_item SET state = 'retrying', attempts = max(attempts, ?),
                     first_attempt_ms = coalesce(first_attempt_ms, ?), next_attempt_ms = ?, last_error = ?,
-                    claimant = NULL, lease_until_ms = NULL
+                    claimant = NULL, lease_until_ms = NULL, wire_at_ms = NULL
                 WHERE tenant = ? AND job_id = ? AND idx = ? AND state IN ('pending', 'retrying')
                 """
         ).execute(arguments: [

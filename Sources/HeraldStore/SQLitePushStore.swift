@@ -374,6 +374,31 @@ public final class SQLitePushStore: PushStore {
         }
     }
 
+    public func markOnWire(tenant: TenantID, job: JobID, indexes: [Int], claimant: String, at: Date) async throws
+        -> Set<Int>
+    {
+        guard !indexes.isEmpty else { return [] }
+        let atMillis = try Self.millis(at, field: "at")
+        // Integers only: the list is built from Swift `Int`s, never from input text.
+        let list = Set(indexes).map(String.init).joined(separator: ",")
+        return try await pool.write { db in
+            let marked = try Int.fetchSet(
+                db,
+                sql: """
+                    SELECT idx FROM job_item
+                    WHERE tenant = ? AND job_id = ? AND idx IN (\(list)) AND state IN ('pending', 'retrying')
+                      AND claimant = ?
+                    """,
+                arguments: [tenant.rawValue, job.rawValue, claimant])
+            guard !marked.isEmpty else { return [] }
+            let markedList = marked.map(String.init).joined(separator: ",")
+            try db.execute(
+                sql: "UPDATE job_item SET wire_at_ms = ? WHERE tenant = ? AND job_id = ? AND idx IN (\(markedList))",
+                arguments: [atMillis, tenant.rawValue, job.rawValue])
+            return marked
+        }
+    }
+
     public func nextAttempt(tenant: TenantID, job: JobID) async throws -> Date? {
         try await pool.read { db in
             try Int64.fetchOne(
@@ -497,7 +522,7 @@ public final class SQLitePushStore: PushStore {
                   WHERE p.tenant = job_item.tenant AND p.job_id = job_item.job_id AND p.id = job_item.payload_ref),
                  job_item.payload), \
         state, status, reason, message, result_apns_id, apns_timestamp_ms, finished_at_ms, claimant, lease_until_ms, \
-        attempts, first_attempt_ms, next_attempt_ms, last_error
+        attempts, first_attempt_ms, next_attempt_ms, last_error, wire_at_ms
         """
 
     /// A job item from a row of ``jobItemColumns``.
@@ -536,10 +561,12 @@ public final class SQLitePushStore: PushStore {
                 finishedAt: date(finished ?? 0), attempts: attempts)
         }
         let lease: Int64? = row[18]
+        let wire: Int64? = row[23]
         return JobItem(
             job: JobID(unchecked: row[0]), index: row[1], notification: notification, state: state,
             result: result, claimant: row[17], leaseUntil: lease.map(date), attempts: attempts,
-            firstAttemptAt: firstAttempt.map(date), nextAttemptAt: nextAttempt.map(date), lastError: row[22])
+            firstAttemptAt: firstAttempt.map(date), nextAttemptAt: nextAttempt.map(date), lastError: row[22],
+            onWireAt: wire.map(date))
     }
 
     private static func invalidTokenRecord(_ row: Row) throws -> InvalidTokenRecord {

@@ -285,20 +285,25 @@ struct HostileTenantTests {
         await world.close()
     }
 
-    @Test func connectionsBeyondTheCapWaitUntilOneCloses() async throws {
+    @Test func connectionsBeyondTheCapWaitUntilABusyOneCloses() async throws {
         let world = try await TestWorld.make()
+        let acme = world.tenant("acme")
         let options = world.options { options in
             options.configuration.http.maxConnections = 2
         }
         try await LiveServer.with(options) { live async throws in
+            // Two connections each in the middle of a request (a head, then a body still arriving):
+            // busy, so nothing closes them to make room.
+            let busyHead =
+                "POST /v1/notifications HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer \(acme.apiKey)\r\n"
+                + "Content-Type: application/json\r\nContent-Length: 500\r\n\r\n{\"device_token\": "
             let first = try RawSocket(port: live.port)
+            try first.write(busyHead)
+            try await Task.sleep(for: .milliseconds(300))
             let second = try RawSocket(port: live.port)
-            try first.write("GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
-            try second.write("GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
-            #expect(String(decoding: await first.received(), as: UTF8.self).hasPrefix("HTTP/1.1 200"))
-            #expect(String(decoding: await second.received(), as: UTF8.self).hasPrefix("HTTP/1.1 200"))
-            // Both are served and stay open (keep-alive). A third connection is accepted by the
-            // kernel but not served while both are open.
+            try second.write(busyHead)
+            try await Task.sleep(for: .milliseconds(300))
+            // A third connection is accepted by the kernel but not served while both are busy.
             let answered = Mutex(false)
             let third = Task {
                 let reply = try await live.client().request(.get, "/healthz")
@@ -311,6 +316,32 @@ struct HostileTenantTests {
             first.hangUp()
             let reply = try await third.value
             #expect(reply.status == 200)
+            second.hangUp()
+        }
+        await world.close()
+    }
+
+    @Test func idleConnectionsGiveWayToCallersWithRequests() async throws {
+        let world = try await TestWorld.make()
+        let options = world.options { options in
+            // Four connections at most; idle ones are closed from the fourth on (the reaper keeps one
+            // slot of headroom), long before the 60 s idle timeout.
+            options.configuration.http.maxConnections = 4
+        }
+        try await LiveServer.with(options) { live async throws in
+            // A caller holds many sockets and sends nothing on them (more than the cap).
+            var idle: [RawSocket] = []
+            for _ in 0..<8 { idle.append(try RawSocket(port: live.port)) }
+            try await Task.sleep(for: .milliseconds(1200))
+            // Another caller still gets answers, one connection after another.
+            for _ in 0..<5 {
+                #expect(try await live.client().request(.get, "/healthz").status == 200)
+            }
+            // The idle sockets were the ones closed (the oldest first), not the working caller's.
+            var closed = 0
+            for socket in idle.prefix(4) where await socket.closed() != nil { closed += 1 }
+            #expect(closed == 4, "the oldest idle sockets were not closed to make room")
+            for socket in idle { socket.hangUp() }
         }
         await world.close()
     }

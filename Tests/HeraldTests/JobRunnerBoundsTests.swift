@@ -106,6 +106,20 @@ struct JobRunnerBoundsTests {
         func nextAttempt(tenant: TenantID, job: JobID) async throws -> Date? {
             try await base.nextAttempt(tenant: tenant, job: job)
         }
+        /// Each `markOnWire` call's indexes, in call order.
+        var markCalls: [[Int]] { marks.withLock { $0.calls } }
+        /// While set, `markOnWire` calls wait (polling) before they write.
+        func holdMarks(_ hold: Bool) { marks.withLock { $0.hold = hold } }
+        /// While set, `markOnWire` calls fail.
+        func failMarks(_ fail: Bool) { marks.withLock { $0.fail = fail } }
+        private let marks = Mutex<(calls: [[Int]], hold: Bool, fail: Bool)>(([], false, false))
+
+        func markOnWire(tenant: TenantID, job: JobID, indexes: [Int], claimant: String, at: Date) async throws -> Set<Int> {
+            marks.withLock { $0.calls.append(indexes) }
+            while marks.withLock({ $0.hold }) { try await Task.sleep(for: .milliseconds(5)) }
+            if marks.withLock({ $0.fail }) { throw StoreError.corrupt("disk I/O error (test)") }
+            return try await base.markOnWire(tenant: tenant, job: job, indexes: indexes, claimant: claimant, at: at)
+        }
     }
 
     static func notes(_ count: Int, seed: UInt8) -> [HeraldCore.Notification] {

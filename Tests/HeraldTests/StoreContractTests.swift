@@ -519,4 +519,64 @@ struct StoreContractTests {
                 leaseUntil: farLease
             ).map(\.index) == [0])
     }
+
+    @Test(
+        "on-the-wire marks: only the claimant's items without an outcome, kept across lease take-back, cleared by a deferral; apns-ids stable",
+        arguments: StoreBackend.allCases)
+    func onTheWire(_ backend: StoreBackend) async throws {
+        try await backend.withStore(checkOnTheWire)
+    }
+
+    private func checkOnTheWire(_ store: any PushStore & JobReports) async throws {
+        let id = try JobID("wire-1")
+        _ = try await store.createJob(
+            tenant: acme, id: id, environment: nil, notifications: (0..<5).map { _ in Fixtures.note() }, createdAt: t0)
+        let ids = try await store.items(tenant: acme, job: id, fromIndex: 0, limit: 10).map(\.notification.id)
+        #expect(ids.allSatisfy { $0 != nil } && Set(ids).count == 5)
+        let lease = t0.addingTimeInterval(600)
+        let claimed = try await store.claimPendingItems(
+            tenant: acme, job: id, limit: 4, claimant: "herald/old", now: t0, leaseUntil: lease)
+        #expect(claimed.map(\.index) == [0, 1, 2, 3] && claimed.allSatisfy { $0.onWireAt == nil })
+        #expect(try await store.items(tenant: acme, job: id, fromIndex: 4, limit: 1)[0].onWireAt == nil)
+
+        // Item 4 is not leased to the claimant, 9 does not exist, another tenant's job has no such items.
+        let at = t0.addingTimeInterval(1)
+        #expect(
+            try await store.markOnWire(tenant: acme, job: id, indexes: [0, 1, 2, 4, 9], claimant: "herald/old", at: at)
+                == [0, 1, 2])
+        #expect(try await store.markOnWire(tenant: other, job: id, indexes: [3], claimant: "herald/old", at: at).isEmpty)
+        #expect(try await store.markOnWire(tenant: acme, job: id, indexes: [3], claimant: "heraldx/1", at: at).isEmpty)
+        #expect(try await store.markOnWire(tenant: acme, job: id, indexes: [], claimant: "herald/old", at: at).isEmpty)
+        var items = try await store.items(tenant: acme, job: id, fromIndex: 0, limit: 10)
+        #expect(items.map { $0.onWireAt != nil } == [true, true, true, false, false])
+        #expect(items[0].onWireAt == at)
+
+        // 0 answered (outcome, never marked again); 1 deferred after a transient answer (mark cleared).
+        let sent = JobItemResult(state: .sent, status: 200, reason: nil, apnsID: ids[0], finishedAt: at, attempts: 1)
+        _ = try await store.recordResult(tenant: acme, job: id, index: 0, result: sent)
+        #expect(
+            try await store.deferItem(
+                tenant: acme, job: id, index: 1,
+                retry: JobItemRetry(attempts: 1, firstAttemptAt: at, nextAttemptAt: at, lastError: "ServiceUnavailable")))
+        #expect(try await store.markOnWire(tenant: acme, job: id, indexes: [0], claimant: "herald/old", at: at).isEmpty)
+
+        // The instance stops; a new one takes its leases back: item 2 comes back still marked,
+        // the retry and the never-sent ones unmarked, every apns-id as stored.
+        #expect(try await store.releaseLeases(tenant: acme, job: id, claimantBase: "herald", keeping: "herald/new") == 2)
+        let again = try await store.claimPendingItems(
+            tenant: acme, job: id, limit: 10, claimant: "herald/new", now: t0.addingTimeInterval(2), leaseUntil: lease)
+        #expect(again.map(\.index) == [1, 2, 3, 4])
+        #expect(again.map { $0.onWireAt != nil } == [false, true, false, false])
+        #expect(again.map(\.notification.id) == Array(ids[1...]))
+        #expect(again[1].onWireAt == at && again[1].state == .pending)
+
+        // The new instance marks them: its own claim now, a later time.
+        let later = t0.addingTimeInterval(3)
+        #expect(
+            try await store.markOnWire(tenant: acme, job: id, indexes: [1, 2, 3, 4], claimant: "herald/new", at: later)
+                == [1, 2, 3, 4])
+        items = try await store.items(tenant: acme, job: id, fromIndex: 0, limit: 10)
+        #expect(items[0].onWireAt == at && items[1...].allSatisfy { $0.onWireAt == later })
+        #expect(items.map(\.notification.id) == ids)
+    }
 }

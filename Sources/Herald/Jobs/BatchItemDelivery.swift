@@ -25,6 +25,8 @@ struct BatchItemDelivery: Sendable {
         case deferred
         /// Not sent (cancelled): the item stays as it was.
         case leftPending
+        /// Not sent: it got an outcome or its lease went to another claimant meanwhile.
+        case notOurs
         /// The tenant is gone or the store failed: nothing more of this job now.
         case pause
     }
@@ -32,12 +34,25 @@ struct BatchItemDelivery: Sendable {
     /// A local refusal (rate limit, full queue, reload) is tried again after this.
     static let localRefusalDelay: Duration = .milliseconds(500)
 
-    func deliver(_ item: JobItem, of job: Job, logger: Logger) async -> Step {
+    /// - Parameter marks: marks the item on the wire, durably, right before its request is written.
+    func deliver(_ item: JobItem, of job: Job, marks: WireMarks, logger: Logger) async -> Step {
         let clock = router.configuration.clock
         guard let runtime = router.runtime(for: job.tenant) else { return .pause }
         let tenant = runtime.configuration
         let policy = tenant.delivery
         let now = clock.date
+
+        // Its request was about to be written by an instance that stopped (or a send that was
+        // cancelled) with no outcome recorded: it may have reached APNs.
+        if let onWire = item.onWireAt, policy.guarantee == .atMostOnce {
+            return await record(
+                item, of: job,
+                JobItemResult(
+                    state: .unknown, status: nil, reason: DeliveryReason.unknown,
+                    message: "its request was on the wire at \(onWire.ISO8601Format()) with no outcome recorded "
+                        + "(the instance sending it stopped); at-most-once: not sent again",
+                    apnsID: item.notification.id, finishedAt: now, attempts: max(item.attempts, 1)), logger: logger)
+        }
         let firstAttempt = item.firstAttemptAt ?? now
         let giveUpAt = firstAttempt.addingTimeInterval(policy.maxRetryDuration.secondsValue)
 
@@ -74,6 +89,19 @@ struct BatchItemDelivery: Sendable {
             }
         }
 
+        do {
+            guard try await marks.mark(item.index) else {
+                if let key, probe { recordUnsentProbe(key, reason: "NotSent", policy: policy, logger: logger) }
+                return .notOurs
+            }
+        } catch {
+            if let key, probe { recordUnsentProbe(key, reason: "StoreFailed", policy: policy, logger: logger) }
+            logger.error(
+                "cannot mark a job item on the wire; it is not sent now",
+                metadata: ["herald.index": "\(item.index)", "herald.error": "\(error)"])
+            return .pause
+        }
+
         let attempts = item.attempts + 1
         let outcome: DeliveryOutcome
         var answer: PushResult? = nil
@@ -84,11 +112,7 @@ struct BatchItemDelivery: Sendable {
             answer = result
             outcome = DeliveryOutcome(result.response)
         } catch is CancellationError {
-            if let key, probe {
-                router.circuits.record(
-                    key, outcome: .deferred(reason: "Cancelled"), probe: true, policy: policy.circuit, now: clock.now,
-                    logger: logger)
-            }
+            if let key, probe { recordUnsentProbe(key, reason: "Cancelled", policy: policy, logger: logger) }
             return .leftPending
         } catch {
             failure = error
@@ -154,6 +178,13 @@ struct BatchItemDelivery: Sendable {
                     nextAttemptAt: finished.addingTimeInterval(delay.secondsValue), lastError: reason),
                 logger: logger)
         }
+    }
+
+    /// A probe the circuit admitted that was not sent: the circuit lets the next one probe.
+    private func recordUnsentProbe(_ key: DeliveryCircuits.Key, reason: String, policy: DeliveryPolicy, logger: Logger) {
+        router.circuits.record(
+            key, outcome: .deferred(reason: reason), probe: true, policy: policy.circuit,
+            now: router.configuration.clock.now, logger: logger)
     }
 
     private func giveUp(

@@ -58,10 +58,13 @@ public struct JobRunnerStatistics: Sendable, Hashable {
 /// Durability rests on the store: a job and all its items are stored before the API accepts
 /// it; an item's outcome is recorded as soon as its send ends; items are claimed under this
 /// runner's claimant name. After a crash, the next runner resumes every job that is not
-/// finished: items with a recorded outcome are never sent again; an item whose request was on
-/// the wire (or whose answer had arrived but was not yet recorded) is sent again, with the same
-/// apns-id. When an outcome cannot be recorded, the job stops sending at once (the rest of its
-/// claimed items stay pending) and resumes at a later scan.
+/// finished: items with a recorded outcome are never sent again. Each request is marked "on the
+/// wire" in the store before it is written (``WireMarks``, one write for the sends that start
+/// together); an item claimed again with that mark and no outcome (its request may have reached
+/// APNs, or its answer arrived but was not recorded) is sent again with the same apns-id under
+/// at-least-once, and recorded `unknown` without a send under at-most-once. When an outcome
+/// cannot be recorded, the job stops sending at once (the rest of its claimed items stay
+/// pending) and resumes at a later scan.
 ///
 /// Memory and tasks are bounded by configuration, not by the store: per tenant, at most
 /// ``JobRunnerConfiguration/jobsPerTenant`` jobs are worked on, each holding one claimed chunk
@@ -289,6 +292,7 @@ public final class JobRunner: Sendable {
         let workers = max(1, configuration.concurrencyPerTenant)
         let leaseSeconds = Self.seconds(configuration.lease)
         let itemLogger = logger
+        let marks = WireMarks(store: store, tenant: job.tenant, job: job.id, claimant: claimant, clock: clock)
         while !isStopping {
             let now = clock.date
             let claimed: [JobItem]
@@ -305,7 +309,7 @@ public final class JobRunner: Sendable {
                 if await waitForDueRetries(job, logger: logger) { continue }
                 break
             }
-            let chunk = ClaimedChunk(claimed)
+            let chunk = ClaimedChunk(claimed, marks: marks)
             adjust { $0.claimedItemsHeld += claimed.count } peak: { $0.peakClaimedItemsHeld = max($0.peakClaimedItemsHeld, $0.claimedItemsHeld) }
             await withDiscardingTaskGroup { group in
                 for _ in 0..<min(workers, claimed.count) {
@@ -343,7 +347,7 @@ public final class JobRunner: Sendable {
                 return
             }
             adjust { $0.itemsInFlight += 1 } peak: { $0.peakItemsInFlight = max($0.peakItemsInFlight, $0.itemsInFlight) }
-            let outcome = await send(item, of: job, logger: logger)
+            let outcome = await send(item, of: job, marks: chunk.marks, logger: logger)
             adjust { $0.itemsInFlight -= 1 } peak: { _ in }
             pool.release()
             switch outcome {
@@ -382,9 +386,9 @@ public final class JobRunner: Sendable {
 
     /// Sends one item (a tenant permit is held): the tenant's delivery policy decides whether
     /// its outcome is recorded or it is deferred to its next attempt (``BatchItemDelivery``).
-    private func send(_ item: JobItem, of job: Job, logger: Logger) async -> ItemOutcome {
-        switch await delivery.deliver(item, of: job, logger: logger) {
-        case .recorded, .deferred: return .recorded
+    private func send(_ item: JobItem, of job: Job, marks: WireMarks, logger: Logger) async -> ItemOutcome {
+        switch await delivery.deliver(item, of: job, marks: marks, logger: logger) {
+        case .recorded, .deferred, .notOurs: return .recorded
         case .leftPending: return .leftPending
         case .pause: return .pause
         }
@@ -438,9 +442,12 @@ final class ClaimedChunk: Sendable {
     }
 
     private let state: Mutex<State>
+    /// Marks the chunk's items on the wire before they are sent.
+    let marks: WireMarks
 
-    init(_ items: [JobItem]) {
+    init(_ items: [JobItem], marks: WireMarks) {
         state = Mutex(State(items: items))
+        self.marks = marks
     }
 
     /// The next item to send, or nil when the chunk is done or stopped.

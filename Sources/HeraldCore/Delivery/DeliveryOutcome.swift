@@ -57,7 +57,7 @@ public enum DeliveryOutcome: Sendable, Hashable {
             // Timed out waiting for a stream (never written) is backpressure, not the endpoint's
             // failure; timed out after it was written is unknown.
             self = error.mayHaveReachedAPNs ? .unknown(reason: reason) : .deferred(reason: reason)
-        case .rateLimited, .queueFull, .shuttingDown, .unknownTenant:
+        case .rateLimited, .queueFull, .shuttingDown, .unknownTenant, .circuitOpen:
             self = .deferred(reason: reason)
         default:
             self = .permanent(reason: error.reason?.wireValue ?? reason)

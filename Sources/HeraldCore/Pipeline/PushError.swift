@@ -20,6 +20,7 @@ public struct PushError: Error, Sendable, Hashable, CustomStringConvertible {
             case plugin = "PluginFailed"
             case credentialRevoked = "CredentialRevoked"
             case queueFull = "QueueFull"
+            case circuitOpen = "CircuitOpen"
         }
         private let base: Base
         private init(_ base: Base) { self.base = base }
@@ -51,6 +52,9 @@ public struct PushError: Error, Sendable, Hashable, CustomStringConvertible {
         public static let credentialRevoked = Code(.credentialRevoked)
         /// The tenant's connection pool queue is full (backpressure): nothing was sent.
         public static let queueFull = Code(.queueFull)
+        /// The tenant's circuit to the endpoint is open after a run of transient failures
+        /// (``PushError/retryAfter`` says when the next probe may go): nothing was sent.
+        public static let circuitOpen = Code(.circuitOpen)
 
         /// A short, bounded label (for metrics and API answers).
         public var description: String { base.rawValue }
@@ -66,13 +70,19 @@ public struct PushError: Error, Sendable, Hashable, CustomStringConvertible {
     /// connection failure before APNs could have processed the stream). Only such failures may
     /// be sent again without risking a duplicate.
     public var mayHaveReachedAPNs: Bool
+    /// How long until trying again makes sense (``Code/circuitOpen``), when Herald knows.
+    public var retryAfter: Duration?
 
-    public init(code: Code, message: String, reason: APNsReason? = nil, field: String? = nil, mayHaveReachedAPNs: Bool = false) {
+    public init(
+        code: Code, message: String, reason: APNsReason? = nil, field: String? = nil, mayHaveReachedAPNs: Bool = false,
+        retryAfter: Duration? = nil
+    ) {
         self.code = code
         self.message = message
         self.reason = reason
         self.field = field
         self.mayHaveReachedAPNs = mayHaveReachedAPNs
+        self.retryAfter = retryAfter
     }
 
     public var description: String {
@@ -138,5 +148,16 @@ public struct PushError: Error, Sendable, Hashable, CustomStringConvertible {
         PushError(
             code: .credentialRevoked, message: "tenant '\(tenant)''s credential was revoked before APNs answered",
             mayHaveReachedAPNs: mayHaveReachedAPNs)
+    }
+
+    /// The tenant's circuit to `endpoint` is open: nothing was sent; the next probe may go in
+    /// `retryAfter`.
+    public static func circuitOpen(tenant: TenantID, endpoint: String, retryAfter: Duration) -> PushError {
+        let seconds = max(1, Int(clamping: retryAfter.components.seconds) &+ (retryAfter.components.attoseconds > 0 ? 1 : 0))
+        return PushError(
+            code: .circuitOpen,
+            message: "tenant '\(tenant)''s circuit to \(endpoint) is open after a run of transient failures "
+                + "(500/503/429 or failed connections); nothing was sent; the next probe may go in \(seconds) s",
+            mayHaveReachedAPNs: false, retryAfter: .seconds(seconds))
     }
 }

@@ -21,7 +21,7 @@ extension APIContext {
         let notification = try NotificationDecoding.template(reader, body: body).notification(for: token)
         let result: PushResult
         do {
-            result = try await router.send(tenant: tenant.id, notification: notification, environment: environment)
+            result = try await router.sendThroughCircuit(tenant: tenant.id, notification: notification, environment: environment)
         } catch let error as PushError {
             throw APIError.push(error)
         }

@@ -46,6 +46,9 @@ final class APIContext: Sendable {
     /// Each API key's request rate at the edge (`http.rate_limit`).
     let keyRateLimiter: APIKeyRateLimiter
     private let phaseState = Mutex(ServerPhase.starting)
+    /// The circuits whose gauges `/metrics` shows: a circuit that is gone (its tenant removed)
+    /// has its gauges unregistered at the next scrape instead of keeping their last value.
+    private let circuitGaugeKeys = Mutex<Set<DeliveryCircuits.Key>>([])
     /// Reloads and credential uploads (one at a time, inside).
     let reloader: ReloadCoordinator
 
@@ -265,7 +268,18 @@ final class APIContext: Sendable {
     /// The delivery circuits as gauges, refreshed at each scrape: `herald_delivery_circuit_state`
     /// (0 closed, 1 half-open, 2 open) and `herald_delivery_circuit_openings`, by tenant and endpoint.
     private func updateCircuitGauges() {
-        for status in router.circuits.statuses(now: router.configuration.clock.now) {
+        let statuses = router.circuits.statuses(now: router.configuration.clock.now)
+        let current = Set(statuses.map(\.key))
+        let gone = circuitGaugeKeys.withLock { keys -> Set<DeliveryCircuits.Key> in
+            defer { keys = current }
+            return keys.subtracting(current)
+        }
+        for key in gone {
+            let labels = [("tenant", key.tenant.rawValue), ("endpoint", key.endpoint)]
+            metrics.unregisterGauge(metrics.makeGauge(descriptor: Self.circuitState, labels: labels))
+            metrics.unregisterGauge(metrics.makeGauge(descriptor: Self.circuitOpenings, labels: labels))
+        }
+        for status in statuses {
             let labels = [("tenant", status.key.tenant.rawValue), ("endpoint", status.key.endpoint)]
             let state: Double
             switch status.state {

@@ -175,6 +175,11 @@ public struct APIError: Error, Sendable, HTTPResponseError, CustomStringConverti
                 status: .serviceUnavailable, code: "queue_full", message: "the tenant's connection pool queue is full; try again")
             api.headers[.retryAfter] = "1"
             return api
+        case .circuitOpen:
+            var api = APIError(status: .serviceUnavailable, code: "circuit_open", message: error.message)
+            let seconds = error.retryAfter.map { max(1, Int(clamping: $0.components.seconds)) } ?? 1
+            api.headers[.retryAfter] = String(seconds)
+            return api
         case .credentialRevoked:
             return APIError.upstream(
                 .badGateway, "credential_revoked", "the tenant's APNs credential was replaced before APNs answered", error: error)

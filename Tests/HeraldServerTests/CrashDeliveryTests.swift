@@ -1,0 +1,142 @@
+import APNsSandbox
+import Foundation
+import HeraldCore
+import HeraldStore
+import Testing
+
+/// `herald serve` (the built binary) killed with SIGKILL in the middle of a batch while the
+/// sandbox answers 20% of requests 500/503, then started again on the same store. What was on
+/// the wire at the kill is read from the store (items marked on the wire with no outcome):
+/// under at-least-once every device gets the notification and only those can get it twice;
+/// under at-most-once no device gets it twice and exactly those are reported `unknown`.
+@Suite("Durability: kill -9 under 20% 500/503", .serialized)
+struct CrashDeliveryTests {
+    static let concurrency = 16
+    /// Debug build on a loaded 2-core machine: enough items that the kill lands mid-batch.
+    static let total = 2000
+
+    struct Crash {
+        var world: TestWorld
+        var apiKey: String
+        /// Items on the wire at the kill: marked, no outcome recorded.
+        var onWireAtKill: Set<String>
+        /// When the second `herald serve` was started.
+        var restartedAt: Date
+        var job: [String: Any]
+        var items: [JobItem]
+    }
+
+    /// Starts serve, posts the batch, kills it once part of the batch has an outcome, reads the
+    /// store, restarts serve on it and waits for the job to finish.
+    func crashAndResume(guarantee: String, seed: UInt64) async throws -> Crash {
+        let binary = try #require(CrashResumeTests.heraldBinary)
+        let tenant = TestTenant.make(
+            id: "acme", teamID: "ACMETEAM01", keyID: "ACMEKEY001", topics: ["com.acme.app"],
+            extraYAML: """
+                delivery:
+                  guarantee: \(guarantee)
+                  initial_backoff: 20ms
+                  max_backoff: 200ms
+                """)
+        let world = try await TestWorld.make(
+            tenants: [tenant], devices: [],
+            faults: SandboxFaults(seed: seed, fraction500: 0.1, fraction503: 0.1, addedLatency: 0.004),
+            recordPayloads: false)
+        try """
+            tenants_dir: tenants
+            storage_path: data/herald.sqlite
+            listen: {host: 127.0.0.1, port: 0}
+            log_level: error
+            jobs: {concurrency_per_tenant: \(Self.concurrency), claim_size: 200}
+
+            """.write(toFile: world.directory + "/config/herald.yaml", atomically: true, encoding: .utf8)
+
+        var child = try await ChildServer.start(binary: binary, directory: world.directory, run: 1)
+        let client = APIClient(port: child.port)
+        let tokens = (0..<Self.total).map { "\"\(Tokens.make(0x92, $0))\"" }.joined(separator: ",")
+        let accepted = try await client.request(
+            .post, "/v1/notifications/batch", key: tenant.apiKey,
+            json: #"{"job_id": "crash", "notification": {"topic": "com.acme.app", "payload": {"aps": {"alert": "x"}}}, "device_tokens": [\#(tokens)]}"#)
+        #expect(accepted.status == 202, "\(accepted.text)")
+        var done = 0
+        let deadline = ContinuousClock.now.advanced(by: .seconds(120))
+        while done < Self.total / 5, ContinuousClock.now < deadline {
+            let job = try await client.request(.get, "/v1/jobs/crash", key: tenant.apiKey)
+            let counts = job.json["counts"] as? [String: Int] ?? [:]
+            done = (counts["sent"] ?? 0) + (counts["failed"] ?? 0) + (counts["unknown"] ?? 0)
+            try await Task.sleep(for: .milliseconds(5))
+        }
+        child.kill9()
+
+        let store = try SQLitePushStore(path: world.storagePath)
+        let tenantID = try TenantID("acme")
+        let jobID = try JobID("crash")
+        let atKill = try await store.items(tenant: tenantID, job: jobID, fromIndex: 0, limit: Self.total)
+        #expect(atKill.count == Self.total)
+        #expect(atKill.contains { !$0.state.isFinal }, "the kill came before the job finished")
+        let onWire = Set(
+            atKill.filter { !$0.state.isFinal && $0.onWireAt != nil }.compactMap { $0.notification.id?.rawValue })
+        let restartedAt = Date()
+        child = try await ChildServer.start(binary: binary, directory: world.directory, run: 2)
+        let job = try await APIClient(port: child.port).waitForJob("crash", key: tenant.apiKey, timeout: .seconds(180))
+        #expect(child.terminate() == 0, "a graceful shutdown exits 0")
+        let items = try await store.items(tenant: tenantID, job: jobID, fromIndex: 0, limit: Self.total)
+        return Crash(
+            world: world, apiKey: tenant.apiKey, onWireAtKill: onWire, restartedAt: restartedAt, job: job,
+            items: items)
+    }
+
+    @Test(
+        "at-least-once: every device gets it after the restart; only items on the wire at the kill twice, with their apns-id",
+        .enabled(if: CrashResumeTests.heraldBinary != nil, "the herald executable is not built"))
+    func atLeastOnce() async throws {
+        let crash = try await crashAndResume(guarantee: "at-least-once", seed: 12)
+        let counts = crash.job["counts"] as? [String: Int] ?? [:]
+        #expect(counts["sent"] == Self.total && counts["failed"] == 0 && counts["unknown"] == 0, "\(crash.job)")
+        // The kill found sends on the wire (16 send tasks at full speed): the test is not empty.
+        #expect(!crash.onWireAtKill.isEmpty)
+
+        let requests = crash.world.sandbox.requests
+        let idOfToken = Dictionary(
+            uniqueKeysWithValues: crash.items.map { ($0.notification.deviceToken.hex, $0.notification.id?.rawValue ?? "") })
+        // Every request carried the apns-id stored with its item, before and after the restart.
+        #expect(requests.allSatisfy { idOfToken[$0.deviceToken ?? ""] == $0.apnsID })
+        let delivered = Dictionary(grouping: requests.filter(\.delivered), by: \.apnsID)
+        #expect(Set(delivered.keys) == Set(idOfToken.values), "every device has at least one 200")
+        let twice = Set(delivered.filter { $0.value.count > 1 }.keys)
+        #expect(twice.isSubset(of: crash.onWireAtKill), "only items on the wire at the kill are delivered twice")
+        #expect(twice.count <= crash.onWireAtKill.count)
+        // The faults were there: some requests were answered 500/503 and resent.
+        #expect(requests.contains { $0.status == 500 } && requests.contains { $0.status == 503 })
+        await crash.world.close()
+    }
+
+    @Test(
+        "at-most-once: no device gets it twice; items on the wire at the kill are reported unknown and never sent again",
+        .enabled(if: CrashResumeTests.heraldBinary != nil, "the herald executable is not built"))
+    func atMostOnce() async throws {
+        let crash = try await crashAndResume(guarantee: "at-most-once", seed: 13)
+        let counts = crash.job["counts"] as? [String: Int] ?? [:]
+        #expect(!crash.onWireAtKill.isEmpty)
+        #expect(counts["unknown"] == crash.onWireAtKill.count, "\(crash.job)")
+        #expect(counts["sent"] == Self.total - crash.onWireAtKill.count && counts["failed"] == 0, "\(crash.job)")
+
+        let unknown = Set(crash.items.filter { $0.state == .unknown }.compactMap { $0.notification.id?.rawValue })
+        #expect(unknown == crash.onWireAtKill)
+        for item in crash.items where item.state == .unknown {
+            #expect(item.result?.reason == DeliveryReason.unknown)
+            #expect(item.result?.message?.contains("at-most-once") == true)
+        }
+        let requests = crash.world.sandbox.requests
+        let delivered = Dictionary(grouping: requests.filter(\.delivered), by: \.apnsID)
+        #expect(delivered.values.allSatisfy { $0.count == 1 }, "no device twice")
+        // Nothing on the wire at the kill was written again by the restarted server.
+        let afterRestart = requests.filter { $0.receivedAt > crash.restartedAt }
+        #expect(!afterRestart.isEmpty)
+        #expect(!afterRestart.contains { crash.onWireAtKill.contains($0.apnsID) })
+        // Every item sent has its one 200.
+        let sent = Set(crash.items.filter { $0.state == .sent }.compactMap { $0.notification.id?.rawValue })
+        #expect(sent.isSubset(of: Set(delivered.keys)))
+        await crash.world.close()
+    }
+}

@@ -1,0 +1,129 @@
+import Foundation
+import HeraldCore
+import HeraldStore
+import Testing
+
+@testable import Herald
+
+/// Items marked on the wire before their send (`WireMarks`, `PushStore.markOnWire`) and what a
+/// runner that takes a dead instance's leases back does with them, per guarantee.
+@Suite("Delivery: on the wire across a crash")
+struct OnTheWireTests {
+    static let tenant = Fixtures.tenantID("acme")
+    typealias Flaky = JobRunnerBoundsTests.FlakyStore
+
+    /// A job of `count` items, all leased to a dead instance `herald/dead` of the runner, which
+    /// marked `marked` on the wire before it died.
+    static func crashedJob(_ store: SQLitePushStore, count: Int, marked: [Int]) async throws -> JobID {
+        let id = try JobID("crashed")
+        _ = try await store.createJob(
+            tenant: tenant, id: id, environment: nil, notifications: JobRunnerBoundsTests.notes(count, seed: 3),
+            createdAt: Date())
+        try await store.updateJob(tenant: tenant, id: id, state: .running, at: Date())
+        let claimed = try await store.claimPendingItems(
+            tenant: tenant, job: id, limit: count, claimant: "herald/dead", now: Date(),
+            leaseUntil: Date().addingTimeInterval(3600))
+        #expect(claimed.count == count)
+        #expect(
+            try await store.markOnWire(tenant: tenant, job: id, indexes: marked, claimant: "herald/dead", at: Date())
+                == Set(marked))
+        return id
+    }
+
+    static func resume(_ store: SQLitePushStore, guarantee: DeliveryGuarantee, job id: JobID)
+        async throws -> JobRunnerBoundsTests.CountingTransport
+    {
+        let transport = JobRunnerBoundsTests.CountingTransport()
+        let router = try Fixtures.router(transports: transport, store: store, clock: SystemPushClock())
+        var acme = Fixtures.tenant("acme")
+        acme.delivery.guarantee = guarantee
+        await router.install([acme])
+        var configuration = JobRunnerConfiguration()
+        configuration.concurrencyPerTenant = 4
+        configuration.claimSize = 8
+        configuration.instance = "new"
+        let runner = JobRunner(router: router, store: store, configuration: configuration)
+        async let running: Void = runner.run()
+        try await JobRunnerBoundsTests.eventually("the job finished") {
+            try await store.job(tenant: Self.tenant, id: id)?.state == .finished
+        }
+        runner.stop()
+        await running
+        await router.shutdown()
+        return transport
+    }
+
+    @Test("at-most-once: items on the wire at the crash are recorded unknown, never sent; the rest sent once")
+    func atMostOnceReportsTheMarkedUnknown() async throws {
+        let store = try Fixtures.store()
+        let id = try await Self.crashedJob(store, count: 20, marked: [2, 5, 11])
+        let transport = try await Self.resume(store, guarantee: .atMostOnce, job: id)
+        let items = try await store.items(tenant: Self.tenant, job: id, fromIndex: 0, limit: 100)
+        for item in items {
+            let apnsID = try #require(item.notification.id?.rawValue)
+            if [2, 5, 11].contains(item.index) {
+                #expect(item.state == .unknown && item.result?.reason == DeliveryReason.unknown)
+                #expect(item.result?.message?.contains("on the wire") == true)
+                #expect(transport.byID[apnsID] == nil, "item \(item.index) was sent again")
+            } else {
+                #expect(item.state == .sent)
+                #expect(transport.byID[apnsID] == 1)
+            }
+        }
+        #expect(transport.total == 17)
+        let progress = try await store.progress(tenant: Self.tenant, job: id)
+        #expect(progress == JobProgress(pending: 0, sent: 17, failed: 0, retrying: 0, unknown: 3))
+    }
+
+    @Test("at-least-once: items on the wire at the crash are sent again with their stored apns-id")
+    func atLeastOnceResendsTheMarked() async throws {
+        let store = try Fixtures.store()
+        let id = try await Self.crashedJob(store, count: 20, marked: [2, 5, 11])
+        let stored = try await store.items(tenant: Self.tenant, job: id, fromIndex: 0, limit: 100)
+        let transport = try await Self.resume(store, guarantee: .atLeastOnce, job: id)
+        #expect(transport.total == 20)
+        #expect(Set(transport.byID.keys) == Set(stored.compactMap { $0.notification.id?.rawValue }))
+        #expect(transport.byID.values.allSatisfy { $0 == 1 })
+        let items = try await store.items(tenant: Self.tenant, job: id, fromIndex: 0, limit: 100)
+        #expect(items.allSatisfy { $0.state == .sent && $0.onWireAt != nil })
+    }
+
+    @Test("marks asked for while one is written go out together in the next write; each waits for its own")
+    func marksAreGroupCommitted() async throws {
+        let base = try Fixtures.store()
+        let store = Flaky(base)
+        let id = try JobID("marks")
+        _ = try await store.createJob(
+            tenant: Self.tenant, id: id, environment: nil, notifications: JobRunnerBoundsTests.notes(30, seed: 4),
+            createdAt: Date())
+        _ = try await store.claimPendingItems(
+            tenant: Self.tenant, job: id, limit: 29, claimant: "herald/a", now: Date(),
+            leaseUntil: Date().addingTimeInterval(3600))
+        let marks = WireMarks(store: store, tenant: Self.tenant, job: id, claimant: "herald/a", clock: SystemPushClock())
+
+        store.holdMarks(true)
+        try await withThrowingTaskGroup(of: (Int, Bool).self) { group in
+            group.addTask { (0, try await marks.mark(0)) }
+            try await JobRunnerBoundsTests.eventually("the first write started") { store.markCalls.count == 1 }
+            // Index 29 is not leased to this claimant: it is not marked, and not to be sent.
+            for index in 1..<30 { group.addTask { (index, try await marks.mark(index)) } }
+            try await JobRunnerBoundsTests.eventually("the others wait") { marks.waitingCount == 29 }
+            store.holdMarks(false)
+            var answers: [Int: Bool] = [:]
+            for try await (index, marked) in group { answers[index] = marked }
+            #expect(answers.count == 30)
+            #expect(answers.filter(\.value).count == 29 && answers[29] == false)
+        }
+        #expect(store.markCalls.count == 2, "\(store.markCalls)")
+        #expect(store.markCalls.last?.sorted() == Array(1..<30))
+        let items = try await base.items(tenant: Self.tenant, job: id, fromIndex: 0, limit: 100)
+        #expect(items.filter { $0.onWireAt != nil }.map(\.index) == Array(0..<29))
+
+        // A failed write fails every mark of its batch: none of them may be sent.
+        store.failMarks(true)
+        await #expect(throws: StoreError.self) { _ = try await marks.mark(3) }
+        store.failMarks(false)
+        #expect(try await marks.mark(3))
+        #expect(marks.waitingCount == 0)
+    }
+}
