@@ -1,0 +1,76 @@
+import Herald
+import HeraldCore
+
+/// The console's lifecycle actions on the admin API's service: ``ReloadCoordinator``'s
+/// `createTenant`, `updateTenant` (API keys) and `deleteTenant`, with their refusals turned into
+/// form errors (the tenant file's field names mapped to the form's).
+struct ReloadCoordinatorLifecycle: ConsoleLifecycle {
+    let reloader: ReloadCoordinator
+
+    func create(_ draft: ConsoleTenantDraft) async throws(ConsoleError) {
+        let credential: NewTenantCredential
+        switch draft.credential {
+        case .token(let keyID, let pem): credential = .token(keyID: keyID, pem: pem)
+        case .certificatePEM(let pem): credential = .certificatePEM(pem)
+        case .pkcs12(let bundle, let passphrase): credential = .pkcs12(bundle: bundle, passphrase: passphrase)
+        }
+        do throws(TenantLifecycleError) {
+            try await reloader.createTenant(
+                TenantDraft(
+                    id: draft.id, teamID: draft.teamID, sections: draft.sections, credential: credential,
+                    apiKeyName: draft.apiKeyName, apiKeySHA256: draft.apiKeySHA256))
+        } catch {
+            throw Self.formError(error)
+        }
+    }
+
+    func addAPIKey(tenant: TenantID, name: String, sha256Hex: String) async throws(ConsoleError) {
+        do throws(TenantLifecycleError) {
+            try await reloader.updateTenant(tenant, .addAPIKey(name: name, sha256Hex: sha256Hex))
+        } catch {
+            throw Self.formError(error, keyForm: true)
+        }
+    }
+
+    func removeAPIKey(tenant: TenantID, name: String) async throws(ConsoleError) {
+        do throws(TenantLifecycleError) {
+            try await reloader.updateTenant(tenant, .removeAPIKey(name: name))
+        } catch {
+            throw Self.formError(error, keyForm: true)
+        }
+    }
+
+    func delete(tenant: TenantID) async throws(ConsoleError) {
+        do throws(TenantLifecycleError) {
+            try await reloader.deleteTenant(tenant)
+        } catch {
+            throw Self.formError(error)
+        }
+    }
+
+    /// The form field a tenant-file field was typed into.
+    static func formField(_ field: String, keyForm: Bool) -> String {
+        if keyForm { return "name" }
+        for (prefix, form) in [
+            ("auth.token.key_id", "key_id"), ("auth.certificate.pkcs12_file", "pkcs12_file"),
+            ("auth.certificate.passphrase", "passphrase"), ("auth.certificate", "certificate_file"), ("auth", "key_file"),
+            ("endpoints.production", "production"), ("endpoints.development", "development"),
+            ("endpoints.ca_file", "ca_file"), ("endpoints", "production"), ("topics", "topics"), ("plugins", "plugins"),
+            ("api_keys", "api_key_name"), ("team_id", "team_id"), ("id", "id"),
+        ] where field == prefix || field.hasPrefix(prefix + ".") || field.hasPrefix(prefix + "[") {
+            return form
+        }
+        return field
+    }
+
+    static func formError(_ error: TenantLifecycleError, keyForm: Bool = false) -> ConsoleError {
+        let field = error.field.map { formField($0, keyForm: keyForm) }
+        let message = field.map { "\($0): \(error.message)" } ?? error.message
+        switch error.code {
+        case .conflict: return ConsoleError(status: .conflict, message: message, field: field ?? (keyForm ? "name" : "id"))
+        case .notFound: return ConsoleError(status: .notFound, message: message, field: field)
+        case .invalid: return ConsoleError(status: .unprocessableContent, message: message, field: field)
+        case .writeFailed: return ConsoleError(status: .internalServerError, message: message, field: nil)
+        }
+    }
+}
