@@ -263,7 +263,7 @@ let package = Package(
         .testTarget(
             name: "HeraldServerTests",
             dependencies: [
-                "HeraldServer", "Herald", "HeraldStore", "HeraldConfig", "HeraldCore", "APNsSandbox",
+                "HeraldServer", "Herald", "HeraldStore", "HeraldConfig", "HeraldCore", "APNsSandbox", "HeraldPostgres",
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "HummingbirdTesting", package: "hummingbird"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),

@@ -62,7 +62,7 @@ run_h2load() { # -> req/s
 run_herald() { # -> notifications/s
     local out
     out=$(timeout 600 "$HERALD" bench --tenants "$WORK/tenants" --tenant "$TENANT" --count "$REQUESTS" \
-        --connections "$CONNECTIONS" --concurrency "$CONCURRENCY" --payload-bytes "$PAYLOAD_BYTES" --json 2>&1) || true
+        --connections "$CONNECTIONS" --concurrency "$CONCURRENCY" --payload-bytes "$PAYLOAD_BYTES" --through transport --json 2>&1) || true
     python3 -c '
 import json, sys
 text = sys.stdin.read()

@@ -44,7 +44,7 @@ for phase in goaway drop; do
 
     echo "== phase $phase: $PER_PHASE notifications, 1 connection, $CONCURRENCY in flight"
     timeout 1800 "$HERALD" bench --tenants "$WORK/tenants" --tenant "$TENANT" --count "$PER_PHASE" \
-        --connections 1 --concurrency "$CONCURRENCY" --warmup 1000 --json > "$WORK/bench-$phase.json" 2> "$WORK/bench-$phase.err" &
+        --connections 1 --concurrency "$CONCURRENCY" --warmup 1000 --through transport --json > "$WORK/bench-$phase.json" 2> "$WORK/bench-$phase.err" &
     bench_pid=$!
     PIDS+=("$bench_pid")
     # RSS of herald bench itself (the child of `timeout`), not of the timeout process.

@@ -1,9 +1,12 @@
 import APNsSandbox
 import ArgumentParser
 import Foundation
+import Herald
 import HeraldAPNs
 import HeraldCore
+import HeraldStore
 import Logging
+import NIOPosix
 import Synchronization
 
 /// `herald bench`: sends N notifications for a tenant as fast as its pool allows and reports
@@ -18,7 +21,11 @@ struct BenchCommand: AsyncParsableCommand {
 
               herald sandbox &                   # in another shell
               herald bench --tenant demo-token --count 100000 --connections 2 --concurrency 1000
-              herald bench --tenant demo-token --count 50000 --noisy-neighbor
+              herald bench --tenant demo-token --count 100000 --through transport   # the engine alone
+              herald bench --tenant demo-token --count 50000 --noisy-neighbor   # transports alone
+
+            By default every notification goes through the tenant's runtime in a router (its plugins, \
+            the retry, its transport), like every other send: a rate-limit plugin then limits the rate.
             """)
 
     @Option(help: "The tenants directory.")
@@ -49,12 +56,27 @@ struct BenchCommand: AsyncParsableCommand {
     var environment: String?
 
     @Option(
+        help: """
+            router (default): every notification goes through the tenant's runtime in a router, like every other send \
+            (its plugins, the retry, its transport); transport: straight to the tenant's transport (the engine alone, \
+            for comparing with h2load; the default with --noisy-neighbor).
+            """)
+    var through: String?
+
+    /// The path in effect: the option, or the default.
+    private var path: String { through ?? (noisyNeighbor ? "transport" : "router") }
+
+    @Option(
         name: .customLong("callers"),
         help: """
-            How notifications are sent: callbacks (the callback API: each completion, on a connection's event loop, sends the next), \
-            loops (async sends from tasks on the transport's event loops) or global (async sends from tasks on Swift's global executor).
+            How notifications are sent: loops (async sends from tasks on the event loops; the default through the router), \
+            global (async sends from tasks on Swift's global executor) or, with --through transport, callbacks (the \
+            callback API: each completion, on a connection's event loop, sends the next; the default there).
             """)
-    var callers: String = "callbacks"
+    var callers: String?
+
+    /// The callers in effect: the option, or the default of the path.
+    private var callerMode: String { callers ?? (path == "transport" ? "callbacks" : "loops") }
 
     @Flag(help: "Start an in-process APNsSandbox and point the tenant at it.")
     var sandbox = false
@@ -94,7 +116,14 @@ struct BenchCommand: AsyncParsableCommand {
         guard warmup >= 0 else { throw ValidationError("--warmup must be 0 or more") }
         guard quietRate >= 0 else { throw ValidationError("--quiet-rate must be 0 or more") }
         guard ["stall", "503"].contains(noisyMode) else { throw ValidationError("--noisy-mode must be stall or 503") }
-        guard ["callbacks", "loops", "global"].contains(callers) else { throw ValidationError("--callers must be callbacks, loops or global") }
+        guard ["router", "transport"].contains(path) else { throw ValidationError("--through must be router or transport") }
+        guard ["callbacks", "loops", "global"].contains(callerMode) else { throw ValidationError("--callers must be callbacks, loops or global") }
+        if path == "router", callerMode == "callbacks" {
+            throw ValidationError("--callers callbacks needs --through transport (the router's sends are async)")
+        }
+        if noisyNeighbor, path == "router" {
+            throw ValidationError("--noisy-neighbor measures the transports' isolation: it runs --through transport")
+        }
     }
 
     func run() async throws {
@@ -129,7 +158,7 @@ struct BenchCommand: AsyncParsableCommand {
         let endpoint = tenantConfiguration.endpoints.endpoint(for: environment ?? tenantConfiguration.endpoints.defaultEnvironment)
         let header =
             "herald bench: tenant \(tenantConfiguration.id) → \(endpoint?.url ?? "-")\(sandbox || noisyNeighbor ? " (in-process sandbox)" : "")"
-            + ", connections \(tenantConfiguration.pool.connections), concurrency \(concurrency), payload \(payloadBytes) B, sent by \(callers == "callbacks" ? "callbacks" : callers == "loops" ? "async tasks on the event loops" : "async tasks on the global executor")"
+            + ", connections \(tenantConfiguration.pool.connections), concurrency \(concurrency), payload \(payloadBytes) B, through the \(path == "router" ? "router (plugins: \(tenantConfiguration.plugins.map(\.name).joined(separator: ", ")))" : "transport alone"), sent by \(callerMode == "callbacks" ? "callbacks" : callerMode == "loops" ? "async tasks on the event loops" : "async tasks on the global executor")"
 
         do {
             if noisyNeighbor {
@@ -147,15 +176,30 @@ struct BenchCommand: AsyncParsableCommand {
     private func runSolo(
         _ tenantConfiguration: TenantConfiguration, topic: String, environment: APNsEnvironment?, endpoint: APNsEndpoint?, header: String
     ) async throws {
-        let transport = try makeTransport(tenantConfiguration)
         let workload = BenchWorkload(count: count, topic: topic, payloadBytes: payloadBytes)
-        if warmup > 0 {
-            _ = await load(
-                BenchWorkload(count: warmup, topic: topic, payloadBytes: payloadBytes), through: transport, environment: environment,
-                concurrency: min(concurrency, warmup))
+        let warmupLoad = BenchWorkload(count: warmup, topic: topic, payloadBytes: payloadBytes)
+        let figures: BenchFigures
+        if path == "router" {
+            let (router, dataDirectory) = try await makeRouter(tenantConfiguration)
+            let tenantID = tenantConfiguration.id
+            let send: @Sendable (HeraldCore.Notification) async throws -> APNsResponse = { note in
+                try await router.send(tenant: tenantID, notification: note, environment: environment).response
+            }
+            let executors = callerMode == "loops" ? MultiThreadedEventLoopGroup.singleton.makeIterator().map { EventLoopTaskExecutor($0) } : []
+            if warmup > 0 {
+                _ = await BenchLoad.run(warmupLoad, concurrency: min(concurrency, warmup), executors: executors, send: send)
+            }
+            figures = await BenchLoad.run(workload, concurrency: concurrency, executors: executors, send: send)
+            await router.shutdown()
+            try? FileManager.default.removeItem(atPath: dataDirectory)
+        } else {
+            let transport = try makeTransport(tenantConfiguration)
+            if warmup > 0 {
+                _ = await load(warmupLoad, through: transport, environment: environment, concurrency: min(concurrency, warmup))
+            }
+            figures = await load(workload, through: transport, environment: environment, concurrency: concurrency)
+            await transport.close()
         }
-        let figures = await load(workload, through: transport, environment: environment, concurrency: concurrency)
-        await transport.close()
         let rss = ProcessUsage.now().peakRSSBytes
 
         if json {
@@ -166,6 +210,7 @@ struct BenchCommand: AsyncParsableCommand {
                 ("connections", .int(Int64(tenantConfiguration.pool.connections))),
                 ("concurrency", .int(Int64(concurrency))),
                 ("payload_bytes", .int(Int64(payloadBytes))),
+                ("through", .string(path)),
             ]
             members += figures.jsonMembers()
             members.append(("peak_rss_bytes", .int(Int64(rss))))
@@ -225,7 +270,7 @@ struct BenchCommand: AsyncParsableCommand {
                             do {
                                 let response = try await noisy.send(noisyNotes[index % noisyNotes.count], environment: environment)
                                 if response.status == 200 { flag.answered.add(1, ordering: .relaxed) } else { flag.failed.add(1, ordering: .relaxed) }
-                            } catch let error as APNsTransportError where error.isQueueFull {
+                            } catch let error as PushError where error.code == .queueFull {
                                 flag.refused.add(1, ordering: .relaxed)
                                 try? await Task.sleep(for: .milliseconds(20))
                             } catch {
@@ -239,11 +284,11 @@ struct BenchCommand: AsyncParsableCommand {
         }
         // Let the neighbour fill its streams and queue first.
         for _ in 0..<400 {
-            let busy = noisy.status.reduce(0) { $0 + $1.inFlight + $1.queued }
+            let busy = noisy.poolStatus.reduce(0) { $0 + $1.inFlight + $1.queued }
             if busy >= noisyTenant.pool.maxQueued || flag.failed.load(ordering: .relaxed) > 0 { break }
             try await Task.sleep(for: .milliseconds(10))
         }
-        let noisyStatus = noisy.status
+        let noisyStatus = noisy.poolStatus
         let withNeighbour = await quietLoad(workload, through: quiet, environment: environment)
         flag.stop.store(true, ordering: .relaxed)
         await noisy.close()
@@ -298,11 +343,40 @@ struct BenchCommand: AsyncParsableCommand {
     private func load(
         _ workload: BenchWorkload, through transport: TenantTransport, environment: APNsEnvironment?, concurrency: Int
     ) async -> BenchFigures {
-        if callers == "callbacks" {
+        if callerMode == "callbacks" {
             return await BenchCallbackLoad.run(workload, through: transport, environment: environment, concurrency: concurrency)
         }
         return await BenchLoad.run(
-            workload, through: transport, environment: environment, concurrency: concurrency, onEventLoops: callers == "loops")
+            workload, concurrency: concurrency, executors: callerMode == "loops" ? transport.eventLoopExecutors() : []
+        ) { note in
+            try await transport.send(note, environment: environment)
+        }
+    }
+
+    /// A router with the tenant's runtime (its plugins and transport) over a throwaway SQLite
+    /// store, as `herald serve` builds one. Returns it with the store's directory (to remove).
+    private func makeRouter(_ tenant: TenantConfiguration) async throws -> (Router, String) {
+        var logger = Logger(label: "herald.bench")
+        logger.logLevel = .error
+        let directory = NSTemporaryDirectory() + "/herald-bench-\(ProcessInfo.processInfo.processIdentifier)-\(UInt32.random(in: 0...UInt32.max))"
+        do {
+            let store = try SQLitePushStore(directory: directory)
+            var transports = APNsTransportProvider()
+            transports.tokenStore = store
+            transports.streamCeiling = maxStreams
+            let router = Router(configuration: RouterConfiguration(store: store, transports: transports, logger: logger))
+            let report = await router.install([tenant])
+            if let failure = report.failures.first { throw CLIFailure("\(tenant.sourceFile): \(failure.message)") }
+            return (router, directory)
+        } catch let failure as CLIFailure {
+            try? FileManager.default.removeItem(atPath: directory)
+            failure.print()
+            throw ExitStatus.invalid
+        } catch {
+            try? FileManager.default.removeItem(atPath: directory)
+            CLIFailure("\(error)").print()
+            throw ExitStatus.invalid
+        }
     }
 
     private func makeTransport(_ tenant: TenantConfiguration) throws -> TenantTransport {
@@ -312,7 +386,8 @@ struct BenchCommand: AsyncParsableCommand {
             let credentials = try CredentialProviders.make(for: tenant, clock: SystemWallClock())
             var configuration = TransportConfiguration(pool: tenant.pool)
             if let maxStreams { configuration.streamCeiling = maxStreams }
-            return try TenantTransport(tenant: tenant, credentials: credentials, configuration: configuration, logger: logger)
+            try TenantTransport.validate(tenant: tenant, credentials: credentials)
+            return TenantTransport(tenant: tenant, credentials: credentials, configuration: configuration, logger: logger)
         } catch {
             CLIFailure("\(tenant.sourceFile): \(error)").print()
             throw ExitStatus.invalid

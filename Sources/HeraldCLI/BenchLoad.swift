@@ -94,7 +94,8 @@ struct BenchFigures: Sendable {
     }
 }
 
-/// Runs a workload through a transport with `concurrency` sends in flight.
+/// Runs a workload with `concurrency` async sends in flight (through the router, or straight to
+/// a tenant's transport).
 enum BenchLoad {
     private final class Cursor: Sendable {
         let next = Atomic<Int>(0)
@@ -108,13 +109,16 @@ enum BenchLoad {
 
     /// - Parameter onEventLoops: run the sending tasks on the transport's event loops (no thread
     ///   switch between a send and its connection) instead of Swift's global executor.
+    /// - Parameters:
+    ///   - send: one send (through the router, or straight to a transport).
+    ///   - executors: the event loops' task executors to run the senders on; empty: Swift's
+    ///     global executor.
     static func run(
-        _ workload: BenchWorkload, through transport: TenantTransport, environment: APNsEnvironment?, concurrency: Int,
-        onEventLoops: Bool = true
+        _ workload: BenchWorkload, concurrency: Int, executors: [EventLoopTaskExecutor],
+        send: @escaping @Sendable (HeraldCore.Notification) async throws -> APNsResponse
     ) async -> BenchFigures {
         let cursor = Cursor()
         let notes = workload.notes
-        let executors = onEventLoops ? transport.eventLoopExecutors() : []
         let cpuBefore = ProcessUsage.now()
         let start = ContinuousClock.now
         let results = await withTaskGroup(of: WorkerResult.self) { group in
@@ -128,14 +132,14 @@ enum BenchLoad {
                         guard index < notes.count else { break }
                         let began = ContinuousClock.now
                         do {
-                            let response = try await transport.send(notes[index], environment: environment)
+                            let response = try await send(notes[index])
                             if response.status == 200 {
                                 result.succeeded += 1
                             } else {
                                 result.failed["\(response.status) \(response.reason?.wireValue ?? "-")", default: 0] += 1
                             }
-                        } catch let error as APNsTransportError {
-                            result.failed[error.metricLabel, default: 0] += 1
+                        } catch let error as PushError {
+                            result.failed[error.code.description, default: 0] += 1
                         } catch {
                             result.failed["error", default: 0] += 1
                         }

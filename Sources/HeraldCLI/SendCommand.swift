@@ -1,8 +1,10 @@
 import ArgumentParser
 import Foundation
+import Herald
 import HeraldAPNs
 import HeraldConfig
 import HeraldCore
+import HeraldStore
 import Logging
 
 /// `herald send`: one notification to APNs for one tenant, and APNs' answer.
@@ -13,6 +15,9 @@ struct SendCommand: AsyncParsableCommand {
         discussion: """
             Exit status: 0 when APNs accepted it (200), 1 when APNs rejected it or gave no answer \
             (the reason is printed), 2 on a local validation or configuration error (nothing was sent).
+
+            It goes through the tenant's runtime like every other send (its plugins, the retry, its \
+            transport), with the store in --data (the provider token `herald serve` shares).
 
               herald send --tenants tenants --tenant demo-token --device 00fc13ad… --alert "Hello"
             """)
@@ -59,6 +64,9 @@ struct SendCommand: AsyncParsableCommand {
     @Option(help: "Give up after this many seconds (default: the tenant's request timeout).")
     var timeout: Double?
 
+    @Option(help: "The data directory of the store (the provider token shared with `herald serve`, invalid tokens).")
+    var data: String = "data"
+
     @Flag(help: "Print the outcome as JSON.")
     var json = false
 
@@ -83,36 +91,44 @@ struct SendCommand: AsyncParsableCommand {
 
         var logger = Logger(label: "herald.send")
         logger.logLevel = verbose ? .debug : .error
-        let transport: TenantTransport
+        // The same path as every other send: the tenant's runtime (its plugins, retry and
+        // transport) in a router, over the store `herald serve` uses (the provider token it
+        // shares, the tokens APNs reported invalid).
+        let store: SQLitePushStore
         do {
-            let credentials = try CredentialProviders.make(for: tenantConfiguration, clock: SystemWallClock())
-            transport = try TenantTransport(tenant: tenantConfiguration, credentials: credentials, logger: logger)
+            store = try SQLitePushStore(directory: data)
         } catch {
-            CLIFailure("\(tenantConfiguration.sourceFile): \(error)").print()
+            CLIFailure("--data: \(error)").print()
+            throw ExitStatus.invalid
+        }
+        var transports = APNsTransportProvider()
+        transports.tokenStore = store
+        let router = Router(configuration: RouterConfiguration(store: store, transports: transports, logger: logger))
+        let report = await router.install([tenantConfiguration])
+        if let failure = report.failures.first {
+            CLIFailure("\(tenantConfiguration.sourceFile): \(failure.message)").print()
             throw ExitStatus.invalid
         }
 
         let outcome: SendOutcome
         do {
-            let response: APNsResponse
-            if let timeout {
-                response = try await transport.send(notification, environment: environment, deadline: ContinuousClock.now + .milliseconds(Int64(timeout * 1000)))
-            } else {
-                response = try await transport.send(notification, environment: environment)
-            }
-            outcome = .response(response)
-        } catch let error as APNsTransportError {
+            let seconds = timeout ?? tenantConfiguration.pool.requestTimeout
+            let deadline = ContinuousClock.now + .milliseconds(Int64(min(max(seconds, 0.001), 86_400) * 1000))
+            let result = try await router.send(
+                tenant: tenantConfiguration.id, notification: notification, environment: environment, deadline: deadline)
+            outcome = .response(result.response)
+        } catch let error as PushError {
             outcome = .noAnswer(error)
         } catch {
-            outcome = .noAnswer(APNsTransportError.protocolError("\(error)", mayHaveBeenProcessed: true))
+            outcome = .noAnswer(PushError.transport("\(error)", surelyNotProcessed: false))
         }
-        await transport.close()
+        await router.shutdown()
 
         print(json ? outcome.json(apnsID: notification.id) : outcome.text(apnsID: notification.id))
         switch outcome {
         case .response(let response) where response.status == 200:
             return
-        case .noAnswer(let error) where error.isTopicNotAllowed:
+        case .noAnswer(let error) where SendOutcome.isLocalRefusal(error):
             throw ExitStatus.invalid
         default:
             throw ExitStatus.rejected
@@ -201,7 +217,13 @@ struct SendCommand: AsyncParsableCommand {
 /// The answer to `herald send`, for printing.
 enum SendOutcome {
     case response(APNsResponse)
-    case noAnswer(APNsTransportError)
+    case noAnswer(PushError)
+
+    /// Refusals of the notification itself by Herald's checks (nothing was sent).
+    static func isLocalRefusal(_ error: PushError) -> Bool {
+        let local: [PushError.Code] = [.invalidNotification, .topicDisallowed, .pushTypeMismatch, .environmentUnavailable, .unknownTenant]
+        return local.contains(error.code)
+    }
 
     func text(apnsID: NotificationID?) -> String {
         switch self {
@@ -215,7 +237,7 @@ enum SendOutcome {
         case .noAnswer(let error):
             return [
                 "status: none (no answer from APNs)", "apns-id: \(apnsID?.rawValue ?? "-")", "error: \(error)",
-                "may have been processed: \(error.mayHaveBeenProcessed ? "yes" : "no")",
+                "may have been processed: \(error.mayHaveReachedAPNs ? "yes" : "no")",
             ].joined(separator: "\n")
         }
     }
@@ -231,9 +253,9 @@ enum SendOutcome {
         case .noAnswer(let error):
             members.append(("status", .null))
             members.append(("apns_id", apnsID.map { .string($0.rawValue) } ?? .null))
-            members.append(("error", .string(error.metricLabel)))
+            members.append(("error", .string(error.code.description)))
             members.append(("message", .string(error.description)))
-            members.append(("may_have_been_processed", .bool(error.mayHaveBeenProcessed)))
+            members.append(("may_have_been_processed", .bool(error.mayHaveReachedAPNs)))
         }
         return JSONValue.object(members).jsonText
     }

@@ -100,6 +100,7 @@ struct ServeCommand: AsyncParsableCommand {
         for failure in server.loadFailures {
             lines.append("not loaded: \(failure.message)")
         }
+        lines.append("instance: \(server.instanceID) (claimant \(options.jobs.claimantName))")
         switch settings.storage {
         case .sqlite: lines.append("store: \(settings.storagePath)")
         case .postgres(let postgres): lines.append("store: \(postgres.displayName) (pool of \(postgres.poolSize))")

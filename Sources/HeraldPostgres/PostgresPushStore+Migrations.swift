@@ -11,9 +11,11 @@ extension PostgresPushStore {
         var statements: [PostgresQuery]
     }
 
-    /// The key of the advisory lock held while migrating: instances that start together wait
-    /// for the first one's migrations instead of running them twice. ("Herald" in ASCII.)
-    static let migrationLockKey: Int64 = 0x4865_7261_6c64
+    /// The first key of the advisory lock held while migrating ("HRLD" in ASCII); the second is
+    /// the schema's name hashed: instances that start together on one schema wait for the first
+    /// one's migrations instead of running them twice, while stores in other schemas of the same
+    /// database (other deployments, parallel tests) do not wait for each other.
+    static let migrationLockNamespace: Int32 = 0x4852_4c44
 
     /// The schema, in order. Never edit a migration that has shipped: add the next one.
     static let migrations: [Migration] = [
@@ -112,6 +114,44 @@ extension PostgresPushStore {
         Migration(
             name: "v6: job item on the wire",
             statements: ["ALTER TABLE job_item ADD COLUMN wire_at_ms BIGINT"]),
+        // Several `herald serve` instances (as the SQLite store's v7): the instance registry, the
+        // webhook outbox and the retention sweep's index (SQLite's v3 brought those two; this store
+        // kept them in each instance's SQLite file until now), and `job_item_leased` (partial: only
+        // leased items) for lease renewal, a dead instance's leases and the items each one holds.
+        Migration(
+            name: "v7-instances",
+            statements: [
+                """
+                CREATE TABLE herald_instance (
+                    id TEXT PRIMARY KEY,
+                    claimant TEXT NOT NULL,
+                    host TEXT NOT NULL,
+                    pid INTEGER NOT NULL,
+                    started_at_ms BIGINT NOT NULL,
+                    last_heartbeat_ms BIGINT NOT NULL
+                )
+                """,
+                "CREATE INDEX job_item_leased ON job_item (claimant, tenant, job_id) WHERE claimant IS NOT NULL",
+                "CREATE INDEX job_by_updated ON job (state, updated_at_ms)",
+                """
+                CREATE TABLE webhook_outbox (
+                    id BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+                    tenant TEXT NOT NULL,
+                    url TEXT NOT NULL,
+                    headers TEXT NOT NULL,
+                    body BYTEA NOT NULL,
+                    timeout_ms BIGINT NOT NULL,
+                    allow_private BOOLEAN NOT NULL,
+                    attempt INTEGER NOT NULL,
+                    max_attempts INTEGER NOT NULL,
+                    backoff_ms BIGINT NOT NULL,
+                    next_attempt_ms BIGINT NOT NULL,
+                    claimed_until_ms BIGINT
+                )
+                """,
+                "CREATE INDEX webhook_outbox_due ON webhook_outbox (next_attempt_ms, id)",
+                "CREATE INDEX webhook_outbox_by_tenant ON webhook_outbox (tenant)",
+            ]),
     ]
 
     /// Applies the migrations not applied yet (up to and including `lastMigration`; all when nil),
@@ -128,7 +168,9 @@ extension PostgresPushStore {
             // Released when the connection closes, whatever happens below. Taken before the schema
             // is created: two instances creating it at once would both pass IF NOT EXISTS and one
             // would fail on the catalogue's unique index.
-            try await connection.query("SELECT pg_advisory_lock(\(Self.migrationLockKey))", logger: logger)
+            let lockedSchema = configuration.schema ?? "public"
+            try await connection.query(
+                "SELECT pg_advisory_lock(\(Self.migrationLockNamespace), hashtext(\(lockedSchema)))", logger: logger)
             if let schema = configuration.schema {
                 // Checked by `Configuration.isValidSchema`: a plain lowercase identifier.
                 try await connection.query(

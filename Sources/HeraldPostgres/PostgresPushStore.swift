@@ -231,8 +231,9 @@ public final class PostgresPushStore: PushStore, JobReports {
 
     // MARK: Jobs
 
-    /// Items per `INSERT` of a new job: 12 binds each, well under the protocol's 65,535.
-    static let insertChunk = 2_000
+    /// Items per `INSERT` of a new job (one array per column, see ``insertItems``): bounds the
+    /// size of one statement's message (about 1 MB at 10,000 template items).
+    static let insertChunk = 10_000
 
     public func createJob(
         tenant: TenantID, id: JobID, environment: APNsEnvironment?, notifications: [HeraldCore.Notification],
@@ -290,6 +291,10 @@ public final class PostgresPushStore: PushStore, JobReports {
                     logger: logger)
                 start = end
             }
+            // Delivered at commit: idle instances start the job at once (polling is the fallback).
+            try await connection.query(
+                "SELECT pg_notify(\(StoreChannel.jobs.rawValue), \(tenant.rawValue + "/" + id.rawValue))",
+                logger: logger)
             return .created(try Self.job(from: row))
         }
     }
@@ -324,16 +329,41 @@ public final class PostgresPushStore: PushStore, JobReports {
         }
     }
 
-    /// One multi-row `INSERT` of job items; the statement's text depends only on the row count.
+    /// One `INSERT … SELECT FROM unnest(…)` of job items: a column per array bind (16 binds
+    /// whatever the row count), so PostgreSQL parses one short statement and the driver encodes
+    /// each column as one array instead of 12 binds a row. Arrays have no NULL elements here:
+    /// the nullable columns travel with a flag array (`has_…`), turned back into NULL by `CASE`.
     private static func insertItems(
         tenant: TenantID, job: JobID, notifications: ArraySlice<HeraldCore.Notification>, from start: Int
     ) -> PostgresQuery {
-        var sql = """
-            INSERT INTO job_item (tenant, job_id, idx, device_token, topic, push_type, priority, expiration,
-                                  collapse_id, apns_id, payload, state) VALUES
-            """
-        var binds = PostgresBindings(capacity: notifications.count * 12)
-        var parameter = 0
+        let count = notifications.count
+        var indexes: [Int64] = []
+        var tokens: [String] = []
+        var topics: [String] = []
+        var pushTypes: [String] = []
+        var priorities: [Int32] = []
+        var expirations: [Int64] = []
+        var collapseIDs: [String] = []
+        var apnsIDs: [String] = []
+        var payloads: [ByteBuffer] = []
+        var hasTopic: [Bool] = []
+        var hasPriority: [Bool] = []
+        var hasExpiration: [Bool] = []
+        var hasCollapseID: [Bool] = []
+        indexes.reserveCapacity(count)
+        tokens.reserveCapacity(count)
+        topics.reserveCapacity(count)
+        pushTypes.reserveCapacity(count)
+        priorities.reserveCapacity(count)
+        expirations.reserveCapacity(count)
+        collapseIDs.reserveCapacity(count)
+        apnsIDs.reserveCapacity(count)
+        payloads.reserveCapacity(count)
+        hasTopic.reserveCapacity(count)
+        hasPriority.reserveCapacity(count)
+        hasExpiration.reserveCapacity(count)
+        hasCollapseID.reserveCapacity(count)
+        var lastPayload: (bytes: [UInt8], buffer: ByteBuffer)? = nil
         for (offset, notification) in notifications.enumerated() {
             let expiration: Int64? = notification.expiration.map {
                 switch $0 {
@@ -341,25 +371,55 @@ public final class PostgresPushStore: PushStore, JobReports {
                 case .at(let seconds): return Int64(seconds)
                 }
             }
-            binds.append(tenant.rawValue)
-            binds.append(job.rawValue)
-            binds.append(start + offset)
-            binds.append(notification.deviceToken.hex)
-            binds.append(notification.topic)
-            binds.append(notification.pushType.rawValue)
-            binds.append(notification.priority.map { Int($0.rawValue) })
-            binds.append(expiration)
-            binds.append(notification.collapseID)
-            binds.append((notification.id ?? NotificationID.random()).rawValue)
-            binds.append(ByteBuffer(bytes: notification.payload))
-            binds.append(JobItemState.pending.rawValue)
-            sql += offset == 0 ? "\n(" : ",\n("
-            for column in 0..<12 {
-                parameter += 1
-                sql += column == 0 ? "$\(parameter)" : ", $\(parameter)"
+            indexes.append(Int64(start + offset))
+            tokens.append(notification.deviceToken.hex)
+            topics.append(notification.topic ?? "")
+            pushTypes.append(notification.pushType.rawValue)
+            priorities.append(notification.priority.map { Int32($0.rawValue) } ?? 0)
+            expirations.append(expiration ?? 0)
+            collapseIDs.append(notification.collapseID ?? "")
+            apnsIDs.append((notification.id ?? NotificationID.random()).rawValue)
+            // A template batch shares one payload array: one buffer for all its items.
+            if let lastPayload, lastPayload.bytes == notification.payload {
+                payloads.append(lastPayload.buffer)
+            } else {
+                let buffer = ByteBuffer(bytes: notification.payload)
+                payloads.append(buffer)
+                lastPayload = (notification.payload, buffer)
             }
-            sql += ")"
+            hasTopic.append(notification.topic != nil)
+            hasPriority.append(notification.priority != nil)
+            hasExpiration.append(expiration != nil)
+            hasCollapseID.append(notification.collapseID != nil)
         }
+        var binds = PostgresBindings(capacity: 16)
+        binds.append(tenant.rawValue)
+        binds.append(job.rawValue)
+        binds.append(JobItemState.pending.rawValue)
+        binds.append(indexes)
+        binds.append(tokens)
+        binds.append(topics)
+        binds.append(hasTopic)
+        binds.append(pushTypes)
+        binds.append(priorities)
+        binds.append(hasPriority)
+        binds.append(expirations)
+        binds.append(hasExpiration)
+        binds.append(collapseIDs)
+        binds.append(hasCollapseID)
+        binds.append(apnsIDs)
+        binds.append(payloads)
+        let sql = """
+            INSERT INTO job_item (tenant, job_id, idx, device_token, topic, push_type, priority, expiration,
+                                  collapse_id, apns_id, payload, state)
+            SELECT $1, $2, t.idx, t.token, CASE WHEN t.has_topic THEN t.topic END, t.push_type,
+                   CASE WHEN t.has_priority THEN t.priority END, CASE WHEN t.has_expiration THEN t.expiration END,
+                   CASE WHEN t.has_collapse_id THEN t.collapse_id END, t.apns_id, t.payload, $3
+            FROM unnest($4::bigint[], $5::text[], $6::text[], $7::bool[], $8::text[], $9::int[], $10::bool[],
+                        $11::bigint[], $12::bool[], $13::text[], $14::bool[], $15::text[], $16::bytea[])
+                 AS t(idx, token, topic, has_topic, push_type, priority, has_priority, expiration, has_expiration,
+                      collapse_id, has_collapse_id, apns_id, payload)
+            """
         return PostgresQuery(unsafeSQL: sql, binds: binds)
     }
 

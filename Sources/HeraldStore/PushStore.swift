@@ -57,6 +57,12 @@ public protocol PushStore: Sendable {
     /// - Returns: how many leases it released.
     @discardableResult
     func releaseLeases(tenant: TenantID, job: JobID, claimantBase: String, keeping: String) async throws -> Int
+    /// Extends the leases `claimant` holds on the job's items without an outcome to `leaseUntil`
+    /// (never shortens one): the runner renews its leases while it works, so that a chunk that
+    /// takes longer than one lease is not taken over by another instance.
+    /// - Returns: how many leases it renewed.
+    @discardableResult
+    func renewLeases(tenant: TenantID, job: JobID, claimant: String, leaseUntil: Date) async throws -> Int
     /// Records an item's outcome if it has none yet; otherwise keeps the stored one.
     func recordResult(tenant: TenantID, job: JobID, index: Int, result: JobItemResult) async throws -> RecordOutcome
     /// Puts an item without an outcome back to wait for its next attempt (state `retrying`,

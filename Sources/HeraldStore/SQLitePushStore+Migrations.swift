@@ -140,6 +140,24 @@ extension SQLitePushStore {
         migrator.registerMigration("v6: job item on the wire") { db in
             try db.execute(sql: "ALTER TABLE job_item ADD COLUMN wire_at_ms INTEGER")
         }
+        // Several `herald serve` instances (issue 13): each beats its row in `herald_instance`; the
+        // rows that stop beating are taken for dead and the leases of their claimant released.
+        // `job_item_leased` (partial: only leased items) serves lease renewal, the release of a
+        // dead instance's leases and the count of items each instance holds.
+        migrator.registerMigration("v7-instances") { db in
+            try db.execute(
+                sql: """
+                    CREATE TABLE herald_instance (
+                        id TEXT PRIMARY KEY,
+                        claimant TEXT NOT NULL,
+                        host TEXT NOT NULL,
+                        pid INTEGER NOT NULL,
+                        started_at_ms INTEGER NOT NULL,
+                        last_heartbeat_ms INTEGER NOT NULL
+                    ) WITHOUT ROWID;
+                    CREATE INDEX job_item_leased ON job_item (claimant, tenant, job_id) WHERE claimant IS NOT NULL;
+                    """)
+        }
         return migrator
     }
 }

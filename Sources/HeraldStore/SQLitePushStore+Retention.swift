@@ -7,25 +7,11 @@ import HeraldCore
 // the deletes go in transactions of a bounded number of items, so that a sweep of big jobs
 // never holds the store's one writer for long nor makes one huge WAL commit.
 
-/// What one retention sweep deleted.
-public struct RetentionSweep: Sendable, Hashable {
-    public var jobs = 0
-    public var items = 0
-    /// False when the sweep stopped at its budget with expired jobs left (the next sweep goes on).
-    public var complete = true
-
-    public init(jobs: Int = 0, items: Int = 0, complete: Bool = true) {
-        self.jobs = jobs
-        self.items = items
-        self.complete = complete
-    }
-}
-
-extension SQLitePushStore {
+extension SQLitePushStore: StoreUpkeep {
     /// Deletes finished and cancelled jobs whose last change is before `cutoff`, with their items
     /// and payloads, at most `itemsPerTransaction` items per write transaction and at most
     /// `maxItems` items in all.
-    public func deleteExpiredJobs(before cutoff: Date, itemsPerTransaction: Int = 10_000, maxItems: Int = 1_000_000)
+    public func deleteExpiredJobs(before cutoff: Date, itemsPerTransaction: Int, maxItems: Int)
         async throws -> RetentionSweep
     {
         let cutoffMillis = try Self.millis(cutoff, field: "cutoff")
@@ -89,5 +75,12 @@ extension SQLitePushStore {
     /// SQLite's `journal_size_limit` on the store's writer connection, in bytes.
     public func journalSizeLimit() async throws -> Int {
         try await pool.write { db in try Int.fetchOne(db, sql: "PRAGMA journal_size_limit") ?? -1 }
+    }
+}
+
+extension SQLitePushStore {
+    /// Checkpoints the WAL (``checkpoint()``).
+    public func compact() async throws {
+        try await checkpoint()
     }
 }

@@ -6,34 +6,7 @@ import HeraldCore
 // are posted, so that a burst of them is a bounded table (not a task each) and they survive a
 // restart. A fixed number of senders (`WebhookOutbox` in Herald) claims the due ones.
 
-/// A webhook delivery waiting in the outbox.
-public struct OutboxWebhook: Sendable, Hashable {
-    /// The row's id (0 before it is stored).
-    public var id: Int64
-    public var tenant: TenantID
-    public var request: WebhookRequest
-    /// Attempts made so far.
-    public var attempt: Int
-    public var maxAttempts: Int
-    /// The wait before the next retry (it doubles after each, up to 60 seconds).
-    public var backoff: Duration
-    public var nextAttemptAt: Date
-
-    public init(
-        id: Int64 = 0, tenant: TenantID, request: WebhookRequest, attempt: Int = 0, maxAttempts: Int, backoff: Duration,
-        nextAttemptAt: Date
-    ) {
-        self.id = id
-        self.tenant = tenant
-        self.request = request
-        self.attempt = attempt
-        self.maxAttempts = maxAttempts
-        self.backoff = backoff
-        self.nextAttemptAt = nextAttemptAt
-    }
-}
-
-extension SQLitePushStore {
+extension SQLitePushStore: WebhookOutboxStore {
     /// Stores deliveries in the outbox, in one transaction.
     public func enqueueWebhooks(_ webhooks: [OutboxWebhook]) async throws {
         guard !webhooks.isEmpty else { return }
@@ -130,11 +103,7 @@ extension SQLitePushStore {
         }
     }
 
-    static func durationMillis(_ duration: Duration) -> Int64 {
-        let parts = duration.components
-        let (millis, overflow) = parts.seconds.multipliedReportingOverflow(by: 1000)
-        return overflow ? Int64.max : millis + parts.attoseconds / 1_000_000_000_000_000
-    }
+    static func durationMillis(_ duration: Duration) -> Int64 { OutboxWebhook.millis(duration) }
 
     private static func outboxWebhook(_ row: Row) -> OutboxWebhook? {
         let tenantRaw: String = row["tenant"]

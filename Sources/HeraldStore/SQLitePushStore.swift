@@ -219,44 +219,79 @@ public final class SQLitePushStore: PushStore {
                     tenant.rawValue, id.rawValue, JobState.accepted.rawValue, environment?.rawValue,
                     notifications.count, created, created,
                 ])
-            let payloadStatement = try db.makeStatement(
-                sql: "INSERT INTO job_payload (tenant, job_id, id, payload) VALUES (?, ?, ?, ?)")
-            let statement = try db.makeStatement(
+            try Self.insertItems(db, tenant: tenant, job: id, notifications: notifications)
+            guard let job = try Self.fetchJob(db, tenant: tenant, id: id) else {
+                throw StoreError.corrupt("job \(id) vanished while it was being created")
+            }
+            return .created(job)
+        }
+    }
+
+    /// Rows per `INSERT` of job items: 9 binds each (the tenant and job are bound once a
+    /// statement), well under SQLite's 32,766 host parameters.
+    static let itemsPerInsert = 128
+
+    /// A job's items, in the caller's write transaction: multi-row `INSERT`s of
+    /// ``itemsPerInsert`` rows from one prepared statement (one more for the remainder), so
+    /// SQLite runs one statement per 128 items instead of one per item. A payload equal to the
+    /// previous item's is stored once (`job_payload`, referenced by `payload_ref`).
+    static func insertItems(
+        _ db: Database, tenant: TenantID, job: JobID, notifications: [HeraldCore.Notification]
+    ) throws {
+        let payloadStatement = try db.makeStatement(
+            sql: "INSERT INTO job_payload (tenant, job_id, id, payload) VALUES (?, ?, ?, ?)")
+        func statement(rows: Int) throws -> Statement {
+            // ?1 and ?2 are the tenant and job; a bare ? takes the number after the largest so far.
+            let row = "(?1, ?2, ?, ?, ?, ?, ?, ?, ?, ?, X'', ?, 'pending')"
+            return try db.makeStatement(
                 sql: """
                     INSERT INTO job_item (tenant, job_id, idx, device_token, topic, push_type, priority, expiration,
                                           collapse_id, apns_id, payload, payload_ref, state)
-                    VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+                    VALUES \(Array(repeating: row, count: rows).joined(separator: ", "))
                     """)
-            let empty = Data()
-            var payloadCount = 0
-            var lastPayload: [UInt8]? = nil
-            for (index, notification) in notifications.enumerated() {
+        }
+        var full: Statement? = nil
+        var values: [DatabaseValue] = []
+        values.reserveCapacity(2 + 9 * itemsPerInsert)
+        var payloadCount = 0
+        var lastPayload: [UInt8]? = nil
+        var start = 0
+        while start < notifications.count {
+            let end = min(start + itemsPerInsert, notifications.count)
+            values.removeAll(keepingCapacity: true)
+            values.append(tenant.rawValue.databaseValue)
+            values.append(job.rawValue.databaseValue)
+            for index in start..<end {
+                let notification = notifications[index]
                 // Equal to the previous one: a shared array compares by identity at once.
                 if lastPayload != notification.payload {
                     payloadCount += 1
                     try payloadStatement.execute(arguments: [
-                        tenant.rawValue, id.rawValue, payloadCount, Data(notification.payload),
+                        tenant.rawValue, job.rawValue, payloadCount, Data(notification.payload),
                     ])
                     lastPayload = notification.payload
                 }
-                let apnsID = notification.id ?? NotificationID.random()
                 let expiration: Int64? = notification.expiration.map {
                     switch $0 {
                     case .immediately: return 0
                     case .at(let seconds): return Int64(seconds)
                     }
                 }
-                try statement.execute(arguments: [
-                    tenant.rawValue, id.rawValue, index, notification.deviceToken.hex, notification.topic,
-                    notification.pushType.rawValue, notification.priority?.rawValue, expiration,
-                    notification.collapseID,
-                    apnsID.rawValue, empty, payloadCount, JobItemState.pending.rawValue,
-                ])
+                values.append(index.databaseValue)
+                values.append(notification.deviceToken.hex.databaseValue)
+                values.append(notification.topic.databaseValue)
+                values.append(notification.pushType.rawValue.databaseValue)
+                values.append(notification.priority.map { Int($0.rawValue) }.databaseValue)
+                values.append(expiration.databaseValue)
+                values.append(notification.collapseID.databaseValue)
+                values.append((notification.id ?? NotificationID.random()).rawValue.databaseValue)
+                values.append(payloadCount.databaseValue)
             }
-            guard let job = try Self.fetchJob(db, tenant: tenant, id: id) else {
-                throw StoreError.corrupt("job \(id) vanished while it was being created")
-            }
-            return .created(job)
+            let rows = end - start
+            let insert = try rows == itemsPerInsert ? (full ?? statement(rows: rows)) : statement(rows: rows)
+            if rows == itemsPerInsert { full = insert }
+            try insert.execute(arguments: StatementArguments(values))
+            start = end
         }
     }
 

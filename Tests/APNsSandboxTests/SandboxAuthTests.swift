@@ -107,6 +107,41 @@ struct SandboxAuthTests {
         await second.close()
     }
 
+    @Test("strict scope: a second token for the key within 20 minutes is refused, even signed in the same second or older")
+    func strictScopeRefusesAnyOtherToken() async throws {
+        let harness = try await SandboxHarness.start { $0.tokenUpdateScope = .strict }
+        defer { Task { await harness.stop() } }
+        let issued = harness.clock.now
+        let first = try await harness.connect()
+        var request = try await harness.validRequest()
+        request.authorization = "bearer " + (try await harness.token(issuedAt: issued))
+        #expect(try await first.roundTrip(request).status == 200)
+
+        // Another instance signing for the same key in the same second (same iat, another
+        // signature), or a token older than the current one, is a new token: 429 on any connection.
+        let second = try await harness.connect()
+        var sameSecond = request
+        sameSecond.authorization = "bearer " + (try await harness.token(issuedAt: issued))
+        #expect(sameSecond.authorization != request.authorization)
+        let refused = try await second.roundTrip(sameSecond)
+        #expect(refused.status == 429)
+        #expect(refused.reason == "TooManyProviderTokenUpdates")
+        var older = request
+        older.authorization = "bearer " + (try await harness.token(issuedAt: issued.addingTimeInterval(-30)))
+        #expect(try await second.roundTrip(older).status == 429)
+        // The token already accepted is accepted on every connection (a restarted sender).
+        #expect(try await second.roundTrip(request).status == 200)
+
+        // 20 minutes on, one new token is accepted; the one before it stays valid for its hour.
+        harness.clock.advance(by: 1201)
+        var renewed = request
+        renewed.authorization = try await harness.bearer()
+        #expect(try await second.roundTrip(renewed).status == 200)
+        #expect(try await first.roundTrip(request).status == 200)
+        await first.close()
+        await second.close()
+    }
+
     @Test func eachDistinctTokenIsVerifiedOnce() async throws {
         let harness = try await SandboxHarness.start()
         defer { Task { await harness.stop() } }

@@ -103,7 +103,9 @@ struct ChildServer {
     let process: Process
     let port: Int
 
-    static func start(binary: String, directory: String, run: Int) async throws -> ChildServer {
+    static func start(
+        binary: String, directory: String, run: Int, environment extra: [String: String] = [:]
+    ) async throws -> ChildServer {
         let output = directory + "/serve-\(run).log"
         _ = FileManager.default.createFile(atPath: output, contents: nil)
         let handle = try FileHandle(forWritingTo: URL(fileURLWithPath: output))
@@ -113,6 +115,7 @@ struct ChildServer {
         process.currentDirectoryURL = URL(fileURLWithPath: directory)
         var environment = ProcessInfo.processInfo.environment
         environment.removeValue(forKey: "HERALD_ADMIN_TOKEN")
+        environment.merge(extra) { _, new in new }
         process.environment = environment
         process.standardOutput = handle
         process.standardError = handle

@@ -94,6 +94,9 @@ struct JobRunnerBoundsTests {
         func releaseLeases(tenant: TenantID, job: JobID, claimantBase: String, keeping: String) async throws -> Int {
             try await base.releaseLeases(tenant: tenant, job: job, claimantBase: claimantBase, keeping: keeping)
         }
+        func renewLeases(tenant: TenantID, job: JobID, claimant: String, leaseUntil: Date) async throws -> Int {
+            try await base.renewLeases(tenant: tenant, job: job, claimant: claimant, leaseUntil: leaseUntil)
+        }
         func items(tenant: TenantID, job: JobID, fromIndex: Int, limit: Int) async throws -> [JobItem] {
             try await base.items(tenant: tenant, job: job, fromIndex: fromIndex, limit: limit)
         }

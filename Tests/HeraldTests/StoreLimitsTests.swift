@@ -111,7 +111,7 @@ struct StoreLimitsTests {
         #expect(try await store.outcomes(tenant: acme, job: try JobID("old-done")).first?.count == 25)
 
         clock.advance(by: .seconds(Int64(1.5 * day)))
-        let sweep = try await store.deleteExpiredJobs(before: clock.date.addingTimeInterval(-7 * day), itemsPerTransaction: 10)
+        let sweep = try await store.deleteExpiredJobs(before: clock.date.addingTimeInterval(-7 * day), itemsPerTransaction: 10, maxItems: 1_000_000)
         #expect(sweep == RetentionSweep(jobs: 2, items: 50, complete: true))
         #expect(try await store.job(tenant: acme, id: try JobID("old-done")) == nil)
         #expect(try await store.job(tenant: acme, id: try JobID("old-cancelled")) == nil)

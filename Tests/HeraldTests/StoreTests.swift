@@ -43,7 +43,7 @@ struct StoreTests {
 
     static let allMigrations = [
         "v1: invalid tokens, jobs, job items", "v2: job item outcome index", "v3-shared-payloads-and-retention",
-        "v4-job-item-attempts", "v5: provider tokens", "v6: job item on the wire",
+        "v4-job-item-attempts", "v5: provider tokens", "v6: job item on the wire", "v7-instances",
     ]
 
     @Test("a file of schema v1 opens, migrates to v2 and keeps its jobs, items and invalid tokens")
@@ -94,7 +94,7 @@ struct StoreTests {
         }
         let store = try SQLitePushStore(path: path)
         #expect(try store.appliedMigrations() == StoreTests.allMigrations)
-        #expect(try store.indexNames(on: "job_item") == ["job_item_by_state", "job_item_due", "job_item_outcomes"])
+        #expect(try store.indexNames(on: "job_item") == ["job_item_by_state", "job_item_due", "job_item_leased", "job_item_outcomes"])
         let stored = try await store.job(tenant: acme, id: job)
         #expect(stored?.itemCount == 5 && stored?.createdAt == t0)
         // Items of a job stored before v3 keep reading their own payload.

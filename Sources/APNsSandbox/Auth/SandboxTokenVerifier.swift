@@ -162,6 +162,42 @@ struct TokenUpdateTracker: Sendable {
     }
 }
 
+/// The strict rule: per key, the tokens accepted within their lifetime are remembered (by their
+/// SHA-256, so no token is kept); a token not among them is an update, refused when the key's
+/// last update was less than the minimum interval ago. At most `lifetime / interval + 1` tokens
+/// a key are alive, and the list is capped below that bound, so memory stays bounded whatever a
+/// client sends.
+struct StrictTokenTracker: Sendable {
+    struct KeyState: Sendable {
+        var accepted: [(digest: SHA256Digest, issuedAt: Int64)] = []
+        var changedAt: Date
+    }
+
+    static let maximumRemembered = 16
+    private var keys: [Int: KeyState] = [:]
+
+    /// True when the token may be used; false for `TooManyProviderTokenUpdates`.
+    mutating func observe(
+        keyIndex: Int, token: Substring, issuedAt: Int64, now: Date, minimumInterval: TimeInterval,
+        lifetime: TimeInterval
+    ) -> Bool {
+        let digest = SHA256.hash(data: Array(token.utf8))
+        guard var state = keys[keyIndex] else {
+            keys[keyIndex] = KeyState(accepted: [(digest, issuedAt)], changedAt: now)
+            return true
+        }
+        let oldest = Int64((now.timeIntervalSince1970 - lifetime).rounded(.down))
+        state.accepted.removeAll { $0.issuedAt < oldest }
+        defer { keys[keyIndex] = state }
+        if state.accepted.contains(where: { $0.digest == digest }) { return true }
+        if now.timeIntervalSince(state.changedAt) < minimumInterval { return false }
+        if state.accepted.count >= Self.maximumRemembered { state.accepted.removeFirst() }
+        state.accepted.append((digest, issuedAt))
+        state.changedAt = now
+        return true
+    }
+}
+
 /// Base64url without padding, as JWTs use it.
 enum Base64URL {
     static func decode(_ input: some Collection<UInt8>) -> [UInt8]? {

@@ -118,7 +118,7 @@ public struct SandboxConfigFile: Sendable {
             if let seconds = limits.tokenUpdateMinInterval { configuration.tokenUpdateMinimumInterval = seconds }
             if let scope = limits.tokenUpdateScope {
                 guard let value = SandboxTokenUpdateScope(rawValue: scope) else {
-                    throw SandboxError.configuration("\(name): limits.token_update_scope must be key or connection")
+                    throw SandboxError.configuration("\(name): limits.token_update_scope must be key, connection or strict")
                 }
                 configuration.tokenUpdateScope = value
             }

@@ -66,6 +66,11 @@ public enum SandboxTokenUpdateScope: String, Sendable, Hashable, Codable {
     case key
     /// Counted per connection: a new process (new connection) may bring a new token.
     case connection
+    /// Per key across all connections, and any token other than one already accepted for the key
+    /// counts as an update: an older `iat` not seen before, or the same `iat` signed again (a
+    /// second instance that signed its own token in the same second). What a fleet of gateways
+    /// sharing one provider token must pass.
+    case strict
 }
 
 /// A provider token signing key (an Apple `.p8` key's public half) and the topics it may push to.

@@ -445,6 +445,9 @@ final class SandboxConnectionHandler: ChannelInboundHandler, HTTP2EngineDelegate
             switch core.tokenUpdateScope {
             case .key:
                 allowed = core.observeTokenForKey(keyIndex: verified.keyIndex, issuedAt: verified.issuedAt, now: now)
+            case .strict:
+                allowed = core.observeTokenStrictly(
+                    keyIndex: verified.keyIndex, jwt: jwt, issuedAt: verified.issuedAt, now: now)
             case .connection:
                 allowed = connectionTracker.observe(
                     keyIndex: verified.keyIndex, issuedAt: verified.issuedAt, now: now,

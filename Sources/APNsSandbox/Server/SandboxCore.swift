@@ -27,6 +27,7 @@ final class SandboxCore: Sendable {
     private let faultsState: Mutex<SandboxFaults>
     private let faultsVersionCounter = Atomic<Int>(0)
     private let keyTracker = Mutex(TokenUpdateTracker())
+    private let strictTracker = Mutex(StrictTokenTracker())
     private let deviceRates = Mutex<[String: (second: Int64, count: Int)]>([:])
     private let connections = Mutex<[Int: ConnectionRef]>([:])
     private let connectionCounter = Atomic<Int>(0)
@@ -81,6 +82,15 @@ final class SandboxCore: Sendable {
     func observeTokenForKey(keyIndex: Int, issuedAt: Int64, now: Date) -> Bool {
         keyTracker.withLock {
             $0.observe(keyIndex: keyIndex, issuedAt: issuedAt, now: now, minimumInterval: tokenUpdateMinimumInterval)
+        }
+    }
+
+    /// Strict token update check (``SandboxTokenUpdateScope/strict``): `jwt` is the whole token.
+    func observeTokenStrictly(keyIndex: Int, jwt: Substring, issuedAt: Int64, now: Date) -> Bool {
+        strictTracker.withLock {
+            $0.observe(
+                keyIndex: keyIndex, token: jwt, issuedAt: issuedAt, now: now,
+                minimumInterval: tokenUpdateMinimumInterval, lifetime: tokenLifetime)
         }
     }
 

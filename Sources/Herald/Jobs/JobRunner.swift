@@ -19,10 +19,15 @@ public struct JobRunnerConfiguration: Sendable, Hashable {
     /// How long a claim holds its items; after that another claimant may take them.
     public var lease: Duration = .seconds(300)
     /// The base of the name items are claimed under (`jobs.claimant`). Each runner claims as
-    /// ``claimantName`` (`<claimant>/<instance>`), and when it starts a job it first takes back
-    /// the leases of earlier instances of the same base name (their process is gone: one process
-    /// at a time holds a store, see `StoreLock`).
+    /// ``claimantName`` (`<claimant>/<instance>`). With ``exclusiveStore``, when it resumes a job
+    /// it first takes back the leases of earlier instances of the same base name (their process
+    /// is gone: one process at a time holds the store, see `StoreLock`).
     public var claimant: String = "herald"
+    /// True when this runner's process is the store's only user (SQLite, under `StoreLock`):
+    /// leases of other instances of the same base name are taken back when a job resumes. False
+    /// for a store shared by several instances (PostgreSQL): their leases are live; those of a
+    /// dead instance are released by the instance registry (`InstanceHeartbeat`) or end.
+    public var exclusiveStore: Bool = true
     /// This runner's instance, unique per process (a random id unless a test sets one).
     public var instance: String = String(UUID().uuidString.lowercased().prefix(8))
     /// How often the runner looks for unfinished jobs on its own (jobs of tenants loaded later,
@@ -31,6 +36,10 @@ public struct JobRunnerConfiguration: Sendable, Hashable {
 
     /// The name this runner claims items under: `<claimant>/<instance>`.
     public var claimantName: String { "\(claimant)/\(instance)" }
+
+    /// How often the runner renews the leases of the jobs it works on: a third of ``lease``
+    /// (at least 10 ms), so that a lease never ends while its items are being worked on.
+    public var renewInterval: Duration { max(lease / 3, .milliseconds(10)) }
 
     public init() {}
 }
@@ -95,6 +104,8 @@ public final class JobRunner: Sendable {
         /// A scan for jobs waiting for a slot (paused jobs wait for the next tick).
         case scan
         case job(Job)
+        /// Another instance stored a job (a notification): read it and start it.
+        case stored(TenantID, JobID)
     }
 
     private struct JobKey: Hashable, Sendable {
@@ -142,6 +153,12 @@ public final class JobRunner: Sendable {
         eventSink.yield(.job(job))
     }
 
+    /// A job was stored by another instance (a notification from the shared store): it is read
+    /// and started as ``jobAccepted(_:)`` would.
+    public func jobStored(tenant: TenantID, id: JobID) {
+        eventSink.yield(.stored(tenant, id))
+    }
+
     /// Looks for unfinished jobs now (after tenants were loaded or reloaded).
     public func rescan() {
         eventSink.yield(.tick)
@@ -184,6 +201,7 @@ public final class JobRunner: Sendable {
         }
         logger.info("job runner started", metadata: ["herald.claimant": "\(configuration.claimantName)"])
         let interval = configuration.rescanInterval
+        let renewal = configuration.renewInterval
         let sink = eventSink
         await withDiscardingTaskGroup { jobs in
             await withTaskGroup(of: Void.self) { ticker in
@@ -193,6 +211,13 @@ public final class JobRunner: Sendable {
                         sink.yield(.tick)
                     }
                 }
+                ticker.addTask {
+                    while !Task.isCancelled {
+                        try? await Task.sleep(for: renewal)
+                        if Task.isCancelled { break }
+                        await self.renewLeases()
+                    }
+                }
                 await self.scan(into: &jobs, includingPaused: true)
                 for await event in self.events {
                     if self.isStopping { break }
@@ -200,12 +225,45 @@ public final class JobRunner: Sendable {
                     case .tick: await self.scan(into: &jobs, includingPaused: true)
                     case .scan: await self.scan(into: &jobs, includingPaused: false)
                     case .job(let job): self.start(job, in: &jobs, includingPaused: false)
+                    case .stored(let tenant, let id):
+                        guard self.router.runtime(for: tenant) != nil else { continue }
+                        do {
+                            if let job = try await self.store.job(tenant: tenant, id: id), !job.state.isFinal {
+                                self.start(job, in: &jobs, includingPaused: false)
+                            }
+                        } catch {
+                            self.logger.warning(
+                                "cannot read a job another instance stored; the next scan finds it",
+                                metadata: ["herald.tenant": "\(tenant)", "herald.job": "\(id)", "herald.error": "\(error)"])
+                        }
                     }
                 }
                 ticker.cancelAll()
             }
         }
         logger.info("job runner stopped")
+    }
+
+    /// Extends the leases this runner holds on the items of every job it works on by one
+    /// ``JobRunnerConfiguration/lease`` from now. A failure is logged: the next round tries
+    /// again (a lease is three rounds long).
+    private func renewLeases() async {
+        let running = state.withLock { Array($0.running) }
+        guard !running.isEmpty else { return }
+        let clock = router.configuration.clock
+        let claimant = configuration.claimantName
+        let leaseSeconds = Self.seconds(configuration.lease)
+        for key in running {
+            do {
+                try await store.renewLeases(
+                    tenant: key.tenant, job: key.job, claimant: claimant,
+                    leaseUntil: clock.date.addingTimeInterval(leaseSeconds))
+            } catch {
+                logger.warning(
+                    "cannot renew the job's leases",
+                    metadata: ["herald.tenant": "\(key.tenant)", "herald.job": "\(key.job)", "herald.error": "\(error)"])
+            }
+        }
     }
 
     /// Starts unfinished jobs of every loaded tenant that is not running yet, oldest first, as
@@ -275,12 +333,14 @@ public final class JobRunner: Sendable {
             if job.state == .accepted {
                 try await store.updateJob(tenant: job.tenant, id: job.id, state: .running, at: clock.date)
                 logger.info("job started", metadata: ["herald.items": "\(job.itemCount)"])
-            } else {
+            } else if configuration.exclusiveStore {
                 // Leases of an earlier instance of this runner are taken back now rather than
                 // when they end: that process is gone.
                 let released = try await store.releaseLeases(
                     tenant: job.tenant, job: job.id, claimantBase: configuration.claimant, keeping: claimant)
                 logger.info("job resumed", metadata: ["herald.items": "\(job.itemCount)", "herald.released": "\(released)"])
+            } else {
+                logger.info("job resumed", metadata: ["herald.items": "\(job.itemCount)"])
             }
         } catch {
             logger.error("cannot start the job", metadata: ["herald.error": "\(error)"])

@@ -4,14 +4,15 @@ import HeraldStore
 import Logging
 
 /// The store's upkeep, in the background: deletes finished jobs after `jobs.retention` and
-/// checkpoints the WAL, at start and then every ``interval``.
+/// compacts the store (SQLite: checkpoints the WAL), at start and then every ``interval``. On a
+/// shared store every instance sweeps; each transaction takes a job no other sweep holds.
 ///
 /// ```swift
 /// let maintenance = StoreMaintenance(store: store, retention: .seconds(7 * 86_400))
 /// try await maintenance.run()          // until cancelled
 /// ```
 public struct StoreMaintenance: Sendable {
-    public let store: SQLitePushStore
+    public let store: any StoreUpkeep
     /// How long a finished or cancelled job is kept after its last change.
     public let retention: Duration
     /// Time between two rounds.
@@ -20,7 +21,7 @@ public struct StoreMaintenance: Sendable {
     private let logger: Logger
 
     public init(
-        store: SQLitePushStore, retention: Duration, interval: Duration = .seconds(600), clock: any PushClock = SystemPushClock(),
+        store: any StoreUpkeep, retention: Duration, interval: Duration = .seconds(600), clock: any PushClock = SystemPushClock(),
         logger: Logger = Logger(label: "herald")
     ) {
         self.store = store
@@ -32,7 +33,7 @@ public struct StoreMaintenance: Sendable {
         self.logger = logger
     }
 
-    /// One round: deletes the jobs expired at the clock's date, then checkpoints the WAL.
+    /// One round: deletes the jobs expired at the clock's date, then compacts the store.
     @discardableResult
     public func runOnce() async -> RetentionSweep? {
         let cutoff = clock.date.addingTimeInterval(-JobRunner.seconds(retention))
@@ -49,9 +50,9 @@ public struct StoreMaintenance: Sendable {
             logger.error("cannot delete expired jobs", metadata: ["herald.error": "\(error)"])
         }
         do {
-            try await store.checkpoint()
+            try await store.compact()
         } catch {
-            logger.warning("cannot checkpoint the store's WAL", metadata: ["herald.error": "\(error)"])
+            logger.warning("cannot compact the store (WAL checkpoint)", metadata: ["herald.error": "\(error)"])
         }
         return sweep
     }

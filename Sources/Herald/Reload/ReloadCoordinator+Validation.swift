@@ -30,8 +30,7 @@ extension ReloadCoordinator {
                 }
             }
             do {
-                _ = try TenantTransport(
-                    tenant: tenant, credentials: probe, eventLoopGroup: configuration.eventLoopGroup, logger: logger)
+                try TenantTransport.validate(tenant: tenant, credentials: probe)
             } catch {
                 return .invalid("\(tenant.sourceFile): \(error)")
             }

@@ -13,6 +13,9 @@ public enum ReloadTrigger: String, Sendable, Hashable, CustomStringConvertible {
     case watcher
     /// A credential upload (`PUT /admin/tenants/{id}/credentials`).
     case upload
+    /// Another instance on the shared store changed the tenants through its admin API (a
+    /// reload, an upload or a revoke): this one reads the shared tenants directory again.
+    case peer
 
     public var description: String { rawValue }
 }

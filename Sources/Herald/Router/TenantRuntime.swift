@@ -12,7 +12,8 @@ import Synchronization
 public final class TenantRuntime: Sendable {
     public let configuration: TenantConfiguration
     public let pipeline: SendPipeline
-    private let transport: any PushTransport
+    /// The tenant's transport: its connections, counters and credential (``PushTransport/status``).
+    public let transport: any PushTransport
     private let clock: any PushClock
     private let logger: Logger
     private let pushLogger: PushLogger

@@ -26,12 +26,23 @@ public final class WebhookOutbox: WebhookQueue {
         /// How long ``stop()`` lets posts in flight finish before they are cancelled (a
         /// cancelled delivery stays in the outbox for the next start).
         public var shutdownGrace: Duration = .seconds(5)
+        /// True when this process is the store's only user (SQLite under `StoreLock`): at start it
+        /// releases every claim (the process that made them is gone). False for a store shared by
+        /// several instances (PostgreSQL): their claims are live, a dead instance's claims end
+        /// after ``claimWindow``, and the per-tenant counts are read again from the store every
+        /// ``countRefreshInterval`` (each instance enqueues and delivers; the bound per tenant
+        /// holds across instances to within what they enqueue between two reads).
+        public var exclusive = true
+        /// How long a claimed delivery is held by its claimer before another may take it.
+        public var claimWindow: Duration = .seconds(600)
+        /// With a shared store: how often the per-tenant counts are read from the store.
+        public var countRefreshInterval: Duration = .seconds(5)
 
         public init() {}
     }
 
     public let configuration: Configuration
-    private let store: SQLitePushStore
+    private let store: any WebhookOutboxStore
     private let sender: any WebhookSender
     private let clock: any PushClock
     private let logger: Logger
@@ -61,7 +72,7 @@ public final class WebhookOutbox: WebhookQueue {
     }
 
     public init(
-        store: SQLitePushStore, sender: any WebhookSender, configuration: Configuration = Configuration(),
+        store: any WebhookOutboxStore, sender: any WebhookSender, configuration: Configuration = Configuration(),
         clock: any PushClock = SystemPushClock(), logger: Logger = Logger(label: "herald")
     ) {
         self.store = store
@@ -81,10 +92,11 @@ public final class WebhookOutbox: WebhookQueue {
         }
     }
 
-    /// Counts what the outbox holds per tenant, and releases the claims of the process that
-    /// held the store before (one process at a time holds it: `StoreLock`).
+    /// Counts what the outbox holds per tenant and, for a store of its own
+    /// (``Configuration/exclusive``), releases the claims of the process that held it before.
     public func prepare() async throws {
-        let released = try await store.releaseWebhookClaims()
+        var released = 0
+        if configuration.exclusive { released = try await store.releaseWebhookClaims() }
         let counts = try await store.outboxCounts()
         state.withLock { $0.counts = counts }
         let waiting = counts.values.reduce(0, +)
@@ -148,14 +160,22 @@ public final class WebhookOutbox: WebhookQueue {
             group.addTask {
                 await withDiscardingTaskGroup { posts in
                     let permits = PermitPool(permits: senders)
+                    var countsRead = ContinuousClock.now
                     while !self.isStopping, !Task.isCancelled {
+                        if !self.configuration.exclusive,
+                            countsRead.duration(to: .now) >= self.configuration.countRefreshInterval
+                        {
+                            countsRead = .now
+                            await self.refreshCounts()
+                        }
                         let free = senders - self.state.withLock { $0.inFlight }
                         var due: [OutboxWebhook] = []
                         if free > 0 {
                             let now = self.clock.date
                             do {
                                 due = try await self.store.claimDueWebhooks(
-                                    now: now, claimUntil: now.addingTimeInterval(600), limit: free)
+                                    now: now, claimUntil: now.addingTimeInterval(JobRunner.seconds(self.configuration.claimWindow)),
+                                    limit: free)
                             } catch {
                                 self.logger.error("cannot read the webhook outbox", metadata: ["herald.error": "\(error)"])
                             }
@@ -183,6 +203,16 @@ public final class WebhookOutbox: WebhookQueue {
             await group.next()
             group.cancelAll()
             await group.waitForAll()
+        }
+    }
+
+    /// Reads the per-tenant counts from the shared store (other instances enqueue and deliver too).
+    private func refreshCounts() async {
+        do {
+            let counts = try await store.outboxCounts()
+            state.withLock { $0.counts = counts }
+        } catch {
+            logger.warning("cannot count the webhook outbox", metadata: ["herald.error": "\(error)"])
         }
     }
 
@@ -250,8 +280,9 @@ public final class WebhookOutbox: WebhookQueue {
         }
         state.withLock { state in
             state[keyPath: count] += 1
-            state.counts[webhook.tenant, default: 1] -= 1
-            if state.counts[webhook.tenant] == 0 { state.counts[webhook.tenant] = nil }
+            // Never below zero: with a shared store, another instance may have enqueued it.
+            let left = max(0, state.counts[webhook.tenant, default: 0] - 1)
+            state.counts[webhook.tenant] = left == 0 ? nil : left
         }
     }
 }

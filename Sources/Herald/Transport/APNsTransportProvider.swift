@@ -5,11 +5,11 @@ import NIOCore
 import NIOPosix
 import Synchronization
 
-/// Makes real APNs transports (HeraldAPNs' `TenantTransport`).
+/// Makes real APNs transports: one ``TenantTransport`` per tenant, the whole send stack.
 ///
 /// At load it builds and checks the tenant's credential provider (a bad key or certificate
-/// fails the tenant's load). The `TenantTransport` itself, with its TLS context and pools, is
-/// made at the tenant's first send, so an idle tenant holds no TLS context, connection or task.
+/// fails the tenant's load) and returns the transport unopened: its TLS context and pools are
+/// made at the tenant's first send, so an idle tenant holds no connection or task.
 public struct APNsTransportProvider: TransportProvider {
     public var eventLoopGroup: any EventLoopGroup
     public var clock: any WallClock
@@ -17,6 +17,9 @@ public struct APNsTransportProvider: TransportProvider {
     /// Where provider tokens are shared with other instances and kept across restarts (the
     /// server's store); nil: each credential provider signs its own.
     public var tokenStore: (any ProviderTokenStore)?
+    /// The most streams a transport opens on one connection, whatever APNs allows; nil: the
+    /// transport's default (`herald bench --max-streams`).
+    public var streamCeiling: Int?
     /// The credential providers made so far, per tenant and credential identity: a tenant that
     /// is reloaded with the same key or certificate keeps its provider (and its cached token),
     /// so a reload never signs a second token for a key within APNs' 20 minutes.
@@ -35,98 +38,10 @@ public struct APNsTransportProvider: TransportProvider {
         let made = try CredentialProviders.make(
             for: tenant, clock: clock, tokenRefresh: tokenRefresh, tokenStore: tokenStore)
         let credentials = credentialCache.provider(for: tenant.id, made)
-        return LazyAPNsTransport(tenant: tenant, credentials: credentials, eventLoopGroup: eventLoopGroup, logger: logger)
-    }
-}
-
-/// A tenant's `TenantTransport`, made at the first send.
-final class LazyAPNsTransport: PushTransport {
-    private enum State {
-        case idle
-        case open(TenantTransport)
-        /// Draining or closed; the transport, if it was opened (a revocation may still close it at once).
-        case closed(TenantTransport?)
-    }
-
-    private let tenant: TenantConfiguration
-    private let credentials: any CredentialProvider
-    private let eventLoopGroup: any EventLoopGroup
-    private let logger: Logger
-    private let state = Mutex(State.idle)
-
-    init(tenant: TenantConfiguration, credentials: any CredentialProvider, eventLoopGroup: any EventLoopGroup, logger: Logger) {
-        self.tenant = tenant
-        self.credentials = credentials
-        self.eventLoopGroup = eventLoopGroup
-        self.logger = logger
-    }
-
-    func send(_ notification: Notification, environment: APNsEnvironment, deadline: ContinuousClock.Instant) async throws -> APNsResponse {
-        let transport = try opened()
-        do {
-            return try await transport.send(notification, environment: environment, deadline: deadline)
-        } catch let error as APNsTransportError {
-            throw Self.pushError(error)
-        }
-    }
-
-    var credentialIdentity: String? { credentials.identity }
-
-    func shutdown() async {
-        await takeForClosing()?.drain()
-    }
-
-    func close() async {
-        await takeForClosing()?.close()
-    }
-
-    private func takeForClosing() -> TenantTransport? {
-        state.withLock { state -> TenantTransport? in
-            switch state {
-            case .idle:
-                state = .closed(nil)
-                return nil
-            case .open(let transport), .closed(let transport?):
-                state = .closed(transport)
-                return transport
-            case .closed(nil):
-                return nil
-            }
-        }
-    }
-
-    private func opened() throws -> TenantTransport {
-        try state.withLock { state throws -> TenantTransport in
-            switch state {
-            case .open(let transport):
-                return transport
-            case .closed:
-                throw PushError.shuttingDown(tenant.id)
-            case .idle:
-                do {
-                    let transport = try TenantTransport(tenant: tenant, credentials: credentials, eventLoopGroup: eventLoopGroup, logger: logger)
-                    state = .open(transport)
-                    return transport
-                } catch let error as APNsTransportError {
-                    throw Self.pushError(error)
-                }
-            }
-        }
-    }
-
-    static func pushError(_ error: APNsTransportError) -> PushError {
-        if error.isTimedOut {
-            return PushError.deadlineExceeded(
-                error.mayHaveBeenProcessed ? "no answer from APNs before the deadline" : "no stream became free before the deadline",
-                mayHaveReachedAPNs: error.mayHaveBeenProcessed)
-        }
-        if error.isQueueFull {
-            return PushError.queueFull()
-        }
-        if error.isPoolClosed {
-            return PushError(code: .shuttingDown, message: "the tenant's connections are closing", mayHaveReachedAPNs: false)
-        }
-        return PushError.transport(error.description, surelyNotProcessed: !error.mayHaveBeenProcessed)
+        var configuration = TransportConfiguration(pool: tenant.pool)
+        if let streamCeiling { configuration.streamCeiling = streamCeiling }
+        return TenantTransport(
+            tenant: tenant, credentials: credentials, configuration: configuration, eventLoopGroup: eventLoopGroup, logger: logger)
     }
 }
 

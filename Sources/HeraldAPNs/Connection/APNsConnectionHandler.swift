@@ -200,6 +200,11 @@ final class APNsConnectionHandler: ChannelInboundHandler, HTTP2EngineDelegate {
             delegate.connectionRequestFinished(connectionID, answered: false)
             return
         }
+        if request.isCancellable, request.isCancelled {
+            request.complete(.failure(.cancelled(mayHaveBeenProcessed: false)))
+            delegate.connectionRequestFinished(connectionID, answered: false)
+            return
+        }
         switch stateMachine.openStream(now: now) {
         case .refuse:
             handBack(request, now: now, openedStream: false)
@@ -210,6 +215,14 @@ final class APNsConnectionHandler: ChannelInboundHandler, HTTP2EngineDelegate {
                 // stream opened here goes through both.
                 let streamID = try engine.submitRequest(headers, body: request.payload)
                 streams[streamID] = InFlight(request: request)
+                if request.isCancellable, let context {
+                    let handler = NIOLoopBound(self, eventLoop: context.eventLoop)
+                    let loop = context.eventLoop
+                    let registered = request.setCancelHandler {
+                        loop.execute { handler.value.cancelStream(streamID, of: request) }
+                    }
+                    if !registered { cancelStream(streamID, of: request) }
+                }
             } catch let error as HTTP2EngineError where error == .invalidHeader {
                 // The same bytes would fail on any connection: answer now, nothing was written.
                 fail(request, with: .invalidRequest(field: "headers", "a header name or value holds bytes HTTP/2 forbids (NUL, CR, LF)"), now: now)
@@ -219,6 +232,16 @@ final class APNsConnectionHandler: ChannelInboundHandler, HTTP2EngineDelegate {
                 handBack(request, now: now)
             }
         }
+    }
+
+    /// The caller cancelled a written request: reset its stream (CANCEL), which frees the stream
+    /// for the next request, and fail it with `cancelled` (it may have been processed). The
+    /// stream's closing event then finds no entry.
+    private func cancelStream(_ streamID: HTTP2StreamNumber, of request: APNsRequest) {
+        guard let stream = streams[streamID], stream.request === request else { return }
+        streams[streamID] = nil
+        try? engine.resetStream(streamID, errorCode: .cancel)
+        fail(request, with: .cancelled(mayHaveBeenProcessed: true), now: .now())
     }
 
     /// Stop taking streams; close after the open ones finish.

@@ -1,41 +1,62 @@
 import Crypto
 import Foundation
-import JWTKit
 
-/// Signs APNs provider authentication tokens with jwt-kit: header `{"alg":"ES256","kid":…}` (jwt-kit adds
-/// `"typ":"JWT"`), claims exactly `{"iss": team ID, "iat": integer seconds}`.
-actor APNsJWTSigner {
-    private struct Claims: JWTPayload {
-        var iss: IssuerClaim
-        var iat: IssuedAtClaim
-
-        func verify(using algorithm: some JWTAlgorithm) async throws {}
+/// Signs APNs provider authentication tokens synchronously with swift-crypto: header
+/// `{"alg":"ES256","kid":…,"typ":"JWT"}`, claims exactly `{"iss": team ID, "iat": integer seconds}`,
+/// the ES256 signature as the raw 64-byte `r‖s` (JWS, RFC 7518 3.4), all base64url without padding.
+///
+/// A provider token is one fixed shape of JWT signed once every 50 minutes: swift-crypto does
+/// the signing (the part worth a library); the JSON is encoded by `JSONEncoder`. Signing is a
+/// plain function call, so a send never waits on an actor or a task to get its token. A test
+/// verifies these tokens with jwt-kit, an independent implementation.
+struct APNsJWTSigner: Sendable {
+    private struct Header: Encodable {
+        var alg = "ES256"
+        var kid: String
+        var typ = "JWT"
     }
 
-    nonisolated let keyID: String
-    nonisolated let teamID: String
-    private let key: ES256PrivateKey
-    private let keys: JWTKeyCollection
-    private var keyAdded = false
+    private struct Claims: Encodable {
+        var iss: String
+        var iat: Int64
+    }
+
+    let keyID: String
+    let teamID: String
+    private let key: P256.Signing.PrivateKey
+    /// The encoded header: the same for every token of this key.
+    private let encodedHeader: String
 
     init(keyID: String, teamID: String, privateKey: P256.Signing.PrivateKey) throws {
         self.keyID = keyID
         self.teamID = teamID
-        self.key = try ES256PrivateKey(backing: privateKey)
-        // jwt-kit's default encodes dates as fractional seconds; APNs wants `iat` as an integer.
+        self.key = privateKey
         let encoder = JSONEncoder()
-        encoder.dateEncodingStrategy = .integerSecondsSince1970
-        self.keys = JWTKeyCollection(defaultJWTSerializer: DefaultJWTSerializer(jsonEncoder: encoder))
+        encoder.outputFormatting = .sortedKeys
+        self.encodedHeader = Self.base64URL(try encoder.encode(Header(kid: keyID)))
     }
 
     /// A signed JWT issued at `issuedAt` (whole seconds).
-    func sign(issuedAt: Date) async throws -> String {
-        let kid = JWKIdentifier(string: keyID)
-        if !keyAdded {
-            await keys.add(ecdsa: key, kid: kid)
-            keyAdded = true
-        }
-        let claims = Claims(iss: IssuerClaim(value: teamID), iat: IssuedAtClaim(value: issuedAt))
-        return try await keys.sign(claims, kid: kid)
+    func sign(issuedAt: Date) throws -> String {
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = .sortedKeys
+        let seconds = issuedAt.timeIntervalSince1970.rounded(.down)
+        guard seconds.isFinite, seconds >= 0, seconds < 1e15 else { throw SigningError.issuedAtOutOfRange }
+        let claims = try encoder.encode(Claims(iss: teamID, iat: Int64(seconds)))
+        let signingInput = encodedHeader + "." + Self.base64URL(claims)
+        let signature = try key.signature(for: Data(signingInput.utf8))
+        return signingInput + "." + Self.base64URL(signature.rawRepresentation)
+    }
+
+    enum SigningError: Error {
+        case issuedAtOutOfRange
+    }
+
+    /// Base64url without padding (RFC 7515 2).
+    static func base64URL(_ data: Data) -> String {
+        var text = data.base64EncodedString()
+        text = text.replacingOccurrences(of: "+", with: "-").replacingOccurrences(of: "/", with: "_")
+        while text.hasSuffix("=") { text.removeLast() }
+        return text
     }
 }

@@ -21,6 +21,9 @@ public protocol CredentialProvider: Sendable {
     var summary: CredentialSummary { get }
     /// `bearer <jwt>` for token auth (cached; regenerated per the refresh schedule), nil for certificates.
     func authorization() async throws -> String?
+    /// The `authorization` value to send now when it is known without signing or waiting (a
+    /// cached token that is not due), else nil: then ``authorization()``. Certificates: nil.
+    func cachedAuthorization() -> String?
     /// After APNs answered 403 ExpiredProviderToken for `rejected` (the header value that was sent):
     /// make the next ``authorization()`` return a fresh token, even inside the minimum refresh interval,
     /// but only once per rejected token (many in-flight streams report the same expiry).
@@ -81,4 +84,8 @@ public struct TokenRefreshPolicy: Sendable, Hashable {
         self.minimumInterval = minimumInterval
         self.maximumAge = maximumAge
     }
+}
+
+extension CredentialProvider {
+    public func cachedAuthorization() -> String? { nil }
 }

@@ -60,6 +60,15 @@ extension TokenCredentialProvider {
             return .sign(issuedAt: Self.wholeSeconds(now))
         }
 
+        /// The current token when it may be sent now and is not due for replacement; nil when a
+        /// caller must go through ``authorization(now:)`` (to sign, or to wait for a signer).
+        func usable(now: Date) -> String? {
+            guard let current, !currentRejected else { return nil }
+            let age = now.timeIntervalSince(current.issuedAt)
+            guard age < max(policy.refreshAfter, policy.minimumInterval), age < policy.maximumAge else { return nil }
+            return current.authorization
+        }
+
         mutating func addWaiter(_ waiter: Waiter) -> AddWaiterAction {
             guard signing else { return .askAgain(waiter) }
             waiters.append(waiter)

@@ -87,6 +87,14 @@ public final class TokenCredentialProvider: CredentialProvider {
         }
     }
 
+    /// The token to send now, read under the lock with no signing and no waiting: nil when there
+    /// is none yet, it is due for replacement, or APNs rejected it (then ``authorization()``).
+    /// This is the only token cache: a send reads it directly.
+    public func cachedAuthorization() -> String? {
+        let now = clock.now
+        return state.withLock { $0.usable(now: now) }
+    }
+
     public func tokenRejectedAsExpired(_ rejected: String) async {
         _ = state.withLock { $0.rejectedAsExpired(rejected) }
     }
@@ -105,7 +113,7 @@ public final class TokenCredentialProvider: CredentialProvider {
             if let tokenStore {
                 token = try await sharedToken(tokenStore, issuedAt: issuedAt)
             } else {
-                token = StateMachine.Token(authorization: "bearer \(try await signNew(issuedAt: issuedAt))", issuedAt: issuedAt)
+                token = StateMachine.Token(authorization: "bearer \(try signNew(issuedAt: issuedAt))", issuedAt: issuedAt)
             }
         } catch {
             let waiters = state.withLock { $0.signingFailed() }
@@ -119,8 +127,8 @@ public final class TokenCredentialProvider: CredentialProvider {
         return token.authorization
     }
 
-    private func signNew(issuedAt: Date) async throws -> String {
-        let jwt = try await signer.sign(issuedAt: issuedAt)
+    private func signNew(issuedAt: Date) throws -> String {
+        let jwt = try signer.sign(issuedAt: issuedAt)
         created.withLock { $0 += 1 }
         return jwt
     }
@@ -132,12 +140,12 @@ public final class TokenCredentialProvider: CredentialProvider {
         do {
             stored = try await store.providerToken(teamID: teamID, keyID: keyID, keyFingerprint: keyFingerprint)
         } catch {
-            return StateMachine.Token(authorization: "bearer \(try await signNew(issuedAt: issuedAt))", issuedAt: issuedAt)
+            return StateMachine.Token(authorization: "bearer \(try signNew(issuedAt: issuedAt))", issuedAt: issuedAt)
         }
         if let stored, isUsable(stored, rejected: rejected) {
             return StateMachine.Token(authorization: "bearer \(stored.token)", issuedAt: stored.issuedAt)
         }
-        let jwt = try await signNew(issuedAt: issuedAt)
+        let jwt = try signNew(issuedAt: issuedAt)
         let mine = SharedProviderToken(
             teamID: teamID, keyID: keyID, keyFingerprint: keyFingerprint, token: jwt, issuedAt: issuedAt)
         do {

@@ -84,6 +84,13 @@ final class ConnectionPool: APNsConnectionDelegate, Sendable {
     /// Runs the request: on a connection now, or after a wait in the queue, or fails it at once
     /// (queue full, pool closed). The outcome goes to the request's completion.
     func submit(_ request: APNsRequest) {
+        // A cancellable request is held by the queue until a connection takes it (which then
+        // registers its own way to let go); a cancel in between finds it gone from the queue and
+        // the connection sees the mark.
+        if request.isCancellable, !request.setCancelHandler({ [weak self] in self?.cancel(request) }) {
+            request.complete(.failure(.cancelled(mayHaveBeenProcessed: false)))
+            return
+        }
         let now = NIODeadline.now()
         let currentLoop = MultiThreadedEventLoopGroup.currentEventLoop
         let effect: Effect? = state.withLock { state in
@@ -106,6 +113,15 @@ final class ConnectionPool: APNsConnectionDelegate, Sendable {
             }
         }
         if let effect { run(effect) }
+    }
+
+    /// The caller cancelled a queued request: it leaves the queue (its place is free at once) and
+    /// fails with `cancelled`. Does nothing when a connection took it meanwhile.
+    func cancel(_ request: APNsRequest) {
+        let removed = state.withLock { state in
+            state.machine.removeWaiter(where: { $0 === request })
+        }
+        removed?.complete(.failure(.cancelled(mayHaveBeenProcessed: false)))
     }
 
     // MARK: Shutdown
@@ -184,6 +200,7 @@ final class ConnectionPool: APNsConnectionDelegate, Sendable {
 
     func connectionHandBack(_ request: APNsRequest, from id: Int) {
         let now = NIODeadline.now()
+        let cancelled = request.isCancellable && !request.setCancelHandler({ [weak self] in self?.cancel(request) })
         let effects: [Effect] = state.withLock { state in
             var effects: [Effect] = []
             switch state.machine.requestFinished(on: id, answered: false, now: now) {
@@ -196,6 +213,10 @@ final class ConnectionPool: APNsConnectionDelegate, Sendable {
                 }
             case .actions(let actions):
                 effects += resolve(actions, in: &state)
+            }
+            if cancelled {
+                effects.append(.fail([request], .cancelled(mayHaveBeenProcessed: false)))
+                return effects
             }
             switch state.machine.requeue(request, deadline: request.deadline, now: now) {
             case .execute(let request, let targetID):

@@ -150,6 +150,13 @@ struct ConnectionPoolStateMachine<Request> {
         return .enqueued(makeConnectionIfNeeded(now: now))
     }
 
+    /// Takes the first waiting request that matches out of the queue (its caller cancelled it),
+    /// freeing its place. Nil when it is not queued (already on a connection, or gone).
+    mutating func removeWaiter(where matches: (Request) -> Bool) -> Request? {
+        guard let index = waiters.firstIndex(where: { matches($0.request) }) else { return nil }
+        return waiters.remove(at: index).request
+    }
+
     /// A request on `id` is done (`answered`: APNs answered it). Frees a stream for a waiter.
     mutating func requestFinished(on id: ConnectionID, answered: Bool, now: NIODeadline) -> FinishAction {
         guard let index = index(of: id) else { return .none }

@@ -28,6 +28,7 @@ public struct APNsTransportError: Error, Sendable, CustomStringConvertible {
         case invalidConfiguration
         case invalidRequest
         case protocolError
+        case cancelled
     }
 
     let code: Code
@@ -97,6 +98,12 @@ public struct APNsTransportError: Error, Sendable, CustomStringConvertible {
         APNsTransportError(.protocolError, mayHaveBeenProcessed: mayHaveBeenProcessed, detail: detail)
     }
 
+    /// The caller cancelled the send: it left the queue (`mayHaveBeenProcessed == false`) or its
+    /// stream was reset after it was written.
+    public static func cancelled(mayHaveBeenProcessed: Bool) -> APNsTransportError {
+        APNsTransportError(.cancelled, mayHaveBeenProcessed: mayHaveBeenProcessed, detail: "the send was cancelled")
+    }
+
     /// A short, constant label for metrics and logs, e.g. `queueFull`.
     public var metricLabel: String { code.rawValue }
 
@@ -118,4 +125,27 @@ public struct APNsTransportError: Error, Sendable, CustomStringConvertible {
     public var isConnectionClosed: Bool { code == .connectionClosed }
     public var isTopicNotAllowed: Bool { code == .topicNotAllowed }
     public var isInvalidRequest: Bool { code == .invalidRequest }
+    public var isCancelled: Bool { code == .cancelled }
+
+    /// The same failure as a ``PushError``, as the rest of Herald sees it: the one place where a
+    /// transport failure is translated.
+    public func pushError(tenant: TenantID) -> PushError {
+        let message = detail ?? code.rawValue
+        switch code {
+        case .timedOut:
+            return .deadlineExceeded(message, mayHaveReachedAPNs: mayHaveBeenProcessed)
+        case .queueFull:
+            return .queueFull()
+        case .poolClosed:
+            return PushError(code: .shuttingDown, message: "tenant '\(tenant)''s connections are closing", mayHaveReachedAPNs: false)
+        case .noEndpoint:
+            return PushError(code: .environmentUnavailable, message: message, field: "environment")
+        case .topicNotAllowed:
+            return PushError(code: .topicDisallowed, message: message, reason: .topicDisallowed, field: "topic")
+        case .invalidRequest:
+            return PushError(code: .invalidNotification, message: message)
+        case .connectionFailed, .connectionClosed, .streamReset, .invalidConfiguration, .protocolError, .cancelled:
+            return .transport(description, surelyNotProcessed: !mayHaveBeenProcessed)
+        }
+    }
 }

@@ -17,7 +17,8 @@ import NIOCore
 public final class EventLoopTaskExecutor: TaskExecutor, Sendable {
     let eventLoop: any EventLoop
 
-    init(_ eventLoop: any EventLoop) {
+    /// Runs tasks on `eventLoop` (for senders through the router, on the loops its transports use).
+    public init(_ eventLoop: any EventLoop) {
         self.eventLoop = eventLoop
     }
 

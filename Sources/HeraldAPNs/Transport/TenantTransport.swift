@@ -1,3 +1,4 @@
+import Foundation
 import HeraldCore
 import Logging
 import NIOCore
@@ -5,37 +6,51 @@ import NIOPosix
 import NIOSSL
 import Synchronization
 
-/// Sends one tenant's notifications to APNs: the tenant's credential, and one
-/// ``ConnectionPool`` per endpoint × credential, opened lazily on the first send.
+/// One tenant's client to APNs: its credential, its connection pools (one per endpoint, opened
+/// at the first send), its counters, and the translation of transport failures into
+/// ``PushError``. It is the whole per-tenant send stack: the router's ``PushTransport`` for the
+/// tenant, made unopened when the tenant loads.
 ///
-/// Transports of different tenants share nothing but the `EventLoopGroup`: connections,
-/// queues and limits are their own.
+/// Transports of different tenants share nothing but the `EventLoopGroup` (and, for token
+/// tenants, an immutable TLS context per set of trust roots): connections, queues and limits
+/// are their own.
 ///
 /// ```swift
 /// let credentials = try CredentialProviders.make(for: tenant, clock: SystemWallClock())
-/// let transport = try TenantTransport(tenant: tenant, credentials: credentials, logger: logger)
-/// let response = try await transport.send(notification)      // APNsResponse, any status
-/// await transport.drain()
+/// try TenantTransport.validate(tenant: tenant, credentials: credentials)   // TLS builds
+/// let transport = TenantTransport(tenant: tenant, credentials: credentials, logger: logger)
+/// let response = try await transport.send(notification, environment: .production, deadline: .now + .seconds(30))
+/// await transport.shutdown()
 /// ```
 ///
 /// Every APNs answer comes back as an ``APNsResponse`` (a 400 or a 410 is not an error). When
-/// there is no answer, `send` throws ``APNsTransportError``, which says whether a resend could
-/// duplicate the notification. A 403 `ExpiredProviderToken` is handled here: the credential is
-/// told, and the notification is sent once more with a fresh token.
-public final class TenantTransport: Sendable {
+/// there is no answer, the `async` send throws ``PushError`` (which says whether a resend could
+/// duplicate the notification). A cancelled send lets go at once: out of the queue
+/// (`CancellationError`: nothing was sent), or its stream reset (`PushError`, may have reached
+/// APNs, so that at-most-once callers never send it again). A 403 `ExpiredProviderToken` is
+/// handled here: the credential is told, and the notification is sent once more with a fresh
+/// token (APNs did not accept the first attempt). The provider token is read from the
+/// credential's own cache on every send (a lock and a comparison); nothing here caches it again.
+public final class TenantTransport: PushTransport {
     /// The pools, one per endpoint. A transport has one credential, so this is "per endpoint ×
     /// credential"; a rotated credential gets a new transport (and new pools). At most two
     /// endpoints (production, development): a short list beats hashing on every send.
     private struct Pools {
         var byEndpoint: [(endpoint: APNsEndpoint, pool: ConnectionPool)] = []
+        /// Built with the first pool: an idle tenant holds no TLS context of its own.
+        var sslContext: NIOSSLContext?
         var closed = false
 
         var all: [ConnectionPool] { byEndpoint.map(\.pool) }
     }
 
-    private struct CachedAuthorization {
-        var value: String?
-        var fetchedAt: NIODeadline
+    /// The counters behind ``status`` that are not read from the pools.
+    private final class Counters: Sendable {
+        let answered = Atomic<Int>(0)
+        let errors = Atomic<Int>(0)
+        /// Milliseconds since 1970 of the last answer; 0: none yet.
+        let lastAnswerMillis = Atomic<Int64>(0)
+        let lastError = Mutex<(message: String, at: Date)?>(nil)
     }
 
     public let tenant: TenantConfiguration
@@ -43,26 +58,23 @@ public final class TenantTransport: Sendable {
     private let credentials: any CredentialProvider
     private let group: any EventLoopGroup
     private let logger: Logger
-    private let sslContext: NIOSSLContext
     private let topics: Set<String>
     private let pools = Mutex(Pools())
-    private let cachedAuthorization = Mutex<CachedAuthorization?>(nil)
+    private let counters = Counters()
     private let idGenerator = APNsIDGenerator()
-    /// How long a fetched authorization header is reused before asking the credential again.
-    /// The credential refreshes its token well before the hour, so a short reuse is safe.
-    private let authorizationRecheck: TimeAmount = .seconds(30)
 
+    /// Makes the transport, unopened: no TLS context, connection or task until the first send.
+    /// ``validate(tenant:credentials:)`` checks up front what the first send would build.
+    ///
     /// - Parameters:
     ///   - tenant: the tenant (topics, endpoints, trust roots, pool settings).
     ///   - credentials: its credential provider (token or certificate).
     ///   - configuration: overrides of the tenant's pool settings; `nil` uses them.
     ///   - eventLoopGroup: the event loops to run connections on (shared by all tenants).
-    /// - Throws: ``APNsTransportError`` `invalidConfiguration` when the trust roots or the
-    ///   client identity cannot be used.
     public init(
         tenant: TenantConfiguration, credentials: any CredentialProvider, configuration: TransportConfiguration? = nil,
         eventLoopGroup: any EventLoopGroup = MultiThreadedEventLoopGroup.singleton, logger: Logger
-    ) throws {
+    ) {
         self.tenant = tenant
         self.credentials = credentials
         self.configuration = configuration ?? TransportConfiguration(pool: tenant.pool)
@@ -71,23 +83,116 @@ public final class TenantTransport: Sendable {
         logger[metadataKey: "herald.tenant"] = "\(tenant.id)"
         self.logger = logger
         self.topics = Set(tenant.topics)
-        self.sslContext = try Self.makeSSLContext(tenant: tenant, credentials: credentials)
     }
 
-    /// Sends one notification and returns APNs' answer.
+    /// Checks that the tenant's transport can be opened: its TLS context builds with the trust
+    /// roots and the credential's client identity. Opens nothing.
+    /// - Throws: ``APNsTransportError`` `invalidConfiguration`, naming the file or field.
+    public static func validate(tenant: TenantConfiguration, credentials: any CredentialProvider) throws {
+        _ = try makeSSLContext(tenant: tenant, credentials: credentials)
+    }
+
+    // MARK: PushTransport
+
+    /// Sends one notification and returns APNs' answer (any status).
     ///
-    /// - Parameters:
-    ///   - environment: production or development; `nil` uses the tenant's default.
-    ///   - deadline: when to give up (queue time included); `nil` uses the request timeout.
-    /// - Throws: ``APNsTransportError`` when there is no answer.
-    public func send(_ notification: Notification, environment: APNsEnvironment? = nil, deadline: NIODeadline? = nil) async throws -> APNsResponse {
-        // Unsafe (unchecked) continuation: the completion runs exactly once (see `send(…completion:)`).
-        try await withUnsafeThrowingContinuation { (continuation: UnsafeContinuation<APNsResponse, any Error>) in
-            send(notification, environment: environment, deadline: deadline) { result in
-                continuation.resume(with: result)
-            }
+    /// - Throws: ``PushError`` when there is no answer (the one translation of transport
+    ///   failures); `CancellationError` when the calling task was cancelled before the request
+    ///   was written (it left the queue). Cancelled after it was written, its stream is reset and
+    ///   the send throws `PushError` `.transport` with `mayHaveReachedAPNs` (APNs may have it).
+    public func send(_ notification: HeraldCore.Notification, environment: APNsEnvironment, deadline: ContinuousClock.Instant) async throws -> APNsResponse {
+        try await send(notification, environment: environment, deadline: Self.nioDeadline(deadline))
+    }
+
+    /// ``send(_:environment:deadline:)`` to the tenant's default environment, with the
+    /// tenant's request timeout when `deadline` is nil.
+    public func send(_ notification: HeraldCore.Notification, environment: APNsEnvironment? = nil, deadline: NIODeadline? = nil) async throws -> APNsResponse {
+        let environment = environment ?? tenant.endpoints.defaultEnvironment
+        let result = await outcome(notification, environment: environment, deadline: deadline ?? (NIODeadline.now() + configuration.requestTimeout))
+        switch result {
+        case .success(let response):
+            return response
+        case .failure(let error) where error.isCancelled && !error.mayHaveBeenProcessed:
+            throw CancellationError()
+        case .failure(let error):
+            throw error.pushError(tenant: tenant.id)
         }
     }
+
+    /// One send's outcome, cancellable by the calling task.
+    private func outcome(_ notification: HeraldCore.Notification, environment: APNsEnvironment, deadline: NIODeadline) async
+        -> Result<APNsResponse, APNsTransportError>
+    {
+        let cancellation = SendCancellation()
+        return await withTaskCancellationHandler {
+            // Unsafe (unchecked) continuation: the completion runs exactly once (see `send(…completion:)`).
+            await withUnsafeContinuation { (continuation: UnsafeContinuation<Result<APNsResponse, APNsTransportError>, Never>) in
+                start(notification, environment: environment, deadline: deadline, cancellation: cancellation) { result in
+                    continuation.resume(returning: result)
+                }
+            }
+        } onCancel: {
+            cancellation.cancel()
+        }
+    }
+
+    public var credentialIdentity: String? { credentials.identity }
+
+    /// What the credential is (never secret), for the admin API.
+    public var credentialSummary: CredentialSummary { credentials.summary }
+
+    /// Stops taking sends, lets queued and in-flight notifications finish, then closes every connection.
+    public func shutdown() async {
+        await closePools { await $0.drain() }
+    }
+
+    /// The same as ``shutdown()``.
+    public func drain() async { await shutdown() }
+
+    /// Closes every connection now; queued and in-flight notifications fail.
+    public func close() async {
+        await closePools { await $0.close() }
+    }
+
+    /// Takes no more sends and runs `body` on every pool at once.
+    private func closePools(_ body: @escaping @Sendable (ConnectionPool) async -> Void) async {
+        let all = pools.withLock { pools in
+            pools.closed = true
+            return pools.all
+        }
+        await withTaskGroup(of: Void.self) { group in
+            for pool in all { group.addTask { await body(pool) } }
+        }
+    }
+
+    /// The pools' connections, streams and queues as they are now, and the counters.
+    public var status: TransportStatus {
+        let (all, closed) = pools.withLock { ($0.all, $0.closed) }
+        var status = TransportStatus()
+        status.state = closed ? .closed : all.isEmpty ? .idle : .active
+        for pool in Self.statuses(of: all) {
+            status.connections += pool.connections
+            status.readyConnections += pool.readyConnections
+            status.inFlight += pool.inFlight
+            status.queued += pool.queued
+        }
+        status.answered = counters.answered.load(ordering: .relaxed)
+        status.errors = counters.errors.load(ordering: .relaxed)
+        let millis = counters.lastAnswerMillis.load(ordering: .relaxed)
+        status.lastAnswerAt = millis > 0 ? Date(timeIntervalSince1970: Double(millis) / 1000) : nil
+        if let last = counters.lastError.withLock({ $0 }) {
+            status.lastError = last.message
+            status.lastErrorAt = last.at
+        }
+        return status
+    }
+
+    /// Connections per endpoint and queued requests right now (for diagnostics and tests).
+    public var poolStatus: [TransportPoolStatus] {
+        Self.statuses(of: pools.withLock { $0.all })
+    }
+
+    // MARK: The callback API
 
     /// The outcome of one send: APNs' answer, or why there is none.
     public typealias Completion = @Sendable (Result<APNsResponse, APNsTransportError>) -> Void
@@ -96,14 +201,41 @@ public final class TenantTransport: Sendable {
     /// error. For callers that keep many notifications in flight without a task each (the
     /// completion runs on a connection's event loop: keep it short, and sending the next
     /// notification from it is cheap). Same rules as the `async` form, including the single
-    /// resend after 403 ExpiredProviderToken.
+    /// resend after 403 ExpiredProviderToken; not cancellable.
     public func send(
-        _ notification: Notification, environment: APNsEnvironment? = nil, deadline: NIODeadline? = nil,
+        _ notification: HeraldCore.Notification, environment: APNsEnvironment? = nil, deadline: NIODeadline? = nil,
         completion: @escaping Completion
     ) {
+        start(
+            notification, environment: environment ?? tenant.endpoints.defaultEnvironment,
+            deadline: deadline ?? (NIODeadline.now() + configuration.requestTimeout), cancellation: nil, completion: completion)
+    }
+
+    /// One task executor per event loop of the transport's group, for callers that send a lot:
+    /// tasks running on them send through a connection on their own loop when it has room.
+    public func eventLoopExecutors() -> [EventLoopTaskExecutor] {
+        group.makeIterator().map { EventLoopTaskExecutor($0) }
+    }
+
+    // MARK: Internals
+
+    /// A checked notification on its way to one pool.
+    private struct Prepared: Sendable {
+        var notification: HeraldCore.Notification
+        var apnsID: NotificationID
+        var deadline: NIODeadline
+        var pool: ConnectionPool
+        var cancellation: SendCancellation?
+    }
+
+    private func start(
+        _ notification: HeraldCore.Notification, environment: APNsEnvironment, deadline: NIODeadline, cancellation: SendCancellation?,
+        completion: @escaping Completion
+    ) {
+        let completion = counting(completion)
         let prepared: Prepared
         do {
-            prepared = try prepare(notification, environment: environment, deadline: deadline)
+            prepared = try prepare(notification, environment: environment, deadline: deadline, cancellation: cancellation)
         } catch let error as APNsTransportError {
             completion(.failure(error))
             return
@@ -111,35 +243,30 @@ public final class TenantTransport: Sendable {
             completion(.failure(.invalidConfiguration("\(error)")))
             return
         }
-        if let authorization = freshCachedAuthorization() {
+        if credentials.kind != .token {
+            submit(prepared, authorization: nil, mayRetryExpired: true, completion: completion)
+        } else if let authorization = credentials.cachedAuthorization() {
             submit(prepared, authorization: authorization, mayRetryExpired: true, completion: completion)
-            return
+        } else {
+            Task { await self.submitWithCurrentAuthorization(prepared, mayRetryExpired: true, completion: completion) }
         }
-        Task { await self.submitWithCurrentAuthorization(prepared, mayRetryExpired: true, completion: completion) }
     }
 
     /// Gets the authorization (signing a token when needed) and submits, or completes with the error.
     private func submitWithCurrentAuthorization(_ prepared: Prepared, mayRetryExpired: Bool, completion: @escaping Completion) async {
+        let authorization: String?
         do {
-            let authorization = try await currentAuthorization()
-            submit(prepared, authorization: authorization, mayRetryExpired: mayRetryExpired, completion: completion)
-        } catch let error as APNsTransportError {
-            completion(.failure(error))
+            authorization = try await credentials.authorization()
         } catch {
-            completion(.failure(.invalidConfiguration("\(error)")))
+            completion(.failure(.invalidConfiguration("the provider token could not be made", underlying: error)))
+            return
         }
+        submit(prepared, authorization: authorization, mayRetryExpired: mayRetryExpired, completion: completion)
     }
 
-    /// A checked notification on its way to one pool.
-    private struct Prepared: Sendable {
-        var notification: Notification
-        var apnsID: NotificationID
-        var deadline: NIODeadline
-        var pool: ConnectionPool
-    }
-
-    private func prepare(_ notification: Notification, environment: APNsEnvironment?, deadline: NIODeadline?) throws -> Prepared {
-        let environment = environment ?? tenant.endpoints.defaultEnvironment
+    private func prepare(
+        _ notification: HeraldCore.Notification, environment: APNsEnvironment, deadline: NIODeadline, cancellation: SendCancellation?
+    ) throws -> Prepared {
         guard let endpoint = tenant.endpoints.endpoint(for: environment) else {
             throw APNsTransportError.noEndpoint(environment)
         }
@@ -151,13 +278,14 @@ public final class TenantTransport: Sendable {
             try Self.checkFieldValue(collapseID, field: "collapse_id")
         }
         return Prepared(
-            notification: notification, apnsID: notification.id ?? idGenerator.next(),
-            deadline: deadline ?? (NIODeadline.now() + configuration.requestTimeout), pool: try pool(for: endpoint))
+            notification: notification, apnsID: notification.id ?? idGenerator.next(), deadline: deadline,
+            pool: try pool(for: endpoint), cancellation: cancellation)
     }
 
     private func submit(_ prepared: Prepared, authorization: String?, mayRetryExpired: Bool, completion: @escaping Completion) {
         let request = APNsRequest(
-            notification: prepared.notification, apnsID: prepared.apnsID, authorization: authorization, deadline: prepared.deadline
+            notification: prepared.notification, apnsID: prepared.apnsID, authorization: authorization, deadline: prepared.deadline,
+            cancellable: prepared.cancellation != nil
         ) { result in
             if mayRetryExpired, let authorization, case .success(let response) = result, response.status == 403,
                 response.reason == .expiredProviderToken
@@ -166,6 +294,10 @@ public final class TenantTransport: Sendable {
                 return
             }
             completion(result)
+        }
+        if let cancellation = prepared.cancellation, !cancellation.attach(request) {
+            request.complete(.failure(.cancelled(mayHaveBeenProcessed: false)))
+            return
         }
         prepared.pool.submit(request)
     }
@@ -178,52 +310,60 @@ public final class TenantTransport: Sendable {
             metadata: ["herald.apns-id": "\(prepared.apnsID)"])
         Task {
             await self.credentials.tokenRejectedAsExpired(rejected)
-            self.cachedAuthorization.withLock { $0 = nil }
             await self.submitWithCurrentAuthorization(prepared, mayRetryExpired: false, completion: completion)
         }
     }
 
-    /// ``send(_:environment:deadline:)`` with a `ContinuousClock` deadline.
-    public func send(_ notification: Notification, environment: APNsEnvironment?, deadline: ContinuousClock.Instant) async throws -> APNsResponse {
-        let remaining = ContinuousClock.now.duration(to: deadline)
-        let (seconds, attoseconds) = remaining.components
-        let nanos = seconds.multipliedReportingOverflow(by: 1_000_000_000)
-        let amount: TimeAmount = nanos.overflow ? .hours(24) : .nanoseconds(nanos.partialValue + attoseconds / 1_000_000_000)
-        return try await send(notification, environment: environment, deadline: NIODeadline.now() + amount)
-    }
-
-    /// One task executor per event loop of the transport's group, for callers that send a lot:
-    /// tasks running on them send through a connection on their own loop when it has room.
-    public func eventLoopExecutors() -> [EventLoopTaskExecutor] {
-        group.makeIterator().map { EventLoopTaskExecutor($0) }
-    }
-
-    /// Stops taking sends, lets queued and in-flight notifications finish, then closes every connection.
-    public func drain() async {
-        let all = pools.withLock { pools in
-            pools.closed = true
-            return pools.all
-        }
-        await withTaskGroup(of: Void.self) { group in
-            for pool in all { group.addTask { await pool.drain() } }
-        }
-    }
-
-    /// Closes every connection now; queued and in-flight notifications fail.
-    public func close() async {
-        let all = pools.withLock { pools in
-            pools.closed = true
-            return pools.all
-        }
-        await withTaskGroup(of: Void.self) { group in
-            for pool in all { group.addTask { await pool.close() } }
+    /// The completion, with the answer or failure counted first (for ``status``).
+    private func counting(_ completion: @escaping Completion) -> Completion {
+        let counters = self.counters
+        return { result in
+            switch result {
+            case .success(let response):
+                counters.answered.add(1, ordering: .relaxed)
+                let now = Date()
+                counters.lastAnswerMillis.store(Int64(now.timeIntervalSince1970 * 1000), ordering: .relaxed)
+                if TransportStatus.concernsTheTenant(response) {
+                    counters.errors.add(1, ordering: .relaxed)
+                    let message = "APNs answered \(response.status) \(response.reason?.wireValue ?? "")"
+                    counters.lastError.withLock { $0 = (message, now) }
+                }
+            case .failure(let error) where error.isCancelled:
+                break
+            case .failure(let error):
+                counters.errors.add(1, ordering: .relaxed)
+                let message = error.description
+                counters.lastError.withLock { $0 = (message, Date()) }
+            }
+            completion(result)
         }
     }
 
-    /// Connections per endpoint and queued requests right now (for diagnostics and tests).
-    public var status: [TransportPoolStatus] {
-        let all = pools.withLock { $0.all }
-        return all.map { pool in
+    /// The values a caller chooses must be valid HTTP/2 field values (RFC 9113 8.2.1): no
+    /// control characters, no whitespace at either end. The connections do not re-validate
+    /// every header block (the rest is built here and known to be valid), so this is the check.
+    static func checkFieldValue(_ value: String, field: String) throws(APNsTransportError) {
+        if let problem = HeraldCore.Notification.headerValueProblem(value) { throw .invalidRequest(field: field, problem) }
+    }
+
+    private func pool(for endpoint: APNsEndpoint) throws -> ConnectionPool {
+        try pools.withLock { pools in
+            guard !pools.closed else { throw APNsTransportError.poolClosed }
+            for entry in pools.byEndpoint where entry.endpoint == endpoint { return entry.pool }
+            let sslContext = try pools.sslContext ?? Self.makeSSLContext(tenant: tenant, credentials: credentials)
+            pools.sslContext = sslContext
+            var logger = logger
+            logger[metadataKey: "herald.credential"] = "\(credentials.identity)"
+            let pool = ConnectionPool(
+                endpoint: endpoint, sslContext: sslContext, configuration: configuration.poolConfiguration, group: group,
+                logger: logger)
+            pools.byEndpoint.append((endpoint, pool))
+            return pool
+        }
+    }
+
+    private static func statuses(of all: [ConnectionPool]) -> [TransportPoolStatus] {
+        all.map { pool in
             let snapshot = pool.snapshot
             var ready = 0
             var maxStreams = 0
@@ -241,53 +381,12 @@ public final class TenantTransport: Sendable {
         }
     }
 
-    // MARK: Internals
-
-    /// The values a caller chooses must be valid HTTP/2 field values (RFC 9113 8.2.1): no
-    /// control characters, no whitespace at either end. The connections do not re-validate
-    /// every header block (the rest is built here and known to be valid), so this is the check.
-    static func checkFieldValue(_ value: String, field: String) throws(APNsTransportError) {
-        if let problem = Notification.headerValueProblem(value) { throw .invalidRequest(field: field, problem) }
-    }
-
-    private func pool(for endpoint: APNsEndpoint) throws -> ConnectionPool {
-        try pools.withLock { pools in
-            guard !pools.closed else { throw APNsTransportError.poolClosed }
-            for entry in pools.byEndpoint where entry.endpoint == endpoint { return entry.pool }
-            var logger = logger
-            logger[metadataKey: "herald.credential"] = "\(credentials.identity)"
-            let pool = ConnectionPool(
-                endpoint: endpoint, sslContext: sslContext, configuration: configuration.poolConfiguration, group: group,
-                logger: logger)
-            pools.byEndpoint.append((endpoint, pool))
-            return pool
-        }
-    }
-
-    /// The authorization header to send now, when known without asking the credential:
-    /// `.some(nil)` for certificates, `.some(value)` when cached and fresh, `nil` otherwise.
-    private func freshCachedAuthorization() -> String?? {
-        guard credentials.kind == .token else { return .some(nil) }
-        let now = NIODeadline.now()
-        let recheck = authorizationRecheck
-        return cachedAuthorization.withLock { cached -> String?? in
-            guard let cached, now - cached.fetchedAt < recheck else { return nil }
-            return .some(cached.value)
-        }
-    }
-
-    private func currentAuthorization() async throws -> String? {
-        if let cached = freshCachedAuthorization() { return cached }
-        let now = NIODeadline.now()
-        let value: String?
-        do {
-            value = try await credentials.authorization()
-        } catch {
-            throw APNsTransportError.invalidConfiguration(
-                "the provider token could not be made", underlying: error)
-        }
-        cachedAuthorization.withLock { $0 = CachedAuthorization(value: value, fetchedAt: now) }
-        return value
+    static func nioDeadline(_ deadline: ContinuousClock.Instant) -> NIODeadline {
+        let remaining = ContinuousClock.now.duration(to: deadline)
+        let (seconds, attoseconds) = remaining.components
+        let nanos = seconds.multipliedReportingOverflow(by: 1_000_000_000)
+        let amount: TimeAmount = nanos.overflow ? .hours(24) : .nanoseconds(nanos.partialValue + attoseconds / 1_000_000_000)
+        return NIODeadline.now() + amount
     }
 
     private static func makeSSLContext(tenant: TenantConfiguration, credentials: any CredentialProvider) throws -> NIOSSLContext {
@@ -326,6 +425,36 @@ public final class TenantTransport: Sendable {
             throw APNsTransportError.invalidConfiguration(
                 "the TLS configuration could not be built", underlying: error)
         }
+    }
+}
+
+
+/// Links an `async` send to the request carrying it (a second one after ExpiredProviderToken),
+/// so that cancelling the task lets go of whichever request is current.
+final class SendCancellation: Sendable {
+    private struct State {
+        var cancelled = false
+        var request: APNsRequest?
+    }
+
+    private let state = Mutex(State())
+
+    /// Makes `request` the one to cancel. False when the send was already cancelled.
+    func attach(_ request: APNsRequest) -> Bool {
+        state.withLock { state in
+            guard !state.cancelled else { return false }
+            state.request = request
+            return true
+        }
+    }
+
+    func cancel() {
+        let request = state.withLock { state -> APNsRequest? in
+            state.cancelled = true
+            defer { state.request = nil }
+            return state.request
+        }
+        request?.cancel()
     }
 }
 

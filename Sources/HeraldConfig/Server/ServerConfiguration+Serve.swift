@@ -43,6 +43,11 @@ extension ServerConfiguration {
         public var webhookSenders: Int = 4
         /// Webhooks one tenant may have waiting in the outbox; beyond, new ones are refused and logged.
         public var webhookOutboxPerTenant: Int = 100_000
+        /// Seconds between two heartbeats of this instance in the store's instance registry.
+        public var heartbeatInterval: Double = 5
+        /// Seconds after its last heartbeat another instance is taken for dead (its leases are
+        /// released at once). At least three heartbeat intervals.
+        public var instanceTimeout: Double = 30
 
         public init() {}
     }
@@ -59,7 +64,8 @@ extension ServerConfiguration {
     static let apiKeys = ["max_body_bytes", "max_batch_body_bytes", "max_batch_items", "admin_token_env"]
     static let jobsKeys = [
         "concurrency_per_tenant", "claim_size", "lease", "claimant", "jobs_per_tenant", "max_active_jobs_per_tenant",
-        "max_pending_items_per_tenant", "retention", "webhook_senders", "webhook_outbox_per_tenant",
+        "max_pending_items_per_tenant", "retention", "webhook_senders", "webhook_outbox_per_tenant", "heartbeat_interval",
+        "instance_timeout",
     ]
     static let sandboxKeys = ["enabled", "config"]
 
@@ -128,6 +134,29 @@ extension ServerConfiguration {
                 let value = diagnostics.integer(node, FieldPath(text: "jobs.max_pending_items_per_tenant"), in: 1...1_000_000_000)
             {
                 configuration.jobs.maxPendingItemsPerTenant = value
+            }
+            if let node = jobs["heartbeat_interval"],
+                let value = diagnostics.duration(node, FieldPath(text: "jobs.heartbeat_interval"), minimum: 0.1, allowZero: false)
+            {
+                if value <= 60 {
+                    configuration.jobs.heartbeatInterval = value
+                } else {
+                    diagnostics.error(at: node, "jobs.heartbeat_interval", "must be at most 60s")
+                }
+            }
+            if let node = jobs["instance_timeout"],
+                let value = diagnostics.duration(node, FieldPath(text: "jobs.instance_timeout"), minimum: 1, allowZero: false)
+            {
+                if value <= 3600 {
+                    configuration.jobs.instanceTimeout = value
+                } else {
+                    diagnostics.error(at: node, "jobs.instance_timeout", "must be at most 1h")
+                }
+            }
+            if configuration.jobs.instanceTimeout < 3 * configuration.jobs.heartbeatInterval {
+                diagnostics.error(
+                    at: jobs["instance_timeout"] ?? jobs["heartbeat_interval"] ?? node, "jobs.instance_timeout",
+                    "must be at least three jobs.heartbeat_interval (a live instance must never look dead)")
             }
             if let node = jobs["webhook_senders"], let value = diagnostics.integer(node, FieldPath(text: "jobs.webhook_senders"), in: 1...256) {
                 configuration.jobs.webhookSenders = value

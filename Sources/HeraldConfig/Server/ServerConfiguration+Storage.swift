@@ -4,8 +4,8 @@ import Yams
 
 // The `storage:` section of `config/herald.yaml`: which store `herald serve` opens. Without it,
 // the embedded SQLite file at `storage_path` (the default, for a single instance). With
-// `storage.postgres`, jobs, results, invalid tokens, reports and provider tokens are in
-// PostgreSQL, and `storage_path` keeps only the instance's own webhook outbox (and its lock).
+// `storage.postgres`, everything (jobs, results, invalid tokens, reports, provider tokens, the
+// webhook outbox, the instance registry) is in PostgreSQL and `storage_path` is not used.
 //
 //   storage:
 //     postgres:

@@ -132,16 +132,16 @@ extension APIContext {
         var notifications: [HeraldCore.Notification] = []
         notifications.reserveCapacity(tokens.count)
         var errors: [APIError] = []
+        // The item's path is spelled only for an error (100,000 interpolated strings otherwise).
         for (index, node) in tokens.enumerated() {
-            let path = "device_tokens[\(index)]"
             guard case .string(let hex) = node.value else {
-                errors.append(APIError.invalidField(path, "must be a string, not \(node.kind)"))
+                errors.append(APIError.invalidField("device_tokens[\(index)]", "must be a string, not \(node.kind)"))
                 if errors.count >= Self.batchErrorLimit { break } else { continue }
             }
-            do throws(APIError) {
-                notifications.append(template.notification(for: try NotificationDecoding.deviceToken(hex, path: path)))
+            do throws(NotificationValidationError) {
+                notifications.append(template.notification(for: try DeviceToken(hex: hex)))
             } catch {
-                errors.append(error)
+                errors.append(NotificationDecoding.deviceTokenError(error, path: "device_tokens[\(index)]"))
                 if errors.count >= Self.batchErrorLimit { break }
             }
         }

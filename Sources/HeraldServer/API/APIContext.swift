@@ -51,11 +51,13 @@ final class APIContext: Sendable {
     private let circuitGaugeKeys = Mutex<Set<DeliveryCircuits.Key>>([])
     /// Reloads and credential uploads (one at a time, inside).
     let reloader: ReloadCoordinator
+    /// The instances sharing the store (`GET /admin/instances`).
+    let instances: InstanceDirectory
 
     init(
         router: Herald.Router, store: any PushStore, reports: any JobReports, runner: JobRunner, health: TenantHealthRegistry,
         metrics: PrometheusCollectorRegistry, settings: ServerConfiguration, adminToken: AdminToken?, logger: Logger,
-        openAPIDocument: [UInt8], reloader: ReloadCoordinator
+        openAPIDocument: [UInt8], reloader: ReloadCoordinator, instances: InstanceDirectory
     ) {
         self.router = router
         self.store = store
@@ -68,6 +70,7 @@ final class APIContext: Sendable {
         self.logger = logger
         self.openAPIDocument = openAPIDocument
         self.reloader = reloader
+        self.instances = instances
         self.keys = Mutex(APIKeyIndex())
         self.keyRateLimiter = APIKeyRateLimiter(
             requestsPerSecond: settings.http.rateLimit.requestsPerSecond, burst: settings.http.rateLimit.burst,
@@ -135,6 +138,7 @@ final class APIContext: Sendable {
         case .adminReload: return try await adminReloadAll(request)
         case .adminReloadTenant: return try await adminReload(request, tenant: parameters["id"] ?? "")
         case .adminUploadCredentials: return try await adminUploadCredentials(request, tenant: parameters["id"] ?? "")
+        case .adminInstances: return try await adminInstances()
         default: throw APIError.routeNotFound
         }
     }

@@ -18,6 +18,7 @@ public enum APIEndpoint: String, CaseIterable, Sendable {
     case adminReload
     case adminReloadTenant
     case adminUploadCredentials
+    case adminInstances
 
     /// Who may call a route.
     public enum Access: Sendable {
@@ -32,7 +33,7 @@ public enum APIEndpoint: String, CaseIterable, Sendable {
 
     public var method: HTTPRequest.Method {
         switch self {
-        case .healthz, .readyz, .metrics, .openAPI, .job, .invalidDevices, .adminTenants: return .get
+        case .healthz, .readyz, .metrics, .openAPI, .job, .invalidDevices, .adminTenants, .adminInstances: return .get
         case .sendNotification, .sendBatch, .adminReload, .adminReloadTenant: return .post
         case .registerDevice, .adminUploadCredentials: return .put
         }
@@ -54,6 +55,7 @@ public enum APIEndpoint: String, CaseIterable, Sendable {
         case .adminReload: return "/admin/reload"
         case .adminReloadTenant: return "/admin/tenants/{id}/reload"
         case .adminUploadCredentials: return "/admin/tenants/{id}/credentials"
+        case .adminInstances: return "/admin/instances"
         }
     }
 
@@ -62,7 +64,8 @@ public enum APIEndpoint: String, CaseIterable, Sendable {
         case .healthz, .readyz, .openAPI: return .open
         case .sendNotification, .sendBatch, .job, .invalidDevices, .registerDevice: return .tenant
         // Metrics name tenants, topics and volumes: not for tenants or anonymous callers.
-        case .metrics, .adminTenants, .adminReload, .adminReloadTenant, .adminUploadCredentials: return .admin
+        case .metrics, .adminTenants, .adminReload, .adminReloadTenant, .adminUploadCredentials, .adminInstances:
+            return .admin
         }
     }
 

@@ -45,8 +45,13 @@ enum NotificationDecoding {
         do {
             return try DeviceToken(hex: hex)
         } catch {
-            throw APIError.invalidField(path, error.message, apnsReason: error.reason.wireValue)
+            throw deviceTokenError(error, path: path)
         }
+    }
+
+    /// The API's answer to a device token refused by ``DeviceToken/init(hex:)``.
+    static func deviceTokenError(_ error: NotificationValidationError, path: String) -> APIError {
+        APIError.invalidField(path, error.message, apnsReason: error.reason.wireValue)
     }
 
     static func environment(_ reader: JSONObjectReader) throws(APIError) -> APNsEnvironment? {

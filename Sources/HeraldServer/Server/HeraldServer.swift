@@ -38,6 +38,9 @@ public struct HeraldServerOptions: Sendable {
     public var webhooks: any WebhookSender = HTTPWebhookSender.shared
     /// Time between two rounds of store upkeep (expired jobs deleted, WAL checkpointed).
     public var maintenanceInterval: Duration = .seconds(600)
+    /// This instance's heartbeat in the store's instance registry, and how old another
+    /// instance's heartbeat may get before it is taken for dead (its leases released).
+    public var heartbeat = InstanceHeartbeat.Configuration()
     /// Reload every tenant on SIGHUP. `herald serve` turns it on.
     public var reloadOnSIGHUP: Bool = false
 
@@ -51,7 +54,11 @@ public struct HeraldServerOptions: Sendable {
         jobs.lease = .milliseconds(Int64(configuration.jobs.lease * 1000))
         jobs.claimant = configuration.jobs.claimant
         jobs.jobsPerTenant = configuration.jobs.jobsPerTenant
+        if case .postgres = configuration.storage { jobs.exclusiveStore = false }
         self.jobs = jobs
+        heartbeat = InstanceHeartbeat.Configuration(
+            interval: .milliseconds(Int64(configuration.jobs.heartbeatInterval * 1000)),
+            timeout: .milliseconds(Int64(configuration.jobs.instanceTimeout * 1000)))
     }
 
     /// Makes swift-metrics report to ``metrics`` (what `/metrics` renders): the `metrics` plugin,
@@ -90,12 +97,11 @@ public struct HeraldServerError: Error, Sendable, CustomStringConvertible {
 public final class HeraldServer: Sendable {
     public let options: HeraldServerOptions
     public let router: Herald.Router
-    /// The instance's SQLite file: the whole store by default; with `storage.postgres`, only the
-    /// instance's webhook outbox (and the lock that keeps a second process off it).
-    public let store: SQLitePushStore
-    /// The store jobs, results, invalid tokens, reports and provider tokens live in: ``store``, or
-    /// the PostgreSQL database every instance shares (`storage.postgres`).
-    public let sharedStore: any PushStore & JobReports
+    /// The store everything lives in (jobs, results, invalid tokens, reports, provider tokens,
+    /// the webhook outbox, the instance registry): the SQLite file at `storage_path`, or the
+    /// PostgreSQL database every instance shares (`storage.postgres`; then no SQLite file is
+    /// opened).
+    public let sharedStore: any ServerStore
     /// Closes the shared store's connections when the server stops (nothing for SQLite).
     let closeSharedStore: @Sendable () async -> Void
     public let runner: JobRunner
@@ -108,23 +114,37 @@ public final class HeraldServer: Sendable {
     public let loadedTenants: [TenantID]
     public let loadFailures: [TenantFailure]
     let api: APIContext
-    /// Held for the server's life: a second server on the same store refuses to start.
-    let storeLock: StoreLock
+    /// SQLite only, held for the server's life: a second server on the same file refuses to
+    /// start. (On PostgreSQL several instances share the store: that is the point.)
+    let storeLock: StoreLock?
+    /// This instance's id (unique per process; in every claimant name, `<claimant>/<id>`).
+    public var instanceID: String { options.jobs.instance }
+    /// This instance's row in the instance registry.
+    public let heartbeat: InstanceHeartbeat
+    /// Open once this instance listens for the other instances' notifications (at once on SQLite,
+    /// which has none).
+    let peerListening = OneShotGate()
+
+    /// Returns once this instance listens for other instances' notifications (new jobs, tenant
+    /// changes): at once on SQLite; on PostgreSQL after the services started and LISTEN is done.
+    public func waitUntilListeningForPeers() async {
+        if !(sharedStore is any StoreNotifier) { return }
+        await peerListening.wait()
+    }
     /// The plugins' webhooks, stored until posted.
     public let outbox: WebhookOutbox
     /// The operator console (`/console`).
     let console: Console
 
     private init(
-        options: HeraldServerOptions, router: Herald.Router, store: SQLitePushStore,
-        sharedStore: any PushStore & JobReports, closeSharedStore: @escaping @Sendable () async -> Void,
+        options: HeraldServerOptions, router: Herald.Router,
+        sharedStore: any ServerStore, closeSharedStore: @escaping @Sendable () async -> Void,
         runner: JobRunner, health: TenantHealthRegistry,
         reloader: ReloadCoordinator, sandbox: APNsSandbox?, loadedTenants: [TenantID], loadFailures: [TenantFailure], api: APIContext,
-        storeLock: StoreLock, outbox: WebhookOutbox, console: Console
+        storeLock: StoreLock?, outbox: WebhookOutbox, heartbeat: InstanceHeartbeat, console: Console
     ) {
         self.options = options
         self.router = router
-        self.store = store
         self.sharedStore = sharedStore
         self.closeSharedStore = closeSharedStore
         self.runner = runner
@@ -136,6 +156,7 @@ public final class HeraldServer: Sendable {
         self.api = api
         self.storeLock = storeLock
         self.outbox = outbox
+        self.heartbeat = heartbeat
         self.console = console
     }
 
@@ -143,18 +164,25 @@ public final class HeraldServer: Sendable {
     /// for API requests until ``run(gracefulShutdownSignals:onListening:)`` (or ``services(onListening:)``).
     public static func start(_ options: HeraldServerOptions) async throws -> HeraldServer {
         let configuration = options.configuration
-        let logger = options.logger
 
-        // Before anything else (the sandbox, the store, any send): one process per store.
-        let storeLock: StoreLock
+        var logger = options.logger
+        logger[metadataKey: "herald.instance"] = "\(options.jobs.instance)"
+        logger.info(
+            "herald instance starting",
+            metadata: ["herald.claimant": "\(options.jobs.claimantName)", "herald.pid": "\(ProcessInfo.processInfo.processIdentifier)"])
+
+        // Before anything else (the sandbox, the store, any send): one process per SQLite file.
+        var storeLock: StoreLock? = nil
         let directory = (configuration.storagePath as NSString).deletingLastPathComponent
-        do {
-            if !directory.isEmpty {
-                try SQLitePushStore.createPrivateDirectory(directory)
+        if case .sqlite = configuration.storage {
+            do {
+                if !directory.isEmpty {
+                    try SQLitePushStore.createPrivateDirectory(directory)
+                }
+                storeLock = try StoreLock(databasePath: configuration.storagePath)
+            } catch {
+                throw HeraldServerError(message: "cannot start: \(error)")
             }
-            storeLock = try StoreLock(databasePath: configuration.storagePath)
-        } catch {
-            throw HeraldServerError(message: "cannot start: \(error)")
         }
 
         var sandbox: APNsSandbox? = nil
@@ -169,26 +197,24 @@ public final class HeraldServer: Sendable {
             }
         }
 
-        let store: SQLitePushStore
-        do {
-            store = try SQLitePushStore(path: configuration.storagePath)
-            for path in [directory.isEmpty ? "." : directory, configuration.storagePath] {
-                if let mode = FilePermissions.groupOrOthersMode(path) {
-                    logger.warning(
-                        "the store can be read by group or others; it holds device tokens and payloads",
-                        metadata: ["herald.path": "\(path)", "herald.mode": "\(mode)"])
-                }
-            }
-        } catch {
-            try? await sandbox?.shutdown()
-            throw HeraldServerError(message: "cannot open the store \(configuration.storagePath): \(error)")
-        }
-
-        let sharedStore: any PushStore & JobReports
+        let sharedStore: any ServerStore
         let closeSharedStore: @Sendable () async -> Void
         switch configuration.storage {
         case .sqlite:
-            (sharedStore, closeSharedStore) = (store, {})
+            do {
+                let store = try SQLitePushStore(path: configuration.storagePath)
+                for path in [directory.isEmpty ? "." : directory, configuration.storagePath] {
+                    if let mode = FilePermissions.groupOrOthersMode(path) {
+                        logger.warning(
+                            "the store can be read by group or others; it holds device tokens and payloads",
+                            metadata: ["herald.path": "\(path)", "herald.mode": "\(mode)"])
+                    }
+                }
+                (sharedStore, closeSharedStore) = (store, {})
+            } catch {
+                try? await sandbox?.shutdown()
+                throw HeraldServerError(message: "cannot open the store \(configuration.storagePath): \(error)")
+            }
         case .postgres(let settings):
             do {
                 let postgres = try await openPostgres(settings, logger: logger)
@@ -209,20 +235,23 @@ public final class HeraldServer: Sendable {
         var outboxConfiguration = WebhookOutbox.Configuration()
         outboxConfiguration.senders = configuration.jobs.webhookSenders
         outboxConfiguration.maxPerTenant = configuration.jobs.webhookOutboxPerTenant
-        let outbox = WebhookOutbox(store: store, sender: options.webhooks, configuration: outboxConfiguration, logger: logger)
+        outboxConfiguration.exclusive = options.jobs.exclusiveStore
+        let outbox = WebhookOutbox(
+            store: sharedStore, sender: options.webhooks, configuration: outboxConfiguration, logger: logger)
         do {
             try await outbox.prepare()
         } catch {
             try? await sandbox?.shutdown()
-            throw HeraldServerError(message: "cannot read the webhook outbox of \(configuration.storagePath): \(error)")
+            await closeSharedStore()
+            throw HeraldServerError(message: "cannot read the webhook outbox: \(error)")
         }
 
-        let health = TenantHealthRegistry()
         let router = Herald.Router(
             configuration: RouterConfiguration(
                 registry: .standard(metricsFactory: options.pluginMetricsFactory), store: sharedStore,
-                transports: MonitoredTransportProvider(base: transports, registry: health), logger: logger,
+                transports: transports, logger: logger,
                 webhooks: options.webhooks, environment: options.environment, webhookQueue: outbox))
+        let health = TenantHealthRegistry(router: router)
         // Every tenant is validated in full (credential, a signed token, TLS, plugins) before it serves.
         var reloadConfiguration = ReloadConfiguration(tenantsDirectory: configuration.tenantsDirectory)
         reloadConfiguration.metricsFactory = options.pluginMetricsFactory
@@ -232,37 +261,60 @@ public final class HeraldServer: Sendable {
             report = try await reloader.reloadAll(trigger: .startup)
         } catch {
             try? await sandbox?.shutdown()
+            await closeSharedStore()
             throw HeraldServerError(message: "cannot read the tenants directory: \(error)")
         }
         let failures = report.failures.map { TenantFailure(file: $0.file, tenant: $0.tenant, message: $0.message) }
         logger.info("tenants loaded", metadata: ["herald.tenants": "\(report.added.count)", "herald.failed": "\(failures.count)"])
 
+        let pages: ConsolePages
+        do {
+            pages = try await ConsolePages.load()
+        } catch {
+            try? await sandbox?.shutdown()
+            await closeSharedStore()
+            throw HeraldServerError(message: "cannot load the console's templates: \(error)")
+        }
+        let console = Console(
+            router: router, health: health, reloader: reloader, store: sharedStore, adminToken: AdminToken(options.adminToken),
+            sessions: ConsoleSessions(now: { [clock = router.configuration.clock] in clock.now }),
+            pages: pages, lifecycle: nil, logger: logger,
+            maxFormBytes: reloadConfiguration.maximumUploadBytes * 2 + 64 * 1024)
+
         let runner = JobRunner(router: router, store: sharedStore, configuration: options.jobs, logger: logger)
+        let heartbeat = InstanceHeartbeat(
+            registry: sharedStore, instance: InstanceHeartbeat.record(for: options.jobs, startedAt: router.configuration.clock.date),
+            runner: runner, configuration: options.heartbeat, clock: router.configuration.clock, logger: logger)
+        do {
+            try await heartbeat.register()
+        } catch {
+            try? await sandbox?.shutdown()
+            await closeSharedStore()
+            throw HeraldServerError(message: "cannot register this instance in the store: \(error)")
+        }
         let api = APIContext(
             router: router, store: sharedStore, reports: sharedStore, runner: runner, health: health, metrics: options.metrics,
             settings: configuration, adminToken: AdminToken(options.adminToken), logger: logger,
-            openAPIDocument: OpenAPIDocument.bytes, reloader: reloader)
-        let console: Console
-        do {
-            console = Console(
-                router: router, health: health, reloader: reloader, store: sharedStore, adminToken: AdminToken(options.adminToken),
-                sessions: ConsoleSessions(now: { [clock = router.configuration.clock] in clock.now }),
-                pages: try await ConsolePages.load(), lifecycle: nil, logger: logger,
-                maxFormBytes: reloadConfiguration.maximumUploadBytes * 2 + 64 * 1024)
-        } catch {
-            try? await sandbox?.shutdown()
-            throw HeraldServerError(message: "cannot load the console's templates: \(error)")
-        }
-        // API keys follow each swap; resumed jobs of new tenants start.
+            openAPIDocument: OpenAPIDocument.bytes, reloader: reloader,
+            instances: InstanceDirectory(registry: sharedStore, instance: options.jobs.instance, timeout: options.heartbeat.timeout))
+        let notifier = sharedStore as? any StoreNotifier
+        let instance = options.jobs.instance
+        let reloadLogger = logger
+        // API keys follow each swap; resumed jobs of new tenants start. A change made through this
+        // instance's admin API is told to the other instances (they read the tenants directory again).
         reloader.onChange { report in
             api.rebuildKeyIndex()
             if report.changedRuntimes { runner.rescan() }
+            if let notifier, report.trigger == .api || report.trigger == .upload {
+                PeerNotifications.tellTenantsChanged(
+                    notifier, instance: instance, revoked: !report.revoked.isEmpty, logger: reloadLogger)
+            }
         }
         return HeraldServer(
-            options: options, router: router, store: store, sharedStore: sharedStore,
+            options: options, router: router, sharedStore: sharedStore,
             closeSharedStore: closeSharedStore, runner: runner, health: health, reloader: reloader, sandbox: sandbox,
             loadedTenants: report.added, loadFailures: failures, api: api, storeLock: storeLock, outbox: outbox,
-            console: console)
+            heartbeat: heartbeat, console: console)
     }
 
     /// Opens the shared PostgreSQL store (`storage.postgres`), migrated under an advisory lock.
@@ -334,11 +386,19 @@ public final class HeraldServer: Sendable {
         services.append(StoreService(close: closeSharedStore))
         services.append(WebhookOutboxService(outbox: outbox))
         services.append(RouterService(router: router))
+        // Stops after the runner (services stop in reverse order): the leases left are released then.
+        services.append(InstanceHeartbeatService(heartbeat: heartbeat))
         services.append(JobRunnerService(runner: runner, listening: listening))
+        if let notifier = sharedStore as? any StoreNotifier {
+            services.append(
+                PeerNotificationService(
+                    notifier: notifier, instance: instanceID, runner: runner, reloader: reloader, listening: peerListening,
+                    logger: options.logger))
+        }
         services.append(
             StoreMaintenanceService(
                 maintenance: StoreMaintenance(
-                    store: store, retention: .milliseconds(Int64(options.configuration.jobs.retention * 1000)),
+                    store: sharedStore, retention: .milliseconds(Int64(options.configuration.jobs.retention * 1000)),
                     interval: options.maintenanceInterval, clock: router.configuration.clock, logger: options.logger)))
         if let interval = options.watchInterval {
             services.append(TenantDirectoryWatcher(coordinator: reloader, interval: interval))

@@ -2,6 +2,7 @@ import Crypto
 import Foundation
 import HeraldAPNs
 import HeraldCore
+import JWTKit
 import NIOSSL
 import Testing
 
@@ -81,7 +82,7 @@ struct TokenCredentialProviderTests {
         let jwt = try DecodedJWT(authorization: authorization)
         #expect(jwt.header["alg"] as? String == "ES256")
         #expect(jwt.header["kid"] as? String == "TESTKEY001")
-        // jwt-kit always adds typ: JWT; nothing else may appear.
+        // typ: JWT as jwt-kit writes it; nothing else may appear.
         #expect(Set(jwt.header.keys).isSubset(of: ["alg", "kid", "typ"]))
         #expect(Set(jwt.claims.keys) == ["iss", "iat"])
         #expect(jwt.claims["iss"] as? String == "TESTTEAM01")
@@ -90,6 +91,51 @@ struct TokenCredentialProviderTests {
         #expect(jwt.signature.count == 64)
         #expect(jwt.isSigned(by: key.publicKey))
         #expect(!jwt.isSigned(by: P256.Signing.PrivateKey().publicKey))
+    }
+
+    @Test("Herald's tokens (signed with swift-crypto alone) verify with jwt-kit, an independent implementation")
+    func tokenVerifiesWithJWTKit() async throws {
+        struct Claims: JWTPayload {
+            var iss: IssuerClaim
+            var iat: IssuedAtClaim
+            func verify(using algorithm: some JWTAlgorithm) async throws {}
+        }
+        let key = P256.Signing.PrivateKey()
+        let clock = ManualWallClock(Date(timeIntervalSince1970: 1_700_000_123))
+        let provider = try makeProvider(key: key, clock: clock)
+        let authorization = try #require(try await provider.authorization())
+        let jwt = String(authorization.dropFirst("bearer ".count))
+
+        let keys = JWTKeyCollection()
+        await keys.add(ecdsa: try ES256PublicKey(backing: key.publicKey), kid: JWKIdentifier(string: "TESTKEY001"))
+        let claims = try await keys.verify(jwt, as: Claims.self)
+        #expect(claims.iss.value == "TESTTEAM01")
+        #expect(claims.iat.value == Date(timeIntervalSince1970: 1_700_000_123))
+
+        let other = JWTKeyCollection()
+        await other.add(ecdsa: try ES256PublicKey(backing: P256.Signing.PrivateKey().publicKey), kid: JWKIdentifier(string: "TESTKEY001"))
+        await #expect(throws: (any Error).self) { _ = try await other.verify(jwt, as: Claims.self) }
+    }
+
+    @Test("the cached token is read without signing: none before the first, the same until due, none once rejected")
+    func cachedAuthorizationIsTheOneCache() async throws {
+        let clock = ManualWallClock()
+        let provider = try makeProvider(clock: clock)
+        #expect(provider.cachedAuthorization() == nil)
+        let first = try #require(try await provider.authorization())
+        #expect(provider.cachedAuthorization() == first)
+        clock.advance(by: 49 * 60 + 59)
+        #expect(provider.cachedAuthorization() == first)
+        #expect(provider.tokensSigned == 1)
+        clock.advance(by: 1)
+        // Due: a send goes through authorization(), which signs the replacement.
+        #expect(provider.cachedAuthorization() == nil)
+        let second = try #require(try await provider.authorization())
+        #expect(second != first)
+        #expect(provider.cachedAuthorization() == second)
+        await provider.tokenRejectedAsExpired(second)
+        #expect(provider.cachedAuthorization() == nil)
+        #expect(provider.tokensSigned == 2)
     }
 
     @Test func tamperedClaimsDoNotVerify() async throws {

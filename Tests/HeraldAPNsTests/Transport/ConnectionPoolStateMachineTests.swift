@@ -50,6 +50,27 @@ struct ConnectionPoolStateMachineTests {
         #expect(pool.waiters.isEmpty)
     }
 
+    @Test("a cancelled waiter leaves the queue: its place is free for another, and it is never executed")
+    func removeWaiter() {
+        var pool = machine(connections: 1, maxQueued: 2)
+        guard case .enqueued(.connect(let id)) = pool.submit(1, deadline: later, now: t0) else {
+            Issue.record("expected a connection")
+            return
+        }
+        _ = pool.submit(2, deadline: later, now: t0)
+        guard case .fail(3, .queueFull) = pool.submit(3, deadline: later, now: t0) else {
+            Issue.record("expected a full queue")
+            return
+        }
+        #expect(pool.removeWaiter(where: { $0 == 1 }) == 1)
+        #expect(pool.removeWaiter(where: { $0 == 1 }) == nil)
+        guard case .enqueued = pool.submit(4, deadline: later, now: t0) else {
+            Issue.record("expected the freed place to take 4")
+            return
+        }
+        #expect(executed(pool.connectionReady(id, maxStreams: 10, now: t0))?.requests == [2, 4])
+    }
+
     @Test("a request goes to the connection with the most spare streams")
     func mostSpareStreams() {
         var pool = machine()

@@ -21,8 +21,8 @@ struct TenantIsolationTests {
             #expect(await betaOutcomes.allSatisfy { $0.status == 200 })
 
             // Neither transport sends to the other's topics…
-            await #expect(throws: APNsTransportError.self) { _ = try await alpha.send(Notes.note(topic: "com.example.beta")) }
-            await #expect(throws: APNsTransportError.self) { _ = try await beta.send(Notes.note(topic: "com.example.alpha")) }
+            await #expect(throws: PushError.self) { _ = try await alpha.send(Notes.note(topic: "com.example.beta")) }
+            await #expect(throws: PushError.self) { _ = try await beta.send(Notes.note(topic: "com.example.alpha")) }
             // …and a tenant file that claims another team's topic gets APNs' refusal, not a push.
             let claimant = try harness.transport(for: try harness.tokenTenant(.alpha, topics: ["com.example.beta"]))
             let refused = try await claimant.send(Notes.note(topic: "com.example.beta"))
@@ -65,13 +65,13 @@ struct TenantIsolationTests {
                     await sendLoad(noisyNotes, through: noisy, concurrency: 600)
                 }
                 // The noisy pool fills up first.
-                await waitUntil { noisy.status.reduce(0) { $0 + $1.inFlight + $1.queued } >= 100 }
+                await waitUntil { noisy.poolStatus.reduce(0) { $0 + $1.inFlight + $1.queued } >= 100 }
 
                 let quietOutcomes = await sendLoad(makeNotes(1000, topic: "com.example.beta"), through: quiet, concurrency: 100)
                 #expect(quietOutcomes.allSatisfy { $0.status == 200 })
                 if trouble == .stall {
                     // Still stalled: the quiet tenant finished while the noisy one's streams hang.
-                    #expect(noisy.status.reduce(0) { $0 + $1.inFlight } > 0)
+                    #expect(noisy.poolStatus.reduce(0) { $0 + $1.inFlight } > 0)
                     #expect(noisyHarness.sandbox.counters.answered == 0)
                 }
                 await noisy.close()

@@ -84,7 +84,7 @@ struct SandboxHarness: Sendable {
         var configuration = TransportConfiguration(pool: tenant.pool)
         configure(&configuration)
         let credentials = try CredentialProviders.make(for: tenant, clock: clock ?? self.clock)
-        return try TenantTransport(tenant: tenant, credentials: credentials, configuration: configuration, logger: Self.quietLogger)
+        return TenantTransport(tenant: tenant, credentials: credentials, configuration: configuration, logger: Self.quietLogger)
     }
 
     /// The sandbox saw no PRIORITY frame, no stream above its limit, no HPACK deviation.
@@ -159,13 +159,14 @@ func sendLoad(
                 while true {
                     let index = counters.next.add(1, ordering: .relaxed).oldValue
                     guard index < notes.count else { break }
-                    let outcome: Outcome
-                    do {
-                        outcome = .response(try await transport.send(notes[index]))
-                    } catch let error as APNsTransportError {
-                        outcome = .failure(error)
-                    } catch {
-                        outcome = .other("\(error)")
+                    // The callback API: its outcomes keep the transport's own error kinds.
+                    let outcome: Outcome = await withCheckedContinuation { continuation in
+                        transport.send(notes[index]) { result in
+                            switch result {
+                            case .success(let response): continuation.resume(returning: .response(response))
+                            case .failure(let error): continuation.resume(returning: .failure(error))
+                            }
+                        }
                     }
                     mine.append((index, outcome))
                     after(counters.completed.add(1, ordering: .relaxed).newValue)

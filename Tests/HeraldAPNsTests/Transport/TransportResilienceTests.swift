@@ -54,7 +54,7 @@ struct TransportResilienceTests {
             #expect(outcomes.allSatisfy { $0.status == 200 })
             let result = expectRecordMatches(notes: notes, outcomes: outcomes, record: harness.sandbox.requests)
             #expect(result.answered == 300)
-            #expect(transport.status.first?.maxStreams == 50)
+            #expect(transport.poolStatus.first?.maxStreams == 50)
             #expect(harness.sandbox.connectionCount == 1)
             // The first stream was alone on the connection: the next ones arrived only after it was answered.
             let record = harness.sandbox.requests.sorted { $0.sequence < $1.sequence }

@@ -55,7 +55,10 @@ final class TestWorld: Sendable {
         return try await make(tenants: [acme, globex], devices: devices, faults: faults, recordPayloads: recordPayloads)
     }
 
-    static func make(tenants: [TestTenant], devices: [SandboxDevice], faults: SandboxFaults, recordPayloads: Bool) async throws -> TestWorld {
+    static func make(
+        tenants: [TestTenant], devices: [SandboxDevice], faults: SandboxFaults, recordPayloads: Bool,
+        tokenUpdateScope: SandboxTokenUpdateScope = .connection
+    ) async throws -> TestWorld {
         let directory = NSTemporaryDirectory() + "herald-server-tests-" + UUID().uuidString.prefix(8)
         try FileManager.default.createDirectory(atPath: directory + "/tenants/keys", withIntermediateDirectories: true)
         try FileManager.default.createDirectory(atPath: directory + "/config", withIntermediateDirectories: true)
@@ -64,8 +67,9 @@ final class TestWorld: Sendable {
         configuration.tokenKeys = tenants.map {
             SandboxTokenKey(teamID: $0.teamID, keyID: $0.keyID, publicKey: $0.key.publicKey, topics: $0.topics)
         }
-        // Restarted servers sign new tokens at once; count token changes per connection.
-        configuration.tokenUpdateScope = .connection
+        // Servers restarted on a fresh store sign new tokens at once; by default token changes
+        // are counted per connection (tests of the token rule itself ask for `.strict`).
+        configuration.tokenUpdateScope = tokenUpdateScope
         configuration.devices = devices
         configuration.faults = faults
         configuration.recordPayloads = recordPayloads

@@ -59,15 +59,15 @@ enum StoreBackend: String, CaseIterable, Sendable, CustomTestStringConvertible {
 
 /// A store for one test, and how to dispose of it.
 struct OpenedStore: Sendable {
-    let store: any PushStore & JobReports
+    let store: any ServerStore
     private let closer: @Sendable () async -> Void
 
-    init(store: any PushStore & JobReports, close: @escaping @Sendable () async -> Void) {
+    init(store: any ServerStore, close: @escaping @Sendable () async -> Void) {
         self.store = store
         self.closer = close
     }
 
-    init(store: any PushStore & JobReports, postgres: PostgresPushStore) {
+    init(store: any ServerStore, postgres: PostgresPushStore) {
         self.store = store
         self.closer = {
             try? await postgres.dropSchemaForTests()
@@ -82,6 +82,19 @@ extension StoreBackend {
     /// Runs `body` with a fresh store of this backend and disposes of it afterwards, whether
     /// `body` threw or not.
     func withStore(_ body: (any PushStore & JobReports) async throws -> Void) async throws {
+        let opened = try await open()
+        do {
+            try await body(opened.store)
+        } catch {
+            await opened.close()
+            throw error
+        }
+        await opened.close()
+    }
+
+    /// ``withStore(_:)`` with the whole of what `herald serve` needs of a store (outbox,
+    /// retention, instance registry).
+    func withServerStore(_ body: (any ServerStore) async throws -> Void) async throws {
         let opened = try await open()
         do {
             try await body(opened.store)

@@ -1,0 +1,69 @@
+import Foundation
+
+/// The wire, as a tenant runtime sees it: sends one notification to APNs and returns its answer.
+///
+/// A transport belongs to one tenant (its credentials, its connections). It must open nothing
+/// (no connection, no task) until its first `send`, so that idle tenants cost little.
+///
+/// Failures without an APNs answer are thrown as ``PushError`` (code `.transport`,
+/// `.deadlineExceeded`, `.queueFull` or `.shuttingDown`), with `mayHaveReachedAPNs` false only
+/// when APNs surely did not process the request; the built-in retry relies on that. A send whose
+/// task is cancelled frees its place in the queue (and throws `CancellationError`) or its stream
+/// (and throws a `.transport` error that may have reached APNs).
+public protocol PushTransport: Sendable {
+    func send(_ notification: Notification, environment: APNsEnvironment, deadline: ContinuousClock.Instant) async throws -> APNsResponse
+    /// Stops taking sends, lets in-flight ones finish, then closes every connection.
+    func shutdown() async
+    /// Stops taking sends and closes every connection at once: in-flight sends fail without an
+    /// answer (used when the credential was revoked). Defaults to ``shutdown()``.
+    func close() async
+    /// Identifies the credential the transport authenticates with (never secret), or nil when
+    /// it has none; a reload compares it to tell a rotation from another change.
+    var credentialIdentity: String? { get }
+    /// The transport's connections and counters as they are now (for the admin API).
+    var status: TransportStatus { get }
+}
+
+extension PushTransport {
+    public func close() async { await shutdown() }
+    public var credentialIdentity: String? { nil }
+    public var status: TransportStatus { TransportStatus() }
+}
+
+/// A tenant transport's state, read from its connection pools and its own counters.
+public struct TransportStatus: Sendable, Hashable {
+    public enum State: String, Sendable, Hashable {
+        /// Nothing sent yet: no connection, no pool.
+        case idle
+        /// It has sent (its pools exist; connections open on demand).
+        case active
+        /// Shut down or closed: it takes no more sends.
+        case closed
+    }
+
+    public var state: State = .idle
+    /// Connections open or opening, over every endpoint.
+    public var connections = 0
+    /// Connections that completed their handshake and take streams.
+    public var readyConnections = 0
+    /// Streams written and not answered yet.
+    public var inFlight = 0
+    /// Sends waiting in the pools' queues for a stream.
+    public var queued = 0
+    /// Sends APNs answered (any status) since the transport was made.
+    public var answered = 0
+    /// Sends that failed without an APNs answer, or that APNs answered with an error that
+    /// concerns the tenant rather than one device (403, 5xx, TooManyProviderTokenUpdates).
+    public var errors = 0
+    public var lastError: String?
+    public var lastErrorAt: Date?
+    public var lastAnswerAt: Date?
+
+    public init() {}
+
+    /// True for answers about the tenant's connection or credential rather than one device:
+    /// 403 (credentials), 5xx, and 429 TooManyProviderTokenUpdates.
+    public static func concernsTheTenant(_ response: APNsResponse) -> Bool {
+        response.status == 403 || response.status >= 500 || response.reason == .tooManyProviderTokenUpdates
+    }
+}

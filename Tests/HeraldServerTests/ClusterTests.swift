@@ -1,0 +1,189 @@
+import APNsSandbox
+import Foundation
+import HeraldConfig
+import HeraldCore
+import HeraldServer
+import HeraldStore
+import Hummingbird
+import Logging
+import Testing
+
+@testable import HeraldPostgres
+
+/// Several `herald serve` instances (in this process) on one PostgreSQL database: jobs reach an
+/// idle instance through LISTEN/NOTIFY, a dead instance's leases are taken over, and
+/// `/admin/instances` lists the live ones. Needs `HERALD_TEST_POSTGRES_URL` (skipped without it,
+/// failed under CI), like the store contract's PostgreSQL cases.
+@Suite("Cluster: several instances on PostgreSQL")
+struct ClusterTests {
+    static let urlVariable = "HERALD_TEST_POSTGRES_URL"
+
+    /// `storage.postgres` for the test server, in a schema of its own.
+    static func postgresSettings(schema: String) throws -> ServerConfiguration.PostgresSettings {
+        guard let url = ProcessInfo.processInfo.environment[urlVariable], !url.isEmpty else {
+            if ProcessInfo.processInfo.environment["CI"] != nil {
+                Issue.record("\(urlVariable) is not set under CI: .ci/run must start scripts/postgres.sh")
+            }
+            try Test.cancel("PostgreSQL case skipped: \(urlVariable) is not set (eval \"$(scripts/postgres.sh start)\")")
+        }
+        let parsed = try PostgresPushStore.Configuration(url: url)
+        var settings = ServerConfiguration.PostgresSettings(
+            host: parsed.host, port: parsed.port, username: parsed.username, database: parsed.database)
+        settings.password = parsed.password.map { Secret(bytes: Array($0.utf8), origin: "test") }
+        settings.schema = schema
+        settings.poolSize = 4
+        return settings
+    }
+
+    static func freshSchema() -> String {
+        "herald_cluster_" + UUID().uuidString.lowercased().replacingOccurrences(of: "-", with: "").prefix(12)
+    }
+
+    /// Options of one instance on the shared schema: heartbeats every 200 ms, dead after 2 s.
+    static func options(_ world: TestWorld, settings: ServerConfiguration.PostgresSettings, rescan: Duration)
+        -> HeraldServerOptions
+    {
+        world.options { options in
+            options.configuration.storage = .postgres(settings)
+            options.jobs.exclusiveStore = false
+            options.jobs.rescanInterval = rescan
+            options.jobs.claimSize = 50
+            options.jobs.concurrencyPerTenant = 16
+            options.heartbeat = .init(interval: .milliseconds(200), timeout: .seconds(2))
+        }
+    }
+
+    /// Opens the schema's store directly (as a third party), and drops the schema afterwards.
+    static func withSchemaStore(_ settings: ServerConfiguration.PostgresSettings, _ body: (PostgresPushStore) async throws -> Void)
+        async throws
+    {
+        let store = try await PostgresPushStore.open(
+            PostgresPushStore.Configuration(
+                host: settings.host, port: settings.port, username: settings.username, password: settings.password?.text,
+                database: settings.database, schema: settings.schema, poolSize: 2),
+            logger: Logger(label: "test.cluster"))
+        do {
+            try await body(store)
+        } catch {
+            try? await store.dropSchemaForTests()
+            await store.close()
+            throw error
+        }
+        try? await store.dropSchemaForTests()
+        await store.close()
+    }
+
+    /// Waits (generously; never a timing assertion) until `condition` holds.
+    static func eventually(_ what: String, timeout: Duration = .seconds(60), _ condition: () async throws -> Bool)
+        async throws
+    {
+        let clock = ContinuousClock()
+        let end = clock.now.advanced(by: timeout)
+        while try await !condition() {
+            guard clock.now < end else { throw HarnessError("timed out waiting for: \(what)") }
+            try await Task.sleep(for: .milliseconds(50))
+        }
+    }
+
+    @Test("a job posted to one instance reaches an idle one through NOTIFY (no polling); /admin/instances lists both")
+    func notifyReachesIdleInstance() async throws {
+        let settings = try Self.postgresSettings(schema: Self.freshSchema())
+        let world = try await TestWorld.make()
+        let acme = world.tenant("acme")
+        // Neither instance polls for jobs within the test: only a notification can start the job on B.
+        let options = Self.options(world, settings: settings, rescan: .seconds(3600))
+        try await Self.closing(world) {
+        try await Self.withSchemaStore(settings) { _ in
+            // Two processes each make their own options, so each its own instance ID.
+            let second = {
+                var second = options
+                second.jobs.instance = "second-\(options.jobs.instance)"
+                return second
+            }()
+            try await LiveServer.with(options) { a in
+                try await LiveServer.with(second) { b in
+                    #expect(a.server.instanceID != b.server.instanceID)
+                    await b.server.waitUntilListeningForPeers()
+                    #expect(b.server.runner.statistics.peakActiveJobs == 0)
+                    let tokens = (0..<400).map { Tokens.make(0x42, $0) }
+                    let body = """
+                        {"job_id": "cluster-1", "notification": {"topic": "com.acme.app", "aps": {"alert": "hi"}},
+                         "device_tokens": [\(tokens.map { "\"\($0)\"" }.joined(separator: ","))]}
+                        """
+                    let accepted = try await a.client().request(.post, "/v1/notifications/batch", key: acme.apiKey, json: body)
+                    #expect(accepted.status == 202, "\(accepted.text)")
+                    try await Self.eventually("instance B starts the job posted to A") {
+                        b.server.runner.statistics.peakActiveJobs >= 1
+                    }
+                    // Read through B: the shared store has A's job and its final counts.
+                    let job = try await b.client().waitForJob("cluster-1", key: acme.apiKey)
+                    let counts = job["counts"] as? [String: Any]
+                    #expect(counts?["sent"] as? Int == 400, "\(job)")
+                    let ids = Set(world.sandbox.requests.filter(\.processed).map(\.apnsID))
+                    #expect(ids.count == 400)
+
+                    let reply = try await b.client().request(.get, "/admin/instances", key: "test-admin-token")
+                    #expect(reply.status == 200, "\(reply.text)")
+                    #expect(reply.json["instance"] as? String == b.server.instanceID)
+                    let listed = (reply.json["instances"] as? [[String: Any]]) ?? []
+                    #expect(Set(listed.compactMap { $0["id"] as? String }) == [a.server.instanceID, b.server.instanceID])
+                    #expect(listed.allSatisfy { ($0["pid"] as? Int) == Int(ProcessInfo.processInfo.processIdentifier) })
+                    #expect(listed.filter { $0["self"] as? Bool == true }.compactMap { $0["id"] as? String } == [b.server.instanceID])
+                    #expect(listed.allSatisfy { ($0["claimant"] as? String)?.hasSuffix("/" + ($0["id"] as? String ?? "?")) == true })
+                }
+            }
+        }
+        }
+    }
+
+    @Test("a dead instance's leases are released by a live one and its items sent, long before the leases end")
+    func deadInstanceLeasesAreTakenOver() async throws {
+        let settings = try Self.postgresSettings(schema: Self.freshSchema())
+        let world = try await TestWorld.make()
+        let acme = world.tenant("acme")
+        let options = Self.options(world, settings: settings, rescan: .seconds(1))
+        try await Self.closing(world) {
+        try await Self.withSchemaStore(settings) { store in
+            let tenant = try TenantID("acme")
+            let id = try JobID("orphaned")
+            let now = Date()
+            let notifications = try (0..<60).map { index in
+                HeraldCore.Notification(
+                    deviceToken: try DeviceToken(hex: Tokens.make(0x77, index)), topic: "com.acme.app",
+                    payload: Data(#"{"aps":{"alert":"x"}}"#.utf8))
+            }
+            _ = try await store.createJob(tenant: tenant, id: id, environment: nil, notifications: notifications, createdAt: now)
+            try await store.updateJob(tenant: tenant, id: id, state: .running, at: now)
+            // A process that claimed every item under an hour's lease, then died (its heartbeat stopped a minute ago).
+            let dead = InstanceRecord(
+                id: "deadbeef", claimant: "herald/deadbeef", host: "gone", pid: 1, startedAt: now.addingTimeInterval(-600),
+                lastHeartbeat: now.addingTimeInterval(-60))
+            try await store.registerInstance(dead)
+            #expect(
+                try await store.claimPendingItems(
+                    tenant: tenant, job: id, limit: 100, claimant: dead.claimant, now: now, leaseUntil: now.addingTimeInterval(3600)
+                ).count == 60)
+
+            try await LiveServer.with(options) { live in
+                let job = try await live.client().waitForJob("orphaned", key: acme.apiKey)
+                #expect((job["counts"] as? [String: Any])?["sent"] as? Int == 60, "\(job)")
+                let ids = Set(world.sandbox.requests.filter(\.processed).map(\.apnsID))
+                #expect(ids.count == 60)
+                let instances = try await store.instances()
+                #expect(instances.map(\.id) == [live.server.instanceID])
+            }
+        }
+        }
+    }
+
+    /// Runs `body`, then closes the world whether it threw or not.
+    static func closing(_ world: TestWorld, _ body: () async throws -> Void) async throws {
+        do {
+            try await body()
+        } catch {
+            await world.close()
+            throw error
+        }
+        await world.close()
+    }
+}
