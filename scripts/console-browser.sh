@@ -5,6 +5,7 @@
 #
 #   scripts/console-browser.sh                  # debug build of herald (builds it)
 #   SKIP_BUILD=1 scripts/console-browser.sh     # the herald already built
+#   CONSOLE_LIFECYCLE=off scripts/console-browser.sh   # a build without the tenant lifecycle
 #
 # The test logs in, onboards a token tenant by uploading a .p8, sends a test notification and
 # sees the 200, rotates the tenant's key, deletes it, and checks that a wrong admin token stays
@@ -54,6 +55,13 @@ entry = ("  - team_id: DEMOTEAM01\n    key_id: DEMOKEY002\n    public_key: %s\n"
 open(path, "w").write(text.replace(marker, marker + entry, 1))
 PY
 demo_tenant demo-token "$SANDBOX_PORT" "$WORK/tenants"
+demo_tenant demo-cert "$SANDBOX_PORT" "$WORK/tenants"
+# demo-token's key is copied beside its file: a rotation writes the new key next to the old one,
+# which must be in the run's directory, never in the repository.
+mkdir -p "$WORK/tenants/keys"
+install -m 600 "$ROOT/tenants/keys/AuthKey_DEMOKEY001.p8" "$WORK/tenants/keys/AuthKey_DEMOKEY001.p8"
+sed -i "s#key_file: $ROOT/tenants/keys/#key_file: keys/#" "$WORK/tenants/demo-token.yaml"
+grep -q "key_file: keys/AuthKey_DEMOKEY001.p8" "$WORK/tenants/demo-token.yaml" || { echo "cannot localise demo-token's key" >&2; exit 1; }
 cat > "$WORK/config/herald.yaml" <<YAML
 tenants_dir: $WORK/tenants
 listen:
@@ -78,6 +86,7 @@ echo "== herald serve on $BASE (sandbox on $SANDBOX_PORT); chromium $(chromium -
 status=0
 CONSOLE_URL="$BASE" ADMIN_TOKEN="$HERALD_ADMIN_TOKEN" UPLOADS="$WORK/upload" SHOTS="$SHOTS" \
     SANDBOX_PORT="$SANDBOX_PORT" TENANTS_DIR="$WORK/tenants" DEVICE="$DEMO_DEVICE" \
+    CONSOLE_LIFECYCLE="${CONSOLE_LIFECYCLE:-on}" \
     timeout 600 "$PYTHON" "$ROOT/Tests/Browser/console_test.py" || status=$?
 if [[ $status -ne 0 ]]; then
     echo "== herald serve's log (last 60 lines)" >&2

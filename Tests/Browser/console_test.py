@@ -3,7 +3,10 @@
 
 Run by scripts/console-browser.sh, which starts `herald serve` with its sandbox and sets:
 CONSOLE_URL, ADMIN_TOKEN, UPLOADS (the .p8 files to upload), SHOTS (where screenshots go),
-SANDBOX_PORT, TENANTS_DIR, DEVICE (a device token the sandbox accepts).
+SANDBOX_PORT, TENANTS_DIR, DEVICE (a device token the sandbox accepts), and CONSOLE_LIFECYCLE:
+"on" (the default) onboards, rotates and deletes a new tenant; "off" (a build without the tenant
+lifecycle service) checks that onboarding is refused with nothing written, and sends and rotates
+on the tenant the script loaded (`demo-token`). Nothing is skipped silently: the mode is printed.
 
 Every step waits on a condition (bounded), never on time; a failed step saves a screenshot
 named after it and the test exits 1.
@@ -26,7 +29,10 @@ SANDBOX = "https://localhost:%s" % os.environ["SANDBOX_PORT"]
 TENANTS_DIR = os.environ["TENANTS_DIR"]
 DEVICE = os.environ["DEVICE"]
 CA_FILE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "config", "sandbox", "demo-ca.pem")
-TENANT = "browser-shop"
+LIFECYCLE = os.environ.get("CONSOLE_LIFECYCLE", "on")
+if LIFECYCLE not in ("on", "off"):
+    sys.exit("CONSOLE_LIFECYCLE must be on or off, not %r" % LIFECYCLE)
+TENANT = "browser-shop" if LIFECYCLE == "on" else "demo-token"
 WAIT = 60  # seconds, generous: a loaded 2-core machine
 
 
@@ -144,6 +150,19 @@ def steps(c):
         c.wait_for(By.ID, "test-form")
         assert "backend" in d.find_element(By.ID, "api-keys").text
 
+    def onboarding_refused():
+        c.go("/console/onboard")
+        c.wait_for(By.ID, "onboard-form")
+        c.fill("id", "browser-shop")
+        c.fill("team_id", "DEMOTEAM01")
+        c.fill("topics", "com.example.herald.demo")
+        c.fill("key_id", "DEMOKEY001")
+        d.find_element(By.ID, "key_file").send_keys(os.path.join(UPLOADS, "AuthKey_DEMOKEY001.p8"))
+        d.find_element(By.ID, "onboard").click()
+        c.wait_text(By.ID, "error", "not available in this build")
+        assert not os.path.exists(os.path.join(TENANTS_DIR, "browser-shop.yaml")), "a tenant file was written"
+        c.shot("04-onboarding-unavailable")
+
     def send_test(shot):
         def body():
             c.go("/console/tenants/" + TENANT)
@@ -184,13 +203,18 @@ def steps(c):
         c.wait_for(By.ID, "token")
         assert "/console/login" in d.current_url
 
+    print("== mode: CONSOLE_LIFECYCLE=%s (tenant %s)" % (LIFECYCLE, TENANT))
     c.run("wrong admin token stays out", wrong_token)
     c.run("log in", login)
-    c.run("onboard a token tenant with a .p8", onboard)
+    if LIFECYCLE == "on":
+        c.run("onboard a token tenant with a .p8", onboard)
+    else:
+        c.run("onboarding is refused without the lifecycle service", onboarding_refused)
     c.run("send a test notification", send_test("06-test-notification-200"))
     c.run("rotate the key", rotate)
     c.run("send with the new key", send_test("08-test-notification-after-rotation"))
-    c.run("delete the tenant", delete)
+    if LIFECYCLE == "on":
+        c.run("delete the tenant", delete)
     c.run("log out", logout)
 
 

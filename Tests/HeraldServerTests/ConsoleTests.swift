@@ -1,6 +1,7 @@
 import Crypto
 import Foundation
 import HTTPTypes
+import Herald
 import HeraldCore
 import Hummingbird
 import Synchronization

@@ -25,6 +25,9 @@ struct ConsoleTenantDraft: Sendable {
 /// ``ConsoleError``s naming the form field.
 protocol ConsoleLifecycle: Sendable {
     func create(_ draft: ConsoleTenantDraft) async throws(ConsoleError)
+    /// `PATCH /admin/tenants/{id}`: sets top-level sections of the tenant file (`topics`,
+    /// `endpoints`, `pool`, `plugins`), validated, written and swapped like a reload.
+    func update(tenant: TenantID, sections: [(String, JSONValue?)]) async throws(ConsoleError)
     func addAPIKey(tenant: TenantID, name: String, sha256Hex: String) async throws(ConsoleError)
     func removeAPIKey(tenant: TenantID, name: String) async throws(ConsoleError)
     func delete(tenant: TenantID) async throws(ConsoleError)
@@ -117,6 +120,110 @@ extension Console {
         text.split(whereSeparator: { $0 == "," || $0.isNewline }).map { $0.trimmingCharacters(in: .whitespaces) }.filter {
             !$0.isEmpty
         }
+    }
+
+    /// `POST /console/tenants/{id}/settings`: the settings form. Only the sections that differ
+    /// from what runs are sent; the lifecycle checks them as a reload checks a file.
+    func edit(_ session: ConsoleSessions.Session, id: String, form: ConsoleForm) async throws -> Response {
+        let tenant = try runningTenant(id)
+        let typed = Self.typedEdit(form)
+        let changed: [String]
+        do throws(ConsoleError) {
+            let lifecycle = try requireLifecycle()
+            let sections = try Self.editedSections(form, current: tenant)
+            changed = sections.map(\.0)
+            if !sections.isEmpty { try await lifecycle.update(tenant: tenant.id, sections: sections) }
+        } catch {
+            return try await tenantPage(session, id: id, error: error, typed: typed)
+        }
+        guard !changed.isEmpty else { return try await tenantPage(session, id: id, notice: "Nothing was changed.") }
+        logger.notice(
+            "tenant settings changed through the console",
+            metadata: ["herald.tenant": "\(tenant.id)", "herald.sections": "\(changed.joined(separator: ","))"])
+        return try await tenantPage(
+            session, id: id, notice: "The \(changed.joined(separator: ", ")) settings were validated, written and applied.")
+    }
+
+    /// The settings form as it shows what runs.
+    static func editForm(_ tenant: TenantConfiguration) -> TenantPage.Edit {
+        TenantPage.Edit(
+            topics: tenant.topics.joined(separator: "\n"), production: tenant.endpoints.production?.url ?? "",
+            development: tenant.endpoints.development?.url ?? "",
+            developmentIsDefault: tenant.endpoints.defaultEnvironment == .development,
+            caFile: tenant.endpoints.trustRootsOrigin ?? "", connections: "\(tenant.pool.connections)",
+            maxQueued: "\(tenant.pool.maxQueued)", plugins: tenant.plugins.map(\.name).joined(separator: ", "))
+    }
+
+    /// What was typed into the settings form, to show it again with the refusal.
+    static func typedEdit(_ form: ConsoleForm) -> TenantPage.Edit {
+        func text(_ name: String) -> String { (try? form.text(name)) ?? "" }
+        return TenantPage.Edit(
+            topics: text("topics"), production: text("production"), development: text("development"),
+            developmentIsDefault: text("default") == "development", caFile: text("ca_file"),
+            connections: text("connections"), maxQueued: text("max_queued"), plugins: text("plugins"))
+    }
+
+    /// The tenant-file sections the settings form changes, in the file's own terms; empty when
+    /// nothing differs from `current`. A plugin kept by name keeps its options; a new one has none.
+    static func editedSections(_ form: ConsoleForm, current: TenantConfiguration) throws(ConsoleError) -> [(String, JSONValue?)] {
+        var sections: [(String, JSONValue?)] = []
+        let topics = list(try form.required("topics"))
+        if topics != current.topics { sections.append(("topics", .array(topics.map(JSONValue.string)))) }
+
+        let production = try form.text("production")
+        let development = try form.text("development")
+        let defaultEnvironment = try form.text("default") ?? current.endpoints.defaultEnvironment.rawValue
+        let caFile = try form.text("ca_file")
+        if production != current.endpoints.production?.url || development != current.endpoints.development?.url
+            || defaultEnvironment != current.endpoints.defaultEnvironment.rawValue || caFile != current.endpoints.trustRootsOrigin
+        {
+            var endpoints: [(String, JSONValue)] = []
+            if let production { endpoints.append(("production", .string(production))) }
+            if let development { endpoints.append(("development", .string(development))) }
+            endpoints.append(("default", .string(defaultEnvironment)))
+            if let caFile { endpoints.append(("ca_file", .string(caFile))) }
+            sections.append(("endpoints", .object(endpoints)))
+        }
+
+        let connections = try wholeNumber(form, "connections") ?? current.pool.connections
+        let maxQueued = try wholeNumber(form, "max_queued") ?? current.pool.maxQueued
+        if connections != current.pool.connections || maxQueued != current.pool.maxQueued {
+            let pool = current.pool
+            sections.append(
+                (
+                    "pool",
+                    .object([
+                        ("connections", .int(Int64(connections))), ("max_queued", .int(Int64(maxQueued))),
+                        ("request_timeout", .double(pool.requestTimeout)), ("idle_timeout", .double(pool.idleTimeout)),
+                        ("ping_interval", .double(pool.pingInterval)),
+                    ])
+                ))
+        }
+
+        let plugins = list(try form.text("plugins") ?? "")
+        if plugins != current.plugins.map(\.name) {
+            sections.append(
+                (
+                    "plugins",
+                    .array(
+                        plugins.map { name in
+                            guard let kept = current.plugins.first(where: { $0.name == name }), kept.options != .null else {
+                                return .object([("name", .string(name))])
+                            }
+                            return .object([("name", .string(name)), ("options", kept.options)])
+                        })
+                ))
+        }
+        return sections
+    }
+
+    /// A whole-number field (at most 9 digits: the tenant file's own limits are checked later).
+    static func wholeNumber(_ form: ConsoleForm, _ name: String) throws(ConsoleError) -> Int? {
+        guard let text = try form.text(name) else { return nil }
+        guard text.utf8.count <= 9, text.utf8.allSatisfy({ $0 >= 48 && $0 <= 57 }), let value = Int(text) else {
+            throw ConsoleError.field(name, "must be a whole number")
+        }
+        return value
     }
 
     /// `POST /console/tenants/{id}/api-keys`: a new key, shown once.

@@ -58,6 +58,7 @@ struct Console: Sendable {
         let tenantForms: [(String, @Sendable (Console, ConsoleSessions.Session, String, ConsoleForm) async throws -> Response)] = [
             ("test", { try await $0.sendTest($1, id: $2, form: $3) }),
             ("credentials", { try await $0.rotate($1, id: $2, form: $3) }),
+            ("settings", { try await $0.edit($1, id: $2, form: $3) }),
             ("api-keys", { try await $0.createKey($1, id: $2, form: $3) }),
             ("api-keys/delete", { try await $0.revokeKey($1, id: $2, form: $3) }),
             ("delete", { try await $0.delete($1, id: $2, form: $3) }),
@@ -97,7 +98,16 @@ struct Console: Sendable {
             guard let expected = request.cookies[Self.loginCookie]?.value, !expected.isEmpty,
                 ConsoleSessions.tokensMatch(try form.text("csrf"), expected)
             else { throw ConsoleError.forbidden }
+            if let wait = sessions.loginWait() {
+                let seconds = APIKeyRateLimiter.retryAfterSeconds(wait)
+                logger.notice("console login refused: too many failed logins", metadata: ["herald.component": "console"])
+                var response = try loginPage(
+                    request, error: "Too many failed logins; try again in \(seconds) s.", status: .tooManyRequests)
+                response.headers[.retryAfter] = "\(seconds)"
+                return response
+            }
             guard let token = try form.text("token"), adminToken.matches(token) else {
+                sessions.loginFailed()
                 logger.notice("console login refused: wrong admin token", metadata: ["herald.component": "console"])
                 return try loginPage(request, error: "The admin token is wrong.", status: .unauthorized)
             }
@@ -164,9 +174,10 @@ struct Console: Sendable {
         }
     }
 
-    /// Refuses a request whose `Origin` names another site (browsers send it with every POST).
+    /// Refuses a request whose `Origin` names another site (browsers send it with every POST), or
+    /// is `null` (an opaque origin: a sandboxed frame, a `file:` page, a cross-site redirect).
     private func checkOrigin(_ request: Request) throws(ConsoleError) {
-        guard let origin = request.headers[.origin], origin != "null" else { return }
+        guard let origin = request.headers[.origin] else { return }
         guard let host = request.head.authority, let url = URL(string: origin), let originHost = url.host else {
             throw ConsoleError.forbidden
         }
@@ -242,7 +253,7 @@ struct Console: Sendable {
 
     func tenantPage(
         _ session: ConsoleSessions.Session, id raw: String, notice: String? = nil, error: ConsoleError? = nil,
-        sendResult: TenantPage.SendResult? = nil, newKey: TenantPage.NewKey? = nil
+        sendResult: TenantPage.SendResult? = nil, newKey: TenantPage.NewKey? = nil, typed: TenantPage.Edit? = nil
     ) async throws -> Response {
         let tenant = try runningTenant(raw)
         let now = router.configuration.clock.date
@@ -291,7 +302,8 @@ struct Console: Sendable {
                 lastError: lastError(tenant, health: health), sends: health?.sendsLastHour ?? 0,
                 failures: health?.failuresLastHour ?? 0,
                 apiKeys: tenant.apiKeys.map { TenantPage.APIKey(name: $0.name, tenantID: tenant.id.rawValue) },
-                jobs: jobs, invalidTokens: invalid, sendResult: sendResult, newKey: newKey))
+                jobs: jobs, invalidTokens: invalid, sendResult: sendResult, newKey: newKey,
+                edit: typed ?? Self.editForm(tenant)))
         return pages.render("tenant", page, status: error?.status ?? .ok)
     }
 

@@ -132,6 +132,17 @@ struct TenantPage {
         var name: String
         var key: String
     }
+    /// The settings form, filled with what runs (or with what was typed, when it was refused).
+    struct Edit {
+        var topics: String
+        var production: String
+        var development: String
+        var developmentIsDefault: Bool
+        var caFile: String
+        var connections: String
+        var maxQueued: String
+        var plugins: String
+    }
     struct Tenant {
         var id: String
         var file: String
@@ -154,6 +165,7 @@ struct TenantPage {
         var invalidTokens: [InvalidToken]
         var sendResult: SendResult?
         var newKey: NewKey?
+        var edit: Edit
     }
     var title: String
     var csrf: String?

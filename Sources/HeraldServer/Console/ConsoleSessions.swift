@@ -1,4 +1,5 @@
 import Foundation
+import HeraldCore
 import Synchronization
 
 /// The console's logged-in sessions: who presented the admin token, and the CSRF token of their
@@ -30,15 +31,45 @@ final class ConsoleSessions: Sendable {
     let lifetime: Duration
     private let now: @Sendable () -> ContinuousClock.Instant
     private let sessions = Mutex<[String: Session]>([:])
+    /// Failed logins, whoever made them: a bucket of ``failedLoginBurst`` that refills at
+    /// ``failedLoginsPerMinute``. While it is empty no token is compared (429), so guessing the
+    /// admin token goes no faster than that, and nothing per caller is kept.
+    private let failedLogins: Mutex<TokenBucket>
+    let failedLoginBurst: Int
+    let failedLoginsPerMinute: Int
 
     init(
         capacity: Int = 64, idleTimeout: Duration = .seconds(30 * 60), lifetime: Duration = .seconds(12 * 3600),
+        failedLoginBurst: Int = 10, failedLoginsPerMinute: Int = 10,
         now: @escaping @Sendable () -> ContinuousClock.Instant
     ) {
         self.capacity = max(1, capacity)
         self.idleTimeout = idleTimeout
         self.lifetime = lifetime
         self.now = now
+        self.failedLoginBurst = max(1, failedLoginBurst)
+        self.failedLoginsPerMinute = max(1, failedLoginsPerMinute)
+        failedLogins = Mutex(
+            TokenBucket(rate: Double(self.failedLoginsPerMinute) / 60, burst: Double(self.failedLoginBurst), now: now()))
+    }
+
+    /// Whether a login may be tried now: nil when it may, else how long until one may.
+    func loginWait() -> Duration? {
+        let instant = now()
+        return failedLogins.withLock { bucket in
+            bucket.refill(now: instant)
+            let wait = bucket.wait()
+            return wait == .zero ? nil : wait
+        }
+    }
+
+    /// Counts a failed login (a wrong admin token).
+    func loginFailed() {
+        let instant = now()
+        failedLogins.withLock { bucket in
+            bucket.refill(now: instant)
+            bucket.take()
+        }
     }
 
     /// A new session (the admin token was presented).
