@@ -120,6 +120,8 @@ struct ConsoleTests {
             #expect(list.text.contains("acme") && list.text.contains("globex"))
             #expect(list.headers[.contentSecurityPolicy]?.contains("default-src 'none'") == true)
             #expect(list.headers[.cacheControl] == "no-store")
+            // `no-referrer` would make browsers post the console's own forms with `Origin: null`.
+            #expect(list.headers[HTTPField.Name("Referrer-Policy")!] == "same-origin")
 
             // Behind a TLS proxy the cookie is Secure.
             var proxied = ConsoleBrowser(client: live.client())

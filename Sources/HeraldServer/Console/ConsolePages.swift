@@ -42,7 +42,9 @@ struct ConsolePages: Sendable {
             "default-src 'none'; style-src 'self'; img-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'"
         headers[HTTPField.Name("X-Frame-Options")!] = "DENY"
         headers[HTTPField.Name("X-Content-Type-Options")!] = "nosniff"
-        headers[HTTPField.Name("Referrer-Policy")!] = "no-referrer"
+        // Not `no-referrer`: with it, browsers send `Origin: null` on the console's own form posts,
+        // which the Origin check refuses. `same-origin` sends no referrer to any other site.
+        headers[HTTPField.Name("Referrer-Policy")!] = "same-origin"
     }
 
     /// 303 See Other to `location` (after a form was handled).
