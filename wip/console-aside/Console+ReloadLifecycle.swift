@@ -2,7 +2,7 @@ import Herald
 import HeraldCore
 
 /// The console's lifecycle actions on the admin API's service: ``ReloadCoordinator``'s
-/// `createTenant`, `updateTenant` (API keys) and `deleteTenant`, with their refusals turned into
+/// `createTenant`, `updateTenant` (settings and API keys) and `deleteTenant`, with their refusals turned into
 /// form errors (the tenant file's field names mapped to the form's).
 struct ReloadCoordinatorLifecycle: ConsoleLifecycle {
     let reloader: ReloadCoordinator
@@ -19,6 +19,14 @@ struct ReloadCoordinatorLifecycle: ConsoleLifecycle {
                 TenantDraft(
                     id: draft.id, teamID: draft.teamID, sections: draft.sections, credential: credential,
                     apiKeyName: draft.apiKeyName, apiKeySHA256: draft.apiKeySHA256))
+        } catch {
+            throw Self.formError(error)
+        }
+    }
+
+    func update(tenant: TenantID, sections: [(String, JSONValue?)]) async throws(ConsoleError) {
+        do throws(TenantLifecycleError) {
+            try await reloader.updateTenant(tenant, .sections(sections))
         } catch {
             throw Self.formError(error)
         }
@@ -55,7 +63,8 @@ struct ReloadCoordinatorLifecycle: ConsoleLifecycle {
             ("auth.token.key_id", "key_id"), ("auth.certificate.pkcs12_file", "pkcs12_file"),
             ("auth.certificate.passphrase", "passphrase"), ("auth.certificate", "certificate_file"), ("auth", "key_file"),
             ("endpoints.production", "production"), ("endpoints.development", "development"),
-            ("endpoints.ca_file", "ca_file"), ("endpoints", "production"), ("topics", "topics"), ("plugins", "plugins"),
+            ("endpoints.ca_file", "ca_file"), ("endpoints.default", "default"), ("endpoints", "production"),
+            ("pool.max_queued", "max_queued"), ("pool", "connections"), ("topics", "topics"), ("plugins", "plugins"),
             ("api_keys", "api_key_name"), ("team_id", "team_id"), ("id", "id"),
         ] where field == prefix || field.hasPrefix(prefix + ".") || field.hasPrefix(prefix + "[") {
             return form
