@@ -5,13 +5,12 @@
 #
 #   scripts/console-browser.sh                  # debug build of herald (builds it)
 #   SKIP_BUILD=1 scripts/console-browser.sh     # the herald already built
-#   CONSOLE_LIFECYCLE=off scripts/console-browser.sh   # a build without the tenant lifecycle
 #
-# The test logs in, onboards a token tenant by uploading a .p8, sends a test notification and
-# sees the 200, rotates the tenant's key, deletes it, and checks that a wrong admin token stays
-# out. Screenshots of every page go to .build/console-screenshots/ (CI artifacts). A second
-# signing key (DEMOKEY002, generated here for the run, never committed) is given to the sandbox
-# so that the rotation is a real one.
+# The test checks that a wrong admin token stays out, logs in, onboards a token tenant by
+# uploading a .p8, sends a test notification and sees the 200, rotates the tenant's key, sends
+# again, changes its settings, deletes it and logs out. Screenshots of every page go to
+# .build/console-screenshots/ (CI artifacts). A second signing key (DEMOKEY002, generated here
+# for the run, never committed) is given to the sandbox so that the rotation is a real one.
 set -euo pipefail
 source "$(dirname "$0")/lib.sh"
 
@@ -19,14 +18,7 @@ require_tools chromium:chromium chromedriver:chromium-driver openssl:openssl cur
 PYTHON=${PYTHON:-/usr/bin/python3}   # Debian's, which has python3-selenium
 "$PYTHON" -c 'import selenium' 2>/dev/null || { echo "missing selenium for $PYTHON (apt-get install python3-selenium)" >&2; exit 2; }
 
-if [[ -z "${HERALD:-}" ]]; then
-    if [[ -z "${SKIP_BUILD:-}" ]]; then
-        echo "== building herald (debug)"
-        swift build --product herald 2>&1 | tail -1
-    fi
-    HERALD="$ROOT/.build/debug/herald"
-fi
-[[ -x "$HERALD" ]] || { echo "no herald binary at $HERALD" >&2; exit 2; }
+build_herald_debug
 make_workdir herald-console
 
 SHOTS=${SHOTS:-"$ROOT/.build/console-screenshots"}
@@ -75,18 +67,13 @@ sandbox:
 YAML
 
 export HERALD_ADMIN_TOKEN="console-admin-$RANDOM$RANDOM$RANDOM"
-"$HERALD" serve --config "$WORK/config/herald.yaml" --no-watch > "$WORK/serve.log" 2> "$WORK/serve.err" &
-PIDS+=("$!")
-for _ in $(seq 1 600); do grep -q '^Herald API listening on' "$WORK/serve.log" 2>/dev/null && break; sleep 0.1; done
-API_PORT=$(sed -n 's#^Herald API listening on http://127.0.0.1:\([0-9]*\)$#\1#p' "$WORK/serve.log")
-[[ -n "$API_PORT" ]] || { echo "herald serve did not start:" >&2; cat "$WORK/serve.log" "$WORK/serve.err" >&2; exit 1; }
+start_herald_serve "$WORK/config/herald.yaml"
 BASE="http://127.0.0.1:$API_PORT"
 echo "== herald serve on $BASE (sandbox on $SANDBOX_PORT); chromium $(chromium --version 2>/dev/null | awk '{print $2}')"
 
 status=0
 CONSOLE_URL="$BASE" ADMIN_TOKEN="$HERALD_ADMIN_TOKEN" UPLOADS="$WORK/upload" SHOTS="$SHOTS" \
     SANDBOX_PORT="$SANDBOX_PORT" TENANTS_DIR="$WORK/tenants" DEVICE="$DEMO_DEVICE" \
-    CONSOLE_LIFECYCLE="${CONSOLE_LIFECYCLE:-on}" \
     timeout 600 "$PYTHON" "$ROOT/Tests/Browser/console_test.py" || status=$?
 if [[ $status -ne 0 ]]; then
     echo "== herald serve's log (last 60 lines)" >&2

@@ -3,10 +3,7 @@
 
 Run by scripts/console-browser.sh, which starts `herald serve` with its sandbox and sets:
 CONSOLE_URL, ADMIN_TOKEN, UPLOADS (the .p8 files to upload), SHOTS (where screenshots go),
-SANDBOX_PORT, TENANTS_DIR, DEVICE (a device token the sandbox accepts), and CONSOLE_LIFECYCLE:
-"on" (the default) onboards, rotates and deletes a new tenant; "off" (a build without the tenant
-lifecycle service) checks that onboarding is refused with nothing written, and sends and rotates
-on the tenant the script loaded (`demo-token`). Nothing is skipped silently: the mode is printed.
+SANDBOX_PORT, TENANTS_DIR, DEVICE (a device token the sandbox accepts).
 
 Every step waits on a condition (bounded), never on time; a failed step saves a screenshot
 named after it and the test exits 1.
@@ -29,10 +26,7 @@ SANDBOX = "https://localhost:%s" % os.environ["SANDBOX_PORT"]
 TENANTS_DIR = os.environ["TENANTS_DIR"]
 DEVICE = os.environ["DEVICE"]
 CA_FILE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "config", "sandbox", "demo-ca.pem")
-LIFECYCLE = os.environ.get("CONSOLE_LIFECYCLE", "on")
-if LIFECYCLE not in ("on", "off"):
-    sys.exit("CONSOLE_LIFECYCLE must be on or off, not %r" % LIFECYCLE)
-TENANT = "browser-shop" if LIFECYCLE == "on" else "demo-token"
+TENANT = "browser-shop"
 WAIT = 60  # seconds, generous: a loaded 2-core machine
 
 
@@ -52,9 +46,10 @@ class Console:
 
     def shot(self, name):
         path = os.path.join(SHOTS, "%s.png" % name)
-        # The whole page: as tall as its content.
+        # The whole page, from its top: as tall as its content.
+        self.driver.execute_script("window.scrollTo(0, 0)")
         height = self.driver.execute_script("return document.documentElement.scrollHeight")
-        self.driver.set_window_size(1280, max(700, min(int(height) + 40, 4000)))
+        self.driver.set_window_size(1280, max(700, min(int(height) + 160, 4000)))
         self.driver.save_screenshot(path)
         print("   screenshot", path)
 
@@ -150,19 +145,6 @@ def steps(c):
         c.wait_for(By.ID, "test-form")
         assert "backend" in d.find_element(By.ID, "api-keys").text
 
-    def onboarding_refused():
-        c.go("/console/onboard")
-        c.wait_for(By.ID, "onboard-form")
-        c.fill("id", "browser-shop")
-        c.fill("team_id", "DEMOTEAM01")
-        c.fill("topics", "com.example.herald.demo")
-        c.fill("key_id", "DEMOKEY001")
-        d.find_element(By.ID, "key_file").send_keys(os.path.join(UPLOADS, "AuthKey_DEMOKEY001.p8"))
-        d.find_element(By.ID, "onboard").click()
-        c.wait_text(By.ID, "error", "not available in this build")
-        assert not os.path.exists(os.path.join(TENANTS_DIR, "browser-shop.yaml")), "a tenant file was written"
-        c.shot("04-onboarding-unavailable")
-
     def send_test(shot):
         def body():
             c.go("/console/tenants/" + TENANT)
@@ -185,6 +167,17 @@ def steps(c):
         assert "DEMOKEY002" in d.find_element(By.ID, "credential").text
         c.shot("07-rotated")
 
+    def change_settings():
+        c.go("/console/tenants/" + TENANT)
+        c.wait_for(By.ID, "edit-form")
+        c.fill("edit_topics", "com.example.herald.demo\ncom.example.herald.demo.voip")
+        c.fill("edit_connections", "3")
+        d.find_element(By.ID, "save-settings").click()
+        c.wait_text(By.ID, "notice", "validated, written and applied")
+        assert "3 connection(s)" in d.page_source, "the pool setting did not apply"
+        with open(os.path.join(TENANTS_DIR, TENANT + ".yaml")) as f:
+            assert "com.example.herald.demo.voip" in f.read(), "the topic was not written"
+
     def delete():
         c.go("/console/tenants/" + TENANT)
         c.wait_for(By.ID, "delete-form")
@@ -203,18 +196,14 @@ def steps(c):
         c.wait_for(By.ID, "token")
         assert "/console/login" in d.current_url
 
-    print("== mode: CONSOLE_LIFECYCLE=%s (tenant %s)" % (LIFECYCLE, TENANT))
     c.run("wrong admin token stays out", wrong_token)
     c.run("log in", login)
-    if LIFECYCLE == "on":
-        c.run("onboard a token tenant with a .p8", onboard)
-    else:
-        c.run("onboarding is refused without the lifecycle service", onboarding_refused)
+    c.run("onboard a token tenant with a .p8", onboard)
     c.run("send a test notification", send_test("06-test-notification-200"))
     c.run("rotate the key", rotate)
     c.run("send with the new key", send_test("08-test-notification-after-rotation"))
-    if LIFECYCLE == "on":
-        c.run("delete the tenant", delete)
+    c.run("change its settings", change_settings)
+    c.run("delete the tenant", delete)
     c.run("log out", logout)
 
 

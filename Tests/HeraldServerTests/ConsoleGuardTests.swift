@@ -241,26 +241,3 @@ struct ConsoleGuardTests {
         return live.server.router.runtime(for: id)?.configuration.apiKeys.map(\.name) ?? []
     }
 }
-
-/// While the tenant lifecycle service is not in the build (`lifecycle: nil`), its forms say so
-/// and change nothing.
-@Suite("Console: without the lifecycle service")
-struct ConsoleWithoutLifecycleTests {
-    @Test func theLifecycleFormsAreRefusedAndWriteNothing() async throws {
-        let world = try await TestWorld.make()
-        try await LiveServer.with(world.options(adminToken: ConsoleGuardTests.admin)) { live async throws in
-            try #require(live.server.console.lifecycle == nil, "this build has the lifecycle: test it instead")
-            var browser = ConsoleBrowser(client: live.client())
-            _ = try await browser.login(ConsoleGuardTests.admin)
-            let files = try ConsoleGuardTests.snapshot(world.tenantsDirectory)
-            for (path, fields) in ConsoleGuardTests.forms where !["test", "credentials", "logout"].contains(where: path.hasSuffix) {
-                let reply = try await browser.post(path, fields, files: [("key_file", "k.p8", Array("x".utf8))])
-                #expect(reply.status == 503, "\(path): \(reply.status)")
-                #expect(reply.text.contains("not available in this build"), "\(path)")
-            }
-            #expect(try ConsoleGuardTests.snapshot(world.tenantsDirectory) == files)
-            #expect(ConsoleGuardTests.apiKeyNames(live, "acme") == ["test"])
-        }
-        await world.close()
-    }
-}

@@ -3,28 +3,12 @@ import Herald
 import HeraldCore
 import Hummingbird
 
-/// A tenant as the onboarding form describes it, in the tenant file's own terms.
-struct ConsoleTenantDraft: Sendable {
-    enum Credential: Sendable {
-        case token(keyID: String, pem: [UInt8])
-        case certificatePEM([UInt8])
-        case pkcs12(bundle: [UInt8], passphrase: String)
-    }
-    var id: TenantID
-    var teamID: String
-    /// `topics`, `endpoints`, `plugins`, as the tenant file spells them.
-    var sections: [(String, JSONValue)]
-    var credential: Credential
-    var apiKeyName: String
-    var apiKeySHA256: String
-}
-
 /// What the console's onboarding, API-key and delete forms need: the tenant lifecycle service
 /// the admin API uses (`POST /admin/tenants`, `…/api-keys`, `DELETE /admin/tenants/{id}`), so
 /// the console never has a code path of its own for these changes. Refusals come back as
 /// ``ConsoleError``s naming the form field.
 protocol ConsoleLifecycle: Sendable {
-    func create(_ draft: ConsoleTenantDraft) async throws(ConsoleError)
+    func create(_ draft: TenantDraft) async throws(ConsoleError)
     /// `PATCH /admin/tenants/{id}`: sets top-level sections of the tenant file (`topics`,
     /// `endpoints`, `pool`, `plugins`), validated, written and swapped like a reload.
     func update(tenant: TenantID, sections: [(String, JSONValue?)]) async throws(ConsoleError)
@@ -34,16 +18,6 @@ protocol ConsoleLifecycle: Sendable {
 }
 
 extension Console {
-    static let lifecycleUnavailable = ConsoleError(
-        status: .serviceUnavailable,
-        message: "creating tenants, API keys and deleting tenants are not available in this build of Herald "
-            + "(the tenant lifecycle service is missing); nothing was changed")
-
-    private func requireLifecycle() throws(ConsoleError) -> any ConsoleLifecycle {
-        guard let lifecycle else { throw Self.lifecycleUnavailable }
-        return lifecycle
-    }
-
     /// `POST /console/onboard`: the create form. The new tenant's first API key is shown once,
     /// on the answer page (only its SHA-256 is written).
     func onboard(_ session: ConsoleSessions.Session, form: ConsoleForm) async -> Response {
@@ -59,7 +33,6 @@ extension Console {
         typed.apiKeyName = (try? form.text("api_key_name")) ?? "default"
         let key = APIKeys.generate()
         do throws(ConsoleError) {
-            let lifecycle = try requireLifecycle()
             let draft = try Self.draft(form, apiKeySHA256: APIKeys.sha256Hex(of: key))
             try await lifecycle.create(draft)
             logger.notice("tenant created through the console", metadata: ["herald.tenant": "\(draft.id)"])
@@ -75,7 +48,7 @@ extension Console {
     }
 
     /// The draft an onboarding form describes; the lifecycle checks it again, in full.
-    static func draft(_ form: ConsoleForm, apiKeySHA256: String) throws(ConsoleError) -> ConsoleTenantDraft {
+    static func draft(_ form: ConsoleForm, apiKeySHA256: String) throws(ConsoleError) -> TenantDraft {
         let rawID = try form.required("id")
         let id: TenantID
         do {
@@ -83,23 +56,12 @@ extension Console {
         } catch {
             throw ConsoleError.field("id", "\(error)")
         }
-        let credential: ConsoleTenantDraft.Credential
-        switch try form.text("kind") ?? "token" {
-        case "token":
-            guard let key = form.file("key_file") else { throw ConsoleError.field("key_file", "is required: choose the .p8 key") }
-            credential = .token(keyID: try form.required("key_id"), pem: key)
-        case "certificate":
-            guard let pem = form.file("certificate_file") else {
-                throw ConsoleError.field("certificate_file", "is required: choose the PEM file")
-            }
-            credential = .certificatePEM(pem)
-        case "pkcs12":
-            guard let bundle = form.file("pkcs12_file") else { throw ConsoleError.field("pkcs12_file", "is required: choose the .p12 file") }
-            credential = .pkcs12(bundle: bundle, passphrase: try form.text("passphrase") ?? "")
-        default:
-            throw ConsoleError.field("kind", "must be token, certificate or pkcs12")
-        }
-        var sections: [(String, JSONValue)] = [("topics", .array(list(try form.required("topics")).map(JSONValue.string)))]
+        let credential = try ConsoleAdminRules.credential(form)
+        let apiKeyName = try form.text("api_key_name") ?? "default"
+        try ConsoleAdminRules.keyName(apiKeyName, field: "api_key_name")
+        let topics = list(try form.required("topics"))
+        try ConsoleAdminRules.topicCount(topics)
+        var sections: [(String, JSONValue)] = [("topics", .array(topics.map(JSONValue.string)))]
         var endpoints: [(String, JSONValue)] = []
         for name in ["production", "development", "ca_file"] {
             if let value = try form.text(name) { endpoints.append((name, .string(value))) }
@@ -110,9 +72,9 @@ extension Console {
         if !endpoints.isEmpty { sections.append(("endpoints", .object(endpoints))) }
         let plugins = list(try form.text("plugins") ?? "")
         if !plugins.isEmpty { sections.append(("plugins", .array(plugins.map { .object([("name", .string($0))]) }))) }
-        return ConsoleTenantDraft(
+        return TenantDraft(
             id: id, teamID: try form.required("team_id"), sections: sections, credential: credential,
-            apiKeyName: try form.text("api_key_name") ?? "default", apiKeySHA256: apiKeySHA256)
+            apiKeyName: apiKeyName, apiKeySHA256: apiKeySHA256)
     }
 
     /// Items separated by commas or line breaks, trimmed, empty ones dropped.
@@ -129,7 +91,6 @@ extension Console {
         let typed = Self.typedEdit(form)
         let changed: [String]
         do throws(ConsoleError) {
-            let lifecycle = try requireLifecycle()
             let sections = try Self.editedSections(form, current: tenant)
             changed = sections.map(\.0)
             if !sections.isEmpty { try await lifecycle.update(tenant: tenant.id, sections: sections) }
@@ -168,6 +129,7 @@ extension Console {
     static func editedSections(_ form: ConsoleForm, current: TenantConfiguration) throws(ConsoleError) -> [(String, JSONValue?)] {
         var sections: [(String, JSONValue?)] = []
         let topics = list(try form.required("topics"))
+        try ConsoleAdminRules.topicCount(topics)
         if topics != current.topics { sections.append(("topics", .array(topics.map(JSONValue.string)))) }
 
         let production = try form.text("production")
@@ -233,7 +195,8 @@ extension Console {
         let name: String
         do throws(ConsoleError) {
             name = try form.required("name")
-            try await requireLifecycle().addAPIKey(tenant: tenant.id, name: name, sha256Hex: APIKeys.sha256Hex(of: key))
+            try ConsoleAdminRules.keyName(name, field: "name")
+            try await lifecycle.addAPIKey(tenant: tenant.id, name: name, sha256Hex: APIKeys.sha256Hex(of: key))
         } catch {
             return try await tenantPage(session, id: id, error: error)
         }
@@ -247,7 +210,7 @@ extension Console {
         let name: String
         do throws(ConsoleError) {
             name = try form.required("name")
-            try await requireLifecycle().removeAPIKey(tenant: tenant.id, name: name)
+            try await lifecycle.removeAPIKey(tenant: tenant.id, name: name)
         } catch {
             return try await tenantPage(session, id: id, error: error)
         }
@@ -262,11 +225,80 @@ extension Console {
             guard try form.text("confirm") == tenant.id.rawValue else {
                 throw ConsoleError.field("confirm", "must be the tenant's ID, \(tenant.id), to delete it")
             }
-            try await requireLifecycle().delete(tenant: tenant.id)
+            try await lifecycle.delete(tenant: tenant.id)
         } catch {
             return try await tenantPage(session, id: id, error: error)
         }
         logger.notice("tenant deleted through the console", metadata: ["herald.tenant": "\(tenant.id)"])
         return await tenantsPage(session, notice: "Tenant \(tenant.id) was deleted; its files were archived.")
+    }
+}
+
+/// The admin API's own checks of what the lifecycle service leaves to its callers
+/// (``AdminLifecycleHandlers``: API key names, the topic count, the credential's PEM kinds), so a
+/// form is refused exactly where the same request to the API would be, named by the form's field.
+enum ConsoleAdminRules {
+    static func keyName(_ name: String, field: String) throws(ConsoleError) {
+        do throws(APIError) {
+            try AdminLifecycleHandlers.checkKeyName(name, field: field)
+        } catch {
+            throw ConsoleError.field(field, error.message)
+        }
+    }
+
+    static func topicCount(_ topics: [String]) throws(ConsoleError) {
+        let maximum = AdminLifecycleHandlers.maximumTopics
+        guard topics.count <= maximum else {
+            throw ConsoleError.field("topics", "lists \(topics.count) topics; a tenant may have at most \(maximum)")
+        }
+    }
+
+    /// The onboarding form's credential, as the API's `credential` object, read by the API's own
+    /// ``AdminLifecycleHandlers/credential(_:)``.
+    static func credential(_ form: ConsoleForm) throws(ConsoleError) -> NewTenantCredential {
+        let kind = try form.text("kind") ?? "token"
+        var object: [String: Any] = ["kind": kind]
+        func pem(_ field: String, _ what: String) throws(ConsoleError) {
+            guard let bytes = form.file(field) else { throw ConsoleError.field(field, "is required: choose the \(what)") }
+            guard let text = String(validating: bytes, as: UTF8.self) else { throw ConsoleError.field(field, "is not a PEM file") }
+            object["pem"] = text
+        }
+        switch kind {
+        case "token":
+            try pem("key_file", ".p8 key")
+            object["key_id"] = try form.required("key_id")
+        case "certificate":
+            try pem("certificate_file", "PEM file")
+        case "pkcs12":
+            guard let bundle = form.file("pkcs12_file") else { throw ConsoleError.field("pkcs12_file", "is required: choose the .p12 file") }
+            object["pkcs12_base64"] = Data(bundle).base64EncodedString()
+            object["passphrase"] = try form.text("passphrase") ?? ""
+        default:
+            throw ConsoleError.field("kind", "must be token, certificate or pkcs12")
+        }
+        let fields = [
+            "credential.pem": kind == "token" ? "key_file" : "certificate_file", "credential.key_id": "key_id",
+            "credential.pkcs12_base64": "pkcs12_file", "credential.passphrase": "passphrase", "credential.kind": "kind",
+        ]
+        do throws(APIError) {
+            let bytes: [UInt8]
+            do {
+                bytes = Array(try JSONSerialization.data(withJSONObject: object))
+            } catch {
+                throw APIError.invalidField("credential", "could not be encoded")
+            }
+            let root: JSONNode
+            do {
+                root = try StrictJSONParser.parse(bytes)
+            } catch {
+                throw APIError.malformedJSON(error)
+            }
+            return try AdminLifecycleHandlers.credential(
+                JSONObjectReader(root, path: "credential", allowed: AdminLifecycleHandlers.credentialMembers))
+        } catch {
+            let field = error.field.map { fields[$0] ?? $0 }
+            throw ConsoleError(
+                status: .unprocessableContent, message: field.map { "\($0) \(error.message)" } ?? error.message, field: field)
+        }
     }
 }

@@ -26,9 +26,8 @@ struct Console: Sendable {
     let adminToken: AdminToken?
     let sessions: ConsoleSessions
     let pages: ConsolePages
-    /// The tenant lifecycle the admin API uses (create, API keys, delete); nil: not in this
-    /// build, and those forms say so.
-    let lifecycle: (any ConsoleLifecycle)?
+    /// The tenant lifecycle the admin API uses (create, settings, API keys, delete).
+    let lifecycle: any ConsoleLifecycle
     let logger: Logger
     /// The largest form (a credential upload with its fields).
     let maxFormBytes: Int

@@ -300,7 +300,7 @@ public final class HeraldServer: Sendable {
         let console = Console(
             router: router, health: health, reloader: reloader, store: sharedStore, adminToken: AdminToken(options.adminToken),
             sessions: ConsoleSessions(now: { [clock = router.configuration.clock] in clock.now }),
-            pages: pages, lifecycle: nil, logger: logger,
+            pages: pages, lifecycle: ReloadCoordinatorLifecycle(reloader: reloader), logger: logger,
             maxFormBytes: reloadConfiguration.maximumUploadBytes * 2 + 64 * 1024)
 
         let runner = JobRunner(router: router, store: sharedStore, configuration: options.jobs, logger: logger)

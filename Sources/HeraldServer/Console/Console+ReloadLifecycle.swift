@@ -7,18 +7,9 @@ import HeraldCore
 struct ReloadCoordinatorLifecycle: ConsoleLifecycle {
     let reloader: ReloadCoordinator
 
-    func create(_ draft: ConsoleTenantDraft) async throws(ConsoleError) {
-        let credential: NewTenantCredential
-        switch draft.credential {
-        case .token(let keyID, let pem): credential = .token(keyID: keyID, pem: pem)
-        case .certificatePEM(let pem): credential = .certificatePEM(pem)
-        case .pkcs12(let bundle, let passphrase): credential = .pkcs12(bundle: bundle, passphrase: passphrase)
-        }
+    func create(_ draft: TenantDraft) async throws(ConsoleError) {
         do throws(TenantLifecycleError) {
-            try await reloader.createTenant(
-                TenantDraft(
-                    id: draft.id, teamID: draft.teamID, sections: draft.sections, credential: credential,
-                    apiKeyName: draft.apiKeyName, apiKeySHA256: draft.apiKeySHA256))
+            try await reloader.createTenant(draft)
         } catch {
             throw Self.formError(error)
         }
@@ -50,7 +41,7 @@ struct ReloadCoordinatorLifecycle: ConsoleLifecycle {
 
     func delete(tenant: TenantID) async throws(ConsoleError) {
         do throws(TenantLifecycleError) {
-            try await reloader.deleteTenant(tenant)
+            _ = try await reloader.deleteTenant(tenant)
         } catch {
             throw Self.formError(error)
         }
@@ -73,10 +64,11 @@ struct ReloadCoordinatorLifecycle: ConsoleLifecycle {
     }
 
     static func formError(_ error: TenantLifecycleError, keyForm: Bool = false) -> ConsoleError {
-        let field = error.field.map { formField($0, keyForm: keyForm) }
+        // A conflict names no field: it is the ID (or, on the key form, the key's name).
+        let field = error.field.map { formField($0, keyForm: keyForm) } ?? (error.code == .conflict ? (keyForm ? "name" : "id") : nil)
         let message = field.map { "\($0): \(error.message)" } ?? error.message
         switch error.code {
-        case .conflict: return ConsoleError(status: .conflict, message: message, field: field ?? (keyForm ? "name" : "id"))
+        case .conflict: return ConsoleError(status: .conflict, message: message, field: field)
         case .notFound: return ConsoleError(status: .notFound, message: message, field: field)
         case .invalid: return ConsoleError(status: .unprocessableContent, message: message, field: field)
         case .writeFailed: return ConsoleError(status: .internalServerError, message: message, field: nil)
