@@ -308,6 +308,26 @@ struct ConsoleValueTests {
         #expect(!ConsoleSessions.tokensMatch(nil, opened[9].csrf))
     }
 
+    @Test func failedLoginsEmptyTheBucketAndItRefills() {
+        let clock = FakeClock()
+        let sessions = ConsoleSessions(failedLoginBurst: 3, failedLoginsPerMinute: 6, now: { clock.now })
+        for _ in 0..<3 {
+            #expect(sessions.loginWait() == nil)
+            sessions.loginFailed()
+        }
+        let wait = sessions.loginWait()
+        #expect(wait.map { $0 > .seconds(9) && $0 <= .seconds(10) } == true, "one more in 10 s at 6 a minute: \(String(describing: wait))")
+        clock.advance(.seconds(10))
+        #expect(sessions.loginWait() == nil, "refilled")
+        sessions.loginFailed()
+        #expect(sessions.loginWait() != nil)
+        // A successful login takes nothing: only failures are counted.
+        clock.advance(.seconds(30))
+        #expect(sessions.loginWait() == nil)
+        _ = sessions.open()
+        #expect(sessions.loginWait() == nil)
+    }
+
     @Test func theHourWindowCountsOnlyTheLastSixtyMinutes() {
         var window = HourWindow()
         let start = Date(timeIntervalSince1970: 1_800_000_000)

@@ -3,10 +3,10 @@ import Herald
 import HeraldCore
 import Hummingbird
 
-/// What the console's onboarding, API-key and delete forms need: the tenant lifecycle service
-/// the admin API uses (`POST /admin/tenants`, `…/api-keys`, `DELETE /admin/tenants/{id}`), so
-/// the console never has a code path of its own for these changes. Refusals come back as
-/// ``ConsoleError``s naming the form field.
+/// What the console's onboarding, settings, API-key and delete forms need: the tenant lifecycle
+/// service the admin API uses (`POST /admin/tenants`, `PATCH /admin/tenants/{id}`, `…/api-keys`,
+/// `DELETE /admin/tenants/{id}`), so the console never has a code path of its own for these
+/// changes. Refusals come back as ``ConsoleError``s naming the form field.
 protocol ConsoleLifecycle: Sendable {
     func create(_ draft: TenantDraft) async throws(ConsoleError)
     /// `PATCH /admin/tenants/{id}`: sets top-level sections of the tenant file (`topics`,

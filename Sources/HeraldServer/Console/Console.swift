@@ -13,11 +13,12 @@ import Logging
 /// A login opens a session (``ConsoleSessions``): an HttpOnly, SameSite=Strict cookie scoped to
 /// `/console`, Secure when the request came over TLS (or through a proxy that says
 /// `X-Forwarded-Proto: https`). Every form carries the session's CSRF token (the login form a
-/// double-submitted one) and a cross-origin `Origin` is refused. The console reads and changes
-/// tenants only through what the admin API uses: the router and health registry for what runs,
-/// the store for jobs and invalid tokens, ``ReloadCoordinator`` for credential rotation, and the
-/// tenant lifecycle for onboarding, API keys and deletion. While no admin token is set, the
-/// console does not exist (404, like `/admin`).
+/// double-submitted one) and a cross-origin or opaque `Origin` is refused; failed logins are
+/// bounded (``ConsoleSessions/loginWait()``). The console reads and changes tenants only through
+/// what the admin API uses: the router and health registry for what runs, the store for jobs and
+/// invalid tokens, ``ReloadCoordinator`` for credential rotation, and the tenant lifecycle for
+/// onboarding, settings, API keys and deletion. While no admin token is set, the console does not
+/// exist (404, like `/admin`).
 struct Console: Sendable {
     let router: Herald.Router
     let health: TenantHealthRegistry
