@@ -1,6 +1,7 @@
 # Shared setup for the benchmark scripts (source it; it is not run on its own):
-#   ROOT, require_tools, build_herald (honours SKIP_BUILD=1 and HERALD=...), make_workdir with
-#   cleanup of the processes in PIDS, wait_for_port, free_port, start_sandbox_command.
+#   ROOT, require_tools, build_herald / build_herald_debug (honour SKIP_BUILD=1 and HERALD=...),
+#   make_workdir with cleanup of the processes in PIDS, wait_for_port, free_port,
+#   start_sandbox_command.
 # Only 127.0.0.1 is used; every wait is bounded.
 
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
@@ -14,6 +15,29 @@ require_tools() { # "tool:package" ...
         tool=${spec%%:*}
         command -v "$tool" >/dev/null || { echo "missing $tool (apt-get install ${spec#*:})" >&2; exit 2; }
     done
+}
+
+build_herald_debug() { # sets HERALD to the debug binary (unless set), building it unless SKIP_BUILD=1
+    if [[ -z "${HERALD:-}" ]]; then
+        if [[ -z "${SKIP_BUILD:-}" ]]; then
+            echo "== building herald (debug)"
+            swift build --product herald 2>&1 | tail -1
+        fi
+        HERALD="$ROOT/.build/debug/herald"
+    fi
+    [[ -x "$HERALD" ]] || { echo "no herald binary at $HERALD" >&2; exit 2; }
+}
+
+# start_herald_serve CONFIG: `herald serve --no-watch` in the background (logs in $WORK/serve.log
+# and serve.err, its PID in SERVE_PID and PIDS); waits (60 s at most) until the API listens and
+# sets API_PORT, or prints the logs and exits 1.
+start_herald_serve() {
+    "$HERALD" serve --config "$1" --no-watch > "$WORK/serve.log" 2> "$WORK/serve.err" &
+    SERVE_PID=$!
+    PIDS+=("$SERVE_PID")
+    for _ in $(seq 1 600); do grep -q '^Herald API listening on' "$WORK/serve.log" 2>/dev/null && break; sleep 0.1; done
+    API_PORT=$(sed -n 's#^Herald API listening on http://127.0.0.1:\([0-9]*\)$#\1#p' "$WORK/serve.log")
+    [[ -n "$API_PORT" ]] || { echo "herald serve did not start:" >&2; cat "$WORK/serve.log" "$WORK/serve.err" >&2; exit 1; }
 }
 
 build_herald() { # sets HERALD to the release binary, building it unless SKIP_BUILD=1

@@ -27,14 +27,7 @@ if [[ ! -x "$VENV/bin/schemathesis" ]] || [[ "$("$VENV/bin/schemathesis" --versi
     "$VENV/bin/pip" install -q "schemathesis==$SCHEMATHESIS_VERSION"
 fi
 
-if [[ -z "${HERALD:-}" ]]; then
-    if [[ -z "${SKIP_BUILD:-}" ]]; then
-        echo "== building herald (debug)"
-        swift build --product herald 2>&1 | tail -1
-    fi
-    HERALD="$ROOT/.build/debug/herald"
-fi
-[[ -x "$HERALD" ]] || { echo "no herald binary at $HERALD" >&2; exit 2; }
+build_herald_debug
 make_workdir herald-schemathesis
 
 SANDBOX_PORT=$(free_port)
@@ -66,12 +59,7 @@ sandbox:
 YAML
 
 export HERALD_ADMIN_TOKEN="schemathesis-admin-$RANDOM$RANDOM"
-"$HERALD" serve --config "$WORK/config/herald.yaml" --no-watch > "$WORK/serve.log" 2> "$WORK/serve.err" &
-SERVE_PID=$!
-PIDS+=("$SERVE_PID")
-for _ in $(seq 1 600); do grep -q '^Herald API listening on' "$WORK/serve.log" 2>/dev/null && break; sleep 0.1; done
-API_PORT=$(sed -n 's#^Herald API listening on http://127.0.0.1:\([0-9]*\)$#\1#p' "$WORK/serve.log")
-[[ -n "$API_PORT" ]] || { echo "herald serve did not start:" >&2; cat "$WORK/serve.log" "$WORK/serve.err" >&2; exit 1; }
+start_herald_serve "$WORK/config/herald.yaml"
 grep -q "$TENANT" "$WORK/serve.log" || { echo "the demo tenant did not load:" >&2; cat "$WORK/serve.log" >&2; exit 1; }
 BASE="http://127.0.0.1:$API_PORT"
 echo "== herald serve on $BASE (sandbox on $SANDBOX_PORT); schemathesis $SCHEMATHESIS_VERSION, seed $SEED, $EXAMPLES examples per operation"

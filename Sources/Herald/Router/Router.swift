@@ -57,6 +57,8 @@ public final class Router: Sendable {
     /// Each tenant's circuit per APNs endpoint: the job runner gates batch sends with it; the
     /// admin and metrics pages show it.
     public let circuits = DeliveryCircuits()
+    /// Each tenant's sends and failures of the last hour (the console's tenant list).
+    public let lastHour = LastHourCounts()
     private let runtimes = Mutex<[TenantID: TenantRuntime]>([:])
 
     public init(configuration: RouterConfiguration) {
@@ -142,6 +144,7 @@ public final class Router: Sendable {
     public func remove(tenant: TenantID) async {
         let old = runtimes.withLock { $0.removeValue(forKey: tenant) }
         circuits.retain(tenants: Set(tenantIDs))
+        lastHour.retain(tenants: Set(tenantIDs))
         await old?.shutdown()
     }
 
@@ -159,6 +162,7 @@ public final class Router: Sendable {
     public func detach(tenant: TenantID) -> TenantRuntime? {
         let old = runtimes.withLock { $0.removeValue(forKey: tenant) }
         circuits.retain(tenants: Set(tenantIDs))
+        lastHour.retain(tenants: Set(tenantIDs))
         return old
     }
 
@@ -195,7 +199,9 @@ public final class Router: Sendable {
             attempt += 1
             guard let runtime = runtime(for: tenant) else { throw PushError.unknownTenant(tenant.rawValue) }
             do {
-                return try await runtime.send(notification, environment: environment, deadline: deadline)
+                let result = try await runtime.send(notification, environment: environment, deadline: deadline)
+                lastHour.record(tenant, at: configuration.clock.date, failed: result.response.status != 200)
+                return result
             } catch let error as PushError where error.code == .shuttingDown && attempt < 3 {
                 // Swapped out between lookup and send: nothing was sent; use the new runtime.
                 continue
@@ -209,6 +215,11 @@ public final class Router: Sendable {
                         "herald.may-have-reached-apns": "\(error.mayHaveReachedAPNs)",
                     ])
                 continue
+            } catch is CancellationError {
+                throw CancellationError()
+            } catch {
+                lastHour.record(tenant, at: configuration.clock.date, failed: true)
+                throw error
             }
         }
     }

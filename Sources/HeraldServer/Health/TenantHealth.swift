@@ -21,6 +21,10 @@ public struct TenantHealth: Sendable, Hashable {
     public var lastAnswerAt: Date?
     /// The credential as loaded (never secret).
     public var credential: CredentialSummary?
+    /// Sends of the last hour (over every runtime of the tenant: a reload does not restart it).
+    public var sendsLastHour: Int = 0
+    /// Of those, the ones not answered 200 (a rejection, a local refusal, or no answer at all).
+    public var failuresLastHour: Int = 0
 }
 
 /// Reads ``TenantHealth`` from the router: each tenant's transport reports its own pools and
@@ -36,9 +40,11 @@ public final class TenantHealthRegistry: Sendable {
     public func health(of tenant: TenantID) -> TenantHealth? {
         guard let runtime = router.runtime(for: tenant) else { return nil }
         let status = runtime.transport.status
+        let lastHour = router.lastHour.totals(of: tenant, at: router.configuration.clock.date)
         return TenantHealth(
             poolState: status.state.rawValue, inFlight: status.inFlight + status.queued, answered: status.answered,
             errors: status.errors, lastError: status.lastError, lastErrorAt: status.lastErrorAt,
-            lastAnswerAt: status.lastAnswerAt, credential: (runtime.transport as? TenantTransport)?.credentialSummary)
+            lastAnswerAt: status.lastAnswerAt, credential: (runtime.transport as? TenantTransport)?.credentialSummary,
+            sendsLastHour: lastHour.sends, failuresLastHour: lastHour.failures)
     }
 }

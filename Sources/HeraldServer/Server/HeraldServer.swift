@@ -152,6 +152,8 @@ public final class HeraldServer: Sendable {
     public let outbox: WebhookOutbox
     /// Certificate expiry and key age per tenant (gauges, warnings, the tenant's webhook).
     public let credentialHealth: CredentialHealthMonitor
+    /// The operator console (`/console`).
+    let console: Console
 
     private init(
         options: HeraldServerOptions, router: Herald.Router,
@@ -159,7 +161,7 @@ public final class HeraldServer: Sendable {
         runner: JobRunner, health: TenantHealthRegistry,
         reloader: ReloadCoordinator, sandbox: APNsSandbox?, loadedTenants: [TenantID], loadFailures: [TenantFailure], routes: APIRoutes,
         phase: ServerPhaseState, storeLock: StoreLock?, outbox: WebhookOutbox, credentialHealth: CredentialHealthMonitor,
-        heartbeat: InstanceHeartbeat
+        heartbeat: InstanceHeartbeat, console: Console
     ) {
         self.options = options
         self.router = router
@@ -177,6 +179,7 @@ public final class HeraldServer: Sendable {
         self.outbox = outbox
         self.credentialHealth = credentialHealth
         self.heartbeat = heartbeat
+        self.console = console
     }
 
     /// Starts the sandbox (if enabled), opens the store and loads the tenants. Nothing listens
@@ -286,6 +289,20 @@ public final class HeraldServer: Sendable {
         let failures = report.failures.map { TenantFailure(file: $0.file, tenant: $0.tenant, message: $0.message) }
         logger.info("tenants loaded", metadata: ["herald.tenants": "\(report.added.count)", "herald.failed": "\(failures.count)"])
 
+        let pages: ConsolePages
+        do {
+            pages = try await ConsolePages.load()
+        } catch {
+            try? await sandbox?.shutdown()
+            await closeSharedStore()
+            throw HeraldServerError(message: "cannot load the console's templates: \(error)")
+        }
+        let console = Console(
+            router: router, health: health, reloader: reloader, store: sharedStore, adminToken: AdminToken(options.adminToken),
+            sessions: ConsoleSessions(now: { [clock = router.configuration.clock] in clock.now }),
+            pages: pages, lifecycle: ReloadCoordinatorLifecycle(reloader: reloader), logger: logger,
+            maxFormBytes: reloadConfiguration.maximumUploadBytes * 2 + 64 * 1024)
+
         let runner = JobRunner(router: router, store: sharedStore, configuration: options.jobs, logger: logger)
         let heartbeat = InstanceHeartbeat(
             registry: sharedStore, instance: InstanceHeartbeat.record(for: options.jobs, startedAt: router.configuration.clock.date),
@@ -340,7 +357,7 @@ public final class HeraldServer: Sendable {
             options: options, router: router, sharedStore: sharedStore,
             closeSharedStore: closeSharedStore, runner: runner, health: health, reloader: reloader, sandbox: sandbox,
             loadedTenants: report.added, loadFailures: failures, routes: routes, phase: phase, storeLock: storeLock,
-            outbox: outbox, credentialHealth: credentialHealth, heartbeat: heartbeat)
+            outbox: outbox, credentialHealth: credentialHealth, heartbeat: heartbeat, console: console)
     }
 
     /// Opens the shared PostgreSQL store (`storage.postgres`), migrated under an advisory lock.
@@ -366,7 +383,9 @@ public final class HeraldServer: Sendable {
 
     /// The Hummingbird router of the API (every route of ``APIEndpoint``).
     public func makeRouter() -> Hummingbird.Router<HeraldRequestContext> {
-        routes.makeRouter()
+        let router = routes.makeRouter()
+        console.addRoutes(to: router)
+        return router
     }
 
     /// The services of the server, in start order (they stop in the reverse order).

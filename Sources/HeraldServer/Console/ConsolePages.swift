@@ -1,0 +1,211 @@
+import Foundation
+import HTTPTypes
+import Hummingbird
+import Mustache
+import NIOCore
+
+/// The console's templates (`Resources/console/*.mustache`, rendered with swift-mustache, which
+/// HTML-escapes every `{{value}}`) and its stylesheet, loaded once at start.
+struct ConsolePages: Sendable {
+    let library: MustacheLibrary
+    let stylesheet: [UInt8]
+
+    /// The templates shipped with Herald.
+    static func load() async throws -> ConsolePages {
+        guard let directory = Bundle.module.url(forResource: "console", withExtension: nil) else {
+            throw ConsoleError(status: .internalServerError, message: "the console's templates are missing from the build")
+        }
+        let library = try await MustacheLibrary(directory: directory.path)
+        let css = (try? Data(contentsOf: directory.appendingPathComponent("console.css"))).map { Array($0) } ?? []
+        return ConsolePages(library: library, stylesheet: css)
+    }
+
+    /// An HTML page; never cached, never framed, no script, forms posted only to the console.
+    func render(_ template: String, _ model: Any, status: HTTPResponse.Status = .ok) -> Response {
+        let html = library.render(model, withTemplate: template) ?? "<!doctype html><title>Herald console</title><p>page unavailable</p>"
+        var headers = HTTPFields()
+        headers[.contentType] = "text/html; charset=utf-8"
+        Self.addSecurityHeaders(&headers)
+        return Response(status: status, headers: headers, body: ResponseBody(byteBuffer: ByteBuffer(string: html)))
+    }
+
+    func css() -> Response {
+        var headers = HTTPFields()
+        headers[.contentType] = "text/css; charset=utf-8"
+        headers[.cacheControl] = "max-age=300"
+        return Response(status: .ok, headers: headers, body: ResponseBody(byteBuffer: ByteBuffer(bytes: stylesheet)))
+    }
+
+    static func addSecurityHeaders(_ headers: inout HTTPFields) {
+        headers[.cacheControl] = "no-store"
+        headers[.contentSecurityPolicy] =
+            "default-src 'none'; style-src 'self'; img-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'"
+        headers[HTTPField.Name("X-Frame-Options")!] = "DENY"
+        headers[HTTPField.Name("X-Content-Type-Options")!] = "nosniff"
+        // Not `no-referrer`: with it, browsers send `Origin: null` on the console's own form posts,
+        // which the Origin check refuses. `same-origin` sends no referrer to any other site.
+        headers[HTTPField.Name("Referrer-Policy")!] = "same-origin"
+    }
+
+    /// 303 See Other to `location` (after a form was handled).
+    static func redirect(_ location: String) -> Response {
+        var headers = HTTPFields()
+        headers[.location] = location
+        addSecurityHeaders(&headers)
+        return Response(status: .seeOther, headers: headers)
+    }
+}
+
+// MARK: Page models (what the templates read; every string is escaped when rendered)
+
+// Every page has `title`, `csrf` (the session's CSRF token, shown in every form; nil on the
+// login page, which then shows no navigation), `notice` and `error`: what `head.mustache` reads.
+
+struct LoginPage {
+    var title = "Log in"
+    var csrf: String? = nil
+    var notice: String? = nil
+    var error: String?
+    /// The login form's own CSRF token (a double-submitted cookie: there is no session yet).
+    var loginCSRF: String
+}
+
+struct TenantsPage {
+    struct Row {
+        var id: String
+        /// ok, warning (expiring credential, recent failures) or failing (last reload failed, pool errors).
+        var health: String
+        var auth: String
+        var credential: String
+        var pool: String
+        var lastError: String?
+        var sends: Int
+        var failures: Int
+    }
+    struct Failure {
+        var file: String
+        var message: String
+    }
+    var title = "Tenants"
+    var csrf: String?
+    var notice: String?
+    var error: String?
+    var tenants: [Row]
+    var failures: [Failure]
+    /// Stored, not computed: templates see stored properties only (through Mirror).
+    var hasFailures: Bool
+}
+
+struct TenantPage {
+    struct Endpoint {
+        var environment: String
+        var url: String
+        var isDefault: Bool
+    }
+    struct APIKey {
+        var name: String
+        var tenantID: String
+    }
+    struct JobRow {
+        var id: String
+        var state: String
+        var created: String
+        var items: Int
+        var sent: Int
+        var failed: Int
+        var pending: Int
+        var percent: Int
+    }
+    struct InvalidToken {
+        var token: String
+        var topic: String
+        var environment: String
+        var reason: String
+        var recorded: String
+    }
+    struct SendResult {
+        var status: Int
+        var reason: String?
+        var apnsID: String
+        var environment: String
+        var attempts: Int
+    }
+    struct NewKey {
+        var name: String
+        var key: String
+    }
+    /// The settings form, filled with what runs (or with what was typed, when it was refused).
+    struct Edit {
+        var topics: String
+        var production: String
+        var development: String
+        var developmentIsDefault: Bool
+        var caFile: String
+        var connections: String
+        var maxQueued: String
+        var plugins: String
+    }
+    struct Tenant {
+        var id: String
+        var file: String
+        var teamID: String
+        var auth: String
+        var isToken: Bool
+        var keyID: String
+        var credential: String
+        var topics: [String]
+        var endpoints: [Endpoint]
+        var defaultEnvironment: String
+        var pool: String
+        var plugins: [String]
+        var delivery: String
+        var lastError: String?
+        var sends: Int
+        var failures: Int
+        var apiKeys: [APIKey]
+        var jobs: [JobRow]
+        var invalidTokens: [InvalidToken]
+        var sendResult: SendResult?
+        var newKey: NewKey?
+        var edit: Edit
+    }
+    var title: String
+    var csrf: String?
+    var notice: String?
+    var error: String?
+    var tenant: Tenant
+}
+
+struct OnboardPage {
+    /// What was typed, shown again when the form is refused (never the uploaded files).
+    struct Form {
+        var id = ""
+        var teamID = ""
+        var topics = ""
+        var production = ""
+        var development = ""
+        var caFile = ""
+        var plugins = ""
+        var keyID = ""
+        var apiKeyName = "default"
+    }
+    struct Created {
+        var tenant: String
+        var name: String
+        var key: String
+    }
+    var title = "Onboard a tenant"
+    var csrf: String?
+    var notice: String?
+    var error: String?
+    var form = Form()
+    var created: Created?
+}
+
+/// A page with only a message (not found, refused).
+struct MessagePage {
+    var title: String
+    var csrf: String?
+    var notice: String?
+    var error: String?
+}

@@ -1,0 +1,211 @@
+#!/usr/bin/python3
+"""The operator console in a real browser (chromium headless through chromium-driver).
+
+Run by scripts/console-browser.sh, which starts `herald serve` with its sandbox and sets:
+CONSOLE_URL, ADMIN_TOKEN, UPLOADS (the .p8 files to upload), SHOTS (where screenshots go),
+SANDBOX_PORT, TENANTS_DIR, DEVICE (a device token the sandbox accepts).
+
+Every step waits on a condition (bounded), never on time; a failed step saves a screenshot
+named after it and the test exits 1.
+"""
+import os
+import sys
+import traceback
+
+from selenium import webdriver
+from selenium.webdriver.chrome.service import Service
+from selenium.webdriver.common.by import By
+from selenium.webdriver.support import expected_conditions as EC
+from selenium.webdriver.support.ui import WebDriverWait
+
+BASE = os.environ["CONSOLE_URL"]
+TOKEN = os.environ["ADMIN_TOKEN"]
+UPLOADS = os.environ["UPLOADS"]
+SHOTS = os.environ["SHOTS"]
+SANDBOX = "https://localhost:%s" % os.environ["SANDBOX_PORT"]
+TENANTS_DIR = os.environ["TENANTS_DIR"]
+DEVICE = os.environ["DEVICE"]
+CA_FILE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "config", "sandbox", "demo-ca.pem")
+TENANT = "browser-shop"
+WAIT = 60  # seconds, generous: a loaded 2-core machine
+
+
+def browser():
+    options = webdriver.ChromeOptions()
+    options.binary_location = "/usr/bin/chromium"
+    for flag in ("--headless=new", "--no-sandbox", "--disable-dev-shm-usage", "--disable-gpu",
+                 "--window-size=1280,1100", "--user-data-dir=%s/chromium-profile" % UPLOADS):
+        options.add_argument(flag)
+    return webdriver.Chrome(service=Service("/usr/bin/chromedriver"), options=options)
+
+
+class Console:
+    def __init__(self, driver):
+        self.driver = driver
+        self.step = "start"
+
+    def shot(self, name):
+        path = os.path.join(SHOTS, "%s.png" % name)
+        # The whole page, from its top: as tall as its content.
+        self.driver.execute_script("window.scrollTo(0, 0)")
+        height = self.driver.execute_script("return document.documentElement.scrollHeight")
+        self.driver.set_window_size(1280, max(700, min(int(height) + 160, 4000)))
+        self.driver.save_screenshot(path)
+        print("   screenshot", path)
+
+    def wait_for(self, by, value):
+        return WebDriverWait(self.driver, WAIT).until(EC.presence_of_element_located((by, value)))
+
+    def wait_text(self, by, value, text):
+        WebDriverWait(self.driver, WAIT).until(EC.text_to_be_present_in_element((by, value), text))
+        return self.driver.find_element(by, value).text
+
+    def go(self, path):
+        self.driver.get(BASE + path)
+
+    def fill(self, element_id, value):
+        field = self.driver.find_element(By.ID, element_id)
+        field.clear()
+        field.send_keys(value)
+
+    def run(self, name, body):
+        self.step = name
+        print("== " + name)
+        body()
+
+
+def main():
+    os.makedirs(SHOTS, exist_ok=True)
+    driver = browser()
+    console = Console(driver)
+    try:
+        steps(console)
+    except Exception:
+        traceback.print_exc()
+        try:
+            console.shot("failed-" + console.step)
+            print("-- page at failure:", driver.current_url)
+            print(driver.page_source[:4000])
+        except Exception:
+            pass
+        driver.quit()
+        print("FAILED at step: " + console.step)
+        return 1
+    driver.quit()
+    print("PASSED: every console step")
+    return 0
+
+
+def steps(c):
+    d = c.driver
+
+    def wrong_token():
+        c.go("/console/tenants")
+        c.wait_for(By.ID, "token")  # no session: the login page
+        c.fill("token", TOKEN + "-wrong")
+        d.find_element(By.ID, "login").click()
+        c.wait_text(By.ID, "error", "The admin token is wrong")
+        c.shot("01-login-refused")
+        c.go("/console/tenants")
+        c.wait_for(By.ID, "token")
+        assert "/console/login" in d.current_url, d.current_url
+        assert not d.find_elements(By.ID, "tenants"), "the tenants page showed without a login"
+
+    def login():
+        c.go("/console/login")
+        c.wait_for(By.ID, "token")
+        c.shot("02-login")
+        c.fill("token", TOKEN)
+        d.find_element(By.ID, "login").click()
+        c.wait_for(By.ID, "tenants")
+        c.wait_text(By.ID, "tenants", "demo-token")
+        cookie = d.get_cookie("herald_console")
+        assert cookie and cookie.get("httpOnly") and cookie.get("sameSite") == "Strict", cookie
+        c.shot("03-tenants")
+
+    def onboard():
+        c.go("/console/onboard")
+        c.wait_for(By.ID, "onboard-form")
+        c.fill("id", TENANT)
+        c.fill("team_id", "DEMOTEAM01")
+        c.fill("topics", "com.example.herald.demo")
+        c.fill("development", SANDBOX)
+        c.fill("production", SANDBOX)
+        c.fill("key_id", "DEMOKEY001")
+        d.find_element(By.ID, "key_file").send_keys(os.path.join(UPLOADS, "AuthKey_DEMOKEY001.p8"))
+        c.fill("ca_file", os.path.abspath(CA_FILE))
+        c.fill("key_name", "backend")
+        c.shot("04-onboard-form")
+        d.find_element(By.ID, "onboard").click()
+        key = c.wait_for(By.ID, "new-key-value").text
+        assert key.startswith("hk_"), key
+        c.shot("05-onboarded-key-shown-once")
+        assert os.path.exists(os.path.join(TENANTS_DIR, TENANT + ".yaml")), "no tenant file written"
+        d.find_element(By.ID, "open-tenant").click()
+        c.wait_for(By.ID, "test-form")
+        assert "backend" in d.find_element(By.ID, "api-keys").text
+
+    def send_test(shot):
+        def body():
+            c.go("/console/tenants/" + TENANT)
+            c.wait_for(By.ID, "test-form")
+            c.fill("device_token", DEVICE)
+            d.find_element(By.ID, "send").click()
+            status = c.wait_for(By.ID, "send-status").text
+            assert status == "200", "APNs answered %s" % status
+            c.shot(shot)
+        return body
+
+    def rotate():
+        c.go("/console/tenants/" + TENANT)
+        c.wait_for(By.ID, "rotate-form")
+        c.fill("rotate_key_id", "DEMOKEY002")
+        d.find_element(By.ID, "rotate_key").send_keys(os.path.join(UPLOADS, "AuthKey_DEMOKEY002.p8"))
+        d.find_element(By.ID, "revoke").click()
+        d.find_element(By.ID, "rotate").click()
+        c.wait_text(By.ID, "notice", "The credential was replaced")
+        assert "DEMOKEY002" in d.find_element(By.ID, "credential").text
+        c.shot("07-rotated")
+
+    def change_settings():
+        c.go("/console/tenants/" + TENANT)
+        c.wait_for(By.ID, "edit-form")
+        c.fill("edit_topics", "com.example.herald.demo\ncom.example.herald.demo.voip")
+        c.fill("edit_connections", "3")
+        d.find_element(By.ID, "save-settings").click()
+        c.wait_text(By.ID, "notice", "validated, written and applied")
+        assert "3 connection(s)" in d.page_source, "the pool setting did not apply"
+        with open(os.path.join(TENANTS_DIR, TENANT + ".yaml")) as f:
+            assert "com.example.herald.demo.voip" in f.read(), "the topic was not written"
+
+    def delete():
+        c.go("/console/tenants/" + TENANT)
+        c.wait_for(By.ID, "delete-form")
+        c.fill("confirm", TENANT)
+        c.shot("09-tenant-page")
+        d.find_element(By.ID, "delete").click()
+        c.wait_text(By.ID, "notice", "deleted")
+        assert TENANT not in d.find_element(By.ID, "tenants").text
+        assert not os.path.exists(os.path.join(TENANTS_DIR, TENANT + ".yaml")), "the tenant file is still there"
+        c.shot("10-deleted")
+
+    def logout():
+        d.find_element(By.ID, "logout").click()
+        c.wait_for(By.ID, "token")
+        c.go("/console/tenants")
+        c.wait_for(By.ID, "token")
+        assert "/console/login" in d.current_url
+
+    c.run("wrong admin token stays out", wrong_token)
+    c.run("log in", login)
+    c.run("onboard a token tenant with a .p8", onboard)
+    c.run("send a test notification", send_test("06-test-notification-200"))
+    c.run("rotate the key", rotate)
+    c.run("send with the new key", send_test("08-test-notification-after-rotation"))
+    c.run("change its settings", change_settings)
+    c.run("delete the tenant", delete)
+    c.run("log out", logout)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
