@@ -109,6 +109,10 @@ struct LifecycleAPITests {
                 (Self.createBody(world, keyID: "short"), "credential.key_id"),
                 (Self.createBody(world, topics: #"["com.initech.app", "has space"]"#), "topics[1]"),
                 (Self.createBody(world, topics: "[]"), "topics"),
+                // JSON scalars that would read back from the YAML file as the topics "false" and "7".
+                (Self.createBody(world, topics: #"["com.initech.app", false]"#), "topics[1]"),
+                (Self.createBody(world, topics: "[7]"), "topics[0]"),
+                (Self.createBody(world, topics: #""com.initech.app""#), "topics"),
                 (Self.createBody(world, extra: #", "pool": {"connections": 0}"#), "pool.connections"),
                 (Self.createBody(world, extra: #", "pool": {"connections": 1e400}"#), "pool.connections"),
                 (Self.createBody(world, extra: #", "plugins": [{"name": "no-such-plugin"}]"#), "plugins"),
@@ -177,6 +181,10 @@ struct LifecycleAPITests {
             let bad = try await client.request(.patch, "/admin/tenants/acme", key: Self.admin, json: #"{"pool": {"connections": -1}}"#)
             #expect(bad.status == 422, "\(bad.text)")
             #expect(bad.errorField == "pool.connections")
+            #expect(try String(contentsOfFile: file, encoding: .utf8) == written)
+            let notAString = try await client.request(.patch, "/admin/tenants/acme", key: Self.admin, json: #"{"topics": [false]}"#)
+            #expect(notAString.status == 422, "\(notAString.text)")
+            #expect(notAString.errorField == "topics[0]")
             #expect(try String(contentsOfFile: file, encoding: .utf8) == written)
             #expect(try await client.request(.patch, "/admin/tenants/acme", key: Self.admin, json: #"{"team_id": "X"}"#).status == 422)
             #expect(try await client.request(.patch, "/admin/tenants/acme", key: Self.admin, json: "{}").status == 422)

@@ -59,7 +59,7 @@ struct AdminLifecycleHandlers: Sendable {
             let keyName = try reader.string("api_key_name") ?? "default"
             try Self.checkKeyName(keyName, field: "api_key_name")
             var sections: [(String, JSONValue)] = []
-            try Self.checkTopicCount(reader)
+            try Self.checkTopics(reader)
             for name in Self.createSections {
                 if let value = try reader.json(name) { sections.append((name, value)) }
             }
@@ -103,7 +103,7 @@ struct AdminLifecycleHandlers: Sendable {
         do throws(APIError) {
             let body = try await RequestBodies.json(request, limit: 64 * 1024)
             let reader = try JSONObjectReader(body.root, path: "", allowed: Self.updateMembers)
-            try Self.checkTopicCount(reader)
+            try Self.checkTopics(reader)
             for name in Self.updateMembers {
                 guard let value = try reader.json(name) else { continue }
                 // null: back to the default (the section is taken out of the file).
@@ -225,9 +225,25 @@ struct AdminLifecycleHandlers: Sendable {
         }
     }
 
-    private static func checkTopicCount(_ reader: JSONObjectReader) throws(APIError) {
-        if let topics = reader["topics"], case .array(let items) = topics.value, items.count > maximumTopics {
-            throw APIError.invalidField("topics", "lists \(items.count) topics; a tenant may have at most \(maximumTopics)")
+    /// `topics`: an array of at most ``maximumTopics`` strings. Checked here because the section
+    /// goes into the tenant file as YAML, where a JSON `false` or `7` would read back as the topic
+    /// "false" or "7".
+    private static func checkTopics(_ reader: JSONObjectReader) throws(APIError) {
+        guard let topics = reader["topics"] else { return }
+        switch topics.value {
+        case .null:
+            return  // PATCH: refused by the lifecycle (topics are required), naming the field
+        case .array(let items):
+            if items.count > maximumTopics {
+                throw APIError.invalidField("topics", "lists \(items.count) topics; a tenant may have at most \(maximumTopics)")
+            }
+            for (index, item) in items.enumerated() {
+                guard case .string = item.value else {
+                    throw APIError.invalidField("topics[\(index)]", "must be a string (a bundle ID such as com.example.app)")
+                }
+            }
+        default:
+            throw APIError.invalidField("topics", "must be an array of topic strings")
         }
     }
 
