@@ -65,6 +65,10 @@ public protocol PushStore: Sendable {
     func renewLeases(tenant: TenantID, job: JobID, claimant: String, leaseUntil: Date) async throws -> Int
     /// Records an item's outcome if it has none yet; otherwise keeps the stored one.
     func recordResult(tenant: TenantID, job: JobID, index: Int, result: JobItemResult) async throws -> RecordOutcome
+    /// ``recordResult(tenant:job:index:result:)`` without reading the item back: the job
+    /// runner's hot path, which needs only to know that the outcome is durable.
+    /// - Returns: true when this outcome was recorded; false when the item already had one (kept).
+    func recordOutcome(tenant: TenantID, job: JobID, index: Int, result: JobItemResult) async throws -> Bool
     /// Puts an item without an outcome back to wait for its next attempt (state `retrying`,
     /// unleased): a claim returns it only once `retry.nextAttemptAt` has come.
     /// - Returns: false when the item already has an outcome (nothing is changed).
@@ -85,6 +89,12 @@ public protocol PushStore: Sendable {
 }
 
 extension PushStore {
+    /// A store with no lighter path records the outcome and drops the item it reads back.
+    public func recordOutcome(tenant: TenantID, job: JobID, index: Int, result: JobItemResult) async throws -> Bool {
+        if case .recorded = try await recordResult(tenant: tenant, job: job, index: index, result: result) { return true }
+        return false
+    }
+
     /// Stores a job with no limit checked.
     public func createJob(
         tenant: TenantID, id: JobID, environment: APNsEnvironment?, notifications: [HeraldCore.Notification],

@@ -255,6 +255,7 @@ public final class SQLitePushStore: PushStore {
         values.reserveCapacity(2 + 9 * itemsPerInsert)
         var payloadCount = 0
         var lastPayload: [UInt8]? = nil
+        var ids = NotificationIDGenerator()
         var start = 0
         while start < notifications.count {
             let end = min(start + itemsPerInsert, notifications.count)
@@ -284,7 +285,7 @@ public final class SQLitePushStore: PushStore {
                 values.append(notification.priority.map { Int($0.rawValue) }.databaseValue)
                 values.append(expiration.databaseValue)
                 values.append(notification.collapseID.databaseValue)
-                values.append((notification.id ?? NotificationID.random()).rawValue.databaseValue)
+                values.append((notification.id ?? ids.nextID()).rawValue.databaseValue)
                 values.append(payloadCount.databaseValue)
             }
             let rows = end - start
@@ -414,25 +415,22 @@ public final class SQLitePushStore: PushStore {
     {
         guard !indexes.isEmpty else { return [] }
         let atMillis = try Self.millis(at, field: "at")
-        // Integers only: the list is built from Swift `Int`s, never from input text.
-        let list = Set(indexes).map(String.init).joined(separator: ",")
+        // One cached statement whatever the count: the indexes travel as one JSON array bind
+        // (integers only, built from Swift `Int`s), and RETURNING names the rows it marked.
+        let list = "[" + Set(indexes).map(String.init).joined(separator: ",") + "]"
         return try await pool.write { db in
-            let marked = try Int.fetchSet(
-                db,
-                sql: """
-                    SELECT idx FROM job_item
-                    WHERE tenant = ? AND job_id = ? AND idx IN (\(list)) AND state IN ('pending', 'retrying')
-                      AND claimant = ?
-                    """,
-                arguments: [tenant.rawValue, job.rawValue, claimant])
-            guard !marked.isEmpty else { return [] }
-            let markedList = marked.map(String.init).joined(separator: ",")
-            try db.execute(
-                sql: "UPDATE job_item SET wire_at_ms = ? WHERE tenant = ? AND job_id = ? AND idx IN (\(markedList))",
-                arguments: [atMillis, tenant.rawValue, job.rawValue])
-            return marked
+            try Int.fetchSet(
+                db.cachedStatement(sql: Self.markOnWireSQL),
+                arguments: [atMillis, tenant.rawValue, job.rawValue, list, claimant])
         }
     }
+
+    static let markOnWireSQL = """
+        UPDATE job_item SET wire_at_ms = ?
+        WHERE tenant = ? AND job_id = ? AND idx IN (SELECT value FROM json_each(?))
+          AND state IN ('pending', 'retrying') AND claimant = ?
+        RETURNING idx
+        """
 
     public func nextAttempt(tenant: TenantID, job: JobID) async throws -> Date? {
         try await pool.read { db in

@@ -40,31 +40,12 @@ extension APIContext {
     // MARK: POST /v1/notifications/batch
 
     func sendBatch(_ request: Request, tenant: TenantConfiguration) async throws -> Response {
-        let (body, root) = try await jsonBody(request, limit: settings.api.maxBatchBodyBytes)
-        let reader = try JSONObjectReader(root, path: "", allowed: Self.batchFields)
-        let environment = try NotificationDecoding.environment(reader)
-        if let environment, tenant.endpoints.endpoint(for: environment) == nil {
-            throw APIError.push(.environmentUnavailable(environment, tenant: tenant.id))
-        }
-        var jobID = JobID.random()
-        if let raw = try reader.string("job_id") {
-            do {
-                jobID = try JobID(raw)
-            } catch {
-                throw APIError.invalidField("job_id", error.description)
-            }
-        }
-        let notifications: [HeraldCore.Notification]
-        switch (reader["notification"], reader.has("notifications")) {
-        case (let template?, false):
-            notifications = try templateBatch(reader, template: template, body: body, tenant: tenant, environment: environment)
-        case (nil, true):
-            notifications = try listBatch(reader, body: body, tenant: tenant, environment: environment)
-        case (_?, true):
-            throw APIError.invalidField("notifications", "give notification with device_tokens, or notifications, not both")
-        case (nil, false):
-            throw APIError.missingField("notification", "give notification with device_tokens, or a notifications list")
-        }
+        let contentType = request.headers[.contentType]
+        guard let contentType, Self.isJSON(contentType) else { throw APIError.unsupportedMediaType(contentType) }
+        let body = try await body(request, limit: settings.api.maxBatchBodyBytes)
+        // Parsing and checking 100,000 items is CPU work: off the cooperative pool.
+        let batch = try await batchDecoder.run(tenant: tenant.id) { try self.decodeBatch(body, tenant: tenant) }
+        let (jobID, environment, notifications) = (batch.jobID, batch.environment, batch.notifications)
 
         let creation: JobCreation
         do {
@@ -99,6 +80,48 @@ extension APIContext {
                 ("existing", .bool(creation == .existing(job))),
                 ("href", .string("/v1/jobs/\(job.id)")),
             ]), status: status, headers: headers)
+    }
+
+    /// A batch POST's body, parsed and checked: the job's id, environment and notifications.
+    struct DecodedBatch: Sendable {
+        var jobID: JobID
+        var environment: APNsEnvironment?
+        var notifications: [HeraldCore.Notification]
+    }
+
+    /// Parses and checks a batch body (run on the blocking pool: see ``BatchDecoder``).
+    func decodeBatch(_ body: [UInt8], tenant: TenantConfiguration) throws(APIError) -> DecodedBatch {
+        let root: JSONNode
+        do {
+            root = try StrictJSONParser.parse(body)
+        } catch {
+            throw APIError.malformedJSON(error)
+        }
+        let reader = try JSONObjectReader(root, path: "", allowed: Self.batchFields)
+        let environment = try NotificationDecoding.environment(reader)
+        if let environment, tenant.endpoints.endpoint(for: environment) == nil {
+            throw APIError.push(.environmentUnavailable(environment, tenant: tenant.id))
+        }
+        var jobID = JobID.random()
+        if let raw = try reader.string("job_id") {
+            do {
+                jobID = try JobID(raw)
+            } catch {
+                throw APIError.invalidField("job_id", error.description)
+            }
+        }
+        let notifications: [HeraldCore.Notification]
+        switch (reader["notification"], reader.has("notifications")) {
+        case (let template?, false):
+            notifications = try templateBatch(reader, template: template, body: body, tenant: tenant, environment: environment)
+        case (nil, true):
+            notifications = try listBatch(reader, body: body, tenant: tenant, environment: environment)
+        case (_?, true):
+            throw APIError.invalidField("notifications", "give notification with device_tokens, or notifications, not both")
+        case (nil, false):
+            throw APIError.missingField("notification", "give notification with device_tokens, or a notifications list")
+        }
+        return DecodedBatch(jobID: jobID, environment: environment, notifications: notifications)
     }
 
     /// The per-tenant job limits of `jobs:` (checked by the store in the job's own transaction).

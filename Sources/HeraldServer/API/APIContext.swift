@@ -53,6 +53,8 @@ final class APIContext: Sendable {
     let reloader: ReloadCoordinator
     /// The instances sharing the store (`GET /admin/instances`).
     let instances: InstanceDirectory
+    /// Batch bodies are decoded on the blocking pool, one at a time per tenant.
+    let batchDecoder = BatchDecoder()
 
     init(
         router: Herald.Router, store: any PushStore, reports: any JobReports, runner: JobRunner, health: TenantHealthRegistry,
