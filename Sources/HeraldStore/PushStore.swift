@@ -51,6 +51,13 @@ public protocol PushStore: Sendable {
     /// lease ended (claims are made in index order, so a claimant's own earlier claims come first).
     func claimPendingItems(tenant: TenantID, job: JobID, limit: Int, claimant: String, now: Date, leaseUntil: Date)
         async throws -> [JobItem]
+    /// ``claimPendingItems(tenant:job:limit:claimant:now:leaseUntil:)`` with a hint: the caller
+    /// needs no pending item below `fromIndex` (it claimed and finished them in this run), so the
+    /// store may start its search of pending items there. Due retries are claimed whatever their
+    /// index. A store may ignore the hint (the items below would be claimed as usual).
+    func claimPendingItems(
+        tenant: TenantID, job: JobID, limit: Int, claimant: String, now: Date, leaseUntil: Date, fromIndex: Int
+    ) async throws -> [JobItem]
     /// Takes back the leases on the job's pending items held by earlier instances of a runner:
     /// claimants named `claimantBase` or `claimantBase/<instance>`, other than `keeping`. Call it
     /// only while no other process uses the store (its claims would be taken).
@@ -89,6 +96,14 @@ public protocol PushStore: Sendable {
 }
 
 extension PushStore {
+    /// A store that takes no hint claims as usual.
+    public func claimPendingItems(
+        tenant: TenantID, job: JobID, limit: Int, claimant: String, now: Date, leaseUntil: Date, fromIndex: Int
+    ) async throws -> [JobItem] {
+        try await claimPendingItems(
+            tenant: tenant, job: job, limit: limit, claimant: claimant, now: now, leaseUntil: leaseUntil)
+    }
+
     /// A store with no lighter path records the outcome and drops the item it reads back.
     public func recordOutcome(tenant: TenantID, job: JobID, index: Int, result: JobItemResult) async throws -> Bool {
         if case .recorded = try await recordResult(tenant: tenant, job: job, index: index, result: result) { return true }

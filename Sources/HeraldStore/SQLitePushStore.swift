@@ -360,7 +360,7 @@ public final class SQLitePushStore: PushStore {
     /// 1 ms, inside the store's one write transaction.
     static let claimSQL = """
         SELECT idx FROM job_item INDEXED BY job_item_by_state
-        WHERE tenant = ? AND job_id = ? AND state = 'pending'
+        WHERE tenant = ? AND job_id = ? AND state = 'pending' AND idx >= ?
           AND (claimant = ? OR claimant IS NULL OR lease_until_ms IS NULL OR lease_until_ms <= ?)
         ORDER BY idx
         LIMIT ?
@@ -379,6 +379,13 @@ public final class SQLitePushStore: PushStore {
     public func claimPendingItems(
         tenant: TenantID, job: JobID, limit: Int, claimant: String, now: Date, leaseUntil: Date
     ) async throws -> [JobItem] {
+        try await claimPendingItems(
+            tenant: tenant, job: job, limit: limit, claimant: claimant, now: now, leaseUntil: leaseUntil, fromIndex: 0)
+    }
+
+    public func claimPendingItems(
+        tenant: TenantID, job: JobID, limit: Int, claimant: String, now: Date, leaseUntil: Date, fromIndex: Int
+    ) async throws -> [JobItem] {
         guard limit > 0 else { return [] }
         let nowMillis = try Self.millis(now, field: "now")
         let until = try Self.millis(leaseUntil, field: "lease_until")
@@ -389,7 +396,7 @@ public final class SQLitePushStore: PushStore {
             if rows.count < limit {
                 rows += try Row.fetchAll(
                     db.cachedStatement(sql: Self.claimSQL),
-                    arguments: [tenant.rawValue, job.rawValue, claimant, nowMillis, limit - rows.count])
+                    arguments: [tenant.rawValue, job.rawValue, max(0, fromIndex), claimant, nowMillis, limit - rows.count])
             }
             let indexes: [Int] = rows.map { $0["idx"] }
             guard !indexes.isEmpty else { return [] }

@@ -221,6 +221,43 @@ struct StoreContractTests {
         #expect(read.map(\.notification.payload) == listNotes.map(\.payload))
     }
 
+    @Test("a claim from an index skips pending items below it, never a due retry", arguments: StoreBackend.allCases)
+    func claimFromIndex(_ backend: StoreBackend) async throws {
+        try await backend.withStore(checkClaimFromIndex)
+    }
+
+    private func checkClaimFromIndex(_ store: any PushStore & JobReports) async throws {
+        let job = try JobID("cursor")
+        _ = try await store.createJob(
+            tenant: acme, id: job, environment: nil, notifications: (0..<10).map { _ in Fixtures.note() }, createdAt: t0)
+        let lease = t0.addingTimeInterval(60)
+        let first = try await store.claimPendingItems(
+            tenant: acme, job: job, limit: 3, claimant: "r/1", now: t0, leaseUntil: lease, fromIndex: 0)
+        #expect(first.map(\.index) == [0, 1, 2])
+        // Item 1 waits for a retry, due now; items 0 and 2 are done.
+        #expect(
+            try await store.deferItem(
+                tenant: acme, job: job, index: 1,
+                retry: JobItemRetry(attempts: 1, firstAttemptAt: t0, nextAttemptAt: t0, lastError: "InternalServerError")))
+        for index in [0, 2] {
+            #expect(
+                try await store.recordOutcome(
+                    tenant: acme, job: job, index: index,
+                    result: JobItemResult(state: .sent, status: 200, reason: nil, apnsID: nil, finishedAt: t0)))
+        }
+        #expect(
+            !(try await store.recordOutcome(
+                tenant: acme, job: job, index: 0,
+                result: JobItemResult(state: .failed, status: 400, reason: "BadDeviceToken", apnsID: nil, finishedAt: t0))),
+            "an outcome is recorded once")
+        let next = try await store.claimPendingItems(
+            tenant: acme, job: job, limit: 3, claimant: "r/1", now: t0, leaseUntil: lease, fromIndex: 6)
+        #expect(next.map(\.index) == [1, 6, 7], "the due retry first, then pending items from index 6")
+        let rest = try await store.claimPendingItems(
+            tenant: acme, job: job, limit: 10, claimant: "r/2", now: t0, leaseUntil: lease, fromIndex: 0)
+        #expect(rest.map(\.index) == [3, 4, 5, 8, 9], "without the hint, every unleased pending item")
+    }
+
     @Test(
         "outcomes recorded at once, twice for some items: each is recorded once, the first wins, the rest read it back",
         arguments: StoreBackend.allCases)
