@@ -44,6 +44,11 @@ sed -e "s#^  port: 2197#  port: $SANDBOX_PORT#" -e "s#: sandbox/#: $ROOT/config/
 grep -q "port: $SANDBOX_PORT" "$WORK/config/sandbox.yaml" || { echo "cannot set the sandbox port" >&2; exit 1; }
 demo_tenant demo-token "$SANDBOX_PORT" "$WORK/tenants"
 demo_tenant demo-cert "$SANDBOX_PORT" "$WORK/tenants"
+# The routes that change or delete one tenant run against `scratch` (schemathesis.toml pins the
+# path's id), a copy of the token tenant without API keys: a DELETE or PATCH learnt from
+# GET /admin/tenants must not take the demo tenant (and with it every /v1 case) out of the run.
+sed -e 's/^id: demo-token$/id: scratch/' -e '/^api_keys:/,$d' "$WORK/tenants/demo-token.yaml" > "$WORK/tenants/scratch.yaml"
+grep -q '^id: scratch$' "$WORK/tenants/scratch.yaml" || { echo "cannot make the scratch tenant" >&2; exit 1; }
 cat > "$WORK/config/herald.yaml" <<YAML
 tenants_dir: $WORK/tenants
 listen:
@@ -71,11 +76,13 @@ grep -q "$TENANT" "$WORK/serve.log" || { echo "the demo tenant did not load:" >&
 BASE="http://127.0.0.1:$API_PORT"
 echo "== herald serve on $BASE (sandbox on $SANDBOX_PORT); schemathesis $SCHEMATHESIS_VERSION, seed $SEED, $EXAMPLES examples per operation"
 
+# One worker by default: with two, hypothesis once crashed inside its own code ("AST constructor
+# recursion depth mismatch", CPython 3.11) in 1 of 6 runs; a flaky CI is worse than a slower one.
 status=0
 (cd "$WORK" && "$VENV/bin/schemathesis" --config-file "$ROOT/scripts/schemathesis.toml" run "$BASE/openapi.yaml" \
     --url "$BASE" -H "Authorization: Bearer $API_KEY" \
     --checks all --seed "$SEED" --max-examples "$EXAMPLES" \
-    --phases examples,coverage,fuzzing --workers 2 --request-timeout 30 \
+    --phases examples,coverage,fuzzing --workers "${SCHEMATHESIS_WORKERS:-1}" --request-timeout 30 \
     --report junit --report-dir "$WORK/report" --no-color) || status=$?
 
 if ! kill -0 "$SERVE_PID" 2>/dev/null; then

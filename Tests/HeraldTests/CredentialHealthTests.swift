@@ -1,7 +1,10 @@
 import APNsSandbox
+import Crypto
 import Foundation
 import Herald
 import HeraldCore
+import InMemoryLogging
+import Logging
 import MetricsTestKit
 import Synchronization
 import Testing
@@ -62,9 +65,15 @@ struct CredentialHealthTests {
 
         let metrics = TestMetrics()
         let notices = Notices()
+        let logs = InMemoryLogHandler()
         let monitor = CredentialHealthMonitor(
             router: router, clock: clock, metricsFactory: metrics, notifier: notices,
-            logger: .init(label: "herald.tests.health"))
+            logger: Logger(label: "herald.tests.health", factory: { _ in logs }))
+        /// The tenants warned about (`client certificate expires soon` / `has expired`), in order.
+        func warned() -> [String] {
+            logs.entries.filter { $0.level == .warning && "\($0.message)".hasPrefix("client certificate") }
+                .compactMap { $0.metadata["herald.tenant"].map { "\($0)" } }
+        }
 
         let first = await monitor.checkOnce()
         #expect(first.map(\.tenant.rawValue) == ["far", "later", "soon", "token"])
@@ -79,11 +88,14 @@ struct CredentialHealthTests {
         #expect(abs(age - 100 * 86_400) < 5)
         #expect(monitor.health(of: Fixtures.tenantID("token"))?.certificateNotAfter == nil)
 
-        // Only the certificate under 14 days is sent to the tenant, and once a day.
+        // Only the certificate under 14 days is sent to the tenant, and once a day; the log warns
+        // from 30 days (soon: 10, later: 20; far: 200 is not warned about), once a day too.
         #expect(notices.tenants == ["soon"])
+        #expect(warned().sorted() == ["later", "soon"])
         clock.advance(by: 3600)
         await monitor.checkOnce()
         #expect(notices.tenants == ["soon"])
+        #expect(warned().count == 2)
         #expect(
             try metrics.expectGauge("herald_credential_expiry_seconds", [("tenant", "soon")]).lastValue
                 == soonLeft - 3600)
@@ -92,6 +104,9 @@ struct CredentialHealthTests {
         clock.advance(by: 7 * 86_400)
         await monitor.checkOnce()
         #expect(notices.tenants.sorted() == ["later", "soon", "soon"])
+        #expect(warned().sorted() == ["later", "later", "soon", "soon"])
+        // No log line of the monitor carries key material.
+        #expect(!logs.entries.contains { "\($0.message) \($0.metadata)".contains("PRIVATE KEY") })
 
         // Expired: still reported (negative seconds), still noticed once a day.
         clock.advance(by: 5 * 86_400)
@@ -107,5 +122,52 @@ struct CredentialHealthTests {
         #expect(throws: (any Error).self) {
             try metrics.expectGauge("herald_credential_expiry_seconds", [("tenant", "soon")])
         }
+    }
+
+    final class RecordingQueue: WebhookQueue {
+        let queued = Mutex<[(WebhookRequest, TenantID)]>([])
+        func enqueue(_ request: WebhookRequest, tenant: TenantID, attempts: Int, initialBackoff: Duration) async throws {
+            queued.withLock { $0.append((request, tenant)) }
+        }
+    }
+
+    @Test("the 14-day notice goes to the tenant's feedback webhook, signed; tenants without one get nothing")
+    func feedbackWebhookNotice() async throws {
+        let now = Date()
+        let ca = try SandboxCertificateAuthority.generate()
+        var hooked = try Self.certificateTenant("hooked", ca: ca, expiresIn: 10 * 86_400, now: now)
+        hooked.plugins = [
+            PluginConfiguration(
+                name: "feedback",
+                options: .object([
+                    ("webhook", .string("https://hooks.example.com/herald")), ("secret", .string("env:HOOK_SECRET")),
+                ]),
+                location: SourceLocation(file: "tenants/hooked.yaml", line: 1, column: 1))
+        ]
+        let silent = try Self.certificateTenant("silent", ca: ca, expiresIn: 10 * 86_400, now: now)
+        let queue = RecordingQueue()
+        let notifier = FeedbackWebhookExpiryNotifier(
+            queue: queue, environment: ["HOOK_SECRET": "s3cret-value-of-32-bytes-or-more"], logger: .init(label: "herald.tests.health"))
+        let health = CredentialHealth(
+            tenant: hooked.id, kind: .certificate, certificateNotAfter: now.addingTimeInterval(10 * 86_400), checkedAt: now)
+        await notifier.certificateExpiring(health, tenant: hooked, now: now)
+        await notifier.certificateExpiring(health, tenant: silent, now: now)
+
+        let queued = queue.queued.withLock { $0 }
+        #expect(queued.count == 1)
+        let (request, tenant) = try #require(queued.first)
+        #expect(tenant == hooked.id)
+        #expect(request.url == "https://hooks.example.com/herald")
+        #expect(request.headers["X-Herald-Event"] == "credential.expiring")
+        let body = try #require(try JSONSerialization.jsonObject(with: Data(request.body)) as? [String: Any])
+        #expect(body["event"] as? String == "credential.expiring")
+        #expect(body["tenant"] as? String == "hooked")
+        #expect(body["days_left"] as? Int == 9 || body["days_left"] as? Int == 10)
+        // Signed with the webhook's secret over "<timestamp>.<body>"; the secret itself is not sent.
+        let timestamp = try #require(request.headers["X-Herald-Timestamp"])
+        let expected = HMAC<SHA256>.authenticationCode(
+            for: Array(timestamp.utf8) + [UInt8(ascii: ".")] + request.body, using: SymmetricKey(data: Array("s3cret-value-of-32-bytes-or-more".utf8)))
+        #expect(request.headers["X-Herald-Signature"] == "sha256=" + expected.map { String(format: "%02x", $0) }.joined())
+        #expect(!String(decoding: request.body, as: UTF8.self).contains("s3cret-value-of-32-bytes-or-more"))
     }
 }

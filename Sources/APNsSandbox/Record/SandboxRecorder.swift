@@ -57,6 +57,7 @@ final class SandboxRecorder: Sendable {
     func oversizedHeaders() { state.withLock { $0.counters.oversizedHeaders += 1 } }
     func goawaySent() { state.withLock { $0.counters.goawaysSent += 1 } }
     func connectionDropped() { state.withLock { $0.counters.connectionsDropped += 1 } }
+    func heldForLatency() { state.withLock { $0.counters.heldForLatency += 1 } }
     func priorityFrame() { state.withLock { $0.audit.priorityFrames += 1 } }
     func headersWithPriority() { state.withLock { $0.audit.headersWithPriority += 1 } }
     func streamAboveLimit() { state.withLock { $0.audit.streamsAboveLimit += 1 } }
