@@ -154,6 +154,7 @@ let package = Package(
                 "Herald", "HeraldCore", "HeraldConfig", "HeraldStore", "HeraldPostgres", "HeraldAPNs", "APNsSandbox",
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "HummingbirdCore", package: "hummingbird"),
+                .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
                 .product(name: "UnixSignals", package: "swift-service-lifecycle"),
                 .product(name: "Prometheus", package: "swift-prometheus"),

@@ -38,10 +38,10 @@ echo "== herald $HERALD, cores $(nproc), load average $(cut -d' ' -f1-3 /proc/lo
 start_sandbox "$WORK/transport-sandbox.log" --log-level warning
 demo_tenant demo-token "$SANDBOX_PORT" "$WORK/transport-tenants"
 transport=$(timeout 600 "$HERALD" bench --tenants "$WORK/transport-tenants" --tenant demo-token --count "$BATCH" \
-    --connections "$TRANSPORT_CONNECTIONS" --concurrency "$JOB_CONCURRENCY" --json 2>&1 | tail -n1)
+    --connections "$TRANSPORT_CONNECTIONS" --concurrency "$JOB_CONCURRENCY" --through transport --json 2>&1 | tail -n1)
 TRANSPORT_RATE=$(python3 -c 'import json,sys; f=json.loads(sys.argv[1]); print("%.0f" % (f["notifications_per_second"] if f["failed"] == 0 else 0))' "$transport" 2>/dev/null || echo 0)
 kill "${PIDS[@]}" 2>/dev/null || true; wait "${PIDS[@]}" 2>/dev/null || true; PIDS=()
-echo "   transport: herald bench --count $BATCH --connections $TRANSPORT_CONNECTIONS --concurrency $JOB_CONCURRENCY: $TRANSPORT_RATE notifications/s"
+echo "   transport: herald bench --count $BATCH --connections $TRANSPORT_CONNECTIONS --concurrency $JOB_CONCURRENCY --through transport: $TRANSPORT_RATE notifications/s"
 
 python3 - "$BATCH" "$DEMO_TOPIC" > "$WORK/batch.json" <<'PY'
 import json, sys

@@ -152,6 +152,25 @@ extension PostgresPushStore {
                 "CREATE INDEX webhook_outbox_due ON webhook_outbox (next_attempt_ms, id)",
                 "CREATE INDEX webhook_outbox_by_tenant ON webhook_outbox (tenant)",
             ]),
+        // A batch's payloads stored once per run of equal payloads, as the SQLite store has done
+        // since its v3: a template batch of 100,000 tokens holds one `job_payload` row, not
+        // 100,000 copies. Items of older jobs keep their own `payload` (`payload_ref` NULL); new
+        // items store an empty one there. Deleting a job deletes its payloads (cascade).
+        Migration(
+            name: "v8-shared-payloads",
+            statements: [
+                """
+                CREATE TABLE job_payload (
+                    tenant TEXT NOT NULL,
+                    job_id TEXT NOT NULL,
+                    id INTEGER NOT NULL,
+                    payload BYTEA NOT NULL,
+                    PRIMARY KEY (tenant, job_id, id),
+                    FOREIGN KEY (tenant, job_id) REFERENCES job (tenant, id) ON DELETE CASCADE
+                )
+                """,
+                "ALTER TABLE job_item ADD COLUMN payload_ref INTEGER",
+            ]),
     ]
 
     /// Applies the migrations not applied yet (up to and including `lastMigration`; all when nil),

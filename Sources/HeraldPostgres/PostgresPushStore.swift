@@ -86,12 +86,17 @@ public final class PostgresPushStore: PushStore, JobReports {
     let client: PostgresClient
     let logger: Logger
     private let runner: Task<Void, Never>
+    /// Outcomes recorded together (``recordResult(tenant:job:index:result:)``).
+    let resultCommits: GroupCommit<ResultWrite, ResultAnswer>
 
     private init(configuration: Configuration, client: PostgresClient, logger: Logger, runner: Task<Void, Never>) {
         self.configuration = configuration
         self.client = client
         self.logger = logger
         self.runner = runner
+        self.resultCommits = GroupCommit(maxBatch: Self.resultsPerWrite) { batch in
+            await Self.writeResults(batch, client: client, logger: logger)
+        }
     }
 
     /// Connects the pool and brings the schema up to date (under an advisory lock, so instances
@@ -284,10 +289,16 @@ public final class PostgresPushStore: PushStore, JobReports {
                 return .existing(existing)
             }
             var start = 0
+            var payloads = PayloadRuns()
             while start < notifications.count {
                 let end = min(start + Self.insertChunk, notifications.count)
+                let chunk = notifications[start..<end]
+                let refs = payloads.add(chunk)
+                if let insert = Self.insertPayloads(tenant: tenant, job: id, payloads.takeNew()) {
+                    try await connection.query(insert, logger: logger)
+                }
                 try await connection.query(
-                    Self.insertItems(tenant: tenant, job: id, notifications: notifications[start..<end], from: start),
+                    Self.insertItems(tenant: tenant, job: id, notifications: chunk, payloadRefs: refs, from: start),
                     logger: logger)
                 start = end
             }
@@ -329,12 +340,62 @@ public final class PostgresPushStore: PushStore, JobReports {
         }
     }
 
+    /// A job's payloads, one per run of equal payloads (v8): a template batch has one. Each
+    /// chunk of items gets its payload ids; the payloads first seen in that chunk are inserted
+    /// with it (so one statement never holds more than a chunk's payloads).
+    struct PayloadRuns {
+        private var last: [UInt8]? = nil
+        private var count: Int32 = 0
+        private var fresh: [(id: Int32, payload: ByteBuffer)] = []
+
+        /// The payload id of each item of the chunk, in order.
+        mutating func add(_ chunk: ArraySlice<HeraldCore.Notification>) -> [Int32] {
+            var refs: [Int32] = []
+            refs.reserveCapacity(chunk.count)
+            for notification in chunk {
+                // Equal to the previous one: a template batch's shared array compares by identity.
+                if last != notification.payload {
+                    count += 1
+                    fresh.append((count, ByteBuffer(bytes: notification.payload)))
+                    last = notification.payload
+                }
+                refs.append(count)
+            }
+            return refs
+        }
+
+        /// The payloads added since the last call.
+        mutating func takeNew() -> [(id: Int32, payload: ByteBuffer)] {
+            defer { fresh.removeAll(keepingCapacity: true) }
+            return fresh
+        }
+    }
+
+    /// One `INSERT … SELECT FROM unnest(…)` of a job's payloads, or nil when there are none.
+    private static func insertPayloads(tenant: TenantID, job: JobID, _ payloads: [(id: Int32, payload: ByteBuffer)])
+        -> PostgresQuery?
+    {
+        guard !payloads.isEmpty else { return nil }
+        var binds = PostgresBindings(capacity: 4)
+        binds.append(tenant.rawValue)
+        binds.append(job.rawValue)
+        binds.append(payloads.map(\.id))
+        binds.append(payloads.map(\.payload))
+        return PostgresQuery(
+            unsafeSQL: """
+                INSERT INTO job_payload (tenant, job_id, id, payload)
+                SELECT $1, $2, t.id, t.payload FROM unnest($3::int[], $4::bytea[]) AS t(id, payload)
+                """, binds: binds)
+    }
+
     /// One `INSERT … SELECT FROM unnest(…)` of job items: a column per array bind (16 binds
     /// whatever the row count), so PostgreSQL parses one short statement and the driver encodes
     /// each column as one array instead of 12 binds a row. Arrays have no NULL elements here:
     /// the nullable columns travel with a flag array (`has_…`), turned back into NULL by `CASE`.
+    /// Each item refers to its payload (`payload_ref`, see ``PayloadRuns``) and stores none itself.
     private static func insertItems(
-        tenant: TenantID, job: JobID, notifications: ArraySlice<HeraldCore.Notification>, from start: Int
+        tenant: TenantID, job: JobID, notifications: ArraySlice<HeraldCore.Notification>, payloadRefs: [Int32],
+        from start: Int
     ) -> PostgresQuery {
         let count = notifications.count
         var indexes: [Int64] = []
@@ -345,7 +406,6 @@ public final class PostgresPushStore: PushStore, JobReports {
         var expirations: [Int64] = []
         var collapseIDs: [String] = []
         var apnsIDs: [String] = []
-        var payloads: [ByteBuffer] = []
         var hasTopic: [Bool] = []
         var hasPriority: [Bool] = []
         var hasExpiration: [Bool] = []
@@ -358,12 +418,11 @@ public final class PostgresPushStore: PushStore, JobReports {
         expirations.reserveCapacity(count)
         collapseIDs.reserveCapacity(count)
         apnsIDs.reserveCapacity(count)
-        payloads.reserveCapacity(count)
         hasTopic.reserveCapacity(count)
         hasPriority.reserveCapacity(count)
         hasExpiration.reserveCapacity(count)
         hasCollapseID.reserveCapacity(count)
-        var lastPayload: (bytes: [UInt8], buffer: ByteBuffer)? = nil
+        var ids = NotificationIDGenerator()
         for (offset, notification) in notifications.enumerated() {
             let expiration: Int64? = notification.expiration.map {
                 switch $0 {
@@ -378,15 +437,7 @@ public final class PostgresPushStore: PushStore, JobReports {
             priorities.append(notification.priority.map { Int32($0.rawValue) } ?? 0)
             expirations.append(expiration ?? 0)
             collapseIDs.append(notification.collapseID ?? "")
-            apnsIDs.append((notification.id ?? NotificationID.random()).rawValue)
-            // A template batch shares one payload array: one buffer for all its items.
-            if let lastPayload, lastPayload.bytes == notification.payload {
-                payloads.append(lastPayload.buffer)
-            } else {
-                let buffer = ByteBuffer(bytes: notification.payload)
-                payloads.append(buffer)
-                lastPayload = (notification.payload, buffer)
-            }
+            apnsIDs.append((notification.id ?? ids.nextID()).rawValue)
             hasTopic.append(notification.topic != nil)
             hasPriority.append(notification.priority != nil)
             hasExpiration.append(expiration != nil)
@@ -408,17 +459,17 @@ public final class PostgresPushStore: PushStore, JobReports {
         binds.append(collapseIDs)
         binds.append(hasCollapseID)
         binds.append(apnsIDs)
-        binds.append(payloads)
+        binds.append(payloadRefs)
         let sql = """
             INSERT INTO job_item (tenant, job_id, idx, device_token, topic, push_type, priority, expiration,
-                                  collapse_id, apns_id, payload, state)
+                                  collapse_id, apns_id, payload, payload_ref, state)
             SELECT $1, $2, t.idx, t.token, CASE WHEN t.has_topic THEN t.topic END, t.push_type,
                    CASE WHEN t.has_priority THEN t.priority END, CASE WHEN t.has_expiration THEN t.expiration END,
-                   CASE WHEN t.has_collapse_id THEN t.collapse_id END, t.apns_id, t.payload, $3
+                   CASE WHEN t.has_collapse_id THEN t.collapse_id END, t.apns_id, ''::bytea, t.payload_ref, $3
             FROM unnest($4::bigint[], $5::text[], $6::text[], $7::bool[], $8::text[], $9::int[], $10::bool[],
-                        $11::bigint[], $12::bool[], $13::text[], $14::bool[], $15::text[], $16::bytea[])
+                        $11::bigint[], $12::bool[], $13::text[], $14::bool[], $15::text[], $16::int[])
                  AS t(idx, token, topic, has_topic, push_type, priority, has_priority, expiration, has_expiration,
-                      collapse_id, has_collapse_id, apns_id, payload)
+                      collapse_id, has_collapse_id, apns_id, payload_ref)
             """
         return PostgresQuery(unsafeSQL: sql, binds: binds)
     }
@@ -471,7 +522,19 @@ public final class PostgresPushStore: PushStore, JobReports {
     public func claimPendingItems(
         tenant: TenantID, job: JobID, limit: Int, claimant: String, now: Date, leaseUntil: Date
     ) async throws -> [JobItem] {
+        try await claimPendingItems(
+            tenant: tenant, job: job, limit: limit, claimant: claimant, now: now, leaseUntil: leaseUntil, fromIndex: 0)
+    }
+
+    /// With `fromIndex` the search of pending items starts there in `job_item_by_state`: every
+    /// outcome leaves a dead index entry of the item's `pending` version behind it (the state is
+    /// indexed, so the update is not HOT) until a vacuum, and a search from the job's first item
+    /// walks them all — seconds per claim late in a 100,000-item job.
+    public func claimPendingItems(
+        tenant: TenantID, job: JobID, limit: Int, claimant: String, now: Date, leaseUntil: Date, fromIndex: Int
+    ) async throws -> [JobItem] {
         guard limit > 0 else { return [] }
+        let from = Int32(clamping: max(0, fromIndex))
         let nowMillis = Self.millis(now)
         let rows = try await client.query(
             """
@@ -486,7 +549,7 @@ public final class PostgresPushStore: PushStore, JobReports {
                 FOR UPDATE SKIP LOCKED
             ), fresh AS (
                 SELECT idx FROM job_item
-                WHERE tenant = \(tenant.rawValue) AND job_id = \(job.rawValue) AND state = 'pending'
+                WHERE tenant = \(tenant.rawValue) AND job_id = \(job.rawValue) AND state = 'pending' AND idx >= \(from)
                   AND (claimant = \(claimant) OR claimant IS NULL OR lease_until_ms IS NULL
                        OR lease_until_ms <= \(nowMillis))
                 ORDER BY idx
@@ -564,31 +627,6 @@ public final class PostgresPushStore: PushStore, JobReports {
             RETURNING 1
             """, logger: logger
         ).collect().count
-    }
-
-    public func recordResult(tenant: TenantID, job: JobID, index: Int, result: JobItemResult) async throws
-        -> RecordOutcome
-    {
-        guard result.state.isFinal else {
-            throw StoreError.invalidArgument("a result must be sent, failed or unknown, not \(result.state)")
-        }
-        let updated = try await client.query(
-            """
-            UPDATE job_item SET state = \(result.state.rawValue), status = \(result.status),
-                reason = \(result.reason), message = \(result.message), result_apns_id = \(result.apnsID?.rawValue),
-                apns_timestamp_ms = \(result.apnsTimestamp.map(Self.millis)),
-                finished_at_ms = \(Self.millis(result.finishedAt)), claimant = NULL, lease_until_ms = NULL,
-                attempts = greatest(attempts, \(Self.count(result.attempts))), next_attempt_ms = NULL
-            WHERE tenant = \(tenant.rawValue) AND job_id = \(job.rawValue) AND idx = \(index)
-              AND state IN ('pending', 'retrying')
-            RETURNING \(unescaped: Self.jobItemColumns(prefix: ""))
-            """, logger: logger
-        ).collect()
-        if let row = updated.first { return .recorded(try Self.jobItem(from: row)) }
-        // Already has an outcome (recorded, maybe by another instance) or no such item.
-        guard let row = try await items(tenant: tenant, job: job, fromIndex: index, limit: 1).first, row.index == index
-        else { throw StoreError.notFound("item \(index) of job \(job)") }
-        return .alreadyRecorded(row)
     }
 
     public func items(tenant: TenantID, job: JobID, fromIndex: Int, limit: Int) async throws -> [JobItem] {
@@ -699,10 +737,16 @@ public final class PostgresPushStore: PushStore, JobReports {
     }
 
     /// The `job_item` columns in the order ``jobItem(from:)`` reads them.
+    /// The payload is the item's `job_payload` row's (v8), or its own for items of older jobs.
     static func jobItemColumns(prefix p: String, payload: String? = nil) -> String {
-        """
+        let table = p.isEmpty ? "job_item." : p
+        let shared = """
+            coalesce((SELECT shared.payload FROM job_payload shared WHERE shared.tenant = \(table)tenant \
+            AND shared.job_id = \(table)job_id AND shared.id = \(table)payload_ref), \(table)payload)
+            """
+        return """
         \(p)job_id, \(p)idx, \(p)device_token, \(p)topic, \(p)push_type, \(p)priority, \(p)expiration, \
-        \(p)collapse_id, \(p)apns_id, \(payload ?? p + "payload"), \(p)state, \(p)status, \(p)reason, \(p)message, \
+        \(p)collapse_id, \(p)apns_id, \(payload ?? shared), \(p)state, \(p)status, \(p)reason, \(p)message, \
         \(p)result_apns_id, \(p)apns_timestamp_ms, \(p)finished_at_ms, \(p)claimant, \(p)lease_until_ms, \
         \(p)attempts, \(p)first_attempt_ms, \(p)next_attempt_ms, \(p)last_error, \(p)wire_at_ms
         """

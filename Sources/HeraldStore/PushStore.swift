@@ -51,6 +51,13 @@ public protocol PushStore: Sendable {
     /// lease ended (claims are made in index order, so a claimant's own earlier claims come first).
     func claimPendingItems(tenant: TenantID, job: JobID, limit: Int, claimant: String, now: Date, leaseUntil: Date)
         async throws -> [JobItem]
+    /// ``claimPendingItems(tenant:job:limit:claimant:now:leaseUntil:)`` with a hint: the caller
+    /// needs no pending item below `fromIndex` (it claimed and finished them in this run), so the
+    /// store may start its search of pending items there. Due retries are claimed whatever their
+    /// index. A store may ignore the hint (the items below would be claimed as usual).
+    func claimPendingItems(
+        tenant: TenantID, job: JobID, limit: Int, claimant: String, now: Date, leaseUntil: Date, fromIndex: Int
+    ) async throws -> [JobItem]
     /// Takes back the leases on the job's pending items held by earlier instances of a runner:
     /// claimants named `claimantBase` or `claimantBase/<instance>`, other than `keeping`. Call it
     /// only while no other process uses the store (its claims would be taken).
@@ -65,6 +72,10 @@ public protocol PushStore: Sendable {
     func renewLeases(tenant: TenantID, job: JobID, claimant: String, leaseUntil: Date) async throws -> Int
     /// Records an item's outcome if it has none yet; otherwise keeps the stored one.
     func recordResult(tenant: TenantID, job: JobID, index: Int, result: JobItemResult) async throws -> RecordOutcome
+    /// ``recordResult(tenant:job:index:result:)`` without reading the item back: the job
+    /// runner's hot path, which needs only to know that the outcome is durable.
+    /// - Returns: true when this outcome was recorded; false when the item already had one (kept).
+    func recordOutcome(tenant: TenantID, job: JobID, index: Int, result: JobItemResult) async throws -> Bool
     /// Puts an item without an outcome back to wait for its next attempt (state `retrying`,
     /// unleased): a claim returns it only once `retry.nextAttemptAt` has come.
     /// - Returns: false when the item already has an outcome (nothing is changed).
@@ -85,6 +96,20 @@ public protocol PushStore: Sendable {
 }
 
 extension PushStore {
+    /// A store that takes no hint claims as usual.
+    public func claimPendingItems(
+        tenant: TenantID, job: JobID, limit: Int, claimant: String, now: Date, leaseUntil: Date, fromIndex: Int
+    ) async throws -> [JobItem] {
+        try await claimPendingItems(
+            tenant: tenant, job: job, limit: limit, claimant: claimant, now: now, leaseUntil: leaseUntil)
+    }
+
+    /// A store with no lighter path records the outcome and drops the item it reads back.
+    public func recordOutcome(tenant: TenantID, job: JobID, index: Int, result: JobItemResult) async throws -> Bool {
+        if case .recorded = try await recordResult(tenant: tenant, job: job, index: index, result: result) { return true }
+        return false
+    }
+
     /// Stores a job with no limit checked.
     public func createJob(
         tenant: TenantID, id: JobID, environment: APNsEnvironment?, notifications: [HeraldCore.Notification],

@@ -158,6 +158,10 @@ extension SQLitePushStore {
                     CREATE INDEX job_item_leased ON job_item (claimant, tenant, job_id) WHERE claimant IS NOT NULL;
                     """)
         }
+        // The PostgreSQL store's v8 stores a batch's payloads once (`job_payload`, `payload_ref`),
+        // which this store has done since v3: nothing to change here. Registered so that both
+        // backends' schema versions keep the same names and order.
+        migrator.registerMigration("v8-shared-payloads") { _ in }
         return migrator
     }
 }

@@ -13,6 +13,8 @@ struct ResultQueue {
     /// What to write for one item: its outcome, or its next attempt.
     enum Change: Sendable {
         case result(JobItemResult, CheckedContinuation<RecordOutcome, any Error>)
+        /// An outcome with no read-back: true when recorded.
+        case outcome(JobItemResult, CheckedContinuation<Bool, any Error>)
         case retry(JobItemRetry, CheckedContinuation<Bool, any Error>)
     }
 
@@ -38,6 +40,15 @@ extension SQLitePushStore {
         }
         return try await withCheckedThrowingContinuation { continuation in
             enqueue(ResultQueue.Waiter(tenant: tenant, job: job, index: index, change: .result(result, continuation)))
+        }
+    }
+
+    public func recordOutcome(tenant: TenantID, job: JobID, index: Int, result: JobItemResult) async throws -> Bool {
+        guard result.state.isFinal else {
+            throw StoreError.invalidArgument("a result must be sent, failed or unknown, not \(result.state)")
+        }
+        return try await withCheckedThrowingContinuation { continuation in
+            enqueue(ResultQueue.Waiter(tenant: tenant, job: job, index: index, change: .outcome(result, continuation)))
         }
     }
 
@@ -69,7 +80,8 @@ extension SQLitePushStore {
         guard !batch.isEmpty else { return }
         enum Written: Sendable {
             case recorded(Result<RecordOutcome, any Error>)
-            case deferred(Result<Bool, any Error>)
+            /// An outcome written with no read-back, or a retry: whether the row changed.
+            case changed(Result<Bool, any Error>)
         }
         pool.asyncWrite(
             { db -> [Written] in
@@ -81,8 +93,14 @@ extension SQLitePushStore {
                                 try Self.record(
                                     db, tenant: waiter.tenant, job: waiter.job, index: waiter.index, result: result)
                             })
+                    case .outcome(let result, _):
+                        return .changed(
+                            Result {
+                                try Self.update(
+                                    db, tenant: waiter.tenant, job: waiter.job, index: waiter.index, result: result)
+                            })
                     case .retry(let retry, _):
-                        return .deferred(
+                        return .changed(
                             Result {
                                 try Self.deferItem(
                                     db, tenant: waiter.tenant, job: waiter.job, index: waiter.index, retry: retry)
@@ -96,10 +114,11 @@ extension SQLitePushStore {
                     for (waiter, written) in zip(batch, outcomes) {
                         switch (waiter.change, written) {
                         case (.result(_, let continuation), .recorded(let result)): continuation.resume(with: result)
-                        case (.retry(_, let continuation), .deferred(let result)): continuation.resume(with: result)
-                        case (.result(_, let continuation), .deferred):
+                        case (.outcome(_, let continuation), .changed(let result)): continuation.resume(with: result)
+                        case (.retry(_, let continuation), .changed(let result)): continuation.resume(with: result)
+                        case (.result(_, let continuation), .changed):
                             continuation.resume(throwing: StoreError.corrupt("mismatched write"))
-                        case (.retry(_, let continuation), .recorded):
+                        case (.outcome(_, let continuation), .recorded), (.retry(_, let continuation), .recorded):
                             continuation.resume(throwing: StoreError.corrupt("mismatched write"))
                         }
                     }
@@ -108,7 +127,7 @@ extension SQLitePushStore {
                     for waiter in batch {
                         switch waiter.change {
                         case .result(_, let continuation): continuation.resume(throwing: error)
-                        case .retry(_, let continuation): continuation.resume(throwing: error)
+                        case .outcome(_, let continuation), .retry(_, let continuation): continuation.resume(throwing: error)
                         }
                     }
                 }
@@ -134,9 +153,26 @@ extension SQLitePushStore {
         return db.changesCount > 0
     }
 
-    /// Records one outcome inside a write transaction: the first outcome recorded wins.
+    /// Records one outcome inside a write transaction and reads the item back: the first
+    /// outcome recorded wins.
     private static func record(_ db: Database, tenant: TenantID, job: JobID, index: Int, result: JobItemResult) throws
         -> RecordOutcome
+    {
+        let changed = try update(db, tenant: tenant, job: job, index: index, result: result)
+        guard
+            let row = try Row.fetchOne(
+                db.cachedStatement(
+                    sql: "SELECT \(jobItemColumns) FROM job_item WHERE tenant = ? AND job_id = ? AND idx = ?"),
+                arguments: [tenant.rawValue, job.rawValue, index])
+        else { throw StoreError.notFound("item \(index) of job \(job)") }
+        let item = try jobItem(from: row)
+        return changed ? .recorded(item) : .alreadyRecorded(item)
+    }
+
+    /// Writes one outcome inside a write transaction if the item has none yet.
+    /// - Returns: true when it was written.
+    private static func update(_ db: Database, tenant: TenantID, job: JobID, index: Int, result: JobItemResult) throws
+        -> Bool
     {
         // Cached statements skip SQLite's parse and GRDB's authorizer on this hot path.
         try db.cachedStatement(
@@ -152,14 +188,6 @@ extension SQLitePushStore {
             try millis(result.finishedAt, field: "finished_at"), result.attempts,
             tenant.rawValue, job.rawValue, index,
         ])
-        let changed = db.changesCount > 0
-        guard
-            let row = try Row.fetchOne(
-                db.cachedStatement(
-                    sql: "SELECT \(jobItemColumns) FROM job_item WHERE tenant = ? AND job_id = ? AND idx = ?"),
-                arguments: [tenant.rawValue, job.rawValue, index])
-        else { throw StoreError.notFound("item \(index) of job \(job)") }
-        let item = try jobItem(from: row)
-        return changed ? .recorded(item) : .alreadyRecorded(item)
+        return db.changesCount > 0
     }
 }

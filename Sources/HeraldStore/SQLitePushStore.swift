@@ -255,6 +255,7 @@ public final class SQLitePushStore: PushStore {
         values.reserveCapacity(2 + 9 * itemsPerInsert)
         var payloadCount = 0
         var lastPayload: [UInt8]? = nil
+        var ids = NotificationIDGenerator()
         var start = 0
         while start < notifications.count {
             let end = min(start + itemsPerInsert, notifications.count)
@@ -284,7 +285,7 @@ public final class SQLitePushStore: PushStore {
                 values.append(notification.priority.map { Int($0.rawValue) }.databaseValue)
                 values.append(expiration.databaseValue)
                 values.append(notification.collapseID.databaseValue)
-                values.append((notification.id ?? NotificationID.random()).rawValue.databaseValue)
+                values.append((notification.id ?? ids.nextID()).rawValue.databaseValue)
                 values.append(payloadCount.databaseValue)
             }
             let rows = end - start
@@ -359,7 +360,7 @@ public final class SQLitePushStore: PushStore {
     /// 1 ms, inside the store's one write transaction.
     static let claimSQL = """
         SELECT idx FROM job_item INDEXED BY job_item_by_state
-        WHERE tenant = ? AND job_id = ? AND state = 'pending'
+        WHERE tenant = ? AND job_id = ? AND state = 'pending' AND idx >= ?
           AND (claimant = ? OR claimant IS NULL OR lease_until_ms IS NULL OR lease_until_ms <= ?)
         ORDER BY idx
         LIMIT ?
@@ -378,6 +379,13 @@ public final class SQLitePushStore: PushStore {
     public func claimPendingItems(
         tenant: TenantID, job: JobID, limit: Int, claimant: String, now: Date, leaseUntil: Date
     ) async throws -> [JobItem] {
+        try await claimPendingItems(
+            tenant: tenant, job: job, limit: limit, claimant: claimant, now: now, leaseUntil: leaseUntil, fromIndex: 0)
+    }
+
+    public func claimPendingItems(
+        tenant: TenantID, job: JobID, limit: Int, claimant: String, now: Date, leaseUntil: Date, fromIndex: Int
+    ) async throws -> [JobItem] {
         guard limit > 0 else { return [] }
         let nowMillis = try Self.millis(now, field: "now")
         let until = try Self.millis(leaseUntil, field: "lease_until")
@@ -388,7 +396,7 @@ public final class SQLitePushStore: PushStore {
             if rows.count < limit {
                 rows += try Row.fetchAll(
                     db.cachedStatement(sql: Self.claimSQL),
-                    arguments: [tenant.rawValue, job.rawValue, claimant, nowMillis, limit - rows.count])
+                    arguments: [tenant.rawValue, job.rawValue, max(0, fromIndex), claimant, nowMillis, limit - rows.count])
             }
             let indexes: [Int] = rows.map { $0["idx"] }
             guard !indexes.isEmpty else { return [] }
@@ -414,25 +422,22 @@ public final class SQLitePushStore: PushStore {
     {
         guard !indexes.isEmpty else { return [] }
         let atMillis = try Self.millis(at, field: "at")
-        // Integers only: the list is built from Swift `Int`s, never from input text.
-        let list = Set(indexes).map(String.init).joined(separator: ",")
+        // One cached statement whatever the count: the indexes travel as one JSON array bind
+        // (integers only, built from Swift `Int`s), and RETURNING names the rows it marked.
+        let list = "[" + Set(indexes).map(String.init).joined(separator: ",") + "]"
         return try await pool.write { db in
-            let marked = try Int.fetchSet(
-                db,
-                sql: """
-                    SELECT idx FROM job_item
-                    WHERE tenant = ? AND job_id = ? AND idx IN (\(list)) AND state IN ('pending', 'retrying')
-                      AND claimant = ?
-                    """,
-                arguments: [tenant.rawValue, job.rawValue, claimant])
-            guard !marked.isEmpty else { return [] }
-            let markedList = marked.map(String.init).joined(separator: ",")
-            try db.execute(
-                sql: "UPDATE job_item SET wire_at_ms = ? WHERE tenant = ? AND job_id = ? AND idx IN (\(markedList))",
-                arguments: [atMillis, tenant.rawValue, job.rawValue])
-            return marked
+            try Int.fetchSet(
+                db.cachedStatement(sql: Self.markOnWireSQL),
+                arguments: [atMillis, tenant.rawValue, job.rawValue, list, claimant])
         }
     }
+
+    static let markOnWireSQL = """
+        UPDATE job_item SET wire_at_ms = ?
+        WHERE tenant = ? AND job_id = ? AND idx IN (SELECT value FROM json_each(?))
+          AND state IN ('pending', 'retrying') AND claimant = ?
+        RETURNING idx
+        """
 
     public func nextAttempt(tenant: TenantID, job: JobID) async throws -> Date? {
         try await pool.read { db in

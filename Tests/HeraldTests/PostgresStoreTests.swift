@@ -48,7 +48,7 @@ struct PostgresStoreTests {
             #expect(try await store.appliedMigrations() == PostgresPushStore.migrations.map(\.name))
         }
         // The schema versions share their names with the SQLite store's (v3, the SQLite store's
-        // shared payloads and outbox, has no PostgreSQL counterpart yet).
+        // shared payloads and outbox, has no PostgreSQL counterpart: v7 and v8 brought them).
         #expect(PostgresPushStore.migrations.map(\.name) == StoreTests.allMigrations.filter { !$0.hasPrefix("v3") })
         try await stores[0].dropSchemaForTests()
         for store in stores { await store.close() }

@@ -182,6 +182,129 @@ struct StoreContractTests {
         #expect(try await store.jobs(tenant: acme, states: [.finished], limit: 10).isEmpty)
     }
 
+    @Test(
+        "a template batch stores its payload once (v8 on PostgreSQL); runs of equal payloads in a list share one",
+        arguments: StoreBackend.allCases)
+    func payloadOnce(_ backend: StoreBackend) async throws {
+        try await backend.withStore(checkPayloadOnce)
+    }
+
+    private func checkPayloadOnce(_ store: any PushStore & JobReports) async throws {
+        let template = try JobID("template")
+        let payload = Array(#"{"aps":{"alert":"\#(String(repeating: "x", count: 2_000))"}}"#.utf8)
+        // More items than one insert statement holds on either backend (PostgreSQL: 10,000).
+        let notes = (0..<10_050).map { index -> HeraldCore.Notification in
+            var note = Fixtures.note()
+            note.deviceToken = DeviceToken(bytes: [0xab, UInt8(truncatingIfNeeded: index >> 8), UInt8(truncatingIfNeeded: index)] + [UInt8](repeating: 1, count: 29))
+            note.payload = payload
+            return note
+        }
+        _ = try await store.createJob(tenant: acme, id: template, environment: nil, notifications: notes, createdAt: t0)
+        let stored = try await storedPayloads(store, tenant: acme, job: template)
+        #expect(stored.rows == 1, "one payload row for the template batch")
+        #expect(stored.itemBytes == 0, "items keep no payload copy of their own")
+        let tail = try await store.items(tenant: acme, job: template, fromIndex: 9_995, limit: 100)
+        #expect(tail.count == 55 && tail.allSatisfy { $0.notification.payload == payload })
+        let claimed = try await store.claimPendingItems(
+            tenant: acme, job: template, limit: 3, claimant: "r/1", now: t0, leaseUntil: t0.addingTimeInterval(60))
+        #expect(claimed.map(\.notification.payload) == Array(repeating: payload, count: 3))
+        let result = JobItemResult(state: .sent, status: 200, reason: nil, apnsID: nil, finishedAt: t0)
+        #expect(try await store.recordResult(tenant: acme, job: template, index: 1, result: result).item.notification.payload == payload)
+
+        // A list batch: runs of equal payloads share a row, a different one has its own.
+        let list = try JobID("list")
+        var listNotes = Array(notes.prefix(5))
+        listNotes[2].payload = Array(#"{"aps":{"alert":"other"}}"#.utf8)
+        _ = try await store.createJob(tenant: acme, id: list, environment: nil, notifications: listNotes, createdAt: t0)
+        #expect(try await storedPayloads(store, tenant: acme, job: list).rows == 3)
+        let read = try await store.items(tenant: acme, job: list, fromIndex: 0, limit: 10)
+        #expect(read.map(\.notification.payload) == listNotes.map(\.payload))
+    }
+
+    @Test("a claim from an index skips pending items below it, never a due retry", arguments: StoreBackend.allCases)
+    func claimFromIndex(_ backend: StoreBackend) async throws {
+        try await backend.withStore(checkClaimFromIndex)
+    }
+
+    private func checkClaimFromIndex(_ store: any PushStore & JobReports) async throws {
+        let job = try JobID("cursor")
+        _ = try await store.createJob(
+            tenant: acme, id: job, environment: nil, notifications: (0..<10).map { _ in Fixtures.note() }, createdAt: t0)
+        let lease = t0.addingTimeInterval(60)
+        let first = try await store.claimPendingItems(
+            tenant: acme, job: job, limit: 3, claimant: "r/1", now: t0, leaseUntil: lease, fromIndex: 0)
+        #expect(first.map(\.index) == [0, 1, 2])
+        // Item 1 waits for a retry, due now; items 0 and 2 are done.
+        #expect(
+            try await store.deferItem(
+                tenant: acme, job: job, index: 1,
+                retry: JobItemRetry(attempts: 1, firstAttemptAt: t0, nextAttemptAt: t0, lastError: "InternalServerError")))
+        for index in [0, 2] {
+            #expect(
+                try await store.recordOutcome(
+                    tenant: acme, job: job, index: index,
+                    result: JobItemResult(state: .sent, status: 200, reason: nil, apnsID: nil, finishedAt: t0)))
+        }
+        #expect(
+            !(try await store.recordOutcome(
+                tenant: acme, job: job, index: 0,
+                result: JobItemResult(state: .failed, status: 400, reason: "BadDeviceToken", apnsID: nil, finishedAt: t0))),
+            "an outcome is recorded once")
+        let next = try await store.claimPendingItems(
+            tenant: acme, job: job, limit: 3, claimant: "r/1", now: t0, leaseUntil: lease, fromIndex: 6)
+        #expect(next.map(\.index) == [1, 6, 7], "the due retry first, then pending items from index 6")
+        let rest = try await store.claimPendingItems(
+            tenant: acme, job: job, limit: 10, claimant: "r/2", now: t0, leaseUntil: lease, fromIndex: 0)
+        #expect(rest.map(\.index) == [3, 4, 5, 8, 9], "without the hint, every unleased pending item")
+    }
+
+    @Test(
+        "outcomes recorded at once, twice for some items: each is recorded once, the first wins, the rest read it back",
+        arguments: StoreBackend.allCases)
+    func concurrentResults(_ backend: StoreBackend) async throws {
+        try await backend.withStore(checkConcurrentResults)
+    }
+
+    private func checkConcurrentResults(_ store: any PushStore & JobReports) async throws {
+        let jobs = [try JobID("one"), try JobID("two")]
+        let count = 300
+        for job in jobs {
+            _ = try await store.createJob(
+                tenant: acme, id: job, environment: nil, notifications: (0..<count).map { _ in Fixtures.note() }, createdAt: t0)
+        }
+        // Every item of both jobs once, and the first 40 of job one a second time (a failure).
+        var writes: [(JobID, Int, JobItemResult)] = []
+        for job in jobs {
+            for index in 0..<count {
+                writes.append((job, index, JobItemResult(state: .sent, status: 200, reason: nil, apnsID: nil, finishedAt: t0)))
+            }
+        }
+        for index in 0..<40 {
+            writes.append(
+                (jobs[0], index, JobItemResult(state: .failed, status: 400, reason: "BadDeviceToken", apnsID: nil, finishedAt: t0)))
+        }
+        let outcomes = try await withThrowingTaskGroup(of: (JobID, Int, RecordOutcome).self) { group in
+            for (job, index, result) in writes.shuffled() {
+                group.addTask { (job, index, try await store.recordResult(tenant: self.acme, job: job, index: index, result: result)) }
+            }
+            return try await group.reduce(into: []) { $0.append($1) }
+        }
+        var recorded: [String: Int] = [:]
+        for (job, index, outcome) in outcomes {
+            if case .recorded = outcome { recorded["\(job)/\(index)", default: 0] += 1 }
+            #expect(outcome.item.index == index && outcome.item.job == job && outcome.item.state.isFinal)
+        }
+        #expect(recorded.count == 2 * count && recorded.values.allSatisfy { $0 == 1 }, "each item recorded exactly once")
+        let first = try #require(try await store.progress(tenant: acme, job: jobs[0]))
+        #expect(first.pending == 0 && first.sent + first.failed == count && first.failed <= 40)
+        #expect(try await store.progress(tenant: acme, job: jobs[1]) == JobProgress(pending: 0, sent: count, failed: 0))
+        // What each duplicate read back is what the item holds now.
+        let stored = try await store.items(tenant: acme, job: jobs[0], fromIndex: 0, limit: 40)
+        for (job, index, outcome) in outcomes where job == jobs[0] && index < 40 {
+            #expect(outcome.item.result == stored[index].result)
+        }
+    }
+
     @Test("outcome counts and paged failed items agree with a scan, scoped by tenant", arguments: StoreBackend.allCases)
     func reports(_ backend: StoreBackend) async throws {
         try await backend.withStore(checkReports)

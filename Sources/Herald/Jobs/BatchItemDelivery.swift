@@ -201,7 +201,7 @@ struct BatchItemDelivery: Sendable {
 
     private func record(_ item: JobItem, of job: Job, _ result: JobItemResult, logger: Logger) async -> Step {
         do {
-            _ = try await store.recordResult(tenant: job.tenant, job: job.id, index: item.index, result: result)
+            _ = try await store.recordOutcome(tenant: job.tenant, job: job.id, index: item.index, result: result)
             return .recorded
         } catch {
             logger.error(

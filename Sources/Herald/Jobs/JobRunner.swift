@@ -353,13 +353,17 @@ public final class JobRunner: Sendable {
         let leaseSeconds = Self.seconds(configuration.lease)
         let itemLogger = logger
         let marks = WireMarks(store: store, tenant: job.tenant, job: job.id, claimant: claimant, clock: clock)
+        // Pending items below this were claimed and worked through in this run: the next claim
+        // searches from here (a pending item below, leased elsewhere and released, is found by
+        // the job's next run: the job is not finished while it waits).
+        var fromIndex = 0
         while !isStopping {
             let now = clock.date
             let claimed: [JobItem]
             do {
                 claimed = try await store.claimPendingItems(
                     tenant: job.tenant, job: job.id, limit: claimSize, claimant: claimant, now: now,
-                    leaseUntil: now.addingTimeInterval(leaseSeconds))
+                    leaseUntil: now.addingTimeInterval(leaseSeconds), fromIndex: fromIndex)
             } catch {
                 logger.error("cannot claim job items; the job pauses", metadata: ["herald.error": "\(error)"])
                 return true
@@ -369,6 +373,7 @@ public final class JobRunner: Sendable {
                 if await waitForDueRetries(job, logger: logger) { continue }
                 break
             }
+            for item in claimed where item.state == .pending { fromIndex = max(fromIndex, item.index + 1) }
             let chunk = ClaimedChunk(claimed, marks: marks)
             adjust { $0.claimedItemsHeld += claimed.count } peak: { $0.peakClaimedItemsHeld = max($0.peakClaimedItemsHeld, $0.claimedItemsHeld) }
             await withDiscardingTaskGroup { group in

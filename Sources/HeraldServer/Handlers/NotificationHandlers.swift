@@ -15,6 +15,9 @@ struct NotificationHandlers: Sendable {
     let limits: ServerConfiguration.APISettings
     let jobLimits: JobLimits
     let logger: Logger
+    /// Batch bodies are decoded on the blocking pool, one at a time per tenant (shared by every
+    /// request: the handlers are made once per server).
+    let batchDecoder = BatchDecoder()
 
     static let batchFields = ["job_id", "environment", "notification", "device_tokens", "notifications"]
     /// At most this many bad items are listed in a refused batch's `details`.
@@ -63,31 +66,12 @@ struct NotificationHandlers: Sendable {
 
     func sendBatch(_ request: Request, context: TenantRequestContext) async throws -> EditedResponse<BatchAnswer> {
         let tenant = context.tenant
-        let (body, root) = try await RequestBodies.json(request, limit: limits.maxBatchBodyBytes)
-        let reader = try JSONObjectReader(root, path: "", allowed: Self.batchFields)
-        let environment = try NotificationDecoding.environment(reader)
-        if let environment, tenant.endpoints.endpoint(for: environment) == nil {
-            throw APIError.push(.environmentUnavailable(environment, tenant: tenant.id))
-        }
-        var jobID = JobID.random()
-        if let raw = try reader.string("job_id") {
-            do {
-                jobID = try JobID(raw)
-            } catch {
-                throw APIError.invalidField("job_id", error.description)
-            }
-        }
-        let notifications: [HeraldCore.Notification]
-        switch (reader["notification"], reader.has("notifications")) {
-        case (let template?, false):
-            notifications = try templateBatch(reader, template: template, body: body, tenant: tenant, environment: environment)
-        case (nil, true):
-            notifications = try listBatch(reader, body: body, tenant: tenant, environment: environment)
-        case (_?, true):
-            throw APIError.invalidField("notifications", "give notification with device_tokens, or notifications, not both")
-        case (nil, false):
-            throw APIError.missingField("notification", "give notification with device_tokens, or a notifications list")
-        }
+        let contentType = request.headers[.contentType]
+        guard let contentType, RequestBodies.isJSON(contentType) else { throw APIError.unsupportedMediaType(contentType) }
+        let body = try await RequestBodies.raw(request, limit: limits.maxBatchBodyBytes)
+        // Parsing and checking 100,000 items is CPU work: off the cooperative pool.
+        let batch = try await batchDecoder.run(tenant: tenant.id) { try self.decodeBatch(body, tenant: tenant) }
+        let (jobID, environment, notifications) = (batch.jobID, batch.environment, batch.notifications)
 
         let creation: JobCreation
         do {
@@ -120,6 +104,48 @@ struct NotificationHandlers: Sendable {
             response: BatchAnswer(
                 jobID: job.id.rawValue, state: job.state.rawValue, items: job.itemCount,
                 existing: creation == .existing(job), href: "/v1/jobs/\(job.id)"))
+    }
+
+    /// A batch POST's body, parsed and checked: the job's id, environment and notifications.
+    struct DecodedBatch: Sendable {
+        var jobID: JobID
+        var environment: APNsEnvironment?
+        var notifications: [HeraldCore.Notification]
+    }
+
+    /// Parses and checks a batch body (run on the blocking pool: see ``BatchDecoder``).
+    func decodeBatch(_ body: [UInt8], tenant: TenantConfiguration) throws(APIError) -> DecodedBatch {
+        let root: JSONNode
+        do {
+            root = try StrictJSONParser.parse(body)
+        } catch {
+            throw APIError.malformedJSON(error)
+        }
+        let reader = try JSONObjectReader(root, path: "", allowed: Self.batchFields)
+        let environment = try NotificationDecoding.environment(reader)
+        if let environment, tenant.endpoints.endpoint(for: environment) == nil {
+            throw APIError.push(.environmentUnavailable(environment, tenant: tenant.id))
+        }
+        var jobID = JobID.random()
+        if let raw = try reader.string("job_id") {
+            do {
+                jobID = try JobID(raw)
+            } catch {
+                throw APIError.invalidField("job_id", error.description)
+            }
+        }
+        let notifications: [HeraldCore.Notification]
+        switch (reader["notification"], reader.has("notifications")) {
+        case (let template?, false):
+            notifications = try templateBatch(reader, template: template, body: body, tenant: tenant, environment: environment)
+        case (nil, true):
+            notifications = try listBatch(reader, body: body, tenant: tenant, environment: environment)
+        case (_?, true):
+            throw APIError.invalidField("notifications", "give notification with device_tokens, or notifications, not both")
+        case (nil, false):
+            throw APIError.missingField("notification", "give notification with device_tokens, or a notifications list")
+        }
+        return DecodedBatch(jobID: jobID, environment: environment, notifications: notifications)
     }
 
     private func checkItemCount(_ count: Int, field: String) throws(APIError) {

@@ -1,7 +1,8 @@
 import Foundation
+import GRDB
 import HeraldCore
 @testable import HeraldPostgres
-import HeraldStore
+@testable import HeraldStore
 import Logging
 import Testing
 
@@ -104,4 +105,32 @@ extension StoreBackend {
         }
         await opened.close()
     }
+}
+
+/// What a backend stores of a job's payloads: its `job_payload` rows and the payload bytes its
+/// items hold themselves (the store's own tables: how "stored once" is checked on both).
+func storedPayloads(_ store: any PushStore, tenant: TenantID, job: JobID) async throws -> (rows: Int, itemBytes: Int) {
+    if let sqlite = store as? SQLitePushStore {
+        return try await sqlite.pool.read { db in
+            (
+                try Int.fetchOne(
+                    db, sql: "SELECT count(*) FROM job_payload WHERE tenant = ? AND job_id = ?",
+                    arguments: [tenant.rawValue, job.rawValue]) ?? -1,
+                try Int.fetchOne(
+                    db, sql: "SELECT coalesce(sum(length(payload)), 0) FROM job_item WHERE tenant = ? AND job_id = ?",
+                    arguments: [tenant.rawValue, job.rawValue]) ?? -1
+            )
+        }
+    }
+    guard let postgres = store as? PostgresPushStore else { throw StoreError.invalidArgument("an unknown store backend") }
+    let rows = try await postgres.client.query(
+        """
+        SELECT (SELECT count(*) FROM job_payload WHERE tenant = \(tenant.rawValue) AND job_id = \(job.rawValue)),
+               (SELECT coalesce(sum(length(payload)), 0) FROM job_item
+                WHERE tenant = \(tenant.rawValue) AND job_id = \(job.rawValue))::bigint
+        """, logger: StoreBackend.logger
+    ).collect()
+    guard let row = rows.first else { throw StoreError.corrupt("no row") }
+    let cells = row.makeRandomAccess()
+    return (try cells[0].decode(Int.self), try cells[1].decode(Int.self))
 }

@@ -1,0 +1,206 @@
+import Foundation
+import HeraldCore
+import HeraldStore
+import Logging
+import PostgresNIO
+
+// Job item outcomes with group commit, as the SQLite store's: the job runner records one outcome
+// per item as soon as its send ends, up to `jobs.concurrency_per_tenant` at once. Each call
+// returns only after its outcome is committed, but the outcomes that arrive while a write runs
+// go together into the next one: one `UPDATE … FROM unnest(…)` statement (one commit) for many
+// items instead of one round trip and one commit each.
+
+/// One outcome waiting for the next write.
+struct ResultWrite: Sendable {
+    var tenant: TenantID
+    var job: JobID
+    var index: Int
+    var result: JobItemResult
+    /// The caller wants the item back (``PushStore/recordResult(tenant:job:index:result:)``);
+    /// the job runner's ``PushStore/recordOutcome(tenant:job:index:result:)`` does not.
+    var readBack: Bool
+}
+
+/// What became of one outcome: recorded now or kept the earlier one, with the item when read back.
+enum ResultAnswer: Sendable {
+    case recorded(JobItem?)
+    case alreadyRecorded(JobItem?)
+}
+
+extension PostgresPushStore {
+    /// The most outcomes in one statement (about 200 bytes each on the wire).
+    static let resultsPerWrite = 1_000
+
+    public func recordResult(tenant: TenantID, job: JobID, index: Int, result: JobItemResult) async throws
+        -> RecordOutcome
+    {
+        guard result.state.isFinal else {
+            throw StoreError.invalidArgument("a result must be sent, failed or unknown, not \(result.state)")
+        }
+        let answer = try await resultCommits.submit(
+            ResultWrite(tenant: tenant, job: job, index: index, result: result, readBack: true))
+        switch answer {
+        case .recorded(let item?): return .recorded(item)
+        case .alreadyRecorded(let item?): return .alreadyRecorded(item)
+        case .recorded(nil), .alreadyRecorded(nil): throw StoreError.corrupt("item \(index) of job \(job) was not read back")
+        }
+    }
+
+    public func recordOutcome(tenant: TenantID, job: JobID, index: Int, result: JobItemResult) async throws -> Bool {
+        guard result.state.isFinal else {
+            throw StoreError.invalidArgument("a result must be sent, failed or unknown, not \(result.state)")
+        }
+        let answer = try await resultCommits.submit(
+            ResultWrite(tenant: tenant, job: job, index: index, result: result, readBack: false))
+        if case .recorded = answer { return true }
+        return false
+    }
+
+    private struct ItemKey: Hashable {
+        var tenant: String
+        var job: String
+        var index: Int
+    }
+
+    /// Writes a batch of outcomes in one statement: each item without an outcome takes its own;
+    /// an item that already has one (recorded by another instance, or twice in this batch: the
+    /// first wins) keeps it. The items whose callers want them are read back afterwards (an
+    /// outcome, once written, never changes).
+    static func writeResults(_ batch: [ResultWrite], client: PostgresClient, logger: Logger) async
+        -> [Result<ResultAnswer, any Error>]
+    {
+        var first: [ItemKey: Int] = [:]
+        var writes: [ResultWrite] = []
+        writes.reserveCapacity(batch.count)
+        for (offset, write) in batch.enumerated() {
+            let key = ItemKey(tenant: write.tenant.rawValue, job: write.job.rawValue, index: write.index)
+            if first[key] == nil {
+                first[key] = offset
+                writes.append(write)
+            }
+        }
+        var written: Set<ItemKey> = []
+        do {
+            for row in try await client.query(updateResults(writes), logger: logger).collect() {
+                let cells = row.makeRandomAccess()
+                written.insert(
+                    ItemKey(
+                        tenant: try cells[0].decode(String.self), job: try cells[1].decode(String.self),
+                        index: try cells[2].decode(Int.self)))
+            }
+        } catch {
+            // One statement: nothing of it was committed. Every caller gets the error.
+            return batch.map { _ in .failure(error) }
+        }
+        var answers: [Result<ResultAnswer, any Error>] = []
+        answers.reserveCapacity(batch.count)
+        for (offset, write) in batch.enumerated() {
+            let key = ItemKey(tenant: write.tenant.rawValue, job: write.job.rawValue, index: write.index)
+            let recorded = first[key] == offset && written.contains(key)
+            guard write.readBack else {
+                answers.append(.success(recorded ? .recorded(nil) : .alreadyRecorded(nil)))
+                continue
+            }
+            do {
+                let rows = try await client.query(
+                    """
+                    SELECT \(unescaped: jobItemColumns(prefix: "")) FROM job_item
+                    WHERE tenant = \(write.tenant.rawValue) AND job_id = \(write.job.rawValue) AND idx = \(write.index)
+                    """, logger: logger
+                ).collect()
+                guard let row = rows.first else { throw StoreError.notFound("item \(write.index) of job \(write.job)") }
+                let item = try jobItem(from: row)
+                answers.append(.success(recorded ? .recorded(item) : .alreadyRecorded(item)))
+            } catch {
+                answers.append(.failure(error))
+            }
+        }
+        return answers
+    }
+
+    /// One `UPDATE … FROM unnest(…)` of outcomes: a column per array bind, the nullable columns
+    /// with a flag array (`has_…`; arrays here hold no NULL element), as ``insertItems`` does.
+    private static func updateResults(_ writes: [ResultWrite]) -> PostgresQuery {
+        let rows = writes.count
+        var tenants: [String] = []
+        var jobs: [String] = []
+        var indexes: [Int64] = []
+        var states: [String] = []
+        var statuses: [Int32] = []
+        var hasStatus: [Bool] = []
+        var reasons: [String] = []
+        var hasReason: [Bool] = []
+        var messages: [String] = []
+        var hasMessage: [Bool] = []
+        var apnsIDs: [String] = []
+        var hasAPNsID: [Bool] = []
+        var timestamps: [Int64] = []
+        var hasTimestamp: [Bool] = []
+        var finished: [Int64] = []
+        var attempts: [Int32] = []
+        tenants.reserveCapacity(rows)
+        jobs.reserveCapacity(rows)
+        indexes.reserveCapacity(rows)
+        states.reserveCapacity(rows)
+        statuses.reserveCapacity(rows)
+        reasons.reserveCapacity(rows)
+        messages.reserveCapacity(rows)
+        apnsIDs.reserveCapacity(rows)
+        timestamps.reserveCapacity(rows)
+        finished.reserveCapacity(rows)
+        attempts.reserveCapacity(rows)
+        for write in writes {
+            let result = write.result
+            tenants.append(write.tenant.rawValue)
+            jobs.append(write.job.rawValue)
+            indexes.append(Int64(write.index))
+            states.append(result.state.rawValue)
+            statuses.append(Int32(clamping: result.status ?? 0))
+            hasStatus.append(result.status != nil)
+            reasons.append(result.reason ?? "")
+            hasReason.append(result.reason != nil)
+            messages.append(result.message ?? "")
+            hasMessage.append(result.message != nil)
+            apnsIDs.append(result.apnsID?.rawValue ?? "")
+            hasAPNsID.append(result.apnsID != nil)
+            timestamps.append(result.apnsTimestamp.map(millis) ?? 0)
+            hasTimestamp.append(result.apnsTimestamp != nil)
+            finished.append(millis(result.finishedAt))
+            attempts.append(Self.count(result.attempts))
+        }
+        var binds = PostgresBindings(capacity: 16)
+        binds.append(tenants)
+        binds.append(jobs)
+        binds.append(indexes)
+        binds.append(states)
+        binds.append(statuses)
+        binds.append(hasStatus)
+        binds.append(reasons)
+        binds.append(hasReason)
+        binds.append(messages)
+        binds.append(hasMessage)
+        binds.append(apnsIDs)
+        binds.append(hasAPNsID)
+        binds.append(timestamps)
+        binds.append(hasTimestamp)
+        binds.append(finished)
+        binds.append(attempts)
+        let sql = """
+            UPDATE job_item AS item SET state = t.state, status = CASE WHEN t.has_status THEN t.status END,
+                reason = CASE WHEN t.has_reason THEN t.reason END, message = CASE WHEN t.has_message THEN t.message END,
+                result_apns_id = CASE WHEN t.has_apns_id THEN t.apns_id END,
+                apns_timestamp_ms = CASE WHEN t.has_timestamp THEN t.apns_timestamp END,
+                finished_at_ms = t.finished_at, claimant = NULL, lease_until_ms = NULL,
+                attempts = greatest(item.attempts, t.attempts), next_attempt_ms = NULL
+            FROM unnest($1::text[], $2::text[], $3::bigint[], $4::text[], $5::int[], $6::bool[], $7::text[],
+                        $8::bool[], $9::text[], $10::bool[], $11::text[], $12::bool[], $13::bigint[], $14::bool[],
+                        $15::bigint[], $16::int[])
+                 AS t(tenant, job_id, idx, state, status, has_status, reason, has_reason, message, has_message,
+                      apns_id, has_apns_id, apns_timestamp, has_timestamp, finished_at, attempts)
+            WHERE item.tenant = t.tenant AND item.job_id = t.job_id AND item.idx = t.idx
+              AND item.state IN ('pending', 'retrying')
+            RETURNING item.tenant, item.job_id, item.idx
+            """
+        return PostgresQuery(unsafeSQL: sql, binds: binds)
+    }
+}

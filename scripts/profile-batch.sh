@@ -1,0 +1,56 @@
+#!/usr/bin/env bash
+# Where the batch path's time goes (issue 13): one `herald serve` (MODE=sqlite or postgres) and a
+# strict sandbox (scripts/cluster.sh), one BATCH-token template batch posted and polled to the
+# end; prints the time to the 202 and to the finished job and the CPU `herald serve` and the
+# sandbox spent a notification (from /proc). PERF=1 records `perf` on `herald serve` for the run
+# (PERF_ARGS="--call-graph dwarf,16384" for call graphs; REPORT_ARGS for `perf report`); with
+# MODE=postgres the statements slower than 30 ms are listed from PostgreSQL's log.
+#
+#   SKIP_BUILD=1 scripts/profile-batch.sh
+#   MODE=postgres BATCH=10000 SKIP_BUILD=1 scripts/profile-batch.sh
+#   BATCH=20000 PERF=1 PERF_ARGS="--call-graph dwarf,16384" REPORT_ARGS="--children -g none" scripts/profile-batch.sh
+set -euo pipefail
+source "$(dirname "$0")/lib.sh"
+source "$ROOT/scripts/cluster.sh"
+BATCH=${BATCH:-100000}
+MODE=${MODE:-sqlite}
+export MAX_BATCH_ITEMS=200000 LOG_LEVEL=warning JOB_CONCURRENCY=${JOB_CONCURRENCY:-100}
+build_herald
+WORK=$(mktemp -d /tmp/herald-prof.XXXXXX)
+trap 'cluster_stop; rm -rf "$WORK"' EXIT
+cluster_start "$WORK/c" 1 "$MODE"
+port=${CLUSTER_PORTS[0]}; serve=${CLUSTER_PIDS[1]}; sandbox=${CLUSTER_PIDS[0]}
+as_postgres() { if [[ $(id -u) -eq 0 ]]; then runuser -u postgres -- "$@"; else "$@"; fi; }
+if [[ "$MODE" == postgres ]]; then
+  pgport=$(sed -E 's#.*:([0-9]+)/herald#\1#' "$CLUSTER_PG_DIR/url")
+  as_postgres psql -h "$CLUSTER_PG_DIR" -p "$pgport" -U postgres -d herald -c "ALTER SYSTEM SET log_min_duration_statement = 30" -c "SELECT pg_reload_conf()" >/dev/null
+fi
+python3 - "$BATCH" "$DEMO_TOPIC" > "$WORK/batch.json" <<'PY'
+import json, sys
+count, topic = int(sys.argv[1]), sys.argv[2]
+tokens = ["%064x" % (0xBA7C << 200 | i) for i in range(count)]
+json.dump({"notification": {"topic": topic, "payload": {"aps": {"alert": {"title": "Herald", "body": "Batch notification"}}}},
+           "device_tokens": tokens}, sys.stdout, separators=(",", ":"))
+PY
+curl -s -m 30 "http://127.0.0.1:$port/v1/notifications" -H "Authorization: Bearer $CLUSTER_API_KEY" -H 'Content-Type: application/json' \
+  -d "{\"device_token\": \"$DEMO_DEVICE\", \"topic\": \"$DEMO_TOPIC\", \"payload\": {\"aps\": {}}}"; echo
+hz=$(getconf CLK_TCK)
+cpu() { awk -v hz="$hz" '{printf "%.2f", ($14 + $15) / hz}' "/proc/$1/stat"; }
+c0=$(cpu $serve); s0=$(cpu $sandbox)
+if [[ -n "${PERF:-}" ]]; then perf record -F ${FREQ:-499} ${PERF_ARGS:-} -p "$serve" -o "$WORK/perf.data" 2> "$WORK/perf.err" & perfpid=$!; sleep 0.5; fi
+t0=$(date +%s.%N)
+out=$(curl -s -m 300 -w ' %{http_code}' "http://127.0.0.1:$port/v1/notifications/batch" -H "Authorization: Bearer $CLUSTER_API_KEY" -H 'Content-Type: application/json' --data-binary "@$WORK/batch.json")
+t1=$(date +%s.%N); c1=$(cpu $serve)
+echo "POST: $out after $(echo "$t1 - $t0" | bc) s; serve CPU for the POST $(echo "$c1 - $c0" | bc) s"
+job=$(python3 -c 'import json,sys; print(json.loads(sys.argv[1].rsplit(" ",1)[0])["job_id"])' "$out")
+while :; do
+  st=$(curl -s "http://127.0.0.1:$port/v1/jobs/$job?limit=1" -H "Authorization: Bearer $CLUSTER_API_KEY")
+  python3 -c 'import json,sys; sys.exit(0 if json.loads(sys.argv[1])["state"]=="finished" else 1)' "$st" && break
+  sleep 0.2
+done
+t2=$(date +%s.%N); c2=$(cpu $serve); s2=$(cpu $sandbox)
+if [[ -n "${PERF:-}" ]]; then kill -INT $perfpid; wait $perfpid || true; fi
+echo "finished after $(echo "$t2 - $t0" | bc) s: rate $(echo "$BATCH / ($t2 - $t0)" | bc) /s; serve CPU $(echo "($c2 - $c0) * 1000000 / $BATCH" | bc) us/notification (sending part $(echo "($c2 - $c1) * 1000000 / $BATCH" | bc)), sandbox $(echo "($s2 - $s0) * 1000000 / $BATCH" | bc) us/n"
+echo "$st" | head -c 600; echo
+if [[ "$MODE" == postgres ]]; then grep -E "duration" "$CLUSTER_PG_DIR/postgres.log" | sed -E 's/.*duration: ([0-9.]+) ms +(statement|execute [^:]*): (.{0,160}).*/\1 ms \3/' | sort -t' ' -k1 -rn | head -${PGTOP:-25}; grep -c duration "$CLUSTER_PG_DIR/postgres.log"; fi
+if [[ -n "${PERF:-}" ]]; then perf report -i "$WORK/perf.data" ${REPORT_ARGS:---no-children} --sort ${SORT:-sym} --stdio 2>/dev/null | grep -v "^#" | grep -v "^$" | head -${TOP:-60}; fi
