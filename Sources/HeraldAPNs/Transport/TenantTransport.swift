@@ -124,6 +124,10 @@ public final class TenantTransport: PushTransport {
         -> Result<APNsResponse, APNsTransportError>
     {
         let cancellation = SendCancellation()
+        // The request's completion holds `prepared`, which holds the cancellation, which holds
+        // the request: once the send is over the cancellation lets go of it, or every send would
+        // keep its request, payload and this transport alive for ever.
+        defer { cancellation.finish() }
         return await withTaskCancellationHandler {
             // Unsafe (unchecked) continuation: the completion runs exactly once (see `send(…completion:)`).
             await withUnsafeContinuation { (continuation: UnsafeContinuation<Result<APNsResponse, APNsTransportError>, Never>) in
@@ -446,6 +450,11 @@ final class SendCancellation: Sendable {
             state.request = request
             return true
         }
+    }
+
+    /// The send is over (answered, failed or cancelled): nothing is left to cancel.
+    func finish() {
+        state.withLock { $0.request = nil }
     }
 
     func cancel() {
