@@ -15,7 +15,7 @@ final class EventRecorder: HTTP2EngineDelegate {
 
     func headers(on stream: Int32) -> [[HTTP2Header]] {
         events.compactMap {
-            if case .headers(let id, let headers, _) = $0, id == stream { return headers }
+            if case .headers(let id, let headers, _) = $0, id == stream { return Array(headers) }
             return nil
         }
     }

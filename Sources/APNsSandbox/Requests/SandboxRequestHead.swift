@@ -40,23 +40,22 @@ struct SandboxRequestHead {
         }
     }
 
-    /// Reads a header block as the HTTP/2 engine delivers it.
-    init(_ headers: [HTTP2Header], keepingValuesUpTo limit: Int = .max) {
-        for header in headers {
-            var name = header.name
-            var value = header.value
-            name.withUTF8 { nameBytes in
-                value.withUTF8 { valueBytes in
-                    add(name: UnsafeRawBufferPointer(nameBytes), value: UnsafeRawBufferPointer(valueBytes), keepingValuesUpTo: limit)
-                }
-            }
+    /// Reads a header block as the HTTP/2 engine delivers it (as bytes: a String only for the
+    /// fields APNs reads).
+    init(_ headers: HTTP2HeaderBlock, keepingValuesUpTo limit: Int = .max) {
+        headers.forEachField { name, value, _ in
+            add(name: name, value: value, keepingValuesUpTo: limit)
         }
+    }
+
+    /// Reads header fields given as Strings (tests).
+    init(_ headers: [HTTP2Header], keepingValuesUpTo limit: Int = .max) {
+        self.init(HTTP2HeaderBlock(headers), keepingValuesUpTo: limit)
     }
 
     static func equals(_ bytes: UnsafeRawBufferPointer, _ text: StaticString) -> Bool {
         guard bytes.count == text.utf8CodeUnitCount else { return false }
-        let expected = UnsafeRawBufferPointer(start: text.utf8Start, count: text.utf8CodeUnitCount)
-        return bytes.elementsEqual(expected)
+        return HTTP2HeaderBlock.bytesEqual(bytes, UnsafeRawBufferPointer(start: text.utf8Start, count: text.utf8CodeUnitCount))
     }
 
     private static func set(_ slot: inout String?, _ value: UnsafeRawBufferPointer, _ duplicated: inout Bool) {
@@ -77,6 +76,14 @@ struct HPACKAudit {
     private var seen: (Bool, Bool, Bool) = (false, false, false)
     /// Violations found since the last `take`.
     private(set) var violations: [String] = []
+
+    /// False for a field name none of the rules is about (checked by length alone).
+    static func mayConcern(nameLength: Int) -> Bool {
+        switch nameLength {
+        case 5, 7, 13, 15, 16: return true
+        default: return false
+        }
+    }
 
     /// One decoded field: `entered` when it was added to the dynamic table.
     mutating func observe(name: UnsafeRawBufferPointer, entered: Bool) {

@@ -369,7 +369,7 @@ final class SandboxConnectionHandler: ChannelInboundHandler, HTTP2EngineDelegate
 
         // The device.
         let token = outcome.deviceToken!
-        if let state = core.devices[token] {
+        if !core.devices.isEmpty, let state = core.devices[token] {
             switch state {
             case .unregistered(let since):
                 outcome.reject(.unregistered, timestamp: since)
@@ -427,7 +427,7 @@ final class SandboxConnectionHandler: ChannelInboundHandler, HTTP2EngineDelegate
 
         let verified: VerifiedToken
         let sameAsLast: Bool
-        if let lastToken, let lastTokenVerdict, lastToken == jwt {
+        if let lastToken, let lastTokenVerdict, Self.sameBytes(lastToken, jwt) {
             verified = lastTokenVerdict
             sameAsLast = true
         } else {
@@ -458,6 +458,17 @@ final class SandboxConnectionHandler: ChannelInboundHandler, HTTP2EngineDelegate
             lastTokenVerdict = verified
         }
         return .ok(verified)
+    }
+
+    /// `a == b` by their UTF-8 bytes (`memcmp`), without making a String of the substring.
+    private static func sameBytes(_ a: String, _ b: Substring) -> Bool {
+        guard a.utf8.count == b.utf8.count else { return false }
+        let compared = a.utf8.withContiguousStorageIfAvailable { left in
+            b.utf8.withContiguousStorageIfAvailable { right in
+                HTTP2HeaderBlock.bytesEqual(UnsafeRawBufferPointer(left), UnsafeRawBufferPointer(right))
+            }
+        }
+        return (compared ?? nil) ?? a.utf8.elementsEqual(b.utf8)
     }
 
     // MARK: Responses
