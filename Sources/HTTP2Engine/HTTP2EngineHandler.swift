@@ -115,9 +115,13 @@ public final class HTTP2EngineHandler: ChannelInboundHandler, RemovableChannelHa
 
     /// Answers a stream (server): HEADERS, then `body` as DATA when non-nil (END_STREAM on the
     /// last frame; on the HEADERS when `body` is nil).
-    public func submitResponse(streamID: HTTP2StreamNumber, headers: [HTTP2Header], body: ByteBuffer?) throws {
+    ///
+    /// `validatingHeaders`: as for ``submitRequest(_:body:validatingHeaders:)``.
+    public func submitResponse(
+        streamID: HTTP2StreamNumber, headers: [HTTP2Header], body: ByteBuffer?, validatingHeaders: Bool = true
+    ) throws {
         guard let session else { throw HTTP2EngineError.notActive }
-        try session.submitResponse(streamID: streamID, headers, body: body)
+        try session.submitResponse(streamID: streamID, headers, body: body, validating: validatingHeaders)
         scheduleFlush()
     }
 

@@ -65,7 +65,11 @@ final class HTTP2Session {
     private(set) var recorded: [Recorded] = []
     /// Received header fields and DATA payloads of the recorded events.
     private var arena: ByteBuffer
+    /// Bytes of a frame split across reads, while the arena is cleared.
+    private var carry: [UInt8] = []
     /// The header block being received (nghttp2 never interleaves header blocks).
+    private var blockOpen = false
+    private var blockStreamID: Int32 = 0
     private var blockStart = 0
     private var blockFields = 0
     private var blockListSize = 0
@@ -77,7 +81,8 @@ final class HTTP2Session {
     private static let arenaKeptCapacity = 256 * 1024
     /// Scratch storage for outbound header blocks (reused, so building one is allocation-free
     /// once warmed up).
-    private var headerBytes: [UInt8] = []
+    private var headerBytes: UnsafeMutableRawPointer
+    private var headerByteCapacity = 1024
     private var nameValues: UnsafeMutablePointer<nghttp2_nv>
     private var nameValueCapacity = 16
 
@@ -87,11 +92,12 @@ final class HTTP2Session {
         self.allocator = allocator
         self.nameValues = .allocate(capacity: nameValueCapacity)
         self.arena = allocator.buffer(capacity: Self.arenaCapacity)
-        headerBytes.reserveCapacity(1024)
+        self.headerBytes = .allocate(byteCount: headerByteCapacity, alignment: 1)
 
         var callbacks: OpaquePointer?
         guard nghttp2_session_callbacks_new(&callbacks) == 0, let callbacks else {
             nameValues.deallocate()
+            headerBytes.deallocate()
             throw HTTP2EngineError.library(NGHTTP2_ERR_NOMEM.rawValue)
         }
         defer { nghttp2_session_callbacks_del(callbacks) }
@@ -104,6 +110,7 @@ final class HTTP2Session {
         var options: OpaquePointer?
         guard nghttp2_option_new(&options) == 0, let options else {
             nameValues.deallocate()
+            headerBytes.deallocate()
             throw HTTP2EngineError.library(NGHTTP2_ERR_NOMEM.rawValue)
         }
         defer { nghttp2_option_del(options) }
@@ -120,6 +127,7 @@ final class HTTP2Session {
         }
         guard rc == 0, let created else {
             nameValues.deallocate()
+            headerBytes.deallocate()
             throw HTTP2EngineError.library(rc)
         }
         session = created
@@ -128,6 +136,7 @@ final class HTTP2Session {
     deinit {
         if let session { nghttp2_session_del(session) }
         nameValues.deallocate()
+        headerBytes.deallocate()
     }
 
     /// Frees the session now (the connection is gone). Later calls throw ``HTTP2EngineError/notActive``.
@@ -160,14 +169,28 @@ final class HTTP2Session {
         }
     }
 
-    /// Every recorded event was delivered: forget them and reuse the arena.
+    /// Every recorded event was delivered: forget them and reuse the arena. A header block or
+    /// DATA frame still being received (split across reads) keeps its bytes so far: they move
+    /// to the start of the arena.
     func clearEvents() {
         recorded.removeAll(keepingCapacity: true)
-        dataStart = nil
+        var keepFrom = arena.writerIndex
+        if blockOpen { keepFrom = min(keepFrom, blockStart) }
+        if let dataStart { keepFrom = min(keepFrom, dataStart) }
+        let kept = arena.writerIndex - keepFrom
+        if kept > 0 {
+            carry.removeAll(keepingCapacity: true)
+            arena.withUnsafeReadableBytes { carry.append(contentsOf: UnsafeRawBufferPointer(rebasing: $0[keepFrom...])) }
+        }
         if arena.capacity > Self.arenaKeptCapacity {
             arena = allocator.buffer(capacity: Self.arenaCapacity)
         } else {
             arena.clear()
+        }
+        if kept > 0 {
+            arena.writeBytes(carry)
+            if blockOpen { blockStart -= keepFrom }
+            if let start = dataStart { dataStart = start - keepFrom }
         }
     }
 
@@ -245,13 +268,13 @@ final class HTTP2Session {
         return streamID
     }
 
-    func submitResponse(streamID: Int32, _ headers: [HTTP2Header], body: ByteBuffer?) throws {
+    func submitResponse(streamID: Int32, _ headers: [HTTP2Header], body: ByteBuffer?, validating: Bool = true) throws {
         guard let session else { throw HTTP2EngineError.notActive }
         guard mode == .server else { throw HTTP2EngineError.wrongMode }
         // The entry must exist before nghttp2 may read from it; a stream that is already gone
         // makes the submit fail and the entry is dropped again.
         if let body { streams[streamID, default: StreamState()].outbound = body }
-        let rc: Int32 = try withNameValues(headers, validating: true) { nva, count in
+        let rc: Int32 = try withNameValues(headers, validating: validating) { nva, count in
             if body != nil {
                 var provider = Self.dataProvider
                 return nghttp2_submit_response(session, streamID, nva, count, &provider)
@@ -314,34 +337,46 @@ final class HTTP2Session {
             nameValueCapacity = headers.count
             nameValues = .allocate(capacity: nameValueCapacity)
         }
-        headerBytes.removeAll(keepingCapacity: true)
-        for header in headers {
-            headerBytes.append(contentsOf: header.name.utf8)
-            headerBytes.append(contentsOf: header.value.utf8)
+        var total = 0
+        for header in headers { total += header.name.utf8.count + header.value.utf8.count }
+        if total > headerByteCapacity {
+            headerBytes.deallocate()
+            headerByteCapacity = max(total, headerByteCapacity * 2)
+            headerBytes = .allocate(byteCount: headerByteCapacity, alignment: 1)
         }
-        let nameValues = self.nameValues
-        return try headerBytes.withUnsafeMutableBufferPointer { bytes -> R in
-            guard let base = bytes.baseAddress else {
-                return body(nameValues, 0)
-            }
-            var offset = 0
-            for (index, header) in headers.enumerated() {
-                let nameLength = header.name.utf8.count
-                let valueLength = header.value.utf8.count
-                let name = base + offset
-                let value = name + nameLength
-                offset += nameLength + valueLength
-                guard !validating
-                    || (nghttp2_check_header_name(name, nameLength) != 0 && nghttp2_check_header_value(value, valueLength) != 0)
-                else { throw HTTP2EngineError.invalidHeader }
-                let flags: UInt8 =
-                    header.indexing == .neverIndexed
-                    ? UInt8(NGHTTP2_NV_FLAG_NO_INDEX.rawValue) : UInt8(NGHTTP2_NV_FLAG_NONE.rawValue)
-                (nameValues + index).initialize(
-                    to: nghttp2_nv(name: name, value: value, namelen: nameLength, valuelen: valueLength, flags: flags))
-            }
-            return body(nameValues, headers.count)
+        let base = headerBytes.assumingMemoryBound(to: UInt8.self)
+        var offset = 0
+        for (index, header) in headers.enumerated() {
+            let name = base + offset
+            let nameLength = Self.copyUTF8(header.name, to: name)
+            let value = name + nameLength
+            let valueLength = Self.copyUTF8(header.value, to: value)
+            offset += nameLength + valueLength
+            guard !validating
+                || (nghttp2_check_header_name(name, nameLength) != 0 && nghttp2_check_header_value(value, valueLength) != 0)
+            else { throw HTTP2EngineError.invalidHeader }
+            let flags: UInt8 =
+                header.indexing == .neverIndexed
+                ? UInt8(NGHTTP2_NV_FLAG_NO_INDEX.rawValue) : UInt8(NGHTTP2_NV_FLAG_NONE.rawValue)
+            (nameValues + index).initialize(
+                to: nghttp2_nv(name: name, value: value, namelen: nameLength, valuelen: valueLength, flags: flags))
         }
+        return body(nameValues, headers.count)
+    }
+
+    /// Copies `text`'s UTF-8 bytes to `destination` (room for them was made); returns the count.
+    private static func copyUTF8(_ text: String, to destination: UnsafeMutablePointer<UInt8>) -> Int {
+        let copied = text.utf8.withContiguousStorageIfAvailable { bytes -> Int in
+            if let source = bytes.baseAddress, bytes.count > 0 { destination.update(from: source, count: bytes.count) }
+            return bytes.count
+        }
+        if let copied { return copied }
+        var count = 0
+        for byte in text.utf8 {
+            destination[count] = byte
+            count += 1
+        }
+        return count
     }
 
     /// Every stream's DATA comes through the same read callback; its source is the stream's
@@ -354,6 +389,8 @@ final class HTTP2Session {
 
     fileprivate func beginHeaders(streamID: Int32) -> Int32 {
         guard trackedIndex(streamID) != nil else { return HTTP2Library.callbackFailure }
+        blockOpen = true
+        blockStreamID = streamID
         blockStart = arena.writerIndex
         blockFields = 0
         blockListSize = 0
@@ -410,6 +447,7 @@ final class HTTP2Session {
                 .headers(
                     streamID: streamID, start: blockStart, length: arena.writerIndex - blockStart, count: blockFields,
                     endStream: endStream))
+            blockOpen = false
             blockStart = arena.writerIndex
             blockFields = 0
             blockListSize = 0
@@ -460,6 +498,7 @@ final class HTTP2Session {
     fileprivate func streamClosed(streamID: Int32, errorCode: UInt32) -> Int32 {
         streams[streamID] = nil
         if dataStreamID == streamID { dataStart = nil }
+        if blockOpen, blockStreamID == streamID { blockOpen = false }
         recorded.append(.event(.streamClosed(streamID: streamID, errorCode: HTTP2ErrorCode(errorCode))))
         return 0
     }
