@@ -229,12 +229,21 @@ public struct HTTP2HeaderBlock: Sendable, Collection, CustomStringConvertible {
     }
 
     /// Appends one field's entry to `buffer` (the session's arena).
+    /// One write per field (each ByteBuffer write checks uniqueness and capacity).
     static func append(name: UnsafeRawBufferPointer, value: UnsafeRawBufferPointer, neverIndexed: Bool, to buffer: inout ByteBuffer) {
-        buffer.writeInteger(UInt32(truncatingIfNeeded: name.count), endianness: .host)
-        buffer.writeInteger(UInt32(truncatingIfNeeded: value.count), endianness: .host)
-        buffer.writeInteger(neverIndexed ? neverIndexedFlag : 0)
-        buffer.writeBytes(name)
-        buffer.writeBytes(value)
+        let total = entryOverhead + name.count + value.count
+        buffer.writeWithUnsafeMutableBytes(minimumWritableBytes: total) { out in
+            out.storeBytes(of: UInt32(truncatingIfNeeded: name.count), toByteOffset: 0, as: UInt32.self)
+            out.storeBytes(of: UInt32(truncatingIfNeeded: value.count), toByteOffset: 4, as: UInt32.self)
+            out.storeBytes(of: neverIndexed ? neverIndexedFlag : 0, toByteOffset: 8, as: UInt8.self)
+            if let source = name.baseAddress, name.count > 0 {
+                (out.baseAddress! + entryOverhead).copyMemory(from: source, byteCount: name.count)
+            }
+            if let source = value.baseAddress, value.count > 0 {
+                (out.baseAddress! + entryOverhead + name.count).copyMemory(from: source, byteCount: value.count)
+            }
+            return total
+        }
     }
 
     public var startIndex: Index { Index(offset: 0) }

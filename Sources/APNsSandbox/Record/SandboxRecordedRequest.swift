@@ -125,6 +125,9 @@ public struct SandboxAudit: Sendable, Hashable, Codable {
 /// Running totals.
 public struct SandboxCounters: Sendable, Hashable, Codable {
     public var connections: Int = 0
+    /// Requests whose headers arrived, counted on arrival (before any answer; ``requests``
+    /// counts them once answered or cut off).
+    public var received: Int = 0
     public var requests: Int = 0
     public var answered: Int = 0
     public var cutOff: Int = 0

@@ -12,6 +12,8 @@ final class SandboxRecorder: Sendable {
 
     private let state = Mutex(State())
     private let sequence = Atomic<Int>(0)
+    /// Requests whose headers arrived since the last reset (answered or not yet).
+    private let received = Atomic<Int>(0)
     private let keepInMemory: Bool
     private let maximumKept: Int
     private let file: JSONLinesWriter?
@@ -25,7 +27,11 @@ final class SandboxRecorder: Sendable {
     /// True when a record is kept anywhere (so hashing the payload is worth it).
     var isRecording: Bool { keepInMemory || file != nil }
 
-    func nextSequence() -> Int { sequence.wrappingAdd(1, ordering: .relaxed).newValue }
+    /// The sequence number of a request whose headers just arrived (also counts it as received).
+    func nextSequence() -> Int {
+        received.wrappingAdd(1, ordering: .relaxed)
+        return sequence.wrappingAdd(1, ordering: .relaxed).newValue
+    }
 
     /// Counts one request; builds and keeps its record only when something records.
     func record(
@@ -75,10 +81,15 @@ final class SandboxRecorder: Sendable {
         state.withLock { $0.records }.sorted { $0.sequence < $1.sequence }
     }
 
-    var counters: SandboxCounters { state.withLock { $0.counters } }
+    var counters: SandboxCounters {
+        var counters = state.withLock { $0.counters }
+        counters.received = received.load(ordering: .relaxed)
+        return counters
+    }
     var audit: SandboxAudit { state.withLock { $0.audit } }
 
     func reset() {
+        received.store(0, ordering: .relaxed)
         state.withLock { $0 = State() }
     }
 

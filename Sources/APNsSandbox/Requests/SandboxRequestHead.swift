@@ -147,24 +147,27 @@ enum SandboxRules {
 
     /// `:path` → the lowercase device token, or the reason APNs gives.
     static func deviceToken(fromPath path: String?) -> Checked<String> {
-        guard let path else { return .rejected(.badPath) }
-        guard path.hasPrefix(devicePathPrefix) else {
-            // "/3/device" without the trailing slash names no device.
-            return .rejected(path == "/3/device" ? .missingDeviceToken : .badPath)
-        }
-        let token = path.utf8.dropFirst(devicePathPrefix.utf8.count)
-        guard !token.isEmpty else { return .rejected(.missingDeviceToken) }
-        guard token.count % 2 == 0, token.count <= DeviceToken.maximumHexLength else { return .rejected(.badDeviceToken) }
-        var hasUppercase = false
-        for byte in token {
-            switch byte {
-            case UInt8(ascii: "0")...UInt8(ascii: "9"), UInt8(ascii: "a")...UInt8(ascii: "f"): continue
-            case UInt8(ascii: "A")...UInt8(ascii: "F"): hasUppercase = true
-            default: return .rejected(.badDeviceToken)
+        guard var text = path else { return .rejected(.badPath) }
+        return text.withUTF8 { bytes in
+            let prefix = devicePathPrefix.utf8.count
+            guard bytes.count >= prefix, bytes.starts(with: devicePathPrefix.utf8) else {
+                // "/3/device" without the trailing slash names no device.
+                return .rejected(bytes.elementsEqual("/3/device".utf8) ? .missingDeviceToken : .badPath)
             }
+            let token = UnsafeBufferPointer(rebasing: bytes[prefix...])
+            guard !token.isEmpty else { return .rejected(.missingDeviceToken) }
+            guard token.count % 2 == 0, token.count <= DeviceToken.maximumHexLength else { return .rejected(.badDeviceToken) }
+            var hasUppercase = false
+            for byte in token {
+                switch byte {
+                case UInt8(ascii: "0")...UInt8(ascii: "9"), UInt8(ascii: "a")...UInt8(ascii: "f"): continue
+                case UInt8(ascii: "A")...UInt8(ascii: "F"): hasUppercase = true
+                default: return .rejected(.badDeviceToken)
+                }
+            }
+            if !hasUppercase { return .ok(String(decoding: token, as: UTF8.self)) }
+            return .ok(String(decoding: token.map { $0 >= UInt8(ascii: "A") && $0 <= UInt8(ascii: "F") ? $0 + 32 : $0 }, as: UTF8.self))
         }
-        if !hasUppercase { return .ok(String(Substring(token))) }
-        return .ok(String(decoding: token.map { $0 >= UInt8(ascii: "A") && $0 <= UInt8(ascii: "F") ? $0 + 32 : $0 }, as: UTF8.self))
     }
 
     /// The push type: omitted is `alert`; an unknown value is APNs' `InvalidPushType`.

@@ -28,7 +28,9 @@ struct TransportCancellationTests {
             #expect(try await transport.send(Notes.note(topic: "com.example.alpha")).status == 200)
             harness.sandbox.setFaults(SandboxFaults(addedLatency: 60))
             let held = Task { try await transport.send(Notes.note(topic: "com.example.alpha")) }
-            await waitUntil { Self.inFlight(transport) == 1 }
+            // On the wire, not only given to the connection (a cancel before the connection
+            // wrote it would leave without reaching APNs, the other test's case).
+            await waitUntil { harness.sandbox.counters.received == 2 }
             #expect(Self.inFlight(transport) == 1)
             held.cancel()
             do {
