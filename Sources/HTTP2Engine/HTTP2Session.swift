@@ -187,11 +187,10 @@ final class HTTP2Session {
         } else {
             arena.clear()
         }
-        if kept > 0 {
-            arena.writeBytes(carry)
-            if blockOpen { blockStart -= keepFrom }
-            if let start = dataStart { dataStart = start - keepFrom }
-        }
+        if kept > 0 { arena.writeBytes(carry) }
+        // Rebased even when nothing was kept (a block begun with no field decoded yet).
+        if blockOpen { blockStart -= keepFrom }
+        if let start = dataStart { dataStart = start - keepFrom }
     }
 
     // MARK: Input and output
