@@ -44,6 +44,11 @@ sed -e "s#^  port: 2197#  port: $SANDBOX_PORT#" -e "s#: sandbox/#: $ROOT/config/
 grep -q "port: $SANDBOX_PORT" "$WORK/config/sandbox.yaml" || { echo "cannot set the sandbox port" >&2; exit 1; }
 demo_tenant demo-token "$SANDBOX_PORT" "$WORK/tenants"
 demo_tenant demo-cert "$SANDBOX_PORT" "$WORK/tenants"
+# The routes that change or delete one tenant run against `scratch` (schemathesis.toml pins the
+# path's id), a copy of the token tenant without API keys: a DELETE or PATCH learnt from
+# GET /admin/tenants must not take the demo tenant (and with it every /v1 case) out of the run.
+sed -e 's/^id: demo-token$/id: scratch/' -e '/^api_keys:/,$d' "$WORK/tenants/demo-token.yaml" > "$WORK/tenants/scratch.yaml"
+grep -q '^id: scratch$' "$WORK/tenants/scratch.yaml" || { echo "cannot make the scratch tenant" >&2; exit 1; }
 cat > "$WORK/config/herald.yaml" <<YAML
 tenants_dir: $WORK/tenants
 listen:

@@ -98,3 +98,35 @@ struct WebhookDelivery: Sendable {
         }
     }
 }
+
+extension FeedbackConfiguration.Webhook {
+    /// A signed `credential.expiring` event for this webhook (Herald's credential health monitor
+    /// sends it once a day from 14 days before the tenant's client certificate expires), signed
+    /// like the plugin's own events: `X-Herald-Signature: sha256=<hex>` of
+    /// HMAC-SHA256(secret, "<X-Herald-Timestamp>.<body>").
+    ///
+    /// Body: `{"event": "credential.expiring", "tenant", "kind": "certificate", "not_after"
+    /// (milliseconds since 1970), "days_left", "sent_at"}`.
+    public func credentialExpiringRequest(tenant: TenantID, notAfter: Date, sentAt: Date) -> WebhookRequest {
+        let daysLeft = (notAfter.timeIntervalSince(sentAt) / 86_400).rounded(.down)
+        let body = JSONValue.object([
+            ("event", .string("credential.expiring")),
+            ("tenant", .string(tenant.rawValue)),
+            ("kind", .string("certificate")),
+            ("not_after", .int(WebhookDelivery.millis(notAfter))),
+            ("days_left", .int(daysLeft.isFinite ? Int64(max(-1e9, min(1e9, daysLeft))) : 0)),
+            ("sent_at", .int(WebhookDelivery.millis(sentAt))),
+        ]).jsonBytes
+        let timestamp = String(WebhookDelivery.millis(sentAt) / 1000)
+        let headers = [
+            "Content-Type": "application/json",
+            "User-Agent": "Herald",
+            WebhookDelivery.timestampHeader: timestamp,
+            WebhookDelivery.signatureHeader: "sha256="
+                + WebhookDelivery.signature(secret: secret.bytes, timestamp: timestamp, body: body),
+            "X-Herald-Event": "credential.expiring",
+            "X-Herald-Delivery": "\(tenant.rawValue)-credential-expiring-\(timestamp)",
+        ]
+        return WebhookRequest(url: url, headers: headers, body: body, timeout: timeout, allowPrivateAddresses: allowPrivateAddresses)
+    }
+}

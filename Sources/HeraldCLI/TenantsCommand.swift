@@ -4,12 +4,16 @@ import HeraldAPNs
 import HeraldConfig
 import HeraldCore
 
-/// `herald tenants validate|list`: check and show the tenant files.
+/// `herald tenants validate|list`: check and show the tenant files; `create|show|update|delete|
+/// add-key|remove-key`: the tenant lifecycle through a running server's admin API.
 struct TenantsCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "tenants",
-        abstract: "Check and list the tenant files (one YAML file per tenant).",
-        subcommands: [TenantsValidateCommand.self, TenantsListCommand.self]
+        abstract: "Check and list the tenant files; onboard, change and remove tenants through the admin API.",
+        subcommands: [
+            TenantsValidateCommand.self, TenantsListCommand.self, TenantsCreateCommand.self, TenantsShowCommand.self,
+            TenantsUpdateCommand.self, TenantsDeleteCommand.self, TenantsAddKeyCommand.self, TenantsRemoveKeyCommand.self,
+        ]
     )
 }
 

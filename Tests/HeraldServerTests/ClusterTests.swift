@@ -176,6 +176,50 @@ struct ClusterTests {
         }
     }
 
+    @Test("a key uploaded through one instance's admin API is sent with by another within seconds (NOTIFY, no watcher)")
+    func credentialUploadReachesTheOtherInstance() async throws {
+        let settings = try Self.postgresSettings(schema: Self.freshSchema())
+        // acme, and a second key of acme's team that only the sandbox knows yet.
+        let (world, next) = try await ReloadAPITests.world()
+        let acme = world.tenant("acme")
+        let options = Self.options(world, settings: settings, rescan: .seconds(3600))
+        #expect(options.watchInterval == nil, "no directory watcher: only the notification can tell B")
+        try await Self.closing(world) {
+        try await Self.withSchemaStore(settings) { _ in
+            let second = {
+                var second = options
+                second.jobs.instance = "second-\(options.jobs.instance)"
+                return second
+            }()
+            try await LiveServer.with(options) { a in
+                try await LiveServer.with(second) { b in
+                    await b.server.waitUntilListeningForPeers()
+                    #expect(try await ReloadAPITests.send(b.client(), acme, 1).status == 200)
+                    #expect(world.sandbox.requests.last?.keyID == "ACMEKEY001")
+
+                    let body =
+                        #"{"kind": "token", "key_id": "ACMEKEY002", "pem": \#(try ReloadAPITests.quoted(next.key.pemRepresentation))}"#
+                    let reply = try await a.client().request(
+                        .put, "/admin/tenants/acme/credentials", key: "test-admin-token", json: body)
+                    #expect(reply.status == 200, "\(reply.text)")
+
+                    // B reloads when A's notification arrives; until then it keeps sending with the old key.
+                    var index = 2
+                    try await Self.eventually("instance B sends with the key uploaded through A") {
+                        index += 1
+                        let sent = try await ReloadAPITests.send(b.client(), acme, index)
+                        #expect(sent.status == 200, "\(sent.text)")
+                        return world.sandbox.requests.last?.keyID == "ACMEKEY002"
+                    }
+                    let tenants = try await b.client().request(.get, "/admin/tenants", key: "test-admin-token")
+                    let listed = (tenants.json["tenants"] as? [[String: Any]] ?? []).first { $0["id"] as? String == "acme" }
+                    #expect((listed?["auth"] as? [String: Any])?["key_id"] as? String == "ACMEKEY002")
+                }
+            }
+        }
+        }
+    }
+
     /// Runs `body`, then closes the world whether it threw or not.
     static func closing(_ world: TestWorld, _ body: () async throws -> Void) async throws {
         do {

@@ -1,4 +1,5 @@
 import APNsSandbox
+import Crypto
 import Foundation
 import Herald
 import HeraldCore
@@ -107,5 +108,52 @@ struct CredentialHealthTests {
         #expect(throws: (any Error).self) {
             try metrics.expectGauge("herald_credential_expiry_seconds", [("tenant", "soon")])
         }
+    }
+
+    final class RecordingQueue: WebhookQueue {
+        let queued = Mutex<[(WebhookRequest, TenantID)]>([])
+        func enqueue(_ request: WebhookRequest, tenant: TenantID, attempts: Int, initialBackoff: Duration) async throws {
+            queued.withLock { $0.append((request, tenant)) }
+        }
+    }
+
+    @Test("the 14-day notice goes to the tenant's feedback webhook, signed; tenants without one get nothing")
+    func feedbackWebhookNotice() async throws {
+        let now = Date()
+        let ca = try SandboxCertificateAuthority.generate()
+        var hooked = try Self.certificateTenant("hooked", ca: ca, expiresIn: 10 * 86_400, now: now)
+        hooked.plugins = [
+            PluginConfiguration(
+                name: "feedback",
+                options: .object([
+                    ("webhook", .string("https://hooks.example.com/herald")), ("secret", .string("env:HOOK_SECRET")),
+                ]),
+                location: SourceLocation(file: "tenants/hooked.yaml", line: 1, column: 1))
+        ]
+        let silent = try Self.certificateTenant("silent", ca: ca, expiresIn: 10 * 86_400, now: now)
+        let queue = RecordingQueue()
+        let notifier = FeedbackWebhookExpiryNotifier(
+            queue: queue, environment: ["HOOK_SECRET": "s3cret-value-of-32-bytes-or-more"], logger: .init(label: "herald.tests.health"))
+        let health = CredentialHealth(
+            tenant: hooked.id, kind: .certificate, certificateNotAfter: now.addingTimeInterval(10 * 86_400), checkedAt: now)
+        await notifier.certificateExpiring(health, tenant: hooked, now: now)
+        await notifier.certificateExpiring(health, tenant: silent, now: now)
+
+        let queued = queue.queued.withLock { $0 }
+        #expect(queued.count == 1)
+        let (request, tenant) = try #require(queued.first)
+        #expect(tenant == hooked.id)
+        #expect(request.url == "https://hooks.example.com/herald")
+        #expect(request.headers["X-Herald-Event"] == "credential.expiring")
+        let body = try #require(try JSONSerialization.jsonObject(with: Data(request.body)) as? [String: Any])
+        #expect(body["event"] as? String == "credential.expiring")
+        #expect(body["tenant"] as? String == "hooked")
+        #expect(body["days_left"] as? Int == 9 || body["days_left"] as? Int == 10)
+        // Signed with the webhook's secret over "<timestamp>.<body>"; the secret itself is not sent.
+        let timestamp = try #require(request.headers["X-Herald-Timestamp"])
+        let expected = HMAC<SHA256>.authenticationCode(
+            for: Array(timestamp.utf8) + [UInt8(ascii: ".")] + request.body, using: SymmetricKey(data: Array("s3cret-value-of-32-bytes-or-more".utf8)))
+        #expect(request.headers["X-Herald-Signature"] == "sha256=" + expected.map { String(format: "%02x", $0) }.joined())
+        #expect(!String(decoding: request.body, as: UTF8.self).contains("s3cret-value-of-32-bytes-or-more"))
     }
 }

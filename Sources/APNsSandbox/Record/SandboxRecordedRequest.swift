@@ -125,9 +125,6 @@ public struct SandboxAudit: Sendable, Hashable, Codable {
 /// Running totals.
 public struct SandboxCounters: Sendable, Hashable, Codable {
     public var connections: Int = 0
-    /// Requests whose headers arrived, counted on arrival (before any answer; ``requests``
-    /// counts them once answered or cut off).
-    public var received: Int = 0
     public var requests: Int = 0
     public var answered: Int = 0
     public var cutOff: Int = 0
@@ -143,6 +140,9 @@ public struct SandboxCounters: Sendable, Hashable, Codable {
     public var goawaysSent: Int = 0
     /// Connections closed abruptly by the `dropAfter` fault.
     public var connectionsDropped: Int = 0
+    /// Complete requests whose answer the `addedLatency` fault held back (counted on arrival, so
+    /// a test knows a request has reached the sandbox before its answer is due).
+    public var heldForLatency: Int = 0
     /// Distinct provider tokens whose signature was checked (each only once).
     public var tokenVerifications: Int = 0
     /// Requests not kept in memory because ``SandboxConfiguration/maximumRecordedRequests`` was reached.

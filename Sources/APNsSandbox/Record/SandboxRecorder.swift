@@ -12,8 +12,6 @@ final class SandboxRecorder: Sendable {
 
     private let state = Mutex(State())
     private let sequence = Atomic<Int>(0)
-    /// Requests whose headers arrived since the last reset (answered or not yet).
-    private let received = Atomic<Int>(0)
     private let keepInMemory: Bool
     private let maximumKept: Int
     private let file: JSONLinesWriter?
@@ -27,11 +25,7 @@ final class SandboxRecorder: Sendable {
     /// True when a record is kept anywhere (so hashing the payload is worth it).
     var isRecording: Bool { keepInMemory || file != nil }
 
-    /// The sequence number of a request whose headers just arrived (also counts it as received).
-    func nextSequence() -> Int {
-        received.wrappingAdd(1, ordering: .relaxed)
-        return sequence.wrappingAdd(1, ordering: .relaxed).newValue
-    }
+    func nextSequence() -> Int { sequence.wrappingAdd(1, ordering: .relaxed).newValue }
 
     /// Counts one request; builds and keeps its record only when something records.
     func record(
@@ -63,6 +57,7 @@ final class SandboxRecorder: Sendable {
     func oversizedHeaders() { state.withLock { $0.counters.oversizedHeaders += 1 } }
     func goawaySent() { state.withLock { $0.counters.goawaysSent += 1 } }
     func connectionDropped() { state.withLock { $0.counters.connectionsDropped += 1 } }
+    func heldForLatency() { state.withLock { $0.counters.heldForLatency += 1 } }
     func priorityFrame() { state.withLock { $0.audit.priorityFrames += 1 } }
     func headersWithPriority() { state.withLock { $0.audit.headersWithPriority += 1 } }
     func streamAboveLimit() { state.withLock { $0.audit.streamsAboveLimit += 1 } }
@@ -81,15 +76,10 @@ final class SandboxRecorder: Sendable {
         state.withLock { $0.records }.sorted { $0.sequence < $1.sequence }
     }
 
-    var counters: SandboxCounters {
-        var counters = state.withLock { $0.counters }
-        counters.received = received.load(ordering: .relaxed)
-        return counters
-    }
+    var counters: SandboxCounters { state.withLock { $0.counters } }
     var audit: SandboxAudit { state.withLock { $0.audit } }
 
     func reset() {
-        received.store(0, ordering: .relaxed)
         state.withLock { $0 = State() }
     }
 

@@ -241,6 +241,7 @@ final class SandboxConnectionHandler: ChannelInboundHandler, HTTP2EngineDelegate
         let outcome = evaluate(stream)
         if faults.addedLatency > 0, let context {
             stream.awaitingResponse = true
+            core.recorder.heldForLatency()
             let delay = TimeAmount.nanoseconds(Int64(faults.addedLatency * 1_000_000_000))
             context.eventLoop.assumeIsolated().scheduleTask(in: delay) { [self] in
                 guard !self.closed, let waiting = self.streams[streamID] else { return }

@@ -81,6 +81,8 @@ public struct InstanceHeartbeat: Sendable {
                 logger.warning("this instance's heartbeat row was gone (taken for dead); registering again")
                 try await register()
             }
+        } catch is CancellationError {
+            return []  // shutting down
         } catch {
             logger.error("cannot write this instance's heartbeat", metadata: ["herald.error": "\(error)"])
         }
@@ -88,6 +90,8 @@ public struct InstanceHeartbeat: Sendable {
         let dead: [InstanceRecord]
         do {
             dead = try await registry.instances().filter { $0.id != instance.id && $0.lastHeartbeat < cutoff }
+        } catch is CancellationError {
+            return []  // shutting down
         } catch {
             logger.error("cannot read the instance registry", metadata: ["herald.error": "\(error)"])
             return []

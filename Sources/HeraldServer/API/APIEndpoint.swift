@@ -18,6 +18,12 @@ public enum APIEndpoint: String, CaseIterable, Sendable {
     case adminReload
     case adminReloadTenant
     case adminUploadCredentials
+    case adminCreateTenant
+    case adminTenant
+    case adminUpdateTenant
+    case adminDeleteTenant
+    case adminCreateAPIKey
+    case adminDeleteAPIKey
     case adminInstances
 
     /// Who may call a route.
@@ -33,9 +39,11 @@ public enum APIEndpoint: String, CaseIterable, Sendable {
 
     public var method: HTTPRequest.Method {
         switch self {
-        case .healthz, .readyz, .metrics, .openAPI, .job, .invalidDevices, .adminTenants, .adminInstances: return .get
-        case .sendNotification, .sendBatch, .adminReload, .adminReloadTenant: return .post
+        case .healthz, .readyz, .metrics, .openAPI, .job, .invalidDevices, .adminTenants, .adminTenant, .adminInstances: return .get
+        case .sendNotification, .sendBatch, .adminReload, .adminReloadTenant, .adminCreateTenant, .adminCreateAPIKey: return .post
         case .registerDevice, .adminUploadCredentials: return .put
+        case .adminUpdateTenant: return .patch
+        case .adminDeleteTenant, .adminDeleteAPIKey: return .delete
         }
     }
 
@@ -55,6 +63,10 @@ public enum APIEndpoint: String, CaseIterable, Sendable {
         case .adminReload: return "/admin/reload"
         case .adminReloadTenant: return "/admin/tenants/{id}/reload"
         case .adminUploadCredentials: return "/admin/tenants/{id}/credentials"
+        case .adminCreateTenant: return "/admin/tenants"
+        case .adminTenant, .adminUpdateTenant, .adminDeleteTenant: return "/admin/tenants/{id}"
+        case .adminCreateAPIKey: return "/admin/tenants/{id}/api-keys"
+        case .adminDeleteAPIKey: return "/admin/tenants/{id}/api-keys/{name}"
         case .adminInstances: return "/admin/instances"
         }
     }
@@ -64,16 +76,28 @@ public enum APIEndpoint: String, CaseIterable, Sendable {
         case .healthz, .readyz, .openAPI: return .open
         case .sendNotification, .sendBatch, .job, .invalidDevices, .registerDevice: return .tenant
         // Metrics name tenants, topics and volumes: not for tenants or anonymous callers.
-        case .metrics, .adminTenants, .adminReload, .adminReloadTenant, .adminUploadCredentials, .adminInstances:
+        case .metrics, .adminTenants, .adminReload, .adminReloadTenant, .adminUploadCredentials, .adminCreateTenant, .adminTenant,
+            .adminUpdateTenant, .adminDeleteTenant, .adminCreateAPIKey, .adminDeleteAPIKey, .adminInstances:
             return .admin
         }
     }
 
-    /// The path in Hummingbird's router syntax (`:name`).
-    var routerPath: String {
-        path.split(separator: "/", omittingEmptySubsequences: false).map { segment in
+    /// The path in Hummingbird's router syntax (`:name`), relative to a group mounted at `prefix`.
+    func routerPath(under prefix: String = "") -> String {
+        precondition(path.hasPrefix(prefix), "\(path) is not under \(prefix)")
+        return path.dropFirst(prefix.count).split(separator: "/", omittingEmptySubsequences: false).map { segment in
             segment.hasPrefix("{") && segment.hasSuffix("}") ? ":" + segment.dropFirst().dropLast() : String(segment)
         }.joined(separator: "/")
+    }
+
+    /// The methods the API serves at `requestPath`: a path that is a route's own literal path
+    /// (`/v1/devices/invalid`) belongs to that route only, not also to the parameterised ones it
+    /// happens to match (`/v1/devices/{token}`). Admin routes count only while they are enabled.
+    static func methods(at requestPath: String, adminEnabled: Bool) -> [HTTPRequest.Method] {
+        let candidates = allCases.filter { adminEnabled || $0.access != .admin }
+        let literal = candidates.filter { !$0.path.contains("{") && $0.match(requestPath) != nil }
+        if !literal.isEmpty { return literal.map(\.method) }
+        return candidates.filter { $0.match(requestPath) != nil }.map(\.method)
     }
 
     /// The path parameters of `requestPath` if it matches this route's path, else nil.

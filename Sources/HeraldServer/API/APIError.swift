@@ -1,4 +1,5 @@
 import Foundation
+import Herald
 import HeraldCore
 import Hummingbird
 
@@ -35,14 +36,21 @@ public struct APIError: Error, Sendable, HTTPResponseError, CustomStringConverti
         "\(status.code) \(code)" + (field.map { " [\($0)]" } ?? "") + ": \(message)"
     }
 
-    /// The JSON of the error object (without the `{"error": …}` envelope).
-    var jsonValue: JSONValue {
-        var members: [(String, JSONValue)] = [
-            ("code", .string(code)), ("message", .string(message)), ("field", field.map(JSONValue.string) ?? .null),
-        ]
-        if let apnsReason { members.append(("apns_reason", .string(apnsReason))) }
-        if !details.isEmpty { members.append(("details", .array(details.map(\.jsonValue)))) }
-        return .object(members)
+    /// The error object of the answer (inside the `{"error": …}` envelope).
+    struct Body: Encodable, Sendable {
+        var code: String
+        var message: String
+        @Nullable var field: String?
+        var apnsReason: String?
+        var details: [Body]?
+    }
+
+    var body: Body {
+        Body(code: code, message: message, field: field, apnsReason: apnsReason, details: details.isEmpty ? nil : details.map(\.body))
+    }
+
+    private struct Envelope: Encodable, Sendable {
+        var error: Body
     }
 
     public func response(from request: Request, context: some RequestContext) throws -> Response {
@@ -50,7 +58,13 @@ public struct APIError: Error, Sendable, HTTPResponseError, CustomStringConverti
     }
 
     func response() -> Response {
-        var response = JSONResponse.make(.object([("error", jsonValue)]), status: status)
+        var response: Response
+        do {
+            response = try APIResponseEncoder.response(Envelope(error: body), status: status)
+        } catch {
+            // Strings and numbers always encode; this answer is never expected.
+            response = Response(status: .internalServerError)
+        }
         for field in headers { response.headers.append(field) }
         return response
     }
@@ -123,6 +137,21 @@ public struct APIError: Error, Sendable, HTTPResponseError, CustomStringConverti
 
     static func `internal`(_ message: String = "internal error") -> APIError {
         APIError(status: .internalServerError, code: "internal_error", message: message)
+    }
+
+    /// A reload's or a credential upload's refusal.
+    static func reload(_ error: ReloadError) -> APIError {
+        if error.isUnknownTenant { return APIError.notFound("tenant") }
+        if error.isCredentialUnchanged {
+            return APIError(status: .conflict, code: "credential_unchanged", message: error.message)
+        }
+        if error.isUploadRejected {
+            return APIError(status: .unprocessableContent, code: "upload_rejected", message: error.message)
+        }
+        if error.isDirectoryUnreadable {
+            return APIError(status: .internalServerError, code: "reload_failed", message: error.message)
+        }
+        return APIError(status: .unprocessableContent, code: "reload_failed", message: error.message)
     }
 
     /// A notification validation error, with its field under `prefix`.
@@ -211,25 +240,6 @@ enum FieldPaths {
         if field.isEmpty { return prefix }
         return field.hasPrefix("[") ? prefix + field : prefix + "." + field
     }
-}
-
-/// JSON answers.
-enum JSONResponse {
-    static func make(_ value: JSONValue, status: HTTPResponse.Status = .ok, headers: HTTPFields = [:]) -> Response {
-        var bytes = value.jsonBytes
-        bytes.append(UInt8(ascii: "\n"))
-        var fields = headers
-        fields[.contentType] = "application/json"
-        return Response(status: status, headers: fields, body: ResponseBody(byteBuffer: ByteBuffer(bytes: bytes)))
-    }
-}
-
-extension JSONValue {
-    static func optional(_ string: String?) -> JSONValue { string.map(JSONValue.string) ?? .null }
-    static func optional(_ int: Int?) -> JSONValue { int.map { .int(Int64($0)) } ?? .null }
-    static func optional(_ date: Date?) -> JSONValue { date.map { .string(Timestamps.iso8601($0)) } ?? .null }
-    static func date(_ date: Date) -> JSONValue { .string(Timestamps.iso8601(date)) }
-    static func count(_ int: Int) -> JSONValue { .int(Int64(int)) }
 }
 
 /// Dates on the wire: RFC 3339 / ISO 8601 in UTC with milliseconds.

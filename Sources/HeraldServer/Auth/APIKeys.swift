@@ -140,18 +140,3 @@ public struct APIKeyIndex: Sendable {
     /// How many keys are indexed.
     public var count: Int { byDigest.count }
 }
-
-/// The admin token, held only as its SHA-256 digest.
-struct AdminToken: Sendable {
-    private let digest: [UInt8]
-
-    /// nil when `token` is nil or empty: the admin routes are then disabled.
-    init?(_ token: String?) {
-        guard let token, !token.isEmpty else { return nil }
-        digest = APIKeys.digest(of: token)
-    }
-
-    func matches(_ presented: String) -> Bool {
-        APIKeys.constantTimeEquals(APIKeys.digest(of: presented), digest)
-    }
-}

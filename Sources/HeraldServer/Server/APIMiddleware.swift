@@ -2,14 +2,19 @@ import Hummingbird
 import Logging
 import NIOCore
 
-/// Turns every failure into the API's JSON error: ``APIError``s as they are, requests the
-/// router did not route into 404/405 (or dispatches them, see ``APIContext/fallback(_:)``),
-/// oversized bodies into 413, and anything else into a logged 500 that reveals nothing.
+/// Turns every failure into the API's JSON error: ``APIError``s as they are, requests no route
+/// took into 404, or 405 with `Allow` when the path is a route's with another method (Hummingbird's
+/// router answers both as not found), oversized bodies into 413, and anything else into a logged
+/// 500 that reveals nothing.
 ///
 /// Every answer carries the request's ``RequestID`` in `x-request-id`; a 5xx is logged with it
 /// and with the detail the answer leaves out (socket and TLS errors, paths).
 struct APIMiddleware<Context: RequestContext>: RouterMiddleware {
-    let api: APIContext
+    let logger: Logger
+    /// The limit a 413 raised by Hummingbird itself names.
+    let maxBodyBytes: Int
+    /// Whether the admin routes exist (an admin token is set): they count for 405 only then.
+    let adminEnabled: Bool
 
     func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws -> Response {
         let id = RequestID.accept(request.headers[RequestID.header])
@@ -25,7 +30,8 @@ struct APIMiddleware<Context: RequestContext>: RouterMiddleware {
             do {
                 return try await next(request, context)
             } catch let error as HTTPError where error.status == .notFound {
-                return try await api.fallback(request)
+                let allowed = APIEndpoint.methods(at: request.uri.path, adminEnabled: adminEnabled)
+                throw allowed.isEmpty ? APIError.routeNotFound : APIError.methodNotAllowed(allowed)
             }
         } catch let error as APIError {
             if error.status.code >= 500 {
@@ -33,20 +39,20 @@ struct APIMiddleware<Context: RequestContext>: RouterMiddleware {
                     "herald.path": "\(request.uri.path)", "herald.status": "\(error.status.code)", "herald.code": "\(error.code)",
                 ]
                 if let detail = error.logDetail { metadata["herald.error"] = "\(detail)" }
-                api.requestLogger.warning("request failed", metadata: metadata)
+                RequestID.logger(logger).warning("request failed", metadata: metadata)
             }
             return error.response()
         } catch is NIOTooManyBytesError {
-            return APIError.bodyTooLarge(limit: api.settings.api.maxBodyBytes).response()
+            return APIError.bodyTooLarge(limit: maxBodyBytes).response()
         } catch let error as HTTPError {
             if error.status.code >= 500 {
-                api.requestLogger.warning(
+                RequestID.logger(logger).warning(
                     "request failed", metadata: ["herald.path": "\(request.uri.path)", "herald.error": "\(error)"])
                 return APIError.internal().response()
             }
             return APIError(status: error.status, code: "http_error", message: error.status.reasonPhrase).response()
         } catch {
-            api.requestLogger.error(
+            RequestID.logger(logger).error(
                 "request failed with an unexpected error", metadata: ["herald.path": "\(request.uri.path)", "herald.error": "\(error)"])
             return APIError.internal().response()
         }

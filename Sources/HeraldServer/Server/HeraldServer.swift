@@ -75,6 +75,20 @@ public struct HeraldServerOptions: Sendable {
     }
 }
 
+/// A tenant file that did not load (at start or at the last reload).
+public struct TenantFailure: Sendable, Hashable {
+    public var file: String
+    public var tenant: TenantID?
+    /// The errors, one per line, naming file:line:column and the field.
+    public var message: String
+
+    public init(file: String, tenant: TenantID?, message: String) {
+        self.file = file
+        self.tenant = tenant
+        self.message = message
+    }
+}
+
 /// Why the server could not start.
 public struct HeraldServerError: Error, Sendable, CustomStringConvertible {
     public var message: String
@@ -113,7 +127,10 @@ public final class HeraldServer: Sendable {
     /// The tenants that loaded at start and the files that did not.
     public let loadedTenants: [TenantID]
     public let loadFailures: [TenantFailure]
-    let api: APIContext
+    /// The API's route groups and their handlers.
+    let routes: APIRoutes
+    /// Starting, ready or stopping (`/readyz`).
+    let phase: ServerPhaseState
     /// SQLite only, held for the server's life: a second server on the same file refuses to
     /// start. (On PostgreSQL several instances share the store: that is the point.)
     let storeLock: StoreLock?
@@ -133,13 +150,16 @@ public final class HeraldServer: Sendable {
     }
     /// The plugins' webhooks, stored until posted.
     public let outbox: WebhookOutbox
+    /// Certificate expiry and key age per tenant (gauges, warnings, the tenant's webhook).
+    public let credentialHealth: CredentialHealthMonitor
 
     private init(
         options: HeraldServerOptions, router: Herald.Router,
         sharedStore: any ServerStore, closeSharedStore: @escaping @Sendable () async -> Void,
         runner: JobRunner, health: TenantHealthRegistry,
-        reloader: ReloadCoordinator, sandbox: APNsSandbox?, loadedTenants: [TenantID], loadFailures: [TenantFailure], api: APIContext,
-        storeLock: StoreLock?, outbox: WebhookOutbox, heartbeat: InstanceHeartbeat
+        reloader: ReloadCoordinator, sandbox: APNsSandbox?, loadedTenants: [TenantID], loadFailures: [TenantFailure], routes: APIRoutes,
+        phase: ServerPhaseState, storeLock: StoreLock?, outbox: WebhookOutbox, credentialHealth: CredentialHealthMonitor,
+        heartbeat: InstanceHeartbeat
     ) {
         self.options = options
         self.router = router
@@ -151,9 +171,11 @@ public final class HeraldServer: Sendable {
         self.sandbox = sandbox
         self.loadedTenants = loadedTenants
         self.loadFailures = loadFailures
-        self.api = api
+        self.routes = routes
+        self.phase = phase
         self.storeLock = storeLock
         self.outbox = outbox
+        self.credentialHealth = credentialHealth
         self.heartbeat = heartbeat
     }
 
@@ -275,18 +297,39 @@ public final class HeraldServer: Sendable {
             await closeSharedStore()
             throw HeraldServerError(message: "cannot register this instance in the store: \(error)")
         }
-        let api = APIContext(
-            router: router, store: sharedStore, reports: sharedStore, runner: runner, health: health, metrics: options.metrics,
-            settings: configuration, adminToken: AdminToken(options.adminToken), logger: logger,
-            openAPIDocument: OpenAPIDocument.bytes, reloader: reloader,
-            instances: InstanceDirectory(registry: sharedStore, instance: options.jobs.instance, timeout: options.heartbeat.timeout))
+        let authenticator = APIKeyAuthenticator(router: router, rateLimit: configuration.http.rateLimit, logger: logger)
+        let phase = ServerPhaseState()
+        let credentialHealth = CredentialHealthMonitor(
+            router: router, metricsFactory: options.pluginMetricsFactory,
+            notifier: FeedbackWebhookExpiryNotifier(queue: outbox, environment: options.environment, logger: logger),
+            logger: logger)
+        let adminTenants = AdminTenantHandlers(
+            router: router, health: health, reloader: reloader, credentialHealth: credentialHealth)
+        let routes = APIRoutes(
+            health: HealthHandlers(router: router, phase: phase, metrics: options.metrics, openAPIDocument: OpenAPIDocument.bytes),
+            notifications: NotificationHandlers(
+                router: router, store: sharedStore, runner: runner, limits: configuration.api,
+                jobLimits: JobLimits(
+                    maxActiveJobs: configuration.jobs.maxActiveJobsPerTenant,
+                    maxPendingItems: configuration.jobs.maxPendingItemsPerTenant),
+                logger: logger),
+            jobs: JobHandlers(store: sharedStore, reports: sharedStore),
+            devices: DeviceHandlers(store: sharedStore, clock: router.configuration.clock, limits: configuration.api),
+            adminTenants: adminTenants,
+            adminReload: AdminReloadHandlers(reloader: reloader, logger: logger),
+            instances: AdminInstanceHandlers(
+                directory: InstanceDirectory(registry: sharedStore, instance: options.jobs.instance, timeout: options.heartbeat.timeout),
+                clock: router.configuration.clock, logger: logger),
+            lifecycle: AdminLifecycleHandlers(router: router, reloader: reloader, tenants: adminTenants, logger: logger),
+            authenticator: authenticator, adminToken: AdminToken(options.adminToken), logger: logger,
+            maxBodyBytes: configuration.api.maxBodyBytes)
         let notifier = sharedStore as? any StoreNotifier
         let instance = options.jobs.instance
         let reloadLogger = logger
         // API keys follow each swap; resumed jobs of new tenants start. A change made through this
         // instance's admin API is told to the other instances (they read the tenants directory again).
         reloader.onChange { report in
-            api.rebuildKeyIndex()
+            authenticator.rebuild()
             if report.changedRuntimes { runner.rescan() }
             if let notifier, report.trigger == .api || report.trigger == .upload {
                 PeerNotifications.tellTenantsChanged(
@@ -296,8 +339,8 @@ public final class HeraldServer: Sendable {
         return HeraldServer(
             options: options, router: router, sharedStore: sharedStore,
             closeSharedStore: closeSharedStore, runner: runner, health: health, reloader: reloader, sandbox: sandbox,
-            loadedTenants: report.added, loadFailures: failures, api: api, storeLock: storeLock, outbox: outbox,
-            heartbeat: heartbeat)
+            loadedTenants: report.added, loadFailures: failures, routes: routes, phase: phase, storeLock: storeLock,
+            outbox: outbox, credentialHealth: credentialHealth, heartbeat: heartbeat)
     }
 
     /// Opens the shared PostgreSQL store (`storage.postgres`), migrated under an advisory lock.
@@ -322,20 +365,8 @@ public final class HeraldServer: Sendable {
     }
 
     /// The Hummingbird router of the API (every route of ``APIEndpoint``).
-    public func makeRouter() -> Hummingbird.Router<BasicRequestContext> {
-        let api = self.api
-        let router = Hummingbird.Router(context: BasicRequestContext.self)
-        router.add(middleware: APIMiddleware(api: api))
-        router.add(middleware: MetricsMiddleware())
-        for endpoint in APIEndpoint.allCases {
-            let names = endpoint.parameterNames
-            router.on(RouterPath(endpoint.routerPath), method: endpoint.method) { request, context in
-                var parameters: [String: String] = [:]
-                for name in names { parameters[name] = context.parameters.get(name) }
-                return try await api.handle(endpoint, request: request, parameters: parameters)
-            }
-        }
-        return router
+    public func makeRouter() -> Hummingbird.Router<HeraldRequestContext> {
+        routes.makeRouter()
     }
 
     /// The services of the server, in start order (they stop in the reverse order).
@@ -343,7 +374,7 @@ public final class HeraldServer: Sendable {
     public func services(onListening: @escaping @Sendable (String, Int) async -> Void = { _, _ in }) -> [any Service] {
         let listen = options.configuration.listen
         let http = options.configuration.http
-        let api = self.api
+        let phase = self.phase
         let listening = OneShotGate()
         // The listener's own limits (`http:`): idle connections (and request heads that never
         // finish) are closed after idle_timeout, bodies must arrive within body_timeout, and at
@@ -356,7 +387,7 @@ public final class HeraldServer: Sendable {
                 availableConnectionsDelegate: ListenerLimits.connectionCap(http, logger: options.logger)),
             onServerRunning: { channel in
                 let port = channel.localAddress?.port ?? listen.port
-                api.phase = .ready
+                phase.phase = .ready
                 // The job runner starts only now: a server that could not bind sends nothing.
                 listening.open()
                 await onListening(listen.host, port)
@@ -386,10 +417,9 @@ public final class HeraldServer: Sendable {
             services.append(TenantDirectoryWatcher(coordinator: reloader, interval: interval))
         }
         if options.reloadOnSIGHUP { services.append(ReloadSignalService(coordinator: reloader)) }
-        services.append(
-            CredentialHealthMonitor(router: router, metricsFactory: options.pluginMetricsFactory, logger: options.logger))
+        services.append(credentialHealth)
         services.append(application)
-        services.append(ReadinessService(api: api))
+        services.append(ReadinessService(phase: phase))
         return services
     }
 
@@ -403,13 +433,5 @@ public final class HeraldServer: Sendable {
                 services: services(onListening: onListening), gracefulShutdownSignals: gracefulShutdownSignals,
                 logger: options.logger))
         try await group.run()
-    }
-}
-
-extension APIEndpoint {
-    var parameterNames: [String] {
-        path.split(separator: "/").compactMap { segment in
-            segment.hasPrefix("{") && segment.hasSuffix("}") ? String(segment.dropFirst().dropLast()) : nil
-        }
     }
 }

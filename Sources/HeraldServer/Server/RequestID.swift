@@ -1,5 +1,6 @@
 import Foundation
 import HTTPTypes
+import Logging
 
 /// The ID of one API request: every answer carries it as `x-request-id`, and every log line
 /// about the request has it as `herald.request-id`, so that an answer that says only "see the
@@ -13,6 +14,13 @@ enum RequestID {
 
     /// The ID of the request the current task serves (set by ``APIMiddleware``).
     @TaskLocal static var current: String?
+
+    /// `logger` with the current request's ID as `herald.request-id`, when there is one.
+    static func logger(_ logger: Logger) -> Logger {
+        var logger = logger
+        if let current { logger[metadataKey: "herald.request-id"] = "\(current)" }
+        return logger
+    }
 
     /// The caller's ID if it is a sane one, else a new one.
     static func accept(_ offered: String?) -> String {

@@ -122,10 +122,10 @@ struct WebhookOutboxService: Service {
 /// Turns `/readyz` false as soon as graceful shutdown begins (it is the last service, so the
 /// first to be told).
 struct ReadinessService: Service {
-    let api: APIContext
+    let phase: ServerPhaseState
 
     func run() async throws {
         try? await gracefulShutdown()
-        api.phase = .stopping
+        phase.phase = .stopping
     }
 }

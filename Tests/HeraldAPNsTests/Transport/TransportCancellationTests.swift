@@ -28,9 +28,9 @@ struct TransportCancellationTests {
             #expect(try await transport.send(Notes.note(topic: "com.example.alpha")).status == 200)
             harness.sandbox.setFaults(SandboxFaults(addedLatency: 60))
             let held = Task { try await transport.send(Notes.note(topic: "com.example.alpha")) }
-            // On the wire, not only given to the connection (a cancel before the connection
-            // wrote it would leave without reaching APNs, the other test's case).
-            await waitUntil { harness.sandbox.counters.received == 2 }
+            // Written and at the sandbox (a stream taken is not yet a request written).
+            await waitUntil { harness.sandbox.counters.heldForLatency == 1 }
+            #expect(harness.sandbox.counters.heldForLatency == 1)
             #expect(Self.inFlight(transport) == 1)
             held.cancel()
             do {
@@ -59,17 +59,24 @@ struct TransportCancellationTests {
         try await withSandbox { harness in
             let transport = try Self.oneStream(harness)
             #expect(try await transport.send(Notes.note(topic: "com.example.alpha")).status == 200)
-            harness.sandbox.setFaults(SandboxFaults(addedLatency: 3))
-            let first = Task { try await transport.send(Notes.note(topic: "com.example.alpha"), deadline: .now() + .seconds(30)) }
-            await waitUntil { Self.inFlight(transport) == 1 }
+            // The first send holds the only stream for a minute, however slow the machine.
+            harness.sandbox.setFaults(SandboxFaults(addedLatency: 60))
+            let first = Task { try await transport.send(Notes.note(topic: "com.example.alpha"), deadline: .now() + .seconds(120)) }
+            await waitUntil { harness.sandbox.counters.heldForLatency == 1 }
             let queuedNote = Notes.note(topic: "com.example.alpha", token: Notes.deviceToken(4242))
-            let queued = Task { try await transport.send(queuedNote, deadline: .now() + .seconds(30)) }
+            let queued = Task { try await transport.send(queuedNote, deadline: .now() + .seconds(120)) }
             await waitUntil { Self.queued(transport) == 1 }
             #expect(Self.queued(transport) == 1)
             queued.cancel()
             await #expect(throws: CancellationError.self) { _ = try await queued.value }
             #expect(Self.queued(transport) == 0)
-            #expect(try await first.value.status == 200)
+            // The stream is free again only when the first send ends: cancel it too (it was written).
+            first.cancel()
+            await #expect(throws: PushError.self) { _ = try await first.value }
+            // The queued one never became a request: the sandbox saw exactly the two others.
+            harness.sandbox.setFaults(SandboxFaults())
+            #expect(try await transport.send(Notes.note(topic: "com.example.alpha"), deadline: .now() + .seconds(20)).status == 200)
+            #expect(harness.sandbox.counters.heldForLatency == 1)
             #expect(!harness.sandbox.requests.contains { $0.deviceToken == queuedNote.deviceToken.hex })
             await transport.close()
             harness.expectCleanAudit()

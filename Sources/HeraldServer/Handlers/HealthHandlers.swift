@@ -1,0 +1,119 @@
+import Herald
+import HeraldCore
+import Hummingbird
+import NIOCore
+import Prometheus
+import Synchronization
+
+/// Where the server is in its life, for `/readyz`.
+enum ServerPhase: String, Sendable {
+    case starting
+    case ready
+    case stopping
+}
+
+/// The server's phase, shared by the listener (ready), the readiness service (stopping) and `/readyz`.
+final class ServerPhaseState: Sendable {
+    private let state = Mutex(ServerPhase.starting)
+
+    var phase: ServerPhase {
+        get { state.withLock { $0 } }
+        set { state.withLock { $0 = newValue } }
+    }
+}
+
+/// The circuits whose gauges `/metrics` shows, kept from one scrape to the next.
+final class CircuitGaugeKeys: Sendable {
+    private let keys = Mutex<Set<DeliveryCircuits.Key>>([])
+
+    /// Keeps `current` and returns the keys of the last scrape that are gone.
+    func replace(with current: Set<DeliveryCircuits.Key>) -> Set<DeliveryCircuits.Key> {
+        keys.withLock { keys in
+            defer { keys = current }
+            return keys.subtracting(current)
+        }
+    }
+}
+
+/// The open routes (`/healthz`, `/readyz`, `/openapi.yaml`) and the operator's `/metrics`.
+struct HealthHandlers: Sendable {
+    let router: Herald.Router
+    let phase: ServerPhaseState
+    let metrics: PrometheusCollectorRegistry
+    let openAPIDocument: [UInt8]
+    /// The circuits whose gauges `/metrics` shows now.
+    let circuitGauges = CircuitGaugeKeys()
+
+    struct Liveness: ResponseEncodable {
+        var status = "ok"
+    }
+
+    struct Readiness: ResponseEncodable {
+        var status = "ready"
+        var tenants: Int
+    }
+
+    func healthz(_ request: Request, context: some RequestContext) -> Liveness {
+        Liveness()
+    }
+
+    func readyz(_ request: Request, context: some RequestContext) throws(APIError) -> Readiness {
+        switch phase.phase {
+        case .ready: return Readiness(tenants: router.tenantIDs.count)
+        case .starting: throw APIError.unavailable("not_ready", "Herald is starting")
+        case .stopping: throw APIError.unavailable("shutting_down", "Herald is shutting down")
+        }
+    }
+
+    func openAPI(_ request: Request, context: some RequestContext) -> Response {
+        var headers = HTTPFields()
+        headers[.contentType] = "application/yaml"
+        return Response(status: .ok, headers: headers, body: ResponseBody(byteBuffer: ByteBuffer(bytes: openAPIDocument)))
+    }
+
+    /// `GET /metrics` (admin): the Prometheus text of ``metrics``, with the delivery circuits
+    /// refreshed at each scrape.
+    func metricsText(_ request: Request, context: some RequestContext) -> Response {
+        updateCircuitGauges()
+        var headers = HTTPFields()
+        headers[.contentType] = "text/plain; version=0.0.4; charset=utf-8"
+        return Response(status: .ok, headers: headers, body: ResponseBody(byteBuffer: ByteBuffer(bytes: metrics.emitToBuffer())))
+    }
+
+    /// `herald_delivery_circuit_state` (0 closed, 1 half-open, 2 open) and
+    /// `herald_delivery_circuit_openings`, by tenant and endpoint.
+    /// A circuit that is gone (its tenant removed) has its gauges unregistered at the next scrape
+    /// instead of keeping their last value.
+    private func updateCircuitGauges() {
+        let statuses = router.circuits.statuses(now: router.configuration.clock.now)
+        let current = Set(statuses.map(\.key))
+        let gone = circuitGauges.replace(with: current)
+        for key in gone {
+            let labels = [("tenant", key.tenant.rawValue), ("endpoint", key.endpoint)]
+            metrics.unregisterGauge(metrics.makeGauge(descriptor: Self.circuitState, labels: labels))
+            metrics.unregisterGauge(metrics.makeGauge(descriptor: Self.circuitOpenings, labels: labels))
+        }
+        for status in statuses {
+            let labels = [("tenant", status.key.tenant.rawValue), ("endpoint", status.key.endpoint)]
+            let state: Double
+            switch status.state {
+            case "open": state = 2
+            case "half-open": state = 1
+            default: state = 0
+            }
+            metrics.makeGauge(descriptor: Self.circuitState, labels: labels).set(state)
+            metrics.makeGauge(descriptor: Self.circuitOpenings, labels: labels).set(Double(status.openings))
+        }
+    }
+
+    private static var circuitState: MetricNameDescriptor {
+        MetricNameDescriptor(
+            namespace: "herald", subsystem: "delivery", metricName: "circuit", unitName: "state",
+            helpText: "A tenant's circuit to an APNs endpoint: 0 closed, 1 half-open (probing), 2 open")
+    }
+    private static var circuitOpenings: MetricNameDescriptor {
+        MetricNameDescriptor(
+            namespace: "herald", subsystem: "delivery", metricName: "circuit", unitName: "openings",
+            helpText: "How many times a tenant's circuit to an APNs endpoint opened")
+    }
+}

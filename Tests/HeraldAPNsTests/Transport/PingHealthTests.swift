@@ -1,0 +1,45 @@
+import APNsSandbox
+import Foundation
+import HeraldCore
+import NIOCore
+import Testing
+
+@testable import HeraldAPNs
+
+/// The client's PING health check end to end: a connection whose peer goes silent (no FIN, no
+/// reset) is found out by an unanswered PING, closed and replaced, instead of holding the next
+/// sends until their deadline.
+@Suite("PING health check against APNsSandbox")
+struct PingHealthTests {
+    @Test("an idle connection whose peer went silent is closed after its PING goes unanswered; the next send opens a new one")
+    func silentPeerIsFoundByPing() async throws {
+        try await withSandbox { harness in
+            let relay = try await SilentRelay.start(to: harness.sandbox.port)
+            var tenant = try harness.tokenTenant(.alpha, pool: { var pool = PoolConfiguration(); pool.connections = 1; return pool }())
+            let viaRelay = APNsEndpoint(host: "127.0.0.1", port: relay.port)
+            tenant.endpoints.development = viaRelay
+            tenant.endpoints.production = viaRelay
+            let transport = try harness.transport(for: tenant) {
+                $0.pingInterval = .milliseconds(300)
+                $0.pingTimeout = .seconds(1)
+            }
+
+            #expect(try await transport.send(Notes.note(topic: "com.example.alpha")).status == 200)
+            // Idle and answering: PINGs go out and come back, the connection stays.
+            try await Task.sleep(for: .seconds(1))
+            #expect(transport.poolStatus.map(\.connections) == [1])
+            #expect(harness.sandbox.connectionCount == 1)
+
+            relay.goSilent()
+            await waitUntil { transport.poolStatus.allSatisfy { $0.connections == 0 } }
+            #expect(transport.poolStatus.map(\.connections) == [0], "the silent connection is closed by its PING timeout")
+
+            relay.resume()
+            #expect(try await transport.send(Notes.note(topic: "com.example.alpha")).status == 200)
+            #expect(harness.sandbox.connectionCount == 2, "the second send went out on a new connection")
+            await transport.close()
+            await relay.close()
+            harness.expectCleanAudit()
+        }
+    }
+}

@@ -1,0 +1,83 @@
+import NIOCore
+import NIOPosix
+import Synchronization
+
+/// A TCP relay on 127.0.0.1 in front of a server that can go silent: while silent it forwards
+/// no byte in either direction and closes nothing, like a peer that vanished without a FIN (a
+/// NAT that dropped the flow, a pulled cable). Closing either side still closes the other.
+final class SilentRelay: Sendable {
+    let port: Int
+    private let silent = Atomic<Bool>(false)
+    private let listener: any Channel
+
+    private init(port: Int, listener: any Channel) {
+        self.port = port
+        self.listener = listener
+    }
+
+    var isSilent: Bool { silent.load(ordering: .relaxed) }
+    func goSilent() { silent.store(true, ordering: .relaxed) }
+    func resume() { silent.store(false, ordering: .relaxed) }
+
+    /// Listens on a free port of 127.0.0.1 and relays each connection to `targetPort`.
+    static func start(to targetPort: Int) async throws -> SilentRelay {
+        let box = RelayBox()
+        let listener = try await ServerBootstrap(group: MultiThreadedEventLoopGroup.singleton)
+            .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)
+            .childChannelInitializer { inbound in
+                ClientBootstrap(group: inbound.eventLoop)
+                    .channelInitializer { outbound in
+                        outbound.eventLoop.makeCompletedFuture {
+                            try outbound.pipeline.syncOperations.addHandler(Forwarder(partner: inbound, box: box))
+                        }
+                    }
+                    .connect(host: "127.0.0.1", port: targetPort)
+                    .flatMapThrowing { outbound in
+                        try inbound.pipeline.syncOperations.addHandler(Forwarder(partner: outbound, box: box))
+                    }
+            }
+            .bind(host: "127.0.0.1", port: 0).get()
+        guard let port = listener.localAddress?.port else { throw RelayError.noPort }
+        let relay = SilentRelay(port: port, listener: listener)
+        box.relay.withLock { $0 = relay }
+        return relay
+    }
+
+    func close() async {
+        try? await listener.close()
+    }
+
+    enum RelayError: Error { case noPort }
+
+    /// The relay, for the handlers (set once it exists).
+    private final class RelayBox: Sendable {
+        let relay = Mutex<SilentRelay?>(nil)
+        var isSilent: Bool { relay.withLock { $0?.isSilent ?? false } }
+    }
+
+    /// Writes what one side reads to the other, unless the relay is silent.
+    private final class Forwarder: ChannelInboundHandler {
+        typealias InboundIn = ByteBuffer
+        let partner: any Channel
+        let box: RelayBox
+
+        init(partner: any Channel, box: RelayBox) {
+            self.partner = partner
+            self.box = box
+        }
+
+        func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+            guard !box.isSilent else { return }
+            partner.writeAndFlush(unwrapInboundIn(data), promise: nil)
+        }
+
+        func channelInactive(context: ChannelHandlerContext) {
+            partner.close(promise: nil)
+            context.fireChannelInactive()
+        }
+
+        func errorCaught(context: ChannelHandlerContext, error: any Error) {
+            context.close(promise: nil)
+        }
+    }
+}
