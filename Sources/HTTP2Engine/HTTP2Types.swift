@@ -249,18 +249,26 @@ public struct HTTP2HeaderBlock: Sendable, Collection, CustomStringConvertible {
     public var startIndex: Index { Index(offset: 0) }
     public var endIndex: Index { Index(offset: storage.readableBytes) }
 
+    /// The name and value lengths of the entry at `offset`; traps (like an array's subscript)
+    /// for an index that is not one of this block's.
+    private static func lengths(_ bytes: UnsafeRawBufferPointer, at offset: Int) -> (name: Int, value: Int) {
+        precondition(offset >= 0 && offset + entryOverhead <= bytes.count, "HTTP2HeaderBlock index out of range")
+        let name = Int(bytes.loadUnaligned(fromByteOffset: offset, as: UInt32.self))
+        let value = Int(bytes.loadUnaligned(fromByteOffset: offset + 4, as: UInt32.self))
+        precondition(offset + entryOverhead + name + value <= bytes.count, "HTTP2HeaderBlock index out of range")
+        return (name, value)
+    }
+
     public func index(after i: Index) -> Index {
         storage.withUnsafeReadableBytes { bytes in
-            let nameLength = Int(bytes.loadUnaligned(fromByteOffset: i.offset, as: UInt32.self))
-            let valueLength = Int(bytes.loadUnaligned(fromByteOffset: i.offset + 4, as: UInt32.self))
+            let (nameLength, valueLength) = Self.lengths(bytes, at: i.offset)
             return Index(offset: i.offset + Self.entryOverhead + nameLength + valueLength)
         }
     }
 
     public subscript(position: Index) -> HTTP2Header {
         storage.withUnsafeReadableBytes { bytes in
-            let nameLength = Int(bytes.loadUnaligned(fromByteOffset: position.offset, as: UInt32.self))
-            let valueLength = Int(bytes.loadUnaligned(fromByteOffset: position.offset + 4, as: UInt32.self))
+            let (nameLength, valueLength) = Self.lengths(bytes, at: position.offset)
             let flags = bytes[position.offset + 8]
             let nameStart = position.offset + Self.entryOverhead
             let name = UnsafeRawBufferPointer(rebasing: bytes[nameStart..<(nameStart + nameLength)])
