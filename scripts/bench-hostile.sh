@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Benchmark (printed figures, not a test): one hostile tenant beside a steady one.
 #
-# Tenant B (demo-token) sends a steady RATE notifications/s through POST /v1/notifications (wrk,
-# paced by a Lua delay) in every phase; tenant A (demo-cert, its own key) in turn:
+# Tenant B (demo-token) sends a steady RATE notifications/s through POST /v1/notifications (h2load
+# over HTTP/1.1 at a fixed request rate, open loop) in every phase; tenant A (demo-cert, its own key) in turn:
 #   alone      nothing (B's baseline)
 #   malformed  floods malformed bodies (wrk, full speed)
 #   idle       holds IDLE_SOCKETS idle sockets
@@ -22,10 +22,10 @@ source "$(dirname "$0")/lib.sh"
 
 PHASE=${PHASE:-20}
 RATE=${RATE:-2000}
-# B's wrk connections each wait B_CONNECTIONS/RATE s between requests (closed loop): with many
-# connections and a long wait, B's rate depends little on its latency, so the figure measures
-# whether Herald serves B at the rate it asks for, not how latency feeds back into a closed loop.
-B_CONNECTIONS=${B_CONNECTIONS:-200}
+# B's requests go out at a fixed rate (h2load --rps, open loop): with wrk's closed loop (each
+# connection waiting after its answer) B's rate fell with every millisecond of latency, so it
+# measured latency twice; now it measures whether Herald serves B at the rate B asks for.
+B_CONNECTIONS=${B_CONNECTIONS:-100}
 BATCHES=${BATCHES:-200}
 BATCH_TOKENS=${BATCH_TOKENS:-100000}
 IDLE_SOCKETS=${IDLE_SOCKETS:-2000}
@@ -35,7 +35,7 @@ KEY_B=hk_demo-token_local-sandbox-only
 TOPIC_A=com.example.herald.certdemo
 UNREGISTERED=0badc0de0badc0de0badc0de0badc0de0badc0de0badc0de0badc0de0badc0de
 
-require_tools wrk:wrk curl:curl python3:python3
+require_tools wrk:wrk h2load:nghttp2-client curl:curl python3:python3
 build_herald
 make_workdir herald-bench-hostile
 
@@ -101,19 +101,31 @@ for key in "$KEY_B:$DEMO_TOPIC" "$KEY_A:$TOPIC_A"; do
 done
 echo "== herald serve ($HERALD) on $BASE; cores $(nproc), load average $(cut -d' ' -f1-3 /proc/loadavg)"
 
-# B: each connection waits B_CONNECTIONS/RATE s between requests.
-cat > "$WORK/b.lua" <<LUA
-wrk.method = "POST"
-wrk.headers["Authorization"] = "Bearer $KEY_B"
-wrk.headers["Content-Type"] = "application/json"
-wrk.body = '{"device_token": "$DEMO_DEVICE", "topic": "$DEMO_TOPIC", "payload": {"aps": {"alert": "steady"}}}'
-function delay() return $(( B_CONNECTIONS * 1000 / RATE )) end
-done = function(summary, latency, requests)
-    io.write(string.format("figures: rps=%.1f p50=%.3f p99=%.3f non2xx=%d errors=%d\n",
-        summary.requests / (summary.duration / 1e6), latency:percentile(50) / 1000, latency:percentile(99) / 1000,
-        summary.errors.status, summary.errors.connect + summary.errors.read + summary.errors.write + summary.errors.timeout))
-end
-LUA
+# B: a steady RATE a second, open loop: h2load (HTTP/1.1) sends each of B_CONNECTIONS connections'
+# requests at RATE/B_CONNECTIONS a second whatever the answers' latency (as long as a connection
+# is free), and logs every request (status, microseconds); the figures come from that log.
+printf '%s' '{"device_token": "'"$DEMO_DEVICE"'", "topic": "'"$DEMO_TOPIC"'", "payload": {"aps": {"alert": "steady"}}}' > "$WORK/b.json"
+b_figures() { # the h2load log of a phase -> "figures: rps=… p50=… p99=… non2xx=… errors=…"
+    python3 - "$1" "$PHASE" "$2" <<'PY'
+import sys
+path, phase, h2load_out = sys.argv[1], float(sys.argv[2]), sys.argv[3]
+lat, ok, bad = [], 0, 0
+for line in open(path):
+    parts = line.split("\t")
+    if len(parts) < 3: continue
+    status, micros = int(parts[1]), int(parts[2])
+    if 200 <= status < 300: ok += 1; lat.append(micros / 1000)
+    else: bad += 1
+lat.sort()
+pct = lambda q: lat[min(len(lat) - 1, int(q * len(lat)))] if lat else 0
+errors = 0
+for line in open(h2load_out):
+    if line.startswith("requests:"):
+        words = line.replace(",", "").split()
+        errors = int(words[words.index("failed") - 1]) + int(words[words.index("errored") - 1])
+print("figures: rps=%.1f p50=%.3f p99=%.3f non2xx=%d errors=%d" % (ok / phase, pct(0.5), pct(0.99), bad, errors))
+PY
+}
 cat > "$WORK/malformed.lua" <<LUA
 wrk.method = "POST"
 wrk.headers["Authorization"] = "Bearer $KEY_A"
@@ -141,15 +153,16 @@ run_phase() { # name, then the command of A's load (run in the background for th
     local name=$1; shift
     local a_pid=""
     if [[ $# -gt 0 ]]; then "$@" > "$WORK/a-$name.log" 2>&1 & a_pid=$!; sleep 1; fi
-    timeout $(( PHASE + 60 )) wrk -t 1 -c "$B_CONNECTIONS" -d "${PHASE}s" --timeout 30s --latency -s "$WORK/b.lua" \
-        "$BASE/v1/notifications" > "$WORK/b-$name.log" 2>&1 || true
+    timeout $(( PHASE + 60 )) h2load --h1 -c "$B_CONNECTIONS" --rps "$(( RATE / B_CONNECTIONS ))" -D "$PHASE" -T 30 \
+        -d "$WORK/b.json" -H "Authorization: Bearer $KEY_B" -H 'Content-Type: application/json' \
+        --log-file "$WORK/b-$name.tsv" "$BASE/v1/notifications" > "$WORK/b-$name.log" 2>&1 || true
     if [[ -n "$a_pid" ]]; then
         pkill -TERM -P "$a_pid" 2>/dev/null || true   # A's processes (children of this phase's subshell)
         kill "$a_pid" 2>/dev/null || true
         wait "$a_pid" 2>/dev/null || true
     fi
     local figures
-    figures=$(grep '^figures:' "$WORK/b-$name.log" || echo "figures: rps=0 p50=0 p99=0 non2xx=0 errors=0")
+    figures=$(b_figures "$WORK/b-$name.tsv" "$WORK/b-$name.log" 2>/dev/null || echo "figures: rps=0 p50=0 p99=0 non2xx=0 errors=0")
     RESULTS+=("$name $figures rss_mb=$(peak_rss_mb) alive=$(alive) a=$( (tail -n 1 "$WORK/a-$name.log" 2>/dev/null || true) | tr ' ' '_')")
     echo "   $name: $figures; peak RSS $(peak_rss_mb) MB; herald running: $(alive)"
 }

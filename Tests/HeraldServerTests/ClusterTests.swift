@@ -92,47 +92,34 @@ struct ClusterTests {
         let acme = world.tenant("acme")
         // Neither instance polls for jobs within the test: only a notification can start the job on B.
         let options = Self.options(world, settings: settings, rescan: .seconds(3600))
-        try await Self.closing(world) {
-        try await Self.withSchemaStore(settings) { _ in
-            // Two processes each make their own options, so each its own instance ID.
-            let second = {
-                var second = options
-                second.jobs.instance = "second-\(options.jobs.instance)"
-                return second
-            }()
-            try await LiveServer.with(options) { a in
-                try await LiveServer.with(second) { b in
-                    #expect(a.server.instanceID != b.server.instanceID)
-                    await b.server.waitUntilListeningForPeers()
-                    #expect(b.server.runner.statistics.peakActiveJobs == 0)
-                    let tokens = (0..<400).map { Tokens.make(0x42, $0) }
-                    let body = """
-                        {"job_id": "cluster-1", "notification": {"topic": "com.acme.app", "aps": {"alert": "hi"}},
-                         "device_tokens": [\(tokens.map { "\"\($0)\"" }.joined(separator: ","))]}
-                        """
-                    let accepted = try await a.client().request(.post, "/v1/notifications/batch", key: acme.apiKey, json: body)
-                    #expect(accepted.status == 202, "\(accepted.text)")
-                    try await Self.eventually("instance B starts the job posted to A") {
-                        b.server.runner.statistics.peakActiveJobs >= 1
-                    }
-                    // Read through B: the shared store has A's job and its final counts.
-                    let job = try await b.client().waitForJob("cluster-1", key: acme.apiKey)
-                    let counts = job["counts"] as? [String: Any]
-                    #expect(counts?["sent"] as? Int == 400, "\(job)")
-                    let ids = Set(world.sandbox.requests.filter(\.processed).map(\.apnsID))
-                    #expect(ids.count == 400)
-
-                    let reply = try await b.client().request(.get, "/admin/instances", key: "test-admin-token")
-                    #expect(reply.status == 200, "\(reply.text)")
-                    #expect(reply.json["instance"] as? String == b.server.instanceID)
-                    let listed = (reply.json["instances"] as? [[String: Any]]) ?? []
-                    #expect(Set(listed.compactMap { $0["id"] as? String }) == [a.server.instanceID, b.server.instanceID])
-                    #expect(listed.allSatisfy { ($0["pid"] as? Int) == Int(ProcessInfo.processInfo.processIdentifier) })
-                    #expect(listed.filter { $0["self"] as? Bool == true }.compactMap { $0["id"] as? String } == [b.server.instanceID])
-                    #expect(listed.allSatisfy { ($0["claimant"] as? String)?.hasSuffix("/" + ($0["id"] as? String ?? "?")) == true })
-                }
+        try await Self.withTwoInstances(world, settings: settings, options: options) { a, b in
+            #expect(a.server.instanceID != b.server.instanceID)
+            #expect(b.server.runner.statistics.peakActiveJobs == 0)
+            let tokens = (0..<400).map { Tokens.make(0x42, $0) }
+            let body = """
+                {"job_id": "cluster-1", "notification": {"topic": "com.acme.app", "aps": {"alert": "hi"}},
+                 "device_tokens": [\(tokens.map { "\"\($0)\"" }.joined(separator: ","))]}
+                """
+            let accepted = try await a.client().request(.post, "/v1/notifications/batch", key: acme.apiKey, json: body)
+            #expect(accepted.status == 202, "\(accepted.text)")
+            try await Self.eventually("instance B starts the job posted to A") {
+                b.server.runner.statistics.peakActiveJobs >= 1
             }
-        }
+            // Read through B: the shared store has A's job and its final counts.
+            let job = try await b.client().waitForJob("cluster-1", key: acme.apiKey)
+            let counts = job["counts"] as? [String: Any]
+            #expect(counts?["sent"] as? Int == 400, "\(job)")
+            let ids = Set(world.sandbox.requests.filter(\.processed).map(\.apnsID))
+            #expect(ids.count == 400)
+
+            let reply = try await b.client().request(.get, "/admin/instances", key: "test-admin-token")
+            #expect(reply.status == 200, "\(reply.text)")
+            #expect(reply.json["instance"] as? String == b.server.instanceID)
+            let listed = (reply.json["instances"] as? [[String: Any]]) ?? []
+            #expect(Set(listed.compactMap { $0["id"] as? String }) == [a.server.instanceID, b.server.instanceID])
+            #expect(listed.allSatisfy { ($0["pid"] as? Int) == Int(ProcessInfo.processInfo.processIdentifier) })
+            #expect(listed.filter { $0["self"] as? Bool == true }.compactMap { $0["id"] as? String } == [b.server.instanceID])
+            #expect(listed.allSatisfy { ($0["claimant"] as? String)?.hasSuffix("/" + ($0["id"] as? String ?? "?")) == true })
         }
     }
 
@@ -184,39 +171,27 @@ struct ClusterTests {
         let acme = world.tenant("acme")
         let options = Self.options(world, settings: settings, rescan: .seconds(3600))
         #expect(options.watchInterval == nil, "no directory watcher: only the notification can tell B")
-        try await Self.closing(world) {
-        try await Self.withSchemaStore(settings) { _ in
-            let second = {
-                var second = options
-                second.jobs.instance = "second-\(options.jobs.instance)"
-                return second
-            }()
-            try await LiveServer.with(options) { a in
-                try await LiveServer.with(second) { b in
-                    await b.server.waitUntilListeningForPeers()
-                    #expect(try await ReloadAPITests.send(b.client(), acme, 1).status == 200)
-                    #expect(world.sandbox.requests.last?.keyID == "ACMEKEY001")
+        try await Self.withTwoInstances(world, settings: settings, options: options) { a, b in
+            #expect(try await ReloadAPITests.send(b.client(), acme, 1).status == 200)
+            #expect(world.sandbox.requests.last?.keyID == "ACMEKEY001")
 
-                    let body =
-                        #"{"kind": "token", "key_id": "ACMEKEY002", "pem": \#(try ReloadAPITests.quoted(next.key.pemRepresentation))}"#
-                    let reply = try await a.client().request(
-                        .put, "/admin/tenants/acme/credentials", key: "test-admin-token", json: body)
-                    #expect(reply.status == 200, "\(reply.text)")
+            let body =
+                #"{"kind": "token", "key_id": "ACMEKEY002", "pem": \#(try ReloadAPITests.quoted(next.key.pemRepresentation))}"#
+            let reply = try await a.client().request(
+                .put, "/admin/tenants/acme/credentials", key: "test-admin-token", json: body)
+            #expect(reply.status == 200, "\(reply.text)")
 
-                    // B reloads when A's notification arrives; until then it keeps sending with the old key.
-                    var index = 2
-                    try await Self.eventually("instance B sends with the key uploaded through A") {
-                        index += 1
-                        let sent = try await ReloadAPITests.send(b.client(), acme, index)
-                        #expect(sent.status == 200, "\(sent.text)")
-                        return world.sandbox.requests.last?.keyID == "ACMEKEY002"
-                    }
-                    let tenants = try await b.client().request(.get, "/admin/tenants", key: "test-admin-token")
-                    let listed = (tenants.json["tenants"] as? [[String: Any]] ?? []).first { $0["id"] as? String == "acme" }
-                    #expect((listed?["auth"] as? [String: Any])?["key_id"] as? String == "ACMEKEY002")
-                }
+            // B reloads when A's notification arrives; until then it keeps sending with the old key.
+            var index = 2
+            try await Self.eventually("instance B sends with the key uploaded through A") {
+                index += 1
+                let sent = try await ReloadAPITests.send(b.client(), acme, index)
+                #expect(sent.status == 200, "\(sent.text)")
+                return world.sandbox.requests.last?.keyID == "ACMEKEY002"
             }
-        }
+            let tenants = try await b.client().request(.get, "/admin/tenants", key: "test-admin-token")
+            let listed = (tenants.json["tenants"] as? [[String: Any]] ?? []).first { $0["id"] as? String == "acme" }
+            #expect((listed?["auth"] as? [String: Any])?["key_id"] as? String == "ACMEKEY002")
         }
     }
 

@@ -52,6 +52,7 @@ struct CrashDeliveryTests {
             """.write(toFile: world.directory + "/config/herald.yaml", atomically: true, encoding: .utf8)
 
         var child = try await ChildServer.start(binary: binary, directory: world.directory, run: 1)
+        defer { child.killIfRunning() }
         let client = APIClient(port: child.port)
         let tokens = (0..<Self.total).map { "\"\(Tokens.make(0x92, $0))\"" }.joined(separator: ",")
         let accepted = try await client.request(

@@ -2,6 +2,7 @@ import APNsSandbox
 import Foundation
 import HeraldCore
 import HeraldStore
+import Synchronization
 import Testing
 
 #if canImport(Glibc)
@@ -47,6 +48,7 @@ struct CrashResumeTests {
 
         // First run: accept the batch, let part of it go out, then SIGKILL.
         var child = try await ChildServer.start(binary: binary, directory: world.directory, run: 1)
+        defer { child.killIfRunning() }
         let client = APIClient(port: child.port)
         let tokens = (0..<total).map { "\"\(Tokens.make(0x91, $0))\"" }.joined(separator: ",")
         let accepted = try await client.request(
@@ -98,6 +100,9 @@ struct CrashResumeTests {
     }
 }
 
+/// Child processes started by this test process and not yet stopped.
+private let leftovers = Mutex<Set<Int32>>([])
+
 /// `herald serve --config DIR/config/herald.yaml` as a child process; its output goes to a file.
 struct ChildServer {
     let process: Process
@@ -120,6 +125,8 @@ struct ChildServer {
         process.standardOutput = handle
         process.standardError = handle
         try process.run()
+        leftovers.withLock { _ = $0.insert(process.processIdentifier) }
+        _ = Self.killLeftoversAtExit
         let deadline = Date().addingTimeInterval(60)
         while Date() < deadline {
             let text = (try? String(contentsOfFile: output, encoding: .utf8)) ?? ""
@@ -138,12 +145,26 @@ struct ChildServer {
     func kill9() {
         kill(process.processIdentifier, SIGKILL)
         process.waitUntilExit()
+        leftovers.withLock { _ = $0.remove(process.processIdentifier) }
     }
+
+    /// For `defer`: a test that failed half-way leaves no server running (SIGKILL if it still is).
+    func killIfRunning() {
+        if process.isRunning { kill9() }
+    }
+
+    /// Installed once: children of this test process still running when it exits are killed.
+    private static let killLeftoversAtExit: Void = {
+        atexit {
+            for pid in leftovers.withLock({ $0 }) { kill(pid, SIGKILL) }
+        }
+    }()
 
     /// SIGTERM, then waits: returns the exit status.
     func terminate() -> Int32 {
         process.terminate()
         process.waitUntilExit()
+        leftovers.withLock { _ = $0.remove(process.processIdentifier) }
         return process.terminationStatus
     }
 }

@@ -65,6 +65,7 @@ struct JobLimitsServerTests {
 
             """.write(toFile: world.directory + "/config/herald.yaml", atomically: true, encoding: .utf8)
         let first = try await ChildServer.start(binary: binary, directory: world.directory, run: 1)
+        defer { first.killIfRunning() }
         let accepted = try await APIClient(port: first.port).request(
             .post, "/v1/notifications/batch", key: acme.apiKey, json: Self.batch("one", topic: "com.acme.app", tokens: Self.tokens(0x31, 20)))
         #expect(accepted.status == 202, "\(accepted.text)")
@@ -85,6 +86,7 @@ struct JobLimitsServerTests {
         #expect(first.terminate() == 0)
 
         let third = try await ChildServer.start(binary: binary, directory: world.directory, run: 3)
+        defer { third.killIfRunning() }
         #expect(third.terminate() == 0)
         await world.close()
     }

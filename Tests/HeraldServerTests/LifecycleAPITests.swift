@@ -4,6 +4,8 @@ import Foundation
 import HeraldCore
 import HeraldServer
 import HeraldStore
+import InMemoryLogging
+import Logging
 import Testing
 
 /// The tenant lifecycle through the admin API: onboarding with a credential, changes, API keys,
@@ -108,6 +110,7 @@ struct LifecycleAPITests {
                 (Self.createBody(world, topics: #"["com.initech.app", "has space"]"#), "topics[1]"),
                 (Self.createBody(world, topics: "[]"), "topics"),
                 (Self.createBody(world, extra: #", "pool": {"connections": 0}"#), "pool.connections"),
+                (Self.createBody(world, extra: #", "pool": {"connections": 1e400}"#), "pool.connections"),
                 (Self.createBody(world, extra: #", "plugins": [{"name": "no-such-plugin"}]"#), "plugins"),
                 (Self.createBody(world, extra: #", "colour": "blue""#), "colour"),
                 (Self.createBody(world, id: "Not An ID"), "id"),
@@ -203,6 +206,78 @@ struct LifecycleAPITests {
             #expect(try await Self.send(client, key: key, topic: "com.acme.app").status == 401)
             #expect(try await Self.send(client, key: acme.apiKey, topic: "com.acme.app").status == 200)
             #expect(try await client.request(.delete, "/admin/tenants/acme/api-keys/ci", key: Self.admin).status == 404)
+        }
+        await world.close()
+    }
+
+    @Test func topicsKeysAndBodiesAreBoundedAndCredentialHealthIsShown() async throws {
+        let world = try await Self.world()
+        // acme starts with 100 API keys (its `test` key and 99 more), the most a tenant may have.
+        let file = world.tenantsDirectory + "/acme.yaml"
+        let more = (1...99).map { "  - name: k\($0)\n    sha256: \(APIKeys.sha256Hex(of: "bound-key-\($0)"))\n" }.joined()
+        let yaml = try String(contentsOfFile: file, encoding: .utf8)
+        #expect(yaml.contains("api_keys:\n"))
+        try yaml.replacingOccurrences(of: "api_keys:\n", with: "api_keys:\n" + more).write(toFile: file, atomically: true, encoding: .utf8)
+        try await LiveServer.with(world.options(adminToken: Self.admin)) { live async throws in
+            let client = live.client()
+            let before = try String(contentsOfFile: file, encoding: .utf8)
+            let key = try await client.request(.post, "/admin/tenants/acme/api-keys", key: Self.admin, json: #"{"name": "one-too-many"}"#)
+            #expect(key.status == 422 && key.errorField == "name", "\(key.text)")
+
+            let topics = (0...1000).map { "\"com.acme.t\($0)\"" }.joined(separator: ",")
+            let many = try await client.request(.patch, "/admin/tenants/acme", key: Self.admin, json: #"{"topics": [\#(topics)]}"#)
+            #expect(many.status == 422 && many.errorField == "topics", "\(many.text)")
+            let huge = #"{"topics": ["com.acme.app"], "plugins": [{"name": "metrics", "options": {"x": "\#(String(repeating: "a", count: 70_000))"}}]}"#
+            #expect(try await client.request(.patch, "/admin/tenants/acme", key: Self.admin, json: huge).status == 413)
+            #expect(try String(contentsOfFile: file, encoding: .utf8) == before)
+
+            // The credential monitor's look shows in the tenant (a token tenant: the key's age).
+            let clock = ContinuousClock()
+            let end = clock.now.advanced(by: .seconds(60))
+            var health: [String: Any]?
+            while health == nil, clock.now < end {
+                health = try await client.request(.get, "/admin/tenants/acme", key: Self.admin).json["credential_health"] as? [String: Any]
+                if health == nil { try await Task.sleep(for: .milliseconds(100)) }
+            }
+            let look = try #require(health, "credential_health never appeared")
+            #expect(look["key_age_days"] as? Int == 0, "\(look)")
+            #expect(look["certificate_not_after"] is NSNull)
+        }
+        await world.close()
+    }
+
+    @Test func noSecretReachesTheLogOrAnAnswerExceptTheNewKeyOnce() async throws {
+        let world = try await Self.world()
+        let logs = InMemoryLogHandler()
+        var logger = Logger(label: "test.herald", factory: { _ in logs })
+        logger.logLevel = .trace
+        let options = world.options(adminToken: Self.admin) { $0.logger = logger }
+        let pem = world.tenant("initech").key.pemRepresentation
+        let keyLines = pem.split(separator: "\n").filter { !$0.hasPrefix("-----") }.map(String.init)
+        let (keys, answers) = try await LiveServer.with(options) { live async throws -> ([String], [String]) in
+            var keys: [String] = []
+            var answers: [String] = []
+            let client = live.client()
+            // Refused (no topics: the key was read and then refused), created, a second key, reads,
+            // a PATCH, a send and the delete: everything the lifecycle logs.
+            answers.append(try await client.request(.post, "/admin/tenants", key: Self.admin, json: Self.createBody(world, topics: "[]")).text)
+            let created = try await client.request(.post, "/admin/tenants", key: Self.admin, json: Self.createBody(world))
+            #expect(created.status == 201, "\(created.text)")
+            keys.append(try #require((created.json["api_key"] as? [String: Any])?["key"] as? String))
+            let added = try await client.request(.post, "/admin/tenants/initech/api-keys", key: Self.admin, json: #"{"name": "ci"}"#)
+            keys.append(try #require(added.json["key"] as? String))
+            answers.append(try await client.request(.get, "/admin/tenants/initech", key: Self.admin).text)
+            answers.append(try await client.request(.get, "/admin/tenants", key: Self.admin).text)
+            answers.append(try await client.request(.patch, "/admin/tenants/initech", key: Self.admin, json: #"{"topics": ["com.initech.app"]}"#).text)
+            #expect(try await Self.send(client, key: keys[0]).status == 200)
+            answers.append(try await client.request(.delete, "/admin/tenants/initech", key: Self.admin).text)
+            return (keys, answers)
+        }
+        let logged = logs.entries.map { "\($0.message) \($0.metadata)" }
+        #expect(logged.contains { $0.contains("tenant created through the admin API") }, "the log captured nothing useful")
+        for secret in keyLines + keys + [Self.admin] {
+            #expect(!logged.contains { $0.contains(secret) }, "a secret is in the log")
+            #expect(!answers.contains { $0.contains(secret) }, "a secret is in an answer")
         }
         await world.close()
     }

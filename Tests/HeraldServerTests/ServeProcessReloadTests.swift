@@ -62,6 +62,7 @@ struct ServeProcessReloadTests {
         // No watcher: only the signal can apply the change.
         try Self.writeConfig(world, reload: "{watch: false, sighup: true}")
         let child = try await ChildServer.start(binary: binary, directory: world.directory, run: 1)
+        defer { child.killIfRunning() }
         let client = APIClient(port: child.port)
         let oldKey = world.tenant("globex").apiKey
         #expect(try await Self.send(client, key: oldKey, 1) == 200)
@@ -87,6 +88,7 @@ struct ServeProcessReloadTests {
         let world = try await TestWorld.make()
         try Self.writeConfig(world, reload: "{watch: true, watch_interval: 200ms, sighup: false}")
         let child = try await ChildServer.start(binary: binary, directory: world.directory, run: 1)
+        defer { child.killIfRunning() }
         let client = APIClient(port: child.port)
         let oldKey = world.tenant("globex").apiKey
         #expect(try await Self.send(client, key: oldKey, 1) == 200)

@@ -3,6 +3,8 @@ import Crypto
 import Foundation
 import Herald
 import HeraldCore
+import InMemoryLogging
+import Logging
 import MetricsTestKit
 import Synchronization
 import Testing
@@ -63,9 +65,15 @@ struct CredentialHealthTests {
 
         let metrics = TestMetrics()
         let notices = Notices()
+        let logs = InMemoryLogHandler()
         let monitor = CredentialHealthMonitor(
             router: router, clock: clock, metricsFactory: metrics, notifier: notices,
-            logger: .init(label: "herald.tests.health"))
+            logger: Logger(label: "herald.tests.health", factory: { _ in logs }))
+        /// The tenants warned about (`client certificate expires soon` / `has expired`), in order.
+        func warned() -> [String] {
+            logs.entries.filter { $0.level == .warning && "\($0.message)".hasPrefix("client certificate") }
+                .compactMap { $0.metadata["herald.tenant"].map { "\($0)" } }
+        }
 
         let first = await monitor.checkOnce()
         #expect(first.map(\.tenant.rawValue) == ["far", "later", "soon", "token"])
@@ -80,11 +88,14 @@ struct CredentialHealthTests {
         #expect(abs(age - 100 * 86_400) < 5)
         #expect(monitor.health(of: Fixtures.tenantID("token"))?.certificateNotAfter == nil)
 
-        // Only the certificate under 14 days is sent to the tenant, and once a day.
+        // Only the certificate under 14 days is sent to the tenant, and once a day; the log warns
+        // from 30 days (soon: 10, later: 20; far: 200 is not warned about), once a day too.
         #expect(notices.tenants == ["soon"])
+        #expect(warned().sorted() == ["later", "soon"])
         clock.advance(by: 3600)
         await monitor.checkOnce()
         #expect(notices.tenants == ["soon"])
+        #expect(warned().count == 2)
         #expect(
             try metrics.expectGauge("herald_credential_expiry_seconds", [("tenant", "soon")]).lastValue
                 == soonLeft - 3600)
@@ -93,6 +104,9 @@ struct CredentialHealthTests {
         clock.advance(by: 7 * 86_400)
         await monitor.checkOnce()
         #expect(notices.tenants.sorted() == ["later", "soon", "soon"])
+        #expect(warned().sorted() == ["later", "later", "soon", "soon"])
+        // No log line of the monitor carries key material.
+        #expect(!logs.entries.contains { "\($0.message) \($0.metadata)".contains("PRIVATE KEY") })
 
         // Expired: still reported (negative seconds), still noticed once a day.
         clock.advance(by: 5 * 86_400)

@@ -61,7 +61,7 @@ struct AdminLifecycleHandlers: Sendable {
             var sections: [(String, JSONValue)] = []
             try Self.checkTopicCount(reader)
             for name in Self.createSections {
-                if let node = reader[name] { sections.append((name, node.jsonValue)) }
+                if let value = try reader.json(name) { sections.append((name, value)) }
             }
             draft = TenantDraft(
                 id: id, teamID: teamID, sections: sections, credential: credential, apiKeyName: keyName,
@@ -105,9 +105,9 @@ struct AdminLifecycleHandlers: Sendable {
             let reader = try JSONObjectReader(body.root, path: "", allowed: Self.updateMembers)
             try Self.checkTopicCount(reader)
             for name in Self.updateMembers {
-                guard let node = reader[name] else { continue }
+                guard let value = try reader.json(name) else { continue }
                 // null: back to the default (the section is taken out of the file).
-                if case .null = node.value { sections.append((name, nil)) } else { sections.append((name, node.jsonValue)) }
+                if case .null = value { sections.append((name, nil)) } else { sections.append((name, value)) }
             }
             guard !sections.isEmpty else {
                 throw APIError.missingField("(body)", "give at least one of \(Self.updateMembers.joined(separator: ", "))")
@@ -314,21 +314,5 @@ enum PEMKinds {
 
     static func holdsCertificate(_ text: String) -> Bool {
         text.contains("-----BEGIN CERTIFICATE-----")
-    }
-}
-
-extension JSONNode {
-    /// The value as HeraldCore's JSON tree (numbers that are whole and fit 64 bits as integers).
-    var jsonValue: JSONValue {
-        switch value {
-        case .null: return .null
-        case .bool(let flag): return .bool(flag)
-        case .number(let text):
-            if let whole = Int64(text) { return .int(whole) }
-            return .double(Double(text) ?? 0)
-        case .string(let text): return .string(text)
-        case .array(let items): return .array(items.map(\.jsonValue))
-        case .object(let members): return .object(members.map { ($0.key, $0.value.jsonValue) })
-        }
     }
 }

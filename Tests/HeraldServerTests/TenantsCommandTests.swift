@@ -1,0 +1,108 @@
+import Foundation
+import HeraldServer
+import Testing
+
+/// `herald tenants create|show|update|add-key|remove-key|delete`: the real `herald` executable
+/// against a live server's admin API (the same routes the API tests call).
+@Suite("herald tenants: the lifecycle from the command line")
+struct TenantsCommandTests {
+    struct Run {
+        var status: Int32
+        var output: String
+        var errors: String
+    }
+
+    /// Runs `herald` with `arguments` and the admin token in its environment; waits for it
+    /// without blocking a thread (the server answering it runs in this process).
+    static func herald(_ binary: String, _ arguments: [String], token: String) async throws -> Run {
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: binary)
+        process.arguments = arguments
+        var environment = ProcessInfo.processInfo.environment
+        environment["HERALD_ADMIN_TOKEN"] = token
+        process.environment = environment
+        let output = Pipe()
+        let errors = Pipe()
+        process.standardOutput = output
+        process.standardError = errors
+        let status = try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Int32, any Error>) in
+            process.terminationHandler = { continuation.resume(returning: $0.terminationStatus) }
+            do {
+                try process.run()
+            } catch {
+                process.terminationHandler = nil
+                continuation.resume(throwing: error)
+            }
+        }
+        // The answers are a few KiB, far below a pipe's buffer: the child never waited on them.
+        return Run(
+            status: status,
+            output: String(decoding: output.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self),
+            errors: String(decoding: errors.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self))
+    }
+
+    static func json(_ text: String) -> [String: Any] {
+        (try? JSONSerialization.jsonObject(with: Data(text.utf8))) as? [String: Any] ?? [:]
+    }
+
+    @Test(.enabled(if: CrashResumeTests.heraldBinary != nil, "the herald executable is not built"))
+    func onboardChangeAndOffboardFromTheCommandLine() async throws {
+        let binary = try #require(CrashResumeTests.heraldBinary)
+        let world = try await LifecycleAPITests.world()
+        let initech = world.tenant("initech")
+        let keyFile = world.directory + "/AuthKey_INITECHK01.p8"
+        try initech.key.pemRepresentation.write(toFile: keyFile, atomically: true, encoding: .utf8)
+        let config = world.directory + "/cli-herald.yaml"
+        try "tenants_dir: tenants\nlisten: {host: 127.0.0.1, port: 1}\n".write(toFile: config, atomically: true, encoding: .utf8)
+        let token = LifecycleAPITests.admin
+        try await LiveServer.with(world.options(adminToken: token)) { live async throws in
+            let server = ["--config", config, "--server", "http://127.0.0.1:\(live.port)"]
+            let sandbox = "https://127.0.0.1:\(world.sandbox.port)"
+            let created = try await Self.herald(
+                binary,
+                ["tenants", "create"] + server + [
+                    "--id", "initech", "--team-id", initech.teamID, "--topic", "com.initech.app", "--key", keyFile,
+                    "--key-id", "INITECHK01", "--development", sandbox, "--production", sandbox,
+                    "--default-environment", "development", "--ca-file", world.caPath,
+                ], token: token)
+            #expect(created.status == 0, "\(created.errors)")
+            let apiKey = try #require((Self.json(created.output)["api_key"] as? [String: Any])?["key"] as? String, "\(created.output)")
+            #expect(!created.output.contains("PRIVATE KEY"))
+            #expect(try await LifecycleAPITests.send(live.client(), key: apiKey).status == 200)
+
+            let shown = try await Self.herald(binary, ["tenants", "show"] + server + ["initech"], token: token)
+            #expect(shown.status == 0, "\(shown.errors)")
+            #expect(Self.json(shown.output)["api_keys"] as? [String] == ["default"])
+
+            let updated = try await Self.herald(
+                binary, ["tenants", "update"] + server + ["initech", "--topic", "com.initech.app", "--topic", "com.initech.other"],
+                token: token)
+            #expect(updated.status == 0, "\(updated.errors)")
+            #expect(Self.json(updated.output)["topics"] as? [String] == ["com.initech.app", "com.initech.other"])
+
+            let added = try await Self.herald(binary, ["tenants", "add-key"] + server + ["initech", "ci"], token: token)
+            #expect(added.status == 0, "\(added.errors)")
+            let ciKey = try #require(Self.json(added.output)["key"] as? String, "\(added.output)")
+            #expect(try await LifecycleAPITests.send(live.client(), key: ciKey).status == 200)
+            let removed = try await Self.herald(binary, ["tenants", "remove-key"] + server + ["initech", "ci"], token: token)
+            #expect(removed.status == 0, "\(removed.errors)")
+            #expect(try await LifecycleAPITests.send(live.client(), key: ciKey).status == 401)
+
+            // Refusals: the server's answer on stderr and exit 1; a usage error exits 2; a wrong token is refused.
+            let again = try await Self.herald(binary, ["tenants", "add-key"] + server + ["initech", "default"], token: token)
+            #expect(again.status == 1 && again.errors.contains("409"), "\(again.errors)")
+            let usage = try await Self.herald(
+                binary, ["tenants", "create"] + server + ["--id", "x", "--team-id", "TEAM000001", "--key", keyFile], token: token)
+            #expect(usage.status == 2, "\(usage.errors)")
+            let wrong = try await Self.herald(binary, ["tenants", "show"] + server + ["initech"], token: "not-the-token")
+            #expect(wrong.status == 1 && wrong.errors.contains("401"), "\(wrong.errors)")
+
+            let deleted = try await Self.herald(binary, ["tenants", "delete"] + server + ["initech"], token: token)
+            #expect(deleted.status == 0, "\(deleted.errors)")
+            #expect(try await LifecycleAPITests.send(live.client(), key: apiKey).status == 401)
+            let gone = try await Self.herald(binary, ["tenants", "show"] + server + ["initech"], token: token)
+            #expect(gone.status == 1 && gone.errors.contains("404"), "\(gone.errors)")
+        }
+        await world.close()
+    }
+}
