@@ -101,19 +101,27 @@ public final class HTTP2EngineHandler: ChannelInboundHandler, RemovableChannelHa
     /// with END_STREAM on the last frame) go out at the next flush. Returns the stream ID.
     ///
     /// Header bytes are copied by nghttp2 during this call; `body` is kept until the stream closes.
+    ///
+    /// `validatingHeaders`: every name and value is checked against HTTP/2's rules first
+    /// (``HTTP2EngineError/invalidHeader``). A caller that built every field from values it
+    /// already checked (``HTTP2Header/isValidValue(_:)``, or by construction) may pass false.
     @discardableResult
-    public func submitRequest(_ headers: [HTTP2Header], body: ByteBuffer?) throws -> HTTP2StreamNumber {
+    public func submitRequest(_ headers: [HTTP2Header], body: ByteBuffer?, validatingHeaders: Bool = true) throws -> HTTP2StreamNumber {
         guard let session else { throw HTTP2EngineError.notActive }
-        let id = try session.submitRequest(headers, body: body)
+        let id = try session.submitRequest(headers, body: body, validating: validatingHeaders)
         scheduleFlush()
         return id
     }
 
     /// Answers a stream (server): HEADERS, then `body` as DATA when non-nil (END_STREAM on the
     /// last frame; on the HEADERS when `body` is nil).
-    public func submitResponse(streamID: HTTP2StreamNumber, headers: [HTTP2Header], body: ByteBuffer?) throws {
+    ///
+    /// `validatingHeaders`: as for ``submitRequest(_:body:validatingHeaders:)``.
+    public func submitResponse(
+        streamID: HTTP2StreamNumber, headers: [HTTP2Header], body: ByteBuffer?, validatingHeaders: Bool = true
+    ) throws {
         guard let session else { throw HTTP2EngineError.notActive }
-        try session.submitResponse(streamID: streamID, headers, body: body)
+        try session.submitResponse(streamID: streamID, headers, body: body, validating: validatingHeaders)
         scheduleFlush()
     }
 
@@ -254,16 +262,16 @@ public final class HTTP2EngineHandler: ChannelInboundHandler, RemovableChannelHa
     }
 
     private func deliverEvents() {
-        guard !delivering, let session, !session.events.isEmpty else { return }
+        guard !delivering, let session, session.hasEvents else { return }
         delivering = true
         defer { delivering = false }
         var index = 0
-        while index < session.events.count {
-            let event = session.events[index]
+        while index < session.recorded.count {
+            let event = session.event(at: index)
             index += 1
             delegate?.http2Engine(self, didReceive: event)
         }
-        session.events.removeAll(keepingCapacity: true)
+        session.clearEvents()
     }
 
     /// Gathers nghttp2's output into bounded buffers and writes them while the channel takes them.
@@ -286,7 +294,7 @@ public final class HTTP2EngineHandler: ChannelInboundHandler, RemovableChannelHa
                 context.flush()
             }
             // Sending may have closed streams (END_STREAM sent on a half-closed stream, RST).
-            if !session.events.isEmpty {
+            if session.hasEvents {
                 deliverEvents()
                 more = more || session.wantsWrite
             }

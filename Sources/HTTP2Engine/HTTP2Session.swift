@@ -16,9 +16,14 @@ enum HTTP2Library {
 /// Not thread-safe: ``HTTP2EngineHandler`` confines it to the channel's event loop.
 ///
 /// Rules kept here:
-/// - **No re-entry.** Callbacks only record ``HTTP2Event``s (and copy the bytes they are shown,
-///   which nghttp2 owns only for the duration of the callback) into `events`; they never call
-///   an nghttp2 function. The owner delivers the events after `receive`/`send` returned.
+/// - **No re-entry.** Callbacks only record events (and copy the bytes they are shown, which
+///   nghttp2 owns only for the duration of the callback) into `recorded`; they never call an
+///   nghttp2 function. The owner delivers the events after `receive`/`send` returned.
+/// - **Received bytes go to one arena.** Header fields and DATA payloads are appended to
+///   `arena` as the callbacks see them (no `String`, no buffer per frame); an event refers to
+///   its range and becomes a slice of the arena only when it is delivered, after nghttp2
+///   returned. Once every event was delivered the arena is cleared and reused (it gets new
+///   storage only when a delegate still holds a slice of the old one).
 /// - **Errors raised in callbacks are kept** in `callbackError` and rethrown by `receive`/`send`
 ///   once nghttp2 returned `NGHTTP2_ERR_CALLBACK_FAILURE`.
 /// - **Header bytes are copied by nghttp2** (no `NO_COPY` flags): the `nghttp2_nv` array and the
@@ -38,10 +43,6 @@ final class HTTP2Session {
     }
 
     private struct StreamState {
-        var headers: [HTTP2Header] = []
-        var headerBytes = 0
-        /// Inbound DATA of the frame being received.
-        var pendingData: ByteBuffer? = nil
         var bodyBytes = 0
         /// Outbound DATA not yet handed to nghttp2.
         var outbound: ByteBuffer? = nil
@@ -53,11 +54,35 @@ final class HTTP2Session {
     private var session: OpaquePointer?
     private var streams: [Int32: StreamState] = [:]
     private var callbackError: HTTP2EngineError?
+    /// An event as a callback records it: header blocks and DATA refer to `arena` by range.
+    enum Recorded {
+        case event(HTTP2Event)
+        case headers(streamID: Int32, start: Int, length: Int, count: Int, endStream: Bool)
+        case data(streamID: Int32, start: Int, length: Int, endStream: Bool)
+    }
+
     /// Events recorded by callbacks, in the order nghttp2 reported them.
-    var events: [HTTP2Event] = []
+    private(set) var recorded: [Recorded] = []
+    /// Received header fields and DATA payloads of the recorded events.
+    private var arena: ByteBuffer
+    /// Bytes of a frame split across reads, while the arena is cleared.
+    private var carry: [UInt8] = []
+    /// The header block being received (nghttp2 never interleaves header blocks).
+    private var blockOpen = false
+    private var blockStreamID: Int32 = 0
+    private var blockStart = 0
+    private var blockFields = 0
+    private var blockListSize = 0
+    /// The DATA frame being received: its stream and where its bytes start in `arena`.
+    private var dataStreamID: Int32 = 0
+    private var dataStart: Int? = nil
+    /// An arena grown past this by a burst gets new, smaller storage when cleared.
+    private static let arenaCapacity = 16 * 1024
+    private static let arenaKeptCapacity = 256 * 1024
     /// Scratch storage for outbound header blocks (reused, so building one is allocation-free
     /// once warmed up).
-    private var headerBytes: [UInt8] = []
+    private var headerBytes: UnsafeMutableRawPointer
+    private var headerByteCapacity = 1024
     private var nameValues: UnsafeMutablePointer<nghttp2_nv>
     private var nameValueCapacity = 16
 
@@ -66,15 +91,18 @@ final class HTTP2Session {
         self.limits = limits
         self.allocator = allocator
         self.nameValues = .allocate(capacity: nameValueCapacity)
-        headerBytes.reserveCapacity(1024)
+        self.arena = allocator.buffer(capacity: Self.arenaCapacity)
+        self.headerBytes = .allocate(byteCount: headerByteCapacity, alignment: 1)
 
         var callbacks: OpaquePointer?
         guard nghttp2_session_callbacks_new(&callbacks) == 0, let callbacks else {
             nameValues.deallocate()
+            headerBytes.deallocate()
             throw HTTP2EngineError.library(NGHTTP2_ERR_NOMEM.rawValue)
         }
         defer { nghttp2_session_callbacks_del(callbacks) }
         nghttp2_session_callbacks_set_on_frame_recv_callback(callbacks, onFrameReceived)
+        nghttp2_session_callbacks_set_on_begin_headers_callback(callbacks, onBeginHeaders)
         nghttp2_session_callbacks_set_on_header_callback(callbacks, onHeader)
         nghttp2_session_callbacks_set_on_data_chunk_recv_callback(callbacks, onDataChunk)
         nghttp2_session_callbacks_set_on_stream_close_callback(callbacks, onStreamClose)
@@ -82,6 +110,7 @@ final class HTTP2Session {
         var options: OpaquePointer?
         guard nghttp2_option_new(&options) == 0, let options else {
             nameValues.deallocate()
+            headerBytes.deallocate()
             throw HTTP2EngineError.library(NGHTTP2_ERR_NOMEM.rawValue)
         }
         defer { nghttp2_option_del(options) }
@@ -98,6 +127,7 @@ final class HTTP2Session {
         }
         guard rc == 0, let created else {
             nameValues.deallocate()
+            headerBytes.deallocate()
             throw HTTP2EngineError.library(rc)
         }
         session = created
@@ -106,6 +136,7 @@ final class HTTP2Session {
     deinit {
         if let session { nghttp2_session_del(session) }
         nameValues.deallocate()
+        headerBytes.deallocate()
     }
 
     /// Frees the session now (the connection is gone). Later calls throw ``HTTP2EngineError/notActive``.
@@ -119,6 +150,48 @@ final class HTTP2Session {
 
     /// Open streams known to the Swift side.
     var trackedStreams: Int { streams.count }
+
+    // MARK: Events
+
+    var hasEvents: Bool { !recorded.isEmpty }
+
+    /// The recorded event at `index` as the delegate sees it (header blocks and DATA as slices
+    /// of the arena).
+    func event(at index: Int) -> HTTP2Event {
+        switch recorded[index] {
+        case .event(let event):
+            return event
+        case .headers(let streamID, let start, let length, let count, let endStream):
+            let block = arena.getSlice(at: start, length: length).map { HTTP2HeaderBlock(storage: $0, count: count) }
+            return .headers(streamID: streamID, headers: block ?? HTTP2HeaderBlock([]), endStream: endStream)
+        case .data(let streamID, let start, let length, let endStream):
+            return .data(streamID: streamID, bytes: arena.getSlice(at: start, length: length) ?? ByteBuffer(), endStream: endStream)
+        }
+    }
+
+    /// Every recorded event was delivered: forget them and reuse the arena. A header block or
+    /// DATA frame still being received (split across reads) keeps its bytes so far: they move
+    /// to the start of the arena.
+    func clearEvents() {
+        recorded.removeAll(keepingCapacity: true)
+        var keepFrom = arena.writerIndex
+        if blockOpen { keepFrom = min(keepFrom, blockStart) }
+        if let dataStart { keepFrom = min(keepFrom, dataStart) }
+        let kept = arena.writerIndex - keepFrom
+        if kept > 0 {
+            carry.removeAll(keepingCapacity: true)
+            arena.withUnsafeReadableBytes { carry.append(contentsOf: UnsafeRawBufferPointer(rebasing: $0[keepFrom...])) }
+        }
+        if arena.capacity > Self.arenaKeptCapacity {
+            arena = allocator.buffer(capacity: Self.arenaCapacity)
+        } else {
+            arena.clear()
+        }
+        if kept > 0 { arena.writeBytes(carry) }
+        // Rebased even when nothing was kept (a block begun with no field decoded yet).
+        if blockOpen { blockStart -= keepFrom }
+        if let start = dataStart { dataStart = start - keepFrom }
+    }
 
     // MARK: Input and output
 
@@ -177,10 +250,10 @@ final class HTTP2Session {
         if rc != 0 { throw HTTP2EngineError.library(rc) }
     }
 
-    func submitRequest(_ headers: [HTTP2Header], body: ByteBuffer?) throws -> Int32 {
+    func submitRequest(_ headers: [HTTP2Header], body: ByteBuffer?, validating: Bool = true) throws -> Int32 {
         guard let session else { throw HTTP2EngineError.notActive }
         guard mode == .client else { throw HTTP2EngineError.wrongMode }
-        let streamID: Int32 = try withNameValues(headers) { nva, count in
+        let streamID: Int32 = try withNameValues(headers, validating: validating) { nva, count in
             if body != nil {
                 var provider = Self.dataProvider
                 return nghttp2_submit_request(session, nil, nva, count, &provider, nil)
@@ -194,13 +267,13 @@ final class HTTP2Session {
         return streamID
     }
 
-    func submitResponse(streamID: Int32, _ headers: [HTTP2Header], body: ByteBuffer?) throws {
+    func submitResponse(streamID: Int32, _ headers: [HTTP2Header], body: ByteBuffer?, validating: Bool = true) throws {
         guard let session else { throw HTTP2EngineError.notActive }
         guard mode == .server else { throw HTTP2EngineError.wrongMode }
         // The entry must exist before nghttp2 may read from it; a stream that is already gone
         // makes the submit fail and the entry is dropped again.
         if let body { streams[streamID, default: StreamState()].outbound = body }
-        let rc: Int32 = try withNameValues(headers) { nva, count in
+        let rc: Int32 = try withNameValues(headers, validating: validating) { nva, count in
             if body != nil {
                 var provider = Self.dataProvider
                 return nghttp2_submit_response(session, streamID, nva, count, &provider)
@@ -254,40 +327,55 @@ final class HTTP2Session {
     }
 
     /// Builds the `nghttp2_nv` array in scratch storage; nghttp2 copies it during `body`.
-    private func withNameValues<R>(_ headers: [HTTP2Header], _ body: (UnsafePointer<nghttp2_nv>, Int) -> R) throws -> R {
+    /// `validating`: check every name and value with nghttp2's rules (RFC 9113 8.2.1) first.
+    private func withNameValues<R>(
+        _ headers: [HTTP2Header], validating: Bool, _ body: (UnsafePointer<nghttp2_nv>, Int) -> R
+    ) throws -> R {
         if headers.count > nameValueCapacity {
             nameValues.deallocate()
             nameValueCapacity = headers.count
             nameValues = .allocate(capacity: nameValueCapacity)
         }
-        headerBytes.removeAll(keepingCapacity: true)
-        for header in headers {
-            headerBytes.append(contentsOf: header.name.utf8)
-            headerBytes.append(contentsOf: header.value.utf8)
+        var total = 0
+        for header in headers { total += header.name.utf8.count + header.value.utf8.count }
+        if total > headerByteCapacity {
+            headerBytes.deallocate()
+            headerByteCapacity = max(total, headerByteCapacity * 2)
+            headerBytes = .allocate(byteCount: headerByteCapacity, alignment: 1)
         }
-        let nameValues = self.nameValues
-        return try headerBytes.withUnsafeMutableBufferPointer { bytes -> R in
-            guard let base = bytes.baseAddress else {
-                return body(nameValues, 0)
-            }
-            var offset = 0
-            for (index, header) in headers.enumerated() {
-                let nameLength = header.name.utf8.count
-                let valueLength = header.value.utf8.count
-                let name = base + offset
-                let value = name + nameLength
-                offset += nameLength + valueLength
-                guard nghttp2_check_header_name(name, nameLength) != 0,
-                    nghttp2_check_header_value(value, valueLength) != 0
-                else { throw HTTP2EngineError.invalidHeader }
-                let flags: UInt8 =
-                    header.indexing == .neverIndexed
-                    ? UInt8(NGHTTP2_NV_FLAG_NO_INDEX.rawValue) : UInt8(NGHTTP2_NV_FLAG_NONE.rawValue)
-                (nameValues + index).initialize(
-                    to: nghttp2_nv(name: name, value: value, namelen: nameLength, valuelen: valueLength, flags: flags))
-            }
-            return body(nameValues, headers.count)
+        let base = headerBytes.assumingMemoryBound(to: UInt8.self)
+        var offset = 0
+        for (index, header) in headers.enumerated() {
+            let name = base + offset
+            let nameLength = Self.copyUTF8(header.name, to: name)
+            let value = name + nameLength
+            let valueLength = Self.copyUTF8(header.value, to: value)
+            offset += nameLength + valueLength
+            guard !validating
+                || (nghttp2_check_header_name(name, nameLength) != 0 && nghttp2_check_header_value(value, valueLength) != 0)
+            else { throw HTTP2EngineError.invalidHeader }
+            let flags: UInt8 =
+                header.indexing == .neverIndexed
+                ? UInt8(NGHTTP2_NV_FLAG_NO_INDEX.rawValue) : UInt8(NGHTTP2_NV_FLAG_NONE.rawValue)
+            (nameValues + index).initialize(
+                to: nghttp2_nv(name: name, value: value, namelen: nameLength, valuelen: valueLength, flags: flags))
         }
+        return body(nameValues, headers.count)
+    }
+
+    /// Copies `text`'s UTF-8 bytes to `destination` (room for them was made); returns the count.
+    private static func copyUTF8(_ text: String, to destination: UnsafeMutablePointer<UInt8>) -> Int {
+        let copied = text.utf8.withContiguousStorageIfAvailable { bytes -> Int in
+            if let source = bytes.baseAddress, bytes.count > 0 { destination.update(from: source, count: bytes.count) }
+            return bytes.count
+        }
+        if let copied { return copied }
+        var count = 0
+        for byte in text.utf8 {
+            destination[count] = byte
+            count += 1
+        }
+        return count
     }
 
     /// Every stream's DATA comes through the same read callback; its source is the stream's
@@ -298,19 +386,25 @@ final class HTTP2Session {
 
     // MARK: Callback bodies (called by nghttp2 only; they record, never call nghttp2)
 
-    fileprivate func headerReceived(streamID: Int32, name: UnsafeRawBufferPointer, value: UnsafeRawBufferPointer, flags: UInt8) -> Int32 {
-        guard let index = trackedIndex(streamID) else { return HTTP2Library.callbackFailure }
-        let size = name.count + value.count + 32
-        streams.values[index].headerBytes += size
-        guard streams.values[index].headerBytes <= limits.maxHeaderListSize else {
+    fileprivate func beginHeaders(streamID: Int32) -> Int32 {
+        guard trackedIndex(streamID) != nil else { return HTTP2Library.callbackFailure }
+        blockOpen = true
+        blockStreamID = streamID
+        blockStart = arena.writerIndex
+        blockFields = 0
+        blockListSize = 0
+        return 0
+    }
+
+    fileprivate func headerReceived(name: UnsafeRawBufferPointer, value: UnsafeRawBufferPointer, flags: UInt8) -> Int32 {
+        blockListSize += name.count + value.count + 32
+        guard blockListSize <= limits.maxHeaderListSize else {
             callbackError = .headerListTooLarge(limit: limits.maxHeaderListSize)
             return HTTP2Library.callbackFailure
         }
         let neverIndexed = flags & UInt8(NGHTTP2_NV_FLAG_NO_INDEX.rawValue) != 0
-        streams.values[index].headers.append(
-            HTTP2Header(
-                name: String(decoding: name, as: UTF8.self), value: String(decoding: value, as: UTF8.self),
-                indexing: neverIndexed ? .neverIndexed : .automatic))
+        HTTP2HeaderBlock.append(name: name, value: value, neverIndexed: neverIndexed, to: &arena)
+        blockFields += 1
         return 0
     }
 
@@ -321,13 +415,12 @@ final class HTTP2Session {
             callbackError = .bodyTooLarge(limit: limits.maxBodySize)
             return HTTP2Library.callbackFailure
         }
-        if streams.values[index].pendingData == nil {
-            var buffer = allocator.buffer(capacity: bytes.count)
-            buffer.writeBytes(bytes)
-            streams.values[index].pendingData = buffer
-        } else {
-            streams.values[index].pendingData!.writeBytes(bytes)
+        // The chunks of one DATA frame arrive one after another, nothing between them.
+        if dataStart == nil || dataStreamID != streamID {
+            dataStart = arena.writerIndex
+            dataStreamID = streamID
         }
+        arena.writeBytes(bytes)
         return 0
     }
 
@@ -349,24 +442,26 @@ final class HTTP2Session {
         let ack = header.flags & UInt8(NGHTTP2_FLAG_ACK.rawValue) != 0
         switch UInt32(header.type) {
         case NGHTTP2_HEADERS.rawValue:
-            var headers: [HTTP2Header] = []
-            if let index = streams.index(forKey: streamID) {
-                swap(&headers, &streams.values[index].headers)
-                streams.values[index].headerBytes = 0
-            }
-            events.append(.headers(streamID: streamID, headers: headers, endStream: endStream))
+            recorded.append(
+                .headers(
+                    streamID: streamID, start: blockStart, length: arena.writerIndex - blockStart, count: blockFields,
+                    endStream: endStream))
+            blockOpen = false
+            blockStart = arena.writerIndex
+            blockFields = 0
+            blockListSize = 0
         case NGHTTP2_DATA.rawValue:
-            var bytes = ByteBuffer()
-            if let index = streams.index(forKey: streamID), let pending = streams.values[index].pendingData {
-                bytes = pending
-                streams.values[index].pendingData = nil
+            if let start = dataStart, dataStreamID == streamID {
+                recorded.append(.data(streamID: streamID, start: start, length: arena.writerIndex - start, endStream: endStream))
+            } else {
+                recorded.append(.data(streamID: streamID, start: arena.writerIndex, length: 0, endStream: endStream))
             }
-            events.append(.data(streamID: streamID, bytes: bytes, endStream: endStream))
+            dataStart = nil
         case NGHTTP2_RST_STREAM.rawValue:
-            events.append(.resetReceived(streamID: streamID, errorCode: HTTP2ErrorCode(frame.pointee.rst_stream.error_code)))
+            recorded.append(.event(.resetReceived(streamID: streamID, errorCode: HTTP2ErrorCode(frame.pointee.rst_stream.error_code))))
         case NGHTTP2_SETTINGS.rawValue:
             if ack {
-                events.append(.settingsAcknowledged)
+                recorded.append(.event(.settingsAcknowledged))
             } else {
                 let settings = frame.pointee.settings
                 var list: [HTTP2Setting] = []
@@ -377,7 +472,7 @@ final class HTTP2Session {
                         list.append(HTTP2Setting(identifier: UInt16(truncatingIfNeeded: entry.settings_id), value: entry.value))
                     }
                 }
-                events.append(.settings(list))
+                recorded.append(.event(.settings(list)))
             }
         case NGHTTP2_GOAWAY.rawValue:
             let goAway = frame.pointee.goaway
@@ -385,13 +480,13 @@ final class HTTP2Session {
             if let data = goAway.opaque_data, goAway.opaque_data_len > 0 {
                 debug.writeBytes(UnsafeRawBufferPointer(start: data, count: goAway.opaque_data_len))
             }
-            events.append(.goAway(lastStreamID: goAway.last_stream_id, errorCode: HTTP2ErrorCode(goAway.error_code), debugData: debug))
+            recorded.append(.event(.goAway(lastStreamID: goAway.last_stream_id, errorCode: HTTP2ErrorCode(goAway.error_code), debugData: debug)))
         case NGHTTP2_PING.rawValue:
             if ack {
                 let value = withUnsafeBytes(of: frame.pointee.ping.opaque_data) { raw in
                     raw.reduce(UInt64(0)) { ($0 << 8) | UInt64($1) }
                 }
-                events.append(.pingAcknowledged(value))
+                recorded.append(.event(.pingAcknowledged(value)))
             }
         default:
             break
@@ -401,7 +496,9 @@ final class HTTP2Session {
 
     fileprivate func streamClosed(streamID: Int32, errorCode: UInt32) -> Int32 {
         streams[streamID] = nil
-        events.append(.streamClosed(streamID: streamID, errorCode: HTTP2ErrorCode(errorCode)))
+        if dataStreamID == streamID { dataStart = nil }
+        if blockOpen, blockStreamID == streamID { blockOpen = false }
+        recorded.append(.event(.streamClosed(streamID: streamID, errorCode: HTTP2ErrorCode(errorCode))))
         return 0
     }
 
@@ -442,14 +539,20 @@ private func onFrameReceived(
     return engine.frameReceived(frame)
 }
 
+private func onBeginHeaders(
+    _ session: OpaquePointer?, _ frame: UnsafePointer<nghttp2_frame>?, _ userData: UnsafeMutableRawPointer?
+) -> Int32 {
+    guard let engine = owner(userData), let frame else { return HTTP2Library.callbackFailure }
+    return engine.beginHeaders(streamID: frame.pointee.hd.stream_id)
+}
+
 private func onHeader(
     _ session: OpaquePointer?, _ frame: UnsafePointer<nghttp2_frame>?,
     _ name: UnsafePointer<UInt8>?, _ nameLength: Int, _ value: UnsafePointer<UInt8>?, _ valueLength: Int,
     _ flags: UInt8, _ userData: UnsafeMutableRawPointer?
 ) -> Int32 {
-    guard let engine = owner(userData), let frame else { return HTTP2Library.callbackFailure }
+    guard let engine = owner(userData) else { return HTTP2Library.callbackFailure }
     return engine.headerReceived(
-        streamID: frame.pointee.hd.stream_id,
         name: UnsafeRawBufferPointer(start: name, count: name == nil ? 0 : nameLength),
         value: UnsafeRawBufferPointer(start: value, count: value == nil ? 0 : valueLength),
         flags: flags)

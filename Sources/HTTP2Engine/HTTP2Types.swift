@@ -1,4 +1,11 @@
+import CNGHTTP2
 import NIOCore
+
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
 
 /// Which end of the connection an engine speaks for.
 public enum HTTP2EngineMode: Sendable {
@@ -31,6 +38,16 @@ public struct HTTP2Header: Sendable, Hashable {
         self.name = name
         self.value = value
         self.indexing = indexing
+    }
+
+    /// True when `value` is a valid HTTP/2 field value (nghttp2's check: no NUL, CR or LF, no
+    /// whitespace at either end).
+    public static func isValidValue(_ value: String) -> Bool {
+        var value = value
+        return value.withUTF8 { bytes in
+            guard let base = bytes.baseAddress else { return true }
+            return nghttp2_check_header_value(base, bytes.count) != 0
+        }
     }
 }
 
@@ -104,7 +121,9 @@ public struct HTTP2Setting: Sendable, Hashable {
 public enum HTTP2Event: Sendable {
     /// A complete header block (HEADERS plus any CONTINUATION) on a stream. The first block of
     /// a stream is the request (server) or response (client) head; a later one is trailers.
-    case headers(streamID: HTTP2StreamNumber, headers: [HTTP2Header], endStream: Bool)
+    /// The block's bytes (like a DATA event's) share one buffer with the other blocks of the
+    /// same read: keeping a block past the event is fine, the next read then starts a new one.
+    case headers(streamID: HTTP2StreamNumber, headers: HTTP2HeaderBlock, endStream: Bool)
     /// The payload of one DATA frame (possibly empty, e.g. a bare END_STREAM).
     case data(streamID: HTTP2StreamNumber, bytes: ByteBuffer, endStream: Bool)
     /// The peer reset the stream.
@@ -167,5 +186,148 @@ public struct HTTP2EngineError: Error, Sendable, Hashable, CustomStringConvertib
         case .wrongMode: return "the call does not fit the engine's mode (client or server)"
         case .invalidHeader: return "a header name or value holds bytes HTTP/2 forbids"
         }
+    }
+}
+
+/// A received header block (HEADERS plus any CONTINUATION): every field's name and value bytes,
+/// as nghttp2 decoded them, in one buffer. Reading it makes no `String` unless asked to: the
+/// hot paths look fields up as bytes (``forEachField(_:)``, ``withValue(of:_:)``); iterating
+/// it as a collection yields ``HTTP2Header`` values (Strings made on access).
+///
+/// Storage: for each field, in order, the name length and value length (`UInt32`, native byte
+/// order), a flags byte (1: never indexed), the name bytes, the value bytes.
+public struct HTTP2HeaderBlock: Sendable, Collection, CustomStringConvertible {
+    public struct Index: Comparable, Sendable {
+        fileprivate let offset: Int
+        public static func < (lhs: Index, rhs: Index) -> Bool { lhs.offset < rhs.offset }
+    }
+
+    static let entryOverhead = 9
+    static let neverIndexedFlag: UInt8 = 1
+
+    private let storage: ByteBuffer
+    /// The number of fields.
+    public let count: Int
+
+    /// `storage` holds exactly the block's entries (its readable bytes), `count` of them.
+    init(storage: ByteBuffer, count: Int) {
+        self.storage = storage
+        self.count = count
+    }
+
+    /// A block holding `headers`, in order (tests, and callers that build one by hand).
+    public init(_ headers: [HTTP2Header]) {
+        var buffer = ByteBuffer()
+        for header in headers {
+            buffer.writeInteger(UInt32(truncatingIfNeeded: header.name.utf8.count), endianness: .host)
+            buffer.writeInteger(UInt32(truncatingIfNeeded: header.value.utf8.count), endianness: .host)
+            buffer.writeInteger(header.indexing == .neverIndexed ? Self.neverIndexedFlag : 0)
+            buffer.writeString(header.name)
+            buffer.writeString(header.value)
+        }
+        self.init(storage: buffer, count: headers.count)
+    }
+
+    /// Appends one field's entry to `buffer` (the session's arena).
+    /// One write per field (each ByteBuffer write checks uniqueness and capacity).
+    static func append(name: UnsafeRawBufferPointer, value: UnsafeRawBufferPointer, neverIndexed: Bool, to buffer: inout ByteBuffer) {
+        let total = entryOverhead + name.count + value.count
+        buffer.writeWithUnsafeMutableBytes(minimumWritableBytes: total) { out in
+            out.storeBytes(of: UInt32(truncatingIfNeeded: name.count), toByteOffset: 0, as: UInt32.self)
+            out.storeBytes(of: UInt32(truncatingIfNeeded: value.count), toByteOffset: 4, as: UInt32.self)
+            out.storeBytes(of: neverIndexed ? neverIndexedFlag : 0, toByteOffset: 8, as: UInt8.self)
+            if let source = name.baseAddress, name.count > 0 {
+                (out.baseAddress! + entryOverhead).copyMemory(from: source, byteCount: name.count)
+            }
+            if let source = value.baseAddress, value.count > 0 {
+                (out.baseAddress! + entryOverhead + name.count).copyMemory(from: source, byteCount: value.count)
+            }
+            return total
+        }
+    }
+
+    public var startIndex: Index { Index(offset: 0) }
+    public var endIndex: Index { Index(offset: storage.readableBytes) }
+
+    /// The name and value lengths of the entry at `offset`; traps (like an array's subscript)
+    /// for an index that is not one of this block's.
+    private static func lengths(_ bytes: UnsafeRawBufferPointer, at offset: Int) -> (name: Int, value: Int) {
+        precondition(offset >= 0 && offset + entryOverhead <= bytes.count, "HTTP2HeaderBlock index out of range")
+        let name = Int(bytes.loadUnaligned(fromByteOffset: offset, as: UInt32.self))
+        let value = Int(bytes.loadUnaligned(fromByteOffset: offset + 4, as: UInt32.self))
+        precondition(offset + entryOverhead + name + value <= bytes.count, "HTTP2HeaderBlock index out of range")
+        return (name, value)
+    }
+
+    public func index(after i: Index) -> Index {
+        storage.withUnsafeReadableBytes { bytes in
+            let (nameLength, valueLength) = Self.lengths(bytes, at: i.offset)
+            return Index(offset: i.offset + Self.entryOverhead + nameLength + valueLength)
+        }
+    }
+
+    public subscript(position: Index) -> HTTP2Header {
+        storage.withUnsafeReadableBytes { bytes in
+            let (nameLength, valueLength) = Self.lengths(bytes, at: position.offset)
+            let flags = bytes[position.offset + 8]
+            let nameStart = position.offset + Self.entryOverhead
+            let name = UnsafeRawBufferPointer(rebasing: bytes[nameStart..<(nameStart + nameLength)])
+            let value = UnsafeRawBufferPointer(rebasing: bytes[(nameStart + nameLength)..<(nameStart + nameLength + valueLength)])
+            return HTTP2Header(
+                name: String(decoding: name, as: UTF8.self), value: String(decoding: value, as: UTF8.self),
+                indexing: flags & Self.neverIndexedFlag != 0 ? .neverIndexed : .automatic)
+        }
+    }
+
+    /// Calls `body` with each field's name and value bytes (valid only during the call) and
+    /// whether the peer sent it never-indexed, in order.
+    public func forEachField(_ body: (_ name: UnsafeRawBufferPointer, _ value: UnsafeRawBufferPointer, _ neverIndexed: Bool) throws -> Void) rethrows {
+        try storage.withUnsafeReadableBytes { bytes in
+            var offset = 0
+            while offset + Self.entryOverhead <= bytes.count {
+                let nameLength = Int(bytes.loadUnaligned(fromByteOffset: offset, as: UInt32.self))
+                let valueLength = Int(bytes.loadUnaligned(fromByteOffset: offset + 4, as: UInt32.self))
+                let flags = bytes[offset + 8]
+                let nameStart = offset + Self.entryOverhead
+                let end = nameStart + nameLength + valueLength
+                guard end <= bytes.count else { return }
+                try body(
+                    UnsafeRawBufferPointer(rebasing: bytes[nameStart..<(nameStart + nameLength)]),
+                    UnsafeRawBufferPointer(rebasing: bytes[(nameStart + nameLength)..<end]),
+                    flags & Self.neverIndexedFlag != 0)
+                offset = end
+            }
+        }
+    }
+
+    /// Calls `body` with the value bytes of the first field named `name` (lower case, as HTTP/2
+    /// sends names); nil when there is none.
+    public func withValue<R>(of name: StaticString, _ body: (UnsafeRawBufferPointer) throws -> R) rethrows -> R? {
+        let wanted = UnsafeRawBufferPointer(start: name.utf8Start, count: name.utf8CodeUnitCount)
+        var result: R? = nil
+        var found = false
+        try forEachField { fieldName, value, _ in
+            guard !found, HTTP2HeaderBlock.bytesEqual(fieldName, wanted) else { return }
+            found = true
+            result = try body(value)
+        }
+        return result
+    }
+
+    /// The value of the first field named `name`, as a String (nil when there is none).
+    public func value(of name: StaticString) -> String? {
+        withValue(of: name) { String(decoding: $0, as: UTF8.self) }
+    }
+
+    /// Byte-wise equality (`memcmp`).
+    public static func bytesEqual(_ lhs: UnsafeRawBufferPointer, _ rhs: UnsafeRawBufferPointer) -> Bool {
+        guard lhs.count == rhs.count else { return false }
+        guard lhs.count > 0, let left = lhs.baseAddress, let right = rhs.baseAddress else { return true }
+        return memcmp(left, right, lhs.count) == 0
+    }
+
+    /// The field names only: values may be secrets (a provider token).
+    public var description: String {
+        map(\.name).joined(separator: ", ")
     }
 }

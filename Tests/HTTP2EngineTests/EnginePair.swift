@@ -15,7 +15,7 @@ final class EventRecorder: HTTP2EngineDelegate {
 
     func headers(on stream: Int32) -> [[HTTP2Header]] {
         events.compactMap {
-            if case .headers(let id, let headers, _) = $0, id == stream { return headers }
+            if case .headers(let id, let headers, _) = $0, id == stream { return Array(headers) }
             return nil
         }
     }
@@ -79,9 +79,10 @@ final class EnginePair {
         try server.connect(to: address).wait()
     }
 
-    /// Moves bytes both ways until neither side has anything more to say.
+    /// Moves bytes both ways until neither side has anything more to say. `chunkSize`: each
+    /// write arrives as reads of at most that many bytes (frames split anywhere).
     @discardableResult
-    func exchange(rounds: Int = 50) throws -> Int {
+    func exchange(rounds: Int = 50, chunkSize: Int? = nil) throws -> Int {
         var moved = 0
         for _ in 0..<rounds {
             client.embeddedEventLoop.run()
@@ -91,7 +92,7 @@ final class EnginePair {
                 clientWrites.append(bytes)
                 moved += bytes.readableBytes
                 progressed = true
-                if server.isActive { try server.writeInbound(bytes) }
+                if server.isActive { try Self.deliver(bytes, to: server, chunkSize: chunkSize) }
             }
             if server.isActive { server.pipeline.fireChannelReadComplete() }
             server.embeddedEventLoop.run()
@@ -99,12 +100,23 @@ final class EnginePair {
                 serverWrites.append(bytes)
                 moved += bytes.readableBytes
                 progressed = true
-                if client.isActive { try client.writeInbound(bytes) }
+                if client.isActive { try Self.deliver(bytes, to: client, chunkSize: chunkSize) }
             }
             if client.isActive { client.pipeline.fireChannelReadComplete() }
             if !progressed { break }
         }
         return moved
+    }
+
+    private static func deliver(_ bytes: ByteBuffer, to channel: EmbeddedChannel, chunkSize: Int?) throws {
+        guard let chunkSize else {
+            try channel.writeInbound(bytes)
+            return
+        }
+        var rest = bytes
+        while rest.readableBytes > 0, channel.isActive, let chunk = rest.readSlice(length: min(chunkSize, rest.readableBytes)) {
+            try channel.writeInbound(chunk)
+        }
     }
 
     /// A server that answers every finished request with 200 and the request's `apns-id`.

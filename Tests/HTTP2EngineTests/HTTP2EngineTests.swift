@@ -29,6 +29,64 @@ struct HTTP2EngineTests {
         #expect(pair.serverEngine.trackedStreams == 0)
     }
 
+    @Test(
+        "Header blocks and DATA split across reads arrive whole (the receive arena keeps a partial frame's bytes)",
+        arguments: Array(1...64) + [97, 128, 200, 333, 500, 1000])
+    func framesSplitAcrossReads(chunkSize: Int) throws {
+        let pair = try EnginePair()
+        defer { pair.finish() }
+        var bodies: [Int32: String] = [:]
+        pair.answerEveryRequest(status: "400") { id in ByteBuffer(string: #"{"reason":"BadDeviceToken","stream":\#(id)}"#) }
+        try pair.exchange(chunkSize: chunkSize)
+        var ids: [Int32] = []
+        for index in 0..<12 {
+            let body = #"{"aps":{"alert":"\#(String(repeating: "x", count: 40 * index))"}}"#
+            let id = try pair.clientEngine.submitRequest(
+                EnginePair.request(
+                    path: "/3/device/\(String(repeating: "ab", count: 32))",
+                    extra: [
+                        HTTP2Header(name: "apns-topic", value: "com.example.\(index)"),
+                        HTTP2Header(name: "authorization", value: "bearer " + String(repeating: "t\(index)", count: 90), indexing: .neverIndexed),
+                    ]),
+                body: EnginePair.buffer(body))
+            bodies[id] = body
+            ids.append(id)
+        }
+        try pair.exchange(rounds: 200, chunkSize: chunkSize)
+        for (index, id) in ids.enumerated() {
+            let head = pair.serverEvents.headers(on: id).first ?? []
+            #expect(head.map(\.name) == [":method", ":scheme", ":path", ":authority", "apns-topic", "authorization"])
+            #expect(head.first { $0.name == "apns-topic" }?.value == "com.example.\(index)")
+            #expect(head.first { $0.name == "authorization" }?.indexing == .neverIndexed)
+            #expect(head.first { $0.name == "authorization" }?.value == "bearer " + String(repeating: "t\(index)", count: 90))
+            #expect(pair.serverEvents.body(on: id) == Array((bodies[id] ?? "").utf8))
+            let answer = pair.clientEvents.headers(on: id).first
+            #expect(answer?.first?.pair == ":status: 400")
+            #expect(pair.clientEvents.body(on: id) == Array(#"{"reason":"BadDeviceToken","stream":\#(id)}"#.utf8))
+            #expect(pair.clientEvents.closed(id) == .noError)
+        }
+        #expect(pair.clientErrors.errors.isEmpty)
+        #expect(pair.serverErrors.errors.isEmpty)
+    }
+
+    @Test("A received header block reads as bytes and as HTTP2Header values alike")
+    func headerBlockAccess() {
+        let block = HTTP2HeaderBlock([
+            HTTP2Header(name: ":status", value: "200"),
+            HTTP2Header(name: "apns-id", value: "3f6c4d8e-2a1b-4c5d-8e9f-0a1b2c3d4e5f", indexing: .neverIndexed),
+            HTTP2Header(name: "apns-id", value: "second"),
+        ])
+        #expect(block.count == 3)
+        #expect(Array(block).map(\.name) == [":status", "apns-id", "apns-id"])
+        #expect(block.value(of: "apns-id") == "3f6c4d8e-2a1b-4c5d-8e9f-0a1b2c3d4e5f")
+        #expect(block.value(of: "content-type") == nil)
+        var flags: [Bool] = []
+        block.forEachField { _, _, neverIndexed in flags.append(neverIndexed) }
+        #expect(flags == [false, true, false])
+        #expect(block.description == ":status, apns-id, apns-id")
+        #expect(HTTP2HeaderBlock([]).isEmpty)
+    }
+
     @Test("Header bytes are copied at submit: the caller's strings may go away before the frame is sent")
     func headerLifetime() throws {
         let pair = try EnginePair()

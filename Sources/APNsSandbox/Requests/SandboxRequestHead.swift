@@ -40,23 +40,22 @@ struct SandboxRequestHead {
         }
     }
 
-    /// Reads a header block as the HTTP/2 engine delivers it.
-    init(_ headers: [HTTP2Header], keepingValuesUpTo limit: Int = .max) {
-        for header in headers {
-            var name = header.name
-            var value = header.value
-            name.withUTF8 { nameBytes in
-                value.withUTF8 { valueBytes in
-                    add(name: UnsafeRawBufferPointer(nameBytes), value: UnsafeRawBufferPointer(valueBytes), keepingValuesUpTo: limit)
-                }
-            }
+    /// Reads a header block as the HTTP/2 engine delivers it (as bytes: a String only for the
+    /// fields APNs reads).
+    init(_ headers: HTTP2HeaderBlock, keepingValuesUpTo limit: Int = .max) {
+        headers.forEachField { name, value, _ in
+            add(name: name, value: value, keepingValuesUpTo: limit)
         }
+    }
+
+    /// Reads header fields given as Strings (tests).
+    init(_ headers: [HTTP2Header], keepingValuesUpTo limit: Int = .max) {
+        self.init(HTTP2HeaderBlock(headers), keepingValuesUpTo: limit)
     }
 
     static func equals(_ bytes: UnsafeRawBufferPointer, _ text: StaticString) -> Bool {
         guard bytes.count == text.utf8CodeUnitCount else { return false }
-        let expected = UnsafeRawBufferPointer(start: text.utf8Start, count: text.utf8CodeUnitCount)
-        return bytes.elementsEqual(expected)
+        return HTTP2HeaderBlock.bytesEqual(bytes, UnsafeRawBufferPointer(start: text.utf8Start, count: text.utf8CodeUnitCount))
     }
 
     private static func set(_ slot: inout String?, _ value: UnsafeRawBufferPointer, _ duplicated: inout Bool) {
@@ -77,6 +76,14 @@ struct HPACKAudit {
     private var seen: (Bool, Bool, Bool) = (false, false, false)
     /// Violations found since the last `take`.
     private(set) var violations: [String] = []
+
+    /// False for a field name none of the rules is about (checked by length alone).
+    static func mayConcern(nameLength: Int) -> Bool {
+        switch nameLength {
+        case 5, 7, 13, 15, 16: return true
+        default: return false
+        }
+    }
 
     /// One decoded field: `entered` when it was added to the dynamic table.
     mutating func observe(name: UnsafeRawBufferPointer, entered: Bool) {
@@ -140,24 +147,27 @@ enum SandboxRules {
 
     /// `:path` → the lowercase device token, or the reason APNs gives.
     static func deviceToken(fromPath path: String?) -> Checked<String> {
-        guard let path else { return .rejected(.badPath) }
-        guard path.hasPrefix(devicePathPrefix) else {
-            // "/3/device" without the trailing slash names no device.
-            return .rejected(path == "/3/device" ? .missingDeviceToken : .badPath)
-        }
-        let token = path.utf8.dropFirst(devicePathPrefix.utf8.count)
-        guard !token.isEmpty else { return .rejected(.missingDeviceToken) }
-        guard token.count % 2 == 0, token.count <= DeviceToken.maximumHexLength else { return .rejected(.badDeviceToken) }
-        var hasUppercase = false
-        for byte in token {
-            switch byte {
-            case UInt8(ascii: "0")...UInt8(ascii: "9"), UInt8(ascii: "a")...UInt8(ascii: "f"): continue
-            case UInt8(ascii: "A")...UInt8(ascii: "F"): hasUppercase = true
-            default: return .rejected(.badDeviceToken)
+        guard var text = path else { return .rejected(.badPath) }
+        return text.withUTF8 { bytes in
+            let prefix = devicePathPrefix.utf8.count
+            guard bytes.count >= prefix, bytes.starts(with: devicePathPrefix.utf8) else {
+                // "/3/device" without the trailing slash names no device.
+                return .rejected(bytes.elementsEqual("/3/device".utf8) ? .missingDeviceToken : .badPath)
             }
+            let token = UnsafeBufferPointer(rebasing: bytes[prefix...])
+            guard !token.isEmpty else { return .rejected(.missingDeviceToken) }
+            guard token.count % 2 == 0, token.count <= DeviceToken.maximumHexLength else { return .rejected(.badDeviceToken) }
+            var hasUppercase = false
+            for byte in token {
+                switch byte {
+                case UInt8(ascii: "0")...UInt8(ascii: "9"), UInt8(ascii: "a")...UInt8(ascii: "f"): continue
+                case UInt8(ascii: "A")...UInt8(ascii: "F"): hasUppercase = true
+                default: return .rejected(.badDeviceToken)
+                }
+            }
+            if !hasUppercase { return .ok(String(decoding: token, as: UTF8.self)) }
+            return .ok(String(decoding: token.map { $0 >= UInt8(ascii: "A") && $0 <= UInt8(ascii: "F") ? $0 + 32 : $0 }, as: UTF8.self))
         }
-        if !hasUppercase { return .ok(String(Substring(token))) }
-        return .ok(String(decoding: token.map { $0 >= UInt8(ascii: "A") && $0 <= UInt8(ascii: "F") ? $0 + 32 : $0 }, as: UTF8.self))
     }
 
     /// The push type: omitted is `alert`; an unknown value is APNs' `InvalidPushType`.

@@ -1,4 +1,5 @@
 import CNGHTTP2
+import HTTP2Engine
 import NIOCore
 
 /// Sees what a client does on the wire that the HTTP/2 engine does not report: how it encodes
@@ -100,6 +101,9 @@ final class SandboxWireAuditor {
     }
 
     /// Reads the raw bytes of one read, before nghttp2 does.
+    ///
+    /// A frame that lies whole in the read is audited in place (its header block decoded
+    /// straight from the read's bytes, no copy); only frames split across reads are gathered.
     func scan(_ buffer: ByteBuffer) {
         guard isTracking else { return }
         buffer.withUnsafeReadableBytes { bytes in
@@ -112,22 +116,46 @@ final class SandboxWireAuditor {
                     continue
                 }
                 guard let current = frame else {
+                    if frameHeader.isEmpty, bytes.count - index >= 9 {
+                        let header = UnsafeRawBufferPointer(rebasing: bytes[index..<(index + 9)])
+                        let parsed = Self.parseFrameHeader(header)
+                        if bytes.count - index - 9 >= parsed.length {
+                            // The whole frame is here.
+                            index += 9
+                            observeFrame(parsed)
+                            if Self.carriesHeaderBlock(parsed.type), parsed.length > Self.maximumFrameSize {
+                                isTracking = false
+                                return
+                            }
+                            endFrame(parsed, payload: UnsafeRawBufferPointer(rebasing: bytes[index..<(index + parsed.length)]))
+                            index += parsed.length
+                            continue
+                        }
+                    }
                     let needed = 9 - frameHeader.count
                     let taken = min(needed, bytes.count - index)
-                    frameHeader.append(contentsOf: bytes[index..<(index + taken)])
+                    frameHeader.append(contentsOf: UnsafeRawBufferPointer(rebasing: bytes[index..<(index + taken)]))
                     index += taken
                     if frameHeader.count == 9 { beginFrame() }
                     continue
                 }
                 let taken = min(payloadRemaining, bytes.count - index)
                 if Self.carriesHeaderBlock(current.type) {
-                    payload.append(contentsOf: bytes[index..<(index + taken)])
+                    payload.append(contentsOf: UnsafeRawBufferPointer(rebasing: bytes[index..<(index + taken)]))
                 }
                 payloadRemaining -= taken
                 index += taken
-                if payloadRemaining == 0 { endFrame(current) }
+                if payloadRemaining == 0 { endGatheredFrame(current) }
             }
         }
+    }
+
+    private typealias FrameHeader = (type: UInt8, flags: UInt8, streamID: Int32, length: Int)
+
+    private static func parseFrameHeader(_ bytes: UnsafeRawBufferPointer) -> FrameHeader {
+        let length = Int(bytes[0]) << 16 | Int(bytes[1]) << 8 | Int(bytes[2])
+        let streamID = Int32(bytes[5] & 0x7f) << 24 | Int32(bytes[6]) << 16 | Int32(bytes[7]) << 8 | Int32(bytes[8])
+        return (type: bytes[3], flags: bytes[4], streamID: streamID, length: length)
     }
 
     private static func carriesHeaderBlock(_ type: UInt8) -> Bool {
@@ -135,25 +163,21 @@ final class SandboxWireAuditor {
     }
 
     private func beginFrame() {
-        let length = Int(frameHeader[0]) << 16 | Int(frameHeader[1]) << 8 | Int(frameHeader[2])
-        let streamID =
-            Int32(frameHeader[5] & 0x7f) << 24 | Int32(frameHeader[6]) << 16 | Int32(frameHeader[7]) << 8
-            | Int32(frameHeader[8])
-        let current = (type: frameHeader[3], flags: frameHeader[4], streamID: streamID, length: length)
+        let current = frameHeader.withUnsafeBytes { Self.parseFrameHeader($0) }
         frameHeader.removeAll(keepingCapacity: true)
         observeFrame(current)
-        if Self.carriesHeaderBlock(current.type), length > Self.maximumFrameSize {
+        if Self.carriesHeaderBlock(current.type), current.length > Self.maximumFrameSize {
             isTracking = false
             return
         }
         frame = current
-        payloadRemaining = length
+        payloadRemaining = current.length
         payload.removeAll(keepingCapacity: true)
-        if length == 0 { endFrame(current) }
+        if current.length == 0 { endGatheredFrame(current) }
     }
 
     /// Frame-level facts, from the 9-byte header alone.
-    private func observeFrame(_ current: (type: UInt8, flags: UInt8, streamID: Int32, length: Int)) {
+    private func observeFrame(_ current: FrameHeader) {
         switch current.type {
         case UInt8(NGHTTP2_HEADERS.rawValue):
             if current.flags & UInt8(NGHTTP2_FLAG_PRIORITY.rawValue) != 0 { findings.append(.headersWithPriority) }
@@ -183,10 +207,19 @@ final class SandboxWireAuditor {
         }
     }
 
-    private func endFrame(_ current: (type: UInt8, flags: UInt8, streamID: Int32, length: Int)) {
+    /// A frame gathered across reads is complete.
+    private func endGatheredFrame(_ current: FrameHeader) {
         frame = nil
         guard Self.carriesHeaderBlock(current.type) else { return }
-        var fragment = payload[...]
+        let gathered = payload
+        gathered.withUnsafeBytes { endFrame(current, payload: $0) }
+    }
+
+    /// A complete frame: a header block fragment is added to the block (or, when it is the
+    /// whole block, decoded where it lies).
+    private func endFrame(_ current: FrameHeader, payload: UnsafeRawBufferPointer) {
+        guard Self.carriesHeaderBlock(current.type) else { return }
+        var fragment = payload
         if current.type == UInt8(NGHTTP2_HEADERS.rawValue) {
             blockStreamID = current.streamID
             block.removeAll(keepingCapacity: true)
@@ -195,23 +228,29 @@ final class SandboxWireAuditor {
                     isTracking = false
                     return
                 }
-                fragment = fragment.dropFirst().dropLast(Int(padding))
+                fragment = UnsafeRawBufferPointer(rebasing: fragment[1..<(fragment.count - Int(padding))])
             }
             if current.flags & UInt8(NGHTTP2_FLAG_PRIORITY.rawValue) != 0 {
                 guard fragment.count >= 5 else {
                     isTracking = false
                     return
                 }
-                fragment = fragment.dropFirst(5)
+                fragment = UnsafeRawBufferPointer(rebasing: fragment[5...])
             }
+        }
+        let endsBlock = current.flags & UInt8(NGHTTP2_FLAG_END_HEADERS.rawValue) != 0
+        if endsBlock, block.isEmpty {
+            decodeBlock(fragment)
+            return
         }
         guard block.count + fragment.count <= Self.maximumBlockSize else {
             isTracking = false
             return
         }
         block.append(contentsOf: fragment)
-        if current.flags & UInt8(NGHTTP2_FLAG_END_HEADERS.rawValue) != 0 {
-            decodeBlock()
+        if endsBlock {
+            let whole = block
+            whole.withUnsafeBytes { decodeBlock($0) }
             block.removeAll(keepingCapacity: true)
         }
     }
@@ -239,12 +278,13 @@ final class SandboxWireAuditor {
         else { return false }
         let entryName = UnsafeRawBufferPointer(start: entry.pointee.name, count: entry.pointee.namelen)
         let entryValue = UnsafeRawBufferPointer(start: entry.pointee.value, count: entry.pointee.valuelen)
-        return entryName.elementsEqual(name) && entryValue.elementsEqual(value)
+        return HTTP2HeaderBlock.bytesEqual(entryName, name) && HTTP2HeaderBlock.bytesEqual(entryValue, value)
     }
 
-    private func decodeBlock() {
+    private func decodeBlock(_ raw: UnsafeRawBufferPointer) {
         guard let inflater else { return }
-        block.withUnsafeBufferPointer { input in
+        do {
+            let input = raw.assumingMemoryBound(to: UInt8.self)
             guard let base = input.baseAddress, !input.isEmpty else {
                 // An empty block decodes to nothing; still end it.
                 nghttp2_hd_inflate_end_headers(inflater)
@@ -262,7 +302,9 @@ final class SandboxWireAuditor {
                 }
                 let start = offset
                 offset += consumed
-                if flags & Int32(NGHTTP2_HD_INFLATE_EMIT.rawValue) != 0 {
+                if flags & Int32(NGHTTP2_HD_INFLATE_EMIT.rawValue) != 0,
+                    HPACKAudit.mayConcern(nameLength: field.namelen)
+                {
                     let name = UnsafeRawBufferPointer(start: field.name, count: field.namelen)
                     let value = UnsafeRawBufferPointer(start: field.value, count: field.valuelen)
                     let changed = tableState(inflater) != before
@@ -270,7 +312,9 @@ final class SandboxWireAuditor {
                         (changed && newestEntryIs(inflater, name: name, value: value))
                         || Self.isIncrementalIndexing(UnsafeBufferPointer(rebasing: input[start..<offset]))
                     rules.observe(name: name, entered: entered)
-                    for text in rules.take() { findings.append(.hpack(streamID: blockStreamID, text: text)) }
+                    if rules.hasViolations {
+                        for text in rules.take() { findings.append(.hpack(streamID: blockStreamID, text: text)) }
+                    }
                 }
                 if flags & Int32(NGHTTP2_HD_INFLATE_FINAL.rawValue) != 0 {
                     nghttp2_hd_inflate_end_headers(inflater)

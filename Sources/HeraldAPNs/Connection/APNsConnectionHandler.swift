@@ -53,6 +53,8 @@ final class APNsConnectionHandler: ChannelInboundHandler, HTTP2EngineDelegate {
     private var closeIsFailure = true
     private var lastError: (any Error)?
     private var goAwayReason: APNsErrorBody?
+    /// The endpoint's host is a valid `host` field value (checked once, not per request).
+    private let hostIsValid: Bool
     /// Happy Eyeballs may try several channels; only the one that connected speaks to the pool.
     var isChosen = false
 
@@ -62,6 +64,7 @@ final class APNsConnectionHandler: ChannelInboundHandler, HTTP2EngineDelegate {
     ) {
         self.connectionID = connectionID
         self.host = host
+        self.hostIsValid = HTTP2Header.isValidValue(host)
         self.delegate = delegate
         self.housekeepingInterval = housekeepingInterval
         self.engine = engine
@@ -116,11 +119,13 @@ final class APNsConnectionHandler: ChannelInboundHandler, HTTP2EngineDelegate {
         switch event {
         case .headers(let streamID, let headers, let endStream):
             guard var stream = streams[streamID] else { break }
-            for header in headers {
-                if header.name == ":status" {
-                    if stream.status == nil { stream.status = Int(header.value) }
-                } else if header.name == "apns-id" {
-                    stream.apnsIDHeader = header.value
+            // Read as bytes: no String unless the apns-id differs from the one sent.
+            let sentID = stream.request.apnsID.rawValue
+            headers.forEachField { name, value, _ in
+                if HTTP2HeaderBlock.bytesEqual(name, Self.statusName) {
+                    if stream.status == nil { stream.status = Self.statusCode(value) }
+                } else if HTTP2HeaderBlock.bytesEqual(name, Self.apnsIDName) {
+                    stream.apnsIDHeader = Self.sameBytes(value, sentID) ? sentID : String(decoding: value, as: UTF8.self)
                 }
             }
             if endStream {
@@ -186,6 +191,25 @@ final class APNsConnectionHandler: ChannelInboundHandler, HTTP2EngineDelegate {
         }
     }
 
+    private static var statusName: UnsafeRawBufferPointer { UnsafeRawBufferPointer(start: (":status" as StaticString).utf8Start, count: 7) }
+    private static var apnsIDName: UnsafeRawBufferPointer { UnsafeRawBufferPointer(start: ("apns-id" as StaticString).utf8Start, count: 7) }
+
+    /// A `:status` value: three ASCII digits, else nil (the answer is then malformed).
+    private static func statusCode(_ value: UnsafeRawBufferPointer) -> Int? {
+        guard value.count == 3 else { return nil }
+        var code = 0
+        for byte in value {
+            guard byte >= UInt8(ascii: "0"), byte <= UInt8(ascii: "9") else { return nil }
+            code = code * 10 + Int(byte - UInt8(ascii: "0"))
+        }
+        return code
+    }
+
+    private static func sameBytes(_ bytes: UnsafeRawBufferPointer, _ text: String) -> Bool {
+        var text = text
+        return text.withUTF8 { HTTP2HeaderBlock.bytesEqual(bytes, UnsafeRawBufferPointer($0)) }
+    }
+
     // MARK: Requests
 
     /// Writes the request on a new stream, or hands it back when this connection cannot take it.
@@ -213,7 +237,12 @@ final class APNsConnectionHandler: ChannelInboundHandler, HTTP2EngineDelegate {
             do {
                 // nghttp2 numbers the stream; it matches the state machine's count, as every
                 // stream opened here goes through both.
-                let streamID = try engine.submitRequest(headers, body: request.payload)
+                // Not re-validated field by field: every value is built from checked input
+                // (the device token, apns-id, push type, priority and expiration by their
+                // types; topic and collapse-id by TenantTransport.checkFieldValue; the token we
+                // signed; the host once per connection, below).
+                guard hostIsValid else { throw HTTP2EngineError.invalidHeader }
+                let streamID = try engine.submitRequest(headers, body: request.payload, validatingHeaders: false)
                 streams[streamID] = InFlight(request: request)
                 if request.isCancellable, let context {
                     let handler = NIOLoopBound(self, eventLoop: context.eventLoop)

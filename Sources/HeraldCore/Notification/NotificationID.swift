@@ -4,6 +4,11 @@ public struct NotificationID: Hashable, Sendable, CustomStringConvertible, Codab
 
     /// Parses an apns-id. Uppercase digits are accepted and lowered; any other form is `BadMessageId`.
     public init(_ string: String) throws(NotificationValidationError) {
+        // Already canonical (lower case): kept as is, no copy.
+        if Self.isLowercaseCanonical(string.utf8) {
+            self.rawValue = string
+            return
+        }
         let bytes = Array(string.utf8)
         guard bytes.count == 36 else {
             throw NotificationValidationError(.badMessageId, field: "apns_id", message: "apns-id must be a UUID in the form 8-4-4-4-12")
@@ -26,6 +31,23 @@ public struct NotificationID: Hashable, Sendable, CustomStringConvertible, Codab
             }
         }
         self.rawValue = String(decoding: out, as: UTF8.self)
+    }
+
+    private static func isLowercaseCanonical(_ utf8: String.UTF8View) -> Bool {
+        guard utf8.count == 36 else { return false }
+        var index = 0
+        for byte in utf8 {
+            if index == 8 || index == 13 || index == 18 || index == 23 {
+                guard byte == UInt8(ascii: "-") else { return false }
+            } else {
+                switch byte {
+                case UInt8(ascii: "0")...UInt8(ascii: "9"), UInt8(ascii: "a")...UInt8(ascii: "f"): break
+                default: return false
+                }
+            }
+            index += 1
+        }
+        return true
     }
 
     /// A new random (version 4) apns-id.
