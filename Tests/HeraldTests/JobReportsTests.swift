@@ -34,10 +34,11 @@ struct JobReportPlanTests {
 
         // The job runner's claim takes the lowest pending indexes from the state index too.
         let claim = try store.queryPlan(
-            SQLitePushStore.claimSQL, arguments: [acme.rawValue, job.rawValue, "herald", 0, 500])
+            SQLitePushStore.claimSQL, arguments: [acme.rawValue, job.rawValue, 0, "herald", 0, 500])
         #expect(claim.count == 1, "\(claim)")
+        // From the run's cursor (`idx >= ?`), not from the job's first item.
         #expect(
-            claim.first?.contains("USING INDEX job_item_by_state (tenant=? AND job_id=? AND state=?)") == true,
+            claim.first?.contains("USING INDEX job_item_by_state (tenant=? AND job_id=? AND state=? AND idx>?)") == true,
             "\(claim)")
         #expect(!claim.contains { $0.contains("TEMP B-TREE") }, "\(claim)")
     }
