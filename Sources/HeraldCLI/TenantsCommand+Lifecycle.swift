@@ -140,20 +140,37 @@ struct TenantsShowCommand: AsyncParsableCommand {
     }
 }
 
-/// `herald tenants update ID --topic … | --pool-connections N`
+/// `herald tenants update ID --topic … | --pool-connections N | --settings FILE`
 struct TenantsUpdateCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
-        commandName: "update", abstract: "Change a tenant's topics or pool size through the admin API (validated, then swapped).")
+        commandName: "update",
+        abstract: "Change a tenant's topics, endpoints, pool or plugins through the admin API (validated, then swapped).")
     @OptionGroup var api: AdminAPIOptions
     @Argument(help: "The tenant ID.") var id: String
     @Option(name: .customLong("topic"), help: "The topics (repeat; replaces the list).") var topics: [String] = []
     @Option(name: .customLong("pool-connections"), help: "Connections per endpoint.") var connections: Int?
+    @Option(
+        name: .customLong("settings"),
+        help: "A JSON file with any of topics, endpoints, pool, plugins, as PATCH /admin/tenants/{id} takes (at most 64 KiB).")
+    var settings: String?
 
     func run() async throws {
         var body: [String: Any] = [:]
+        if let settings {
+            guard let data = FileManager.default.contents(atPath: settings) else { throw ValidationError("\(settings) cannot be read") }
+            guard data.count <= 64 * 1024 else { throw ValidationError("\(settings) is larger than 64 KiB") }
+            guard let object = (try? JSONSerialization.jsonObject(with: data)) as? [String: Any] else {
+                throw ValidationError("\(settings) is not a JSON object")
+            }
+            body = object
+        }
         if !topics.isEmpty { body["topics"] = topics }
-        if let connections { body["pool"] = ["connections": connections] }
-        guard !body.isEmpty else { throw ValidationError("give --topic or --pool-connections") }
+        if let connections {
+            var pool = body["pool"] as? [String: Any] ?? [:]
+            pool["connections"] = connections
+            body["pool"] = pool
+        }
+        guard !body.isEmpty else { throw ValidationError("give --topic, --pool-connections or --settings") }
         try await api.call(.PATCH, "/admin/tenants/\(TenantsPath.escape(id))", body: body, command: "update")
     }
 }

@@ -79,6 +79,17 @@ struct TenantsCommandTests {
                 token: token)
             #expect(updated.status == 0, "\(updated.errors)")
             #expect(Self.json(updated.output)["topics"] as? [String] == ["com.initech.app", "com.initech.other"])
+            // Any section PATCH takes, from a JSON file; --pool-connections wins over the file's.
+            let settingsFile = world.directory + "/initech-settings.json"
+            try #"{"pool": {"connections": 3, "max_queued": 500}, "plugins": [{"name": "metrics"}]}"#.write(
+                toFile: settingsFile, atomically: true, encoding: .utf8)
+            let fromFile = try await Self.herald(
+                binary, ["tenants", "update"] + server + ["initech", "--settings", settingsFile, "--pool-connections", "4"], token: token)
+            #expect(fromFile.status == 0, "\(fromFile.errors)")
+            #expect(Self.json(fromFile.output)["plugins"] as? [String] == ["metrics"], "\(fromFile.output)")
+            let pool = Self.json(fromFile.output)["pool"] as? [String: Any]
+            #expect(pool?["connections_per_endpoint"] as? Int == 4, "\(fromFile.output)")
+            #expect(Self.json(fromFile.output)["topics"] as? [String] == ["com.initech.app", "com.initech.other"])
 
             let added = try await Self.herald(binary, ["tenants", "add-key"] + server + ["initech", "ci"], token: token)
             #expect(added.status == 0, "\(added.errors)")
