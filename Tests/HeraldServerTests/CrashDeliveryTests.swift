@@ -42,14 +42,7 @@ struct CrashDeliveryTests {
             tenants: [tenant], devices: [],
             faults: SandboxFaults(seed: seed, fraction500: 0.1, fraction503: 0.1, addedLatency: 0.004),
             recordPayloads: false)
-        try """
-            tenants_dir: tenants
-            storage_path: data/herald.sqlite
-            listen: {host: 127.0.0.1, port: 0}
-            log_level: error
-            jobs: {concurrency_per_tenant: \(Self.concurrency), claim_size: 200}
-
-            """.write(toFile: world.directory + "/config/herald.yaml", atomically: true, encoding: .utf8)
+        try ChildServer.writeJobsConfig(in: world.directory, concurrency: Self.concurrency)
 
         var child = try await ChildServer.start(binary: binary, directory: world.directory, run: 1)
         defer { child.killIfRunning() }

@@ -37,14 +37,7 @@ struct CrashResumeTests {
         let total = 3000
         let world = try await TestWorld.make(faults: SandboxFaults(addedLatency: 0.004))
         let acme = world.tenant("acme")
-        try """
-            tenants_dir: tenants
-            storage_path: data/herald.sqlite
-            listen: {host: 127.0.0.1, port: 0}
-            log_level: error
-            jobs: {concurrency_per_tenant: \(Self.concurrency), claim_size: 200}
-
-            """.write(toFile: world.directory + "/config/herald.yaml", atomically: true, encoding: .utf8)
+        try ChildServer.writeJobsConfig(in: world.directory, concurrency: Self.concurrency)
 
         // First run: accept the batch, let part of it go out, then SIGKILL.
         var child = try await ChildServer.start(binary: binary, directory: world.directory, run: 1)
@@ -140,6 +133,19 @@ struct ChildServer {
         }
         process.terminate()
         throw HarnessError("herald serve did not start listening")
+    }
+
+    /// `DIR/config/herald.yaml` for a child on the SQLite store in DIR, sending a job's items
+    /// `concurrency` at a time in claims of 200.
+    static func writeJobsConfig(in directory: String, concurrency: Int) throws {
+        try """
+            tenants_dir: tenants
+            storage_path: data/herald.sqlite
+            listen: {host: 127.0.0.1, port: 0}
+            log_level: error
+            jobs: {concurrency_per_tenant: \(concurrency), claim_size: 200}
+
+            """.write(toFile: directory + "/config/herald.yaml", atomically: true, encoding: .utf8)
     }
 
     func kill9() {
