@@ -680,6 +680,7 @@ final class SandboxConnectionHandler: ChannelInboundHandler, HTTP2EngineDelegate
         guard let context, let engine, !closed else { return }
         let last = goawayLastStreamID.map { min($0, lastStreamID) } ?? lastStreamID
         goawayLastStreamID = last
+        auditor.sentGoAway()
         // Streams above the last one are never processed: refused, so the client may retry them.
         for (streamID, stream) in streams.sorted(by: { $0.key < $1.key }) where streamID > last {
             streams.removeValue(forKey: streamID)
