@@ -20,11 +20,7 @@ build_herald
 make_workdir herald-bench-ab
 start_sandbox "$WORK/sandbox.log" --threads 1 --log-level warning
 demo_tenant demo-token "$SANDBOX_PORT" "$WORK/tenants"
-python3 - 256 > "$WORK/body.json" <<'PY'
-import sys
-size = int(sys.argv[1]); head, tail = '{"aps":{"alert":"', '"}}'
-sys.stdout.write(head + "x" * max(1, size - len(head) - len(tail)) + tail)
-PY
+demo_body "$WORK/body.json" 256
 TOKEN=$("$HERALD" sandbox demo-token --key "$ROOT/tenants/keys/AuthKey_DEMOKEY001.p8")
 
 run_h2load() {

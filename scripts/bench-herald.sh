@@ -37,12 +37,7 @@ PORT=$SANDBOX_PORT
 demo_tenant "$TENANT" "$PORT" "$WORK/tenants"
 
 # The identical request: herald bench's headers and body (see BenchWorkload in Sources/HeraldCLI).
-python3 - "$PAYLOAD_BYTES" > "$WORK/body.json" <<'EOF'
-import sys
-size = int(sys.argv[1])
-head, tail = '{"aps":{"alert":"', '"}}'
-sys.stdout.write(head + "x" * max(1, size - len(head) - len(tail)) + tail)
-EOF
+demo_body "$WORK/body.json" "$PAYLOAD_BYTES"
 TOKEN=$("$HERALD" sandbox demo-token --key "$ROOT/tenants/keys/AuthKey_DEMOKEY001.p8")
 HEADERS=(-H "host: localhost" -H "authorization: bearer $TOKEN" -H "apns-id: 3f6c4d8e-2a1b-4c5d-8e9f-0a1b2c3d4e5f"
          -H "apns-push-type: alert" -H "apns-topic: $TOPIC")
