@@ -197,7 +197,11 @@ enum BenchCallbackLoad {
         let shards = (0..<8).map { _ in Shard() }
 
         private var shard: Shard {
-            let thread = UInt64(truncatingIfNeeded: pthread_self())
+            #if canImport(Darwin)
+                let thread = UInt64(UInt(bitPattern: pthread_self()))
+            #else
+                let thread = UInt64(truncatingIfNeeded: pthread_self())
+            #endif
             return shards[Int(truncatingIfNeeded: (thread &* 0x9E37_79B9_7F4A_7C15) >> 61)]
         }
 
