@@ -141,7 +141,8 @@ public final class JobRunner: Sendable {
         logger[metadataKey: "herald.component"] = "job-runner"
         self.logger = logger
         self.permits = TenantPermits(permitsPerTenant: max(1, configuration.concurrencyPerTenant))
-        self.delivery = BatchItemDelivery(router: router, store: store, random: { Double.random(in: $0) })
+        self.delivery = BatchItemDelivery(
+            router: router, store: store, random: { Double.random(in: $0) }, exclusiveStore: configuration.exclusiveStore)
         (events, eventSink) = AsyncStream.makeStream(of: Event.self, bufferingPolicy: .unbounded)
     }
 
