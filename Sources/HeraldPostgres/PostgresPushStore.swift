@@ -526,6 +526,12 @@ public final class PostgresPushStore: PushStore, JobReports {
             tenant: tenant, job: job, limit: limit, claimant: claimant, now: now, leaseUntil: leaseUntil, fromIndex: 0)
     }
 
+    /// The picked items are updated through `idx = ANY(ARRAY(SELECT idx FROM picked))`, a
+    /// primary-key lookup per item whatever the planner believes: joined `FROM picked`, a job
+    /// inserted moments ago (no statistics yet, every estimate 1 row) was planned as a nested
+    /// loop over all the job's items for each picked one — `EXPLAIN ANALYZE` in a 20,000-item
+    /// run: 10 million rows filtered, 7.5 s for one claim of 500 (now about 10 ms).
+    ///
     /// With `fromIndex` the search of pending items starts there in `job_item_pending`: every
     /// outcome leaves a dead index entry of the item's `pending` version behind it (the state is
     /// indexed, so the update is not HOT) until a vacuum, and a search from the job's first item
@@ -559,8 +565,8 @@ public final class PostgresPushStore: PushStore, JobReports {
                 SELECT idx FROM due UNION ALL SELECT idx FROM fresh
             )
             UPDATE job_item AS item SET claimant = \(claimant), lease_until_ms = \(Self.millis(leaseUntil))
-            FROM picked
-            WHERE item.tenant = \(tenant.rawValue) AND item.job_id = \(job.rawValue) AND item.idx = picked.idx
+            WHERE item.tenant = \(tenant.rawValue) AND item.job_id = \(job.rawValue)
+              AND item.idx = ANY(ARRAY(SELECT idx FROM picked))
             RETURNING \(unescaped: Self.jobItemColumns(prefix: "item."))
             """, logger: logger
         ).collect()
