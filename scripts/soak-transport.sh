@@ -2,20 +2,21 @@
 # Soak: Herald's APNs transport (libnghttp2 engine) on ONE connection to a `herald sandbox`
 # that ends connections on purpose, with herald bench's RSS sampled every second.
 #
-#   scripts/soak-transport.sh                         # 2 x 1,000,000 notifications (defaults)
-#   PER_PHASE=200000 SKIP_BUILD=1 scripts/soak-transport.sh
+#   scripts/soak-transport.sh                         # 2,000,000 notifications (default)
+#   COUNT=200000 SKIP_BUILD=1 scripts/soak-transport.sh
 #
-# Phase "goaway": the sandbox sends GOAWAY (reason Shutdown) after every GOAWAY_EVERY answers on
-# a connection. Phase "drop": it closes the connection abruptly after every DROP_EVERY answers.
-# (The sandbox counts per connection, so the two faults run as two phases.)
+# The sandbox counts its answers over all connections (`faults.scope: sandbox`): after every
+# GOAWAY_EVERY-th answer it sends GOAWAY (reason Shutdown) on the connection that gave it, after
+# every DROP_EVERY-th it closes that connection abruptly (a drop wins when both fall on one
+# answer). Herald's pool keeps one connection and opens the next after each.
 # Nothing lost: sent == succeeded + failed, every failure with its reason (an abrupt drop fails
 # the streams in flight as "may have been processed"; they are never resent). RSS flat: the
-# last sample is within 10% of the sample taken after the first tenth of the phase.
+# last sample is within 10% of the sample taken after the first tenth of the run.
 # Only 127.0.0.1 is used; every process and wait is bounded; what is started here is stopped.
 set -euo pipefail
 source "$(dirname "$0")/lib.sh"
 
-PER_PHASE=${PER_PHASE:-1000000}
+COUNT=${COUNT:-2000000}
 GOAWAY_EVERY=${GOAWAY_EVERY:-100000}
 DROP_EVERY=${DROP_EVERY:-150000}
 CONCURRENCY=${CONCURRENCY:-500}
@@ -26,13 +27,16 @@ build_herald
 make_workdir herald-soak
 
 status=0
-for phase in goaway drop; do
-    config="$WORK/sandbox-$phase.yaml"
-    # The shipped sandbox.yaml with the phase's fault set in its own `faults:` section.
-    if [[ $phase == goaway ]]; then fault="s#^  goaway_after: null#  goaway_after: $GOAWAY_EVERY#"
-    else fault="s#^  drop_after: null#  drop_after: $DROP_EVERY#"; fi
-    sed -e "s#: sandbox/#: $ROOT/config/sandbox/#" -e "$fault" "$ROOT/config/sandbox.yaml" > "$config"
-    grep -q "^  ${phase}_after: [0-9]" "$config" || { echo "config/sandbox.yaml changed: update soak-transport.sh" >&2; exit 2; }
+phase=soak
+config="$WORK/sandbox-$phase.yaml"
+# The shipped sandbox.yaml with both faults set, counted over the sandbox.
+sed -e "s#: sandbox/#: $ROOT/config/sandbox/#" -e "s#^  goaway_after: null#  goaway_after: $GOAWAY_EVERY#" \
+    -e "s#^  drop_after: null#  drop_after: $DROP_EVERY#" -e "s#^  scope: connection#  scope: sandbox#" \
+    "$ROOT/config/sandbox.yaml" > "$config"
+for key in "goaway_after: [0-9]" "drop_after: [0-9]" "scope: sandbox"; do
+    grep -q "^  $key" "$config" || { echo "config/sandbox.yaml changed: update soak-transport.sh" >&2; exit 2; }
+done
+{
     "$HERALD" sandbox --config "$config" --host 127.0.0.1 --port 0 --log-level warning > "$WORK/sandbox-$phase.log" 2>&1 &
     sandbox_pid=$!
     PIDS+=("$sandbox_pid")
@@ -42,8 +46,8 @@ for phase in goaway drop; do
     rm -rf "$WORK/tenants"
     demo_tenant "$TENANT" "$port" "$WORK/tenants"
 
-    echo "== phase $phase: $PER_PHASE notifications, 1 connection, $CONCURRENCY in flight"
-    timeout 1800 "$HERALD" bench --tenants "$WORK/tenants" --tenant "$TENANT" --count "$PER_PHASE" \
+    echo "== $COUNT notifications, 1 connection, $CONCURRENCY in flight; GOAWAY after every ${GOAWAY_EVERY}th answer, a drop after every ${DROP_EVERY}th"
+    timeout 3600 "$HERALD" bench --tenants "$WORK/tenants" --tenant "$TENANT" --count "$COUNT" \
         --connections 1 --concurrency "$CONCURRENCY" --warmup 1000 --through transport --json > "$WORK/bench-$phase.json" 2> "$WORK/bench-$phase.err" &
     bench_pid=$!
     PIDS+=("$bench_pid")
@@ -60,7 +64,7 @@ for phase in goaway drop; do
     kill "$sandbox_pid" 2>/dev/null || true
     wait "$sandbox_pid" 2>/dev/null || true
 
-    python3 - "$WORK/bench-$phase.json" "$WORK/rss-$phase.txt" "$PER_PHASE" <<'EOF' || status=1
+    python3 - "$WORK/bench-$phase.json" "$WORK/rss-$phase.txt" "$COUNT" <<'EOF' || status=1
 import json, sys
 text = open(sys.argv[1]).read().strip().splitlines()
 if not text:
@@ -85,5 +89,5 @@ else:
     print("   RSS: too few samples (%d) to judge" % len(rss))
 sys.exit(0 if ok else 1)
 EOF
-done
+}
 exit $status

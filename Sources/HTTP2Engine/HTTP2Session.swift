@@ -106,6 +106,7 @@ final class HTTP2Session {
         nghttp2_session_callbacks_set_on_header_callback(callbacks, onHeader)
         nghttp2_session_callbacks_set_on_data_chunk_recv_callback(callbacks, onDataChunk)
         nghttp2_session_callbacks_set_on_stream_close_callback(callbacks, onStreamClose)
+        nghttp2_session_callbacks_set_on_invalid_frame_recv_callback(callbacks, onInvalidFrameReceived)
 
         var options: OpaquePointer?
         guard nghttp2_option_new(&options) == 0, let options else {
@@ -502,6 +503,20 @@ final class HTTP2Session {
         return 0
     }
 
+    /// nghttp2 refused a frame it received. Only one case is reported: a server refusing a new
+    /// stream (REFUSED_STREAM) because the peer opened it beyond the MAX_CONCURRENT_STREAMS
+    /// last sent, before it could have acknowledged it. nghttp2 never opens such a stream, so no
+    /// `on_stream_close` follows: the stream's end is recorded here instead, so that whoever
+    /// counts the peer's streams from the wire learns it is not open.
+    fileprivate func invalidFrameReceived(_ frame: UnsafePointer<nghttp2_frame>, libraryError: Int32) -> Int32 {
+        let header = frame.pointee.hd
+        guard mode == .server, UInt32(header.type) == NGHTTP2_HEADERS.rawValue,
+            libraryError == NGHTTP2_ERR_REFUSED_STREAM.rawValue, streams[header.stream_id] == nil
+        else { return 0 }
+        recorded.append(.event(.streamClosed(streamID: header.stream_id, errorCode: .refusedStream)))
+        return 0
+    }
+
     fileprivate func readOutbound(
         streamID: Int32, into destination: UnsafeMutablePointer<UInt8>, length: Int, flags: UnsafeMutablePointer<UInt32>
     ) -> Int {
@@ -571,6 +586,14 @@ private func onStreamClose(
 ) -> Int32 {
     guard let engine = owner(userData) else { return HTTP2Library.callbackFailure }
     return engine.streamClosed(streamID: streamID, errorCode: errorCode)
+}
+
+private func onInvalidFrameReceived(
+    _ session: OpaquePointer?, _ frame: UnsafePointer<nghttp2_frame>?, _ libraryError: Int32,
+    _ userData: UnsafeMutableRawPointer?
+) -> Int32 {
+    guard let engine = owner(userData), let frame else { return HTTP2Library.callbackFailure }
+    return engine.invalidFrameReceived(frame, libraryError: libraryError)
 }
 
 private func onDataSourceRead(

@@ -129,7 +129,10 @@ public enum HTTP2Event: Sendable {
     /// The peer reset the stream.
     case resetReceived(streamID: HTTP2StreamNumber, errorCode: HTTP2ErrorCode)
     /// The stream is closed and its state released (after the answer, a reset either way, or
-    /// when the connection ends). Every stream opened ends with exactly one of these.
+    /// when the connection ends). Every stream opened ends with exactly one of these. A server
+    /// also gets one (REFUSED_STREAM, with no headers event before it) for a stream nghttp2
+    /// refused on arrival because the peer opened it beyond the MAX_CONCURRENT_STREAMS last
+    /// sent and not yet acknowledged.
     case streamClosed(streamID: HTTP2StreamNumber, errorCode: HTTP2ErrorCode)
     /// The peer's SETTINGS (not an ACK), in the order the frame carried them.
     case settings([HTTP2Setting])

@@ -30,6 +30,26 @@ struct SandboxAuditTests {
         await client.close()
     }
 
+    @Test func aStreamAboveTheAcknowledgedLimitIsReported() async throws {
+        let harness = try await SandboxHarness.start()
+        defer { Task { await harness.stop() } }
+        let client = try await harness.connect()
+        // A token connection starts at one stream; the raw client acknowledged that SETTINGS the
+        // moment it arrived, ahead of everything it sends from here on.
+        try await client.waitForMaxConcurrentStreams(1)
+        let request = try await harness.validRequest()
+        // The first stream stays open (its body never comes), and a second one is opened anyway.
+        try client.sendHeaders(stream: client.newStreamID(), request.headerList, endStream: false)
+        try client.sendHeaders(stream: client.newStreamID(), request.headerList, endStream: false)
+        // nghttp2 ends the connection itself (PROTOCOL_ERROR); the audit says why.
+        let goAway = try await client.waitForGoAway()
+        #expect(goAway.errorCode == 0x1)
+        let audit = harness.sandbox.audit
+        #expect(audit.streamsAboveLimit == 1)
+        #expect(!audit.isClean)
+        await client.close()
+    }
+
     @Test func priorityFramesAreCounted() async throws {
         let harness = try await SandboxHarness.start()
         defer { Task { await harness.stop() } }

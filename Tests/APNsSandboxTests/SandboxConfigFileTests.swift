@@ -43,7 +43,7 @@ struct SandboxConfigFileTests {
                 unregistered_since: "2025-01-01T00:00:00Z"
               - token: "bbbb"
                 topic: com.example.herald.demo
-            faults: {seed: 3, fraction_500: 0.5, added_latency_ms: 2}
+            faults: {seed: 3, fraction_500: 0.5, added_latency_ms: 2, goaway_after: 7, drop_after: 11, scope: sandbox}
             record: {in_memory: true}
             """
         let file = try SandboxConfigFile.parse(yaml, baseDirectory: root.appendingPathComponent("config"))
@@ -52,6 +52,8 @@ struct SandboxConfigFileTests {
         #expect(file.configuration.devices.count == 2)
         #expect(file.configuration.faults.seed == 3)
         #expect(file.configuration.faults.addedLatency == 0.002)
+        #expect(file.configuration.faults.goawayAfter == 7 && file.configuration.faults.dropAfter == 11)
+        #expect(file.configuration.faults.scope == .sandbox)
         #expect(file.caCertificatePath?.hasSuffix("config/sandbox/demo-ca.pem") == true)
 
         // The demo token key signs tokens this sandbox accepts; the demo certificate connects.
@@ -95,6 +97,9 @@ struct SandboxConfigFileTests {
         ("token_keys: [{team_id: SHORT, key_id: KEY0000001, public_key: x.pem, topics: [a]}]", "token_keys[0]"),
         ("devices: [{token: \"zz\", topic: a}]", "devices[0].token"),
         ("faults: {fraction_500: 2}", "faults"),
+        ("faults: {scope: everywhere}", "faults.scope"),
+        ("faults: {drop_after: 0}", "faults.drop_after"),
+        ("faults: {goaway_after: -3}", "faults.goaway_after"),
         ("limits: {token_update_scope: everywhere}", "limits.token_update_scope"),
         ("limits: {max_concurrent_streams: many}", "limits.max_concurrent_streams"),
         ("faults: {outages: [{duration: 20}]}", "faults.outages[0]"),

@@ -132,6 +132,32 @@ struct SandboxFaultTests {
         #expect(harness.sandbox.counters.connectionsDropped == 1)
     }
 
+    @Test(arguments: [SandboxFaultScope.connection, .sandbox])
+    func countedFaultsInTheirScope(scope: SandboxFaultScope) async throws {
+        // One request per connection: per connection neither fault is ever reached; counted over
+        // the sandbox, every third answer brings a GOAWAY and every fifth a drop.
+        let harness = try await SandboxHarness.start {
+            $0.faults = SandboxFaults(goawayAfter: 3, dropAfter: 5, scope: scope)
+        }
+        defer { Task { await harness.stop() } }
+        for number in 1...10 {
+            let client = try await certificateClient(harness)
+            #expect(try await client.roundTrip(RawRequest()).status == 200, "answer \(number) is given before its fault")
+            if scope == .sandbox, number % 5 == 0 {
+                try await client.waitForClose()
+                #expect(client.state.goAways.isEmpty, "answer \(number): dropped, no GOAWAY")
+            } else if scope == .sandbox, number % 3 == 0 {
+                let goaway = try await client.waitForGoAway()
+                #expect(goaway.reason == "Shutdown", "answer \(number)")
+            }
+            await client.close()
+        }
+        let counters = harness.sandbox.counters
+        #expect(counters.answered == 10)
+        #expect(counters.goawaysSent == (scope == .sandbox ? 3 : 0), "\(counters)")
+        #expect(counters.connectionsDropped == (scope == .sandbox ? 2 : 0), "\(counters)")
+    }
+
     @Test func shutdownGoAwayReachesEveryConnection() async throws {
         let harness = try await SandboxHarness.start()
         defer { Task { await harness.stop() } }

@@ -130,6 +130,74 @@ struct SandboxWireAuditorTests {
         #expect(auditor.takeUnannouncedBurstLimit() == nil)
     }
 
+    @Test func streamsRefusedOrAfterGoAwayDoNotCountAsOpen() throws {
+        var encoder = HPACKEncoder(allocator: ByteBufferAllocator())
+        let fields: [(String, String, HPACKIndexing)] = [(":method", "POST", .indexable)]
+        let auditor = SandboxWireAuditor()
+        auditor.sentStreamLimit(2)
+        var bytes = Self.preface + Self.frame(type: 4, flags: 0x1, stream: 0, payload: [])
+        bytes += Self.frame(type: 1, flags: 0x4, stream: 1, payload: try Self.block(&encoder, fields))
+        bytes += Self.frame(type: 1, flags: 0x4, stream: 3, payload: try Self.block(&encoder, fields))
+        auditor.scan(ByteBuffer(bytes: bytes))
+        #expect(auditor.takeFindings().isEmpty)
+        // The limit drops to one; before the client acknowledges it, nghttp2 refuses stream 3
+        // (above the limit sent) and the engine reports it closed, as it does for answered 1.
+        auditor.sentStreamLimit(1)
+        auditor.streamClosed(3)
+        auditor.streamClosed(1)
+        // Acknowledged: one stream at a time is fine, and nothing is left over from 1 and 3.
+        bytes = Self.frame(type: 4, flags: 0x1, stream: 0, payload: [])
+        bytes += Self.frame(type: 1, flags: 0x4, stream: 5, payload: try Self.block(&encoder, fields))
+        auditor.scan(ByteBuffer(bytes: bytes))
+        #expect(auditor.takeFindings().isEmpty)
+        // After the sandbox's GOAWAY nghttp2 opens no stream: none is counted, none reported.
+        auditor.sentGoAway()
+        bytes = Self.frame(type: 1, flags: 0x4, stream: 7, payload: try Self.block(&encoder, fields))
+        bytes += Self.frame(type: 1, flags: 0x4, stream: 9, payload: try Self.block(&encoder, fields))
+        auditor.scan(ByteBuffer(bytes: bytes))
+        #expect(auditor.takeFindings().isEmpty)
+    }
+
+    @Test func aClientThatNeverAcknowledgesStopsOnlyTheLimitAudit() throws {
+        let auditor = SandboxWireAuditor()
+        for _ in 0...SandboxWireAuditor.maximumUnacknowledgedLimits { auditor.sentStreamLimit(1) }
+        #expect(!auditor.isTrackingLimits)
+        #expect(auditor.isTracking)
+    }
+
+    /// A block identical to the previous one is skipped only when the previous one left the
+    /// table untouched; a repeated block that adds to the table is decoded (and judged) again.
+    @Test func repeatedBlocksAreSkippedOnlyWhenTableNeutral() throws {
+        var encoder = HPACKEncoder(allocator: ByteBufferAllocator())
+        // Warm the table with the indexable fields, then a block of table references and literals.
+        let fields: [(String, String, HPACKIndexing)] = [
+            (":method", "POST", .indexable), ("apns-topic", "com.example.app", .indexable),
+            (":path", "/3/device/abcd", .nonIndexable), ("authorization", "bearer a.b.c", .neverIndexed),
+        ]
+        let warm = try Self.block(&encoder, fields)
+        let neutral = try Self.block(&encoder, fields)
+        #expect(warm != neutral)
+        var bytes = Self.preface + Self.frame(type: 1, flags: 0x5, stream: 1, payload: warm)
+        for stream in [UInt32(3), 5, 7] { bytes += Self.frame(type: 1, flags: 0x5, stream: stream, payload: neutral) }
+        let auditor = SandboxWireAuditor()
+        auditor.scan(ByteBuffer(bytes: bytes))
+        #expect(auditor.takeFindings().isEmpty)
+        #expect(auditor.repeatsSkipped == 2)
+        #expect(auditor.isTracking)
+
+        // `:path` with incremental indexing, sent twice byte for byte: each adds an entry (a
+        // violation each time), so the repeat is decoded, not skipped.
+        var fresh = HPACKEncoder(allocator: ByteBufferAllocator(), useHuffmanEncoding: false)
+        let indexed = try Self.block(&fresh, [(":path", "/3/device/abcd", .indexable)])
+        let again = SandboxWireAuditor()
+        again.scan(
+            ByteBuffer(
+                bytes: Self.preface + Self.frame(type: 1, flags: 0x5, stream: 1, payload: indexed)
+                    + Self.frame(type: 1, flags: 0x5, stream: 3, payload: indexed)))
+        #expect(again.takeFindings().count == 2)
+        #expect(again.repeatsSkipped == 0)
+    }
+
     @Test func undecodableBlockStopsTheAuditWithoutFindings() {
         let auditor = SandboxWireAuditor()
         // HEADERS whose block refers to dynamic table entry 70 of an empty table.

@@ -130,6 +130,27 @@ struct HTTP2EngineTests {
         #expect(pair.clientEngine.remoteMaxConcurrentStreams == 500)
     }
 
+    @Test("A server refuses streams above the limit it sent but the client had not yet seen: each ends with a REFUSED_STREAM close on both sides, without a headers event")
+    func streamsAboveAnUnacknowledgedLimitAreRefused() throws {
+        let pair = try EnginePair()
+        defer { pair.finish() }
+        try pair.exchange()
+        // The lower limit is sent, but the client's three requests leave before it arrives.
+        try pair.serverEngine.sendSettings([.maxConcurrentStreams(1)])
+        let ids = try (0..<3).map { _ in try pair.clientEngine.submitRequest(EnginePair.request(), body: EnginePair.buffer("{}")) }
+        try pair.exchange()
+        #expect(ids == [1, 3, 5])
+        #expect(pair.serverEvents.headers(on: 1).count == 1)
+        #expect(pair.serverEvents.closed(1) == nil)
+        for id in [Int32(3), 5] {
+            #expect(pair.serverEvents.headers(on: id).isEmpty)
+            #expect(pair.serverEvents.closed(id) == .refusedStream)
+            #expect(pair.clientEvents.closed(id) == .refusedStream)
+        }
+        #expect(pair.serverEngine.trackedStreams == 1)
+        #expect(pair.server.isActive)
+    }
+
     @Test("GOAWAY from the server: streams above its last stream ID close as refused, those below finish, then the connection closes")
     func goAwayFromServer() throws {
         let pair = try EnginePair()

@@ -5,11 +5,11 @@ import HeraldStore
 import Testing
 
 /// `herald serve` (the built binary) killed with SIGKILL in the middle of a batch while the
-/// sandbox answers 20% of requests 500/503, then started again on the same store. What was on
+/// sandbox answers 20% of requests 503 (the issue's fault), then started again on the same store. What was on
 /// the wire at the kill is read from the store (items marked on the wire with no outcome):
 /// under at-least-once every device gets the notification and only those can get it twice;
 /// under at-most-once no device gets it twice and exactly those are reported `unknown`.
-@Suite("Durability: kill -9 under 20% 500/503", .serialized)
+@Suite("Durability: kill -9 under 20% 503s", .serialized)
 struct CrashDeliveryTests {
     static let concurrency = 16
     /// Debug build on a loaded 2-core machine: enough items that the kill lands mid-batch.
@@ -43,7 +43,7 @@ struct CrashDeliveryTests {
                 """)
         let world = try await TestWorld.make(
             tenants: [tenant], devices: [],
-            faults: SandboxFaults(seed: seed, fraction500: 0.1, fraction503: 0.1, addedLatency: 0.004),
+            faults: SandboxFaults(seed: seed, fraction503: 0.2, addedLatency: 0.004),
             recordPayloads: false)
         try ChildServer.writeJobsConfig(in: world.directory, concurrency: Self.concurrency)
 
@@ -108,8 +108,8 @@ struct CrashDeliveryTests {
         let twice = Set(delivered.filter { $0.value.count > 1 }.keys)
         #expect(twice.isSubset(of: crash.claimedAtKill), "only items claimed without an outcome at the kill are delivered twice")
         #expect(twice.count <= Self.concurrency, "no more twice than the sends in flight at the kill")
-        // The faults were there: some requests were answered 500/503 and resent.
-        #expect(requests.contains { $0.status == 500 } && requests.contains { $0.status == 503 })
+        // The faults were there: some requests were answered 503 and resent.
+        #expect(requests.contains { $0.status == 503 })
         await crash.world.close()
     }
 

@@ -161,6 +161,17 @@ public struct SandboxConfigFile: Sendable {
             value.goawayAfter = faults.goawayAfter
             value.goawayReason = faults.goawayReason.map { APNsReason(wireValue: $0) } ?? .shutdown
             value.dropAfter = faults.dropAfter
+            for (field, count) in [("goaway_after", value.goawayAfter), ("drop_after", value.dropAfter)] {
+                if let count, count < 1 {
+                    throw SandboxError.configuration("\(name): faults.\(field): a number of answers, at least 1 (or null)")
+                }
+            }
+            if let scope = faults.scope {
+                guard let parsed = SandboxFaultScope(rawValue: scope) else {
+                    throw SandboxError.configuration("\(name): faults.scope: connection or sandbox")
+                }
+                value.scope = parsed
+            }
             let startedAt = configuration.clock.now
             for (i, outage) in (faults.outages ?? []).enumerated() {
                 let field = "faults.outages[\(i)]"
@@ -312,6 +323,7 @@ public struct SandboxConfigFile: Sendable {
         var goawayAfter: Int?
         var goawayReason: String?
         var dropAfter: Int?
+        var scope: String?
         var outages: [Outage]?
 
         enum CodingKeys: String, CodingKey {
@@ -322,6 +334,7 @@ public struct SandboxConfigFile: Sendable {
             case goawayAfter = "goaway_after"
             case goawayReason = "goaway_reason"
             case dropAfter = "drop_after"
+            case scope
             case outages
         }
     }

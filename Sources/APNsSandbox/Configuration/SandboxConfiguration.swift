@@ -139,11 +139,18 @@ public struct SandboxFaults: Sendable, Hashable {
     /// Windows of wall-clock time in which every request is answered 503 `ServiceUnavailable`
     /// (an APNs outage), whatever it holds.
     public var outages: [SandboxOutage] = []
+    /// What ``goawayAfter`` and ``dropAfter`` count: each connection's answers (the default), or
+    /// the sandbox's answers on all its connections together, the fault firing at every multiple
+    /// (GOAWAY after every `goawayAfter`-th answer, a drop after every `dropAfter`-th, on the
+    /// connection that gave it; a drop wins when both fall on one answer). The sandbox scope
+    /// lets one long run meet both faults in turn, which per-connection counts cannot (a
+    /// connection ended by the first never reaches the second).
+    public var scope: SandboxFaultScope = .connection
 
     public init(
         seed: UInt64 = 0, fraction500: Double = 0, fraction503: Double = 0, addedLatency: TimeInterval = 0,
         goawayAfter: Int? = nil, goawayReason: APNsReason = .shutdown, dropAfter: Int? = nil,
-        outages: [SandboxOutage] = []
+        outages: [SandboxOutage] = [], scope: SandboxFaultScope = .connection
     ) {
         self.seed = seed
         self.fraction500 = fraction500
@@ -153,6 +160,7 @@ public struct SandboxFaults: Sendable, Hashable {
         self.goawayReason = goawayReason
         self.dropAfter = dropAfter
         self.outages = outages
+        self.scope = scope
     }
 
     /// No faults at all.
@@ -163,6 +171,14 @@ public struct SandboxFaults: Sendable, Hashable {
         for outage in outages where outage.contains(now) { return .serviceUnavailable }
         return nil
     }
+}
+
+/// What the count-based faults (``SandboxFaults/goawayAfter``, ``SandboxFaults/dropAfter``) count.
+public enum SandboxFaultScope: String, Sendable, Hashable, CaseIterable {
+    /// Each connection's answers, from its first.
+    case connection
+    /// The sandbox's answers on all its connections together; the fault fires at every multiple.
+    case sandbox
 }
 
 /// An outage window: from `start` for `duration` seconds, every request is answered 503

@@ -538,12 +538,25 @@ final class SandboxConnectionHandler: ChannelInboundHandler, HTTP2EngineDelegate
             let wanted = success ? core.maxConcurrentStreams : 1
             if wanted != advertisedLimit { setStreamLimit(wanted) }
         }
-        if let dropAfter = faults.dropAfter, processedCount >= dropAfter {
-            drop()
-            return
-        }
-        if let goawayAfter = faults.goawayAfter, processedCount == goawayAfter, goawayLastStreamID == nil {
-            sendGoAway(lastStreamID: streamID, reason: faults.goawayReason)
+        if faults.goawayAfter != nil || faults.dropAfter != nil {
+            let (drops, goesAway): (Bool, Bool)
+            switch faults.scope {
+            case .connection:
+                drops = faults.dropAfter.map { processedCount >= $0 } ?? false
+                goesAway = faults.goawayAfter.map { processedCount == $0 } ?? false
+            case .sandbox:
+                // Every multiple of the answers on all connections.
+                let answered = core.countAnswer()
+                drops = faults.dropAfter.map { answered % $0 == 0 } ?? false
+                goesAway = faults.goawayAfter.map { answered % $0 == 0 } ?? false
+            }
+            if drops {
+                drop()
+                return
+            }
+            if goesAway, goawayLastStreamID == nil {
+                sendGoAway(lastStreamID: streamID, reason: faults.goawayReason)
+            }
         }
         closeIfIdle()
     }
@@ -680,6 +693,7 @@ final class SandboxConnectionHandler: ChannelInboundHandler, HTTP2EngineDelegate
         guard let context, let engine, !closed else { return }
         let last = goawayLastStreamID.map { min($0, lastStreamID) } ?? lastStreamID
         goawayLastStreamID = last
+        auditor.sentGoAway()
         // Streams above the last one are never processed: refused, so the client may retry them.
         for (streamID, stream) in streams.sorted(by: { $0.key < $1.key }) where streamID > last {
             streams.removeValue(forKey: streamID)

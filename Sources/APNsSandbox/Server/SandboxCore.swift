@@ -31,6 +31,8 @@ final class SandboxCore: Sendable {
     private let deviceRates = Mutex<[String: (second: Int64, count: Int)]>([:])
     private let connections = Mutex<[Int: ConnectionRef]>([:])
     private let connectionCounter = Atomic<Int>(0)
+    /// Answers on all connections, for faults counted in the sandbox scope.
+    private let answerCounter = Atomic<Int>(0)
 
     struct ConnectionRef: Sendable {
         let channel: any Channel
@@ -74,6 +76,11 @@ final class SandboxCore: Sendable {
     func setFaults(_ faults: SandboxFaults) {
         faultsState.withLock { $0 = faults }
         faultsVersionCounter.wrappingAdd(1, ordering: .releasing)
+    }
+
+    /// Counts one answer for the sandbox-scoped faults; returns the count so far.
+    func countAnswer() -> Int {
+        answerCounter.wrappingAdd(1, ordering: .relaxed).newValue
     }
 
     // MARK: Tokens and devices

@@ -30,6 +30,8 @@ extension ReloadCoordinator {
     ///   field), `writeFailed`.
     @discardableResult
     public func createTenant(_ draft: TenantDraft) async throws(TenantLifecycleError) -> ReloadReport {
+        try TenantLifecycleRules.checkKeyName(draft.apiKeyName)
+        try TenantLifecycleRules.checkTopics(in: draft.sections.lazy.map { ($0.0, Optional($0.1)) })
         guard draft.credential.byteCount > 0 else { throw .invalid("the credential is empty", field: "auth") }
         guard draft.credential.byteCount <= configuration.maximumUploadBytes else {
             throw .invalid("the credential is larger than \(configuration.maximumUploadBytes) bytes", field: "auth")
@@ -99,7 +101,12 @@ extension ReloadCoordinator {
     /// structure: comments in it are not kept.
     @discardableResult
     public func updateTenant(_ id: TenantID, _ change: TenantFileChange) async throws(TenantLifecycleError) -> ReloadReport {
-        try await lock.withLock { () async throws(TenantLifecycleError) -> ReloadReport in
+        switch change {
+        case .sections(let sections): try TenantLifecycleRules.checkTopics(in: sections)
+        case .addAPIKey(let name, _): try TenantLifecycleRules.checkKeyName(name)
+        case .removeAPIKey: break
+        }
+        return try await lock.withLock { () async throws(TenantLifecycleError) -> ReloadReport in
             guard let file = router.runtime(for: id)?.configuration.sourceFile else {
                 throw .notFound("tenant '\(id)' is not loaded")
             }
@@ -255,7 +262,6 @@ extension ReloadCoordinator {
     // MARK: The tenant file
 
     /// The most API keys one tenant may list (each is checked at every request's authentication).
-    static let maximumAPIKeys = 100
 
     struct CredentialFile {
         var relativePath: String
@@ -334,8 +340,8 @@ extension ReloadCoordinator {
             if keys.contains(where: { $0.mapping?["name"]?.string == name }) {
                 throw .conflict("tenant '\(tenant)' has an API key named '\(name)' already")
             }
-            guard keys.count < maximumAPIKeys else {
-                throw .invalid("a tenant has at most \(maximumAPIKeys) API keys; remove one first", field: "api_keys")
+            guard keys.count < TenantLifecycleRules.maximumAPIKeys else {
+                throw .invalid("a tenant has at most \(TenantLifecycleRules.maximumAPIKeys) API keys; remove one first", field: "api_keys")
             }
             keys.append(TenantFileYAML.node(.object([("name", .string(name)), ("sha256", .string(sha256Hex))])))
             mapping["api_keys"] = .sequence(keys)

@@ -33,8 +33,12 @@ public final class WebhookOutbox: WebhookQueue {
         /// ``countRefreshInterval`` (each instance enqueues and delivers; the bound per tenant
         /// holds across instances to within what they enqueue between two reads).
         public var exclusive = true
-        /// How long a claimed delivery is held by its claimer before another may take it.
-        public var claimWindow: Duration = .seconds(600)
+        /// How long a claimed delivery is held by its claimer before another may take it. A
+        /// delivery is claimed only when a sender is free and posted at once, so the claim needs to
+        /// outlast one post: the longest webhook timeout a plugin accepts (`webhook_timeout_ms`,
+        /// at most 120 s) with a margin. With a shared store this is also how long a dead
+        /// instance's claimed deliveries wait before another instance sends them.
+        public var claimWindow: Duration = .seconds(180)
         /// With a shared store: how often the per-tenant counts are read from the store.
         public var countRefreshInterval: Duration = .seconds(5)
 

@@ -58,9 +58,7 @@ extension Console {
         }
         let credential = try ConsoleAdminRules.credential(form)
         let apiKeyName = try form.text("api_key_name") ?? "default"
-        try ConsoleAdminRules.keyName(apiKeyName, field: "api_key_name")
         let topics = list(try form.required("topics"))
-        try ConsoleAdminRules.topicCount(topics)
         var sections: [(String, JSONValue)] = [("topics", .array(topics.map(JSONValue.string)))]
         var endpoints: [(String, JSONValue)] = []
         for name in ["production", "development", "ca_file"] {
@@ -129,7 +127,6 @@ extension Console {
     static func editedSections(_ form: ConsoleForm, current: TenantConfiguration) throws(ConsoleError) -> [(String, JSONValue?)] {
         var sections: [(String, JSONValue?)] = []
         let topics = list(try form.required("topics"))
-        try ConsoleAdminRules.topicCount(topics)
         if topics != current.topics { sections.append(("topics", .array(topics.map(JSONValue.string)))) }
 
         let production = try form.text("production")
@@ -195,7 +192,6 @@ extension Console {
         let name: String
         do throws(ConsoleError) {
             name = try form.required("name")
-            try ConsoleAdminRules.keyName(name, field: "name")
             try await lifecycle.addAPIKey(tenant: tenant.id, name: name, sha256Hex: APIKeys.sha256Hex(of: key))
         } catch {
             return try await tenantPage(session, id: id, error: error)
@@ -234,25 +230,11 @@ extension Console {
     }
 }
 
-/// The admin API's own checks of what the lifecycle service leaves to its callers
-/// (``AdminLifecycleHandlers``: API key names, the topic count, the credential's PEM kinds), so a
-/// form is refused exactly where the same request to the API would be, named by the form's field.
+/// The admin API's own reading of what the lifecycle service takes as given (the credential's PEM
+/// kinds, ``AdminLifecycleHandlers``), so a form is refused exactly where the same request to the
+/// API would be, named by the form's field. Key names and topics are the lifecycle's own rules
+/// (``TenantLifecycleRules``).
 enum ConsoleAdminRules {
-    static func keyName(_ name: String, field: String) throws(ConsoleError) {
-        do throws(APIError) {
-            try AdminLifecycleHandlers.checkKeyName(name, field: field)
-        } catch {
-            throw ConsoleError.field(field, error.message)
-        }
-    }
-
-    static func topicCount(_ topics: [String]) throws(ConsoleError) {
-        let maximum = AdminLifecycleHandlers.maximumTopics
-        guard topics.count <= maximum else {
-            throw ConsoleError.field("topics", "lists \(topics.count) topics; a tenant may have at most \(maximum)")
-        }
-    }
-
     /// The onboarding form's credential, as the API's `credential` object, read by the API's own
     /// ``AdminLifecycleHandlers/credential(_:)``.
     static func credential(_ form: ConsoleForm) throws(ConsoleError) -> NewTenantCredential {

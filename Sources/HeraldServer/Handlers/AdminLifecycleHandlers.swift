@@ -23,8 +23,6 @@ struct AdminLifecycleHandlers: Sendable {
     /// The members of `PATCH /admin/tenants/{id}`.
     static let updateMembers = ["topics", "endpoints", "pool", "plugins"]
     static let credentialMembers = ["kind", "key_id", "pem", "pkcs12_base64", "passphrase"]
-    /// The most topics a tenant may list through the API.
-    static let maximumTopics = 1000
 
     // MARK: POST /admin/tenants
 
@@ -57,9 +55,7 @@ struct AdminLifecycleHandlers: Sendable {
             guard let credentialNode = reader["credential"] else { throw APIError.missingField("credential") }
             let credential = try Self.credential(JSONObjectReader(credentialNode, path: "credential", allowed: Self.credentialMembers))
             let keyName = try reader.string("api_key_name") ?? "default"
-            try Self.checkKeyName(keyName, field: "api_key_name")
             var sections: [(String, JSONValue)] = []
-            try Self.checkTopics(reader)
             for name in Self.createSections {
                 if let value = try reader.json(name) { sections.append((name, value)) }
             }
@@ -103,7 +99,6 @@ struct AdminLifecycleHandlers: Sendable {
         do throws(APIError) {
             let body = try await RequestBodies.json(request, limit: 64 * 1024)
             let reader = try JSONObjectReader(body.root, path: "", allowed: Self.updateMembers)
-            try Self.checkTopics(reader)
             for name in Self.updateMembers {
                 guard let value = try reader.json(name) else { continue }
                 // null: back to the default (the section is taken out of the file).
@@ -158,7 +153,6 @@ struct AdminLifecycleHandlers: Sendable {
             let body = try await RequestBodies.json(request, limit: 4096)
             let reader = try JSONObjectReader(body.root, path: "", allowed: ["name"])
             guard let given = try reader.string("name", required: true) else { throw APIError.missingField("name") }
-            try Self.checkKeyName(given, field: "name")
             name = given
         } catch {
             throw Self.unprocessable(error)
@@ -225,46 +219,9 @@ struct AdminLifecycleHandlers: Sendable {
         }
     }
 
-    /// `topics`: an array of at most ``maximumTopics`` strings. Checked here because the section
-    /// goes into the tenant file as YAML, where a JSON `false` or `7` would read back as the topic
-    /// "false" or "7".
-    private static func checkTopics(_ reader: JSONObjectReader) throws(APIError) {
-        guard let topics = reader["topics"] else { return }
-        switch topics.value {
-        case .null:
-            return  // PATCH: refused by the lifecycle (topics are required), naming the field
-        case .array(let items):
-            if items.count > maximumTopics {
-                throw APIError.invalidField("topics", "lists \(items.count) topics; a tenant may have at most \(maximumTopics)")
-            }
-            for (index, item) in items.enumerated() {
-                guard case .string = item.value else {
-                    throw APIError.invalidField("topics[\(index)]", "must be a string (a bundle ID such as com.example.app)")
-                }
-            }
-        default:
-            throw APIError.invalidField("topics", "must be an array of topic strings")
-        }
-    }
-
     private static func refuse(_ reader: JSONObjectReader, _ members: [String], kind: String) throws(APIError) {
         for member in members where reader.has(member) {
             throw APIError.invalidField("credential.\(member)", "is not used with kind \(kind)")
-        }
-    }
-
-    /// API key names appear in URLs (`/admin/tenants/{id}/api-keys/{name}`): 1 to 64 of
-    /// `A-Z a-z 0-9 . _ -`.
-    static func checkKeyName(_ name: String, field: String) throws(APIError) {
-        let bytes = name.utf8
-        guard (1...64).contains(bytes.count),
-            bytes.allSatisfy({ byte in
-                (UInt8(ascii: "a")...UInt8(ascii: "z")).contains(byte) || (UInt8(ascii: "A")...UInt8(ascii: "Z")).contains(byte)
-                    || (UInt8(ascii: "0")...UInt8(ascii: "9")).contains(byte) || byte == UInt8(ascii: ".")
-                    || byte == UInt8(ascii: "_") || byte == UInt8(ascii: "-")
-            })
-        else {
-            throw APIError.invalidField(field, "must be 1 to 64 of A-Z a-z 0-9 . _ -")
         }
     }
 
