@@ -21,6 +21,31 @@ struct SandboxAuthTests {
         return (response.status, response.reason)
     }
 
+    /// The connection remembers its last accepted `authorization` (and path and topic) to skip
+    /// repeated checks; a value that only `String ==` finds equal (canonical equivalence: U+212A
+    /// KELVIN SIGN for "K") is a different token and is verified, and refused.
+    @Test func aTokenEqualOnlyUnderCanonicalEquivalenceIsVerifiedAgain() async throws {
+        let harness = try await SandboxHarness.start()
+        defer { Task { await harness.stop() } }
+        var request = try await harness.validRequest()
+        // An ES256 signature is random: a token with a "K" in it comes within a few tries.
+        for _ in 0..<100 where request.authorization?.contains("K") != true {
+            request.authorization = try await harness.bearer()
+        }
+        let authorization = try #require(request.authorization)
+        try #require(authorization.contains("K"))
+        let client = try await harness.connect()
+        #expect(try await client.roundTrip(request).status == 200)
+        let lookalike = authorization.replacingOccurrences(of: "K", with: "\u{212A}")
+        #expect(lookalike == authorization)
+        #expect(Array(lookalike.utf8) != Array(authorization.utf8))
+        request.authorization = lookalike
+        let response = try await client.roundTrip(request)
+        #expect(response.status == 403)
+        #expect(response.reason == "InvalidProviderToken")
+        await client.close()
+    }
+
     @Test func tokenSignedWithAnotherKeyIsInvalid() async throws {
         let harness = try await SandboxHarness.start()
         defer { Task { await harness.stop() } }

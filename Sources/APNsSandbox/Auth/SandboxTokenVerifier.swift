@@ -14,8 +14,8 @@ struct VerifiedToken: Sendable, Hashable {
 /// token: the verdict is cached (bounded) so that signature checks never limit throughput.
 final class SandboxTokenVerifier: Sendable {
     let keys: [SandboxTokenKey]
-    private let keyIndex: [String: Int]
-    private let cache: Mutex<[String: Result<VerifiedToken, TokenRejection>]>
+    private let keyIndex: [ExactText: Int]
+    private let cache: Mutex<[ExactText: Result<VerifiedToken, TokenRejection>]>
     private let verifications = Atomic<Int>(0)
     static let cacheLimit = 10_000
 
@@ -25,8 +25,8 @@ final class SandboxTokenVerifier: Sendable {
 
     init(keys: [SandboxTokenKey]) {
         self.keys = keys
-        var index: [String: Int] = [:]
-        for (i, key) in keys.enumerated() { index[key.keyID] = i }
+        var index: [ExactText: Int] = [:]
+        for (i, key) in keys.enumerated() { index[ExactText(key.keyID)] = i }
         self.keyIndex = index
         self.cache = Mutex([:])
     }
@@ -36,18 +36,19 @@ final class SandboxTokenVerifier: Sendable {
 
     /// The verdict for a JWT (without the `bearer ` prefix): cached after the first time.
     func verify(jwt: String) -> Result<VerifiedToken, TokenRejection> {
-        if let cached = cache.withLock({ $0[jwt] }) { return cached }
+        let key = ExactText(jwt)
+        if let cached = cache.withLock({ $0[key] }) { return cached }
         let verdict = Self.check(jwt: jwt, keys: keys, keyIndex: keyIndex)
         verifications.add(1, ordering: .relaxed)
         cache.withLock { cache in
             if cache.count >= Self.cacheLimit { cache.removeAll(keepingCapacity: true) }
-            cache[jwt] = verdict
+            cache[key] = verdict
         }
         return verdict
     }
 
     private static func check(
-        jwt: String, keys: [SandboxTokenKey], keyIndex: [String: Int]
+        jwt: String, keys: [SandboxTokenKey], keyIndex: [ExactText: Int]
     ) -> Result<VerifiedToken, TokenRejection> {
         let parts = jwt.utf8.split(separator: UInt8(ascii: "."), omittingEmptySubsequences: false)
         guard parts.count == 3,
@@ -59,7 +60,7 @@ final class SandboxTokenVerifier: Sendable {
         else { return .failure(.invalid) }
         // APNs accepts only ES256, with a known key ID, issued by that key's team.
         guard header.alg == "ES256",
-            let kid = header.kid, let index = keyIndex[kid],
+            let kid = header.kid, let index = keyIndex[ExactText(kid)],
             claims.iss == keys[index].teamID,
             let iatValue = claims.iat?.seconds, iatValue.isFinite, abs(iatValue) < 1e12
         else { return .failure(.invalid) }
@@ -237,5 +238,22 @@ public enum SandboxJWT {
         let input = Base64URL.encode(Array(header.utf8)) + "." + Base64URL.encode(Array(claims.utf8))
         let signature = try privateKey.signature(for: Array(input.utf8))
         return input + "." + Base64URL.encode(signature.rawRepresentation)
+    }
+}
+
+/// Text as a dictionary key compared by its UTF-8 bytes. `String`'s own `==` and hash are
+/// canonical equivalence (U+212A KELVIN SIGN equals `K`), under which a token that differs from
+/// a verified one would find that one's verdict, and a key ID would name a key it does not.
+struct ExactText: Hashable {
+    let text: String
+
+    init(_ text: String) { self.text = text }
+
+    static func == (lhs: ExactText, rhs: ExactText) -> Bool {
+        lhs.text.utf8.elementsEqual(rhs.text.utf8)
+    }
+
+    func hash(into hasher: inout Hasher) {
+        for byte in text.utf8 { hasher.combine(byte) }
     }
 }

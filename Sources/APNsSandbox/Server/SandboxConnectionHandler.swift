@@ -89,6 +89,13 @@ final class SandboxConnectionHandler: ChannelInboundHandler, HTTP2EngineDelegate
 
     private var lastToken: String? = nil
     private var lastTokenVerdict: VerifiedToken? = nil
+    /// The whole `authorization` value that carried `lastToken` (a repeat skips the prefix parse).
+    private var lastAuthorization: String? = nil
+    /// Per-connection memory of pure checks a provider repeats request after request: the last
+    /// `:path` that named a valid device (and its token), the last push type and topic found to
+    /// agree. Compared by value, so a different request is always checked in full.
+    private var lastDevicePath: (path: String, token: String)? = nil
+    private var lastAgreement: (pushType: PushType, topic: String)? = nil
     private var connectionTracker = TokenUpdateTracker()
 
     /// The connection-level inbound window the sandbox keeps open for its client (nghttp2 sends
@@ -267,11 +274,17 @@ final class SandboxConnectionHandler: ChannelInboundHandler, HTTP2EngineDelegate
             outcome.reject(.methodNotAllowed)
             return outcome
         }
-        switch SandboxRules.deviceToken(fromPath: head.path) {
-        case .ok(let token): outcome.deviceToken = token
-        case .rejected(let reason):
-            outcome.reject(reason)
-            return outcome
+        if let path = head.path, let last = lastDevicePath, Self.sameBytes(last.path, path) {
+            outcome.deviceToken = last.token
+        } else {
+            switch SandboxRules.deviceToken(fromPath: head.path) {
+            case .ok(let token):
+                outcome.deviceToken = token
+                if let path = head.path { lastDevicePath = (path, token) }
+            case .rejected(let reason):
+                outcome.reject(reason)
+                return outcome
+            }
         }
         if head.duplicated {
             outcome.reject(.duplicateHeaders)
@@ -306,7 +319,7 @@ final class SandboxConnectionHandler: ChannelInboundHandler, HTTP2EngineDelegate
                 outcome.reject(reason)
                 return outcome
             }
-            if lastAllowedTopic?.keyIndex != keyIndex || lastAllowedTopic?.topic != topic {
+            if lastAllowedTopic?.keyIndex != keyIndex || !Self.sameBytes(lastAllowedTopic?.topic, topic) {
                 guard core.keyTopics[keyIndex].contains(topic) else {
                     outcome.reject(.topicDisallowed)
                     return outcome
@@ -342,9 +355,12 @@ final class SandboxConnectionHandler: ChannelInboundHandler, HTTP2EngineDelegate
             return outcome
         }
         outcome.pushType = pushType
-        guard pushType.agrees(withTopic: topic) else {
-            outcome.reject(.deviceTokenNotForTopic)
-            return outcome
+        if lastAgreement?.pushType != pushType || !Self.sameBytes(lastAgreement?.topic, topic) {
+            guard pushType.agrees(withTopic: topic) else {
+                outcome.reject(.deviceTokenNotForTopic)
+                return outcome
+            }
+            lastAgreement = (pushType, topic)
         }
 
         if let reason = SandboxRules.optionalHeaders(head) {
@@ -405,7 +421,7 @@ final class SandboxConnectionHandler: ChannelInboundHandler, HTTP2EngineDelegate
     private var lastAllowedTopic: (keyIndex: Int, topic: String)? = nil
 
     private func topicSyntax(_ topic: String) -> APNsReason? {
-        if let lastGoodTopic, lastGoodTopic == topic { return nil }
+        if Self.sameBytes(lastGoodTopic, topic) { return nil }
         if let reason = SandboxRules.topicSyntax(topic) { return reason }
         lastGoodTopic = topic
         return nil
@@ -414,6 +430,13 @@ final class SandboxConnectionHandler: ChannelInboundHandler, HTTP2EngineDelegate
     /// Checks `authorization: bearer <JWT>`; each distinct token is verified once (cached).
     private func authenticate(_ authorization: String?, now: Date) -> Checked<VerifiedToken> {
         guard let authorization else { return .rejected(.missingProviderToken) }
+        if let lastAuthorization, let lastTokenVerdict, Self.sameBytes(lastAuthorization, authorization) {
+            // The same header as the last accepted one: the same token, verified already.
+            if let reason = TokenAge.check(issuedAt: lastTokenVerdict.issuedAt, now: now, lifetime: core.tokenLifetime) {
+                return .rejected(reason)
+            }
+            return .ok(lastTokenVerdict)
+        }
         let jwt: Substring
         if SandboxRules.hasBearerPrefix(authorization) {
             jwt = authorization.dropFirst(7).drop(while: { $0 == " " })
@@ -456,9 +479,18 @@ final class SandboxConnectionHandler: ChannelInboundHandler, HTTP2EngineDelegate
             }
             guard allowed else { return .rejected(.tooManyProviderTokenUpdates) }
             lastToken = String(jwt)
+            lastAuthorization = authorization
             lastTokenVerdict = verified
         }
         return .ok(verified)
+    }
+
+    /// The per-connection caches compare by bytes, never with `String ==`: that is canonical
+    /// equivalence, under which e.g. U+212A KELVIN SIGN equals `K`, so a different token,
+    /// path or topic could pass as one already checked.
+    private static func sameBytes(_ a: String?, _ b: String) -> Bool {
+        guard let a else { return false }
+        return sameBytes(a, Substring(b))
     }
 
     /// `a == b` by their UTF-8 bytes (`memcmp`), without making a String of the substring.
