@@ -43,7 +43,7 @@ struct CrashDeliveryTests {
                 """)
         let world = try await TestWorld.make(
             tenants: [tenant], devices: [],
-            faults: SandboxFaults(seed: seed, fraction503: 0.2, addedLatency: 0.004),
+            faults: SandboxFaults(seed: seed, fraction503: 0.2, addedLatency: 0.02),
             recordPayloads: false)
         try ChildServer.writeJobsConfig(in: world.directory, concurrency: Self.concurrency)
 
