@@ -6,6 +6,7 @@
 #   scripts/bench-herald.sh                       # defaults below
 #   REQUESTS=300000 CONNECTIONS=2 CONCURRENCY=1000 scripts/bench-herald.sh
 #   SKIP_BUILD=1 scripts/bench-herald.sh          # reuse .build/release/herald
+#   BENCH_ARGS="--through router" scripts/bench-herald.sh   # more `herald bench` options
 #
 # Goal (issue 14): herald bench reaches at least 90% of h2load's rate, at no more than 12 us of
 # CPU a notification. Only 127.0.0.1 is used; every
@@ -19,6 +20,7 @@ CONCURRENCY=${CONCURRENCY:-1000}
 PAYLOAD_BYTES=${PAYLOAD_BYTES:-256}
 SANDBOX_THREADS=${SANDBOX_THREADS:-1}
 ROUNDS=${ROUNDS:-3}
+BENCH_ARGS=${BENCH_ARGS:---through transport}
 TENANT=${TENANT:-demo-token}
 TOPIC=${TOPIC:-com.example.herald.demo}
 DEVICE=$DEMO_DEVICE
@@ -35,12 +37,7 @@ PORT=$SANDBOX_PORT
 demo_tenant "$TENANT" "$PORT" "$WORK/tenants"
 
 # The identical request: herald bench's headers and body (see BenchWorkload in Sources/HeraldCLI).
-python3 - "$PAYLOAD_BYTES" > "$WORK/body.json" <<'EOF'
-import sys
-size = int(sys.argv[1])
-head, tail = '{"aps":{"alert":"', '"}}'
-sys.stdout.write(head + "x" * max(1, size - len(head) - len(tail)) + tail)
-EOF
+demo_body "$WORK/body.json" "$PAYLOAD_BYTES"
 TOKEN=$("$HERALD" sandbox demo-token --key "$ROOT/tenants/keys/AuthKey_DEMOKEY001.p8")
 HEADERS=(-H "host: localhost" -H "authorization: bearer $TOKEN" -H "apns-id: 3f6c4d8e-2a1b-4c5d-8e9f-0a1b2c3d4e5f"
          -H "apns-push-type: alert" -H "apns-topic: $TOPIC")
@@ -62,7 +59,7 @@ run_h2load() { # -> req/s
 run_herald() { # -> notifications/s
     local out
     out=$(timeout 600 "$HERALD" bench --tenants "$WORK/tenants" --tenant "$TENANT" --count "$REQUESTS" \
-        --connections "$CONNECTIONS" --concurrency "$CONCURRENCY" --payload-bytes "$PAYLOAD_BYTES" --through transport --json 2>&1) || true
+        --connections "$CONNECTIONS" --concurrency "$CONCURRENCY" --payload-bytes "$PAYLOAD_BYTES" $BENCH_ARGS --json 2>&1) || true
     python3 -c '
 import json, sys
 text = sys.stdin.read()
@@ -80,7 +77,7 @@ print(figures["notifications_per_second"] if figures["failed"] == 0 else 0)
 }
 
 echo "== $REQUESTS requests, $CONNECTIONS connections, $CONCURRENCY in flight ($STREAMS streams per connection for h2load)"
-echo "   payload $(wc -c < "$WORK/body.json") bytes, sandbox threads $SANDBOX_THREADS, cores $(nproc), best of $ROUNDS rounds"
+echo "   payload $(wc -c < "$WORK/body.json") bytes, sandbox threads $SANDBOX_THREADS, cores $(nproc), best of $ROUNDS rounds, herald bench $BENCH_ARGS"
 # Warm-up: the first TLS handshakes, the sandbox's token verification, allocations.
 REQUESTS_SAVED=$REQUESTS; REQUESTS=20000
 run_h2load >/dev/null; run_herald >/dev/null 2>&1

@@ -102,6 +102,17 @@ demo_tenant() {
         "$ROOT/tenants/$1.yaml" > "$3/$1.yaml"
 }
 
+# demo_body FILE BYTES: the body herald bench sends (`{"aps":{"alert":"xxx…"}}`, BYTES long; see
+# BenchWorkload in Sources/HeraldCLI), for h2load's -d.
+demo_body() {
+    python3 - "$2" > "$1" <<'EOF'
+import sys
+size = int(sys.argv[1])
+head, tail = '{"aps":{"alert":"', '"}}'
+sys.stdout.write(head + "x" * max(1, size - len(head) - len(tail)) + tail)
+EOF
+}
+
 best_of() { # a b -> the larger
     awk -v a="$1" -v b="$2" 'BEGIN {print (b > a) ? b : a}'
 }

@@ -7,6 +7,14 @@ import NIOCore
 /// usual; put the delegate's own handler after the engine to see them.
 public protocol HTTP2EngineDelegate: AnyObject {
     func http2Engine(_ engine: HTTP2EngineHandler, didReceive event: HTTP2Event)
+    /// The events recorded by one call into nghttp2 (a read, or a burst of output) were all
+    /// delivered. A delegate may batch per call (one clock read for all of them, say) and settle
+    /// here. Optional.
+    func http2EngineDidDeliverEvents(_ engine: HTTP2EngineHandler)
+}
+
+extension HTTP2EngineDelegate {
+    public func http2EngineDidDeliverEvents(_ engine: HTTP2EngineHandler) {}
 }
 
 /// HTTP/2 on libnghttp2, as one NIO channel handler above `NIOSSLHandler` (it reads and writes
@@ -272,6 +280,7 @@ public final class HTTP2EngineHandler: ChannelInboundHandler, RemovableChannelHa
             delegate?.http2Engine(self, didReceive: event)
         }
         session.clearEvents()
+        delegate?.http2EngineDidDeliverEvents(self)
     }
 
     /// Gathers nghttp2's output into bounded buffers and writes them while the channel takes them.

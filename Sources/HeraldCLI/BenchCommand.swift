@@ -6,6 +6,7 @@ import HeraldAPNs
 import HeraldCore
 import HeraldStore
 import Logging
+import NIOCore
 import NIOPosix
 import Synchronization
 
@@ -45,6 +46,19 @@ struct BenchCommand: AsyncParsableCommand {
 
     @Option(name: .customLong("max-streams"), help: "At most this many streams per connection, whatever the server allows (default: the transport's).")
     var maxStreams: Int?
+
+    @Option(
+        help: """
+            Event-loop threads of Herald's client (default: NIO's shared group, one per core). h2load's -t counts the same \
+            thing; the sandbox and the client share the machine's cores.
+            """)
+    var threads: Int?
+
+    /// The client's event loops: a group of --threads, or NIO's shared one.
+    private func clientGroup() -> any EventLoopGroup {
+        guard let threads else { return MultiThreadedEventLoopGroup.singleton }
+        return MultiThreadedEventLoopGroup(numberOfThreads: threads)
+    }
 
     @Option(name: .customLong("payload-bytes"), help: "Payload size in bytes.")
     var payloadBytes: Int = 256
@@ -113,6 +127,7 @@ struct BenchCommand: AsyncParsableCommand {
         guard concurrency > 0 else { throw ValidationError("--concurrency must be at least 1") }
         guard payloadBytes > 0, payloadBytes <= 5120 else { throw ValidationError("--payload-bytes must be 1…5120") }
         if let connections, !(1...64).contains(connections) { throw ValidationError("--connections must be 1…64") }
+        if let threads, !(1...64).contains(threads) { throw ValidationError("--threads must be 1…64") }
         guard warmup >= 0 else { throw ValidationError("--warmup must be 0 or more") }
         guard quietRate >= 0 else { throw ValidationError("--quiet-rate must be 0 or more") }
         guard ["stall", "503"].contains(noisyMode) else { throw ValidationError("--noisy-mode must be stall or 503") }
@@ -179,13 +194,17 @@ struct BenchCommand: AsyncParsableCommand {
         let workload = BenchWorkload(count: count, topic: topic, payloadBytes: payloadBytes)
         let warmupLoad = BenchWorkload(count: warmup, topic: topic, payloadBytes: payloadBytes)
         let figures: BenchFigures
+        let group = clientGroup()
+        defer {
+            if threads != nil { group.shutdownGracefully { _ in } }
+        }
         if path == "router" {
-            let (router, dataDirectory) = try await makeRouter(tenantConfiguration)
+            let (router, dataDirectory) = try await makeRouter(tenantConfiguration, group: group)
             let tenantID = tenantConfiguration.id
             let send: @Sendable (HeraldCore.Notification) async throws -> APNsResponse = { note in
                 try await router.send(tenant: tenantID, notification: note, environment: environment).response
             }
-            let executors = callerMode == "loops" ? MultiThreadedEventLoopGroup.singleton.makeIterator().map { EventLoopTaskExecutor($0) } : []
+            let executors = callerMode == "loops" ? group.makeIterator().map { EventLoopTaskExecutor($0) } : []
             if warmup > 0 {
                 _ = await BenchLoad.run(warmupLoad, concurrency: min(concurrency, warmup), executors: executors, send: send)
             }
@@ -193,7 +212,7 @@ struct BenchCommand: AsyncParsableCommand {
             await router.shutdown()
             try? FileManager.default.removeItem(atPath: dataDirectory)
         } else {
-            let transport = try makeTransport(tenantConfiguration)
+            let transport = try makeTransport(tenantConfiguration, group: group)
             if warmup > 0 {
                 _ = await load(warmupLoad, through: transport, environment: environment, concurrency: min(concurrency, warmup))
             }
@@ -355,13 +374,13 @@ struct BenchCommand: AsyncParsableCommand {
 
     /// A router with the tenant's runtime (its plugins and transport) over a throwaway SQLite
     /// store, as `herald serve` builds one. Returns it with the store's directory (to remove).
-    private func makeRouter(_ tenant: TenantConfiguration) async throws -> (Router, String) {
+    private func makeRouter(_ tenant: TenantConfiguration, group: any EventLoopGroup) async throws -> (Router, String) {
         var logger = Logger(label: "herald.bench")
         logger.logLevel = .error
         let directory = NSTemporaryDirectory() + "/herald-bench-\(ProcessInfo.processInfo.processIdentifier)-\(UInt32.random(in: 0...UInt32.max))"
         do {
             let store = try SQLitePushStore(directory: directory)
-            var transports = APNsTransportProvider()
+            var transports = APNsTransportProvider(eventLoopGroup: group)
             transports.tokenStore = store
             transports.streamCeiling = maxStreams
             let router = Router(configuration: RouterConfiguration(store: store, transports: transports, logger: logger))
@@ -379,7 +398,9 @@ struct BenchCommand: AsyncParsableCommand {
         }
     }
 
-    private func makeTransport(_ tenant: TenantConfiguration) throws -> TenantTransport {
+    private func makeTransport(
+        _ tenant: TenantConfiguration, group: any EventLoopGroup = MultiThreadedEventLoopGroup.singleton
+    ) throws -> TenantTransport {
         var logger = Logger(label: "herald.bench")
         logger.logLevel = .error
         do {
@@ -387,7 +408,8 @@ struct BenchCommand: AsyncParsableCommand {
             var configuration = TransportConfiguration(pool: tenant.pool)
             if let maxStreams { configuration.streamCeiling = maxStreams }
             try TenantTransport.validate(tenant: tenant, credentials: credentials)
-            return TenantTransport(tenant: tenant, credentials: credentials, configuration: configuration, logger: logger)
+            return TenantTransport(
+                tenant: tenant, credentials: credentials, configuration: configuration, eventLoopGroup: group, logger: logger)
         } catch {
             CLIFailure("\(tenant.sourceFile): \(error)").print()
             throw ExitStatus.invalid

@@ -85,7 +85,7 @@ struct NotificationValidationTests {
     }
 
     @Test(arguments: [
-        "com acme", "com.acme.", ".com.acme", "com..acme", "com/acme", "com.acme.app\n",
+        "com acme", "com.acme.", ".com.acme", "com..acme", "com...acme", ".", "com/acme", "com.acme.app\n",
         String(repeating: "a", count: 256),
     ])
     func badTopic(topic: String) {

@@ -14,7 +14,7 @@ protocol APNsConnectionDelegate: AnyObject, Sendable {
     /// No new streams may go to this connection (GOAWAY, drain, idle close).
     func connectionDraining(_ id: Int)
     /// A request the pool gave this connection is done (answered, failed or timed out).
-    func connectionRequestFinished(_ id: Int, answered: Bool)
+    func connectionRequestFinished(_ id: Int, answered: Bool, now: NIODeadline)
     /// A request the pool gave this connection was never processed by the server: run it elsewhere.
     /// Also counts as finished on this connection.
     func connectionHandBack(_ request: APNsRequest, from id: Int)
@@ -46,6 +46,8 @@ final class APNsConnectionHandler: ChannelInboundHandler, HTTP2EngineDelegate {
     private var logger: Logger
     private var stateMachine: APNsConnectionStateMachine
     private var headerIndexing = APNsHeaderIndexing()
+    /// The request being written's header fields (one array reused; nghttp2 copies the bytes).
+    private var headerScratch: [HTTP2Header] = []
     private var streams: [HTTP2StreamNumber: InFlight] = [:]
     private var context: ChannelHandlerContext?
     private var timer: Scheduled<Void>?
@@ -57,6 +59,9 @@ final class APNsConnectionHandler: ChannelInboundHandler, HTTP2EngineDelegate {
     private let hostIsValid: Bool
     /// Happy Eyeballs may try several channels; only the one that connected speaks to the pool.
     var isChosen = false
+    /// The time of the events being delivered: one clock read for all the events of one read
+    /// (hundreds of answers at full rate), cleared when the engine delivered them.
+    private var eventsNow: NIODeadline?
 
     init(
         connectionID: Int, host: String, configuration: APNsConnectionStateMachine.Configuration,
@@ -113,12 +118,24 @@ final class APNsConnectionHandler: ChannelInboundHandler, HTTP2EngineDelegate {
 
     // MARK: HTTP/2 events (from the engine, outside nghttp2)
 
+    func http2EngineDidDeliverEvents(_ engine: HTTP2EngineHandler) {
+        eventsNow = nil
+    }
+
     func http2Engine(_ engine: HTTP2EngineHandler, didReceive event: HTTP2Event) {
-        let now = NIODeadline.now()
+        let now: NIODeadline
+        if let eventsNow {
+            now = eventsNow
+        } else {
+            now = .now()
+            eventsNow = now
+        }
         stateMachine.frameReceived(now: now)
         switch event {
         case .headers(let streamID, let headers, let endStream):
-            guard var stream = streams[streamID] else { break }
+            guard let index = streams.index(forKey: streamID) else { break }
+            // An answer without a body (most are) ends here: one lookup takes it out.
+            var stream = endStream ? streams.remove(at: index).value : streams.values[index]
             // Read as bytes: no String unless the apns-id differs from the one sent.
             let sentID = stream.request.apnsID.rawValue
             headers.forEachField { name, value, _ in
@@ -129,10 +146,9 @@ final class APNsConnectionHandler: ChannelInboundHandler, HTTP2EngineDelegate {
                 }
             }
             if endStream {
-                streams[streamID] = nil
                 finish(stream, now: now)
             } else {
-                streams[streamID] = stream
+                streams.values[index] = stream
             }
         case .data(let streamID, var bytes, let endStream):
             guard var stream = streams[streamID] else { break }
@@ -214,26 +230,27 @@ final class APNsConnectionHandler: ChannelInboundHandler, HTTP2EngineDelegate {
 
     /// Writes the request on a new stream, or hands it back when this connection cannot take it.
     func write(_ request: APNsRequest) {
-        let now = NIODeadline.now()
+        // Inside the delivery of an answer (a completion sending the next request) its time serves.
+        let now = eventsNow ?? NIODeadline.now()
         guard context != nil else {
             handBack(request, now: now, openedStream: false)
             return
         }
         if request.deadline <= now {
             request.complete(.failure(.timedOut(mayHaveBeenProcessed: false)))
-            delegate.connectionRequestFinished(connectionID, answered: false)
+            delegate.connectionRequestFinished(connectionID, answered: false, now: now)
             return
         }
         if request.isCancellable, request.isCancelled {
             request.complete(.failure(.cancelled(mayHaveBeenProcessed: false)))
-            delegate.connectionRequestFinished(connectionID, answered: false)
+            delegate.connectionRequestFinished(connectionID, answered: false, now: now)
             return
         }
         switch stateMachine.openStream(now: now) {
         case .refuse:
             handBack(request, now: now, openedStream: false)
         case .open:
-            let headers = headerIndexing.headers(for: request, host: host)
+            headerIndexing.fill(&headerScratch, for: request, host: host)
             do {
                 // nghttp2 numbers the stream; it matches the state machine's count, as every
                 // stream opened here goes through both.
@@ -242,7 +259,8 @@ final class APNsConnectionHandler: ChannelInboundHandler, HTTP2EngineDelegate {
                 // types; topic and collapse-id by TenantTransport.checkFieldValue; the token we
                 // signed; the host once per connection, below).
                 guard hostIsValid else { throw HTTP2EngineError.invalidHeader }
-                let streamID = try engine.submitRequest(headers, body: request.payload, validatingHeaders: false)
+                let streamID = try engine.submitRequest(headerScratch, body: request.payload, validatingHeaders: false)
+                headerScratch.removeAll(keepingCapacity: true)
                 streams[streamID] = InFlight(request: request)
                 if request.isCancellable, let context {
                     let handler = NIOLoopBound(self, eventLoop: context.eventLoop)
@@ -343,7 +361,7 @@ final class APNsConnectionHandler: ChannelInboundHandler, HTTP2EngineDelegate {
 
     private func streamDone(answered: Bool, now: NIODeadline) {
         let action = stateMachine.streamClosed(now: now)
-        delegate.connectionRequestFinished(connectionID, answered: answered)
+        delegate.connectionRequestFinished(connectionID, answered: answered, now: now)
         if case .closeConnection = action {
             closeGracefully()
         }

@@ -19,6 +19,14 @@ struct APNsHeaderIndexing {
 
     mutating func headers(for request: APNsRequest, host: String) -> [HTTP2Header] {
         var headers: [HTTP2Header] = []
+        fill(&headers, for: request, host: host)
+        return headers
+    }
+
+    /// The same fields, written into `headers` (emptied first, its storage kept: a connection
+    /// reuses one array for every request instead of allocating one each).
+    mutating func fill(_ headers: inout [HTTP2Header], for request: APNsRequest, host: String) {
+        headers.removeAll(keepingCapacity: true)
         headers.reserveCapacity(12)
         headers.append(HTTP2Header(name: ":method", value: "POST"))
         headers.append(HTTP2Header(name: ":scheme", value: "https"))
@@ -42,7 +50,6 @@ struct APNsHeaderIndexing {
             headers.append(HTTP2Header(name: "apns-collapse-id", value: collapseID, indexing: Self.firstTime(&sentCollapseID)))
         }
         headers.append(HTTP2Header(name: "content-length", value: String(request.payload.readableBytes)))
-        return headers
     }
 
     private static func firstTime(_ sent: inout Bool) -> HTTP2HeaderIndexing {

@@ -181,8 +181,7 @@ final class ConnectionPool: APNsConnectionDelegate, Sendable {
         run(effects)
     }
 
-    func connectionRequestFinished(_ id: Int, answered: Bool) {
-        let now = NIODeadline.now()
+    func connectionRequestFinished(_ id: Int, answered: Bool, now: NIODeadline) {
         let effect: Effect? = state.withLock { state in
             switch state.machine.requestFinished(on: id, answered: answered, now: now) {
             case .none:

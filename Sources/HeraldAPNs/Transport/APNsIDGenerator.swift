@@ -41,8 +41,8 @@ final class APNsIDGenerator: Sendable {
             }
             return position
         }
-        // Always canonical by construction.
-        return try! NotificationID(text)
+        // Canonical by construction (lowercase hex digits and hyphens, 8-4-4-4-12): not parsed again.
+        return NotificationID(uncheckedCanonical: text)
     }
 
     @inline(__always)

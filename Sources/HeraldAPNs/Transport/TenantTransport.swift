@@ -59,6 +59,10 @@ public final class TenantTransport: PushTransport {
     private let group: any EventLoopGroup
     private let logger: Logger
     private let topics: Set<String>
+    /// The tenant's topics that are valid HTTP/2 field values (checked once here, not per send),
+    /// searched linearly when there are few (cheaper than hashing the topic on every send).
+    private let checkedTopics: [String]
+    private let checkedTopicSet: Set<String>
     private let pools = Mutex(Pools())
     private let counters = Counters()
     private let idGenerator = APNsIDGenerator()
@@ -83,6 +87,8 @@ public final class TenantTransport: PushTransport {
         logger[metadataKey: "herald.tenant"] = "\(tenant.id)"
         self.logger = logger
         self.topics = Set(tenant.topics)
+        self.checkedTopics = tenant.topics.filter { HeraldCore.Notification.headerValueProblem($0) == nil }
+        self.checkedTopicSet = Set(checkedTopics)
     }
 
     /// Checks that the tenant's transport can be opened: its TLS context builds with the trust
@@ -236,15 +242,17 @@ public final class TenantTransport: PushTransport {
         _ notification: HeraldCore.Notification, environment: APNsEnvironment, deadline: NIODeadline, cancellation: SendCancellation?,
         completion: @escaping Completion
     ) {
-        let completion = counting(completion)
         let prepared: Prepared
         do {
             prepared = try prepare(notification, environment: environment, deadline: deadline, cancellation: cancellation)
         } catch let error as APNsTransportError {
+            count(.failure(error))
             completion(.failure(error))
             return
         } catch {
-            completion(.failure(.invalidConfiguration("\(error)")))
+            let failure = APNsTransportError.invalidConfiguration("\(error)")
+            count(.failure(failure))
+            completion(.failure(failure))
             return
         }
         if credentials.kind != .token {
@@ -256,13 +264,22 @@ public final class TenantTransport: PushTransport {
         }
     }
 
+    /// True when `topic` is one of the tenant's topics and a valid field value.
+    private func isCheckedTopic(_ topic: String) -> Bool {
+        if checkedTopics.count > 8 { return checkedTopicSet.contains(topic) }
+        for known in checkedTopics where known == topic { return true }
+        return false
+    }
+
     /// Gets the authorization (signing a token when needed) and submits, or completes with the error.
     private func submitWithCurrentAuthorization(_ prepared: Prepared, mayRetryExpired: Bool, completion: @escaping Completion) async {
         let authorization: String?
         do {
             authorization = try await credentials.authorization()
         } catch {
-            completion(.failure(.invalidConfiguration("the provider token could not be made", underlying: error)))
+            let failure = APNsTransportError.invalidConfiguration("the provider token could not be made", underlying: error)
+            count(.failure(failure))
+            completion(.failure(failure))
             return
         }
         submit(prepared, authorization: authorization, mayRetryExpired: mayRetryExpired, completion: completion)
@@ -274,8 +291,9 @@ public final class TenantTransport: PushTransport {
         guard let endpoint = tenant.endpoints.endpoint(for: environment) else {
             throw APNsTransportError.noEndpoint(environment)
         }
-        if let topic = notification.topic {
+        if let topic = notification.topic, !isCheckedTopic(topic) {
             guard topics.contains(topic) else { throw APNsTransportError.topicNotAllowed(topic) }
+            // One of the tenant's topics that HTTP/2 cannot carry (a tenant not read from a file).
             try Self.checkFieldValue(topic, field: "topic")
         }
         if let collapseID = notification.collapseID {
@@ -297,6 +315,7 @@ public final class TenantTransport: PushTransport {
                 self.resendWithFreshToken(prepared, rejected: authorization, completion: completion)
                 return
             }
+            self.count(result)
             completion(result)
         }
         if let cancellation = prepared.cancellation, !cancellation.attach(request) {
@@ -318,28 +337,29 @@ public final class TenantTransport: PushTransport {
         }
     }
 
-    /// The completion, with the answer or failure counted first (for ``status``).
-    private func counting(_ completion: @escaping Completion) -> Completion {
-        let counters = self.counters
-        return { result in
-            switch result {
-            case .success(let response):
-                counters.answered.add(1, ordering: .relaxed)
-                let now = Date()
-                counters.lastAnswerMillis.store(Int64(now.timeIntervalSince1970 * 1000), ordering: .relaxed)
-                if TransportStatus.concernsTheTenant(response) {
-                    counters.errors.add(1, ordering: .relaxed)
-                    let message = "APNs answered \(response.status) \(response.reason?.wireValue ?? "")"
-                    counters.lastError.withLock { $0 = (message, now) }
-                }
-            case .failure(let error) where error.isCancelled:
-                break
-            case .failure(let error):
-                counters.errors.add(1, ordering: .relaxed)
-                let message = error.description
-                counters.lastError.withLock { $0 = (message, Date()) }
+    /// Counts a send's final outcome (for ``status``), just before its completion runs. Not a
+    /// wrapping closure: one allocation and one indirect call fewer per send.
+    private func count(_ result: Result<APNsResponse, APNsTransportError>) {
+        switch result {
+        case .success(let response):
+            counters.answered.add(1, ordering: .relaxed)
+            let now = Date()
+            let millis = Int64(now.timeIntervalSince1970 * 1000)
+            // Stored once a millisecond at most: the connections' loops share this word.
+            if counters.lastAnswerMillis.load(ordering: .relaxed) != millis {
+                counters.lastAnswerMillis.store(millis, ordering: .relaxed)
             }
-            completion(result)
+            if TransportStatus.concernsTheTenant(response) {
+                counters.errors.add(1, ordering: .relaxed)
+                let message = "APNs answered \(response.status) \(response.reason?.wireValue ?? "")"
+                counters.lastError.withLock { $0 = (message, now) }
+            }
+        case .failure(let error) where error.isCancelled:
+            break
+        case .failure(let error):
+            counters.errors.add(1, ordering: .relaxed)
+            let message = error.description
+            counters.lastError.withLock { $0 = (message, Date()) }
         }
     }
 

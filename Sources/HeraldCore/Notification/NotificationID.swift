@@ -78,7 +78,10 @@ public struct NotificationID: Hashable, Sendable, CustomStringConvertible, Codab
         return NotificationID(uncheckedCanonical: String(decoding: out, as: UTF8.self))
     }
 
-    init(uncheckedCanonical: String) { self.rawValue = uncheckedCanonical }
+    /// An apns-id the caller made in canonical form itself (36 lowercase hex digits and hyphens,
+    /// 8-4-4-4-12), taken without checking: for generators on the send path. Input from
+    /// anywhere else goes through ``init(_:)``.
+    public init(uncheckedCanonical: String) { self.rawValue = uncheckedCanonical }
 
     public var description: String { rawValue }
 

@@ -23,5 +23,7 @@ struct APNsIDGeneratorTests {
         #expect(Set(ids).count == ids.count)
         #expect(ids.allSatisfy { Array($0.utf8)[14] == UInt8(ascii: "4") })
         #expect(ids.allSatisfy { "89ab".utf8.contains(Array($0.utf8)[19]) })
+        // Not parsed when made (canonical by construction): each still parses as itself.
+        #expect(ids.allSatisfy { (try? NotificationID($0))?.rawValue == $0 })
     }
 }
