@@ -6,6 +6,7 @@
 #
 #   scripts/cluster.sh                     # 3 instances; prints their URLs, runs until Ctrl-C
 #   INSTANCES=2 SKIP_BUILD=1 scripts/cluster.sh
+#   CLAIM_SIZE=2000 JOB_CONCURRENCY=100 POOL_SIZE=10 ...   # the instances' jobs.claim_size (default 500) and more
 #   HERALD=.build/debug/herald SKIP_BUILD=1 scripts/cluster.sh
 #
 # Sourced (`source scripts/cluster.sh`), it only defines cluster_start / cluster_stop; cluster_start
@@ -72,6 +73,7 @@ api:
 jobs:
   claimant: herald-$i
   concurrency_per_tenant: ${JOB_CONCURRENCY:-100}
+  claim_size: ${CLAIM_SIZE:-500}
 http:
   rate_limit:                # measured here: the API's own speed, not the per-key limit
     requests_per_second: 1000000

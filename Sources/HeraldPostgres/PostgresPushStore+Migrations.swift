@@ -171,6 +171,43 @@ extension PostgresPushStore {
                 """,
                 "ALTER TABLE job_item ADD COLUMN payload_ref INTEGER",
             ]),
+        // The batch path's lean item shape, as the SQLite store's v9: outcome counts kept per job
+        // (`job_outcome`, added to by the statement that records the outcomes: a report reads a
+        // few rows), and partial claim, retry and failed-item indexes. An outcome no longer moves
+        // three index entries of its item (each a new entry beside a dead one until a vacuum): a
+        // sent item leaves `job_item_pending` and enters no index. NULLS NOT DISTINCT
+        // (PostgreSQL 15) makes one counter row per (state, status, reason), NULLs included.
+        Migration(
+            name: "v9-lean-job-items",
+            statements: [
+                """
+                CREATE TABLE job_outcome (
+                    tenant TEXT NOT NULL,
+                    job_id TEXT NOT NULL,
+                    state TEXT NOT NULL,
+                    status INTEGER,
+                    reason TEXT,
+                    n BIGINT NOT NULL,
+                    FOREIGN KEY (tenant, job_id) REFERENCES job (tenant, id) ON DELETE CASCADE
+                )
+                """,
+                """
+                CREATE UNIQUE INDEX job_outcome_key ON job_outcome (tenant, job_id, state, status, reason)
+                    NULLS NOT DISTINCT
+                """,
+                """
+                INSERT INTO job_outcome (tenant, job_id, state, status, reason, n)
+                    SELECT tenant, job_id, state, status, reason, count(*) FROM job_item
+                    WHERE state IN ('sent', 'failed', 'unknown')
+                    GROUP BY tenant, job_id, state, status, reason
+                """,
+                "DROP INDEX job_item_by_state",
+                "DROP INDEX job_item_outcomes",
+                "DROP INDEX job_item_due",
+                "CREATE INDEX job_item_pending ON job_item (tenant, job_id, idx) WHERE state = 'pending'",
+                "CREATE INDEX job_item_due ON job_item (tenant, job_id, next_attempt_ms) WHERE state = 'retrying'",
+                "CREATE INDEX job_item_failed ON job_item (tenant, job_id, idx) WHERE state = 'failed'",
+            ]),
     ]
 
     /// Applies the migrations not applied yet (up to and including `lastMigration`; all when nil),

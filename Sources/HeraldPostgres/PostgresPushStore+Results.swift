@@ -185,7 +185,10 @@ extension PostgresPushStore {
         binds.append(hasTimestamp)
         binds.append(finished)
         binds.append(attempts)
+        // The outcomes written are counted in `job_outcome` by the same statement (one commit:
+        // a count never runs ahead of or behind its items).
         let sql = """
+            WITH written AS (
             UPDATE job_item AS item SET state = t.state, status = CASE WHEN t.has_status THEN t.status END,
                 reason = CASE WHEN t.has_reason THEN t.reason END, message = CASE WHEN t.has_message THEN t.message END,
                 result_apns_id = CASE WHEN t.has_apns_id THEN t.apns_id END,
@@ -199,7 +202,14 @@ extension PostgresPushStore {
                       apns_id, has_apns_id, apns_timestamp, has_timestamp, finished_at, attempts)
             WHERE item.tenant = t.tenant AND item.job_id = t.job_id AND item.idx = t.idx
               AND item.state IN ('pending', 'retrying')
-            RETURNING item.tenant, item.job_id, item.idx
+            RETURNING item.tenant, item.job_id, item.idx, item.state, item.status, item.reason
+            ), counted AS (
+                INSERT INTO job_outcome AS o (tenant, job_id, state, status, reason, n)
+                SELECT tenant, job_id, state, status, reason, count(*) FROM written
+                GROUP BY tenant, job_id, state, status, reason
+                ON CONFLICT (tenant, job_id, state, status, reason) DO UPDATE SET n = o.n + excluded.n
+            )
+            SELECT tenant, job_id, idx FROM written
             """
         return PostgresQuery(unsafeSQL: sql, binds: binds)
     }

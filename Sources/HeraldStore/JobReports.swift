@@ -25,6 +25,29 @@ public struct JobOutcomeCount: Sendable, Hashable {
     }
 }
 
+extension JobOutcomeCount {
+    /// A job's counts as ``JobReports/outcomes(tenant:job:)`` answers them, from what the stores
+    /// keep (migration v9): the outcome counts (`job_outcome`), the number of `retrying` items
+    /// and the job's item count; the items with neither are pending. Zero counts are left out,
+    /// as a count of the items would; sorted by state, status and reason.
+    /// - Throws: ``StoreError/corrupt(_:)`` when the counts exceed the job's items.
+    public static func assemble(outcomes: [JobOutcomeCount], retrying: Int, itemCount: Int, job: JobID) throws
+        -> [JobOutcomeCount]
+    {
+        var counts = outcomes.filter { $0.count > 0 }
+        let finished = counts.reduce(0) { $0 + $1.count }
+        let pending = itemCount - finished - retrying
+        guard pending >= 0, retrying >= 0, counts.allSatisfy({ $0.state.isFinal }) else {
+            throw StoreError.corrupt("job \(job) counts more outcomes than items")
+        }
+        if pending > 0 { counts.append(JobOutcomeCount(state: .pending, status: nil, reason: nil, count: pending)) }
+        if retrying > 0 { counts.append(JobOutcomeCount(state: .retrying, status: nil, reason: nil, count: retrying)) }
+        return counts.sorted {
+            ($0.state.rawValue, $0.status ?? -1, $0.reason ?? "") < ($1.state.rawValue, $1.status ?? -1, $1.reason ?? "")
+        }
+    }
+}
+
 /// ``JobReports`` for any ``PushStore``, by reading every item of the job (slow for big jobs;
 /// for stores without a report query of their own).
 public struct ScanningJobReports: JobReports {

@@ -162,6 +162,40 @@ extension SQLitePushStore {
         // which this store has done since v3: nothing to change here. Registered so that both
         // backends' schema versions keep the same names and order.
         migrator.registerMigration("v8-shared-payloads") { _ in }
+        // The batch path's lean item shape (issue 13). Every outcome used to rewrite four
+        // text-keyed index entries of its item (`job_item_by_state`, `job_item_outcomes`,
+        // `job_item_due`, each with the item's state) and every report poll counted the whole
+        // job. Now:
+        // - `job_outcome` counts a job's outcomes by (state, status, reason), updated in the
+        //   transaction that records them: a report reads a few rows, whatever the job's size;
+        // - the claim, retry and failed-item indexes are partial: only pending items are in
+        //   `job_item_pending`, only `retrying` ones in `job_item_due`, only failed ones in
+        //   `job_item_failed`. An item that is sent leaves one index (and enters none).
+        migrator.registerMigration("v9-lean-job-items") { db in
+            try db.execute(
+                sql: """
+                    CREATE TABLE job_outcome (
+                        tenant TEXT NOT NULL,
+                        job_id TEXT NOT NULL,
+                        state TEXT NOT NULL,
+                        status INTEGER,
+                        reason TEXT,
+                        n INTEGER NOT NULL,
+                        FOREIGN KEY (tenant, job_id) REFERENCES job (tenant, id) ON DELETE CASCADE
+                    );
+                    CREATE INDEX job_outcome_by_job ON job_outcome (tenant, job_id, state, status, reason);
+                    INSERT INTO job_outcome (tenant, job_id, state, status, reason, n)
+                        SELECT tenant, job_id, state, status, reason, count(*) FROM job_item
+                        WHERE state IN ('sent', 'failed', 'unknown')
+                        GROUP BY tenant, job_id, state, status, reason;
+                    DROP INDEX job_item_by_state;
+                    DROP INDEX job_item_outcomes;
+                    DROP INDEX job_item_due;
+                    CREATE INDEX job_item_pending ON job_item (tenant, job_id, idx) WHERE state = 'pending';
+                    CREATE INDEX job_item_due ON job_item (tenant, job_id, next_attempt_ms) WHERE state = 'retrying';
+                    CREATE INDEX job_item_failed ON job_item (tenant, job_id, idx) WHERE state = 'failed';
+                    """)
+        }
         return migrator
     }
 }

@@ -5,36 +5,21 @@ import HeraldCore
 // The job reports the HTTP API shows (``JobReports``), read through the store's own pool: WAL
 // mode lets these reads run beside the runner's writes without a second connection.
 extension SQLitePushStore: JobReports {
-    /// Counts a job's items by outcome: a scan of the covering index `job_item_outcomes`
-    /// (migration v2) over the job's range, grouped in index order, never touching item rows.
-    static let outcomesSQL = """
-        SELECT state, status, reason, count(*) AS n FROM job_item
-        WHERE tenant = ? AND job_id = ?
-        GROUP BY state, status, reason
-        ORDER BY state, status, reason
-        """
-
-    /// One page of a job's failed items in index order: a range of `job_item_by_state`
-    /// (`tenant, job_id, state, idx`), then one row lookup per item of the page. Without the
-    /// `INDEXED BY`, SQLite (no statistics) walks the primary key from `idx` and skips every row
-    /// that did not fail: the whole job for a page near the end or with few failures.
+    /// One page of a job's failed items in index order: a range of the partial index
+    /// `job_item_failed` (`tenant, job_id, idx` of failed items only, migration v9), then one
+    /// row lookup per item of the page.
     static let failedItemsSQL = """
-        SELECT * FROM job_item INDEXED BY job_item_by_state
+        SELECT * FROM job_item INDEXED BY job_item_failed
         WHERE tenant = ? AND job_id = ? AND state = 'failed' AND idx > ?
         ORDER BY idx LIMIT ?
         """
 
+    /// The counts kept in `job_outcome` with the job's retrying and pending items
+    /// (``SQLitePushStore/outcomeCounts(_:job:)``): constant time, not a count of the items.
     public func outcomes(tenant: TenantID, job: JobID) async throws -> [JobOutcomeCount] {
         try await pool.read { db in
-            try Row.fetchAll(
-                db.cachedStatement(sql: Self.outcomesSQL), arguments: [tenant.rawValue, job.rawValue]
-            ).map { row in
-                let raw: String = row["state"]
-                guard let state = JobItemState(rawValue: raw) else {
-                    throw StoreError.corrupt("job item with an unknown state")
-                }
-                return JobOutcomeCount(state: state, status: row["status"], reason: row["reason"], count: row["n"])
-            }
+            guard let stored = try Self.fetchJob(db, tenant: tenant, id: job) else { return [] }
+            return try Self.outcomeCounts(db, job: stored)
         }
     }
 

@@ -85,19 +85,22 @@ extension SQLitePushStore {
         }
         pool.asyncWrite(
             { db -> [Written] in
-                batch.map { waiter in
+                var counts = OutcomeCounts()
+                let written = batch.map { waiter -> Written in
                     switch waiter.change {
                     case .result(let result, _):
                         return .recorded(
                             Result {
                                 try Self.record(
-                                    db, tenant: waiter.tenant, job: waiter.job, index: waiter.index, result: result)
+                                    db, tenant: waiter.tenant, job: waiter.job, index: waiter.index, result: result,
+                                    counts: &counts)
                             })
                     case .outcome(let result, _):
                         return .changed(
                             Result {
                                 try Self.update(
-                                    db, tenant: waiter.tenant, job: waiter.job, index: waiter.index, result: result)
+                                    db, tenant: waiter.tenant, job: waiter.job, index: waiter.index, result: result,
+                                    counts: &counts)
                             })
                     case .retry(let retry, _):
                         return .changed(
@@ -107,6 +110,9 @@ extension SQLitePushStore {
                             })
                     }
                 }
+                // In the same transaction as the outcomes: if it fails, neither is written.
+                try counts.write(db)
+                return written
             },
             completion: { _, outcome in
                 switch outcome {
@@ -155,25 +161,26 @@ extension SQLitePushStore {
 
     /// Records one outcome inside a write transaction and reads the item back: the first
     /// outcome recorded wins.
-    private static func record(_ db: Database, tenant: TenantID, job: JobID, index: Int, result: JobItemResult) throws
-        -> RecordOutcome
-    {
-        let changed = try update(db, tenant: tenant, job: job, index: index, result: result)
+    private static func record(
+        _ db: Database, tenant: TenantID, job: JobID, index: Int, result: JobItemResult, counts: inout OutcomeCounts
+    ) throws -> RecordOutcome {
+        let changed = try update(db, tenant: tenant, job: job, index: index, result: result, counts: &counts)
         guard
             let row = try Row.fetchOne(
                 db.cachedStatement(
                     sql: "SELECT \(jobItemColumns) FROM job_item WHERE tenant = ? AND job_id = ? AND idx = ?"),
                 arguments: [tenant.rawValue, job.rawValue, index])
         else { throw StoreError.notFound("item \(index) of job \(job)") }
-        let item = try jobItem(from: row)
+        var payloads = PayloadCache()
+        let item = try jobItem(from: row, db, payloads: &payloads)
         return changed ? .recorded(item) : .alreadyRecorded(item)
     }
 
     /// Writes one outcome inside a write transaction if the item has none yet.
-    /// - Returns: true when it was written.
-    private static func update(_ db: Database, tenant: TenantID, job: JobID, index: Int, result: JobItemResult) throws
-        -> Bool
-    {
+    /// - Returns: true when it was written (and then counted in `counts`).
+    private static func update(
+        _ db: Database, tenant: TenantID, job: JobID, index: Int, result: JobItemResult, counts: inout OutcomeCounts
+    ) throws -> Bool {
         // Cached statements skip SQLite's parse and GRDB's authorizer on this hot path.
         try db.cachedStatement(
             sql: """
@@ -188,6 +195,48 @@ extension SQLitePushStore {
             try millis(result.finishedAt, field: "finished_at"), result.attempts,
             tenant.rawValue, job.rawValue, index,
         ])
-        return db.changesCount > 0
+        guard db.changesCount > 0 else { return false }
+        counts.add(tenant: tenant, job: job, result: result)
+        return true
+    }
+}
+
+/// The outcomes one write transaction recorded, by job and (state, status, reason): added to
+/// `job_outcome` (migration v9) at the end of that transaction, one row update per kind of
+/// outcome instead of one per item.
+struct OutcomeCounts {
+    struct Key: Hashable {
+        var tenant: String
+        var job: String
+        var state: String
+        var status: Int?
+        var reason: String?
+    }
+
+    private(set) var counts: [Key: Int] = [:]
+
+    mutating func add(tenant: TenantID, job: JobID, result: JobItemResult) {
+        let key = Key(
+            tenant: tenant.rawValue, job: job.rawValue, state: result.state.rawValue, status: result.status,
+            reason: result.reason)
+        counts[key, default: 0] += 1
+    }
+
+    /// Adds the counts to `job_outcome` (a row per kind of outcome: the one writer thread never
+    /// races itself between the update and the insert).
+    func write(_ db: Database) throws {
+        for (key, count) in counts {
+            try db.cachedStatement(
+                sql: """
+                    UPDATE job_outcome SET n = n + ?
+                    WHERE tenant = ? AND job_id = ? AND state = ? AND status IS ? AND reason IS ?
+                    """
+            ).execute(arguments: [count, key.tenant, key.job, key.state, key.status, key.reason])
+            if db.changesCount == 0 {
+                try db.cachedStatement(
+                    sql: "INSERT INTO job_outcome (tenant, job_id, state, status, reason, n) VALUES (?, ?, ?, ?, ?, ?)"
+                ).execute(arguments: [key.tenant, key.job, key.state, key.status, key.reason, count])
+            }
+        }
     }
 }

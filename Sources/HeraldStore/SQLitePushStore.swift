@@ -353,21 +353,21 @@ public final class SQLitePushStore: PushStore {
         }
     }
 
-    /// The lowest-index pending items a claimant may take: a range of `job_item_by_state`
-    /// (`tenant, job_id, state, idx`) in `idx` order. Without the `INDEXED BY`, SQLite (no
-    /// statistics) walks the primary key from the job's first item and skips every finished
-    /// one: near the end of a 100,000-item job that is about 30 ms per claim instead of about
-    /// 1 ms, inside the store's one write transaction.
+    /// The lowest-index pending items a claimant may take: a range of the partial index
+    /// `job_item_pending` (`tenant, job_id, idx` of pending items only, migration v9) in `idx`
+    /// order. Without the `INDEXED BY`, SQLite (no statistics) walks the primary key from the
+    /// job's first item and skips every finished one: near the end of a 100,000-item job that
+    /// is about 30 ms per claim instead of about 1 ms, inside the store's one write transaction.
     static let claimSQL = """
-        SELECT idx FROM job_item INDEXED BY job_item_by_state
+        SELECT idx FROM job_item INDEXED BY job_item_pending
         WHERE tenant = ? AND job_id = ? AND state = 'pending' AND idx >= ?
           AND (claimant = ? OR claimant IS NULL OR lease_until_ms IS NULL OR lease_until_ms <= ?)
         ORDER BY idx
         LIMIT ?
         """
 
-    /// The due `retrying` items a claimant may take, earliest first: a range of `job_item_due`
-    /// (`tenant, job_id, state, next_attempt_ms`).
+    /// The due `retrying` items a claimant may take, earliest first: a range of the partial
+    /// index `job_item_due` (`tenant, job_id, next_attempt_ms` of `retrying` items only).
     static let claimDueSQL = """
         SELECT idx FROM job_item INDEXED BY job_item_due
         WHERE tenant = ? AND job_id = ? AND state = 'retrying' AND next_attempt_ms <= ?
@@ -405,12 +405,13 @@ public final class SQLitePushStore: PushStore {
                 sql:
                     "UPDATE job_item SET claimant = ?, lease_until_ms = ? WHERE tenant = ? AND job_id = ? AND idx IN (\(list))",
                 arguments: [claimant, until, tenant.rawValue, job.rawValue])
+            var payloads = PayloadCache()
             let claimed = try Row.fetchAll(
                 db,
                 sql:
                     "SELECT \(Self.jobItemColumns) FROM job_item WHERE tenant = ? AND job_id = ? AND idx IN (\(list)) ORDER BY idx",
                 arguments: [tenant.rawValue, job.rawValue]
-            ).map { try Self.jobItem(from: $0) }
+            ).map { try Self.jobItem(from: $0, db, payloads: &payloads) }
             // Due retries first, in the order they were claimed; then pending items in index order.
             let order = Dictionary(uniqueKeysWithValues: indexes.enumerated().map { ($1, $0) })
             return claimed.sorted { (order[$0.index] ?? 0) < (order[$1.index] ?? 0) }
@@ -457,7 +458,7 @@ public final class SQLitePushStore: PushStore {
         try await pool.write { db in
             try db.execute(
                 sql: """
-                    UPDATE job_item INDEXED BY job_item_by_state SET claimant = NULL, lease_until_ms = NULL
+                    UPDATE job_item INDEXED BY job_item_pending SET claimant = NULL, lease_until_ms = NULL
                     WHERE tenant = ? AND job_id = ? AND state = 'pending' AND claimant IS NOT NULL AND claimant != ?
                       AND (claimant = ? OR substr(claimant, 1, ?) = ?)
                     """,
@@ -482,24 +483,22 @@ public final class SQLitePushStore: PushStore {
 
     public func items(tenant: TenantID, job: JobID, fromIndex: Int, limit: Int) async throws -> [JobItem] {
         try await pool.read { db in
-            try Row.fetchAll(
+            var payloads = PayloadCache()
+            return try Row.fetchAll(
                 db,
                 sql:
                     "SELECT \(Self.jobItemColumns) FROM job_item WHERE tenant = ? AND job_id = ? AND idx >= ? ORDER BY idx LIMIT ?",
                 arguments: [tenant.rawValue, job.rawValue, fromIndex, max(0, limit)]
-            ).map { try Self.jobItem(from: $0) }
+            ).map { try Self.jobItem(from: $0, db, payloads: &payloads) }
         }
     }
 
     public func progress(tenant: TenantID, job: JobID) async throws -> JobProgress? {
         try await pool.read { db in
-            guard try Self.fetchJob(db, tenant: tenant, id: job) != nil else { return nil }
+            guard let stored = try Self.fetchJob(db, tenant: tenant, id: job) else { return nil }
             var progress = JobProgress(pending: 0, sent: 0, failed: 0)
-            let rows = try Row.fetchAll(
-                db, sql: "SELECT state, count(*) AS n FROM job_item WHERE tenant = ? AND job_id = ? GROUP BY state",
-                arguments: [tenant.rawValue, job.rawValue])
-            for row in rows {
-                try progress.add(state: row["state"], count: row["n"])
+            for count in try Self.outcomeCounts(db, job: stored) {
+                try progress.add(state: count.state.rawValue, count: count.count)
             }
             return progress
         }
@@ -534,7 +533,7 @@ public final class SQLitePushStore: PushStore {
         Date(timeIntervalSince1970: Double(millis) / 1000)
     }
 
-    private static func fetchJob(_ db: Database, tenant: TenantID, id: JobID) throws -> Job? {
+    static func fetchJob(_ db: Database, tenant: TenantID, id: JobID) throws -> Job? {
         try Row.fetchOne(
             db, sql: "SELECT * FROM job WHERE tenant = ? AND id = ?", arguments: [tenant.rawValue, id.rawValue]
         )
@@ -554,19 +553,20 @@ public final class SQLitePushStore: PushStore {
             createdAt: date(row["created_at_ms"]), updatedAt: date(row["updated_at_ms"]))
     }
 
-    /// The `job_item` columns in the order ``jobItem(from:)`` reads them, by position (reading
-    /// by name costs a case-insensitive lookup per column, on the job runner's hot path).
+    /// The `job_item` columns in the order ``jobItem(from:_:payloads:)`` reads them, by position
+    /// (reading by name costs a case-insensitive lookup per column, on the job runner's hot
+    /// path). Column 9 is the shared payload's id (`payload_ref`), column 25 the item's own
+    /// payload (items stored before v3; empty since).
     static let jobItemColumns = """
-        job_id, idx, device_token, topic, push_type, priority, expiration, collapse_id, apns_id, \
-        coalesce((SELECT p.payload FROM job_payload p
-                  WHERE p.tenant = job_item.tenant AND p.job_id = job_item.job_id AND p.id = job_item.payload_ref),
-                 job_item.payload), \
+        job_id, idx, device_token, topic, push_type, priority, expiration, collapse_id, apns_id, payload_ref, \
         state, status, reason, message, result_apns_id, apns_timestamp_ms, finished_at_ms, claimant, lease_until_ms, \
-        attempts, first_attempt_ms, next_attempt_ms, last_error, wire_at_ms
+        attempts, first_attempt_ms, next_attempt_ms, last_error, wire_at_ms, tenant, payload
         """
 
-    /// A job item from a row of ``jobItemColumns``.
-    static func jobItem(from row: Row) throws -> JobItem {
+    /// A job item from a row of ``jobItemColumns``; its payload, when shared (`payload_ref`),
+    /// read once per call through `payloads` and shared by every item that refers to it (one
+    /// copy for a chunk of a template batch, not one per item).
+    static func jobItem(from row: Row, _ db: Database, payloads: inout PayloadCache) throws -> JobItem {
         let stateRaw: String = row[10]
         let pushTypeRaw: String = row[4]
         guard let state = JobItemState(rawValue: stateRaw), let pushType = PushType(rawValue: pushTypeRaw) else {
@@ -576,7 +576,14 @@ public final class SQLitePushStore: PushStore {
         let apnsIDRaw: String = row[8]
         let priorityRaw: Int? = row[5]
         let expirationRaw: Int64? = row[6]
-        let payload: Data = row[9]
+        let payloadRef: Int64? = row[9]
+        let payload: [UInt8]
+        if let payloadRef {
+            payload = try payloads.payload(db, tenant: row[24], job: row[0], id: payloadRef)
+        } else {
+            let own: Data = row[25]
+            payload = [UInt8](own)
+        }
         let notification: HeraldCore.Notification
         do {
             notification = HeraldCore.Notification(
@@ -608,6 +615,36 @@ public final class SQLitePushStore: PushStore {
             firstAttemptAt: firstAttempt.map(date), nextAttemptAt: nextAttempt.map(date), lastError: row[22],
             onWireAt: wire.map(date))
     }
+
+    /// A job's item counts by (state, status, reason), as ``JobReports/outcomes(tenant:job:)``
+    /// answers: outcomes from `job_outcome` (migration v9), the `retrying` items from the
+    /// partial index `job_item_due`, and the rest of the job's items pending. A few row reads,
+    /// whatever the job's size.
+    static func outcomeCounts(_ db: Database, job: Job) throws -> [JobOutcomeCount] {
+        let outcomes = try Row.fetchAll(
+            db.cachedStatement(sql: outcomeCountsSQL),
+            arguments: [job.tenant.rawValue, job.id.rawValue]
+        ).map { row -> JobOutcomeCount in
+            let raw: String = row[0]
+            guard let state = JobItemState(rawValue: raw) else {
+                throw StoreError.corrupt("job outcome count with an unknown state")
+            }
+            return JobOutcomeCount(state: state, status: row[1], reason: row[2], count: row[3])
+        }
+        let retrying =
+            try Int.fetchOne(
+                db.cachedStatement(sql: retryingCountSQL), arguments: [job.tenant.rawValue, job.id.rawValue]) ?? 0
+        return try JobOutcomeCount.assemble(outcomes: outcomes, retrying: retrying, itemCount: job.itemCount, job: job.id)
+    }
+
+    /// A job's outcome counts: a range of `job_outcome_by_job`.
+    static let outcomeCountsSQL = "SELECT state, status, reason, n FROM job_outcome WHERE tenant = ? AND job_id = ? AND n > 0"
+
+    /// A job's `retrying` items: a count over the partial index `job_item_due` (only the items
+    /// waiting for a retry are in it).
+    static let retryingCountSQL = """
+        SELECT count(*) FROM job_item INDEXED BY job_item_due WHERE tenant = ? AND job_id = ? AND state = 'retrying'
+        """
 
     private static func invalidTokenRecord(_ row: Row) throws -> InvalidTokenRecord {
         let environmentRaw: String = row["environment"]
@@ -644,5 +681,30 @@ public struct TenantInvalidTokens: InvalidTokenRecorder {
         -> InvalidTokenRecord?
     {
         try await store.invalidToken(tenant: tenant, token: token, topic: topic, environment: environment)
+    }
+}
+
+/// The shared payloads (`job_payload`) read while one statement's items are built: each is read
+/// once and its bytes shared by every item that refers to it.
+struct PayloadCache {
+    private struct Key: Hashable {
+        var tenant: String
+        var job: String
+        var id: Int64
+    }
+
+    private var payloads: [Key: [UInt8]] = [:]
+
+    mutating func payload(_ db: Database, tenant: String, job: String, id: Int64) throws -> [UInt8] {
+        let key = Key(tenant: tenant, job: job, id: id)
+        if let payload = payloads[key] { return payload }
+        guard
+            let data = try Data.fetchOne(
+                db.cachedStatement(sql: "SELECT payload FROM job_payload WHERE tenant = ? AND job_id = ? AND id = ?"),
+                arguments: [tenant, job, id])
+        else { throw StoreError.corrupt("job item refers to a payload that is not stored") }
+        let payload = [UInt8](data)
+        payloads[key] = payload
+        return payload
     }
 }

@@ -140,6 +140,39 @@ struct BatchTests {
         await world.close()
     }
 
+    /// A client that sends `Expect: 100-continue` (curl does for bodies over 1 MiB) gets the
+    /// interim `100 Continue` before it sends the body, not after its own wait (curl's: 1 s).
+    @Test func expectContinueIsAnsweredBeforeTheBody() async throws {
+        let world = try await TestWorld.make()
+        let acme = world.tenant("acme")
+        try await LiveServer.with(world.options()) { live async throws in
+            let body = #"{"job_id": "expect-1", "notification": {"topic": "com.acme.app", "payload": {"aps": {"alert": "x"}}}, "device_tokens": ["\#(Tokens.make(0x63, 0))"]}"#
+            let socket = try RawSocket(port: live.port)
+            try socket.write(
+                "POST /v1/notifications/batch HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer \(acme.apiKey)\r\n"
+                    + "Content-Type: application/json\r\nContent-Length: \(body.utf8.count)\r\nExpect: 100-continue\r\n\r\n")
+            // Nothing of the body is sent until the interim answer came (the read gives up after 60 s).
+            var received = String(decoding: await socket.received(), as: UTF8.self)
+            #expect(received.hasPrefix("HTTP/1.1 100 Continue\r\n"), "\(received)")
+            try socket.write(body)
+            while !received.contains("HTTP/1.1 202") {
+                let more = await socket.received()
+                if more.isEmpty { break }
+                received += String(decoding: more, as: UTF8.self)
+            }
+            #expect(received.contains("HTTP/1.1 202 Accepted"), "\(received)")
+            // Without the expectation nothing interim is sent.
+            let plain = try RawSocket(port: live.port)
+            try plain.write(
+                "POST /v1/notifications/batch HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer \(acme.apiKey)\r\n"
+                    + "Content-Type: application/json\r\nContent-Length: \(body.utf8.count)\r\n\r\n" + body)
+            let answer = String(decoding: await plain.received(), as: UTF8.self)
+            #expect(answer.hasPrefix("HTTP/1.1 200 OK"), "the same job id again: 200 with the stored job; \(answer)")
+            _ = try await live.client().waitForJob("expect-1", key: acme.apiKey)
+        }
+        await world.close()
+    }
+
     /// SIGTERM-style graceful shutdown in the middle of a job: the sends on the wire finish and
     /// are recorded, the rest stays pending; a new server on the same store completes the job
     /// and no notification reaches APNs twice.

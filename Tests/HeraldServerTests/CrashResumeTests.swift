@@ -35,7 +35,10 @@ struct CrashResumeTests {
     func aBatchSurvivesKill9() async throws {
         let binary = try #require(Self.heraldBinary)
         let total = 3000
-        let world = try await TestWorld.make(faults: SandboxFaults(addedLatency: 0.004))
+        // 40 ms an answer: with 16 in flight the batch takes at least 7.5 s, so the kill (after
+        // 400 outcomes) lands mid-batch even when a poll takes seconds on a loaded machine (at 4 ms
+        // the faster store let a whole batch finish between two polls).
+        let world = try await TestWorld.make(faults: SandboxFaults(addedLatency: 0.04))
         let acme = world.tenant("acme")
         try ChildServer.writeJobsConfig(in: world.directory, concurrency: Self.concurrency)
 

@@ -8,7 +8,7 @@ import Testing
 @Suite("Job report query plans")
 struct JobReportPlanTests {
     @Test(
-        "outcome counts read only the covering index; failed items and claims go through the state index in idx order"
+        "outcome counts read the counts table and the retry index; failed items and claims go through partial indexes in idx order"
     )
     func plans() async throws {
         let store = try Fixtures.store()
@@ -18,27 +18,28 @@ struct JobReportPlanTests {
             tenant: acme, id: job, environment: .production, notifications: (0..<50).map { _ in Fixtures.note() },
             createdAt: Date(timeIntervalSince1970: 1_700_000_000))
 
-        let outcomes = try store.queryPlan(SQLitePushStore.outcomesSQL, arguments: [acme.rawValue, job.rawValue])
+        let outcomes = try store.queryPlan(SQLitePushStore.outcomeCountsSQL, arguments: [acme.rawValue, job.rawValue])
         #expect(outcomes.count == 1, "\(outcomes)")
-        #expect(outcomes.first?.contains("USING COVERING INDEX job_item_outcomes (tenant=? AND job_id=?)") == true)
-        // Grouped and ordered by the index itself: no sort step.
-        #expect(!outcomes.contains { $0.contains("TEMP B-TREE") }, "\(outcomes)")
+        #expect(outcomes.first?.contains("USING INDEX job_outcome_by_job (tenant=? AND job_id=?)") == true, "\(outcomes)")
+        let retrying = try store.queryPlan(SQLitePushStore.retryingCountSQL, arguments: [acme.rawValue, job.rawValue])
+        #expect(retrying.count == 1, "\(retrying)")
+        #expect(retrying.first?.contains("INDEX job_item_due (tenant=? AND job_id=?)") == true, "\(retrying)")
 
         let failed = try store.queryPlan(
             SQLitePushStore.failedItemsSQL, arguments: [acme.rawValue, job.rawValue, -1, 100])
         #expect(failed.count == 1, "\(failed)")
         #expect(
-            failed.first?.contains("USING INDEX job_item_by_state (tenant=? AND job_id=? AND state=? AND idx>?)")
+            failed.first?.contains("USING INDEX job_item_failed (tenant=? AND job_id=? AND idx>?)")
                 == true, "\(failed)")
         #expect(!failed.contains { $0.contains("TEMP B-TREE") }, "\(failed)")
 
-        // The job runner's claim takes the lowest pending indexes from the state index too.
+        // The job runner's claim takes the lowest pending indexes from the pending items' index.
         let claim = try store.queryPlan(
             SQLitePushStore.claimSQL, arguments: [acme.rawValue, job.rawValue, 0, "herald", 0, 500])
         #expect(claim.count == 1, "\(claim)")
         // From the run's cursor (`idx >= ?`), not from the job's first item.
         #expect(
-            claim.first?.contains("USING INDEX job_item_by_state (tenant=? AND job_id=? AND state=? AND idx>?)") == true,
+            claim.first?.contains("USING INDEX job_item_pending (tenant=? AND job_id=? AND idx>?)") == true,
             "\(claim)")
         #expect(!claim.contains { $0.contains("TEMP B-TREE") }, "\(claim)")
     }

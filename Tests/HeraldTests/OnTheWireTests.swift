@@ -85,7 +85,10 @@ struct OnTheWireTests {
         #expect(Set(transport.byID.keys) == Set(stored.compactMap { $0.notification.id?.rawValue }))
         #expect(transport.byID.values.allSatisfy { $0 == 1 })
         let items = try await store.items(tenant: Self.tenant, job: id, fromIndex: 0, limit: 100)
-        #expect(items.allSatisfy { $0.state == .sent && $0.onWireAt != nil })
+        #expect(items.allSatisfy { $0.state == .sent })
+        // Under at-least-once with the store to itself the runner sends without a wire mark: only
+        // the items marked before the crash carry one.
+        #expect(items.filter { $0.onWireAt != nil }.map(\.index) == [2, 5, 11])
     }
 
     @Test("marks asked for while one is written go out together in the next write; each waits for its own")

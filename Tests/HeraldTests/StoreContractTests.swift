@@ -702,4 +702,68 @@ struct StoreContractTests {
         #expect(items[0].onWireAt == at && items[1...].allSatisfy { $0.onWireAt == later })
         #expect(items.map(\.notification.id) == ids)
     }
+
+    @Test(
+        "outcome counts (v9) move with the outcomes: a second outcome is not counted, a retry then its outcome, outcomes at once",
+        arguments: StoreBackend.allCases)
+    func outcomeCounts(_ backend: StoreBackend) async throws {
+        try await backend.withStore(checkOutcomeCounts)
+    }
+
+    private func checkOutcomeCounts(_ store: any PushStore & JobReports) async throws {
+        let id = try JobID("counts-1")
+        let count = 300
+        _ = try await store.createJob(
+            tenant: acme, id: id, environment: nil, notifications: (0..<count).map { _ in Fixtures.note() }, createdAt: t0)
+        func agrees(_ progress: JobProgress) async throws {
+            let outcomes = try await store.outcomes(tenant: acme, job: id)
+            let scanned = try await ScanningJobReports(store: store).outcomes(tenant: acme, job: id)
+            #expect(outcomes == scanned)
+            #expect(try await store.progress(tenant: acme, job: id) == progress)
+        }
+        try await agrees(JobProgress(pending: count, sent: 0, failed: 0))
+        let sent = JobItemResult(state: .sent, status: 200, reason: nil, apnsID: nil, finishedAt: t0)
+        let gone = JobItemResult(state: .failed, status: 410, reason: "Unregistered", apnsID: nil, finishedAt: t0)
+        let lost = JobItemResult(state: .unknown, status: nil, reason: "Unknown", apnsID: nil, finishedAt: t0)
+        // Every item recorded twice at once, the two outcomes differing for some: one counts.
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            for index in 0..<200 {
+                let first = index % 10 == 0 ? gone : index % 25 == 1 ? lost : sent
+                group.addTask { _ = try await store.recordOutcome(tenant: self.acme, job: id, index: index, result: first) }
+                group.addTask { _ = try await store.recordOutcome(tenant: self.acme, job: id, index: index, result: sent) }
+            }
+            try await group.waitForAll()
+        }
+        let stored = try await store.items(tenant: acme, job: id, fromIndex: 0, limit: count)
+        let finals = stored.filter(\.state.isFinal)
+        #expect(finals.count == 200)
+        try await agrees(
+            JobProgress(
+                pending: count - 200, sent: finals.filter { $0.state == .sent }.count,
+                failed: finals.filter { $0.state == .failed }.count, retrying: 0,
+                unknown: finals.filter { $0.state == .unknown }.count))
+        // A retry counts as retrying (and pending) until its outcome; an item with an outcome is
+        // neither deferred nor counted again.
+        let retry = JobItemRetry(attempts: 1, firstAttemptAt: t0, nextAttemptAt: t0, lastError: "ServiceUnavailable")
+        #expect(try await store.deferItem(tenant: acme, job: id, index: 250, retry: retry))
+        #expect(try await !store.deferItem(tenant: acme, job: id, index: 0, retry: retry))
+        let before = try await store.progress(tenant: acme, job: id)
+        #expect(before?.retrying == 1 && before?.pending == count - 200)
+        try await agrees(try #require(before))
+        #expect(try await store.recordOutcome(tenant: acme, job: id, index: 250, result: gone))
+        #expect(try await !store.recordOutcome(tenant: acme, job: id, index: 250, result: sent))
+        var after = try #require(before)
+        after.retrying = 0
+        after.pending -= 1
+        after.failed += 1
+        try await agrees(after)
+        // Another tenant's job of the same id is counted apart.
+        _ = try await store.createJob(tenant: other, id: id, environment: nil, notifications: [Fixtures.note()], createdAt: t0)
+        #expect(try await store.recordOutcome(tenant: other, job: id, index: 0, result: gone))
+        try await agrees(after)
+        #expect(
+            try await store.outcomes(tenant: other, job: id) == [
+                JobOutcomeCount(state: .failed, status: 410, reason: "Unregistered", count: 1)
+            ])
+    }
 }

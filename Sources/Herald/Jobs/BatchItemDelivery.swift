@@ -16,6 +16,14 @@ struct BatchItemDelivery: Sendable {
     let store: any PushStore
     /// Draws the backoff's jitter.
     let random: @Sendable (ClosedRange<Double>) -> Double
+    /// True when this process is the store's only user (SQLite): then an at-least-once item is
+    /// sent without its wire mark. The mark serves two ends, neither of which applies there:
+    /// telling an at-most-once item that may have reached APNs from one never sent (an
+    /// at-least-once item without an outcome is sent again either way, with its apns-id), and
+    /// checking, right before the send, that no other claimant took the item's lease (no other
+    /// process claims from this store). It saves a row write per item on the batch path; a
+    /// shared store (PostgreSQL) keeps the mark for every guarantee, for its ownership check.
+    var exclusiveStore: Bool = false
 
     /// What became of the attempt.
     enum Step: Sendable, Equatable {
@@ -90,7 +98,8 @@ struct BatchItemDelivery: Sendable {
         }
 
         do {
-            guard try await marks.mark(item.index) else {
+            let marked = policy.guarantee == .atLeastOnce && exclusiveStore ? true : try await marks.mark(item.index)
+            guard marked else {
                 if let key, probe { recordUnsentProbe(key, reason: "NotSent", policy: policy, logger: logger) }
                 return .notOurs
             }

@@ -69,8 +69,10 @@ public struct JobRunnerStatistics: Sendable, Hashable {
 /// runner's claimant name. After a crash, the next runner resumes every job that is not
 /// finished: items with a recorded outcome are never sent again. Each request is marked "on the
 /// wire" in the store before it is written (``WireMarks``, one write for the sends that start
-/// together); an item claimed again with that mark and no outcome (its request may have reached
-/// APNs, or its answer arrived but was not recorded) is sent again with the same apns-id under
+/// together) — except an at-least-once item when this process has the store to itself
+/// (``JobRunnerConfiguration/exclusiveStore``), which is sent again after a crash either way; an
+/// item claimed again with that mark and no outcome (its request may have reached APNs, or its
+/// answer arrived but was not recorded) is sent again with the same apns-id under
 /// at-least-once, and recorded `unknown` without a send under at-most-once. When an outcome
 /// cannot be recorded, the job stops sending at once (the rest of its claimed items stay
 /// pending) and resumes at a later scan.
@@ -141,7 +143,8 @@ public final class JobRunner: Sendable {
         logger[metadataKey: "herald.component"] = "job-runner"
         self.logger = logger
         self.permits = TenantPermits(permitsPerTenant: max(1, configuration.concurrencyPerTenant))
-        self.delivery = BatchItemDelivery(router: router, store: store, random: { Double.random(in: $0) })
+        self.delivery = BatchItemDelivery(
+            router: router, store: store, random: { Double.random(in: $0) }, exclusiveStore: configuration.exclusiveStore)
         (events, eventSink) = AsyncStream.makeStream(of: Event.self, bufferingPolicy: .unbounded)
     }
 

@@ -6,14 +6,16 @@ import NIOCore
 /// The API listener's limits from `http:` in Hummingbird's terms (see ``BodyTimeoutHandler``).
 enum ListenerLimits {
     /// HTTP/1 with Hummingbird's idle timeout (a connection with no whole request in progress),
-    /// ``BodyTimeoutHandler`` on every connection, and idle connections closed to make room near
+    /// `Expect: 100-continue` answered (``ExpectContinueHandler``), ``BodyTimeoutHandler`` on every connection, and idle connections closed to make room near
     /// the connection cap (``IdleConnectionReaper``).
     static func server(_ http: HeraldConfig.ServerConfiguration.HTTPSettings) -> HTTPServerBuilder {
         let bodyTimeout = timeAmount(seconds: http.bodyTimeout)
         let reaper = IdleConnectionReaper(maxConnections: http.maxConnections)
         return .http1(
             configuration: HTTP1Channel.Configuration(
-                additionalChannelHandlers: [BodyTimeoutHandler(timeout: bodyTimeout), IdleConnectionTracker(reaper: reaper)],
+                additionalChannelHandlers: [
+                    ExpectContinueHandler(), BodyTimeoutHandler(timeout: bodyTimeout), IdleConnectionTracker(reaper: reaper),
+                ],
                 idleTimeout: timeAmount(seconds: http.idleTimeout)))
     }
 
