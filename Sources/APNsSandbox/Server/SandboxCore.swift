@@ -133,23 +133,3 @@ final class SandboxCore: Sendable {
     var activeConnectionCount: Int { connections.withLock { $0.count } }
     var totalConnectionCount: Int { connectionCounter.load(ordering: .relaxed) }
 }
-
-/// A small, fast, seedable generator (SplitMix64): same seed, same sequence.
-struct SplitMix64: RandomNumberGenerator {
-    private var state: UInt64
-
-    init(seed: UInt64) { self.state = seed }
-
-    mutating func next() -> UInt64 {
-        state &+= 0x9E37_79B9_7F4A_7C15
-        var z = state
-        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-        return z ^ (z >> 31)
-    }
-
-    /// A uniform value in [0, 1).
-    mutating func nextUnit() -> Double {
-        Double(next() >> 11) * (1.0 / 9_007_199_254_740_992.0)
-    }
-}

@@ -1,3 +1,4 @@
+import HeraldCore
 import NIOCore
 
 /// The decisions of one connection pool (one tenant × endpoint × credential), as a plain value.

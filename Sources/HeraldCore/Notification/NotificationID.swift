@@ -104,20 +104,11 @@ public struct NotificationID: Hashable, Sendable, CustomStringConvertible, Codab
 /// be unique, not secret: distinct within one generator, and unlikely to meet another's (64
 /// random bits of seed).
 public struct NotificationIDGenerator: RandomNumberGenerator, Sendable {
-    private var state: UInt64
+    private var random = SplitMix64()
 
-    public init() {
-        var system = SystemRandomNumberGenerator()
-        state = system.next()
-    }
+    public init() {}
 
-    public mutating func next() -> UInt64 {
-        state &+= 0x9E37_79B9_7F4A_7C15
-        var z = state
-        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-        return z ^ (z >> 31)
-    }
+    public mutating func next() -> UInt64 { random.next() }
 
     /// The next apns-id.
     public mutating func nextID() -> NotificationID { NotificationID.random(using: &self) }

@@ -1,3 +1,4 @@
+import HeraldCore
 import NIOCore
 import Testing
 
