@@ -58,6 +58,35 @@ extension SQLitePushStore {
         }
     }
 
+    /// The job runner's commit group: every change in one write transaction (with the job's
+    /// outcome counts), one statement run per item from cached statements, one await for all.
+    public func recordChanges(tenant: TenantID, job: JobID, _ changes: [JobItemChange]) async throws -> Int {
+        for change in changes {
+            if case .outcome(let result) = change.change, !result.state.isFinal {
+                throw StoreError.invalidArgument(
+                    "item \(change.index): a result must be sent, failed or unknown, not \(result.state)")
+            }
+        }
+        guard !changes.isEmpty else { return 0 }
+        return try await pool.write { db in
+            var counts = OutcomeCounts()
+            var changed = 0
+            for change in changes {
+                let written: Bool
+                switch change.change {
+                case .outcome(let result):
+                    written = try Self.update(
+                        db, tenant: tenant, job: job, index: change.index, result: result, counts: &counts)
+                case .retry(let retry):
+                    written = try Self.deferItem(db, tenant: tenant, job: job, index: change.index, retry: retry)
+                }
+                if written { changed += 1 }
+            }
+            try counts.write(db)
+            return changed
+        }
+    }
+
     private func enqueue(_ waiter: ResultQueue.Waiter) {
         let start = resultQueue.withLock { queue -> Bool in
             queue.waiting.append(waiter)
