@@ -117,20 +117,25 @@ extension PushStore {
         return false
     }
 
-    /// A store with no group write writes the changes one at a time, in order.
+    /// A store with no group write of its own writes each change with its own call, all at once
+    /// (a store that groups concurrent calls, as PostgreSQL's outcome writes do, still writes
+    /// them together). When one fails, the others may or may not be written.
     public func recordChanges(tenant: TenantID, job: JobID, _ changes: [JobItemChange]) async throws -> Int {
-        var changed = 0
-        for change in changes {
-            let written: Bool
-            switch change.change {
-            case .outcome(let result):
-                written = try await recordOutcome(tenant: tenant, job: job, index: change.index, result: result)
-            case .retry(let retry):
-                written = try await deferItem(tenant: tenant, job: job, index: change.index, retry: retry)
+        try await withThrowingTaskGroup(of: Bool.self) { group in
+            for change in changes {
+                group.addTask {
+                    switch change.change {
+                    case .outcome(let result):
+                        try await recordOutcome(tenant: tenant, job: job, index: change.index, result: result)
+                    case .retry(let retry):
+                        try await deferItem(tenant: tenant, job: job, index: change.index, retry: retry)
+                    }
+                }
             }
-            if written { changed += 1 }
+            var changed = 0
+            for try await written in group where written { changed += 1 }
+            return changed
         }
-        return changed
     }
 
     /// Stores a job with no limit checked.

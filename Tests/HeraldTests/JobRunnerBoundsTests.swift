@@ -208,7 +208,9 @@ struct JobRunnerBoundsTests {
         let sentAtPause = transport.total
         let unrecorded = sentAtPause - 3
         #expect(unrecorded >= 1 && unrecorded <= 1 + configuration.commitGroup, "sent without an outcome: \(unrecorded)")
-        #expect(store.failures == 1)
+        // The failed group's writes (one call per item here: this store has no group write).
+        let failures = store.failures
+        #expect(failures >= 1 && failures <= unrecorded)
         let progress = try #require(try await base.progress(tenant: Self.tenant, job: id))
         #expect(progress.pending == 17 && progress.sent == 3)
 
