@@ -48,6 +48,11 @@ struct BenchCommand: AsyncParsableCommand {
     var maxStreams: Int?
 
     @Option(
+        name: .customLong("write-after"),
+        help: "Write the requests a read of answers sends after every this many, not at the end of the read (0: at the end).")
+    var writeAfter: Int?
+
+    @Option(
         help: """
             Event-loop threads of Herald's client (default: NIO's shared group, one per core). h2load's -t counts the same \
             thing; the sandbox and the client share the machine's cores.
@@ -140,6 +145,7 @@ struct BenchCommand: AsyncParsableCommand {
         if let connections, !(1...64).contains(connections) { throw ValidationError("--connections must be 1…64") }
         if let threads, !(1...64).contains(threads) { throw ValidationError("--threads must be 1…64") }
         guard (1...1_000_000).contains(devices) else { throw ValidationError("--devices must be 1…1000000") }
+        if let writeAfter, !(0...100_000).contains(writeAfter) { throw ValidationError("--write-after must be 0…100000") }
         guard warmup >= 0 else { throw ValidationError("--warmup must be 0 or more") }
         guard quietRate >= 0 else { throw ValidationError("--quiet-rate must be 0 or more") }
         guard ["stall", "503"].contains(noisyMode) else { throw ValidationError("--noisy-mode must be stall or 503") }
@@ -425,6 +431,7 @@ struct BenchCommand: AsyncParsableCommand {
             let credentials = try CredentialProviders.make(for: tenant, clock: SystemWallClock())
             var configuration = TransportConfiguration(pool: tenant.pool)
             if let maxStreams { configuration.streamCeiling = maxStreams }
+            if let writeAfter { configuration.writeAfterRequests = writeAfter }
             try TenantTransport.validate(tenant: tenant, credentials: credentials)
             return TenantTransport(
                 tenant: tenant, credentials: credentials, configuration: configuration, eventLoopGroup: group, logger: logger)
