@@ -7,6 +7,7 @@
 #   REQUESTS=300000 CONNECTIONS=2 CONCURRENCY=1000 scripts/bench-herald.sh
 #   SKIP_BUILD=1 scripts/bench-herald.sh          # reuse .build/release/herald
 #   BENCH_ARGS="--through router" scripts/bench-herald.sh   # more `herald bench` options
+#   ROUNDS=5 scripts/bench-herald.sh              # each round's ratio and their median are printed too
 #
 # The same requests: herald bench sends its notifications to 1,024 device tokens in turn
 # (`--devices`), and h2load is given the very same `:path`s (`herald bench --print-paths`, h2load
@@ -29,7 +30,10 @@ CONCURRENCY=${CONCURRENCY:-1000}
 PAYLOAD_BYTES=${PAYLOAD_BYTES:-256}
 SANDBOX_THREADS=${SANDBOX_THREADS:-1}
 ROUNDS=${ROUNDS:-3}
-BENCH_ARGS=${BENCH_ARGS:---through transport}
+# One event-loop thread, as h2load runs with -t 1 (BENCH_ARGS="--through transport" gives Herald
+# NIO's shared group, a loop per core: three busy threads then share the two cores with the
+# sandbox, which costs Herald ~5% here).
+BENCH_ARGS=${BENCH_ARGS:---through transport --threads 1}
 DEVICES=${DEVICES:-1024}
 ONE_PATH=${ONE_PATH:-1}
 TENANT=${TENANT:-demo-token}
@@ -99,7 +103,7 @@ REQUESTS_SAVED=$REQUESTS; REQUESTS=20000
 run_h2load >/dev/null; run_herald >/dev/null 2>&1
 REQUESTS=$REQUESTS_SAVED
 
-best_h2load=0; best_herald=0; best_one=0
+best_h2load=0; best_herald=0; best_one=0; ratios=()
 for round in $(seq 1 "$ROUNDS"); do
     one=""
     if [[ "$ONE_PATH" == 1 ]]; then
@@ -107,7 +111,8 @@ for round in $(seq 1 "$ROUNDS"); do
         one=$(printf "   (h2load, one path: %.0f)" "$o")
     fi
     h=$(run_h2load); r=$(run_herald)
-    printf "   round %d: h2load %10.0f req/s   herald bench %10.0f notifications/s%s\n" "$round" "$h" "$r" "$one"
+    ratios+=("$(awk -v r="$r" -v h="$h" 'BEGIN { if (h > 0) printf "%.0f", 100 * r / h; else print 0 }')")
+    printf "   round %d: h2load %10.0f req/s   herald bench %10.0f notifications/s (%s%%)%s\n" "$round" "$h" "$r" "${ratios[-1]}" "$one"
     best_h2load=$(best_of "$best_h2load" "$h")
     best_herald=$(best_of "$best_herald" "$r")
 done
@@ -116,5 +121,9 @@ if [[ "$ONE_PATH" == 1 ]]; then
     printf "h2load with one repeated path (not the same requests): %.0f req/s, herald bench at %s%% of it\n" "$best_one" \
         "$(awk -v r="$best_herald" -v h="$best_one" 'BEGIN { if (h > 0) printf "%.0f", 100 * r / h; else print 0 }')"
 fi
+# Each round runs h2load and herald bench back to back, so a round's ratio compares one machine
+# state (its speed changes ~2x within minutes); the ratio of the bests pairs the luckiest moments.
+median=$(printf "%s\n" "${ratios[@]}" | sort -n | awk '{ v[NR] = $1 } END { print (NR % 2) ? v[(NR + 1) / 2] : int((v[NR / 2] + v[NR / 2 + 1]) / 2) }')
+printf "median of the rounds' ratios: %s%% (rounds: %s)\n" "$median" "${ratios[*]}"
 printf "h2load: %.0f req/s   herald bench: %.0f notifications/s   ratio: %s%% (goal >= 90%%)\n" "$best_h2load" "$best_herald" "$ratio"
 [[ "$ratio" -ge 90 ]] && echo "PASS" || echo "BELOW GOAL"
