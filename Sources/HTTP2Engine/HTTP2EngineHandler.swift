@@ -124,8 +124,20 @@ public final class HTTP2EngineHandler: ChannelInboundHandler, RemovableChannelHa
     /// already checked (``HTTP2Header/isValidValue(_:)``, or by construction) may pass false.
     @discardableResult
     public func submitRequest(_ headers: [HTTP2Header], body: ByteBuffer?, validatingHeaders: Bool = true) throws -> HTTP2StreamNumber {
+        try submitRequest(headers, outbound: body.map { .buffer($0) }, validatingHeaders: validatingHeaders)
+    }
+
+    /// ``submitRequest(_:body:validatingHeaders:)`` with the body as an array, kept (not copied)
+    /// until its bytes were handed to nghttp2: a caller holding its payload as `[UInt8]` saves a
+    /// buffer and a copy per request.
+    @discardableResult
+    public func submitRequest(_ headers: [HTTP2Header], bytes body: [UInt8]?, validatingHeaders: Bool = true) throws -> HTTP2StreamNumber {
+        try submitRequest(headers, outbound: body.map { .bytes($0, from: 0) }, validatingHeaders: validatingHeaders)
+    }
+
+    private func submitRequest(_ headers: [HTTP2Header], outbound: HTTP2Session.Outbound?, validatingHeaders: Bool) throws -> HTTP2StreamNumber {
         guard let session else { throw HTTP2EngineError.notActive }
-        let id = try session.submitRequest(headers, body: body, validating: validatingHeaders)
+        let id = try session.submitRequest(headers, outbound: outbound, validating: validatingHeaders)
         if reading, configuration.writeAfterRequests > 0 {
             submittedInBurst += 1
             if submittedInBurst >= configuration.writeAfterRequests {
