@@ -319,7 +319,8 @@ public final class HTTP2EngineHandler: ChannelInboundHandler, RemovableChannelHa
         guard !writing, !failed, let context, let session, session.isActive, context.channel.isActive else { return }
         writing = true
         var more = true
-        while more && context.channel.isWritable {
+        // Nothing to send (a read that needs no answer): no buffer is allocated for it.
+        while more && context.channel.isWritable && session.wantsWrite {
             var buffer = context.channel.allocator.buffer(capacity: min(configuration.maxBytesPerFlush, max(4096, lastGathered + lastGathered / 4)))
             do {
                 more = try session.send(into: &buffer, limit: configuration.maxBytesPerFlush)
