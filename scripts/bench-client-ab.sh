@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # A/B of `herald bench` variants against one `herald sandbox`, with one h2load run (the same
-# request as scripts/bench-herald.sh) at the start of each round, so that every variant and the
+# requests as scripts/bench-herald.sh: herald bench's device paths) at the start of each round, so that every variant and the
 # yardstick meet the same machine state. Prints rate / CPU a notification per variant and round.
 #
 #   VARIANTS="--through transport|--through transport --threads 1|--through router" scripts/bench-client-ab.sh
@@ -22,11 +22,14 @@ start_sandbox "$WORK/sandbox.log" --threads 1 --log-level warning
 demo_tenant demo-token "$SANDBOX_PORT" "$WORK/tenants"
 demo_body "$WORK/body.json" 256
 TOKEN=$("$HERALD" sandbox demo-token --key "$ROOT/tenants/keys/AuthKey_DEMOKEY001.p8")
+# The same requests as herald bench: its 1,024 device paths, in its order (see scripts/bench-herald.sh).
+"$HERALD" bench --tenants "$WORK/tenants" --tenant demo-token --print-paths \
+    | sed "s#^#https://127.0.0.1:$SANDBOX_PORT#" > "$WORK/uris.txt"
 
 run_h2load() {
     timeout 300 h2load -n "$REQUESTS" -c 2 -m 500 -t 1 -H "host: localhost" -H "authorization: bearer $TOKEN" \
         -H "apns-id: 3f6c4d8e-2a1b-4c5d-8e9f-0a1b2c3d4e5f" -H "apns-push-type: alert" -H "apns-topic: $DEMO_TOPIC" \
-        -d "$WORK/body.json" "https://127.0.0.1:$SANDBOX_PORT/3/device/$DEMO_DEVICE" 2>&1 \
+        -d "$WORK/body.json" -i "$WORK/uris.txt" 2>&1 \
         | awk '/^finished in/ {gsub(",", "", $4); printf "%.0f", $4}'
 }
 

@@ -64,6 +64,10 @@ public final class HTTP2EngineHandler: ChannelInboundHandler, RemovableChannelHa
         /// Let nghttp2 check HTTP semantics (pseudo-headers, content-length, forbidden
         /// connection headers); a violating stream is reset with PROTOCOL_ERROR.
         public var validatesHTTPMessaging: Bool
+        /// Requests (client) submitted while a read is being handled are written out after every
+        /// this many instead of all at once when the read burst ends, so that the peer can start
+        /// on the first ones meanwhile. 0: only at the end of the burst.
+        public var writeAfterRequests: Int = 0
 
         public init(
             mode: HTTP2EngineMode,
@@ -98,6 +102,11 @@ public final class HTTP2EngineHandler: ChannelInboundHandler, RemovableChannelHa
     private var flushScheduled = false
     private var needsFlush = false
     private var failed = false
+    /// The size of the last buffer gathered: the next one starts with about that much room, so a
+    /// burst of a few hundred requests is not copied again and again as its buffer doubles.
+    private var lastGathered = 0
+    /// Requests submitted during the current read burst since output was last written.
+    private var submittedInBurst = 0
 
     public init(configuration: Configuration) {
         self.configuration = configuration
@@ -115,8 +124,29 @@ public final class HTTP2EngineHandler: ChannelInboundHandler, RemovableChannelHa
     /// already checked (``HTTP2Header/isValidValue(_:)``, or by construction) may pass false.
     @discardableResult
     public func submitRequest(_ headers: [HTTP2Header], body: ByteBuffer?, validatingHeaders: Bool = true) throws -> HTTP2StreamNumber {
+        try submitRequest(headers, outbound: body.map { .buffer($0) }, validatingHeaders: validatingHeaders)
+    }
+
+    /// ``submitRequest(_:body:validatingHeaders:)`` with the body as an array, kept (not copied)
+    /// until its bytes were handed to nghttp2: a caller holding its payload as `[UInt8]` saves a
+    /// buffer and a copy per request.
+    @discardableResult
+    public func submitRequest(_ headers: [HTTP2Header], bytes body: [UInt8]?, validatingHeaders: Bool = true) throws -> HTTP2StreamNumber {
+        try submitRequest(headers, outbound: body.map { .bytes($0, from: 0) }, validatingHeaders: validatingHeaders)
+    }
+
+    private func submitRequest(_ headers: [HTTP2Header], outbound: HTTP2Session.Outbound?, validatingHeaders: Bool) throws -> HTTP2StreamNumber {
         guard let session else { throw HTTP2EngineError.notActive }
-        let id = try session.submitRequest(headers, body: body, validating: validatingHeaders)
+        let id = try session.submitRequest(headers, outbound: outbound, validating: validatingHeaders)
+        if reading, configuration.writeAfterRequests > 0 {
+            submittedInBurst += 1
+            if submittedInBurst >= configuration.writeAfterRequests {
+                // Outside nghttp2 (events are delivered after mem_recv returned): safe to send.
+                submittedInBurst = 0
+                writeOutput()
+                return id
+            }
+        }
         scheduleFlush()
         return id
     }
@@ -236,6 +266,7 @@ public final class HTTP2EngineHandler: ChannelInboundHandler, RemovableChannelHa
 
     public func channelReadComplete(context: ChannelHandlerContext) {
         reading = false
+        submittedInBurst = 0
         if needsFlush {
             needsFlush = false
             writeOutput()
@@ -288,8 +319,9 @@ public final class HTTP2EngineHandler: ChannelInboundHandler, RemovableChannelHa
         guard !writing, !failed, let context, let session, session.isActive, context.channel.isActive else { return }
         writing = true
         var more = true
-        while more && context.channel.isWritable {
-            var buffer = context.channel.allocator.buffer(capacity: 4096)
+        // Nothing to send (a read that needs no answer): no buffer is allocated for it.
+        while more && context.channel.isWritable && session.wantsWrite {
+            var buffer = context.channel.allocator.buffer(capacity: min(configuration.maxBytesPerFlush, max(4096, lastGathered + lastGathered / 4)))
             do {
                 more = try session.send(into: &buffer, limit: configuration.maxBytesPerFlush)
             } catch {
@@ -299,6 +331,7 @@ public final class HTTP2EngineHandler: ChannelInboundHandler, RemovableChannelHa
                 return
             }
             if buffer.readableBytes > 0 {
+                lastGathered = buffer.readableBytes
                 context.write(wrapOutboundOut(buffer), promise: nil)
                 context.flush()
             }

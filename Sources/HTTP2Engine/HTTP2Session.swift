@@ -42,10 +42,16 @@ final class HTTP2Session {
         var maxTrackedStreams: Int
     }
 
+    /// A stream's outbound DATA not yet handed to nghttp2: a buffer (its readable bytes), or an
+    /// array from an offset (a request's payload as the caller holds it, not copied first).
+    enum Outbound {
+        case buffer(ByteBuffer)
+        case bytes([UInt8], from: Int)
+    }
+
     private struct StreamState {
         var bodyBytes = 0
-        /// Outbound DATA not yet handed to nghttp2.
-        var outbound: ByteBuffer? = nil
+        var outbound: Outbound? = nil
     }
 
     let mode: HTTP2EngineMode
@@ -252,6 +258,10 @@ final class HTTP2Session {
     }
 
     func submitRequest(_ headers: [HTTP2Header], body: ByteBuffer?, validating: Bool = true) throws -> Int32 {
+        try submitRequest(headers, outbound: body.map { .buffer($0) }, validating: validating)
+    }
+
+    func submitRequest(_ headers: [HTTP2Header], outbound body: Outbound?, validating: Bool = true) throws -> Int32 {
         guard let session else { throw HTTP2EngineError.notActive }
         guard mode == .client else { throw HTTP2EngineError.wrongMode }
         let streamID: Int32 = try withNameValues(headers, validating: validating) { nva, count in
@@ -273,7 +283,7 @@ final class HTTP2Session {
         guard mode == .server else { throw HTTP2EngineError.wrongMode }
         // The entry must exist before nghttp2 may read from it; a stream that is already gone
         // makes the submit fail and the entry is dropped again.
-        if let body { streams[streamID, default: StreamState()].outbound = body }
+        if let body { streams[streamID, default: StreamState()].outbound = .buffer(body) }
         let rc: Int32 = try withNameValues(headers, validating: validating) { nva, count in
             if body != nil {
                 var provider = Self.dataProvider
@@ -520,21 +530,32 @@ final class HTTP2Session {
     fileprivate func readOutbound(
         streamID: Int32, into destination: UnsafeMutablePointer<UInt8>, length: Int, flags: UnsafeMutablePointer<UInt32>
     ) -> Int {
-        guard let index = streams.index(forKey: streamID), streams.values[index].outbound != nil else {
+        guard let index = streams.index(forKey: streamID), let outbound = streams.values[index].outbound else {
             // No source for a stream nghttp2 asks about: reset that stream, keep the connection.
             return Int(HTTP2Library.temporalCallbackFailure)
         }
-        let count = streams.values[index].outbound!.readWithUnsafeReadableBytes { source in
+        // Copies at most `length` bytes to `destination` (nghttp2's buffer of that size).
+        func copy(_ source: UnsafeRawBufferPointer) -> Int {
             let count = min(source.count, length)
             if count > 0, let base = source.baseAddress {
                 UnsafeMutableRawPointer(destination).copyMemory(from: base, byteCount: count)
             }
             return count
         }
-        if streams.values[index].outbound!.readableBytes == 0 {
-            flags.pointee |= NGHTTP2_DATA_FLAG_EOF.rawValue
-            streams.values[index].outbound = nil
+        let count: Int
+        let rest: Outbound?
+        switch outbound {
+        case .buffer(var buffer):
+            streams.values[index].outbound = nil  // the buffer is read, not copied, below
+            count = buffer.readWithUnsafeReadableBytes(copy)
+            rest = buffer.readableBytes == 0 ? nil : .buffer(buffer)
+        case .bytes(let bytes, let offset):
+            let start = min(max(0, offset), bytes.count)
+            count = bytes.withUnsafeBytes { copy(UnsafeRawBufferPointer(rebasing: $0[start...])) }
+            rest = start + count >= bytes.count ? nil : .bytes(bytes, from: start + count)
         }
+        streams.values[index].outbound = rest
+        if rest == nil { flags.pointee |= NGHTTP2_DATA_FLAG_EOF.rawValue }
         return count
     }
 }

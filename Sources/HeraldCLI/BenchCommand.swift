@@ -48,6 +48,11 @@ struct BenchCommand: AsyncParsableCommand {
     var maxStreams: Int?
 
     @Option(
+        name: .customLong("write-after"),
+        help: "Write the requests a read of answers sends after every this many, not at the end of the read (0: at the end).")
+    var writeAfter: Int?
+
+    @Option(
         help: """
             Event-loop threads of Herald's client (default: NIO's shared group, one per core). h2load's -t counts the same \
             thing; the sandbox and the client share the machine's cores.
@@ -62,6 +67,17 @@ struct BenchCommand: AsyncParsableCommand {
 
     @Option(name: .customLong("payload-bytes"), help: "Payload size in bytes.")
     var payloadBytes: Int = 256
+
+    @Option(help: "Distinct device tokens the notifications go to, in turn.")
+    var devices: Int = BenchWorkload.defaultDevices
+
+    @Flag(
+        name: .customLong("print-paths"),
+        help: """
+            Print the workload's distinct :path values (one per line, in the order they are sent) and exit: a yardstick \
+            such as h2load (-i) can then send the very same requests.
+            """)
+    var printPaths = false
 
     @Option(help: "Notifications sent before measuring (opens connections, raises stream limits).")
     var warmup: Int = 2000
@@ -128,6 +144,8 @@ struct BenchCommand: AsyncParsableCommand {
         guard payloadBytes > 0, payloadBytes <= 5120 else { throw ValidationError("--payload-bytes must be 1…5120") }
         if let connections, !(1...64).contains(connections) { throw ValidationError("--connections must be 1…64") }
         if let threads, !(1...64).contains(threads) { throw ValidationError("--threads must be 1…64") }
+        guard (1...1_000_000).contains(devices) else { throw ValidationError("--devices must be 1…1000000") }
+        if let writeAfter, !(0...100_000).contains(writeAfter) { throw ValidationError("--write-after must be 0…100000") }
         guard warmup >= 0 else { throw ValidationError("--warmup must be 0 or more") }
         guard quietRate >= 0 else { throw ValidationError("--quiet-rate must be 0 or more") }
         guard ["stall", "503"].contains(noisyMode) else { throw ValidationError("--noisy-mode must be stall or 503") }
@@ -142,6 +160,12 @@ struct BenchCommand: AsyncParsableCommand {
     }
 
     func run() async throws {
+        if printPaths {
+            for device in BenchWorkload.devices(devices) {
+                print(HeraldCore.Notification(deviceToken: device, payload: [UInt8]()).path)
+            }
+            return
+        }
         var tenantConfiguration: TenantConfiguration
         var environment: APNsEnvironment? = nil
         do {
@@ -191,8 +215,8 @@ struct BenchCommand: AsyncParsableCommand {
     private func runSolo(
         _ tenantConfiguration: TenantConfiguration, topic: String, environment: APNsEnvironment?, endpoint: APNsEndpoint?, header: String
     ) async throws {
-        let workload = BenchWorkload(count: count, topic: topic, payloadBytes: payloadBytes)
-        let warmupLoad = BenchWorkload(count: warmup, topic: topic, payloadBytes: payloadBytes)
+        let workload = BenchWorkload(count: count, topic: topic, payloadBytes: payloadBytes, devices: devices)
+        let warmupLoad = BenchWorkload(count: warmup, topic: topic, payloadBytes: payloadBytes, devices: devices)
         let figures: BenchFigures
         let group = clientGroup()
         defer {
@@ -407,6 +431,7 @@ struct BenchCommand: AsyncParsableCommand {
             let credentials = try CredentialProviders.make(for: tenant, clock: SystemWallClock())
             var configuration = TransportConfiguration(pool: tenant.pool)
             if let maxStreams { configuration.streamCeiling = maxStreams }
+            if let writeAfter { configuration.writeAfterRequests = writeAfter }
             try TenantTransport.validate(tenant: tenant, credentials: credentials)
             return TenantTransport(
                 tenant: tenant, credentials: credentials, configuration: configuration, eventLoopGroup: group, logger: logger)

@@ -15,14 +15,22 @@ struct BenchWorkload: Sendable {
     let notes: [HeraldCore.Notification]
 
     /// `count` notifications for `topic`, each with a `payloadBytes`-byte alert payload, spread
-    /// over 1024 device tokens.
-    init(count: Int, topic: String, pushType: PushType = .alert, payloadBytes: Int) {
-        var generator = SplitMix64(seed: 0x4845_5241_4c44)
-        let devices = (0..<1024).map { _ in DeviceToken(bytes: (0..<32).map { _ in UInt8.random(in: 0...255, using: &generator) }) }
+    /// over `devices` device tokens (in turn: notification `i` goes to device `i % devices`).
+    init(count: Int, topic: String, pushType: PushType = .alert, payloadBytes: Int, devices deviceCount: Int = Self.defaultDevices) {
+        let devices = Self.devices(deviceCount)
         let payload = Self.payload(bytes: payloadBytes)
         notes = (0..<count).map { index in
             HeraldCore.Notification(deviceToken: devices[index % devices.count], topic: topic, pushType: pushType, payload: payload)
         }
+    }
+
+    static let defaultDevices = 1024
+
+    /// The workload's device tokens: always the same ones for the same count (a fixed seed), so
+    /// that a yardstick can be given the very same `:path`s (`herald bench --print-paths`).
+    static func devices(_ count: Int) -> [DeviceToken] {
+        var generator = SplitMix64(seed: 0x4845_5241_4c44)
+        return (0..<max(1, count)).map { _ in DeviceToken(bytes: (0..<32).map { _ in UInt8.random(in: 0...255, using: &generator) }) }
     }
 
     /// `{"aps":{"alert":"xxxx…"}}`, exactly `bytes` long (at least the shortest such payload).

@@ -278,6 +278,51 @@ struct HTTP2EngineTests {
         #expect(pair.clientEvents.closed(second) == .noError)
     }
 
+    @Test(
+        "Requests submitted while answers are read go out after every writeAfterRequests, the rest when the read ends",
+        arguments: [(0, 0), (4, 2), (3, 3)])
+    func writesDuringARead(writeAfter: Int, writesDuringRead: Int) throws {
+        var clientConfiguration = HTTP2EngineHandler.Configuration(mode: .client)
+        clientConfiguration.writeAfterRequests = writeAfter
+        let pair = try EnginePair(client: clientConfiguration)
+        defer { pair.finish() }
+        pair.answerEveryRequest()
+        try pair.exchange()
+        for _ in 0..<10 { _ = try pair.clientEngine.submitRequest(EnginePair.request(), body: nil) }
+        // Each answer's close sends the next request, as a completion does.
+        var sent: [Int32] = []
+        pair.clientEvents.onEvent = { engine, event in
+            guard case .streamClosed = event, sent.count < 10, let id = try? engine.submitRequest(EnginePair.request(), body: nil) else { return }
+            sent.append(id)
+        }
+        // The ten requests reach the server; its ten answers reach the client in one read.
+        pair.client.embeddedEventLoop.run()
+        while let bytes = try pair.client.readOutbound(as: ByteBuffer.self) { try pair.server.writeInbound(bytes) }
+        pair.server.pipeline.fireChannelReadComplete()
+        pair.server.embeddedEventLoop.run()
+        var answers = ByteBuffer()
+        while var bytes = try pair.server.readOutbound(as: ByteBuffer.self) { answers.writeBuffer(&bytes) }
+        // One channelRead, and not yet its channelReadComplete (EmbeddedChannel.writeInbound fires both).
+        pair.client.pipeline.fireChannelRead(answers)
+        #expect(sent.count == 10)
+        var during: [ByteBuffer] = []
+        while let bytes = try pair.client.readOutbound(as: ByteBuffer.self) { during.append(bytes) }
+        #expect(during.count == writesDuringRead)
+        for bytes in during { try pair.server.writeInbound(bytes) }
+        // The rest (10 is not a multiple of the step) goes out when the read ends.
+        pair.client.pipeline.fireChannelReadComplete()
+        var after = 0
+        while let bytes = try pair.client.readOutbound(as: ByteBuffer.self) {
+            after += 1
+            try pair.server.writeInbound(bytes)
+        }
+        #expect(after == (writeAfter > 0 && 10 % writeAfter == 0 ? 0 : 1))
+        pair.server.pipeline.fireChannelReadComplete()
+        try pair.exchange()
+        #expect(sent.allSatisfy { pair.clientEvents.closed($0) == .noError })
+        #expect(pair.clientEngine.trackedStreams == 0)
+    }
+
     @Test("An error raised inside a callback is kept, fired down the pipeline after nghttp2 returns, and closes the connection")
     func callbackErrorIsRethrown() throws {
         let pair = try EnginePair(

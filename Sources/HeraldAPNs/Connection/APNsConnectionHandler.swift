@@ -259,7 +259,7 @@ final class APNsConnectionHandler: ChannelInboundHandler, HTTP2EngineDelegate {
                 // types; topic and collapse-id by TenantTransport.checkFieldValue; the token we
                 // signed; the host once per connection, below).
                 guard hostIsValid else { throw HTTP2EngineError.invalidHeader }
-                let streamID = try engine.submitRequest(headerScratch, body: request.payload, validatingHeaders: false)
+                let streamID = try engine.submitRequest(headerScratch, bytes: request.payload, validatingHeaders: false)
                 headerScratch.removeAll(keepingCapacity: true)
                 streams[streamID] = InFlight(request: request)
                 if request.isCancellable, let context {

@@ -49,7 +49,7 @@ struct APNsHeaderIndexing {
         if let collapseID = request.collapseID {
             headers.append(HTTP2Header(name: "apns-collapse-id", value: collapseID, indexing: Self.firstTime(&sentCollapseID)))
         }
-        headers.append(HTTP2Header(name: "content-length", value: String(request.payload.readableBytes)))
+        headers.append(HTTP2Header(name: "content-length", value: String(request.payload.count)))
     }
 
     private static func firstTime(_ sent: inout Bool) -> HTTP2HeaderIndexing {

@@ -19,7 +19,9 @@ final class APNsRequest: Sendable {
     let collapseID: String?
     /// `bearer <jwt>` for token tenants; nil for certificate tenants.
     let authorization: String?
-    let payload: ByteBuffer
+    /// The notification's payload as it came (an array shares its storage: not copied here; the
+    /// engine copies it into DATA frames).
+    let payload: [UInt8]
     /// The request gets an answer or fails by then, queue time included.
     let deadline: NIODeadline
     /// The caller may cancel it (``cancel()``): whoever holds it then registers how to let it go.
@@ -37,7 +39,7 @@ final class APNsRequest: Sendable {
 
     init(
         notification: Notification, apnsID: NotificationID, authorization: String?, deadline: NIODeadline,
-        cancellable: Bool = false, allocator: ByteBufferAllocator = ByteBufferAllocator(), completion: @escaping Completion
+        cancellable: Bool = false, completion: @escaping Completion
     ) {
         self.isCancellable = cancellable
         self.path = notification.path
@@ -48,7 +50,7 @@ final class APNsRequest: Sendable {
         self.expiration = notification.expiration?.headerValue
         self.collapseID = notification.collapseID
         self.authorization = authorization
-        self.payload = allocator.buffer(bytes: notification.payload)
+        self.payload = notification.payload
         self.deadline = deadline
         self.completion = completion
     }
