@@ -81,6 +81,12 @@ extension PostgresPushStore {
         }
         var written: Set<ItemKey> = []
         do {
+            var needs: [ItemKey: (tenant: TenantID, job: JobID, upTo: Int)] = [:]
+            for write in writes {
+                let key = ItemKey(tenant: write.tenant.rawValue, job: write.job.rawValue, index: 0)
+                needs[key] = (write.tenant, write.job, max(needs[key]?.upTo ?? 0, write.index + 1))
+            }
+            try await materialize(client, needs: Array(needs.values), logger: logger)
             for row in try await client.query(updateResults(writes), logger: logger).collect() {
                 let cells = row.makeRandomAccess()
                 written.insert(
