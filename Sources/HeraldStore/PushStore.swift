@@ -80,6 +80,13 @@ public protocol PushStore: Sendable {
     /// unleased): a claim returns it only once `retry.nextAttemptAt` has come.
     /// - Returns: false when the item already has an outcome (nothing is changed).
     func deferItem(tenant: TenantID, job: JobID, index: Int, retry: JobItemRetry) async throws -> Bool
+    /// Writes several items' outcomes and next attempts of one job at once, each as
+    /// ``recordOutcome(tenant:job:index:result:)`` or ``deferItem(tenant:job:index:retry:)``
+    /// would (an item that already has an outcome keeps it). The job runner's commit group: the
+    /// changes are durable when it returns; when it throws, a store with one transaction for them
+    /// (SQLite) wrote none of them, another may have written some (each change is idempotent).
+    /// - Returns: how many items changed.
+    func recordChanges(tenant: TenantID, job: JobID, _ changes: [JobItemChange]) async throws -> Int
     /// Marks items as on the wire: their requests are about to be written to APNs (one write for
     /// all of them, committed before it returns). Only items without an outcome and leased to
     /// `claimant` are marked; ``deferItem(tenant:job:index:retry:)`` clears the mark. A claim
@@ -108,6 +115,27 @@ extension PushStore {
     public func recordOutcome(tenant: TenantID, job: JobID, index: Int, result: JobItemResult) async throws -> Bool {
         if case .recorded = try await recordResult(tenant: tenant, job: job, index: index, result: result) { return true }
         return false
+    }
+
+    /// A store with no group write of its own writes each change with its own call, all at once
+    /// (a store that groups concurrent calls, as PostgreSQL's outcome writes do, still writes
+    /// them together). When one fails, the others may or may not be written.
+    public func recordChanges(tenant: TenantID, job: JobID, _ changes: [JobItemChange]) async throws -> Int {
+        try await withThrowingTaskGroup(of: Bool.self) { group in
+            for change in changes {
+                group.addTask {
+                    switch change.change {
+                    case .outcome(let result):
+                        try await recordOutcome(tenant: tenant, job: job, index: change.index, result: result)
+                    case .retry(let retry):
+                        try await deferItem(tenant: tenant, job: job, index: change.index, retry: retry)
+                    }
+                }
+            }
+            var changed = 0
+            for try await written in group where written { changed += 1 }
+            return changed
+        }
     }
 
     /// Stores a job with no limit checked.
@@ -284,6 +312,25 @@ public struct JobItem: Sendable, Hashable {
 }
 
 /// An item put back to wait for its next attempt (``PushStore/deferItem(tenant:job:index:retry:)``).
+/// One change of a job item that the job runner writes: its outcome, or its next attempt
+/// (``PushStore/recordChanges(tenant:job:_:)``).
+public struct JobItemChange: Sendable, Hashable {
+    public enum Change: Sendable, Hashable {
+        /// The item's final outcome (`sent`, `failed`, `unknown`).
+        case outcome(JobItemResult)
+        /// The item waits for its next attempt.
+        case retry(JobItemRetry)
+    }
+
+    public var index: Int
+    public var change: Change
+
+    public init(index: Int, change: Change) {
+        self.index = index
+        self.change = change
+    }
+}
+
 public struct JobItemRetry: Sendable, Hashable {
     /// Attempts made so far, in all.
     public var attempts: Int

@@ -58,6 +58,67 @@ extension SQLitePushStore {
         }
     }
 
+    /// The job runner's commit group: every change in one write transaction (with the job's
+    /// outcome counts). The plain successes (200, no reason, message or timestamp: nearly every
+    /// item of a batch) go in one statement, their indexes, apns-ids, times and attempts as one
+    /// JSON array bind; any other change is one run of a cached statement. A chunk's changes
+    /// name each item once.
+    public func recordChanges(tenant: TenantID, job: JobID, _ changes: [JobItemChange]) async throws -> Int {
+        var plain = PlainSuccesses()
+        var others: [JobItemChange] = []
+        for change in changes {
+            guard case .outcome(let result) = change.change else {
+                others.append(change)
+                continue
+            }
+            guard result.state.isFinal else {
+                throw StoreError.invalidArgument(
+                    "item \(change.index): a result must be sent, failed or unknown, not \(result.state)")
+            }
+            if try !plain.add(index: change.index, result: result) { others.append(change) }
+        }
+        guard !changes.isEmpty else { return 0 }
+        let plainCount = plain.count
+        let plainJSON = plain.json()
+        let single = others
+        return try await pool.write { db in
+            var counts = OutcomeCounts()
+            var changed = 0
+            if plainCount > 0 {
+                try db.cachedStatement(sql: Self.plainSuccessesSQL).execute(
+                    arguments: [plainJSON, tenant.rawValue, job.rawValue])
+                let written = db.changesCount
+                counts.add(tenant: tenant, job: job, result: PlainSuccesses.kind, count: written)
+                changed += written
+            }
+            for change in single {
+                let written: Bool
+                switch change.change {
+                case .outcome(let result):
+                    written = try Self.update(
+                        db, tenant: tenant, job: job, index: change.index, result: result, counts: &counts)
+                case .retry(let retry):
+                    written = try Self.deferItem(db, tenant: tenant, job: job, index: change.index, retry: retry)
+                }
+                if written { changed += 1 }
+            }
+            try counts.write(db)
+            return changed
+        }
+    }
+
+    /// Plain successes of one job: `[[idx, apns-id or null, finished_at_ms, attempts], ...]`
+    /// (built by ``PlainSuccesses`` from integers and validated apns-ids only), each item
+    /// looked up by its primary key.
+    static let plainSuccessesSQL = """
+        UPDATE job_item SET state = 'sent', status = 200, reason = NULL, message = NULL,
+            result_apns_id = j.value ->> 1, apns_timestamp_ms = NULL, finished_at_ms = j.value ->> 2,
+            claimant = NULL, lease_until_ms = NULL, attempts = max(attempts, j.value ->> 3), next_attempt_ms = NULL
+        FROM json_each(?1) AS j
+        WHERE job_item.tenant = ?2 AND job_item.job_id = ?3 AND job_item.idx = j.value ->> 0
+          AND job_item.state IN ('pending', 'retrying')
+        """
+
     private func enqueue(_ waiter: ResultQueue.Waiter) {
         let start = resultQueue.withLock { queue -> Bool in
             queue.waiting.append(waiter)
@@ -201,6 +262,34 @@ extension SQLitePushStore {
     }
 }
 
+/// The plain successes of a commit group (`sent`, 200, no reason, message or APNs timestamp),
+/// as the JSON array ``SQLitePushStore/plainSuccessesSQL`` binds.
+struct PlainSuccesses {
+    /// The outcome kind every plain success is counted as.
+    static let kind = JobItemResult(state: .sent, status: 200, reason: nil, apnsID: nil, finishedAt: Date(timeIntervalSince1970: 0))
+
+    private var text = "["
+    private(set) var count = 0
+
+    /// Adds the outcome if it is a plain success.
+    /// - Returns: false when it is not (it is written on its own).
+    /// - Throws: for a finish time out of the store's range.
+    mutating func add(index: Int, result: JobItemResult) throws -> Bool {
+        guard result.state == .sent, result.status == 200, result.reason == nil, result.message == nil,
+            result.apnsTimestamp == nil
+        else { return false }
+        let finished = try SQLitePushStore.millis(result.finishedAt, field: "finished_at")
+        if count > 0 { text += "," }
+        // An apns-id is a validated UUID (hex digits and dashes): nothing in it needs escaping.
+        let id = result.apnsID.map { "\"\($0.rawValue)\"" } ?? "null"
+        text += "[\(index),\(id),\(finished),\(result.attempts)]"
+        count += 1
+        return true
+    }
+
+    func json() -> String { text + "]" }
+}
+
 /// The outcomes one write transaction recorded, by job and (state, status, reason): added to
 /// `job_outcome` (migration v9) at the end of that transaction, one row update per kind of
 /// outcome instead of one per item.
@@ -215,11 +304,12 @@ struct OutcomeCounts {
 
     private(set) var counts: [Key: Int] = [:]
 
-    mutating func add(tenant: TenantID, job: JobID, result: JobItemResult) {
+    mutating func add(tenant: TenantID, job: JobID, result: JobItemResult, count: Int = 1) {
+        guard count > 0 else { return }
         let key = Key(
             tenant: tenant.rawValue, job: job.rawValue, state: result.state.rawValue, status: result.status,
             reason: result.reason)
-        counts[key, default: 0] += 1
+        counts[key, default: 0] += count
     }
 
     /// Adds the counts to `job_outcome` (a row per kind of outcome: the one writer thread never

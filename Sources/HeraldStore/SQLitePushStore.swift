@@ -398,25 +398,31 @@ public final class SQLitePushStore: PushStore {
                     db.cachedStatement(sql: Self.claimSQL),
                     arguments: [tenant.rawValue, job.rawValue, max(0, fromIndex), claimant, nowMillis, limit - rows.count])
             }
-            let indexes: [Int] = rows.map { $0["idx"] }
+            let indexes: [Int] = rows.map { $0[0] }
             guard !indexes.isEmpty else { return [] }
-            let list = indexes.map(String.init).joined(separator: ",")
-            try db.execute(
-                sql:
-                    "UPDATE job_item SET claimant = ?, lease_until_ms = ? WHERE tenant = ? AND job_id = ? AND idx IN (\(list))",
-                arguments: [claimant, until, tenant.rawValue, job.rawValue])
+            // One cached statement leases and reads them: the indexes as one JSON array bind
+            // (integers only), the rows read in place from the statement (not copied).
+            let list = "[" + indexes.map(String.init).joined(separator: ",") + "]"
             var payloads = PayloadCache()
-            let claimed = try Row.fetchAll(
-                db,
-                sql:
-                    "SELECT \(Self.jobItemColumns) FROM job_item WHERE tenant = ? AND job_id = ? AND idx IN (\(list)) ORDER BY idx",
-                arguments: [tenant.rawValue, job.rawValue]
-            ).map { try Self.jobItem(from: $0, db, payloads: &payloads) }
+            var claimed: [JobItem] = []
+            claimed.reserveCapacity(indexes.count)
+            let cursor = try Row.fetchCursor(
+                db.cachedStatement(sql: Self.leaseSQL), arguments: [claimant, until, tenant.rawValue, job.rawValue, list])
+            while let row = try cursor.next() {
+                claimed.append(try Self.jobItem(from: row, db, payloads: &payloads))
+            }
             // Due retries first, in the order they were claimed; then pending items in index order.
             let order = Dictionary(uniqueKeysWithValues: indexes.enumerated().map { ($1, $0) })
             return claimed.sorted { (order[$0.index] ?? 0) < (order[$1.index] ?? 0) }
         }
     }
+
+    /// Leases the claimed items (a JSON array of their indexes) and reads them back.
+    static let leaseSQL = """
+        UPDATE job_item SET claimant = ?, lease_until_ms = ?
+        WHERE tenant = ? AND job_id = ? AND idx IN (SELECT value FROM json_each(?))
+        RETURNING \(jobItemColumns)
+        """
 
     public func markOnWire(tenant: TenantID, job: JobID, indexes: [Int], claimant: String, at: Date) async throws
         -> Set<Int>

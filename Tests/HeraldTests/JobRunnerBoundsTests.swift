@@ -201,9 +201,16 @@ struct JobRunnerBoundsTests {
 
         try await Self.eventually("the outcome write failed") { store.failures >= 1 }
         try await Self.eventually("the job paused") { runner.activeJobCount == 0 }
-        // 3 outcomes recorded, the 4th item sent and its write failed; nothing after it was sent.
-        #expect(transport.total == 4, "sent after the failure: \(transport.total - 4)")
-        #expect(store.failures == 1)
+        // 3 outcomes recorded, the 4th write failed; the sends do not wait for their outcomes'
+        // writes, so a few more may have gone out meanwhile, but no more than one send on the
+        // wire plus one commit group (`commitGroup`) beyond the last durable outcome. After the
+        // failure nothing more is written or sent.
+        let sentAtPause = transport.total
+        let unrecorded = sentAtPause - 3
+        #expect(unrecorded >= 1 && unrecorded <= 1 + configuration.commitGroup, "sent without an outcome: \(unrecorded)")
+        // The failed group's writes (one call per item here: this store has no group write).
+        let failures = store.failures
+        #expect(failures >= 1 && failures <= unrecorded)
         let progress = try #require(try await base.progress(tenant: Self.tenant, job: id))
         #expect(progress.pending == 17 && progress.sent == 3)
 
@@ -215,9 +222,10 @@ struct JobRunnerBoundsTests {
         runner.stop()
         await running
         await router.shutdown()
-        // Only the item whose outcome was lost went out twice (same apns-id).
-        #expect(transport.total == 21)
-        #expect(transport.byID.values.filter { $0 == 2 }.count == 1)
+        // Only the items whose outcomes were not written went out twice (same apns-id).
+        #expect(transport.total == 20 + unrecorded)
+        #expect(transport.byID.values.filter { $0 == 2 }.count == unrecorded)
+        #expect(transport.byID.values.allSatisfy { $0 <= 2 })
     }
 
     @Test("a runner takes back the leases of its earlier instances, not other claimants'")

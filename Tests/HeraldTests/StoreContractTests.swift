@@ -766,4 +766,48 @@ struct StoreContractTests {
                 JobOutcomeCount(state: .failed, status: 410, reason: "Unregistered", count: 1)
             ])
     }
+
+    @Test(
+        "a commit group of changes: outcomes and retries of one job in one call, counted once, an item with an outcome kept",
+        arguments: StoreBackend.allCases)
+    func commitGroups(_ backend: StoreBackend) async throws {
+        try await backend.withStore(checkCommitGroups)
+    }
+
+    private func checkCommitGroups(_ store: any PushStore & JobReports) async throws {
+        let id = try JobID("groups-1")
+        let count = 100
+        _ = try await store.createJob(
+            tenant: acme, id: id, environment: nil, notifications: (0..<count).map { _ in Fixtures.note() }, createdAt: t0)
+        _ = try await store.createJob(tenant: other, id: id, environment: nil, notifications: [Fixtures.note()], createdAt: t0)
+        let sent = JobItemResult(state: .sent, status: 200, reason: nil, apnsID: nil, finishedAt: t0, attempts: 1)
+        let gone = JobItemResult(
+            state: .failed, status: 410, reason: "Unregistered", message: "gone", apnsID: nil, finishedAt: t0, attempts: 1)
+        let retry = JobItemRetry(attempts: 1, firstAttemptAt: t0, nextAttemptAt: t0.addingTimeInterval(5), lastError: "ServiceUnavailable")
+        // 0..<60 sent, 60..<70 failed, 70..<75 retrying, the rest pending.
+        let changes = (0..<75).map { index -> JobItemChange in
+            JobItemChange(index: index, change: index < 60 ? .outcome(sent) : index < 70 ? .outcome(gone) : .retry(retry))
+        }
+        #expect(try await store.recordChanges(tenant: acme, job: id, changes) == 75)
+        // Again: items with an outcome keep it (and are not counted twice); retries are put back again.
+        #expect(try await store.recordChanges(tenant: acme, job: id, changes) == 5)
+        #expect(try await store.recordChanges(tenant: acme, job: id, []) == 0)
+        // A non-final outcome is refused before anything is written.
+        let pendingResult = JobItemResult(state: .pending, status: nil, reason: nil, apnsID: nil, finishedAt: t0)
+        await #expect(throws: StoreError.self) {
+            _ = try await store.recordChanges(
+                tenant: acme, job: id,
+                [JobItemChange(index: 80, change: .outcome(sent)), JobItemChange(index: 81, change: .outcome(pendingResult))])
+        }
+        let progress = try #require(try await store.progress(tenant: acme, job: id))
+        #expect(progress == JobProgress(pending: count - 70, sent: 60, failed: 10, retrying: 5, unknown: 0))
+        let items = try await store.items(tenant: acme, job: id, fromIndex: 0, limit: count)
+        #expect(items[0].state == .sent && items[0].result?.status == 200 && items[0].result?.attempts == 1)
+        #expect(items[65].state == .failed && items[65].result?.reason == "Unregistered" && items[65].result?.message == "gone")
+        #expect(items[72].state == .retrying && items[72].nextAttemptAt == retry.nextAttemptAt && items[72].attempts == 1)
+        #expect(items[80].state == .pending && items[81].state == .pending)
+        #expect(try await ScanningJobReports(store: store).outcomes(tenant: acme, job: id) == store.outcomes(tenant: acme, job: id))
+        // The other tenant's job of the same id is untouched.
+        #expect(try await store.progress(tenant: other, job: id) == JobProgress(pending: 1, sent: 0, failed: 0))
+    }
 }

@@ -4,16 +4,16 @@ import HeraldStore
 import Logging
 
 /// One attempt at a batch item under its tenant's ``HeraldCore/DeliveryPolicy``: the expiry
-/// check, the circuit, the send, and then the item's outcome recorded or its next attempt
-/// deferred in the store.
+/// check, the circuit, the send, and then the item's outcome or its next attempt, as a change
+/// for the store (``HeraldStore/JobItemChange``) that the job runner writes with its chunk's
+/// commit group (``OutcomeGroups``).
 ///
-/// The job runner calls ``deliver(_:of:logger:)`` for each item it claimed, once a tenant permit
-/// is free. The decisions are the policy's values (``HeraldCore/DeliveryOutcome``,
+/// The job runner calls ``deliver(_:of:marks:logger:)`` for each item it claimed, once a tenant
+/// permit is free. The decisions are the policy's values (``HeraldCore/DeliveryOutcome``,
 /// ``HeraldCore/DeliveryPolicy/retry(afterAttempts:firstAttempt:now:random:)``,
 /// ``CircuitBreaker``); this type only runs them.
 struct BatchItemDelivery: Sendable {
     let router: Router
-    let store: any PushStore
     /// Draws the backoff's jitter.
     let random: @Sendable (ClosedRange<Double>) -> Double
     /// True when this process is the store's only user (SQLite): then an at-least-once item is
@@ -27,15 +27,13 @@ struct BatchItemDelivery: Sendable {
 
     /// What became of the attempt.
     enum Step: Sendable, Equatable {
-        /// The outcome is recorded (`sent`, `failed`, `unknown`).
-        case recorded
-        /// Put back to wait for its next attempt.
-        case deferred
+        /// Its outcome (`sent`, `failed`, `unknown`) or its next attempt, to be written.
+        case write(JobItemChange)
         /// Not sent (cancelled): the item stays as it was.
         case leftPending
         /// Not sent: it got an outcome or its lease went to another claimant meanwhile.
         case notOurs
-        /// The tenant is gone or the store failed: nothing more of this job now.
+        /// The tenant is gone or the wire mark failed: nothing more of this job now.
         case pause
     }
 
@@ -53,7 +51,7 @@ struct BatchItemDelivery: Sendable {
         // Its request was about to be written by an instance that stopped (or a send that was
         // cancelled) with no outcome recorded: it may have reached APNs.
         if let onWire = item.onWireAt, policy.guarantee == .atMostOnce {
-            return await record(
+            return record(
                 item, of: job,
                 JobItemResult(
                     state: .unknown, status: nil, reason: DeliveryReason.unknown,
@@ -65,7 +63,7 @@ struct BatchItemDelivery: Sendable {
         let giveUpAt = firstAttempt.addingTimeInterval(policy.maxRetryDuration.secondsValue)
 
         if case .at(let seconds)? = item.notification.expiration, Double(seconds) < now.timeIntervalSince1970 {
-            return await record(
+            return record(
                 item, of: job,
                 JobItemResult(
                     state: .failed, status: nil, reason: DeliveryReason.expired,
@@ -88,9 +86,9 @@ struct BatchItemDelivery: Sendable {
                 let next = now.addingTimeInterval(max(0, clock.now.duration(to: until).secondsValue))
                 let lastError = item.lastError ?? "CircuitOpen"
                 guard next <= giveUpAt else {
-                    return await giveUp(item, of: job, status: nil, lastError: lastError, attempts: item.attempts, logger: logger)
+                    return giveUp(item, of: job, status: nil, lastError: lastError, attempts: item.attempts, logger: logger)
                 }
-                return await deferItem(
+                return deferItem(
                     item, of: job,
                     JobItemRetry(attempts: item.attempts, firstAttemptAt: firstAttempt, nextAttemptAt: next, lastError: lastError),
                     logger: logger)
@@ -137,29 +135,29 @@ struct BatchItemDelivery: Sendable {
             if let answer {
                 var result = JobItemResult(answer, finishedAt: finished)
                 result.attempts = attempts
-                return await record(item, of: job, result, logger: logger)
+                return record(item, of: job, result, logger: logger)
             }
             guard let failure else { return .leftPending }  // neither an answer nor an error: cannot happen
             var result = JobItemResult(failure: failure, apnsID: item.notification.id, finishedAt: finished)
             if let error = failure as? PushError, let reason = error.reason { result.reason = reason.wireValue }
             result.attempts = attempts
-            return await record(item, of: job, result, logger: logger)
+            return record(item, of: job, result, logger: logger)
 
         case .transient(let reason, _):
             switch policy.retry(afterAttempts: attempts, firstAttempt: firstAttempt, now: finished, random: random) {
             case .retry(let at):
-                return await deferItem(
+                return deferItem(
                     item, of: job,
                     JobItemRetry(attempts: attempts, firstAttemptAt: firstAttempt, nextAttemptAt: at, lastError: reason),
                     logger: logger)
             case .giveUp:
-                return await giveUp(item, of: job, status: answer?.status, lastError: reason, attempts: attempts, logger: logger)
+                return giveUp(item, of: job, status: answer?.status, lastError: reason, attempts: attempts, logger: logger)
             }
 
         case .unknown(let reason):
             switch policy.guarantee {
             case .atMostOnce:
-                return await record(
+                return record(
                     item, of: job,
                     JobItemResult(
                         state: .unknown, status: nil, reason: DeliveryReason.unknown,
@@ -167,10 +165,10 @@ struct BatchItemDelivery: Sendable {
                         apnsID: item.notification.id, finishedAt: finished, attempts: attempts), logger: logger)
             case .atLeastOnce:
                 guard finished <= giveUpAt else {
-                    return await giveUp(item, of: job, status: nil, lastError: reason, attempts: attempts, logger: logger)
+                    return giveUp(item, of: job, status: nil, lastError: reason, attempts: attempts, logger: logger)
                 }
                 // At once, same apns-id; the lost connection is gone, so it goes on another.
-                return await deferItem(
+                return deferItem(
                     item, of: job,
                     JobItemRetry(attempts: attempts, firstAttemptAt: firstAttempt, nextAttemptAt: finished, lastError: reason),
                     logger: logger)
@@ -180,7 +178,7 @@ struct BatchItemDelivery: Sendable {
             if let error = failure as? PushError, error.code == .unknownTenant { return .pause }
             // Not the notification's fault and nothing was sent: no attempt counted, never failed.
             let delay = policy.jittered(Self.localRefusalDelay, random: random)
-            return await deferItem(
+            return deferItem(
                 item, of: job,
                 JobItemRetry(
                     attempts: item.attempts, firstAttemptAt: firstAttempt,
@@ -198,8 +196,8 @@ struct BatchItemDelivery: Sendable {
 
     private func giveUp(
         _ item: JobItem, of job: Job, status: Int?, lastError: String, attempts: Int, logger: Logger
-    ) async -> Step {
-        await record(
+    ) -> Step {
+        record(
             item, of: job,
             JobItemResult(
                 state: .failed, status: status, reason: DeliveryReason.retryTimeExceeded,
@@ -208,27 +206,11 @@ struct BatchItemDelivery: Sendable {
             logger: logger)
     }
 
-    private func record(_ item: JobItem, of job: Job, _ result: JobItemResult, logger: Logger) async -> Step {
-        do {
-            _ = try await store.recordOutcome(tenant: job.tenant, job: job.id, index: item.index, result: result)
-            return .recorded
-        } catch {
-            logger.error(
-                "cannot record a job item's outcome; the item stays pending and will be sent again",
-                metadata: ["herald.index": "\(item.index)", "herald.error": "\(error)"])
-            return .pause
-        }
+    private func record(_ item: JobItem, of job: Job, _ result: JobItemResult, logger: Logger) -> Step {
+        .write(JobItemChange(index: item.index, change: .outcome(result)))
     }
 
-    private func deferItem(_ item: JobItem, of job: Job, _ retry: JobItemRetry, logger: Logger) async -> Step {
-        do {
-            _ = try await store.deferItem(tenant: job.tenant, job: job.id, index: item.index, retry: retry)
-            return .deferred
-        } catch {
-            logger.error(
-                "cannot defer a job item; it stays pending and is tried again later",
-                metadata: ["herald.index": "\(item.index)", "herald.error": "\(error)"])
-            return .pause
-        }
+    private func deferItem(_ item: JobItem, of job: Job, _ retry: JobItemRetry, logger: Logger) -> Step {
+        .write(JobItemChange(index: item.index, change: .retry(retry)))
     }
 }

@@ -12,6 +12,11 @@ public struct JobRunnerConfiguration: Sendable, Hashable {
     /// Items claimed from the store at a time, per job: at most one chunk of items (with their
     /// payloads) per job worked on is in memory.
     public var claimSize: Int = 500
+    /// Outcomes of a job written to the store in one transaction, at most (a commit group). The
+    /// send tasks do not wait for their outcomes to be written: a job's items sent without a
+    /// durable outcome are at most its sends on the wire (``concurrencyPerTenant``) plus this
+    /// many, which bounds the items sent again after a crash under at-least-once.
+    public var commitGroup: Int = 64
     /// Jobs of one tenant worked on at once (its other unfinished jobs wait in the store, oldest
     /// first). With ``claimSize`` and ``concurrencyPerTenant`` it bounds the runner's memory and
     /// tasks per tenant, however many unfinished jobs the store holds.
@@ -125,16 +130,6 @@ public final class JobRunner: Sendable {
         var statistics = JobRunnerStatistics()
     }
 
-    /// What became of one item's send.
-    private enum ItemOutcome: Sendable {
-        /// The outcome is recorded.
-        case recorded
-        /// Not sent (stopping): the item stays pending for a later run.
-        case leftPending
-        /// A transient condition (tenant reloading or gone, store failure): stop the job's sends now.
-        case pause
-    }
-
     public init(router: Router, store: any PushStore, configuration: JobRunnerConfiguration = JobRunnerConfiguration(), logger: Logger? = nil) {
         self.router = router
         self.store = store
@@ -144,7 +139,7 @@ public final class JobRunner: Sendable {
         self.logger = logger
         self.permits = TenantPermits(permitsPerTenant: max(1, configuration.concurrencyPerTenant))
         self.delivery = BatchItemDelivery(
-            router: router, store: store, random: { Double.random(in: $0) }, exclusiveStore: configuration.exclusiveStore)
+            router: router, random: { Double.random(in: $0) }, exclusiveStore: configuration.exclusiveStore)
         (events, eventSink) = AsyncStream.makeStream(of: Event.self, bufferingPolicy: .unbounded)
     }
 
@@ -378,11 +373,17 @@ public final class JobRunner: Sendable {
             }
             for item in claimed where item.state == .pending { fromIndex = max(fromIndex, item.index + 1) }
             let chunk = ClaimedChunk(claimed, marks: marks)
+            let senders = min(workers, claimed.count)
+            let outcomes = OutcomeGroups(inFlight: senders, groupSize: configuration.commitGroup)
             adjust { $0.claimedItemsHeld += claimed.count } peak: { $0.peakClaimedItemsHeld = max($0.peakClaimedItemsHeld, $0.claimedItemsHeld) }
             await withDiscardingTaskGroup { group in
-                for _ in 0..<min(workers, claimed.count) {
-                    group.addTask { await self.work(chunk, of: job, permits: pool, logger: itemLogger) }
+                group.addTask { await self.writeOutcomes(outcomes, of: job, chunk: chunk, logger: itemLogger) }
+                await withDiscardingTaskGroup { sends in
+                    for _ in 0..<senders {
+                        sends.addTask { await self.work(chunk, outcomes: outcomes, of: job, permits: pool, logger: itemLogger) }
+                    }
                 }
+                outcomes.close()
             }
             adjust { $0.claimedItemsHeld -= claimed.count } peak: { _ in }
             switch chunk.stopReason {
@@ -398,35 +399,65 @@ public final class JobRunner: Sendable {
         return false
     }
 
-    /// One send task of a chunk: under a tenant permit, takes the chunk's next item, sends it
-    /// and records its outcome, until the chunk is empty or stopped.
-    private func work(_ chunk: ClaimedChunk, of job: Job, permits pool: PermitPool, logger: Logger) async {
+    /// One send task of a chunk: under a slot of the chunk's commit groups and a tenant permit,
+    /// takes the chunk's next item, sends it and hands its outcome to the chunk's writer, until
+    /// the chunk is empty or stopped. It does not wait for the outcome to be written.
+    private func work(
+        _ chunk: ClaimedChunk, outcomes: OutcomeGroups, of job: Job, permits pool: PermitPool, logger: Logger
+    ) async {
         adjust { $0.sendTasks += 1 } peak: { $0.peakSendTasks = max($0.peakSendTasks, $0.sendTasks) }
         defer { adjust { $0.sendTasks -= 1 } peak: { _ in } }
         while true {
+            guard await outcomes.reserve() else {
+                chunk.stop(.pause)
+                return
+            }
             await pool.acquire()
             guard !isStopping else {
                 chunk.stop(.stopping)
                 pool.release()
+                outcomes.cancel()
                 return
             }
             guard let item = chunk.next() else {
                 pool.release()
+                outcomes.cancel()
                 return
             }
             adjust { $0.itemsInFlight += 1 } peak: { $0.peakItemsInFlight = max($0.peakItemsInFlight, $0.itemsInFlight) }
-            let outcome = await send(item, of: job, marks: chunk.marks, logger: logger)
+            let step = await delivery.deliver(item, of: job, marks: chunk.marks, logger: logger)
             adjust { $0.itemsInFlight -= 1 } peak: { _ in }
             pool.release()
-            switch outcome {
-            case .recorded: continue
+            switch step {
+            case .write(let change):
+                outcomes.add(change)
+            case .notOurs:
+                outcomes.cancel()
             case .leftPending:
+                outcomes.cancel()
                 chunk.stop(.stopping)
                 return
             case .pause:
+                outcomes.cancel()
                 chunk.stop(.pause)
                 return
             }
+        }
+    }
+
+    /// The chunk's writer: writes its outcomes and next attempts in commit groups
+    /// (``PushStore/recordChanges(tenant:job:_:)``) until its send tasks ended and nothing is
+    /// left. A failed write pauses the job: that group's items stay pending in the store.
+    private func writeOutcomes(_ outcomes: OutcomeGroups, of job: Job, chunk: ClaimedChunk, logger: Logger) async {
+        let store = self.store
+        let error = await outcomes.runWriter { changes in
+            _ = try await store.recordChanges(tenant: job.tenant, job: job.id, changes)
+        }
+        if let error {
+            chunk.stop(.pause)
+            logger.error(
+                "cannot record job items' outcomes; the job pauses and those items stay pending (sent again or reported unknown when it resumes)",
+                metadata: ["herald.error": "\(error)"])
         }
     }
 
@@ -449,16 +480,6 @@ public final class JobRunner: Sendable {
                 "job finished", metadata: ["herald.sent": "\(progress.sent)", "herald.failed": "\(progress.failed)"])
         } catch {
             logger.error("cannot finish the job", metadata: ["herald.error": "\(error)"])
-        }
-    }
-
-    /// Sends one item (a tenant permit is held): the tenant's delivery policy decides whether
-    /// its outcome is recorded or it is deferred to its next attempt (``BatchItemDelivery``).
-    private func send(_ item: JobItem, of job: Job, marks: WireMarks, logger: Logger) async -> ItemOutcome {
-        switch await delivery.deliver(item, of: job, marks: marks, logger: logger) {
-        case .recorded, .deferred, .notOurs: return .recorded
-        case .leftPending: return .leftPending
-        case .pause: return .pause
         }
     }
 
