@@ -172,21 +172,22 @@ extension PostgresPushStore {
                 """, binds: binds)
     }
 
-    /// How far ``materialize(_:tenant:job:target:claimant:leaseUntil:logger:)`` goes.
+    /// Which items ``materialize(_:tenant:job:target:logger:)`` gives their rows.
     enum MaterializeTarget {
-        /// The next `n` items without a row (a claim's share).
-        case next(Int)
-        /// Every item below this index.
+        /// A claim's share: the next `count` items without a row from `from` on, leased to
+        /// `claimant` until `leaseUntil` (Unix milliseconds); items without a row below `from`
+        /// get theirs unleased.
+        case claim(count: Int, from: Int, claimant: String, leaseUntil: Int64)
+        /// Every item below this index, unleased.
         case upTo(Int)
     }
 
-    /// Gives items of the job their `job_item` rows, from `job.materialized` on, leased to
-    /// `claimant` (nil: unleased), and returns the rows (the ``jobItemColumns(prefix:payload:)``).
-    /// Holds the job's row (`FOR NO KEY UPDATE`) until the transaction ends: instances
-    /// materializing at once take turns, each after the other's items.
+    /// Gives items of the job their `job_item` rows, from `job.materialized` on, and returns the
+    /// leased ones (the ``jobItemColumns(prefix:payload:)``). Holds the job's row
+    /// (`FOR NO KEY UPDATE`) until the transaction ends: instances materializing at once take
+    /// turns, each after the other's items.
     static func materialize(
-        _ connection: PostgresConnection, tenant: TenantID, job: JobID, target: MaterializeTarget, claimant: String?,
-        leaseUntil: Int64?, logger: Logger
+        _ connection: PostgresConnection, tenant: TenantID, job: JobID, target: MaterializeTarget, logger: Logger
     ) async throws -> [PostgresRow] {
         let rows = try await connection.query(
             """
@@ -196,35 +197,48 @@ extension PostgresPushStore {
         ).collect()
         guard let row = rows.first else { return [] }
         let cells = row.makeRandomAccess()
-        let from = try cells[0].decode(Int.self)
+        let start = try cells[0].decode(Int.self)
         let itemCount = try cells[1].decode(Int.self)
         let end: Int
+        let leasedFrom: Int
+        var claimant: String? = nil
+        var leaseUntil: Int64? = nil
         switch target {
-        case .next(let count): end = min(itemCount, from + max(0, count))
-        case .upTo(let index): end = min(itemCount, index)
+        case .claim(let count, let from, let holder, let until):
+            leasedFrom = max(start, from)
+            end = min(itemCount, leasedFrom + max(0, min(count, itemCount)))
+            (claimant, leaseUntil) = (holder, until)
+        case .upTo(let index):
+            end = min(itemCount, index)
+            leasedFrom = end
         }
-        guard from < end else { return [] }
-        let (a, b) = (Int32(clamping: from), Int32(clamping: end))
+        guard start < end else { return [] }
+        let (a, b, leased) = (Int32(clamping: start), Int32(clamping: end), Int32(clamping: leasedFrom))
         return try await connection.query(
             """
             WITH moved AS (
                 UPDATE job SET materialized = \(b) WHERE tenant = \(tenant.rawValue) AND id = \(job.rawValue)
+            ), made AS (
+                INSERT INTO job_item (tenant, job_id, idx, device_token, topic, push_type, priority, expiration,
+                                      collapse_id, apns_id, payload, payload_ref, state, claimant, lease_until_ms)
+                SELECT c.tenant, c.job_id, t.idx, t.token, CASE WHEN t.nulls & 1 = 0 THEN t.topic END, t.push_type,
+                       CASE WHEN t.nulls & 2 = 0 THEN t.priority END, CASE WHEN t.nulls & 4 = 0 THEN t.expiration END,
+                       CASE WHEN t.nulls & 8 = 0 THEN t.collapse_id END, t.apns_id, ''::bytea, t.payload_ref, 'pending',
+                       CASE WHEN t.idx >= \(leased) THEN \(claimant)::text END,
+                       CASE WHEN t.idx >= \(leased) THEN \(leaseUntil)::bigint END
+                FROM job_chunk c
+                CROSS JOIN LATERAL (
+                    SELECT c.first_idx + u.n::int - 1 AS idx, u.*
+                    FROM unnest(c.tokens, c.topics, c.push_types, c.priorities, c.expirations, c.collapse_ids,
+                                c.apns_ids, c.payload_refs, c.nulls)
+                         WITH ORDINALITY AS u(token, topic, push_type, priority, expiration, collapse_id, apns_id,
+                                              payload_ref, nulls, n)
+                ) AS t
+                WHERE c.tenant = \(tenant.rawValue) AND c.job_id = \(job.rawValue)
+                  AND c.first_idx < \(b) AND c.first_idx + c.count > \(a) AND t.idx >= \(a) AND t.idx < \(b)
+                RETURNING *
             )
-            INSERT INTO job_item AS item (tenant, job_id, idx, device_token, topic, push_type, priority, expiration,
-                                          collapse_id, apns_id, payload, payload_ref, state, claimant, lease_until_ms)
-            SELECT c.tenant, c.job_id, c.first_idx + t.n::int - 1, t.token, CASE WHEN t.nulls & 1 = 0 THEN t.topic END,
-                   t.push_type, CASE WHEN t.nulls & 2 = 0 THEN t.priority END,
-                   CASE WHEN t.nulls & 4 = 0 THEN t.expiration END, CASE WHEN t.nulls & 8 = 0 THEN t.collapse_id END,
-                   t.apns_id, ''::bytea, t.payload_ref, 'pending', \(claimant)::text, \(leaseUntil)::bigint
-            FROM job_chunk c
-            CROSS JOIN LATERAL unnest(c.tokens, c.topics, c.push_types, c.priorities, c.expirations, c.collapse_ids,
-                                      c.apns_ids, c.payload_refs, c.nulls)
-                 WITH ORDINALITY AS t(token, topic, push_type, priority, expiration, collapse_id, apns_id, payload_ref,
-                                      nulls, n)
-            WHERE c.tenant = \(tenant.rawValue) AND c.job_id = \(job.rawValue)
-              AND c.first_idx < \(b) AND c.first_idx + c.count > \(a)
-              AND c.first_idx + t.n::int - 1 >= \(a) AND c.first_idx + t.n::int - 1 < \(b)
-            RETURNING \(unescaped: jobItemColumns(prefix: "item."))
+            SELECT \(unescaped: jobItemColumns(prefix: "made.")) FROM made WHERE made.claimant IS NOT NULL
             """, logger: logger
         ).collect()
     }
@@ -257,9 +271,7 @@ extension PostgresPushStore {
             else { throw StoreError.corrupt("job row with an invalid tenant or id") }
             let upTo = try cells[2].decode(Int.self)
             _ = try await client.withTransaction(logger: logger) { connection in
-                try await materialize(
-                    connection, tenant: tenant, job: job, target: .upTo(upTo), claimant: nil, leaseUntil: nil,
-                    logger: logger)
+                try await materialize(connection, tenant: tenant, job: job, target: .upTo(upTo), logger: logger)
             }
         }
     }

@@ -438,11 +438,16 @@ public final class PostgresPushStore: PushStore, JobReports {
                     """, logger: logger
                 ).collect()
             }
-            // The rest from items without a row yet, inserted already leased (v9.1-pg).
+            // The rest from items without a row yet, inserted already leased (v9.1-pg); those
+            // below the hint get their rows unleased (a runner's hint is never above the items
+            // that have rows: it claimed them).
             if picked.count < limit {
                 rows += try await Self.materialize(
-                    connection, tenant: tenant, job: job, target: .next(limit - picked.count), claimant: claimant,
-                    leaseUntil: Self.millis(leaseUntil), logger: logger)
+                    connection, tenant: tenant, job: job,
+                    target: .claim(
+                        count: limit - picked.count, from: Int(from), claimant: claimant,
+                        leaseUntil: Self.millis(leaseUntil)),
+                    logger: logger)
             }
             return rows
         }
