@@ -42,6 +42,18 @@ struct JobReportPlanTests {
             claim.first?.contains("USING INDEX job_item_pending (tenant=? AND job_id=? AND idx>?)") == true,
             "\(claim)")
         #expect(!claim.contains { $0.contains("TEMP B-TREE") }, "\(claim)")
+
+        // A commit group's plain successes and a chunk's lease: each item by its primary key,
+        // never a scan of the job's items (which made a group's write grow with the job).
+        let byKey = "SEARCH job_item USING PRIMARY KEY (tenant=? AND job_id=? AND idx=?)"
+        let plain = try store.queryPlan(
+            SQLitePushStore.plainSuccessesSQL, arguments: ["[[1,null,1700000000000,1]]", acme.rawValue, job.rawValue])
+        #expect(plain.contains { $0.contains(byKey) }, "\(plain)")
+        #expect(!plain.contains { $0.contains("SCAN job_item") }, "\(plain)")
+        let lease = try store.queryPlan(
+            SQLitePushStore.leaseSQL, arguments: ["herald", 0, acme.rawValue, job.rawValue, "[1,2,3]"])
+        #expect(lease.contains { $0.contains(byKey) }, "\(lease)")
+        #expect(!lease.contains { $0.contains("SCAN job_item") }, "\(lease)")
     }
 }
 
