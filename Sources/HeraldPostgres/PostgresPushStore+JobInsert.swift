@@ -243,6 +243,32 @@ extension PostgresPushStore {
         ).collect()
     }
 
+    struct MaterializedKey: Hashable, Sendable {
+        var tenant: String
+        var job: String
+    }
+
+    /// Jobs remembered in ``materializedFloors`` at most (then it starts again, empty). A job id
+    /// made again after the retention sweep deleted it is forgotten when this store creates it;
+    /// made again through another instance, only the job runner's writes (of items it claimed,
+    /// which have rows) reach this store before a claim raises the floor anyway.
+    static let materializedFloorLimit = 4_096
+
+    /// Remembers that the job's items below `index` have their rows.
+    func noteMaterialized(tenant: TenantID, job: JobID, upTo index: Int) {
+        let key = MaterializedKey(tenant: tenant.rawValue, job: job.rawValue)
+        materializedFloors.withLock { floors in
+            if floors[key] == nil, floors.count >= Self.materializedFloorLimit { floors.removeAll() }
+            floors[key] = max(floors[key] ?? 0, index)
+        }
+    }
+
+    /// True when the job's items below `index` are known to have their rows.
+    func knownMaterialized(tenant: TenantID, job: JobID, upTo index: Int) -> Bool {
+        let key = MaterializedKey(tenant: tenant.rawValue, job: job.rawValue)
+        return materializedFloors.withLock { $0[key].map { index <= $0 } ?? false }
+    }
+
     /// Gives every item below `index` its row (unleased), in a transaction of its own, unless
     /// it has one: before a deferral or a read names items a claim has not reached.
     func materialize(tenant: TenantID, job: JobID, upTo index: Int) async throws {

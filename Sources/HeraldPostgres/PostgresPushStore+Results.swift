@@ -83,7 +83,10 @@ extension PostgresPushStore {
             }
         }
         let logger = self.logger
-        try await Self.materialize(client, needs: [(tenant, job, top)], logger: logger)
+        if !knownMaterialized(tenant: tenant, job: job, upTo: top) {
+            try await Self.materialize(client, needs: [(tenant, job, top)], logger: logger)
+            noteMaterialized(tenant: tenant, job: job, upTo: top)
+        }
         let retryQuery = retries.isEmpty ? nil : Self.deferItems(tenant: tenant, job: job, retries)
         let outcomeQuery = outcomes.isEmpty ? nil : Self.updateResults(outcomes)
         switch (outcomeQuery, retryQuery) {

@@ -3,6 +3,7 @@ import HeraldCore
 import HeraldStore
 import Logging
 import PostgresNIO
+import Synchronization
 
 /// The shared ``PushStore``: PostgreSQL through postgres-nio's connection pool, for several
 /// `herald serve` instances on one database.
@@ -88,6 +89,10 @@ public final class PostgresPushStore: PushStore, JobReports {
     private let runner: Task<Void, Never>
     /// Outcomes recorded together (``recordResult(tenant:job:index:result:)``).
     let resultCommits: GroupCommit<ResultWrite, ResultAnswer>
+    /// Items known to have their rows (v9.1-pg), per job: `job.materialized` only grows, and a
+    /// claim this store made shows a lower bound, so the job runner's commit groups (which
+    /// write only claimed items) skip the check. Bounded (``materializedFloorLimit``).
+    let materializedFloors = Mutex<[MaterializedKey: Int]>([:])
 
     private init(configuration: Configuration, client: PostgresClient, logger: Logger, runner: Task<Void, Never>) {
         self.configuration = configuration
@@ -246,6 +251,8 @@ public final class PostgresPushStore: PushStore, JobReports {
     ) async throws -> JobCreation {
         let created = Self.millis(createdAt)
         let logger = self.logger
+        // A job of this id deleted by the retention sweep and made again starts without rows.
+        materializedFloors.withLock { _ = $0.removeValue(forKey: MaterializedKey(tenant: tenant.rawValue, job: id.rawValue)) }
         do {
             return try await createJobTransaction(
                 tenant: tenant, id: id, environment: environment, notifications: notifications, created: created,
@@ -452,7 +459,11 @@ public final class PostgresPushStore: PushStore, JobReports {
             return rows
         }
         // Due retries first, earliest first; then pending items in index order.
-        return try rows.map(Self.jobItem(from:)).sorted { a, b in
+        let items = try rows.map(Self.jobItem(from:))
+        if let top = items.map(\.index).max() {
+            noteMaterialized(tenant: tenant, job: job, upTo: top + 1)
+        }
+        return items.sorted { a, b in
             switch (a.state == .retrying, b.state == .retrying) {
             case (true, false): return true
             case (false, true): return false
