@@ -121,7 +121,14 @@ extension PushStore {
     /// (a store that groups concurrent calls, as PostgreSQL's outcome writes do, still writes
     /// them together). When one fails, the others may or may not be written.
     public func recordChanges(tenant: TenantID, job: JobID, _ changes: [JobItemChange]) async throws -> Int {
-        try await withThrowingTaskGroup(of: Bool.self) { group in
+        // A non-final outcome is refused before anything is written, as by a store's own group write.
+        for change in changes {
+            if case .outcome(let result) = change.change, !result.state.isFinal {
+                throw StoreError.invalidArgument(
+                    "item \(change.index): a result must be sent, failed or unknown, not \(result.state)")
+            }
+        }
+        return try await withThrowingTaskGroup(of: Bool.self) { group in
             for change in changes {
                 group.addTask {
                     switch change.change {

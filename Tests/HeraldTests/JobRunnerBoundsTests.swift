@@ -41,8 +41,12 @@ struct JobRunnerBoundsTests {
 
         func failRecords(after count: Int?) { state.withLock { $0 = (0, count, 0) } }
         var failures: Int { state.withLock { $0.failures } }
+        /// While set, outcome writes wait (polling) before they write.
+        func holdRecords(_ hold: Bool) { recordsHeld.withLock { $0 = hold } }
+        private let recordsHeld = Mutex(false)
 
         func recordResult(tenant: TenantID, job: JobID, index: Int, result: JobItemResult) async throws -> RecordOutcome {
+            while recordsHeld.withLock({ $0 }) { try await Task.sleep(for: .milliseconds(5)) }
             let fail = state.withLock { state -> Bool in
                 guard let limit = state.failAfter, state.recorded >= limit else {
                     state.recorded += 1
@@ -226,6 +230,44 @@ struct JobRunnerBoundsTests {
         #expect(transport.total == 20 + unrecorded)
         #expect(transport.byID.values.filter { $0 == 2 }.count == unrecorded)
         #expect(transport.byID.values.allSatisfy { $0 <= 2 })
+    }
+
+    @Test("sends run ahead of their outcomes' writes by at most the permits plus one commit group")
+    func sendsAheadOfOutcomesAreBounded() async throws {
+        let base = try Fixtures.store()
+        let store = FlakyStore(base)
+        store.holdRecords(true)
+        let transport = CountingTransport()
+        let router = try Fixtures.router(transports: transport, store: store, clock: SystemPushClock())
+        await router.install([Fixtures.tenant("acme")])
+        let id = try JobID("ahead")
+        _ = try await store.createJob(
+            tenant: Self.tenant, id: id, environment: nil, notifications: Self.notes(200, seed: 9), createdAt: Date())
+        var configuration = JobRunnerConfiguration()
+        configuration.concurrencyPerTenant = 4
+        configuration.commitGroup = 8
+        configuration.claimSize = 200
+        configuration.rescanInterval = .seconds(3600)
+        let runner = JobRunner(router: router, store: store, configuration: configuration)
+        async let running: Void = runner.run()
+
+        // No outcome can be written: the sends stop once 4 + 8 items are out without one.
+        try await Self.eventually("the sends reached the bound") { transport.total >= 12 }
+        try await Task.sleep(for: .milliseconds(300))
+        #expect(transport.total == 12, "sent without a durable outcome: \(transport.total)")
+        #expect(runner.statistics.peakItemsInFlight <= 4)
+        #expect(try await base.progress(tenant: Self.tenant, job: id)?.sent == 0)
+
+        store.holdRecords(false)
+        try await Self.eventually("the job finished") {
+            try await base.job(tenant: Self.tenant, id: id)?.state == .finished
+        }
+        runner.stop()
+        await running
+        await router.shutdown()
+        #expect(transport.total == 200)
+        #expect(transport.byID.values.allSatisfy { $0 == 1 })
+        #expect(try await base.progress(tenant: Self.tenant, job: id) == JobProgress(pending: 0, sent: 200, failed: 0))
     }
 
     @Test("a runner takes back the leases of its earlier instances, not other claimants'")
