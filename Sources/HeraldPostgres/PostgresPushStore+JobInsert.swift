@@ -243,6 +243,9 @@ extension PostgresPushStore {
         ).collect()
     }
 
+    /// The index after `index` (an index is a caller's value: `Int.max` stays, never traps).
+    static func after(_ index: Int) -> Int { index == .max ? .max : index + 1 }
+
     struct MaterializedKey: Hashable, Sendable {
         var tenant: String
         var job: String

@@ -72,7 +72,7 @@ extension PostgresPushStore {
         var decided = Set<Int>()
         var top = 0
         for change in changes {
-            top = max(top, change.index + 1)
+            top = max(top, Self.after(change.index))
             switch change.change {
             case .outcome(let result):
                 guard decided.insert(change.index).inserted else { continue }
@@ -169,7 +169,7 @@ extension PostgresPushStore {
             var needs: [ItemKey: (tenant: TenantID, job: JobID, upTo: Int)] = [:]
             for write in writes {
                 let key = ItemKey(tenant: write.tenant.rawValue, job: write.job.rawValue, index: 0)
-                needs[key] = (write.tenant, write.job, max(needs[key]?.upTo ?? 0, write.index + 1))
+                needs[key] = (write.tenant, write.job, max(needs[key]?.upTo ?? 0, Self.after(write.index)))
             }
             try await materialize(client, needs: Array(needs.values), logger: logger)
             for row in try await client.query(updateResults(writes), logger: logger).collect() {

@@ -501,7 +501,7 @@ public final class PostgresPushStore: PushStore, JobReports {
     }
 
     public func deferItem(tenant: TenantID, job: JobID, index: Int, retry: JobItemRetry) async throws -> Bool {
-        try await materialize(tenant: tenant, job: job, upTo: index + 1)
+        try await materialize(tenant: tenant, job: job, upTo: Self.after(index))
         return try await !client.query(
             """
             UPDATE job_item SET state = 'retrying', attempts = greatest(attempts, \(Self.count(retry.attempts))),
