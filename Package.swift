@@ -177,6 +177,7 @@ let package = Package(
                 "APNsSandbox",
                 "Herald",
                 "HeraldServer",
+                "HeraldPostgres",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Histogram", package: "hdrhistogram-swift"),
                 .product(name: "Logging", package: "swift-log"),

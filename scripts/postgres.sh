@@ -7,6 +7,9 @@
 #   scripts/postgres.sh url               # the URL again
 #   scripts/postgres.sh stop              # stops the cluster and removes its directory
 #
+# HERALD_POSTGRES_OPTIONS adds server options, e.g. for a profile of the statements:
+#   HERALD_POSTGRES_OPTIONS="-c shared_preload_libraries=pg_stat_statements" scripts/postgres.sh start
+#
 # The cluster lives in $HERALD_POSTGRES_DIR (default /tmp/herald-postgres): its data directory,
 # log, and the URL. It listens on 127.0.0.1 only (no Unix socket outside that directory); the
 # role `herald` owns the database `herald` and signs in with a random password over
@@ -61,7 +64,7 @@ start() {
     }
     # Small and fast for tests: no fsync (a throwaway cluster), sockets only in our directory.
     as_owner "$bin/pg_ctl" -D "$DIR/data" -l "$DIR/postgres.log" -w -t 60 \
-        -o "-h 127.0.0.1 -p $port -k $DIR -c fsync=off -c synchronous_commit=off -c full_page_writes=off -c max_connections=200" \
+        -o "-h 127.0.0.1 -p $port -k $DIR -c fsync=off -c synchronous_commit=off -c full_page_writes=off -c max_connections=200 ${HERALD_POSTGRES_OPTIONS:-}" \
         start >/dev/null || {
         cat "$DIR/postgres.log" >&2
         exit 1

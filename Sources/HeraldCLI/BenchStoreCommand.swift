@@ -1,10 +1,15 @@
 import ArgumentParser
 import Foundation
 import HeraldCore
+import HeraldPostgres
 import HeraldStore
+import Logging
 
 /// `herald bench-store --items 100000` (hidden): the cost of a job report (`GET /v1/jobs/{id}`)
-/// read from the SQLite store for one large job. A benchmark printout, not a test.
+/// read from the SQLite store for one large job, and the time to store it (the batch POST's share
+/// before its 202). `--postgres` runs the same on the PostgreSQL store at
+/// `$HERALD_TEST_POSTGRES_URL` (`scripts/postgres.sh start`), in a schema of its own that it drops
+/// at the end. A benchmark printout, not a test.
 struct BenchStoreCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "bench-store",
@@ -22,18 +27,50 @@ struct BenchStoreCommand: AsyncParsableCommand {
     @Option(name: .long, help: "Where to write the store (default: a new temporary directory, removed afterwards).")
     var directory: String?
 
+    @Flag(name: .long, help: "Use the PostgreSQL store at $HERALD_TEST_POSTGRES_URL instead of SQLite.")
+    var postgres = false
+
+    @Option(name: .long, help: "How many jobs of --items to store (each timed; the first is the one reported on).")
+    var creates: Int = 1
+
     func validate() throws {
         guard items > 0, items <= 1_000_000 else { throw ValidationError("--items must be between 1 and 1000000") }
         guard rounds > 0, rounds <= 10_000 else { throw ValidationError("--rounds must be between 1 and 10000") }
+        guard (1...20).contains(creates) else { throw ValidationError("--creates must be between 1 and 20") }
     }
 
+    static let postgresURLVariable = "HERALD_TEST_POSTGRES_URL"
+
     func run() async throws {
-        let root =
-            directory ?? (NSTemporaryDirectory() + "herald-bench-store-\(ProcessInfo.processInfo.processIdentifier)")
+        let pid = ProcessInfo.processInfo.processIdentifier
+        if postgres {
+            guard let url = ProcessInfo.processInfo.environment[Self.postgresURLVariable], !url.isEmpty else {
+                throw ValidationError("--postgres needs $\(Self.postgresURLVariable) (eval \"$(scripts/postgres.sh start)\")")
+            }
+            var logger = Logger(label: "herald.bench-store")
+            logger.logLevel = .error
+            let configuration = try PostgresPushStore.Configuration(url: url, schema: "bench_store_\(pid)")
+            let store = try await PostgresPushStore.open(configuration, logger: logger)
+            do {
+                try await measure(store, name: "PostgreSQL \(configuration.displayName)", migrations: store.appliedMigrations().count)
+            } catch {
+                try? await store.dropSchema()
+                await store.close()
+                throw error
+            }
+            try await store.dropSchema()
+            await store.close()
+            return
+        }
+        let root = directory ?? (NSTemporaryDirectory() + "herald-bench-store-\(pid)")
         defer {
             if directory == nil { try? FileManager.default.removeItem(atPath: root) }
         }
         let store = try SQLitePushStore(directory: root)
+        try await measure(store, name: store.path, migrations: try store.appliedMigrations().count)
+    }
+
+    private func measure(_ store: some PushStore & JobReports, name: String, migrations: Int) async throws {
         let tenant = try TenantID("bench")
         let job = try JobID("bench-\(items)")
         let payload = Array(#"{"aps":{"alert":"Your order has shipped"}}"#.utf8)
@@ -44,9 +81,19 @@ struct BenchStoreCommand: AsyncParsableCommand {
         }
         let now = Date()
         var clock = ContinuousClock.now
+        let cpuStart = Self.processCPUSeconds()
         _ = try await store.createJob(
             tenant: tenant, id: job, environment: .production, notifications: notifications, createdAt: now)
         let createSeconds = Self.seconds(since: clock)
+        let createCPU = Self.processCPUSeconds() - cpuStart
+        var moreCreates: [Double] = []
+        for round in 1..<creates {
+            clock = .now
+            _ = try await store.createJob(
+                tenant: tenant, id: try JobID("bench-\(items)-\(round)"), environment: .production,
+                notifications: notifications, createdAt: now)
+            moreCreates.append(Self.seconds(since: clock))
+        }
 
         // Outcomes like a real batch: 90% sent, 5% failed (three reasons), 5% still pending.
         clock = .now
@@ -70,7 +117,8 @@ struct BenchStoreCommand: AsyncParsableCommand {
                                 state: .failed, status: 413, reason: "PayloadTooLarge", apnsID: nil, finishedAt: now)
                         default: continue
                         }
-                        _ = try await store.recordResult(tenant: tenant, job: job, index: index, result: result)
+                        // The job runner's path (no item read back).
+                        _ = try await store.recordOutcome(tenant: tenant, job: job, index: index, result: result)
                     }
                 }
             }
@@ -96,12 +144,22 @@ struct BenchStoreCommand: AsyncParsableCommand {
             _ = try await store.failedItems(tenant: tenant, job: job, afterIndex: items - 200, limit: 100)
             lastPage.append(Self.seconds(since: clock))
         }
-        print("store:              \(store.path) (migrations: \(try store.appliedMigrations().count))")
-        print(String(format: "create job:         %.3f s  (%d items)", createSeconds, items))
+        print("store:              \(name) (migrations: \(migrations))")
+        print(String(format: "create job:         %.3f s  (%d items; %.3f s of this process's CPU)", createSeconds, items, createCPU))
+        if !moreCreates.isEmpty {
+            print("more jobs created:  \(moreCreates.map { String(format: "%.3f s", $0) }.joined(separator: ", "))")
+        }
         print(String(format: "record outcomes:    %.3f s  (%d sent or failed)", recordSeconds, items / 100 * 95))
         print("outcome counts:     \(Self.summary(outcomes))  (\(groups) groups, \(failedCount) failed)")
         print("failed, first page: \(Self.summary(firstPage))  (100 items)")
         print("failed, last page:  \(Self.summary(lastPage))  (after index \(items - 200))")
+    }
+
+    /// This process's CPU time (user and system, every thread).
+    private static func processCPUSeconds() -> Double {
+        var usage = timespec()
+        guard clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &usage) == 0 else { return 0 }
+        return Double(usage.tv_sec) + Double(usage.tv_nsec) / 1e9
     }
 
     private static func seconds(since start: ContinuousClock.Instant) -> Double {

@@ -112,7 +112,9 @@ extension PostgresPushStore: WebhookOutboxStore {
 
 extension PostgresPushStore: StoreUpkeep {
     /// Each transaction takes the oldest expired job `FOR UPDATE SKIP LOCKED`, so instances
-    /// sweeping at once work on different jobs.
+    /// sweeping at once work on different jobs. A job's item rows go first (`itemsPerTransaction`
+    /// a transaction), then its chunk rows (one a transaction, whatever its item count: a row of
+    /// arrays), then the job.
     public func deleteExpiredJobs(before cutoff: Date, itemsPerTransaction: Int, maxItems: Int) async throws
         -> RetentionSweep
     {
@@ -129,7 +131,7 @@ extension PostgresPushStore: StoreUpkeep {
                 connection -> (Int, Bool, Bool) in
                 let rows = try await connection.query(
                     """
-                    SELECT tenant, id FROM job
+                    SELECT tenant, id, materialized FROM job
                     WHERE state IN ('finished', 'cancelled') AND updated_at_ms < \(cutoffMillis)
                     ORDER BY updated_at_ms LIMIT 1
                     FOR UPDATE SKIP LOCKED
@@ -139,6 +141,7 @@ extension PostgresPushStore: StoreUpkeep {
                 let cells = row.makeRandomAccess()
                 let tenant = try cells[0].decode(String.self)
                 let id = try cells[1].decode(String.self)
+                let materialized = try cells[2].decode(Int32.self)
                 let items = try await connection.query(
                     """
                     DELETE FROM job_item WHERE tenant = \(tenant) AND job_id = \(id) AND idx IN (
@@ -147,6 +150,18 @@ extension PostgresPushStore: StoreUpkeep {
                     """, logger: logger
                 ).collect().count
                 guard items < step else { return (items, false, true) }
+                // Then its chunk rows, one a transaction (v9.1-pg: up to 1,000 items each, of
+                // which those without an item row of their own are counted here).
+                let chunks = try await connection.query(
+                    """
+                    DELETE FROM job_chunk WHERE tenant = \(tenant) AND job_id = \(id) AND first_idx = (
+                        SELECT min(first_idx) FROM job_chunk WHERE tenant = \(tenant) AND job_id = \(id))
+                    RETURNING greatest(0, first_idx + count - greatest(first_idx, \(materialized)))
+                    """, logger: logger
+                ).collect()
+                if let chunk = chunks.first {
+                    return (items + (try chunk.makeRandomAccess()[0].decode(Int.self)), false, true)
+                }
                 try await connection.query("DELETE FROM job WHERE tenant = \(tenant) AND id = \(id)", logger: logger)
                 return (items, true, true)
             }

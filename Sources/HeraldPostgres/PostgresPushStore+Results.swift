@@ -56,6 +56,91 @@ extension PostgresPushStore {
         return false
     }
 
+    /// One commit group of the job runner: every outcome in one `UPDATE … FROM unnest(…)` (the
+    /// statement ``writeResults(_:client:logger:)`` uses, with its counts) and every retry in
+    /// another, in one transaction when there are both. Checked before anything is written.
+    /// An index named twice takes its first outcome, or, without one, its last retry.
+    public func recordChanges(tenant: TenantID, job: JobID, _ changes: [JobItemChange]) async throws -> Int {
+        guard !changes.isEmpty else { return 0 }
+        for change in changes {
+            if case .outcome(let result) = change.change, !result.state.isFinal {
+                throw StoreError.invalidArgument("a result must be sent, failed or unknown, not \(result.state)")
+            }
+        }
+        var outcomes: [ResultWrite] = []
+        var retries: [Int: JobItemRetry] = [:]
+        var decided = Set<Int>()
+        var top = 0
+        for change in changes {
+            top = max(top, Self.after(change.index))
+            switch change.change {
+            case .outcome(let result):
+                guard decided.insert(change.index).inserted else { continue }
+                retries[change.index] = nil
+                outcomes.append(ResultWrite(tenant: tenant, job: job, index: change.index, result: result, readBack: false))
+            case .retry(let retry):
+                if !decided.contains(change.index) { retries[change.index] = retry }
+            }
+        }
+        let logger = self.logger
+        if !knownMaterialized(tenant: tenant, job: job, upTo: top) {
+            try await Self.materialize(client, needs: [(tenant, job, top)], logger: logger)
+            noteMaterialized(tenant: tenant, job: job, upTo: top)
+        }
+        let retryQuery = retries.isEmpty ? nil : Self.deferItems(tenant: tenant, job: job, retries)
+        let outcomeQuery = outcomes.isEmpty ? nil : Self.updateResults(outcomes)
+        switch (outcomeQuery, retryQuery) {
+        case (let outcomes?, let retries?):
+            return try await client.withTransaction(logger: logger) { connection in
+                let recorded = try await connection.query(outcomes, logger: logger).collect().count
+                return recorded + (try await connection.query(retries, logger: logger).collect().count)
+            }
+        case (let only?, nil), (nil, let only?):
+            return try await client.query(only, logger: logger).collect().count
+        case (nil, nil):
+            return 0
+        }
+    }
+
+    /// One `UPDATE … FROM unnest(…)` putting items without an outcome back to wait, as
+    /// ``deferItem(tenant:job:index:retry:)`` does one.
+    private static func deferItems(tenant: TenantID, job: JobID, _ retries: [Int: JobItemRetry]) -> PostgresQuery {
+        var indexes: [Int32] = []
+        var attempts: [Int32] = []
+        var first: [Int64] = []
+        var next: [Int64] = []
+        var errors: [String] = []
+        var hasError: [Bool] = []
+        for (index, retry) in retries {
+            indexes.append(Int32(clamping: index))
+            attempts.append(count(retry.attempts))
+            first.append(millis(retry.firstAttemptAt))
+            next.append(millis(retry.nextAttemptAt))
+            errors.append(retry.lastError ?? "")
+            hasError.append(retry.lastError != nil)
+        }
+        var binds = PostgresBindings(capacity: 8)
+        binds.append(tenant.rawValue)
+        binds.append(job.rawValue)
+        binds.append(indexes)
+        binds.append(attempts)
+        binds.append(first)
+        binds.append(next)
+        binds.append(errors)
+        binds.append(hasError)
+        return PostgresQuery(
+            unsafeSQL: """
+                UPDATE job_item AS item SET state = 'retrying', attempts = greatest(item.attempts, t.attempts),
+                    first_attempt_ms = coalesce(item.first_attempt_ms, t.first_attempt),
+                    next_attempt_ms = t.next_attempt, last_error = CASE WHEN t.has_error THEN t.error END,
+                    claimant = NULL, lease_until_ms = NULL, wire_at_ms = NULL
+                FROM unnest($3::int[], $4::int[], $5::bigint[], $6::bigint[], $7::text[], $8::bool[])
+                     AS t(idx, attempts, first_attempt, next_attempt, error, has_error)
+                WHERE item.tenant = $1 AND item.job_id = $2 AND item.idx = t.idx AND item.state IN ('pending', 'retrying')
+                RETURNING 1
+                """, binds: binds)
+    }
+
     private struct ItemKey: Hashable {
         var tenant: String
         var job: String
@@ -81,6 +166,12 @@ extension PostgresPushStore {
         }
         var written: Set<ItemKey> = []
         do {
+            var needs: [ItemKey: (tenant: TenantID, job: JobID, upTo: Int)] = [:]
+            for write in writes {
+                let key = ItemKey(tenant: write.tenant.rawValue, job: write.job.rawValue, index: 0)
+                needs[key] = (write.tenant, write.job, max(needs[key]?.upTo ?? 0, Self.after(write.index)))
+            }
+            try await materialize(client, needs: Array(needs.values), logger: logger)
             for row in try await client.query(updateResults(writes), logger: logger).collect() {
                 let cells = row.makeRandomAccess()
                 written.insert(
@@ -120,7 +211,7 @@ extension PostgresPushStore {
 
     /// One `UPDATE … FROM unnest(…)` of outcomes: a column per array bind, the nullable columns
     /// with a flag array (`has_…`; arrays here hold no NULL element), as ``insertItems`` does.
-    private static func updateResults(_ writes: [ResultWrite]) -> PostgresQuery {
+    static func updateResults(_ writes: [ResultWrite]) -> PostgresQuery {
         let rows = writes.count
         var tenants: [String] = []
         var jobs: [String] = []

@@ -3,6 +3,7 @@ import HeraldCore
 import HeraldStore
 import Logging
 import PostgresNIO
+import Synchronization
 
 /// The shared ``PushStore``: PostgreSQL through postgres-nio's connection pool, for several
 /// `herald serve` instances on one database.
@@ -88,6 +89,10 @@ public final class PostgresPushStore: PushStore, JobReports {
     private let runner: Task<Void, Never>
     /// Outcomes recorded together (``recordResult(tenant:job:index:result:)``).
     let resultCommits: GroupCommit<ResultWrite, ResultAnswer>
+    /// Items known to have their rows (v9.1-pg), per job: `job.materialized` only grows, and a
+    /// claim this store made shows a lower bound, so the job runner's commit groups (which
+    /// write only claimed items) skip the check. Bounded (``materializedFloorLimit``).
+    let materializedFloors = Mutex<[MaterializedKey: Int]>([:])
 
     private init(configuration: Configuration, client: PostgresClient, logger: Logger, runner: Task<Void, Never>) {
         self.configuration = configuration
@@ -144,7 +149,11 @@ public final class PostgresPushStore: PushStore, JobReports {
     }
 
     /// Drops the store's schema and everything in it: the contract tests' throwaway schemas.
-    func dropSchemaForTests() async throws {
+    func dropSchemaForTests() async throws { try await dropSchema() }
+
+    /// Drops the store's schema and everything in it: `herald bench-store --postgres`'s throwaway
+    /// schema (a store opened without a schema of its own refuses).
+    public func dropSchema() async throws {
         guard let schema = configuration.schema, Configuration.isValidSchema(schema) else {
             throw StoreError.invalidArgument("only a store with a schema of its own can drop it")
         }
@@ -236,16 +245,14 @@ public final class PostgresPushStore: PushStore, JobReports {
 
     // MARK: Jobs
 
-    /// Items per `INSERT` of a new job (one array per column, see ``insertItems``): bounds the
-    /// size of one statement's message (about 1 MB at 10,000 template items).
-    static let insertChunk = 10_000
-
     public func createJob(
         tenant: TenantID, id: JobID, environment: APNsEnvironment?, notifications: [HeraldCore.Notification],
         createdAt: Date, limits: JobLimits?
     ) async throws -> JobCreation {
         let created = Self.millis(createdAt)
         let logger = self.logger
+        // A job of this id deleted by the retention sweep and made again starts without rows.
+        materializedFloors.withLock { _ = $0.removeValue(forKey: MaterializedKey(tenant: tenant.rawValue, job: id.rawValue)) }
         do {
             return try await createJobTransaction(
                 tenant: tenant, id: id, environment: environment, notifications: notifications, created: created,
@@ -288,20 +295,7 @@ public final class PostgresPushStore: PushStore, JobReports {
                 }
                 return .existing(existing)
             }
-            var start = 0
-            var payloads = PayloadRuns()
-            while start < notifications.count {
-                let end = min(start + Self.insertChunk, notifications.count)
-                let chunk = notifications[start..<end]
-                let refs = payloads.add(chunk)
-                if let insert = Self.insertPayloads(tenant: tenant, job: id, payloads.takeNew()) {
-                    try await connection.query(insert, logger: logger)
-                }
-                try await connection.query(
-                    Self.insertItems(tenant: tenant, job: id, notifications: chunk, payloadRefs: refs, from: start),
-                    logger: logger)
-                start = end
-            }
+            try await Self.insertItems(connection, tenant: tenant, job: id, notifications: notifications, logger: logger)
             // Delivered at commit: idle instances start the job at once (polling is the fallback).
             try await connection.query(
                 "SELECT pg_notify(\(StoreChannel.jobs.rawValue), \(tenant.rawValue + "/" + id.rawValue))",
@@ -338,140 +332,6 @@ public final class PostgresPushStore: PushStore, JobReports {
                 "the tenant's unfinished jobs hold \(pending) items and this batch \(items); "
                     + "jobs.max_pending_items_per_tenant allows \(limits.maxPendingItems)")
         }
-    }
-
-    /// A job's payloads, one per run of equal payloads (v8): a template batch has one. Each
-    /// chunk of items gets its payload ids; the payloads first seen in that chunk are inserted
-    /// with it (so one statement never holds more than a chunk's payloads).
-    struct PayloadRuns {
-        private var last: [UInt8]? = nil
-        private var count: Int32 = 0
-        private var fresh: [(id: Int32, payload: ByteBuffer)] = []
-
-        /// The payload id of each item of the chunk, in order.
-        mutating func add(_ chunk: ArraySlice<HeraldCore.Notification>) -> [Int32] {
-            var refs: [Int32] = []
-            refs.reserveCapacity(chunk.count)
-            for notification in chunk {
-                // Equal to the previous one: a template batch's shared array compares by identity.
-                if last != notification.payload {
-                    count += 1
-                    fresh.append((count, ByteBuffer(bytes: notification.payload)))
-                    last = notification.payload
-                }
-                refs.append(count)
-            }
-            return refs
-        }
-
-        /// The payloads added since the last call.
-        mutating func takeNew() -> [(id: Int32, payload: ByteBuffer)] {
-            defer { fresh.removeAll(keepingCapacity: true) }
-            return fresh
-        }
-    }
-
-    /// One `INSERT … SELECT FROM unnest(…)` of a job's payloads, or nil when there are none.
-    private static func insertPayloads(tenant: TenantID, job: JobID, _ payloads: [(id: Int32, payload: ByteBuffer)])
-        -> PostgresQuery?
-    {
-        guard !payloads.isEmpty else { return nil }
-        var binds = PostgresBindings(capacity: 4)
-        binds.append(tenant.rawValue)
-        binds.append(job.rawValue)
-        binds.append(payloads.map(\.id))
-        binds.append(payloads.map(\.payload))
-        return PostgresQuery(
-            unsafeSQL: """
-                INSERT INTO job_payload (tenant, job_id, id, payload)
-                SELECT $1, $2, t.id, t.payload FROM unnest($3::int[], $4::bytea[]) AS t(id, payload)
-                """, binds: binds)
-    }
-
-    /// One `INSERT … SELECT FROM unnest(…)` of job items: a column per array bind (16 binds
-    /// whatever the row count), so PostgreSQL parses one short statement and the driver encodes
-    /// each column as one array instead of 12 binds a row. Arrays have no NULL elements here:
-    /// the nullable columns travel with a flag array (`has_…`), turned back into NULL by `CASE`.
-    /// Each item refers to its payload (`payload_ref`, see ``PayloadRuns``) and stores none itself.
-    private static func insertItems(
-        tenant: TenantID, job: JobID, notifications: ArraySlice<HeraldCore.Notification>, payloadRefs: [Int32],
-        from start: Int
-    ) -> PostgresQuery {
-        let count = notifications.count
-        var indexes: [Int64] = []
-        var tokens: [String] = []
-        var topics: [String] = []
-        var pushTypes: [String] = []
-        var priorities: [Int32] = []
-        var expirations: [Int64] = []
-        var collapseIDs: [String] = []
-        var apnsIDs: [String] = []
-        var hasTopic: [Bool] = []
-        var hasPriority: [Bool] = []
-        var hasExpiration: [Bool] = []
-        var hasCollapseID: [Bool] = []
-        indexes.reserveCapacity(count)
-        tokens.reserveCapacity(count)
-        topics.reserveCapacity(count)
-        pushTypes.reserveCapacity(count)
-        priorities.reserveCapacity(count)
-        expirations.reserveCapacity(count)
-        collapseIDs.reserveCapacity(count)
-        apnsIDs.reserveCapacity(count)
-        hasTopic.reserveCapacity(count)
-        hasPriority.reserveCapacity(count)
-        hasExpiration.reserveCapacity(count)
-        hasCollapseID.reserveCapacity(count)
-        var ids = NotificationIDGenerator()
-        for (offset, notification) in notifications.enumerated() {
-            let expiration: Int64? = notification.expiration.map {
-                switch $0 {
-                case .immediately: return 0
-                case .at(let seconds): return Int64(seconds)
-                }
-            }
-            indexes.append(Int64(start + offset))
-            tokens.append(notification.deviceToken.hex)
-            topics.append(notification.topic ?? "")
-            pushTypes.append(notification.pushType.rawValue)
-            priorities.append(notification.priority.map { Int32($0.rawValue) } ?? 0)
-            expirations.append(expiration ?? 0)
-            collapseIDs.append(notification.collapseID ?? "")
-            apnsIDs.append((notification.id ?? ids.nextID()).rawValue)
-            hasTopic.append(notification.topic != nil)
-            hasPriority.append(notification.priority != nil)
-            hasExpiration.append(expiration != nil)
-            hasCollapseID.append(notification.collapseID != nil)
-        }
-        var binds = PostgresBindings(capacity: 16)
-        binds.append(tenant.rawValue)
-        binds.append(job.rawValue)
-        binds.append(JobItemState.pending.rawValue)
-        binds.append(indexes)
-        binds.append(tokens)
-        binds.append(topics)
-        binds.append(hasTopic)
-        binds.append(pushTypes)
-        binds.append(priorities)
-        binds.append(hasPriority)
-        binds.append(expirations)
-        binds.append(hasExpiration)
-        binds.append(collapseIDs)
-        binds.append(hasCollapseID)
-        binds.append(apnsIDs)
-        binds.append(payloadRefs)
-        let sql = """
-            INSERT INTO job_item (tenant, job_id, idx, device_token, topic, push_type, priority, expiration,
-                                  collapse_id, apns_id, payload, payload_ref, state)
-            SELECT $1, $2, t.idx, t.token, CASE WHEN t.has_topic THEN t.topic END, t.push_type,
-                   CASE WHEN t.has_priority THEN t.priority END, CASE WHEN t.has_expiration THEN t.expiration END,
-                   CASE WHEN t.has_collapse_id THEN t.collapse_id END, t.apns_id, ''::bytea, t.payload_ref, $3
-            FROM unnest($4::bigint[], $5::text[], $6::text[], $7::bool[], $8::text[], $9::int[], $10::bool[],
-                        $11::bigint[], $12::bool[], $13::text[], $14::bool[], $15::text[], $16::int[])
-                 AS t(idx, token, topic, has_topic, push_type, priority, has_priority, expiration, has_expiration,
-                      collapse_id, has_collapse_id, apns_id, payload_ref)
-            """
-        return PostgresQuery(unsafeSQL: sql, binds: binds)
     }
 
     public func job(tenant: TenantID, id: JobID) async throws -> Job? {
@@ -535,6 +395,10 @@ public final class PostgresPushStore: PushStore, JobReports {
     /// the array stayed a filter over the job's primary-key range (100,000 items: 99,500 rows
     /// read per claim, 335 ms).
     ///
+    /// Items without a `job_item` row yet (v9.1-pg: a new job's items are chunk rows until a
+    /// claim reaches them) come after the items that have one: the claim gives the next ones
+    /// their rows, leased to it, in the same transaction.
+    ///
     /// With `fromIndex` the search of pending items starts there in `job_item_pending`: every
     /// outcome leaves a dead index entry of the item's `pending` version behind it (the state is
     /// indexed, so the update is not HOT) until a vacuum, and a search from the job's first item
@@ -571,17 +435,35 @@ public final class PostgresPushStore: PushStore, JobReports {
                 SELECT idx FROM due UNION ALL SELECT idx FROM fresh
                 """, logger: logger
             ).collect().map { try $0.makeRandomAccess()[0].decode(Int32.self) }
-            guard !picked.isEmpty else { return [PostgresRow]() }
-            return try await connection.query(
-                """
-                UPDATE job_item AS item SET claimant = \(claimant), lease_until_ms = \(Self.millis(leaseUntil))
-                WHERE item.tenant = \(tenant.rawValue) AND item.job_id = \(job.rawValue) AND item.idx = ANY(\(picked))
-                RETURNING \(unescaped: Self.jobItemColumns(prefix: "item."))
-                """, logger: logger
-            ).collect()
+            var rows: [PostgresRow] = []
+            if !picked.isEmpty {
+                rows = try await connection.query(
+                    """
+                    UPDATE job_item AS item SET claimant = \(claimant), lease_until_ms = \(Self.millis(leaseUntil))
+                    WHERE item.tenant = \(tenant.rawValue) AND item.job_id = \(job.rawValue) AND item.idx = ANY(\(picked))
+                    RETURNING \(unescaped: Self.jobItemColumns(prefix: "item."))
+                    """, logger: logger
+                ).collect()
+            }
+            // The rest from items without a row yet, inserted already leased (v9.1-pg); those
+            // below the hint get their rows unleased (a runner's hint is never above the items
+            // that have rows: it claimed them).
+            if picked.count < limit {
+                rows += try await Self.materialize(
+                    connection, tenant: tenant, job: job,
+                    target: .claim(
+                        count: limit - picked.count, from: Int(from), claimant: claimant,
+                        leaseUntil: Self.millis(leaseUntil)),
+                    logger: logger)
+            }
+            return rows
         }
         // Due retries first, earliest first; then pending items in index order.
-        return try rows.map(Self.jobItem(from:)).sorted { a, b in
+        let items = try rows.map(Self.jobItem(from:))
+        if let top = items.map(\.index).max() {
+            noteMaterialized(tenant: tenant, job: job, upTo: top + 1)
+        }
+        return items.sorted { a, b in
             switch (a.state == .retrying, b.state == .retrying) {
             case (true, false): return true
             case (false, true): return false
@@ -619,7 +501,8 @@ public final class PostgresPushStore: PushStore, JobReports {
     }
 
     public func deferItem(tenant: TenantID, job: JobID, index: Int, retry: JobItemRetry) async throws -> Bool {
-        try await !client.query(
+        try await materialize(tenant: tenant, job: job, upTo: Self.after(index))
+        return try await !client.query(
             """
             UPDATE job_item SET state = 'retrying', attempts = greatest(attempts, \(Self.count(retry.attempts))),
                 first_attempt_ms = coalesce(first_attempt_ms, \(Self.millis(retry.firstAttemptAt))),
@@ -645,8 +528,12 @@ public final class PostgresPushStore: PushStore, JobReports {
         ).collect().count
     }
 
+    /// Gives the items read their rows first, if a claim has not (v9.1-pg): the job runner never
+    /// reads items this way, tests and the generic reports do.
     public func items(tenant: TenantID, job: JobID, fromIndex: Int, limit: Int) async throws -> [JobItem] {
-        try await client.query(
+        let (end, overflow) = max(0, fromIndex).addingReportingOverflow(max(0, limit))
+        try await materialize(tenant: tenant, job: job, upTo: overflow ? Int.max : end)
+        return try await client.query(
             """
             SELECT \(unescaped: Self.jobItemColumns(prefix: "")) FROM job_item
             WHERE tenant = \(tenant.rawValue) AND job_id = \(job.rawValue) AND idx >= \(fromIndex)
