@@ -16,24 +16,62 @@ public struct PushLogger: Sendable {
     public typealias Metadata = [String: String]
     public typealias Sink = @Sendable (_ level: Level, _ message: String, _ metadata: Metadata) -> Void
 
+    /// The metadata key of the notification's apns-id (``withNotificationID(_:)``).
+    public static let notificationIDKey = "herald.apns-id"
+
     /// Messages below this level are dropped without being built.
     public var minimumLevel: Level
-    /// Metadata attached to every message.
-    public var metadata: Metadata
+    /// The metadata set on this logger, without the apns-id.
+    private var fixed: Metadata
+    /// The apns-id of the send, kept apart from ``fixed`` so that naming it costs no dictionary
+    /// copy on every send: it is merged into the metadata only when a message is logged (or
+    /// the metadata is read).
+    private var notificationID: String?
     private let sink: Sink
 
     public init(minimumLevel: Level = .info, metadata: Metadata = [:], sink: @escaping Sink) {
         self.minimumLevel = minimumLevel
-        self.metadata = metadata
+        self.fixed = metadata
+        self.notificationID = nil
         self.sink = sink
+    }
+
+    /// Metadata attached to every message.
+    public var metadata: Metadata {
+        get {
+            guard let notificationID else { return fixed }
+            var all = fixed
+            all[Self.notificationIDKey] = notificationID
+            return all
+        }
+        set {
+            fixed = newValue
+            notificationID = nil
+        }
+    }
+
+    /// This logger with `herald.apns-id` set to `id`: what the router gives each send's
+    /// middlewares. It copies no dictionary (the id is merged when a message is logged).
+    public func withNotificationID(_ id: NotificationID) -> PushLogger {
+        var logger = self
+        logger.notificationID = id.rawValue
+        return logger
     }
 
     /// A logger that drops everything.
     public static let disabled = PushLogger(minimumLevel: .critical, sink: { _, _, _ in })
 
     public subscript(metadataKey key: String) -> String? {
-        get { metadata[key] }
-        set { metadata[key] = newValue }
+        get {
+            if key == Self.notificationIDKey, let notificationID { return notificationID }
+            return fixed[key]
+        }
+        set {
+            if key == Self.notificationIDKey {
+                notificationID = nil
+            }
+            fixed[key] = newValue
+        }
     }
 
     public func log(
@@ -41,6 +79,7 @@ public struct PushLogger: Sendable {
     ) {
         guard level >= minimumLevel else { return }
         let more = extra()
+        let metadata = self.metadata
         sink(level, message(), more.isEmpty ? metadata : metadata.merging(more) { _, new in new })
     }
 
