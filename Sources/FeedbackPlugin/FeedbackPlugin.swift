@@ -137,7 +137,7 @@ public struct FeedbackMiddleware: PushMiddleware {
         self.environment = environment
     }
 
-    public func send(_ notification: HeraldCore.Notification, context: PushContext, next: PushHandler) async throws
+    nonisolated(nonsending) public func send(_ notification: HeraldCore.Notification, context: PushContext, next: PushHandler) async throws
         -> PushResult
     {
         if !configuration.refuse.isEmpty, let topic = notification.topic {

@@ -85,7 +85,7 @@ public final class RateLimitMiddleware: PushMiddleware {
                 topicRate: configuration.perTopic.map { ($0.perSecond, $0.burst) }))
     }
 
-    public func send(_ notification: Notification, context: PushContext, next: PushHandler) async throws -> PushResult {
+    nonisolated(nonsending) public func send(_ notification: Notification, context: PushContext, next: PushHandler) async throws -> PushResult {
         let now = clock.now
         var latest = context.deadline
         if let maxWait = configuration.maxWait { latest = min(latest, now.advanced(by: maxWait)) }

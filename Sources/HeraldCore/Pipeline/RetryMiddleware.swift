@@ -98,7 +98,7 @@ public struct RetryMiddleware: PushMiddleware {
         self.random = random
     }
 
-    public func send(_ notification: Notification, context: PushContext, next: PushHandler) async throws -> PushResult {
+    nonisolated(nonsending) public func send(_ notification: Notification, context: PushContext, next: PushHandler) async throws -> PushResult {
         var context = context
         let first = context.attempt
         while true {
@@ -109,18 +109,19 @@ public struct RetryMiddleware: PushMiddleware {
                 outcome = .failure(error)
             }
             let retryable: Bool
-            let what: String
             switch outcome {
-            case .success(let result):
-                retryable = RetryPolicy.isRetryable(result.response)
-                what = result.reason?.wireValue ?? String(result.status)
-            case .failure(let error):
-                retryable = RetryPolicy.isRetryable(error)
-                what = (error as? PushError)?.code.description ?? "error"
+            case .success(let result): retryable = RetryPolicy.isRetryable(result.response)
+            case .failure(let error): retryable = RetryPolicy.isRetryable(error)
             }
             let attemptsMade = context.attempt - first + 1
             guard retryable, attemptsMade < policy.maxAttempts, !Task.isCancelled else {
                 return try outcome.get()
+            }
+            // Only for the log lines of a resend (not made on the common path).
+            let what: String
+            switch outcome {
+            case .success(let result): what = result.reason?.wireValue ?? String(result.status)
+            case .failure(let error): what = (error as? PushError)?.code.description ?? "error"
             }
             let wait = jittered(policy.backoff(after: attemptsMade))
             guard clock.now.advanced(by: wait) < context.deadline else {

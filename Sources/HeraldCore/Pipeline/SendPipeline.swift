@@ -23,7 +23,7 @@ public struct SendPipeline: Sendable {
         self.entry = handler
     }
 
-    public func send(_ notification: Notification, context: PushContext) async throws -> PushResult {
+    nonisolated(nonsending) public func send(_ notification: Notification, context: PushContext) async throws -> PushResult {
         try await entry.send(notification, context: context)
     }
 }
