@@ -41,24 +41,35 @@ public final class MetricsMiddleware: PushMiddleware {
     public static let timerLabel = "herald_send_duration"
     static let knownStatuses: Set<Int> = [200, 400, 403, 404, 405, 410, 413, 429, 500, 503]
 
+    /// A counter's labels, as cheap values: the topic as its place in the tenant's list (hashing
+    /// an Int, not the topic's string, on every send), the status as its number.
     private struct CounterKey: Hashable {
-        var topic: String
+        /// The topic's index in ``topicList``; ``otherTopic`` or ``allTopics`` for the labels
+        /// `other` and `all`.
+        var topic: Int
         var pushType: PushType
-        var status: String
+        /// The status code; ``otherStatus`` or ``errorStatus`` for `other` and `error`.
+        var status: Int
         var reason: String
     }
     private struct TimerKey: Hashable {
         var pushType: PushType
-        var status: String
+        var status: Int
     }
     private struct Cache {
         var counters: [CounterKey: Counter] = [:]
         var timers: [TimerKey: CoreMetrics.Timer] = [:]
     }
+    private static let otherTopic = -1
+    private static let allTopics = -2
+    private static let otherStatus = -1
+    private static let errorStatus = -2
 
     private let factory: any MetricsFactory
     private let tenant: TenantID
     private let topics: Set<String>
+    /// The tenant's topics in a fixed order (a label's index).
+    private let topicList: [String]
     private let topicLabel: Bool
     private let clock: any PushClock
     private let cache = Mutex(Cache())
@@ -70,36 +81,56 @@ public final class MetricsMiddleware: PushMiddleware {
         self.factory = factory
         self.tenant = tenant
         self.topics = topics
+        self.topicList = topics.sorted()
         self.topicLabel = topicLabel
         self.clock = clock
     }
 
-    public func send(_ notification: Notification, context: PushContext, next: PushHandler) async throws -> PushResult {
+    nonisolated(nonsending) public func send(_ notification: Notification, context: PushContext, next: PushHandler) async throws -> PushResult {
         let start = clock.now
         do {
             let result = try await next.send(notification, context: context)
-            let status = Self.knownStatuses.contains(result.status) ? String(result.status) : "other"
-            observe(
-                notification, status: status, reason: result.reason?.metricLabel ?? "none",
-                elapsed: start.duration(to: clock.now))
+            let status = Self.knownStatuses.contains(result.status) ? result.status : Self.otherStatus
+            observe(notification, status: status, reason: result.reason?.metricLabel ?? "none", elapsed: start.duration(to: clock.now))
             return result
         } catch {
             let reason = (error as? PushError)?.code.description ?? (error is CancellationError ? "Cancelled" : "Error")
-            observe(notification, status: "error", reason: reason, elapsed: start.duration(to: clock.now))
+            observe(notification, status: Self.errorStatus, reason: reason, elapsed: start.duration(to: clock.now))
             throw error
         }
     }
 
-    private func observe(_ notification: Notification, status: String, reason: String, elapsed: Duration) {
-        let topic: String
-        if !topicLabel {
-            topic = "all"
-        } else if let name = notification.topic, topics.contains(name) {
-            topic = name
-        } else {
-            topic = "other"
+    /// The `topic` label's index: the topic's place in the tenant's list, or `other`, or `all`.
+    private func topicIndex(_ topic: String?) -> Int {
+        guard topicLabel else { return Self.allTopics }
+        guard let topic else { return Self.otherTopic }
+        if topicList.count <= 8 {
+            for (index, known) in topicList.enumerated() where known == topic { return index }
+            return Self.otherTopic
         }
-        let counterKey = CounterKey(topic: topic, pushType: notification.pushType, status: status, reason: reason)
+        guard topics.contains(topic), let index = topicList.firstIndex(of: topic) else { return Self.otherTopic }
+        return index
+    }
+
+    private func label(topic index: Int) -> String {
+        switch index {
+        case Self.allTopics: "all"
+        case Self.otherTopic: "other"
+        default: topicList[index]
+        }
+    }
+
+    private static func label(status: Int) -> String {
+        switch status {
+        case otherStatus: "other"
+        case errorStatus: "error"
+        default: String(status)
+        }
+    }
+
+    private func observe(_ notification: Notification, status: Int, reason: String, elapsed: Duration) {
+        let counterKey = CounterKey(
+            topic: topicIndex(notification.topic), pushType: notification.pushType, status: status, reason: reason)
         let timerKey = TimerKey(pushType: notification.pushType, status: status)
         let (counter, timer) = cache.withLock { cache in
             let counter =
@@ -108,9 +139,9 @@ public final class MetricsMiddleware: PushMiddleware {
                     let made = Counter(
                         label: Self.counterLabel,
                         dimensions: [
-                            ("tenant", tenant.rawValue), ("topic", topic),
+                            ("tenant", tenant.rawValue), ("topic", label(topic: counterKey.topic)),
                             ("push_type", notification.pushType.rawValue),
-                            ("status", status), ("reason", reason),
+                            ("status", Self.label(status: status)), ("reason", reason),
                         ],
                         factory: factory)
                     cache.counters[counterKey] = made
@@ -123,7 +154,7 @@ public final class MetricsMiddleware: PushMiddleware {
                         label: Self.timerLabel,
                         dimensions: [
                             ("tenant", tenant.rawValue), ("push_type", notification.pushType.rawValue),
-                            ("status", status),
+                            ("status", Self.label(status: status)),
                         ],
                         factory: factory)
                     cache.timers[timerKey] = made
