@@ -126,4 +126,36 @@ struct PipelineTests {
             tenant: Fixtures.tenantID("ctx"), notification: Fixtures.note(), environment: .production)
         #expect(seen.values == ["ctx development true true", "ctx production true true"])
     }
+
+    @Test("a send's logger names the apns-id in what it logs and reads, and it can be changed or removed")
+    func loggerNotificationID() throws {
+        final class Logged: Sendable {
+            let entries = Mutex<[[String: String]]>([])
+            func append(_ metadata: [String: String]) { entries.withLock { $0.append(metadata) } }
+            var values: [[String: String]] { entries.withLock { $0 } }
+        }
+        let logged = Logged()
+        var logger = PushLogger(minimumLevel: .debug, metadata: ["herald.tenant": "acme"]) { _, _, metadata in
+            logged.append(metadata)
+        }
+        logger[metadataKey: "herald.plugin"] = "probe"
+        let id = try NotificationID("3f6c4d8e-2a1b-4c5d-8e9f-0a1b2c3d4e5f")
+        var named = logger.withNotificationID(id)
+        named.info("sent", metadata: ["herald.status": "200"])
+        named.debug("plain")
+        logger.info("without")
+        #expect(named[metadataKey: "herald.apns-id"] == id.rawValue)
+        #expect(named.metadata == ["herald.tenant": "acme", "herald.plugin": "probe", "herald.apns-id": id.rawValue])
+        #expect(logger[metadataKey: "herald.apns-id"] == nil)
+        named[metadataKey: "herald.apns-id"] = "other"
+        #expect(named[metadataKey: "herald.apns-id"] == "other")
+        named[metadataKey: "herald.apns-id"] = nil
+        #expect(named.metadata == ["herald.tenant": "acme", "herald.plugin": "probe"])
+        #expect(
+            logged.values == [
+                ["herald.tenant": "acme", "herald.plugin": "probe", "herald.apns-id": id.rawValue, "herald.status": "200"],
+                ["herald.tenant": "acme", "herald.plugin": "probe", "herald.apns-id": id.rawValue],
+                ["herald.tenant": "acme", "herald.plugin": "probe"],
+            ])
+    }
 }

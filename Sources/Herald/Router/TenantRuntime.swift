@@ -19,6 +19,8 @@ public final class TenantRuntime: Sendable {
     private let pushLogger: PushLogger
     private let defaultDeadline: Duration
     private let state = Mutex(State())
+    /// The tenant's topic checks, worked out once (``TopicRules``).
+    private let topicRules: TopicRules
 
     private struct State {
         var closed = false
@@ -33,6 +35,7 @@ public final class TenantRuntime: Sendable {
         clock: any PushClock, logger: Logger, defaultDeadline: Duration
     ) {
         self.configuration = configuration
+        self.topicRules = TopicRules(configuration)
         self.transport = transport
         self.clock = clock
         self.logger = logger
@@ -74,8 +77,10 @@ public final class TenantRuntime: Sendable {
     ///   - deadline: nil allows the router's default time from now.
     /// - Returns: APNs' answer (success or rejection).
     /// - Throws: ``PushError`` when the notification was refused locally or got no answer.
-    public func send(_ notification: Notification, environment: APNsEnvironment? = nil, deadline: ContinuousClock.Instant? = nil) async throws -> PushResult {
-        let checked = try configuration.admit(notification, environment: environment)
+    nonisolated(nonsending) public func send(
+        _ notification: Notification, environment: APNsEnvironment? = nil, deadline: ContinuousClock.Instant? = nil
+    ) async throws -> PushResult {
+        let checked = try configuration.admit(notification, environment: environment, topicRules: topicRules)
         var notification = checked.notification
         let environment = checked.environment
         let id = notification.id ?? NotificationID.random()
@@ -89,10 +94,8 @@ public final class TenantRuntime: Sendable {
         guard admitted else { throw PushError.shuttingDown(configuration.id) }
         defer { state.withLock { $0.inFlight -= 1 } }
 
-        var pushLogger = self.pushLogger
-        pushLogger[metadataKey: "herald.apns-id"] = id.rawValue
         let context = PushContext(
-            tenant: configuration.id, environment: environment, logger: pushLogger, attempt: 1,
+            tenant: configuration.id, environment: environment, logger: pushLogger.withNotificationID(id), attempt: 1,
             deadline: deadline ?? clock.now.advanced(by: defaultDeadline))
         do {
             return try await pipeline.send(notification, context: context)
