@@ -2,13 +2,14 @@ import Foundation
 import HeraldCore
 import HeraldStore
 import Logging
+import Synchronization
 
 /// One attempt at a batch item under its tenant's ``HeraldCore/DeliveryPolicy``: the expiry
 /// check, the circuit, the send, and then the item's outcome or its next attempt, as a change
 /// for the store (``HeraldStore/JobItemChange``) that the job runner writes with its chunk's
 /// commit group (``OutcomeGroups``).
 ///
-/// The job runner calls ``deliver(_:of:marks:logger:)`` for each item it claimed, once a tenant
+/// The job runner calls ``deliver(_:of:marks:routes:logger:)`` for each item it claimed, once a tenant
 /// permit is free. The decisions are the policy's values (``HeraldCore/DeliveryOutcome``,
 /// ``HeraldCore/DeliveryPolicy/retry(afterAttempts:firstAttempt:now:random:)``,
 /// ``CircuitBreaker``); this type only runs them.
@@ -40,12 +41,49 @@ struct BatchItemDelivery: Sendable {
     /// A local refusal (rate limit, full queue, reload) is tried again after this.
     static let localRefusalDelay: Duration = .milliseconds(500)
 
-    /// - Parameter marks: marks the item on the wire, durably, right before its request is written.
-    func deliver(_ item: JobItem, of job: Job, marks: WireMarks, logger: Logger) async -> Step {
+    /// What every item of one job shares while its tenant's runtime stays the same: the
+    /// delivery policy and the circuit key of the job's environment (resolved once, not per
+    /// item: the key's endpoint URL is a string built from the endpoint).
+    struct Route: Sendable {
+        let runtime: TenantRuntime
+        let policy: DeliveryPolicy
+        let circuitKey: DeliveryCircuits.Key?
+
+        init(runtime: TenantRuntime, job: Job) {
+            self.runtime = runtime
+            let tenant = runtime.configuration
+            policy = tenant.delivery
+            let environment = job.environment ?? tenant.endpoints.defaultEnvironment
+            circuitKey = tenant.endpoints.endpoint(for: environment).map {
+                DeliveryCircuits.Key(tenant: job.tenant, endpoint: $0.url)
+            }
+        }
+    }
+
+    /// One job's ``Route``, made again whenever the router holds another runtime for the
+    /// tenant (a reload or a rotation): each item still looks its tenant's runtime up, as a
+    /// single send does, and gets the policy and circuit of that runtime.
+    final class Routes: Sendable {
+        private let current = Mutex<Route?>(nil)
+
+        init() {}
+
+        func route(for runtime: TenantRuntime, job: Job) -> Route {
+            if let route = current.withLock({ $0 }), route.runtime === runtime { return route }
+            let route = Route(runtime: runtime, job: job)
+            current.withLock { $0 = route }
+            return route
+        }
+    }
+
+    /// - Parameters:
+    ///   - marks: marks the item on the wire, durably, right before its request is written.
+    ///   - routes: the job's routes (one per job run, shared by its send tasks).
+    nonisolated(nonsending) func deliver(_ item: JobItem, of job: Job, marks: WireMarks, routes: Routes, logger: Logger) async -> Step {
         let clock = router.configuration.clock
         guard let runtime = router.runtime(for: job.tenant) else { return .pause }
-        let tenant = runtime.configuration
-        let policy = tenant.delivery
+        let route = routes.route(for: runtime, job: job)
+        let policy = route.policy
         let now = clock.date
 
         // Its request was about to be written by an instance that stopped (or a send that was
@@ -73,10 +111,7 @@ struct BatchItemDelivery: Sendable {
         }
 
         // The circuit of the tenant's endpoint for this job's environment.
-        let environment = job.environment ?? tenant.endpoints.defaultEnvironment
-        let key = tenant.endpoints.endpoint(for: environment).map {
-            DeliveryCircuits.Key(tenant: job.tenant, endpoint: $0.url)
-        }
+        let key = route.circuitKey
         var probe = false
         if let key {
             switch router.circuits.admit(key, policy: policy.circuit, now: clock.now) {

@@ -1,4 +1,5 @@
 import Foundation
+import HeraldAPNs
 import HeraldCore
 import HeraldStore
 import Logging
@@ -351,6 +352,7 @@ public final class JobRunner: Sendable {
         let leaseSeconds = Self.seconds(configuration.lease)
         let itemLogger = logger
         let marks = WireMarks(store: store, tenant: job.tenant, job: job.id, claimant: claimant, clock: clock)
+        let routes = BatchItemDelivery.Routes()
         // Pending items below this were claimed and worked through in this run: the next claim
         // searches from here (a pending item below, leased elsewhere and released, is found by
         // the job's next run: the job is not finished while it waits).
@@ -372,15 +374,22 @@ public final class JobRunner: Sendable {
                 break
             }
             for item in claimed where item.state == .pending { fromIndex = max(fromIndex, item.index + 1) }
-            let chunk = ClaimedChunk(claimed, marks: marks)
+            let chunk = ClaimedChunk(claimed, marks: marks, routes: routes)
             let senders = min(workers, claimed.count)
             let outcomes = OutcomeGroups(inFlight: senders, groupSize: configuration.commitGroup)
             adjust { $0.claimedItemsHeld += claimed.count } peak: { $0.peakClaimedItemsHeld = max($0.peakClaimedItemsHeld, $0.claimedItemsHeld) }
             await withDiscardingTaskGroup { group in
                 group.addTask { await self.writeOutcomes(outcomes, of: job, chunk: chunk, logger: itemLogger) }
+                // The send tasks run on the event loops of the tenant's transport: an item's
+                // request is written, answered and its task resumed without a thread switch
+                // between the task and its connection (Swift's global executor otherwise).
+                let executors = self.sendExecutors(for: job.tenant)
                 await withDiscardingTaskGroup { sends in
-                    for _ in 0..<senders {
-                        sends.addTask { await self.work(chunk, outcomes: outcomes, of: job, permits: pool, logger: itemLogger) }
+                    for worker in 0..<senders {
+                        let executor: (any TaskExecutor)? = executors.isEmpty ? nil : executors[worker % executors.count]
+                        sends.addTask(executorPreference: executor) {
+                            await self.work(chunk, outcomes: outcomes, of: job, permits: pool, logger: itemLogger)
+                        }
                     }
                 }
                 outcomes.close()
@@ -399,10 +408,18 @@ public final class JobRunner: Sendable {
         return false
     }
 
+    /// The task executors a tenant's send tasks run on: one per event loop of its transport
+    /// (``HeraldAPNs/TenantTransport/eventLoopExecutors()``); none (the global executor) for
+    /// other transports.
+    private func sendExecutors(for tenant: TenantID) -> [EventLoopTaskExecutor] {
+        guard let transport = router.runtime(for: tenant)?.transport as? TenantTransport else { return [] }
+        return transport.eventLoopExecutors()
+    }
+
     /// One send task of a chunk: under a slot of the chunk's commit groups and a tenant permit,
     /// takes the chunk's next item, sends it and hands its outcome to the chunk's writer, until
     /// the chunk is empty or stopped. It does not wait for the outcome to be written.
-    private func work(
+    nonisolated(nonsending) private func work(
         _ chunk: ClaimedChunk, outcomes: OutcomeGroups, of job: Job, permits pool: PermitPool, logger: Logger
     ) async {
         adjust { $0.sendTasks += 1 } peak: { $0.peakSendTasks = max($0.peakSendTasks, $0.sendTasks) }
@@ -425,7 +442,7 @@ public final class JobRunner: Sendable {
                 return
             }
             adjust { $0.itemsInFlight += 1 } peak: { $0.peakItemsInFlight = max($0.peakItemsInFlight, $0.itemsInFlight) }
-            let step = await delivery.deliver(item, of: job, marks: chunk.marks, logger: logger)
+            let step = await delivery.deliver(item, of: job, marks: chunk.marks, routes: chunk.routes, logger: logger)
             adjust { $0.itemsInFlight -= 1 } peak: { _ in }
             pool.release()
             switch step {
@@ -533,10 +550,13 @@ final class ClaimedChunk: Sendable {
     private let state: Mutex<State>
     /// Marks the chunk's items on the wire before they are sent.
     let marks: WireMarks
+    /// The job's policy and circuit per tenant runtime.
+    let routes: BatchItemDelivery.Routes
 
-    init(_ items: [JobItem], marks: WireMarks) {
+    init(_ items: [JobItem], marks: WireMarks, routes: BatchItemDelivery.Routes) {
         state = Mutex(State(items: items))
         self.marks = marks
+        self.routes = routes
     }
 
     /// The next item to send, or nil when the chunk is done or stopped.

@@ -45,7 +45,7 @@ final class OutcomeGroups: Sendable {
     /// Reserves a slot for one item about to be taken: waits while ``limit`` items are taken and
     /// not durable. Every `true` must be matched by one ``add(_:)`` or ``cancel()``.
     /// - Returns: false when a write failed (take nothing more).
-    func reserve() async -> Bool {
+    nonisolated(nonsending) func reserve() async -> Bool {
         let now = state.withLock { state -> Bool? in
             if state.failed { return false }
             guard state.undurable < limit else { return nil }

@@ -29,7 +29,7 @@ final class PermitPool: Sendable {
     }
 
     /// Waits for a permit. Every `acquire` must be followed by one ``release()``.
-    func acquire() async {
+    nonisolated(nonsending) func acquire() async {
         let taken = state.withLock { state -> Bool in
             guard state.available > 0 else { return false }
             state.available -= 1
