@@ -1,5 +1,4 @@
 import Foundation
-import HeraldAPNs
 import HeraldCore
 import HeraldStore
 import Logging
@@ -380,16 +379,9 @@ public final class JobRunner: Sendable {
             adjust { $0.claimedItemsHeld += claimed.count } peak: { $0.peakClaimedItemsHeld = max($0.peakClaimedItemsHeld, $0.claimedItemsHeld) }
             await withDiscardingTaskGroup { group in
                 group.addTask { await self.writeOutcomes(outcomes, of: job, chunk: chunk, logger: itemLogger) }
-                // The send tasks run on the event loops of the tenant's transport: an item's
-                // request is written, answered and its task resumed without a thread switch
-                // between the task and its connection (Swift's global executor otherwise).
-                let executors = self.sendExecutors(for: job.tenant)
                 await withDiscardingTaskGroup { sends in
-                    for worker in 0..<senders {
-                        let executor: (any TaskExecutor)? = executors.isEmpty ? nil : executors[worker % executors.count]
-                        sends.addTask(executorPreference: executor) {
-                            await self.work(chunk, outcomes: outcomes, of: job, permits: pool, logger: itemLogger)
-                        }
+                    for _ in 0..<senders {
+                        sends.addTask { await self.work(chunk, outcomes: outcomes, of: job, permits: pool, logger: itemLogger) }
                     }
                 }
                 outcomes.close()
@@ -406,14 +398,6 @@ public final class JobRunner: Sendable {
         guard !isStopping else { return false }
         await finishIfDone(job, logger: logger)
         return false
-    }
-
-    /// The task executors a tenant's send tasks run on: one per event loop of its transport
-    /// (``HeraldAPNs/TenantTransport/eventLoopExecutors()``); none (the global executor) for
-    /// other transports.
-    private func sendExecutors(for tenant: TenantID) -> [EventLoopTaskExecutor] {
-        guard let transport = router.runtime(for: tenant)?.transport as? TenantTransport else { return [] }
-        return transport.eventLoopExecutors()
     }
 
     /// One send task of a chunk: under a slot of the chunk's commit groups and a tenant permit,
