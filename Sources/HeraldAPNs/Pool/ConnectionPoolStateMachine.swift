@@ -20,6 +20,13 @@ struct ConnectionPoolStateMachine<Request> {
         var maxConnections: Int = 2
         var maxQueued: Int = 10_000
         var backoff: Backoff = Backoff()
+        /// Consecutive failed connects (none of the pool's connections alive) after which the
+        /// waiting requests fail at once with `connectionFailed` instead of waiting for their
+        /// deadline: the endpoint refuses us. Below it, a connection that closed before it was
+        /// ready is tried again after its backoff and the waiters keep their place (one such
+        /// close is seen under load, e.g. a reset during the handshake; failing every waiter
+        /// for it would turn one bad connect into as many failed sends).
+        var failWaitersAfterFailures: Int = 2
     }
 
     enum ConnectionState: Equatable {
@@ -229,7 +236,7 @@ struct ConnectionPoolStateMachine<Request> {
                 case .draining, .backingOff: return false
                 }
             }
-            if !othersAlive {
+            if !othersAlive, consecutiveFailures >= configuration.failWaitersAfterFailures {
                 // The endpoint refuses us: callers learn it now instead of at their deadline.
                 var failed: [Request] = []
                 failed.reserveCapacity(waiters.count)

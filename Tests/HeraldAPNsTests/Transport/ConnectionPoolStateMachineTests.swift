@@ -191,10 +191,23 @@ struct ConnectionPoolStateMachineTests {
         var pool = machine(connections: 1, backoff: policy)
         _ = pool.submit(1, deadline: later, now: t0)
         let first = pool.connections[0].id
-        let result = failed(pool.connectionClosed(first, failed: true, now: t0))
+        // The first failed connect is tried again after its backoff; the waiter keeps its place.
+        let retry = pool.connectionClosed(first, failed: true, now: t0)
+        #expect(failed(retry) == nil)
+        guard case .connectAfter(let second, let wait)? = retry.first, retry.count == 1 else {
+            Issue.record("expected one delayed connect after the first failure, got \(retry)")
+            return
+        }
+        #expect(wait.nanoseconds <= 100_000_000 && wait.nanoseconds >= 50_000_000)
+        #expect(pool.consecutiveFailures == 1)
+        #expect(pool.waiters.count == 1)
+        // The second in a row: the endpoint refuses us, the waiter learns it now.
+        #expect(pool.backoffElapsed(second, now: t0 + wait).count == 1)
+        let result = failed(pool.connectionClosed(second, failed: true, now: t0 + wait))
         #expect(result?.requests == [1])
         #expect(result?.failure == .connectionFailed)
-        #expect(pool.consecutiveFailures == 1)
+        #expect(pool.consecutiveFailures == 2)
+        #expect(pool.waiters.isEmpty)
 
         var delays: [TimeAmount] = []
         var now = t0
@@ -208,8 +221,8 @@ struct ConnectionPoolStateMachineTests {
             #expect(pool.backoffElapsed(id, now: now).count == 1)
             _ = pool.connectionClosed(id, failed: true, now: now)
         }
-        // Each wait lies in [(1 - jitter) × d, d] for d = 100 ms × 2^(n-1), capped at 1 s.
-        let expected: [Int64] = [100, 200, 400, 800, 1000, 1000].map { $0 * 1_000_000 }
+        // Each wait lies in [(1 - jitter) × d, d] for d = 100 ms × 2^(n-1) after n failures, capped at 1 s.
+        let expected: [Int64] = [200, 400, 800, 1000, 1000, 1000].map { $0 * 1_000_000 }
         for (delay, full) in zip(delays, expected) {
             #expect(delay.nanoseconds <= full)
             #expect(delay.nanoseconds >= full / 2)
