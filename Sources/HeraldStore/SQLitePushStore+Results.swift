@@ -63,15 +63,33 @@ extension SQLitePushStore {
     /// item of a batch) are one `job_sent` row per chunk and a few bits (`job_settled`); any
     /// other change is its item's row (`SQLitePushStore+Items.swift`).
     public func recordChanges(tenant: TenantID, job: JobID, _ changes: [JobItemChange]) async throws -> Int {
-        let checked = try changes.map { try Self.check($0.index, $0.change) }
+        let checked = try Self.checkAll(changes)
         guard !checked.isEmpty else { return 0 }
         return try await pool.write { db in
-            guard let ref = try Self.jobRef(db, tenant: tenant, id: job) else { return 0 }
-            var counts = OutcomeCounts()
-            let written = try Self.apply(db, job: ref, checked, counts: &counts)
-            try counts.write(db)
-            return written.filter { $0 }.count
+            try Self.recordChanges(db, tenant: tenant, job: job, checked)
         }
+    }
+
+    /// The checks and the transaction of `recordChanges` stay out of the async function: with a
+    /// throwing `map` inlined there, Swift 6.3.1's release optimizer crashes while splitting the
+    /// coroutine (signal 11 in CoroSplit).
+    @inline(never)
+    private static func checkAll(_ changes: [JobItemChange]) throws -> [CheckedChange] {
+        var checked: [CheckedChange] = []
+        checked.reserveCapacity(changes.count)
+        for change in changes { checked.append(try check(change.index, change.change)) }
+        return checked
+    }
+
+    @inline(never)
+    private static func recordChanges(
+        _ db: Database, tenant: TenantID, job: JobID, _ checked: [CheckedChange]
+    ) throws -> Int {
+        guard let ref = try jobRef(db, tenant: tenant, id: job) else { return 0 }
+        var counts = OutcomeCounts()
+        let written = try apply(db, job: ref, checked, counts: &counts)
+        try counts.write(db)
+        return written.filter { $0 }.count
     }
 
     private func enqueue(_ waiter: ResultQueue.Waiter) {
