@@ -1,7 +1,7 @@
 import Foundation
 import HeraldCore
 
-// The SQLite store's batch item shape (migration v10-batch-items). A job's items are written by
+// The SQLite store's batch item shape (migration v10-sqlite-batch-items). A job's items are written by
 // the POST as chunk rows of up to ``ItemChunks/size`` items, each one blob of their notifications
 // (device tokens as bytes, apns-ids as 16 bytes, a topic or push type equal to the previous
 // item's written once). What changes while the job runs is kept apart and small:

@@ -2,7 +2,7 @@ import Foundation
 import GRDB
 import HeraldCore
 
-// Migration v10-batch-items: the item shape of `ItemChunks.swift`. Jobs stored before it are
+// Migration v10-sqlite-batch-items: the item shape of `ItemChunks.swift`. Jobs stored before it are
 // rewritten into that shape in the migration's transaction, one job and one chunk at a time
 // (memory bounded by a chunk, whatever the store holds): each item's notification goes into
 // its chunk; an item that left `pending`, or holds anything more than its notification

@@ -201,7 +201,7 @@ extension SQLitePushStore {
         // own only for an item with more to keep, one lease per claimant and job; items keyed by
         // the job's integer key (`job.item_key`). Jobs stored before are rewritten into it.
         // See `ItemChunks.swift` and `SQLitePushStore+BatchItemsMigration.swift`.
-        migrator.registerMigration("v10-batch-items") { db in try Self.migrateToBatchItems(db) }
+        migrator.registerMigration("v10-sqlite-batch-items") { db in try Self.migrateToBatchItems(db) }
         return migrator
     }
 }
