@@ -52,46 +52,50 @@ extension SQLitePushStore: InstanceRegistry {
     @discardableResult
     public func releaseLeases(heldBy claimant: String) async throws -> Int {
         try await pool.write { db in
-            try db.execute(
-                sql: """
-                    UPDATE job_item INDEXED BY job_item_leased SET claimant = NULL, lease_until_ms = NULL
-                    WHERE claimant = ? AND state IN ('pending', 'retrying')
-                    """,
-                arguments: [claimant])
-            return db.changesCount
+            var released = 0
+            for row in try Row.fetchAll(
+                db, sql: "SELECT job_key, items FROM job_claim WHERE claimant = ?", arguments: [claimant])
+            {
+                let key: Int64 = row[0]
+                var settled = SettledBits(key: key)
+                released += try Self.liveEntries(db, key: key, try ItemChunks.entries(row[1]), settled: &settled).count
+            }
+            try db.execute(sql: "DELETE FROM job_claim WHERE claimant = ?", arguments: [claimant])
+            return released
         }
     }
 
+    /// The items without an outcome each claimant holds under a lease that has not ended.
     public func leasedItemCounts(now: Date) async throws -> [String: Int] {
         let nowMillis = try Self.millis(now, field: "now")
         return try await pool.read { db in
             var counts: [String: Int] = [:]
             for row in try Row.fetchAll(
-                db,
-                sql: """
-                    SELECT claimant, count(*) AS n FROM job_item INDEXED BY job_item_leased
-                    WHERE claimant IS NOT NULL AND state IN ('pending', 'retrying') AND lease_until_ms > ?
-                    GROUP BY claimant
-                    """,
-                arguments: [nowMillis])
+                db, sql: "SELECT job_key, claimant, items FROM job_claim WHERE lease_until_ms > ?", arguments: [nowMillis])
             {
-                counts[row["claimant"]] = row["n"]
+                let key: Int64 = row[0]
+                var settled = SettledBits(key: key)
+                let live = try Self.liveEntries(db, key: key, try ItemChunks.entries(row[2]), settled: &settled).count
+                if live > 0 { counts[row[1], default: 0] += live }
             }
             return counts
         }
     }
 
+    /// Extends the claimant's lease row of the job (never shortens it), keeping only the items
+    /// still without an outcome in it.
     @discardableResult
     public func renewLeases(tenant: TenantID, job: JobID, claimant: String, leaseUntil: Date) async throws -> Int {
         let until = try Self.millis(leaseUntil, field: "lease_until")
         return try await pool.write { db in
-            try db.execute(
-                sql: """
-                    UPDATE job_item INDEXED BY job_item_leased SET lease_until_ms = max(coalesce(lease_until_ms, 0), ?)
-                    WHERE claimant = ? AND tenant = ? AND job_id = ? AND state IN ('pending', 'retrying')
-                    """,
-                arguments: [until, claimant, tenant.rawValue, job.rawValue])
-            return db.changesCount
+            guard let ref = try Self.jobRef(db, tenant: tenant, id: job),
+                var claim = try Self.claimRows(db, key: ref.key).first(where: { $0.claimant == claimant })
+            else { return 0 }
+            var settled = SettledBits(key: ref.key)
+            claim.entries = try Self.liveEntries(db, key: ref.key, claim.entries, settled: &settled)
+            claim.leaseUntil = max(claim.leaseUntil, until)
+            try Self.writeClaim(db, key: ref.key, claim)
+            return claim.entries.count
         }
     }
 }

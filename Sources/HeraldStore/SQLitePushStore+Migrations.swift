@@ -196,6 +196,12 @@ extension SQLitePushStore {
                     CREATE INDEX job_item_failed ON job_item (tenant, job_id, idx) WHERE state = 'failed';
                     """)
         }
+        // The batch item shape (issue 13): chunk rows of notifications written by the POST, one
+        // bit per settled item, the plain successes of a commit group as one row, a row of its
+        // own only for an item with more to keep, one lease per claimant and job; items keyed by
+        // the job's integer key (`job.item_key`). Jobs stored before are rewritten into it.
+        // See `ItemChunks.swift` and `SQLitePushStore+BatchItemsMigration.swift`.
+        migrator.registerMigration("v10-sqlite-batch-items") { db in try Self.migrateToBatchItems(db) }
         return migrator
     }
 }

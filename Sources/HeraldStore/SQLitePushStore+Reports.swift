@@ -6,11 +6,11 @@ import HeraldCore
 // mode lets these reads run beside the runner's writes without a second connection.
 extension SQLitePushStore: JobReports {
     /// One page of a job's failed items in index order: a range of the partial index
-    /// `job_item_failed` (`tenant, job_id, idx` of failed items only, migration v9), then one
-    /// row lookup per item of the page.
+    /// `job_item_failed` (`job_key, idx` of failed items only), then their notifications from
+    /// the chunks that hold them.
     static let failedItemsSQL = """
-        SELECT * FROM job_item INDEXED BY job_item_failed
-        WHERE tenant = ? AND job_id = ? AND state = 'failed' AND idx > ?
+        SELECT \(itemRowColumns) FROM job_item INDEXED BY job_item_failed
+        WHERE job_key = ? AND state = 'failed' AND idx > ?
         ORDER BY idx LIMIT ?
         """
 
@@ -25,10 +25,18 @@ extension SQLitePushStore: JobReports {
 
     public func failedItems(tenant: TenantID, job: JobID, afterIndex: Int, limit: Int) async throws -> [JobItem] {
         try await pool.read { db in
-            try Row.fetchAll(
-                db.cachedStatement(sql: Self.failedItemsSQL),
-                arguments: [tenant.rawValue, job.rawValue, afterIndex, max(0, limit)]
-            ).map(Self.failedItem)
+            guard let ref = try Self.jobRef(db, tenant: tenant, id: job) else { return [] }
+            let rows = try Row.fetchAll(
+                db.cachedStatement(sql: Self.failedItemsSQL), arguments: [ref.key, max(-1, afterIndex), max(0, limit)]
+            ).map { try Self.itemRow($0) }
+            var payloads = PayloadCache()
+            let notes = try Self.notifications(db, job: ref, indexes: rows.map { $0.0 }, payloads: &payloads)
+            return try rows.map { index, row in
+                // The report shows the notification without its payload.
+                guard var notification = notes[index] else { throw StoreError.corrupt("job \(job) lacks item \(index)") }
+                notification.payload = []
+                return Self.item(job: job, index: index, notification: notification, row: row, sent: nil, lease: nil)
+            }
         }
     }
 
@@ -50,27 +58,34 @@ extension SQLitePushStore: JobReports {
                 arguments: [table])
         }
     }
+}
 
-    /// A failed item's row (its notification without the payload, which the report does not show).
-    private static func failedItem(_ row: Row) throws -> JobItem {
-        let tokenHex: String = row["device_token"]
-        let pushTypeRaw: String = row["push_type"]
-        let apnsIDRaw: String = row["apns_id"]
-        let resultID: String? = row["result_apns_id"]
-        let timestamp: Int64? = row["apns_timestamp_ms"]
-        let finished: Int64? = row["finished_at_ms"]
-        guard let token = try? DeviceToken(hex: tokenHex), let id = try? NotificationID(apnsIDRaw) else {
-            throw StoreError.corrupt("job item row with an invalid device token or apns-id")
+extension SQLitePushStore {
+    /// The bytes of the job's chunk rows beyond what their notifications' fields take (each
+    /// chunk decoded and encoded again): a payload copied into the items would show here. For
+    /// tests of "a payload is stored once".
+    func chunkBytesBeyondFields(tenant: TenantID, job: JobID) throws -> Int {
+        try pool.read { db in
+            guard let ref = try Self.jobRef(db, tenant: tenant, id: job) else { return 0 }
+            let ids = ItemChunks.rowIDs(key: ref.key)
+            var extra = 0
+            for row in try Row.fetchAll(
+                db, sql: "SELECT count, items FROM job_chunk WHERE id BETWEEN ? AND ? ORDER BY id",
+                arguments: [ids.lowerBound, ids.upperBound])
+            {
+                let count: Int = row[0]
+                let blob: Data = row[1]
+                let items = try ItemChunks.decode(blob, count: count)
+                var encoder = ItemChunks.Encoder()
+                for position in 0..<count {
+                    guard let item = items[position], let id = item.notification.id else {
+                        throw StoreError.corrupt("a chunk item without an apns-id")
+                    }
+                    try encoder.append(item.notification, id: id, payloadRef: item.payloadRef)
+                }
+                extra += blob.count - encoder.bytes.count
+            }
+            return extra
         }
-        let notification = HeraldCore.Notification(
-            deviceToken: token, topic: row["topic"], pushType: PushType(rawValue: pushTypeRaw) ?? .alert,
-            collapseID: row["collapse_id"], id: id, payload: [UInt8]())
-        let result = JobItemResult(
-            state: .failed, status: row["status"], reason: row["reason"], message: row["message"],
-            apnsID: resultID.flatMap { try? NotificationID($0) }, apnsTimestamp: timestamp.map(Self.date),
-            finishedAt: Self.date(finished ?? 0), attempts: row["attempts"])
-        return JobItem(
-            job: JobID(unchecked: row["job_id"]), index: row["idx"], notification: notification, state: .failed,
-            result: result, attempts: row["attempts"], lastError: row["last_error"])
     }
 }

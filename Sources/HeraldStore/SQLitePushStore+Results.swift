@@ -60,68 +60,37 @@ extension SQLitePushStore {
 
     /// The job runner's commit group: every change in one write transaction (with the job's
     /// outcome counts). The plain successes (200, no reason, message or timestamp: nearly every
-    /// item of a batch) go in one statement, their indexes, apns-ids, times and attempts as one
-    /// JSON array bind; any other change is one run of a cached statement. A chunk's changes
-    /// name each item once.
+    /// item of a batch) are one `job_sent` row per chunk and a few bits (`job_settled`); any
+    /// other change is its item's row (`SQLitePushStore+Items.swift`).
     public func recordChanges(tenant: TenantID, job: JobID, _ changes: [JobItemChange]) async throws -> Int {
-        var plain = PlainSuccesses()
-        var others: [JobItemChange] = []
-        for change in changes {
-            guard case .outcome(let result) = change.change else {
-                others.append(change)
-                continue
-            }
-            guard result.state.isFinal else {
-                throw StoreError.invalidArgument(
-                    "item \(change.index): a result must be sent, failed or unknown, not \(result.state)")
-            }
-            if try !plain.add(index: change.index, result: result) { others.append(change) }
-        }
-        guard !changes.isEmpty else { return 0 }
-        let plainCount = plain.count
-        let plainJSON = plain.json()
-        let single = others
+        let checked = try Self.checkAll(changes)
+        guard !checked.isEmpty else { return 0 }
         return try await pool.write { db in
-            var counts = OutcomeCounts()
-            var changed = 0
-            if plainCount > 0 {
-                try db.cachedStatement(sql: Self.plainSuccessesSQL).execute(
-                    arguments: [plainJSON, tenant.rawValue, job.rawValue])
-                let written = db.changesCount
-                counts.add(tenant: tenant, job: job, result: PlainSuccesses.kind, count: written)
-                changed += written
-            }
-            for change in single {
-                let written: Bool
-                switch change.change {
-                case .outcome(let result):
-                    written = try Self.update(
-                        db, tenant: tenant, job: job, index: change.index, result: result, counts: &counts)
-                case .retry(let retry):
-                    written = try Self.deferItem(db, tenant: tenant, job: job, index: change.index, retry: retry)
-                }
-                if written { changed += 1 }
-            }
-            try counts.write(db)
-            return changed
+            try Self.recordChanges(db, tenant: tenant, job: job, checked)
         }
     }
 
-    /// Plain successes of one job: `[[idx, apns-id or null, finished_at_ms, attempts], ...]`
-    /// (built by ``PlainSuccesses`` from integers and validated apns-ids only). The array is
-    /// materialized first and each item looked up by its primary key: without `MATERIALIZED`
-    /// SQLite (no statistics) plans the job's items as the outer loop and scans the array for
-    /// each, a statement that grows with the job (seconds at 50,000 items).
-    static let plainSuccessesSQL = """
-        WITH j (idx, apns_id, finished_ms, attempts) AS MATERIALIZED (
-            SELECT value ->> 0, value ->> 1, value ->> 2, value ->> 3 FROM json_each(?1))
-        UPDATE job_item SET state = 'sent', status = 200, reason = NULL, message = NULL,
-            result_apns_id = j.apns_id, apns_timestamp_ms = NULL, finished_at_ms = j.finished_ms,
-            claimant = NULL, lease_until_ms = NULL, attempts = max(job_item.attempts, j.attempts), next_attempt_ms = NULL
-        FROM j
-        WHERE job_item.tenant = ?2 AND job_item.job_id = ?3 AND job_item.idx = j.idx
-          AND job_item.state IN ('pending', 'retrying')
-        """
+    /// The checks and the transaction of `recordChanges` stay out of the async function: with a
+    /// throwing `map` inlined there, Swift 6.3.1's release optimizer crashes while splitting the
+    /// coroutine (signal 11 in CoroSplit).
+    @inline(never)
+    private static func checkAll(_ changes: [JobItemChange]) throws -> [CheckedChange] {
+        var checked: [CheckedChange] = []
+        checked.reserveCapacity(changes.count)
+        for change in changes { checked.append(try check(change.index, change.change)) }
+        return checked
+    }
+
+    @inline(never)
+    private static func recordChanges(
+        _ db: Database, tenant: TenantID, job: JobID, _ checked: [CheckedChange]
+    ) throws -> Int {
+        guard let ref = try jobRef(db, tenant: tenant, id: job) else { return 0 }
+        var counts = OutcomeCounts()
+        let written = try apply(db, job: ref, checked, counts: &counts)
+        try counts.write(db)
+        return written.filter { $0 }.count
+    }
 
     private func enqueue(_ waiter: ResultQueue.Waiter) {
         let start = resultQueue.withLock { queue -> Bool in
@@ -143,54 +112,83 @@ extension SQLitePushStore {
             return batch
         }
         guard !batch.isEmpty else { return }
-        enum Written: Sendable {
-            case recorded(Result<RecordOutcome, any Error>)
-            /// An outcome written with no read-back, or a retry: whether the row changed.
-            case changed(Result<Bool, any Error>)
+        // Checked before the transaction: a change the store cannot keep fails alone.
+        var checked: [Result<CheckedChange, any Error>] = []
+        checked.reserveCapacity(batch.count)
+        for waiter in batch {
+            let change: JobItemChange.Change
+            switch waiter.change {
+            case .result(let result, _), .outcome(let result, _): change = .outcome(result)
+            case .retry(let retry, _): change = .retry(retry)
+            }
+            checked.append(Result { try Self.check(waiter.index, change) })
+        }
+        let checkedChanges = checked
+        struct JobKey: Hashable {
+            var tenant: TenantID
+            var job: JobID
         }
         pool.asyncWrite(
-            { db -> [Written] in
+            { db -> [Result<(Bool, JobItem?), any Error>] in
+                // Each job's changes in the order they came, applied together.
+                var byJob: [JobKey: [Int]] = [:]
+                var order: [JobKey] = []
+                for (position, waiter) in batch.enumerated() {
+                    guard case .success = checkedChanges[position] else { continue }
+                    let key = JobKey(tenant: waiter.tenant, job: waiter.job)
+                    if byJob[key] == nil { order.append(key) }
+                    byJob[key, default: []].append(position)
+                }
+                var answers: [Result<(Bool, JobItem?), any Error>] = checkedChanges.map { check in
+                    switch check {
+                    case .success: return .success((false, nil))
+                    case .failure(let error): return .failure(error)
+                    }
+                }
                 var counts = OutcomeCounts()
-                let written = batch.map { waiter -> Written in
-                    switch waiter.change {
-                    case .result(let result, _):
-                        return .recorded(
-                            Result {
-                                try Self.record(
-                                    db, tenant: waiter.tenant, job: waiter.job, index: waiter.index, result: result,
-                                    counts: &counts)
-                            })
-                    case .outcome(let result, _):
-                        return .changed(
-                            Result {
-                                try Self.update(
-                                    db, tenant: waiter.tenant, job: waiter.job, index: waiter.index, result: result,
-                                    counts: &counts)
-                            })
-                    case .retry(let retry, _):
-                        return .changed(
-                            Result {
-                                try Self.deferItem(
-                                    db, tenant: waiter.tenant, job: waiter.job, index: waiter.index, retry: retry)
-                            })
+                for key in order {
+                    let positions = byJob[key] ?? []
+                    guard let ref = try Self.jobRef(db, tenant: key.tenant, id: key.job) else {
+                        for position in positions {
+                            if case .result = batch[position].change {
+                                answers[position] = .failure(
+                                    StoreError.notFound("item \(batch[position].index) of job \(key.job)"))
+                            }
+                        }
+                        continue
+                    }
+                    let changes = positions.compactMap { try? checkedChanges[$0].get() }
+                    let written = try Self.apply(db, job: ref, changes, counts: &counts)
+                    for (position, changed) in zip(positions, written) {
+                        guard case .result = batch[position].change else {
+                            answers[position] = .success((changed, nil))
+                            continue
+                        }
+                        let index = batch[position].index
+                        if let item = try Self.readItems(db, job: ref, fromIndex: index, limit: 1).first, item.index == index {
+                            answers[position] = .success((changed, item))
+                        } else {
+                            answers[position] = .failure(StoreError.notFound("item \(index) of job \(key.job)"))
+                        }
                     }
                 }
                 // In the same transaction as the outcomes: if it fails, neither is written.
                 try counts.write(db)
-                return written
+                return answers
             },
             completion: { _, outcome in
                 switch outcome {
-                case .success(let outcomes):
-                    for (waiter, written) in zip(batch, outcomes) {
-                        switch (waiter.change, written) {
-                        case (.result(_, let continuation), .recorded(let result)): continuation.resume(with: result)
-                        case (.outcome(_, let continuation), .changed(let result)): continuation.resume(with: result)
-                        case (.retry(_, let continuation), .changed(let result)): continuation.resume(with: result)
-                        case (.result(_, let continuation), .changed):
-                            continuation.resume(throwing: StoreError.corrupt("mismatched write"))
-                        case (.outcome(_, let continuation), .recorded), (.retry(_, let continuation), .recorded):
-                            continuation.resume(throwing: StoreError.corrupt("mismatched write"))
+                case .success(let answers):
+                    for (waiter, answer) in zip(batch, answers) {
+                        switch waiter.change {
+                        case .result(_, let continuation):
+                            continuation.resume(
+                                with: answer.flatMap { changed, item in
+                                    guard let item else { return .failure(StoreError.corrupt("an item was not read back")) }
+                                    return .success(changed ? .recorded(item) : .alreadyRecorded(item))
+                                })
+                        case .outcome(_, let continuation), .retry(_, let continuation):
+                            continuation.resume(with: answer.map { $0.0 })
                         }
                     }
                 case .failure(let error):
@@ -205,93 +203,6 @@ extension SQLitePushStore {
                 self.flushResults()
             })
     }
-
-    /// Puts an item without an outcome back to wait for its next attempt.
-    private static func deferItem(_ db: Database, tenant: TenantID, job: JobID, index: Int, retry: JobItemRetry) throws
-        -> Bool
-    {
-        try db.cachedStatement(
-            sql: """
-                UPDATE job_item SET state = 'retrying', attempts = max(attempts, ?),
-                    first_attempt_ms = coalesce(first_attempt_ms, ?), next_attempt_ms = ?, last_error = ?,
-                    claimant = NULL, lease_until_ms = NULL, wire_at_ms = NULL
-                WHERE tenant = ? AND job_id = ? AND idx = ? AND state IN ('pending', 'retrying')
-                """
-        ).execute(arguments: [
-            retry.attempts, clampedMillis(retry.firstAttemptAt), clampedMillis(retry.nextAttemptAt), retry.lastError,
-            tenant.rawValue, job.rawValue, index,
-        ])
-        return db.changesCount > 0
-    }
-
-    /// Records one outcome inside a write transaction and reads the item back: the first
-    /// outcome recorded wins.
-    private static func record(
-        _ db: Database, tenant: TenantID, job: JobID, index: Int, result: JobItemResult, counts: inout OutcomeCounts
-    ) throws -> RecordOutcome {
-        let changed = try update(db, tenant: tenant, job: job, index: index, result: result, counts: &counts)
-        guard
-            let row = try Row.fetchOne(
-                db.cachedStatement(
-                    sql: "SELECT \(jobItemColumns) FROM job_item WHERE tenant = ? AND job_id = ? AND idx = ?"),
-                arguments: [tenant.rawValue, job.rawValue, index])
-        else { throw StoreError.notFound("item \(index) of job \(job)") }
-        var payloads = PayloadCache()
-        let item = try jobItem(from: row, db, payloads: &payloads)
-        return changed ? .recorded(item) : .alreadyRecorded(item)
-    }
-
-    /// Writes one outcome inside a write transaction if the item has none yet.
-    /// - Returns: true when it was written (and then counted in `counts`).
-    private static func update(
-        _ db: Database, tenant: TenantID, job: JobID, index: Int, result: JobItemResult, counts: inout OutcomeCounts
-    ) throws -> Bool {
-        // Cached statements skip SQLite's parse and GRDB's authorizer on this hot path.
-        try db.cachedStatement(
-            sql: """
-                UPDATE job_item SET state = ?, status = ?, reason = ?, message = ?, result_apns_id = ?,
-                    apns_timestamp_ms = ?, finished_at_ms = ?, claimant = NULL, lease_until_ms = NULL,
-                    attempts = max(attempts, ?), next_attempt_ms = NULL
-                WHERE tenant = ? AND job_id = ? AND idx = ? AND state IN ('pending', 'retrying')
-                """
-        ).execute(arguments: [
-            result.state.rawValue, result.status, result.reason, result.message, result.apnsID?.rawValue,
-            result.apnsTimestamp.map(clampedMillis),
-            try millis(result.finishedAt, field: "finished_at"), result.attempts,
-            tenant.rawValue, job.rawValue, index,
-        ])
-        guard db.changesCount > 0 else { return false }
-        counts.add(tenant: tenant, job: job, result: result)
-        return true
-    }
-}
-
-/// The plain successes of a commit group (`sent`, 200, no reason, message or APNs timestamp),
-/// as the JSON array ``SQLitePushStore/plainSuccessesSQL`` binds.
-struct PlainSuccesses {
-    /// The outcome kind every plain success is counted as.
-    static let kind = JobItemResult(state: .sent, status: 200, reason: nil, apnsID: nil, finishedAt: Date(timeIntervalSince1970: 0))
-
-    private var text = "["
-    private(set) var count = 0
-
-    /// Adds the outcome if it is a plain success.
-    /// - Returns: false when it is not (it is written on its own).
-    /// - Throws: for a finish time out of the store's range.
-    mutating func add(index: Int, result: JobItemResult) throws -> Bool {
-        guard result.state == .sent, result.status == 200, result.reason == nil, result.message == nil,
-            result.apnsTimestamp == nil
-        else { return false }
-        let finished = try SQLitePushStore.millis(result.finishedAt, field: "finished_at")
-        if count > 0 { text += "," }
-        // An apns-id is a validated UUID (hex digits and dashes): nothing in it needs escaping.
-        let id = result.apnsID.map { "\"\($0.rawValue)\"" } ?? "null"
-        text += "[\(index),\(id),\(finished),\(result.attempts)]"
-        count += 1
-        return true
-    }
-
-    func json() -> String { text + "]" }
 }
 
 /// The outcomes one write transaction recorded, by job and (state, status, reason): added to

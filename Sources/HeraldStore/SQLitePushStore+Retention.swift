@@ -9,8 +9,9 @@ import HeraldCore
 
 extension SQLitePushStore: StoreUpkeep {
     /// Deletes finished and cancelled jobs whose last change is before `cutoff`, with their items
-    /// and payloads, at most `itemsPerTransaction` items per write transaction and at most
-    /// `maxItems` items in all.
+    /// and payloads, at most `itemsPerTransaction` items per write transaction (whole chunks of
+    /// ``ItemChunks/size`` items: at least one) and at most `maxItems` items in all (the last
+    /// transaction may pass it by less than a chunk).
     public func deleteExpiredJobs(before cutoff: Date, itemsPerTransaction: Int, maxItems: Int)
         async throws -> RetentionSweep
     {
@@ -22,29 +23,52 @@ extension SQLitePushStore: StoreUpkeep {
                 sweep.complete = false
                 return sweep
             }
-            // One transaction: up to `step` items of the oldest expired job; the job row (and by
-            // cascade its payloads) once it has no item left.
+            // One transaction: the oldest expired job's first chunks, up to `step` items (at least
+            // one chunk of ``ItemChunks/size``) with what is kept of their items; once no chunk is
+            // left, the job row (and by cascade its payloads and outcome counts) and its leases.
             let (deletedItems, deletedJob, found) = try await pool.write { db -> (Int, Bool, Bool) in
                 guard
                     let row = try Row.fetchOne(
                         db,
                         sql: """
-                            SELECT tenant, id FROM job INDEXED BY job_by_updated
+                            SELECT tenant, id, item_key FROM job INDEXED BY job_by_updated
                             WHERE state IN ('finished', 'cancelled') AND updated_at_ms < ?
                             ORDER BY updated_at_ms LIMIT 1
                             """,
                         arguments: [cutoffMillis])
                 else { return (0, false, false) }
-                let tenant: String = row["tenant"]
-                let id: String = row["id"]
-                try db.execute(
-                    sql: """
-                        DELETE FROM job_item WHERE tenant = ? AND job_id = ? AND idx IN (
-                            SELECT idx FROM job_item WHERE tenant = ? AND job_id = ? ORDER BY idx LIMIT ?)
-                        """,
-                    arguments: [tenant, id, tenant, id, step])
-                let items = db.changesCount
-                guard items < step else { return (items, false, true) }
+                let tenant: String = row[0]
+                let id: String = row[1]
+                let key: Int64? = row[2]
+                var items = 0
+                if let key {
+                    let ids = ItemChunks.rowIDs(key: key)
+                    var last: Int64? = nil
+                    for chunk in try Row.fetchAll(
+                        db, sql: "SELECT id, count FROM job_chunk WHERE id BETWEEN ? AND ? ORDER BY id LIMIT ?",
+                        arguments: [ids.lowerBound, ids.upperBound, max(1, step / ItemChunks.size)])
+                    {
+                        let count: Int = chunk[1]
+                        items += count
+                        last = chunk[0]
+                        if items >= step { break }
+                    }
+                    if let last {
+                        let end = Int(last - ids.lowerBound) + ItemChunks.size  // the first index after them
+                        try db.execute(
+                            sql: "DELETE FROM job_chunk WHERE id BETWEEN ? AND ?", arguments: [ids.lowerBound, last])
+                        try db.execute(
+                            sql: "DELETE FROM job_settled WHERE id BETWEEN ? AND ?", arguments: [ids.lowerBound, last])
+                        try db.execute(
+                            sql: "DELETE FROM job_sent WHERE id BETWEEN ? AND ?", arguments: [ids.lowerBound, last | 0xff])
+                        try db.execute(
+                            sql: "DELETE FROM job_item WHERE job_key = ? AND idx < ?", arguments: [key, end])
+                        // The job row goes in a transaction of its own, once no chunk is left.
+                        return (items, false, true)
+                    }
+                    try db.execute(sql: "DELETE FROM job_item WHERE job_key = ?", arguments: [key])
+                    try db.execute(sql: "DELETE FROM job_claim WHERE job_key = ?", arguments: [key])
+                }
                 try db.execute(sql: "DELETE FROM job WHERE tenant = ? AND id = ?", arguments: [tenant, id])
                 return (items, true, true)
             }

@@ -198,101 +198,39 @@ public final class SQLitePushStore: PushStore {
     // MARK: Jobs
 
     /// Stores the job as ``PushStore/createJob(tenant:id:environment:notifications:createdAt:limits:)``
-    /// says. A payload is stored once per run of equal payloads (`job_payload`, migration v3):
-    /// a template batch of 100,000 tokens stores its payload once, not 100,000 times.
+    /// says: the job row with its integer key (`item_key`), its payloads once per run of equal
+    /// ones (`job_payload`), its items as chunk rows (migration v10, `ItemChunks.swift`): a
+    /// 100,000-token batch writes ~400 rows, not 100,000.
     public func createJob(
         tenant: TenantID, id: JobID, environment: APNsEnvironment?, notifications: [HeraldCore.Notification],
         createdAt: Date, limits: JobLimits?
     ) async throws -> JobCreation {
         let created = try Self.millis(createdAt, field: "created_at")
+        guard notifications.count <= ItemChunks.maxItems else {
+            throw StoreError.invalidArgument("a job holds at most \(ItemChunks.maxItems) items")
+        }
         return try await pool.write { db in
             if let existing = try Self.fetchJob(db, tenant: tenant, id: id) {
                 return .existing(existing)
             }
             if let limits { try Self.checkLimits(limits, db, tenant: tenant, adding: notifications.count) }
+            // The next key (`job_by_item_key`): a deleted job's key is reused only once its rows are gone.
+            let key = (try Int64.fetchOne(db, sql: "SELECT max(item_key) FROM job") ?? 0) + 1
+            guard key < Int64(Int32.max) else { throw StoreError.corrupt("the store ran out of job keys") }
             try db.execute(
                 sql: """
-                    INSERT INTO job (tenant, id, state, environment, item_count, created_at_ms, updated_at_ms)
-                    VALUES (?, ?, ?, ?, ?, ?, ?)
+                    INSERT INTO job (tenant, id, state, environment, item_count, created_at_ms, updated_at_ms, item_key)
+                    VALUES (?, ?, ?, ?, ?, ?, ?, ?)
                     """,
                 arguments: [
                     tenant.rawValue, id.rawValue, JobState.accepted.rawValue, environment?.rawValue,
-                    notifications.count, created, created,
+                    notifications.count, created, created, key,
                 ])
-            try Self.insertItems(db, tenant: tenant, job: id, notifications: notifications)
+            try Self.insertItems(db, tenant: tenant, job: id, key: key, notifications: notifications)
             guard let job = try Self.fetchJob(db, tenant: tenant, id: id) else {
                 throw StoreError.corrupt("job \(id) vanished while it was being created")
             }
             return .created(job)
-        }
-    }
-
-    /// Rows per `INSERT` of job items: 9 binds each (the tenant and job are bound once a
-    /// statement), well under SQLite's 32,766 host parameters.
-    static let itemsPerInsert = 128
-
-    /// A job's items, in the caller's write transaction: multi-row `INSERT`s of
-    /// ``itemsPerInsert`` rows from one prepared statement (one more for the remainder), so
-    /// SQLite runs one statement per 128 items instead of one per item. A payload equal to the
-    /// previous item's is stored once (`job_payload`, referenced by `payload_ref`).
-    static func insertItems(
-        _ db: Database, tenant: TenantID, job: JobID, notifications: [HeraldCore.Notification]
-    ) throws {
-        let payloadStatement = try db.makeStatement(
-            sql: "INSERT INTO job_payload (tenant, job_id, id, payload) VALUES (?, ?, ?, ?)")
-        func statement(rows: Int) throws -> Statement {
-            // ?1 and ?2 are the tenant and job; a bare ? takes the number after the largest so far.
-            let row = "(?1, ?2, ?, ?, ?, ?, ?, ?, ?, ?, X'', ?, 'pending')"
-            return try db.makeStatement(
-                sql: """
-                    INSERT INTO job_item (tenant, job_id, idx, device_token, topic, push_type, priority, expiration,
-                                          collapse_id, apns_id, payload, payload_ref, state)
-                    VALUES \(Array(repeating: row, count: rows).joined(separator: ", "))
-                    """)
-        }
-        var full: Statement? = nil
-        var values: [DatabaseValue] = []
-        values.reserveCapacity(2 + 9 * itemsPerInsert)
-        var payloadCount = 0
-        var lastPayload: [UInt8]? = nil
-        var ids = NotificationIDGenerator()
-        var start = 0
-        while start < notifications.count {
-            let end = min(start + itemsPerInsert, notifications.count)
-            values.removeAll(keepingCapacity: true)
-            values.append(tenant.rawValue.databaseValue)
-            values.append(job.rawValue.databaseValue)
-            for index in start..<end {
-                let notification = notifications[index]
-                // Equal to the previous one: a shared array compares by identity at once.
-                if lastPayload != notification.payload {
-                    payloadCount += 1
-                    try payloadStatement.execute(arguments: [
-                        tenant.rawValue, job.rawValue, payloadCount, Data(notification.payload),
-                    ])
-                    lastPayload = notification.payload
-                }
-                let expiration: Int64? = notification.expiration.map {
-                    switch $0 {
-                    case .immediately: return 0
-                    case .at(let seconds): return Int64(seconds)
-                    }
-                }
-                values.append(index.databaseValue)
-                values.append(notification.deviceToken.hex.databaseValue)
-                values.append(notification.topic.databaseValue)
-                values.append(notification.pushType.rawValue.databaseValue)
-                values.append(notification.priority.map { Int($0.rawValue) }.databaseValue)
-                values.append(expiration.databaseValue)
-                values.append(notification.collapseID.databaseValue)
-                values.append((notification.id ?? ids.nextID()).rawValue.databaseValue)
-                values.append(payloadCount.databaseValue)
-            }
-            let rows = end - start
-            let insert = try rows == itemsPerInsert ? (full ?? statement(rows: rows)) : statement(rows: rows)
-            if rows == itemsPerInsert { full = insert }
-            try insert.execute(arguments: StatementArguments(values))
-            start = end
         }
     }
 
@@ -353,29 +291,6 @@ public final class SQLitePushStore: PushStore {
         }
     }
 
-    /// The lowest-index pending items a claimant may take: a range of the partial index
-    /// `job_item_pending` (`tenant, job_id, idx` of pending items only, migration v9) in `idx`
-    /// order. Without the `INDEXED BY`, SQLite (no statistics) walks the primary key from the
-    /// job's first item and skips every finished one: near the end of a 100,000-item job that
-    /// is about 30 ms per claim instead of about 1 ms, inside the store's one write transaction.
-    static let claimSQL = """
-        SELECT idx FROM job_item INDEXED BY job_item_pending
-        WHERE tenant = ? AND job_id = ? AND state = 'pending' AND idx >= ?
-          AND (claimant = ? OR claimant IS NULL OR lease_until_ms IS NULL OR lease_until_ms <= ?)
-        ORDER BY idx
-        LIMIT ?
-        """
-
-    /// The due `retrying` items a claimant may take, earliest first: a range of the partial
-    /// index `job_item_due` (`tenant, job_id, next_attempt_ms` of `retrying` items only).
-    static let claimDueSQL = """
-        SELECT idx FROM job_item INDEXED BY job_item_due
-        WHERE tenant = ? AND job_id = ? AND state = 'retrying' AND next_attempt_ms <= ?
-          AND (claimant = ? OR claimant IS NULL OR lease_until_ms IS NULL OR lease_until_ms <= ?)
-        ORDER BY next_attempt_ms
-        LIMIT ?
-        """
-
     public func claimPendingItems(
         tenant: TenantID, job: JobID, limit: Int, claimant: String, now: Date, leaseUntil: Date
     ) async throws -> [JobItem] {
@@ -383,119 +298,72 @@ public final class SQLitePushStore: PushStore {
             tenant: tenant, job: job, limit: limit, claimant: claimant, now: now, leaseUntil: leaseUntil, fromIndex: 0)
     }
 
+    /// Claims as ``PushStore`` says: due retries from the partial index `job_item_due`, then the
+    /// pending items from the chunks' settled bits (`job_settled`) from `fromIndex`; one lease
+    /// row per claimant and job (`job_claim`) holds them.
     public func claimPendingItems(
         tenant: TenantID, job: JobID, limit: Int, claimant: String, now: Date, leaseUntil: Date, fromIndex: Int
     ) async throws -> [JobItem] {
         guard limit > 0 else { return [] }
         let nowMillis = try Self.millis(now, field: "now")
         let until = try Self.millis(leaseUntil, field: "lease_until")
+        let limit = min(limit, ItemChunks.maxItems)
         return try await pool.write { db in
-            var rows = try Row.fetchAll(
-                db.cachedStatement(sql: Self.claimDueSQL),
-                arguments: [tenant.rawValue, job.rawValue, nowMillis, claimant, nowMillis, limit])
-            if rows.count < limit {
-                rows += try Row.fetchAll(
-                    db.cachedStatement(sql: Self.claimSQL),
-                    arguments: [tenant.rawValue, job.rawValue, max(0, fromIndex), claimant, nowMillis, limit - rows.count])
-            }
-            let indexes: [Int] = rows.map { $0[0] }
-            guard !indexes.isEmpty else { return [] }
-            // One cached statement leases and reads them: the indexes as one JSON array bind
-            // (integers only), the rows read in place from the statement (not copied).
-            let list = "[" + indexes.map(String.init).joined(separator: ",") + "]"
-            var payloads = PayloadCache()
-            var claimed: [JobItem] = []
-            claimed.reserveCapacity(indexes.count)
-            let cursor = try Row.fetchCursor(
-                db.cachedStatement(sql: Self.leaseSQL), arguments: [claimant, until, tenant.rawValue, job.rawValue, list])
-            while let row = try cursor.next() {
-                claimed.append(try Self.jobItem(from: row, db, payloads: &payloads))
-            }
-            // Due retries first, in the order they were claimed; then pending items in index order.
-            let order = Dictionary(uniqueKeysWithValues: indexes.enumerated().map { ($1, $0) })
-            return claimed.sorted { (order[$0.index] ?? 0) < (order[$1.index] ?? 0) }
+            guard let ref = try Self.jobRef(db, tenant: tenant, id: job) else { return [] }
+            return try Self.claim(
+                db, job: ref, limit: limit, claimant: claimant, now: nowMillis, until: until, fromIndex: fromIndex)
         }
     }
-
-    /// Leases the claimed items (a JSON array of their indexes) and reads them back.
-    static let leaseSQL = """
-        UPDATE job_item SET claimant = ?, lease_until_ms = ?
-        WHERE tenant = ? AND job_id = ? AND idx IN (SELECT value FROM json_each(?))
-        RETURNING \(jobItemColumns)
-        """
 
     public func markOnWire(tenant: TenantID, job: JobID, indexes: [Int], claimant: String, at: Date) async throws
         -> Set<Int>
     {
         guard !indexes.isEmpty else { return [] }
         let atMillis = try Self.millis(at, field: "at")
-        // One cached statement whatever the count: the indexes travel as one JSON array bind
-        // (integers only, built from Swift `Int`s), and RETURNING names the rows it marked.
-        let list = "[" + Set(indexes).map(String.init).joined(separator: ",") + "]"
+        let wanted = Set(indexes)
         return try await pool.write { db in
-            try Int.fetchSet(
-                db.cachedStatement(sql: Self.markOnWireSQL),
-                arguments: [atMillis, tenant.rawValue, job.rawValue, list, claimant])
+            guard let ref = try Self.jobRef(db, tenant: tenant, id: job) else { return [] }
+            return try Self.markOnWire(db, job: ref, indexes: wanted, claimant: claimant, at: atMillis)
         }
     }
 
-    static let markOnWireSQL = """
-        UPDATE job_item SET wire_at_ms = ?
-        WHERE tenant = ? AND job_id = ? AND idx IN (SELECT value FROM json_each(?))
-          AND state IN ('pending', 'retrying') AND claimant = ?
-        RETURNING idx
-        """
-
     public func nextAttempt(tenant: TenantID, job: JobID) async throws -> Date? {
         try await pool.read { db in
-            try Int64.fetchOne(
+            guard let ref = try Self.jobRef(db, tenant: tenant, id: job) else { return nil }
+            return try Int64.fetchOne(
                 db,
                 sql: """
                     SELECT min(next_attempt_ms) FROM job_item INDEXED BY job_item_due
-                    WHERE tenant = ? AND job_id = ? AND state = 'retrying'
+                    WHERE job_key = ? AND state = 'retrying'
                     """,
-                arguments: [tenant.rawValue, job.rawValue]
+                arguments: [ref.key]
             ).map(Self.date)
         }
     }
 
     @discardableResult
     public func releaseLeases(tenant: TenantID, job: JobID, claimantBase: String, keeping: String) async throws -> Int {
-        try await pool.write { db in
-            try db.execute(
-                sql: """
-                    UPDATE job_item INDEXED BY job_item_pending SET claimant = NULL, lease_until_ms = NULL
-                    WHERE tenant = ? AND job_id = ? AND state = 'pending' AND claimant IS NOT NULL AND claimant != ?
-                      AND (claimant = ? OR substr(claimant, 1, ?) = ?)
-                    """,
-                arguments: [
-                    tenant.rawValue, job.rawValue, keeping, claimantBase, claimantBase.unicodeScalars.count + 1, claimantBase + "/",
-                ])
-            var released = db.changesCount
-            // Retries that were on the wire when that process ended.
-            try db.execute(
-                sql: """
-                    UPDATE job_item INDEXED BY job_item_due SET claimant = NULL, lease_until_ms = NULL
-                    WHERE tenant = ? AND job_id = ? AND state = 'retrying' AND claimant IS NOT NULL AND claimant != ?
-                      AND (claimant = ? OR substr(claimant, 1, ?) = ?)
-                    """,
-                arguments: [
-                    tenant.rawValue, job.rawValue, keeping, claimantBase, claimantBase.unicodeScalars.count + 1, claimantBase + "/",
-                ])
-            released += db.changesCount
+        let prefix = Array((claimantBase + "/").utf8)
+        return try await pool.write { db in
+            guard let ref = try Self.jobRef(db, tenant: tenant, id: job) else { return 0 }
+            var settled = SettledBits(key: ref.key)
+            var released = 0
+            for claim in try Self.claimRows(db, key: ref.key)
+            where claim.claimant != keeping
+                && (claim.claimant == claimantBase || claim.claimant.utf8.starts(with: prefix))
+            {
+                released += try Self.liveEntries(db, key: ref.key, claim.entries, settled: &settled).count
+                try db.cachedStatement(sql: "DELETE FROM job_claim WHERE job_key = ? AND claimant = ?").execute(
+                    arguments: [ref.key, claim.claimant])
+            }
             return released
         }
     }
 
     public func items(tenant: TenantID, job: JobID, fromIndex: Int, limit: Int) async throws -> [JobItem] {
         try await pool.read { db in
-            var payloads = PayloadCache()
-            return try Row.fetchAll(
-                db,
-                sql:
-                    "SELECT \(Self.jobItemColumns) FROM job_item WHERE tenant = ? AND job_id = ? AND idx >= ? ORDER BY idx LIMIT ?",
-                arguments: [tenant.rawValue, job.rawValue, fromIndex, max(0, limit)]
-            ).map { try Self.jobItem(from: $0, db, payloads: &payloads) }
+            guard let ref = try Self.jobRef(db, tenant: tenant, id: job) else { return [] }
+            return try Self.readItems(db, job: ref, fromIndex: fromIndex, limit: limit)
         }
     }
 
@@ -559,69 +427,6 @@ public final class SQLitePushStore: PushStore {
             createdAt: date(row["created_at_ms"]), updatedAt: date(row["updated_at_ms"]))
     }
 
-    /// The `job_item` columns in the order ``jobItem(from:_:payloads:)`` reads them, by position
-    /// (reading by name costs a case-insensitive lookup per column, on the job runner's hot
-    /// path). Column 9 is the shared payload's id (`payload_ref`), column 25 the item's own
-    /// payload (items stored before v3; empty since).
-    static let jobItemColumns = """
-        job_id, idx, device_token, topic, push_type, priority, expiration, collapse_id, apns_id, payload_ref, \
-        state, status, reason, message, result_apns_id, apns_timestamp_ms, finished_at_ms, claimant, lease_until_ms, \
-        attempts, first_attempt_ms, next_attempt_ms, last_error, wire_at_ms, tenant, payload
-        """
-
-    /// A job item from a row of ``jobItemColumns``; its payload, when shared (`payload_ref`),
-    /// read once per call through `payloads` and shared by every item that refers to it (one
-    /// copy for a chunk of a template batch, not one per item).
-    static func jobItem(from row: Row, _ db: Database, payloads: inout PayloadCache) throws -> JobItem {
-        let stateRaw: String = row[10]
-        let pushTypeRaw: String = row[4]
-        guard let state = JobItemState(rawValue: stateRaw), let pushType = PushType(rawValue: pushTypeRaw) else {
-            throw StoreError.corrupt("job item row with an invalid state or push type")
-        }
-        let tokenHex: String = row[2]
-        let apnsIDRaw: String = row[8]
-        let priorityRaw: Int? = row[5]
-        let expirationRaw: Int64? = row[6]
-        let payloadRef: Int64? = row[9]
-        let payload: [UInt8]
-        if let payloadRef {
-            payload = try payloads.payload(db, tenant: row[24], job: row[0], id: payloadRef)
-        } else {
-            let own: Data = row[25]
-            payload = [UInt8](own)
-        }
-        let notification: HeraldCore.Notification
-        do {
-            notification = HeraldCore.Notification(
-                deviceToken: try DeviceToken(hex: tokenHex), topic: row[3], pushType: pushType,
-                priority: priorityRaw.flatMap(Priority.init(rawValue:)),
-                expiration: expirationRaw.map { $0 == 0 ? .immediately : .at(UInt32(clamping: $0)) },
-                collapseID: row[7], id: try NotificationID(apnsIDRaw), payload: payload)
-        } catch {
-            throw StoreError.corrupt("job item row with an invalid device token or apns-id")
-        }
-        let attempts: Int = row[19]
-        let firstAttempt: Int64? = row[20]
-        let nextAttempt: Int64? = row[21]
-        var result: JobItemResult? = nil
-        if state.isFinal {
-            let resultID: String? = row[14]
-            let timestamp: Int64? = row[15]
-            let finished: Int64? = row[16]
-            result = JobItemResult(
-                state: state, status: row[11], reason: row[12], message: row[13],
-                apnsID: resultID.flatMap { try? NotificationID($0) }, apnsTimestamp: timestamp.map(date),
-                finishedAt: date(finished ?? 0), attempts: attempts)
-        }
-        let lease: Int64? = row[18]
-        let wire: Int64? = row[23]
-        return JobItem(
-            job: JobID(unchecked: row[0]), index: row[1], notification: notification, state: state,
-            result: result, claimant: row[17], leaseUntil: lease.map(date), attempts: attempts,
-            firstAttemptAt: firstAttempt.map(date), nextAttemptAt: nextAttempt.map(date), lastError: row[22],
-            onWireAt: wire.map(date))
-    }
-
     /// A job's item counts by (state, status, reason), as ``JobReports/outcomes(tenant:job:)``
     /// answers: outcomes from `job_outcome` (migration v9), the `retrying` items from the
     /// partial index `job_item_due`, and the rest of the job's items pending. A few row reads,
@@ -637,9 +442,8 @@ public final class SQLitePushStore: PushStore {
             }
             return JobOutcomeCount(state: state, status: row[1], reason: row[2], count: row[3])
         }
-        let retrying =
-            try Int.fetchOne(
-                db.cachedStatement(sql: retryingCountSQL), arguments: [job.tenant.rawValue, job.id.rawValue]) ?? 0
+        guard let ref = try jobRef(db, tenant: job.tenant, id: job.id) else { return [] }
+        let retrying = try Int.fetchOne(db.cachedStatement(sql: retryingCountSQL), arguments: [ref.key]) ?? 0
         return try JobOutcomeCount.assemble(outcomes: outcomes, retrying: retrying, itemCount: job.itemCount, job: job.id)
     }
 
@@ -649,7 +453,7 @@ public final class SQLitePushStore: PushStore {
     /// A job's `retrying` items: a count over the partial index `job_item_due` (only the items
     /// waiting for a retry are in it).
     static let retryingCountSQL = """
-        SELECT count(*) FROM job_item INDEXED BY job_item_due WHERE tenant = ? AND job_id = ? AND state = 'retrying'
+        SELECT count(*) FROM job_item INDEXED BY job_item_due WHERE job_key = ? AND state = 'retrying'
         """
 
     private static func invalidTokenRecord(_ row: Row) throws -> InvalidTokenRecord {

@@ -21,39 +21,29 @@ struct JobReportPlanTests {
         let outcomes = try store.queryPlan(SQLitePushStore.outcomeCountsSQL, arguments: [acme.rawValue, job.rawValue])
         #expect(outcomes.count == 1, "\(outcomes)")
         #expect(outcomes.first?.contains("USING INDEX job_outcome_by_job (tenant=? AND job_id=?)") == true, "\(outcomes)")
-        let retrying = try store.queryPlan(SQLitePushStore.retryingCountSQL, arguments: [acme.rawValue, job.rawValue])
+        // Items are keyed by the job's integer key (v10).
+        let retrying = try store.queryPlan(SQLitePushStore.retryingCountSQL, arguments: [1])
         #expect(retrying.count == 1, "\(retrying)")
-        #expect(retrying.first?.contains("INDEX job_item_due (tenant=? AND job_id=?)") == true, "\(retrying)")
+        #expect(retrying.first?.contains("INDEX job_item_due (job_key=?)") == true, "\(retrying)")
 
-        let failed = try store.queryPlan(
-            SQLitePushStore.failedItemsSQL, arguments: [acme.rawValue, job.rawValue, -1, 100])
+        let failed = try store.queryPlan(SQLitePushStore.failedItemsSQL, arguments: [1, -1, 100])
         #expect(failed.count == 1, "\(failed)")
-        #expect(
-            failed.first?.contains("USING INDEX job_item_failed (tenant=? AND job_id=? AND idx>?)")
-                == true, "\(failed)")
+        #expect(failed.first?.contains("USING INDEX job_item_failed (job_key=? AND idx>?)") == true, "\(failed)")
         #expect(!failed.contains { $0.contains("TEMP B-TREE") }, "\(failed)")
 
-        // The job runner's claim takes the lowest pending indexes from the pending items' index.
-        let claim = try store.queryPlan(
-            SQLitePushStore.claimSQL, arguments: [acme.rawValue, job.rawValue, 0, "herald", 0, 500])
-        #expect(claim.count == 1, "\(claim)")
-        // From the run's cursor (`idx >= ?`), not from the job's first item.
-        #expect(
-            claim.first?.contains("USING INDEX job_item_pending (tenant=? AND job_id=? AND idx>?)") == true,
-            "\(claim)")
-        #expect(!claim.contains { $0.contains("TEMP B-TREE") }, "\(claim)")
+        // The claim's due retries come from the retry index, earliest first, without a sort.
+        let due = try store.queryPlan(SQLitePushStore.claimDueSQL, arguments: [1, 0, 500])
+        #expect(due.count == 1, "\(due)")
+        #expect(due.first?.contains("INDEX job_item_due (job_key=? AND next_attempt_ms<?)") == true, "\(due)")
+        #expect(!due.contains { $0.contains("TEMP B-TREE") }, "\(due)")
 
-        // A commit group's plain successes and a chunk's lease: each item by its primary key,
-        // never a scan of the job's items (which made a group's write grow with the job).
-        let byKey = "SEARCH job_item USING PRIMARY KEY (tenant=? AND job_id=? AND idx=?)"
-        let plain = try store.queryPlan(
-            SQLitePushStore.plainSuccessesSQL, arguments: ["[[1,null,1700000000000,1]]", acme.rawValue, job.rawValue])
-        #expect(plain.contains { $0.contains(byKey) }, "\(plain)")
-        #expect(!plain.contains { $0.contains("SCAN job_item") }, "\(plain)")
-        let lease = try store.queryPlan(
-            SQLitePushStore.leaseSQL, arguments: ["herald", 0, acme.rawValue, job.rawValue, "[1,2,3]"])
-        #expect(lease.contains { $0.contains(byKey) }, "\(lease)")
-        #expect(!lease.contains { $0.contains("SCAN job_item") }, "\(lease)")
+        // The rows of an item range, and the success records of a chunk range: key ranges.
+        let rows = try store.queryPlan(
+            "SELECT \(SQLitePushStore.itemRowColumns) FROM job_item WHERE job_key = ? AND idx BETWEEN ? AND ?",
+            arguments: [1, 0, 10])
+        #expect(rows.contains { $0.contains("SEARCH job_item USING PRIMARY KEY (job_key=? AND idx>? AND idx<?)") }, "\(rows)")
+        let sent = try store.queryPlan("SELECT items FROM job_sent WHERE id BETWEEN ? AND ?", arguments: [0, 10])
+        #expect(sent.contains { $0.contains("SEARCH job_sent USING INTEGER PRIMARY KEY (rowid>? AND rowid<?)") }, "\(sent)")
     }
 }
 

@@ -44,7 +44,7 @@ struct StoreTests {
     static let allMigrations = [
         "v1: invalid tokens, jobs, job items", "v2: job item outcome index", "v3-shared-payloads-and-retention",
         "v4-job-item-attempts", "v5: provider tokens", "v6: job item on the wire", "v7-instances", "v8-shared-payloads",
-        "v9-lean-job-items",
+        "v9-lean-job-items", "v10-sqlite-batch-items",
     ]
 
     @Test("a file of schema v1 opens, migrates to v2 and keeps its jobs, items and invalid tokens")
@@ -95,7 +95,7 @@ struct StoreTests {
         }
         let store = try SQLitePushStore(path: path)
         #expect(try store.appliedMigrations() == StoreTests.allMigrations)
-        #expect(try store.indexNames(on: "job_item") == ["job_item_due", "job_item_failed", "job_item_leased", "job_item_pending"])
+        #expect(try store.indexNames(on: "job_item") == ["job_item_due", "job_item_failed"])
         let stored = try await store.job(tenant: acme, id: job)
         #expect(stored?.itemCount == 5 && stored?.createdAt == t0)
         // Items of a job stored before v3 keep reading their own payload.
@@ -120,6 +120,111 @@ struct StoreTests {
                 tenant: acme, job: job, index: 0,
                 result: JobItemResult(state: .sent, status: 200, reason: nil, apnsID: nil, finishedAt: t0)))
         #expect(try await store.progress(tenant: acme, job: job) == JobProgress(pending: 2, sent: 2, failed: 1))
+    }
+
+    /// t0 plus `seconds`, in the store's milliseconds.
+    static func ms(_ seconds: Double) -> Int64 { Int64((1_700_000_000 + seconds) * 1000) }
+
+    @Test("a v9 job (rows of every state, leases, a wire mark) migrates to v10 and reports, resumes and finishes")
+    func migrateV9() async throws {
+        let path = Fixtures.temporaryDirectory("herald-store") + "/herald.sqlite"
+        let job = try JobID("job-v9")
+        let ids = (0..<6).map { _ in NotificationID.random() }
+        do {
+            let v9 = try SQLitePushStore(path: path, migratingUpTo: "v9-lean-job-items")
+            #expect(try v9.appliedMigrations() == Array(StoreTests.allMigrations.dropLast()))
+            // A job as the v9 code stored and ran it: a shared payload, items in every state.
+            try await v9.pool.write { db in
+                try db.execute(
+                    sql: """
+                        INSERT INTO job (tenant, id, state, environment, item_count, created_at_ms, updated_at_ms)
+                        VALUES (?, ?, 'running', 'production', 6, ?, ?)
+                        """,
+                    arguments: [acme.rawValue, job.rawValue, Self.ms(0), Self.ms(0)])
+                try db.execute(
+                    sql: "INSERT INTO job_payload (tenant, job_id, id, payload) VALUES (?, ?, 1, ?)",
+                    arguments: [acme.rawValue, job.rawValue, Data(#"{"aps":{"alert":"v9"}}"#.utf8)])
+                for index in 0..<6 {
+                    try db.execute(
+                        sql: """
+                            INSERT INTO job_item (tenant, job_id, idx, device_token, topic, push_type, priority, collapse_id,
+                                                  apns_id, payload, payload_ref, state)
+                            VALUES (?, ?, ?, ?, 'com.example.app', ?, 10, ?, ?, X'', 1, 'pending')
+                            """,
+                        arguments: [
+                            acme.rawValue, job.rawValue, index, String(format: "%064x", index) + (index == 5 ? "abcd" : ""),
+                            index == 4 ? "background" : "alert", index == 1 ? "c-1" : nil, ids[index].rawValue,
+                        ])
+                }
+                let set = "UPDATE job_item SET "
+                let at = " WHERE tenant = ? AND job_id = ? AND idx = ?"
+                try db.execute(
+                    sql: set + "state = 'sent', status = 200, result_apns_id = ?, finished_at_ms = ?, attempts = 1" + at,
+                    arguments: [ids[0].rawValue, Self.ms(2), acme.rawValue, job.rawValue, 0])
+                try db.execute(
+                    sql: set
+                        + "state = 'failed', status = 410, reason = 'Unregistered', apns_timestamp_ms = ?, finished_at_ms = ?, attempts = 1"
+                        + at,
+                    arguments: [Self.ms(1), Self.ms(3), acme.rawValue, job.rawValue, 1])
+                try db.execute(
+                    sql: set
+                        + "state = 'retrying', attempts = 1, first_attempt_ms = ?, next_attempt_ms = ?, last_error = 'InternalServerError'"
+                        + at,
+                    arguments: [Self.ms(1), Self.ms(10), acme.rawValue, job.rawValue, 2])
+                try db.execute(
+                    sql: set + "claimant = 'herald/old', lease_until_ms = ?, wire_at_ms = ?" + at,
+                    arguments: [Self.ms(60), Self.ms(1), acme.rawValue, job.rawValue, 3])
+                try db.execute(
+                    sql: set + "claimant = 'herald/old', lease_until_ms = ?" + at,
+                    arguments: [Self.ms(60), acme.rawValue, job.rawValue, 4])
+                try db.execute(
+                    sql: """
+                        INSERT INTO job_outcome (tenant, job_id, state, status, reason, n)
+                        VALUES (?, ?, 'sent', 200, NULL, 1), (?, ?, 'failed', 410, 'Unregistered', 1)
+                        """,
+                    arguments: [acme.rawValue, job.rawValue, acme.rawValue, job.rawValue])
+            }
+        }
+        let store = try SQLitePushStore(path: path)
+        #expect(try store.appliedMigrations() == StoreTests.allMigrations)
+        let date: (Double) -> Date = { Date(timeIntervalSince1970: 1_700_000_000 + $0) }
+        let items = try await store.items(tenant: acme, job: job, fromIndex: 0, limit: 10)
+        #expect(items.map(\.state) == [.sent, .failed, .retrying, .pending, .pending, .pending])
+        #expect(items.map(\.notification.id) == ids)
+        #expect(items.map(\.notification.deviceToken.hex) == (0..<6).map { String(format: "%064x", $0) + ($0 == 5 ? "abcd" : "") })
+        #expect(items.allSatisfy { $0.notification.payload == Array(#"{"aps":{"alert":"v9"}}"#.utf8) && $0.notification.priority == .immediate })
+        #expect(items[4].notification.pushType == .background && items[1].notification.collapseID == "c-1")
+        #expect(items[0].result == JobItemResult(state: .sent, status: 200, reason: nil, apnsID: ids[0], finishedAt: date(2), attempts: 1))
+        #expect(
+            items[1].result
+                == JobItemResult(
+                    state: .failed, status: 410, reason: "Unregistered", apnsID: nil, apnsTimestamp: date(1), finishedAt: date(3),
+                    attempts: 1))
+        #expect(items[2].nextAttemptAt == date(10) && items[2].firstAttemptAt == date(1) && items[2].lastError == "InternalServerError")
+        #expect(items[3].claimant == "herald/old" && items[3].leaseUntil == date(60) && items[3].onWireAt == date(1))
+        #expect(items[4].claimant == "herald/old" && items[4].onWireAt == nil && items[5].claimant == nil)
+        #expect(try await store.progress(tenant: acme, job: job) == JobProgress(pending: 4, sent: 1, failed: 1, retrying: 1))
+        #expect(try await store.failedItems(tenant: acme, job: job, afterIndex: -1, limit: 10).map(\.index) == [1])
+        #expect(try await store.leasedItemCounts(now: date(0)) == ["herald/old": 2])
+
+        // The job resumes as the runner resumes it: the old instance's leases taken back, then claims.
+        #expect(try await store.releaseLeases(tenant: acme, job: job, claimantBase: "herald", keeping: "herald/new") == 2)
+        let claimed = try await store.claimPendingItems(
+            tenant: acme, job: job, limit: 10, claimant: "herald/new", now: date(20), leaseUntil: date(80), fromIndex: 0)
+        #expect(claimed.map(\.index) == [2, 3, 4, 5])
+        #expect(claimed[0].state == .retrying && claimed[0].attempts == 1 && claimed[1].onWireAt == date(1))
+        let sent = JobItemResult(state: .sent, status: 200, reason: nil, apnsID: nil, finishedAt: date(21), attempts: 2)
+        #expect(
+            try await store.recordChanges(
+                tenant: acme, job: job, (2...5).map { JobItemChange(index: $0, change: .outcome(sent)) } + [
+                    JobItemChange(index: 0, change: .outcome(sent))
+                ]) == 4)
+        #expect(try await store.progress(tenant: acme, job: job) == JobProgress(pending: 0, sent: 5, failed: 1))
+        #expect(try await store.nextAttempt(tenant: acme, job: job) == nil)
+        let done = try await store.items(tenant: acme, job: job, fromIndex: 0, limit: 10)
+        #expect(done[0].result?.finishedAt == date(2), "the first outcome is kept")
+        #expect(done[2].result == sent && done[2].firstAttemptAt == date(1) && done[3].onWireAt == date(1))
+        #expect(try await store.leasedItemCounts(now: date(20)).isEmpty)
     }
 
     @Test("job ids are checked")

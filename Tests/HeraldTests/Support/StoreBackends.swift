@@ -111,16 +111,13 @@ extension StoreBackend {
 /// items hold themselves (the store's own tables: how "stored once" is checked on both).
 func storedPayloads(_ store: any PushStore, tenant: TenantID, job: JobID) async throws -> (rows: Int, itemBytes: Int) {
     if let sqlite = store as? SQLitePushStore {
-        return try await sqlite.pool.read { db in
-            (
-                try Int.fetchOne(
-                    db, sql: "SELECT count(*) FROM job_payload WHERE tenant = ? AND job_id = ?",
-                    arguments: [tenant.rawValue, job.rawValue]) ?? -1,
-                try Int.fetchOne(
-                    db, sql: "SELECT coalesce(sum(length(payload)), 0) FROM job_item WHERE tenant = ? AND job_id = ?",
-                    arguments: [tenant.rawValue, job.rawValue]) ?? -1
-            )
+        let rows = try await sqlite.pool.read { db in
+            try Int.fetchOne(
+                db, sql: "SELECT count(*) FROM job_payload WHERE tenant = ? AND job_id = ?",
+                arguments: [tenant.rawValue, job.rawValue]) ?? -1
         }
+        // v10: the chunk rows hold each item's fields and a payload id, nothing more.
+        return (rows, try sqlite.chunkBytesBeyondFields(tenant: tenant, job: job))
     }
     guard let postgres = store as? PostgresPushStore else { throw StoreError.invalidArgument("an unknown store backend") }
     let rows = try await postgres.client.query(
