@@ -28,7 +28,10 @@ public protocol WebhookOutboxStore: Sendable {
 /// The store's upkeep: the retention sweep and the backend's own housekeeping.
 public protocol StoreUpkeep: Sendable {
     /// Deletes finished and cancelled jobs whose last change is before `cutoff`, with their items
-    /// (and payloads), at most `itemsPerTransaction` items per transaction and `maxItems` in all.
+    /// (and payloads), about `itemsPerTransaction` items per transaction and `maxItems` in all.
+    /// A backend that keeps items in chunk rows deletes whole chunks: a transaction holds at
+    /// least one chunk, and the last may pass `maxItems` by less than a chunk (SQLite: 256
+    /// items a chunk; PostgreSQL: its item rows in steps, then each chunk row alone).
     func deleteExpiredJobs(before cutoff: Date, itemsPerTransaction: Int, maxItems: Int) async throws -> RetentionSweep
     /// The backend's housekeeping after a sweep: SQLite checkpoints its WAL; PostgreSQL has
     /// nothing to do (autovacuum).
