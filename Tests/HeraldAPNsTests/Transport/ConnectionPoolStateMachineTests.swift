@@ -210,7 +210,7 @@ struct ConnectionPoolStateMachineTests {
         #expect(pool.waiters.isEmpty)
 
         var delays: [TimeAmount] = []
-        var now = t0
+        var now = t0 + wait
         for attempt in 1...6 {
             guard case .enqueued(.connectAfter(let id, let delay)) = pool.submit(attempt, deadline: now + .seconds(60), now: now) else {
                 Issue.record("expected a delayed connect after failure \(attempt)")
@@ -234,10 +234,16 @@ struct ConnectionPoolStateMachineTests {
     func answeredResetsBackoff() {
         var pool = machine(connections: 1)
         _ = pool.submit(1, deadline: later, now: t0)
-        _ = pool.connectionClosed(pool.connections[0].id, failed: true, now: t0)
+        // The first failed connect: the waiter keeps its place and a connect follows its backoff.
+        let actions = pool.connectionClosed(pool.connections[0].id, failed: true, now: t0)
         #expect(pool.reconnectNotBefore != nil)
-        guard case .enqueued(.connectAfter(let id, let delay)) = pool.submit(2, deadline: later, now: t0) else {
-            Issue.record("expected a delayed connect")
+        guard case .connectAfter(let id, let delay)? = actions.first, actions.count == 1 else {
+            Issue.record("expected a delayed connect, got \(actions)")
+            return
+        }
+        // A new request waits for that connect: no second one is started.
+        guard case .enqueued(nil) = pool.submit(2, deadline: later, now: t0) else {
+            Issue.record("expected the request to wait for the delayed connect")
             return
         }
         _ = pool.backoffElapsed(id, now: t0 + delay)
