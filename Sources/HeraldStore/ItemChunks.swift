@@ -180,15 +180,7 @@ enum ItemChunks {
 
     /// An apns-id from its 16 bytes (canonical: lowercase, 8-4-4-4-12).
     static func id(_ bytes: some Collection<UInt8>) -> NotificationID {
-        let digits = Array("0123456789abcdef".utf8)
-        var out = [UInt8]()
-        out.reserveCapacity(36)
-        for (i, byte) in bytes.enumerated() {
-            if i == 4 || i == 6 || i == 8 || i == 10 { out.append(UInt8(ascii: "-")) }
-            out.append(digits[Int(byte >> 4)])
-            out.append(digits[Int(byte & 0x0f)])
-        }
-        return NotificationID(uncheckedCanonical: String(decoding: out, as: UTF8.self))
+        NotificationID(bytes: bytes)
     }
 
     private static func hexBytes(_ digits: some Collection<UInt8>, what: String) throws -> [UInt8] {

@@ -67,15 +67,21 @@ public struct NotificationID: Hashable, Sendable, CustomStringConvertible, Codab
         }
         bytes[6] = (bytes[6] & 0x0f) | 0x40
         bytes[8] = (bytes[8] & 0x3f) | 0x80
+        return NotificationID(bytes: bytes)
+    }
+
+    /// The apns-id of 16 bytes, in canonical form (lowercase, 8-4-4-4-12). Bytes beyond the
+    /// 16th are ignored; fewer give a shorter (non-canonical) id, so callers pass exactly 16.
+    public init(bytes: some Collection<UInt8>) {
         let digits = Array("0123456789abcdef".utf8)
         var out = [UInt8]()
         out.reserveCapacity(36)
-        for (i, byte) in bytes.enumerated() {
+        for (i, byte) in bytes.prefix(16).enumerated() {
             if i == 4 || i == 6 || i == 8 || i == 10 { out.append(UInt8(ascii: "-")) }
             out.append(digits[Int(byte >> 4)])
             out.append(digits[Int(byte & 0x0f)])
         }
-        return NotificationID(uncheckedCanonical: String(decoding: out, as: UTF8.self))
+        self.init(uncheckedCanonical: String(decoding: out, as: UTF8.self))
     }
 
     /// An apns-id the caller made in canonical form itself (36 lowercase hex digits and hyphens,
