@@ -68,7 +68,8 @@ enum ItemChunks {
             if payloadRef == lastPayload { flags |= Flag.samePayload }
             if notification.pushType == lastPushType { flags |= Flag.samePushType }
             bytes.append(flags)
-            let token = try ItemChunks.tokenBytes(notification.deviceToken.hex)
+            // A DeviceToken holds checked, lowercase hex only (its initializers validate).
+            let token = notification.deviceToken.bytes
             guard token.count <= 255 else { throw StoreError.invalidArgument("a device token is longer than 255 bytes") }
             bytes.append(UInt8(token.count))
             bytes.append(contentsOf: token)
@@ -165,15 +166,9 @@ enum ItemChunks {
         return items
     }
 
-    /// A device token's bytes (its hex form decoded).
-    static func tokenBytes(_ hex: String) throws -> [UInt8] {
-        try hexBytes(hex.utf8, what: "device token")
-    }
-
-    /// An apns-id's 16 bytes.
+    /// An apns-id's 16 bytes (its hex digits decoded, the hyphens skipped).
     static func idBytes(_ id: NotificationID) throws -> [UInt8] {
-        let digits = id.rawValue.utf8.filter { $0 != UInt8(ascii: "-") }
-        let bytes = try hexBytes(digits, what: "apns-id")
+        let bytes = try hexBytes(id.rawValue.utf8, what: "apns-id", skipping: UInt8(ascii: "-"))
         guard bytes.count == 16 else { throw StoreError.invalidArgument("an apns-id is not 16 bytes") }
         return bytes
     }
@@ -183,8 +178,7 @@ enum ItemChunks {
         NotificationID(bytes: bytes)
     }
 
-    private static func hexBytes(_ digits: some Collection<UInt8>, what: String) throws -> [UInt8] {
-        guard digits.count % 2 == 0 else { throw StoreError.invalidArgument("a \(what) has an odd number of hex digits") }
+    private static func hexBytes(_ digits: some Collection<UInt8>, what: String, skipping separator: UInt8) throws -> [UInt8] {
         func value(_ digit: UInt8) throws -> UInt8 {
             switch digit {
             case UInt8(ascii: "0")...UInt8(ascii: "9"): return digit - UInt8(ascii: "0")
@@ -196,7 +190,7 @@ enum ItemChunks {
         var out = [UInt8]()
         out.reserveCapacity(digits.count / 2)
         var high: UInt8? = nil
-        for digit in digits {
+        for digit in digits where digit != separator {
             let nibble = try value(digit)
             if let upper = high {
                 out.append(upper << 4 | nibble)
@@ -205,6 +199,7 @@ enum ItemChunks {
                 high = nibble
             }
         }
+        guard high == nil else { throw StoreError.invalidArgument("a \(what) has an odd number of hex digits") }
         return out
     }
 

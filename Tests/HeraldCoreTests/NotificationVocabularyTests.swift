@@ -52,6 +52,20 @@ struct DeviceTokenTests {
         #expect(try DeviceToken(hex: "abcd").redacted == "abcd")
     }
 
+    /// The byte form is formatted from contiguous storage, or from a copy for other collections:
+    /// every shape gives the same lowercase hex.
+    @Test func fromBytesOfAnyCollection() throws {
+        let token = try DeviceToken(hex: Self.appleExample)
+        let bytes = token.bytes
+        #expect(DeviceToken(bytes: bytes[...]).hex == Self.appleExample)
+        let framed = [0xff] + bytes + [0xee]
+        #expect(DeviceToken(bytes: framed[1..<(framed.count - 1)]) == token)
+        #expect(DeviceToken(bytes: bytes.lazy.map { $0 }) == token)  // not contiguous: the copied path
+        #expect(DeviceToken(bytes: (0...255).map(UInt8.init)).hex.count == 512)
+        #expect(DeviceToken(bytes: [0x00, 0x09, 0x0a, 0xf0, 0xff]).hex == "00090af0ff")
+        #expect(DeviceToken(bytes: [UInt8]()).hex.isEmpty)
+    }
+
     @Test func codableRoundTripAndValidation() throws {
         let token = try DeviceToken(hex: Self.appleExample)
         let data = try JSONEncoder().encode([token])
@@ -79,6 +93,21 @@ struct NotificationIDTests {
         let error = #expect(throws: NotificationValidationError.self) { try NotificationID(text) }
         #expect(error?.reason == .badMessageId)
         #expect(error?.field == "apns_id")
+    }
+
+    /// The 16-byte form: canonical for contiguous bytes, slices and other collections; bytes past
+    /// the 16th are ignored, fewer give a shorter string.
+    @Test func fromBytes() throws {
+        let bytes: [UInt8] = [0xea, 0xbe, 0xae, 0x54, 0x14, 0xa8, 0x11, 0xe5, 0xb6, 0x0b, 0x16, 0x97, 0xf9, 0x25, 0xec, 0x7b]
+        let expected = "eabeae54-14a8-11e5-b60b-1697f925ec7b"
+        #expect(NotificationID(bytes: bytes).rawValue == expected)
+        let framed = [0x01] + bytes + [0x02, 0x03]
+        #expect(NotificationID(bytes: framed[1...]).rawValue == expected)  // a slice, 18 bytes: two ignored
+        #expect(NotificationID(bytes: bytes.lazy.map { $0 }).rawValue == expected)  // not contiguous
+        #expect(try NotificationID(NotificationID(bytes: bytes).rawValue) == NotificationID(bytes: bytes))
+        #expect(NotificationID(bytes: bytes.prefix(5)).rawValue == "eabeae54-14")
+        #expect(NotificationID(bytes: [UInt8]()).rawValue.isEmpty)
+        #expect(NotificationID(bytes: [UInt8](repeating: 0, count: 16)).rawValue == "00000000-0000-0000-0000-000000000000")
     }
 
     @Test func randomIDsAreVersion4AndParse() throws {

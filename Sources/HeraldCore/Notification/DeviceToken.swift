@@ -40,14 +40,28 @@ public struct DeviceToken: Hashable, Sendable, CustomStringConvertible, Codable 
     }
 
     /// A token from its raw bytes.
-    public init(bytes: some Sequence<UInt8>) {
-        let digits = Array("0123456789abcdef".utf8)
-        var out = [UInt8]()
-        for byte in bytes {
-            out.append(digits[Int(byte >> 4)])
-            out.append(digits[Int(byte & 0x0f)])
+    /// (Formatted by a non-generic loop over contiguous bytes, straight into the string's
+    /// storage: the batch path decodes a token per item.)
+    public init(bytes: some Collection<UInt8>) {
+        self.hex = bytes.withContiguousStorageIfAvailable(Self.lowercaseHex) ?? Array(bytes).withUnsafeBufferPointer(Self.lowercaseHex)
+    }
+
+    private static func lowercaseHex(_ bytes: UnsafeBufferPointer<UInt8>) -> String {
+        String(unsafeUninitializedCapacity: bytes.count * 2) { buffer in
+            var at = 0
+            for byte in bytes {
+                buffer[at] = hexDigit(byte &>> 4)
+                buffer[at &+ 1] = hexDigit(byte & 0x0f)
+                at &+= 2
+            }
+            return at
         }
-        self.hex = String(decoding: out, as: UTF8.self)
+    }
+
+    /// The lowercase hex digit of a nibble (0–15).
+    @inline(__always)
+    static func hexDigit(_ nibble: UInt8) -> UInt8 {
+        nibble < 10 ? UInt8(ascii: "0") &+ nibble : UInt8(ascii: "a") &+ (nibble &- 10)
     }
 
     /// The raw bytes of the token.

@@ -72,16 +72,32 @@ public struct NotificationID: Hashable, Sendable, CustomStringConvertible, Codab
 
     /// The apns-id of 16 bytes, in canonical form (lowercase, 8-4-4-4-12). Bytes beyond the
     /// 16th are ignored; fewer give a shorter (non-canonical) id, so callers pass exactly 16.
+    /// (Formatted by a non-generic loop over contiguous bytes, straight into the string's
+    /// storage: the batch path makes one per item, and the generic form, called across the
+    /// module boundary unspecialized, showed in its profile.)
     public init(bytes: some Collection<UInt8>) {
-        let digits = Array("0123456789abcdef".utf8)
-        var out = [UInt8]()
-        out.reserveCapacity(36)
-        for (i, byte) in bytes.prefix(16).enumerated() {
-            if i == 4 || i == 6 || i == 8 || i == 10 { out.append(UInt8(ascii: "-")) }
-            out.append(digits[Int(byte >> 4)])
-            out.append(digits[Int(byte & 0x0f)])
+        let string = bytes.withContiguousStorageIfAvailable(Self.canonical) ?? Array(bytes).withUnsafeBufferPointer(Self.canonical)
+        self.init(uncheckedCanonical: string)
+    }
+
+    /// The canonical form of the first 16 bytes (fewer give a shorter string).
+    private static func canonical(_ bytes: UnsafeBufferPointer<UInt8>) -> String {
+        let count = Swift.min(bytes.count, 16)
+        // Two digits a byte and at most four hyphens; the closure returns what it wrote.
+        return String(unsafeUninitializedCapacity: 36) { buffer in
+            var at = 0
+            for i in 0..<count {
+                if i == 4 || i == 6 || i == 8 || i == 10 {
+                    buffer[at] = UInt8(ascii: "-")
+                    at &+= 1
+                }
+                let byte = bytes[i]
+                buffer[at] = DeviceToken.hexDigit(byte &>> 4)
+                buffer[at &+ 1] = DeviceToken.hexDigit(byte & 0x0f)
+                at &+= 2
+            }
+            return at
         }
-        self.init(uncheckedCanonical: String(decoding: out, as: UTF8.self))
     }
 
     /// An apns-id the caller made in canonical form itself (36 lowercase hex digits and hyphens,
