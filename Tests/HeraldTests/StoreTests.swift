@@ -227,6 +227,22 @@ struct StoreTests {
         #expect(try await store.leasedItemCounts(now: date(20)).isEmpty)
     }
 
+    @Test("an apns-id's 16 bytes round-trip through the chunk format, upper case too; anything else is refused")
+    func apnsIDBytes() throws {
+        let bytes: [UInt8] = [0xea, 0xbe, 0xae, 0x54, 0x14, 0xa8, 0x11, 0xe5, 0xb6, 0x0b, 0x16, 0x97, 0xf9, 0x25, 0xec, 0x7b]
+        #expect(try ItemChunks.idBytes(NotificationID(bytes: bytes)) == bytes)
+        var generator = NotificationIDGenerator()
+        for _ in 0..<100 {
+            let id = generator.nextID()
+            #expect(ItemChunks.id(try ItemChunks.idBytes(id)) == id)
+        }
+        // Not canonical (upper case, made unchecked): still read.
+        #expect(try ItemChunks.idBytes(NotificationID(uncheckedCanonical: "EABEAE54-14A8-11E5-B60B-1697F925EC7B")) == bytes)
+        for text in ["eabeae54-14a8-11e5-b60b-1697f925ec7", "eabeae54x14a8-11e5-b60b-1697f925ec7b", "gabeae54-14a8-11e5-b60b-1697f925ec7b", ""] {
+            #expect(throws: StoreError.self) { try ItemChunks.idBytes(NotificationID(uncheckedCanonical: text)) }
+        }
+    }
+
     @Test("job ids are checked")
     func jobIDs() {
         #expect(throws: StoreError.self) { try JobID("") }
