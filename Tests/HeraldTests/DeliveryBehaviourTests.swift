@@ -65,6 +65,11 @@ enum DeliveryRun {
         return (job, progress)
     }
 
+    /// The job's items, in index order.
+    static func items(_ rig: SandboxRig, tenant: TenantID, job: JobID, count: Int) async throws -> [JobItem] {
+        try await rig.store.items(tenant: tenant, job: job, fromIndex: 0, limit: count)
+    }
+
     /// The sandbox's record by device token.
     static func byDevice(_ rig: SandboxRig) -> [String: [SandboxRecordedRequest]] {
         Dictionary(grouping: rig.sandbox.requests.filter { $0.deviceToken != nil }, by: { $0.deviceToken ?? "" })
@@ -72,7 +77,7 @@ enum DeliveryRun {
 
     /// The apns-id stored with each device token's item.
     static func storedIDs(_ rig: SandboxRig, tenant: TenantID, job: JobID, count: Int) async throws -> [String: String] {
-        let items = try await rig.store.items(tenant: tenant, job: job, fromIndex: 0, limit: count)
+        let items = try await items(rig, tenant: tenant, job: job, count: count)
         return Dictionary(
             items.map { ($0.notification.deviceToken.hex, $0.notification.id?.rawValue ?? "") }, uniquingKeysWith: { a, _ in a })
     }
@@ -125,6 +130,11 @@ struct DeliveryServerErrorTests {
             #expect(devices.allSatisfy { token, requests in requests.allSatisfy { $0.apnsID == ids[token] } }, "every resend carried the item's apns-id")
             let resent = devices.values.filter { $0.count > 1 }.count
             #expect(resent > 0, "the faults forced resends")
+            // Every request the sandbox got for a device is an attempt its item recorded: the
+            // runner's policy made the resends, none hidden inside the pipeline's retry.
+            let items = try await DeliveryRun.items(rig, tenant: tenant.id, job: job.id, count: count)
+            let miscounted = items.filter { (devices[$0.notification.deviceToken.hex]?.count ?? 0) != ($0.result?.attempts ?? -1) }
+            #expect(miscounted.count == 0, "items whose recorded attempts differ from their requests, first: \(miscounted.first.map { "\($0.index)" } ?? "-")")
             print("20% 5xx: \(rig.sandbox.requests.count) requests for \(count) items; \(resent) items resent")
         }
     }

@@ -9,7 +9,7 @@ struct RetryTests {
 
     func run(
         _ script: [ScriptedTransport.Step], retry: JSONValue? = nil, clock: ManualPushClock = ManualPushClock(),
-        deadline: Duration? = nil
+        deadline: Duration? = nil, retriesInPipeline: Bool = true
     ) async throws -> (Result<PushResult, any Error>, ScriptedTransport) {
         let transport = ScriptedTransport(script)
         let router = try Fixtures.router(transports: ScriptedTransports { _ in transport }, clock: clock)
@@ -19,8 +19,8 @@ struct RetryTests {
         do {
             result = .success(
                 try await router.send(
-                    tenant: tenant, notification: Fixtures.note(), deadline: deadline.map { clock.now.advanced(by: $0) }
-                ))
+                    tenant: tenant, notification: Fixtures.note(), deadline: deadline.map { clock.now.advanced(by: $0) },
+                    retriesInPipeline: retriesInPipeline))
         } catch {
             result = .failure(error)
         }
@@ -44,6 +44,21 @@ struct RetryTests {
         #expect(Set(transport.attempts.map(\.notification.id)).count == 1)
         #expect(transport.attempts.first?.notification.id == pushed.notificationID)
         #expect(clock.sleepCount == 2)
+    }
+
+    @Test("a caller that retries itself (the job runner) gets one attempt and the answer, whatever it is")
+    func callerRetries() async throws {
+        let clock = ManualPushClock()
+        let (result, transport) = try await run(
+            [.respond(status: 503, reason: .serviceUnavailable)], clock: clock, retriesInPipeline: false)
+        let pushed = try result.get()
+        #expect(pushed.status == 503 && pushed.reason == .serviceUnavailable && pushed.attempts == 1)
+        #expect(transport.attempts.count == 1)
+        #expect(clock.sleepCount == 0)
+        let (failed, again) = try await run(
+            [.fail(.transport("connection refused", surelyNotProcessed: true))], retriesInPipeline: false)
+        #expect(throws: PushError.self) { try failed.get() }
+        #expect(again.attempts.count == 1)
     }
 
     @Test(

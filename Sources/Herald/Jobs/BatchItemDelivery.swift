@@ -149,8 +149,9 @@ struct BatchItemDelivery: Sendable {
         var answer: PushResult? = nil
         var failure: (any Error)? = nil
         do {
+            // One attempt: the item's retries are the delivery policy's (below), not the pipeline's.
             let result = try await router.send(
-                tenant: job.tenant, notification: item.notification, environment: job.environment)
+                tenant: job.tenant, notification: item.notification, environment: job.environment, retriesInPipeline: false)
             answer = result
             outcome = DeliveryOutcome(result.response)
         } catch is CancellationError {

@@ -185,13 +185,15 @@ public final class Router: Sendable {
     /// - Parameters:
     ///   - environment: nil: the tenant's default environment.
     ///   - deadline: nil: ``RouterConfiguration/defaultDeadline`` from now.
+    ///   - retriesInPipeline: false when the caller retries the notification itself (the job
+    ///     runner, under the tenant's delivery policy): the pipeline's retry makes one attempt.
     /// - Returns: APNs' answer (a success or APNs' rejection, with its reason).
     /// - Throws: ``PushError`` for local refusals (unknown tenant, `TopicDisallowed`, push type vs
     ///   topic, no endpoint, invalid notification, rate limit, refused token) and for failures
     ///   without an APNs answer.
     nonisolated(nonsending) public func send(
         tenant: TenantID, notification: HeraldCore.Notification, environment: APNsEnvironment? = nil,
-        deadline: ContinuousClock.Instant? = nil
+        deadline: ContinuousClock.Instant? = nil, retriesInPipeline: Bool = true
     ) async throws -> PushResult {
         // One apns-id for every attempt, so that a resend on a new runtime is recognisably the same notification.
         var notification = notification
@@ -202,7 +204,8 @@ public final class Router: Sendable {
             attempt += 1
             guard let runtime = runtime(for: tenant) else { throw PushError.unknownTenant(tenant.rawValue) }
             do {
-                let result = try await runtime.send(notification, environment: environment, deadline: deadline)
+                let result = try await runtime.send(
+                    notification, environment: environment, deadline: deadline, retriesInPipeline: retriesInPipeline)
                 lastHour.record(tenant, at: configuration.clock.date, failed: result.response.status != 200)
                 return result
             } catch let error as PushError where error.code == .shuttingDown && attempt < 3 {

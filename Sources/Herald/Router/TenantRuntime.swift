@@ -75,10 +75,12 @@ public final class TenantRuntime: Sendable {
     /// - Parameters:
     ///   - environment: nil sends to the tenant's default environment.
     ///   - deadline: nil allows the router's default time from now.
+    ///   - retriesInPipeline: false when the caller retries itself (``PushContext/retriesInPipeline``).
     /// - Returns: APNs' answer (success or rejection).
     /// - Throws: ``PushError`` when the notification was refused locally or got no answer.
     nonisolated(nonsending) public func send(
-        _ notification: Notification, environment: APNsEnvironment? = nil, deadline: ContinuousClock.Instant? = nil
+        _ notification: Notification, environment: APNsEnvironment? = nil, deadline: ContinuousClock.Instant? = nil,
+        retriesInPipeline: Bool = true
     ) async throws -> PushResult {
         let checked = try configuration.admit(notification, environment: environment, topicRules: topicRules)
         var notification = checked.notification
@@ -96,7 +98,7 @@ public final class TenantRuntime: Sendable {
 
         let context = PushContext(
             tenant: configuration.id, environment: environment, logger: pushLogger.withNotificationID(id), attempt: 1,
-            deadline: deadline ?? clock.now.advanced(by: defaultDeadline))
+            deadline: deadline ?? clock.now.advanced(by: defaultDeadline), retriesInPipeline: retriesInPipeline)
         do {
             return try await pipeline.send(notification, context: context)
         } catch let error as PushError where error.code == .transport || error.code == .shuttingDown {

@@ -10,15 +10,21 @@ public struct PushContext: Sendable {
     public var attempt: Int
     /// When the notification must be answered by. Waits (backoff, rate limits) never go past it.
     public var deadline: ContinuousClock.Instant
+    /// False when the caller retries the notification itself, under its own rules: the job
+    /// runner, whose items follow their tenant's delivery policy (backoff, give-up time, circuit).
+    /// ``RetryMiddleware`` then makes one attempt and returns what it got; a second layer of
+    /// resends would hold a send slot through its backoff and hide attempts from the policy.
+    public var retriesInPipeline: Bool
 
     public init(
         tenant: TenantID, environment: APNsEnvironment, logger: PushLogger = .disabled, attempt: Int = 1,
-        deadline: ContinuousClock.Instant
+        deadline: ContinuousClock.Instant, retriesInPipeline: Bool = true
     ) {
         self.tenant = tenant
         self.environment = environment
         self.logger = logger
         self.attempt = attempt
         self.deadline = deadline
+        self.retriesInPipeline = retriesInPipeline
     }
 }

@@ -83,7 +83,9 @@ public struct RetryPolicy: Sendable, Hashable {
 /// Resends a notification, with the same apns-id, after a retryable answer or failure (see
 /// ``RetryPolicy``), with exponential backoff and jitter, never past the deadline.
 ///
-/// Every attempt goes through the middlewares after this one with `context.attempt` raised.
+/// Every attempt goes through the middlewares after this one with `context.attempt` raised. A
+/// send whose caller retries itself (``PushContext/retriesInPipeline`` false: the job runner's
+/// items) gets one attempt here.
 public struct RetryMiddleware: PushMiddleware {
     public let policy: RetryPolicy
     private let clock: any PushClock
@@ -99,6 +101,8 @@ public struct RetryMiddleware: PushMiddleware {
     }
 
     nonisolated(nonsending) public func send(_ notification: Notification, context: PushContext, next: PushHandler) async throws -> PushResult {
+        // The caller retries under its own rules (a batch item's delivery policy): one attempt.
+        guard context.retriesInPipeline else { return try await next.send(notification, context: context) }
         var context = context
         let first = context.attempt
         while true {
