@@ -19,7 +19,7 @@ source "$ROOT/scripts/cluster.sh"
 
 BATCH=${BATCH:-100000}
 MODES=${MODES:-sqlite pg1 pg3}
-POLL_INTERVAL=${POLL_INTERVAL:-0.5}
+POLL_INTERVAL=${POLL_INTERVAL:-0.05}
 BATCH_TIMEOUT=${BATCH_TIMEOUT:-900}
 export JOB_CONCURRENCY=${JOB_CONCURRENCY:-100}
 export MAX_BATCH_ITEMS=$(( BATCH > 100000 ? BATCH : 100000 ))
@@ -89,16 +89,10 @@ run_mode() { # mode -> RESULT[mode]
     code=$(tail -n1 <<<"$accepted")
     [[ "$code" == 202 ]] || { echo "$mode: the batch was not accepted ($code): $(head -c 600 <<<"$accepted")" >&2; exit 1; }
     job=$(python3 -c 'import json, sys; print(json.loads(sys.stdin.read().splitlines()[0])["job_id"])' <<<"$accepted")
-    deadline=$(( $(date +%s) + BATCH_TIMEOUT ))
-    state=""
-    while (( $(date +%s) < deadline )); do
-        curl -s -m 60 "http://127.0.0.1:$last/v1/jobs/$job?limit=1" -H "Authorization: Bearer $CLUSTER_API_KEY" \
-            > "$WORK/$mode/job.json" || true
-        state=$(python3 -c 'import json, sys; print(json.load(open(sys.argv[1]))["state"])' "$WORK/$mode/job.json" 2>/dev/null || echo "?")
-        [[ "$state" == finished || "$state" == cancelled ]] && break
-        sleep "$POLL_INTERVAL"
-    done
-    finished_at=$(now)
+    # One poller process for the whole wait (a Python start a poll would take CPU from Herald).
+    state=finished
+    finished_at=$("$ROOT/scripts/wait-job.py" "http://127.0.0.1:$last/v1/jobs/$job?limit=1" "$CLUSTER_API_KEY" \
+        "$WORK/$mode/job.json" "$POLL_INTERVAL" "$BATCH_TIMEOUT") || state="not finished"
     cpu_end=$(cpu_of "${serve_pids[@]}")
     [[ "$state" == finished ]] || { echo "$mode: the job did not finish (state $state) within ${BATCH_TIMEOUT}s" >&2; exit 1; }
     RESULT[$mode]=$(python3 - "$WORK/$mode/job.json" "$start" "$accepted_at" "$finished_at" "$BATCH" "$cpu_start" "$cpu_end" <<'PY'

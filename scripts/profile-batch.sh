@@ -4,7 +4,8 @@
 # end; prints the time to the 202 and to the finished job and the CPU `herald serve` and the
 # sandbox spent a notification (from /proc). PERF=1 records `perf` on `herald serve` for the run
 # (PERF_ARGS="--call-graph dwarf,16384" for call graphs; REPORT_ARGS for `perf report`); with
-# MODE=postgres the statements slower than 30 ms are listed from PostgreSQL's log.
+# MODE=postgres the statements slower than 30 ms are listed from PostgreSQL's log. PERF_OUT=<file>
+# keeps the recording for further `perf report`s.
 #
 #   SKIP_BUILD=1 scripts/profile-batch.sh
 #   MODE=postgres BATCH=10000 SKIP_BUILD=1 scripts/profile-batch.sh
@@ -43,13 +44,10 @@ out=$(curl -s -m 300 -w ' %{http_code}' "http://127.0.0.1:$port/v1/notifications
 t1=$(date +%s.%N); c1=$(cpu $serve)
 echo "POST: $out after $(echo "$t1 - $t0" | bc) s; serve CPU for the POST $(echo "$c1 - $c0" | bc) s"
 job=$(python3 -c 'import json,sys; print(json.loads(sys.argv[1].rsplit(" ",1)[0])["job_id"])' "$out")
-while :; do
-  st=$(curl -s "http://127.0.0.1:$port/v1/jobs/$job?limit=1" -H "Authorization: Bearer $CLUSTER_API_KEY")
-  python3 -c 'import json,sys; sys.exit(0 if json.loads(sys.argv[1])["state"]=="finished" else 1)' "$st" && break
-  sleep 0.2
-done
-t2=$(date +%s.%N); c2=$(cpu $serve); s2=$(cpu $sandbox)
-if [[ -n "${PERF:-}" ]]; then kill -INT $perfpid; wait $perfpid || true; fi
+t2=$("$ROOT/scripts/wait-job.py" "http://127.0.0.1:$port/v1/jobs/$job?limit=1" "$CLUSTER_API_KEY" "$WORK/job.json" "${POLL_INTERVAL:-0.05}")
+c2=$(cpu $serve); s2=$(cpu $sandbox)
+if [[ -n "${PERF:-}" ]]; then kill -INT $perfpid; wait $perfpid || true; [[ -z "${PERF_OUT:-}" ]] || cp "$WORK/perf.data" "$PERF_OUT"; fi
+st=$(cat "$WORK/job.json")
 echo "finished after $(echo "$t2 - $t0" | bc) s: rate $(echo "$BATCH / ($t2 - $t0)" | bc) /s; serve CPU $(echo "($c2 - $c0) * 1000000 / $BATCH" | bc) us/notification (sending part $(echo "($c2 - $c1) * 1000000 / $BATCH" | bc)), sandbox $(echo "($s2 - $s0) * 1000000 / $BATCH" | bc) us/n"
 echo "$st" | head -c 600; echo
 if [[ "$MODE" == postgres ]]; then grep -E "duration" "$CLUSTER_PG_DIR/postgres.log" | sed -E 's/.*duration: ([0-9.]+) ms +(statement|execute [^:]*): (.{0,160}).*/\1 ms \3/' | sort -t' ' -k1 -rn | head -${PGTOP:-25}; grep -c duration "$CLUSTER_PG_DIR/postgres.log"; fi
