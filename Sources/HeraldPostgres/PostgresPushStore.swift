@@ -386,6 +386,9 @@ public final class PostgresPushStore: PushStore, JobReports {
             tenant: tenant, job: job, limit: limit, claimant: claimant, now: now, leaseUntil: leaseUntil, fromIndex: 0)
     }
 
+    /// Pending items are searched from the hint only (`StoreContractTests` checks it).
+    public var claimsFromIndexStrictly: Bool { true }
+
     /// One transaction of two statements: the picked items' indexes are selected (and locked),
     /// then updated through `idx = ANY($1)` with the list as a bound array — a primary-key lookup
     /// per item whatever the planner believes. `EXPLAIN ANALYZE` during runs: joined `FROM

@@ -58,6 +58,12 @@ public protocol PushStore: Sendable {
     func claimPendingItems(
         tenant: TenantID, job: JobID, limit: Int, claimant: String, now: Date, leaseUntil: Date, fromIndex: Int
     ) async throws -> [JobItem]
+    /// True when ``claimPendingItems(tenant:job:limit:claimant:now:leaseUntil:fromIndex:)`` never
+    /// returns a pending item below `fromIndex`, not even one leased to the same claimant (due
+    /// retries aside). The job runner then claims a job's next items while the last claim's are
+    /// still on the wire: they lie below the hint and have no outcome yet. With a store that may
+    /// ignore the hint (the default), it claims only once every earlier item's change is written.
+    var claimsFromIndexStrictly: Bool { get }
     /// Takes back the leases on the job's pending items held by earlier instances of a runner:
     /// claimants named `claimantBase` or `claimantBase/<instance>`, other than `keeping`. Call it
     /// only while no other process uses the store (its claims would be taken).
@@ -103,6 +109,9 @@ public protocol PushStore: Sendable {
 }
 
 extension PushStore {
+    /// A store that takes no hint claims as usual.
+    public var claimsFromIndexStrictly: Bool { false }
+
     /// A store that takes no hint claims as usual.
     public func claimPendingItems(
         tenant: TenantID, job: JobID, limit: Int, claimant: String, now: Date, leaseUntil: Date, fromIndex: Int

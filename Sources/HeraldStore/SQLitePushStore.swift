@@ -298,6 +298,9 @@ public final class SQLitePushStore: PushStore {
             tenant: tenant, job: job, limit: limit, claimant: claimant, now: now, leaseUntil: leaseUntil, fromIndex: 0)
     }
 
+    /// Pending items are searched from the hint only (`StoreContractTests` checks it).
+    public var claimsFromIndexStrictly: Bool { true }
+
     /// Claims as ``PushStore`` says: due retries from the partial index `job_item_due`, then the
     /// pending items from the chunks' settled bits (`job_settled`) from `fromIndex`; one lease
     /// row per claimant and job (`job_claim`) holds them.

@@ -12,18 +12,26 @@ struct JobRunnerBoundsTests {
     static let tenant = Fixtures.tenantID("acme")
 
     /// A transport that answers 200 after a short pause (so that sends overlap) and counts what
-    /// it was sent, per apns-id.
+    /// it was sent, per apns-id, and what is under way.
     final class CountingTransport: PushTransport, TransportProvider {
         private let sent = Mutex<[String: Int]>([:])
+        private let onTheWire = Mutex(0)
+        private let delay: Duration
+
+        init(delay: Duration = .milliseconds(1)) { self.delay = delay }
 
         var total: Int { sent.withLock { $0.values.reduce(0, +) } }
         var byID: [String: Int] { sent.withLock { $0 } }
+        /// Sends under way now.
+        var inFlight: Int { onTheWire.withLock { $0 } }
 
         func send(_ notification: HeraldCore.Notification, environment: APNsEnvironment, deadline: ContinuousClock.Instant)
             async throws -> APNsResponse
         {
             sent.withLock { $0[notification.id?.rawValue ?? "", default: 0] += 1 }
-            try await Task.sleep(for: .milliseconds(1))
+            onTheWire.withLock { $0 += 1 }
+            defer { onTheWire.withLock { $0 -= 1 } }
+            try await Task.sleep(for: delay)
             return APNsResponse(status: 200, apnsID: notification.id)
         }
 
@@ -94,6 +102,22 @@ struct JobRunnerBoundsTests {
         {
             try await base.claimPendingItems(
                 tenant: tenant, job: job, limit: limit, claimant: claimant, now: now, leaseUntil: leaseUntil)
+        }
+        /// Called at each claim with its index hint, before the claim.
+        func observeClaims(_ observer: @escaping @Sendable (Int) -> Void) { claimObserver.withLock { $0 = observer } }
+        private let claimObserver = Mutex<(@Sendable (Int) -> Void)?>(nil)
+        /// Off: the store says it may ignore the hint (as a store without one would).
+        func claimStrictly(_ strict: Bool) { strictClaims.withLock { $0 = strict } }
+        private let strictClaims = Mutex(true)
+
+        var claimsFromIndexStrictly: Bool { strictClaims.withLock { $0 } && base.claimsFromIndexStrictly }
+        func claimPendingItems(
+            tenant: TenantID, job: JobID, limit: Int, claimant: String, now: Date, leaseUntil: Date, fromIndex: Int
+        ) async throws -> [JobItem] {
+            claimObserver.withLock { $0 }?(fromIndex)
+            return try await base.claimPendingItems(
+                tenant: tenant, job: job, limit: limit, claimant: claimant, now: now, leaseUntil: leaseUntil,
+                fromIndex: fromIndex)
         }
         func releaseLeases(tenant: TenantID, job: JobID, claimantBase: String, keeping: String) async throws -> Int {
             try await base.releaseLeases(tenant: tenant, job: job, claimantBase: claimantBase, keeping: keeping)
@@ -179,7 +203,9 @@ struct JobRunnerBoundsTests {
         #expect(transport.byID.values.allSatisfy { $0 == 1 })
         #expect(statistics.peakItemsInFlight <= 4, "sends in flight: \(statistics.peakItemsInFlight)")
         #expect(statistics.peakSendTasks <= 2 * 4, "send tasks: \(statistics.peakSendTasks)")
-        #expect(statistics.peakClaimedItemsHeld <= 2 * 10, "claimed items in memory: \(statistics.peakClaimedItemsHeld)")
+        // Per job: one claim not handed out yet (the next is claimed only when none is left) plus
+        // the items its send tasks took, one each.
+        #expect(statistics.peakClaimedItemsHeld <= 2 * (10 + 4), "claimed items in memory: \(statistics.peakClaimedItemsHeld)")
         #expect(statistics.peakActiveJobs <= 2, "jobs worked on at once: \(statistics.peakActiveJobs)")
         #expect(statistics.peakItemsInFlight >= 1 && statistics.itemsInFlight == 0 && statistics.sendTasks == 0)
     }

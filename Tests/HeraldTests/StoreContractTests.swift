@@ -259,6 +259,40 @@ struct StoreContractTests {
     }
 
     @Test(
+        "a claim from an index never returns the claimant's own pending items below it (they may be on the wire)",
+        arguments: StoreBackend.allCases)
+    func claimFromIndexSkipsOwnItems(_ backend: StoreBackend) async throws {
+        try await backend.withStore(checkClaimFromIndexSkipsOwnItems)
+    }
+
+    private func checkClaimFromIndexSkipsOwnItems(_ store: any PushStore & JobReports) async throws {
+        #expect(store.claimsFromIndexStrictly, "the job runner claims ahead on this store")
+        let job = try JobID("ahead")
+        _ = try await store.createJob(
+            tenant: acme, id: job, environment: nil, notifications: (0..<8).map { _ in Fixtures.note() }, createdAt: t0)
+        let lease = t0.addingTimeInterval(60)
+        let first = try await store.claimPendingItems(
+            tenant: acme, job: job, limit: 3, claimant: "r/1", now: t0, leaseUntil: lease, fromIndex: 0)
+        #expect(first.map(\.index) == [0, 1, 2])
+        // 0..2 are still pending and leased to r/1 (on the wire): the next claim from 3 skips them.
+        let next = try await store.claimPendingItems(
+            tenant: acme, job: job, limit: 10, claimant: "r/1", now: t0, leaseUntil: lease, fromIndex: 3)
+        #expect(next.map(\.index) == [3, 4, 5, 6, 7])
+        // The outcome of an item claimed by the first claim is still recorded under the lease.
+        #expect(
+            try await store.recordOutcome(
+                tenant: acme, job: job, index: 1,
+                result: JobItemResult(state: .sent, status: 200, reason: nil, apnsID: nil, finishedAt: t0)))
+        let none = try await store.claimPendingItems(
+            tenant: acme, job: job, limit: 10, claimant: "r/1", now: t0, leaseUntil: lease, fromIndex: 8)
+        #expect(none.isEmpty)
+        // Without the hint, the claimant's own unsettled items come back (a run resuming its job).
+        let again = try await store.claimPendingItems(
+            tenant: acme, job: job, limit: 10, claimant: "r/1", now: t0, leaseUntil: lease, fromIndex: 0)
+        #expect(again.map(\.index) == [0, 2, 3, 4, 5, 6, 7])
+    }
+
+    @Test(
         "outcomes recorded at once, twice for some items: each is recorded once, the first wins, the rest read it back",
         arguments: StoreBackend.allCases)
     func concurrentResults(_ backend: StoreBackend) async throws {

@@ -347,16 +347,78 @@ public final class JobRunner: Sendable {
 
         let pool = permits.pool(for: job.tenant)
         let claimSize = max(1, configuration.claimSize)
-        let workers = max(1, configuration.concurrencyPerTenant)
-        let leaseSeconds = Self.seconds(configuration.lease)
+        let senders = max(1, min(configuration.concurrencyPerTenant, claimSize, job.itemCount))
         let itemLogger = logger
-        let marks = WireMarks(store: store, tenant: job.tenant, job: job.id, claimant: claimant, clock: clock)
-        let routes = BatchItemDelivery.Routes()
-        // Pending items below this were claimed and worked through in this run: the next claim
-        // searches from here (a pending item below, leased elsewhere and released, is found by
-        // the job's next run: the job is not finished while it waits).
+        let feed = JobFeed(
+            marks: WireMarks(store: store, tenant: job.tenant, job: job.id, claimant: claimant, clock: clock),
+            routes: BatchItemDelivery.Routes())
+        let outcomes = OutcomeGroups(inFlight: senders, groupSize: configuration.commitGroup)
+        // The feeder claims (in this task), the send tasks send, one writer writes the outcomes;
+        // the group returns when all three are done and every change handed over is written.
+        let end = await withDiscardingTaskGroup(returning: FeedEnd.self) { group in
+            group.addTask { await self.writeOutcomes(outcomes, of: job, feed: feed, logger: itemLogger) }
+            group.addTask {
+                await withDiscardingTaskGroup { sends in
+                    for _ in 0..<senders {
+                        sends.addTask { await self.work(feed, outcomes: outcomes, of: job, permits: pool, logger: itemLogger) }
+                    }
+                }
+                outcomes.close()
+            }
+            let end = await self.feedClaims(of: job, into: feed, outcomes: outcomes, logger: logger)
+            let unsent = feed.finish()
+            adjust { $0.claimedItemsHeld -= unsent } peak: { _ in }
+            return end
+        }
+        switch (feed.stopReason, end) {
+        case (.pause, _), (nil, .paused):
+            logger.warning("job paused; its unsent items stay pending and it resumes at the next scan")
+            return true
+        case (.stopping, _), (nil, .stopped):
+            return false
+        case (nil, .done):
+            guard !isStopping else { return false }
+            await finishIfDone(job, logger: logger)
+            return false
+        }
+    }
+
+    /// How a job's feeder ended.
+    private enum FeedEnd: Sendable {
+        /// No pending item is left for this runner (or only items leased elsewhere).
+        case done
+        /// The runner stops, or the feed stopped (its reason says why).
+        case stopped
+        /// A claim failed: the job pauses.
+        case paused
+    }
+
+    /// The job's feeder: claims its pending items one claim at a time into `feed`. The next claim
+    /// is made as soon as every item of the last one is handed out, while the last of them are
+    /// still on the wire (their indexes lie below the claim's hint, and the store never returns a
+    /// pending item below it: ``PushStore/claimsFromIndexStrictly``) — except when one of them was
+    /// claimed as a due retry, or the store may ignore the hint: then, and when a claim finds
+    /// nothing, it first waits until every taken item is handed back and its change written, so
+    /// that the claim sees every outcome and next attempt.
+    private func feedClaims(of job: Job, into feed: JobFeed, outcomes: OutcomeGroups, logger: Logger) async -> FeedEnd {
+        let clock = router.configuration.clock
+        let claimant = configuration.claimantName
+        let claimSize = max(1, configuration.claimSize)
+        let leaseSeconds = Self.seconds(configuration.lease)
+        // Pending items below this were claimed in this run: the next claim searches from here
+        // (a pending item below, leased elsewhere and released, is found by the job's next run:
+        // the job is not finished while it waits).
         var fromIndex = 0
+        // True when no item is taken and every change is written (a claim sees every outcome).
+        var settled = true
         while !isStopping {
+            if !settled {
+                guard await feed.waitUntilHandedOut() else { return .stopped }
+                if !store.claimsFromIndexStrictly || !feed.mayClaimAhead {
+                    guard await Self.settle(feed, outcomes) else { return .stopped }
+                    settled = true
+                }
+            }
             let now = clock.date
             let claimed: [JobItem]
             do {
@@ -365,68 +427,67 @@ public final class JobRunner: Sendable {
                     leaseUntil: now.addingTimeInterval(leaseSeconds), fromIndex: fromIndex)
             } catch {
                 logger.error("cannot claim job items; the job pauses", metadata: ["herald.error": "\(error)"])
-                return true
+                return .paused
             }
             if claimed.isEmpty {
+                if !settled {
+                    // The items still on the wire may come back as due retries: claim again once
+                    // their changes are written.
+                    guard await Self.settle(feed, outcomes) else { return .stopped }
+                    settled = true
+                    continue
+                }
                 // Items deferred to a later attempt: wait for the first to be due, then claim again.
                 if await waitForDueRetries(job, logger: logger) { continue }
-                break
+                return .done
             }
             for item in claimed where item.state == .pending { fromIndex = max(fromIndex, item.index + 1) }
-            let chunk = ClaimedChunk(claimed, marks: marks, routes: routes)
-            let senders = min(workers, claimed.count)
-            let outcomes = OutcomeGroups(inFlight: senders, groupSize: configuration.commitGroup)
             adjust { $0.claimedItemsHeld += claimed.count } peak: { $0.peakClaimedItemsHeld = max($0.peakClaimedItemsHeld, $0.claimedItemsHeld) }
-            await withDiscardingTaskGroup { group in
-                group.addTask { await self.writeOutcomes(outcomes, of: job, chunk: chunk, logger: itemLogger) }
-                await withDiscardingTaskGroup { sends in
-                    for _ in 0..<senders {
-                        sends.addTask { await self.work(chunk, outcomes: outcomes, of: job, permits: pool, logger: itemLogger) }
-                    }
-                }
-                outcomes.close()
-            }
-            adjust { $0.claimedItemsHeld -= claimed.count } peak: { _ in }
-            switch chunk.stopReason {
-            case nil: continue
-            case .stopping: return false
-            case .pause:
-                logger.warning("job paused; its unsent items stay pending and it resumes at the next scan")
-                return true
-            }
+            feed.refill(claimed)
+            settled = false
         }
-        guard !isStopping else { return false }
-        await finishIfDone(job, logger: logger)
-        return false
+        return .stopped
     }
 
-    /// One send task of a chunk: under a slot of the chunk's commit groups and a tenant permit,
-    /// takes the chunk's next item, sends it and hands its outcome to the chunk's writer, until
-    /// the chunk is empty or stopped. It does not wait for the outcome to be written.
+    /// Waits until the send tasks handed back every item they took and the writer wrote every
+    /// change. False when the feed stopped or a write failed.
+    private static func settle(_ feed: JobFeed, _ outcomes: OutcomeGroups) async -> Bool {
+        guard await feed.waitUntilIdle() else { return false }
+        return await outcomes.waitUntilDurable()
+    }
+
+    /// One send task of a job: takes the feed's next item, then under a slot of the job's commit
+    /// groups and a tenant permit sends it and hands its outcome to the writer, until the feed
+    /// runs out or stops. It does not wait for the outcome to be written.
     nonisolated(nonsending) private func work(
-        _ chunk: ClaimedChunk, outcomes: OutcomeGroups, of job: Job, permits pool: PermitPool, logger: Logger
+        _ feed: JobFeed, outcomes: OutcomeGroups, of job: Job, permits pool: PermitPool, logger: Logger
     ) async {
         adjust { $0.sendTasks += 1 } peak: { $0.peakSendTasks = max($0.peakSendTasks, $0.sendTasks) }
         defer { adjust { $0.sendTasks -= 1 } peak: { _ in } }
-        while true {
+        while let item = await feed.next() {
+            defer {
+                feed.handBack(item)
+                adjust { $0.claimedItemsHeld -= 1 } peak: { _ in }
+            }
             guard await outcomes.reserve() else {
-                chunk.stop(.pause)
+                feed.stop(.pause)
                 return
             }
             await pool.acquire()
             guard !isStopping else {
-                chunk.stop(.stopping)
+                feed.stop(.stopping)
                 pool.release()
                 outcomes.cancel()
                 return
             }
-            guard let item = chunk.next() else {
+            // Stopped meanwhile (a failed write, a paused tenant): the item stays pending.
+            guard feed.stopReason == nil else {
                 pool.release()
                 outcomes.cancel()
                 return
             }
             adjust { $0.itemsInFlight += 1 } peak: { $0.peakItemsInFlight = max($0.peakItemsInFlight, $0.itemsInFlight) }
-            let step = await delivery.deliver(item, of: job, marks: chunk.marks, routes: chunk.routes, logger: logger)
+            let step = await delivery.deliver(item, of: job, marks: feed.marks, routes: feed.routes, logger: logger)
             adjust { $0.itemsInFlight -= 1 } peak: { _ in }
             pool.release()
             switch step {
@@ -436,26 +497,26 @@ public final class JobRunner: Sendable {
                 outcomes.cancel()
             case .leftPending:
                 outcomes.cancel()
-                chunk.stop(.stopping)
+                feed.stop(.stopping)
                 return
             case .pause:
                 outcomes.cancel()
-                chunk.stop(.pause)
+                feed.stop(.pause)
                 return
             }
         }
     }
 
-    /// The chunk's writer: writes its outcomes and next attempts in commit groups
+    /// The job's writer: writes its outcomes and next attempts in commit groups
     /// (``PushStore/recordChanges(tenant:job:_:)``) until its send tasks ended and nothing is
     /// left. A failed write pauses the job: that group's items stay pending in the store.
-    private func writeOutcomes(_ outcomes: OutcomeGroups, of job: Job, chunk: ClaimedChunk, logger: Logger) async {
+    private func writeOutcomes(_ outcomes: OutcomeGroups, of job: Job, feed: JobFeed, logger: Logger) async {
         let store = self.store
         let error = await outcomes.runWriter { changes in
             _ = try await store.recordChanges(tenant: job.tenant, job: job.id, changes)
         }
         if let error {
-            chunk.stop(.pause)
+            feed.stop(.pause)
             logger.error(
                 "cannot record job items' outcomes; the job pauses and those items stay pending (sent again or reported unknown when it resumes)",
                 metadata: ["herald.error": "\(error)"])
@@ -514,50 +575,4 @@ public final class JobRunner: Sendable {
         let parts = duration.components
         return Double(parts.seconds) + Double(parts.attoseconds) / 1e18
     }
-}
-
-/// One claimed chunk of a job's items, handed out one at a time to the job's send tasks. Once
-/// stopped (a failed outcome write, a paused tenant, shutdown) it hands out nothing more: the
-/// rest stay pending in the store, leased to this runner.
-final class ClaimedChunk: Sendable {
-    enum StopReason: Sendable {
-        case stopping
-        case pause
-    }
-
-    private struct State {
-        var items: [JobItem]
-        var next = 0
-        var stopReason: StopReason?
-    }
-
-    private let state: Mutex<State>
-    /// Marks the chunk's items on the wire before they are sent.
-    let marks: WireMarks
-    /// The job's policy and circuit per tenant runtime.
-    let routes: BatchItemDelivery.Routes
-
-    init(_ items: [JobItem], marks: WireMarks, routes: BatchItemDelivery.Routes) {
-        state = Mutex(State(items: items))
-        self.marks = marks
-        self.routes = routes
-    }
-
-    /// The next item to send, or nil when the chunk is done or stopped.
-    func next() -> JobItem? {
-        state.withLock { state in
-            guard state.stopReason == nil, state.next < state.items.count else { return nil }
-            defer { state.next += 1 }
-            return state.items[state.next]
-        }
-    }
-
-    func stop(_ reason: StopReason) {
-        state.withLock { state in
-            // A pause (a failure) outranks a stop.
-            if state.stopReason == nil || reason == .pause { state.stopReason = reason }
-        }
-    }
-
-    var stopReason: StopReason? { state.withLock { $0.stopReason } }
 }

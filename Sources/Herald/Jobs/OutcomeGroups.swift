@@ -2,17 +2,17 @@ import HeraldCore
 import HeraldStore
 import Synchronization
 
-/// The outcomes (and next attempts) of one claimed chunk's sends, written to the store in
-/// commit groups by one writer (``runWriter(_:)``) while the send tasks go on sending.
+/// The outcomes (and next attempts) of one job run's sends, written to the store in commit groups
+/// by one writer (``runWriter(_:)``) while the send tasks go on sending.
 ///
 /// A send task does not wait for its item's outcome to be durable; instead it reserves a slot
-/// (``reserve()``) before it takes an item, and a slot is freed only when that item's change is
-/// committed (or the item was not sent). At most ``limit`` items of the chunk are taken and not
+/// (``reserve()``) before it sends an item, and a slot is freed only when that item's change is
+/// committed (or the item was not sent). At most ``limit`` items of the job are sent and not
 /// durable at once: those on the wire (bounded by the tenant's permits) plus the outcomes waiting
 /// for, or in, the next write (``groupSize`` a write). That is the duplicate window after a crash
 /// under at-least-once: the items on the wire and one commit group, never more.
 ///
-/// A failed write stops the chunk (its send tasks take nothing more): the items of that group
+/// A failed write stops the job's run (its send tasks send nothing more): the items of that group
 /// stay pending in the store and are sent again (at-least-once) or reported `unknown` from
 /// their wire mark (at-most-once) when the job resumes.
 final class OutcomeGroups: Sendable {
@@ -26,6 +26,15 @@ final class OutcomeGroups: Sendable {
         var failed = false
         var writer: CheckedContinuation<Void, Never>?
         var slotWaiters: [CheckedContinuation<Bool, Never>] = []
+        /// Waiting for every taken item's change to be committed (``waitUntilDurable()``).
+        var durableWaiters: [CheckedContinuation<Bool, Never>] = []
+
+        /// The durable-waiters to resume now (with true: nothing undurable; false: a write failed).
+        mutating func durableToResume() -> ([CheckedContinuation<Bool, Never>], Bool) {
+            guard !durableWaiters.isEmpty, failed || undurable == 0 else { return ([], true) }
+            defer { durableWaiters.removeAll() }
+            return (durableWaiters, !failed)
+        }
     }
 
     /// Items taken and not durable at once, at most.
@@ -69,11 +78,27 @@ final class OutcomeGroups: Sendable {
 
     /// A reserved slot whose item was not sent (none left, stopped, not ours): frees it.
     func cancel() {
-        let waiter = state.withLock { state -> CheckedContinuation<Bool, Never>? in
+        let (waiter, durable) = state.withLock { state -> (CheckedContinuation<Bool, Never>?, ([CheckedContinuation<Bool, Never>], Bool)) in
             state.undurable -= 1
-            return Self.nextSlot(&state, limit: limit)
+            return (Self.nextSlot(&state, limit: limit), state.durableToResume())
         }
         waiter?.resume(returning: true)
+        for continuation in durable.0 { continuation.resume(returning: durable.1) }
+    }
+
+    /// Waits until the change of every item taken so far is committed (nothing reserved is left
+    /// undurable), so that a claim made now sees every outcome and next attempt.
+    /// - Returns: false when a write failed.
+    func waitUntilDurable() async -> Bool {
+        await withCheckedContinuation { (continuation: CheckedContinuation<Bool, Never>) in
+            let now = state.withLock { state -> Bool? in
+                if state.failed { return false }
+                if state.undurable == 0 { return true }
+                state.durableWaiters.append(continuation)
+                return nil
+            }
+            if let now { continuation.resume(returning: now) }
+        }
     }
 
     /// The change of an item taken under a reserved slot: the writer writes it with the next group.
@@ -110,22 +135,26 @@ final class OutcomeGroups: Sendable {
                 do {
                     try await write(group)
                 } catch {
-                if firstError == nil { firstError = error }
-                let waiters = state.withLock { state -> [CheckedContinuation<Bool, Never>] in
-                    state.failed = true
-                    defer { state.slotWaiters.removeAll() }
-                    return state.slotWaiters
-                }
+                    if firstError == nil { firstError = error }
+                    let waiters = state.withLock { state -> [CheckedContinuation<Bool, Never>] in
+                        state.failed = true
+                        defer {
+                            state.slotWaiters.removeAll()
+                            state.durableWaiters.removeAll()
+                        }
+                        return state.slotWaiters + state.durableWaiters
+                    }
                     for waiter in waiters { waiter.resume(returning: false) }
                 }
             }
-            let waiters = state.withLock { state -> [CheckedContinuation<Bool, Never>] in
+            let (waiters, durable) = state.withLock { state -> ([CheckedContinuation<Bool, Never>], ([CheckedContinuation<Bool, Never>], Bool)) in
                 state.undurable -= group.count
                 var waiters: [CheckedContinuation<Bool, Never>] = []
                 while let next = Self.nextSlot(&state, limit: limit) { waiters.append(next) }
-                return waiters
+                return (waiters, state.durableToResume())
             }
             for waiter in waiters { waiter.resume(returning: true) }
+            for continuation in durable.0 { continuation.resume(returning: durable.1) }
         }
         return firstError
     }

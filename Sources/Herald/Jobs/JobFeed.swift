@@ -1,0 +1,191 @@
+import HeraldStore
+import Synchronization
+
+/// The claimed items of one job being worked on, handed out one at a time to the job's send
+/// tasks. The job's feeder (``JobRunner``) refills it with the next claim once every item of the
+/// last claim is handed out, while the last of them are still on the wire: the sends do not stop
+/// at each claim's end to wait for the claim that follows.
+///
+/// What it holds is bounded: at most one claim's items not handed out yet (the feeder claims again
+/// only when none is left) plus the items its send tasks took (one each). Once stopped (a failed
+/// outcome write, a paused tenant, shutdown) it hands out nothing more: the rest stay pending in
+/// the store, leased to this runner.
+final class JobFeed: Sendable {
+    enum StopReason: Sendable {
+        case stopping
+        case pause
+    }
+
+    /// What the feeder waits for.
+    private enum Wait {
+        /// Every item handed out (time to claim the next ones), or stopped.
+        case handedOut
+        /// No item taken by a send task (every taken item handed back), or stopped.
+        case idle
+    }
+
+    private struct State {
+        var items: [JobItem] = []
+        var next = 0
+        var stopReason: StopReason?
+        /// The feeder claims no more: send tasks end once the items run out.
+        var finished = false
+        /// Items handed out whose send task has not handed them back.
+        var taken = 0
+        /// Of those, the items claimed as due retries.
+        var retriesTaken = 0
+        /// Send tasks waiting for an item.
+        var takers: [CheckedContinuation<JobItem?, Never>] = []
+        var feeder: (wait: Wait, continuation: CheckedContinuation<Bool, Never>)?
+
+        var isHandedOut: Bool { next >= items.count }
+
+        /// Takes the next item for a send task (counted as taken).
+        mutating func take() -> JobItem? {
+            guard stopReason == nil, next < items.count else { return nil }
+            let item = items[next]
+            next += 1
+            taken += 1
+            if item.state == .retrying { retriesTaken += 1 }
+            return item
+        }
+
+        /// The feeder's continuation and its answer when what it waits for has come.
+        mutating func feederToResume() -> (CheckedContinuation<Bool, Never>, Bool)? {
+            guard let feeder else { return nil }
+            let ready: Bool
+            switch feeder.wait {
+            case .handedOut: ready = stopReason != nil || isHandedOut
+            case .idle: ready = stopReason != nil || taken == 0
+            }
+            guard ready else { return nil }
+            self.feeder = nil
+            return (feeder.continuation, stopReason == nil)
+        }
+    }
+
+    private let state = Mutex(State())
+    /// Marks the job's items on the wire before they are sent.
+    let marks: WireMarks
+    /// The job's policy and circuit per tenant runtime.
+    let routes: BatchItemDelivery.Routes
+
+    init(marks: WireMarks, routes: BatchItemDelivery.Routes) {
+        self.marks = marks
+        self.routes = routes
+    }
+
+    // MARK: Send tasks
+
+    /// The next item to send: waits while the feeder claims; nil when the job's items ran out
+    /// (``finish()``) or the feed stopped. Every item returned is handed back with ``handBack(_:)``.
+    nonisolated(nonsending) func next() async -> JobItem? {
+        enum Now {
+            case item(JobItem)
+            case none
+            case wait
+        }
+        let now = state.withLock { state -> (Now, (CheckedContinuation<Bool, Never>, Bool)?) in
+            if let item = state.take() { return (.item(item), state.feederToResume()) }
+            return (state.stopReason != nil || state.finished ? .none : .wait, nil)
+        }
+        if let (feeder, answer) = now.1 { feeder.resume(returning: answer) }
+        switch now.0 {
+        case .item(let item): return item
+        case .none: return nil
+        case .wait: break
+        }
+        return await withCheckedContinuation { (continuation: CheckedContinuation<JobItem?, Never>) in
+            let now = state.withLock { state -> (JobItem??, (CheckedContinuation<Bool, Never>, Bool)?) in
+                if let item = state.take() { return (.some(item), state.feederToResume()) }
+                if state.stopReason != nil || state.finished { return (.some(nil), nil) }
+                state.takers.append(continuation)
+                return (nil, nil)
+            }
+            if let (feeder, answer) = now.1 { feeder.resume(returning: answer) }
+            if let item = now.0 { continuation.resume(returning: item) }
+        }
+    }
+
+    /// A send task is done with an item ``next()`` gave it: its change was handed to the writer,
+    /// or it was not sent.
+    func handBack(_ item: JobItem) {
+        let feeder = state.withLock { state -> (CheckedContinuation<Bool, Never>, Bool)? in
+            state.taken -= 1
+            if item.state == .retrying { state.retriesTaken -= 1 }
+            return state.feederToResume()
+        }
+        if let (continuation, answer) = feeder { continuation.resume(returning: answer) }
+    }
+
+    /// Stops the feed: nothing more is handed out. A pause (a failure) outranks a stop.
+    func stop(_ reason: StopReason) {
+        let (takers, feeder) = state.withLock { state -> ([CheckedContinuation<JobItem?, Never>], (CheckedContinuation<Bool, Never>, Bool)?) in
+            if state.stopReason == nil || reason == .pause { state.stopReason = reason }
+            defer { state.takers.removeAll() }
+            return (state.takers, state.feederToResume())
+        }
+        for taker in takers { taker.resume(returning: nil) }
+        if let (continuation, answer) = feeder { continuation.resume(returning: answer) }
+    }
+
+    var stopReason: StopReason? { state.withLock { $0.stopReason } }
+
+    // MARK: The feeder
+
+    /// The next claim's items (the feeder calls it only once every earlier item is handed out):
+    /// the send tasks waiting get theirs at once.
+    func refill(_ items: [JobItem]) {
+        let handed = state.withLock { state -> [(CheckedContinuation<JobItem?, Never>, JobItem?)] in
+            state.items = items
+            state.next = 0
+            var handed: [(CheckedContinuation<JobItem?, Never>, JobItem?)] = []
+            while !state.takers.isEmpty, let item = state.take() {
+                handed.append((state.takers.removeFirst(), item))
+            }
+            return handed
+        }
+        for (taker, item) in handed { taker.resume(returning: item) }
+    }
+
+    /// No more claims: send tasks waiting for an item end, the others once the items run out.
+    /// - Returns: the items claimed and never handed out (they stay pending, leased).
+    func finish() -> Int {
+        let (takers, left) = state.withLock { state -> ([CheckedContinuation<JobItem?, Never>], Int) in
+            state.finished = true
+            let left = state.items.count - state.next
+            state.items = []
+            state.next = 0
+            defer { state.takers.removeAll() }
+            return (state.takers, left)
+        }
+        for taker in takers { taker.resume(returning: nil) }
+        return left
+    }
+
+    /// Waits until every item of the last claim is handed out.
+    /// - Returns: false when the feed stopped.
+    func waitUntilHandedOut() async -> Bool {
+        await wait(for: .handedOut)
+    }
+
+    /// Waits until the send tasks handed back every item they took.
+    /// - Returns: false when the feed stopped.
+    func waitUntilIdle() async -> Bool {
+        await wait(for: .idle)
+    }
+
+    /// True when no item claimed as a due retry is taken: a claim now cannot return a taken item
+    /// again (taken pending items lie below the claim's index hint; a due retry does not).
+    var mayClaimAhead: Bool { state.withLock { $0.retriesTaken == 0 } }
+
+    private func wait(for wait: Wait) async -> Bool {
+        await withCheckedContinuation { (continuation: CheckedContinuation<Bool, Never>) in
+            let now = state.withLock { state -> (CheckedContinuation<Bool, Never>, Bool)? in
+                state.feeder = (wait, continuation)
+                return state.feederToResume()
+            }
+            if let (continuation, answer) = now { continuation.resume(returning: answer) }
+        }
+    }
+}
