@@ -5,7 +5,8 @@
 # sandbox spent a notification (from /proc). PERF=1 records `perf` on `herald serve` for the run
 # (PERF_ARGS="--call-graph dwarf,16384" for call graphs; REPORT_ARGS for `perf report`); with
 # MODE=postgres the statements slower than 30 ms are listed from PostgreSQL's log. PERF_OUT=<file>
-# keeps the recording for further `perf report`s.
+# keeps the recording for further `perf report`s. PERF_STAT=<events> counts events on `herald serve`
+# for the run (e.g. PERF_STAT=syscalls:sys_enter_write,syscalls:sys_enter_futex).
 #
 #   SKIP_BUILD=1 scripts/profile-batch.sh
 #   MODE=postgres BATCH=10000 SKIP_BUILD=1 scripts/profile-batch.sh
@@ -38,6 +39,7 @@ curl -s -m 30 "http://127.0.0.1:$port/v1/notifications" -H "Authorization: Beare
 hz=$(getconf CLK_TCK)
 cpu() { awk -v hz="$hz" '{printf "%.2f", ($14 + $15) / hz}' "/proc/$1/stat"; }
 c0=$(cpu $serve); s0=$(cpu $sandbox)
+if [[ -n "${PERF_STAT:-}" ]]; then perf stat -e "$PERF_STAT" -p "$serve" -o "$WORK/perf-stat.txt" & statpid=$!; sleep 0.3; fi
 if [[ -n "${PERF:-}" ]]; then perf record -F ${FREQ:-499} ${PERF_ARGS:-} -p "$serve" -o "$WORK/perf.data" 2> "$WORK/perf.err" & perfpid=$!; sleep 0.5; fi
 t0=$(date +%s.%N)
 out=$(curl -s -m 300 -w ' %{http_code}' "http://127.0.0.1:$port/v1/notifications/batch" -H "Authorization: Bearer $CLUSTER_API_KEY" -H 'Content-Type: application/json' --data-binary "@$WORK/batch.json")
@@ -46,6 +48,7 @@ echo "POST: $out after $(echo "$t1 - $t0" | bc) s; serve CPU for the POST $(echo
 job=$(python3 -c 'import json,sys; print(json.loads(sys.argv[1].rsplit(" ",1)[0])["job_id"])' "$out")
 t2=$("$ROOT/scripts/wait-job.py" "http://127.0.0.1:$port/v1/jobs/$job?limit=1" "$CLUSTER_API_KEY" "$WORK/job.json" "${POLL_INTERVAL:-0.05}")
 c2=$(cpu $serve); s2=$(cpu $sandbox)
+if [[ -n "${PERF_STAT:-}" ]]; then kill -INT $statpid; wait $statpid || true; grep -v "^#" "$WORK/perf-stat.txt" | grep -v "^$"; fi
 if [[ -n "${PERF:-}" ]]; then kill -INT $perfpid; wait $perfpid || true; [[ -z "${PERF_OUT:-}" ]] || cp "$WORK/perf.data" "$PERF_OUT"; fi
 st=$(cat "$WORK/job.json")
 echo "finished after $(echo "$t2 - $t0" | bc) s: rate $(echo "$BATCH / ($t2 - $t0)" | bc) /s; serve CPU $(echo "($c2 - $c0) * 1000000 / $BATCH" | bc) us/notification (sending part $(echo "($c2 - $c1) * 1000000 / $BATCH" | bc)), sandbox $(echo "($s2 - $s0) * 1000000 / $BATCH" | bc) us/n"
