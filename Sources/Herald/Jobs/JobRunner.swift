@@ -9,8 +9,9 @@ public struct JobRunnerConfiguration: Sendable, Hashable {
     /// Notifications of one tenant's jobs on the wire at once (all its jobs together). It also
     /// bounds the runner's send tasks: each job worked on has at most this many.
     public var concurrencyPerTenant: Int = 100
-    /// Items claimed from the store at a time, per job: at most one chunk of items (with their
-    /// payloads) per job worked on is in memory.
+    /// Items claimed from the store at a time, per job. A job worked on holds at most one claim's
+    /// items not yet handed to a send task (the next claim is made only when none is left) plus
+    /// the items its send tasks took, one each.
     public var claimSize: Int = 500
     /// Outcomes of a job written to the store in one transaction, at most (a commit group). The
     /// send tasks do not wait for their outcomes to be written: a job's items sent without a
@@ -83,9 +84,10 @@ public struct JobRunnerStatistics: Sendable, Hashable {
 /// pending) and resumes at a later scan.
 ///
 /// Memory and tasks are bounded by configuration, not by the store: per tenant, at most
-/// ``JobRunnerConfiguration/jobsPerTenant`` jobs are worked on, each holding one claimed chunk
-/// and at most ``JobRunnerConfiguration/concurrencyPerTenant`` send tasks; the tenant's permits
-/// bound the sends on the wire for all its jobs together.
+/// ``JobRunnerConfiguration/jobsPerTenant`` jobs are worked on, each holding at most one claim
+/// not handed out (``JobFeed``) and at most ``JobRunnerConfiguration/concurrencyPerTenant`` send
+/// tasks with one item each; the tenant's permits bound the sends on the wire for all its jobs
+/// together.
 ///
 /// ```swift
 /// let runner = JobRunner(router: router, store: store)
@@ -317,9 +319,9 @@ public final class JobRunner: Sendable {
         }
     }
 
-    /// Works through one job: claims its pending items one chunk at a time, sends each chunk
-    /// (bounded by the tenant's permits), records each outcome, and marks the job finished when
-    /// nothing is pending.
+    /// Works through one job: its feeder claims the pending items one claim at a time, its send
+    /// tasks send them (bounded by the tenant's permits), its writer records the outcomes in
+    /// commit groups; the job is marked finished when nothing is pending.
     /// - Returns: true when the job paused on a transient failure (it resumes at the next tick).
     private func process(_ job: Job) async -> Bool {
         var logger = self.logger
