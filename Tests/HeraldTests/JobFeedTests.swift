@@ -31,13 +31,9 @@ struct JobFeedTests {
         configuration.claimSize = 40
         configuration.rescanInterval = .seconds(3600)
         let runner = JobRunner(router: router, store: store, configuration: configuration)
-        async let running: Void = runner.run()
-        try await Bounds.eventually("the job finished") {
+        try await Bounds.run(runner, router: router, until: "the job finished") {
             try await base.job(tenant: Bounds.tenant, id: id)?.state == .finished
         }
-        runner.stop()
-        await running
-        await router.shutdown()
         #expect(runner.statistics.peakClaimedItemsHeld <= 40 + 8, "one claim not handed out plus one item a send task")
         return (Array(seen.withLock { $0 }.dropFirst()), transport, try await base.progress(tenant: Bounds.tenant, job: id))
     }

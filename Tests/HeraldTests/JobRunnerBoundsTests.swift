@@ -164,6 +164,18 @@ struct JobRunnerBoundsTests {
         }
     }
 
+    /// Runs `runner` until `condition` holds (waiting as ``eventually(_:_:)`` does), then stops it
+    /// and shuts `router` down.
+    static func run(_ runner: JobRunner, router: Router, until what: String, _ condition: () async throws -> Bool)
+        async throws
+    {
+        async let running: Void = runner.run()
+        try await eventually(what, condition)
+        runner.stop()
+        await running
+        await router.shutdown()
+    }
+
     /// Waits (generously) until `condition` holds.
     static func eventually(_ what: String, _ condition: () async throws -> Bool) async throws {
         for _ in 0..<3000 {
@@ -190,13 +202,9 @@ struct JobRunnerBoundsTests {
         configuration.jobsPerTenant = 2
         configuration.rescanInterval = .milliseconds(100)
         let runner = JobRunner(router: router, store: store, configuration: configuration)
-        async let running: Void = runner.run()
-        try await Self.eventually("every job finished") {
+        try await Self.run(runner, router: router, until: "every job finished") {
             try await store.jobs(tenant: Self.tenant, states: [.finished], limit: 100).count == 40
         }
-        runner.stop()
-        await running
-        await router.shutdown()
 
         let statistics = runner.statistics
         #expect(transport.total == 1000, "every item sent once")

@@ -43,13 +43,9 @@ struct OnTheWireTests {
         configuration.claimSize = 8
         configuration.instance = "new"
         let runner = JobRunner(router: router, store: store, configuration: configuration)
-        async let running: Void = runner.run()
-        try await JobRunnerBoundsTests.eventually("the job finished") {
+        try await JobRunnerBoundsTests.run(runner, router: router, until: "the job finished") {
             try await store.job(tenant: Self.tenant, id: id)?.state == .finished
         }
-        runner.stop()
-        await running
-        await router.shutdown()
         return transport
     }
 

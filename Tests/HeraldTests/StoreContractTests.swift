@@ -226,14 +226,20 @@ struct StoreContractTests {
         try await backend.withStore(checkClaimFromIndex)
     }
 
-    private func checkClaimFromIndex(_ store: any PushStore & JobReports) async throws {
-        let job = try JobID("cursor")
+    /// Stores a job of `count` items and claims its first three as `r/1` (leased for 60 s from t0).
+    private func jobWithFirstClaim(_ store: any PushStore, _ name: String, count: Int) async throws -> (JobID, lease: Date) {
+        let job = try JobID(name)
         _ = try await store.createJob(
-            tenant: acme, id: job, environment: nil, notifications: (0..<10).map { _ in Fixtures.note() }, createdAt: t0)
+            tenant: acme, id: job, environment: nil, notifications: (0..<count).map { _ in Fixtures.note() }, createdAt: t0)
         let lease = t0.addingTimeInterval(60)
         let first = try await store.claimPendingItems(
             tenant: acme, job: job, limit: 3, claimant: "r/1", now: t0, leaseUntil: lease, fromIndex: 0)
         #expect(first.map(\.index) == [0, 1, 2])
+        return (job, lease)
+    }
+
+    private func checkClaimFromIndex(_ store: any PushStore & JobReports) async throws {
+        let (job, lease) = try await jobWithFirstClaim(store, "cursor", count: 10)
         // Item 1 waits for a retry, due now; items 0 and 2 are done.
         #expect(
             try await store.deferItem(
@@ -267,13 +273,7 @@ struct StoreContractTests {
 
     private func checkClaimFromIndexSkipsOwnItems(_ store: any PushStore & JobReports) async throws {
         #expect(store.claimsFromIndexStrictly, "the job runner claims ahead on this store")
-        let job = try JobID("ahead")
-        _ = try await store.createJob(
-            tenant: acme, id: job, environment: nil, notifications: (0..<8).map { _ in Fixtures.note() }, createdAt: t0)
-        let lease = t0.addingTimeInterval(60)
-        let first = try await store.claimPendingItems(
-            tenant: acme, job: job, limit: 3, claimant: "r/1", now: t0, leaseUntil: lease, fromIndex: 0)
-        #expect(first.map(\.index) == [0, 1, 2])
+        let (job, lease) = try await jobWithFirstClaim(store, "ahead", count: 8)
         // 0..2 are still pending and leased to r/1 (on the wire): the next claim from 3 skips them.
         let next = try await store.claimPendingItems(
             tenant: acme, job: job, limit: 10, claimant: "r/1", now: t0, leaseUntil: lease, fromIndex: 3)
