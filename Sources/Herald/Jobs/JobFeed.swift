@@ -24,6 +24,9 @@ final class JobFeed: Sendable {
         case idle
     }
 
+    /// The feeder to wake, with its answer (false: the feed stopped).
+    private typealias FeederWake = (continuation: CheckedContinuation<Bool, Never>, answer: Bool)
+
     private struct State {
         var items: [JobItem] = []
         var next = 0
@@ -51,7 +54,7 @@ final class JobFeed: Sendable {
         }
 
         /// The feeder's continuation and its answer when what it waits for has come.
-        mutating func feederToResume() -> (CheckedContinuation<Bool, Never>, Bool)? {
+        mutating func feederToResume() -> FeederWake? {
             guard let feeder else { return nil }
             let ready: Bool
             switch feeder.wait {
@@ -65,6 +68,10 @@ final class JobFeed: Sendable {
     }
 
     private let state = Mutex(State())
+
+    private static func wake(_ feeder: FeederWake?) {
+        if let feeder { feeder.continuation.resume(returning: feeder.answer) }
+    }
     /// Marks the job's items on the wire before they are sent.
     let marks: WireMarks
     /// The job's policy and circuit per tenant runtime.
@@ -85,24 +92,24 @@ final class JobFeed: Sendable {
             case none
             case wait
         }
-        let now = state.withLock { state -> (Now, (CheckedContinuation<Bool, Never>, Bool)?) in
+        let now = state.withLock { state -> (Now, FeederWake?) in
             if let item = state.take() { return (.item(item), state.feederToResume()) }
             return (state.stopReason != nil || state.finished ? .none : .wait, nil)
         }
-        if let (feeder, answer) = now.1 { feeder.resume(returning: answer) }
+        Self.wake(now.1)
         switch now.0 {
         case .item(let item): return item
         case .none: return nil
         case .wait: break
         }
         return await withCheckedContinuation { (continuation: CheckedContinuation<JobItem?, Never>) in
-            let now = state.withLock { state -> (JobItem??, (CheckedContinuation<Bool, Never>, Bool)?) in
+            let now = state.withLock { state -> (JobItem??, FeederWake?) in
                 if let item = state.take() { return (.some(item), state.feederToResume()) }
                 if state.stopReason != nil || state.finished { return (.some(nil), nil) }
                 state.takers.append(continuation)
                 return (nil, nil)
             }
-            if let (feeder, answer) = now.1 { feeder.resume(returning: answer) }
+            Self.wake(now.1)
             if let item = now.0 { continuation.resume(returning: item) }
         }
     }
@@ -110,23 +117,23 @@ final class JobFeed: Sendable {
     /// A send task is done with an item ``next()`` gave it: its change was handed to the writer,
     /// or it was not sent.
     func handBack(_ item: JobItem) {
-        let feeder = state.withLock { state -> (CheckedContinuation<Bool, Never>, Bool)? in
+        let feeder = state.withLock { state -> FeederWake? in
             state.taken -= 1
             if item.state == .retrying { state.retriesTaken -= 1 }
             return state.feederToResume()
         }
-        if let (continuation, answer) = feeder { continuation.resume(returning: answer) }
+        Self.wake(feeder)
     }
 
     /// Stops the feed: nothing more is handed out. A pause (a failure) outranks a stop.
     func stop(_ reason: StopReason) {
-        let (takers, feeder) = state.withLock { state -> ([CheckedContinuation<JobItem?, Never>], (CheckedContinuation<Bool, Never>, Bool)?) in
+        let (takers, feeder) = state.withLock { state -> ([CheckedContinuation<JobItem?, Never>], FeederWake?) in
             if state.stopReason == nil || reason == .pause { state.stopReason = reason }
             defer { state.takers.removeAll() }
             return (state.takers, state.feederToResume())
         }
         for taker in takers { taker.resume(returning: nil) }
-        if let (continuation, answer) = feeder { continuation.resume(returning: answer) }
+        Self.wake(feeder)
     }
 
     var stopReason: StopReason? { state.withLock { $0.stopReason } }
@@ -181,11 +188,11 @@ final class JobFeed: Sendable {
 
     private func wait(for wait: Wait) async -> Bool {
         await withCheckedContinuation { (continuation: CheckedContinuation<Bool, Never>) in
-            let now = state.withLock { state -> (CheckedContinuation<Bool, Never>, Bool)? in
+            let now = state.withLock { state -> FeederWake? in
                 state.feeder = (wait, continuation)
                 return state.feederToResume()
             }
-            if let (continuation, answer) = now { continuation.resume(returning: answer) }
+            Self.wake(now)
         }
     }
 }

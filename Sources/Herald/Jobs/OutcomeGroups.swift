@@ -29,11 +29,42 @@ final class OutcomeGroups: Sendable {
         /// Waiting for every taken item's change to be committed (``waitUntilDurable()``).
         var durableWaiters: [CheckedContinuation<Bool, Never>] = []
 
-        /// The durable-waiters to resume now (with true: nothing undurable; false: a write failed).
-        mutating func durableToResume() -> ([CheckedContinuation<Bool, Never>], Bool) {
-            guard !durableWaiters.isEmpty, failed || undurable == 0 else { return ([], true) }
-            defer { durableWaiters.removeAll() }
-            return (durableWaiters, !failed)
+        /// `count` reserved slots are free again (their changes committed, or their items not
+        /// sent): hands them to the slot waiters, longest first, and wakes the durable-waiters
+        /// once nothing is left undurable.
+        mutating func release(_ count: Int, limit: Int) -> Wakes {
+            undurable -= count
+            var wakes = Wakes()
+            while !failed, undurable < limit, !slotWaiters.isEmpty {
+                undurable += 1
+                wakes.add(slotWaiters.removeFirst(), true)
+            }
+            if undurable == 0 {
+                for waiter in durableWaiters { wakes.add(waiter, true) }
+                durableWaiters.removeAll()
+            }
+            return wakes
+        }
+
+        /// A write failed: every waiter is answered false, and no slot is handed out any more.
+        mutating func fail() -> Wakes {
+            failed = true
+            var wakes = Wakes()
+            for waiter in slotWaiters + durableWaiters { wakes.add(waiter, false) }
+            slotWaiters.removeAll()
+            durableWaiters.removeAll()
+            return wakes
+        }
+    }
+
+    /// Waiters to resume once the lock is released, each with its answer.
+    private struct Wakes {
+        private var waiters: [(CheckedContinuation<Bool, Never>, Bool)] = []
+
+        mutating func add(_ waiter: CheckedContinuation<Bool, Never>, _ answer: Bool) { waiters.append((waiter, answer)) }
+
+        func resume() {
+            for (waiter, answer) in waiters { waiter.resume(returning: answer) }
         }
     }
 
@@ -44,7 +75,7 @@ final class OutcomeGroups: Sendable {
     private let state = Mutex(State())
 
     /// - Parameters:
-    ///   - inFlight: the chunk's send tasks (each has at most one item on the wire).
+    ///   - inFlight: the job's send tasks (each has at most one item on the wire).
     ///   - groupSize: changes written in one store call, at most.
     init(inFlight: Int, groupSize: Int) {
         self.groupSize = max(1, groupSize)
@@ -78,12 +109,7 @@ final class OutcomeGroups: Sendable {
 
     /// A reserved slot whose item was not sent (none left, stopped, not ours): frees it.
     func cancel() {
-        let (waiter, durable) = state.withLock { state -> (CheckedContinuation<Bool, Never>?, ([CheckedContinuation<Bool, Never>], Bool)) in
-            state.undurable -= 1
-            return (Self.nextSlot(&state, limit: limit), state.durableToResume())
-        }
-        waiter?.resume(returning: true)
-        for continuation in durable.0 { continuation.resume(returning: durable.1) }
+        state.withLock { $0.release(1, limit: limit) }.resume()
     }
 
     /// Waits until the change of every item taken so far is committed (nothing reserved is left
@@ -122,7 +148,7 @@ final class OutcomeGroups: Sendable {
     }
 
     /// Writes the changes in groups of at most ``groupSize``, as they come, until ``close()``
-    /// and nothing is left. After a failed write nothing more is written (the chunk stops, its
+    /// and nothing is left. After a failed write nothing more is written (the job's run stops, its
     /// send tasks get no slot): those items stay as the store has them.
     /// - Parameter write: writes one group durably (one store call).
     /// - Returns: the first write error, if any.
@@ -136,25 +162,10 @@ final class OutcomeGroups: Sendable {
                     try await write(group)
                 } catch {
                     if firstError == nil { firstError = error }
-                    let waiters = state.withLock { state -> [CheckedContinuation<Bool, Never>] in
-                        state.failed = true
-                        defer {
-                            state.slotWaiters.removeAll()
-                            state.durableWaiters.removeAll()
-                        }
-                        return state.slotWaiters + state.durableWaiters
-                    }
-                    for waiter in waiters { waiter.resume(returning: false) }
+                    state.withLock { $0.fail() }.resume()
                 }
             }
-            let (waiters, durable) = state.withLock { state -> ([CheckedContinuation<Bool, Never>], ([CheckedContinuation<Bool, Never>], Bool)) in
-                state.undurable -= group.count
-                var waiters: [CheckedContinuation<Bool, Never>] = []
-                while let next = Self.nextSlot(&state, limit: limit) { waiters.append(next) }
-                return (waiters, state.durableToResume())
-            }
-            for waiter in waiters { waiter.resume(returning: true) }
-            for continuation in durable.0 { continuation.resume(returning: durable.1) }
+            state.withLock { $0.release(group.count, limit: limit) }.resume()
         }
         return firstError
     }
@@ -190,13 +201,5 @@ final class OutcomeGroups: Sendable {
                 }
             }
         }
-    }
-
-    /// Hands a free slot to the longest waiter, if there are both (the slot is counted for it).
-    private static func nextSlot(_ state: inout State, limit: Int) -> CheckedContinuation<Bool, Never>? {
-        guard !state.failed, state.undurable < limit, !state.slotWaiters.isEmpty else { return nil }
-        let waiter = state.slotWaiters.removeFirst()
-        state.undurable += 1
-        return waiter
     }
 }
