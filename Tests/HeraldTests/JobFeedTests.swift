@@ -56,4 +56,44 @@ struct JobFeedTests {
         #expect(transport.total == 200 && transport.byID.values.allSatisfy { $0 == 1 })
         #expect(progress == JobProgress(pending: 0, sent: 200, failed: 0))
     }
+
+    @Test("a due retry is not claimed again while its outcome is being written: every item is answered 200 once")
+    func dueRetriesAreNotClaimedTwice() async throws {
+        let base = try Fixtures.store()
+        let store = Bounds.FlakyStore(base)
+        // Outcome writes slower than the sends: a retry's send ends, and the rest of its claim is
+        // handed out, well before its outcome is committed.
+        store.slowRecords(.milliseconds(30))
+        // One item in five is answered 503 at first: claims hold a few due retries, then new items.
+        let transport = Bounds.CountingTransport(delay: .milliseconds(2), failFirstOfEvery: 5)
+        let router = try Fixtures.router(transports: transport, store: store, clock: SystemPushClock())
+        var tenant = Fixtures.tenant("acme")
+        tenant.delivery = DeliveryPolicy(
+            guarantee: .atLeastOnce, maxRetryDuration: .seconds(3600), initialBackoff: .milliseconds(1),
+            maxBackoff: .milliseconds(5), jitter: 0,
+            circuit: CircuitPolicy(failureThreshold: 1_000_000, probeInterval: .milliseconds(10), maxProbeInterval: .milliseconds(10)))
+        await router.install([tenant])
+        let id = try JobID("retries-ahead")
+        let count = 300
+        _ = try await store.createJob(
+            tenant: Bounds.tenant, id: id, environment: nil, notifications: Bounds.notes(count, seed: 5), createdAt: Date())
+        var configuration = JobRunnerConfiguration()
+        configuration.concurrencyPerTenant = 8
+        configuration.claimSize = 40
+        configuration.rescanInterval = .seconds(3600)
+        let runner = JobRunner(router: router, store: store, configuration: configuration)
+        try await Bounds.run(runner, router: router, until: "the job finished") {
+            try await base.job(tenant: Bounds.tenant, id: id)?.state == .finished
+        }
+
+        // Each item: one send, or two when its first was answered 503; the store counts the same.
+        let sends = transport.byID
+        let retried = (count + 4) / 5
+        #expect(sends.count == count)
+        #expect(sends.values.filter { $0 == 2 }.count == retried && sends.values.allSatisfy { $0 <= 2 }, "sends per item: \(Dictionary(grouping: sends.values, by: { $0 }).mapValues(\.count))")
+        #expect(try await base.progress(tenant: Bounds.tenant, job: id) == JobProgress(pending: 0, sent: count, failed: 0))
+        let items = try await base.items(tenant: Bounds.tenant, job: id, fromIndex: 0, limit: count)
+        let miscounted = items.filter { $0.result?.attempts != sends[$0.notification.id?.rawValue ?? ""] }
+        #expect(miscounted.count == 0, "items whose recorded attempts are not their sends")
+    }
 }

@@ -17,8 +17,14 @@ struct JobRunnerBoundsTests {
         private let sent = Mutex<[String: Int]>([:])
         private let onTheWire = Mutex(0)
         private let delay: Duration
+        private let failFirstOfEvery: Int?
 
-        init(delay: Duration = .milliseconds(1)) { self.delay = delay }
+        /// - Parameter failFirstOfEvery: of every this many notifications (in the order of their
+        ///   first sends), the first one's first send is answered 503 ServiceUnavailable.
+        init(delay: Duration = .milliseconds(1), failFirstOfEvery: Int? = nil) {
+            self.delay = delay
+            self.failFirstOfEvery = failFirstOfEvery
+        }
 
         var total: Int { sent.withLock { $0.values.reduce(0, +) } }
         var byID: [String: Int] { sent.withLock { $0 } }
@@ -28,10 +34,17 @@ struct JobRunnerBoundsTests {
         func send(_ notification: HeraldCore.Notification, environment: APNsEnvironment, deadline: ContinuousClock.Instant)
             async throws -> APNsResponse
         {
-            sent.withLock { $0[notification.id?.rawValue ?? "", default: 0] += 1 }
+            let fail = sent.withLock { sent -> Bool in
+                let id = notification.id?.rawValue ?? ""
+                let earlier = sent[id] ?? 0
+                sent[id] = earlier + 1
+                guard let every = failFirstOfEvery, earlier == 0 else { return false }
+                return (sent.count - 1) % every == 0
+            }
             onTheWire.withLock { $0 += 1 }
             defer { onTheWire.withLock { $0 -= 1 } }
             try await Task.sleep(for: delay)
+            if fail { return APNsResponse(status: 503, apnsID: notification.id, reason: .serviceUnavailable) }
             return APNsResponse(status: 200, apnsID: notification.id)
         }
 
@@ -53,8 +66,17 @@ struct JobRunnerBoundsTests {
         func holdRecords(_ hold: Bool) { recordsHeld.withLock { $0 = hold } }
         private let recordsHeld = Mutex(false)
 
+        /// Each outcome write and next attempt waits this long before it writes.
+        func slowRecords(_ delay: Duration) { recordDelay.withLock { $0 = delay } }
+        private let recordDelay = Mutex(Duration.zero)
+        private func waitRecordDelay() async throws {
+            let delay = recordDelay.withLock { $0 }
+            if delay > .zero { try await Task.sleep(for: delay) }
+        }
+
         func recordResult(tenant: TenantID, job: JobID, index: Int, result: JobItemResult) async throws -> RecordOutcome {
             while recordsHeld.withLock({ $0 }) { try await Task.sleep(for: .milliseconds(5)) }
+            try await waitRecordDelay()
             let fail = state.withLock { state -> Bool in
                 guard let limit = state.failAfter, state.recorded >= limit else {
                     state.recorded += 1
@@ -132,7 +154,8 @@ struct JobRunnerBoundsTests {
             try await base.progress(tenant: tenant, job: job)
         }
         func deferItem(tenant: TenantID, job: JobID, index: Int, retry: JobItemRetry) async throws -> Bool {
-            try await base.deferItem(tenant: tenant, job: job, index: index, retry: retry)
+            try await waitRecordDelay()
+            return try await base.deferItem(tenant: tenant, job: job, index: index, retry: retry)
         }
         func nextAttempt(tenant: TenantID, job: JobID) async throws -> Date? {
             try await base.nextAttempt(tenant: tenant, job: job)

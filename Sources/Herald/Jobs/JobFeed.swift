@@ -35,8 +35,6 @@ final class JobFeed: Sendable {
         var finished = false
         /// Items handed out whose send task has not handed them back.
         var taken = 0
-        /// Of those, the items claimed as due retries.
-        var retriesTaken = 0
         /// Send tasks waiting for an item.
         var takers: [CheckedContinuation<JobItem?, Never>] = []
         var feeder: (wait: Wait, continuation: CheckedContinuation<Bool, Never>)?
@@ -49,7 +47,6 @@ final class JobFeed: Sendable {
             let item = items[next]
             next += 1
             taken += 1
-            if item.state == .retrying { retriesTaken += 1 }
             return item
         }
 
@@ -119,7 +116,6 @@ final class JobFeed: Sendable {
     func handBack(_ item: JobItem) {
         let feeder = state.withLock { state -> FeederWake? in
             state.taken -= 1
-            if item.state == .retrying { state.retriesTaken -= 1 }
             return state.feederToResume()
         }
         Self.wake(feeder)
@@ -181,10 +177,6 @@ final class JobFeed: Sendable {
     func waitUntilIdle() async -> Bool {
         await wait(for: .idle)
     }
-
-    /// True when no item claimed as a due retry is taken: a claim now cannot return a taken item
-    /// again (taken pending items lie below the claim's index hint; a due retry does not).
-    var mayClaimAhead: Bool { state.withLock { $0.retriesTaken == 0 } }
 
     private func wait(for wait: Wait) async -> Bool {
         await withCheckedContinuation { (continuation: CheckedContinuation<Bool, Never>) in

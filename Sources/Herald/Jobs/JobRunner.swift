@@ -398,10 +398,14 @@ public final class JobRunner: Sendable {
     /// The job's feeder: claims its pending items one claim at a time into `feed`. The next claim
     /// is made as soon as every item of the last one is handed out, while the last of them are
     /// still on the wire (their indexes lie below the claim's hint, and the store never returns a
-    /// pending item below it: ``PushStore/claimsFromIndexStrictly``) — except when one of them was
-    /// claimed as a due retry, or the store may ignore the hint: then, and when a claim finds
+    /// pending item below it: ``PushStore/claimsFromIndexStrictly``) — except after a claim that
+    /// held a due retry, or when the store may ignore the hint: then, and when a claim finds
     /// nothing, it first waits until every taken item is handed back and its change written, so
     /// that the claim sees every outcome and next attempt.
+    ///
+    /// A due retry is claimed whatever its index, and it stays a due retry in the store until its
+    /// new outcome or next attempt is committed: handed back is not enough (a claim made between
+    /// the two would send it again).
     private func feedClaims(of job: Job, into feed: JobFeed, outcomes: OutcomeGroups, logger: Logger) async -> FeedEnd {
         let clock = router.configuration.clock
         let claimant = configuration.claimantName
@@ -413,10 +417,12 @@ public final class JobRunner: Sendable {
         var fromIndex = 0
         // True when no item is taken and every change is written (a claim sees every outcome).
         var settled = true
+        // True when the last claim held a due retry: the next claim waits until it is settled.
+        var claimedRetries = false
         while !isStopping {
             if !settled {
                 guard await feed.waitUntilHandedOut() else { return .stopped }
-                if !store.claimsFromIndexStrictly || !feed.mayClaimAhead {
+                if !store.claimsFromIndexStrictly || claimedRetries {
                     guard await Self.settle(feed, outcomes) else { return .stopped }
                     settled = true
                 }
@@ -443,7 +449,10 @@ public final class JobRunner: Sendable {
                 if await waitForDueRetries(job, logger: logger) { continue }
                 return .done
             }
-            for item in claimed where item.state == .pending { fromIndex = max(fromIndex, item.index + 1) }
+            claimedRetries = false
+            for item in claimed {
+                if item.state == .pending { fromIndex = max(fromIndex, item.index + 1) } else { claimedRetries = true }
+            }
             adjust { $0.claimedItemsHeld += claimed.count } peak: { $0.peakClaimedItemsHeld = max($0.peakClaimedItemsHeld, $0.claimedItemsHeld) }
             feed.refill(claimed)
             settled = false
