@@ -11,10 +11,22 @@ import Testing
 struct JobFeedTests {
     typealias Bounds = JobRunnerBoundsTests
 
+    /// A runner with small claims for the tests' jobs: 8 send tasks, claims of 40. On a shared
+    /// store (PostgreSQL) it marks every item on the wire, as `herald serve` does there.
+    private static func runner(_ router: Router, _ store: any PushStore, _ backend: StoreBackend) -> JobRunner {
+        var configuration = JobRunnerConfiguration()
+        configuration.concurrencyPerTenant = 8
+        configuration.claimSize = 40
+        configuration.rescanInterval = .seconds(3600)
+        configuration.exclusiveStore = backend == .sqlite
+        return JobRunner(router: router, store: store, configuration: configuration)
+    }
+
     /// Runs one job of `count` items through a runner with small claims and returns the
     /// transport's sends under way at each claim after the first, with the transport.
-    private func run(count: Int, strict: Bool) async throws -> (inFlightAtClaims: [Int], transport: Bounds.CountingTransport, progress: JobProgress?) {
-        let base = try Fixtures.store()
+    private func run(_ base: any PushStore, _ backend: StoreBackend, count: Int, strict: Bool) async throws
+        -> (inFlightAtClaims: [Int], transport: Bounds.CountingTransport, progress: JobProgress?)
+    {
         let store = Bounds.FlakyStore(base)
         store.claimStrictly(strict)
         // Sends slow enough that a claim made when the last item is taken finds the others under way.
@@ -26,11 +38,7 @@ struct JobFeedTests {
         let id = try JobID("ahead-\(strict)")
         _ = try await store.createJob(
             tenant: Bounds.tenant, id: id, environment: nil, notifications: Bounds.notes(count, seed: 3), createdAt: Date())
-        var configuration = JobRunnerConfiguration()
-        configuration.concurrencyPerTenant = 8
-        configuration.claimSize = 40
-        configuration.rescanInterval = .seconds(3600)
-        let runner = JobRunner(router: router, store: store, configuration: configuration)
+        let runner = Self.runner(router, store, backend)
         try await Bounds.run(runner, router: router, until: "the job finished") {
             try await base.job(tenant: Bounds.tenant, id: id)?.state == .finished
         }
@@ -38,62 +46,65 @@ struct JobFeedTests {
         return (Array(seen.withLock { $0 }.dropFirst()), transport, try await base.progress(tenant: Bounds.tenant, job: id))
     }
 
-    @Test("the next claim is made while the last claim's items are on the wire; every item is sent once")
-    func claimsWhileSending() async throws {
-        let (atClaims, transport, progress) = try await run(count: 400, strict: true)
-        #expect(atClaims.count >= 9, "ten claims of 40 at least: \(atClaims)")
-        #expect(atClaims.filter { $0 > 0 }.count >= 5, "claims made while items were on the wire: \(atClaims)")
-        #expect(transport.total == 400)
-        #expect(transport.byID.count == 400 && transport.byID.values.allSatisfy { $0 == 1 })
-        #expect(progress == JobProgress(pending: 0, sent: 400, failed: 0))
-    }
-
-    @Test("with a store that may ignore the index hint, a claim waits until no item is on the wire")
-    func waitsWithALooseStore() async throws {
-        let (atClaims, transport, progress) = try await run(count: 200, strict: false)
-        #expect(atClaims.count >= 5)
-        #expect(atClaims.allSatisfy { $0 == 0 }, "sends under way at the claims: \(atClaims)")
-        #expect(transport.total == 200 && transport.byID.values.allSatisfy { $0 == 1 })
-        #expect(progress == JobProgress(pending: 0, sent: 200, failed: 0))
-    }
-
-    @Test("a due retry is not claimed again while its outcome is being written: every item is answered 200 once")
-    func dueRetriesAreNotClaimedTwice() async throws {
-        let base = try Fixtures.store()
-        let store = Bounds.FlakyStore(base)
-        // Outcome writes slower than the sends: a retry's send ends, and the rest of its claim is
-        // handed out, well before its outcome is committed.
-        store.slowRecords(.milliseconds(30))
-        // One item in five is answered 503 at first: claims hold a few due retries, then new items.
-        let transport = Bounds.CountingTransport(delay: .milliseconds(2), failFirstOfEvery: 5)
-        let router = try Fixtures.router(transports: transport, store: store, clock: SystemPushClock())
-        var tenant = Fixtures.tenant("acme")
-        tenant.delivery = DeliveryPolicy(
-            guarantee: .atLeastOnce, maxRetryDuration: .seconds(3600), initialBackoff: .milliseconds(1),
-            maxBackoff: .milliseconds(5), jitter: 0,
-            circuit: CircuitPolicy(failureThreshold: 1_000_000, probeInterval: .milliseconds(10), maxProbeInterval: .milliseconds(10)))
-        await router.install([tenant])
-        let id = try JobID("retries-ahead")
-        let count = 300
-        _ = try await store.createJob(
-            tenant: Bounds.tenant, id: id, environment: nil, notifications: Bounds.notes(count, seed: 5), createdAt: Date())
-        var configuration = JobRunnerConfiguration()
-        configuration.concurrencyPerTenant = 8
-        configuration.claimSize = 40
-        configuration.rescanInterval = .seconds(3600)
-        let runner = JobRunner(router: router, store: store, configuration: configuration)
-        try await Bounds.run(runner, router: router, until: "the job finished") {
-            try await base.job(tenant: Bounds.tenant, id: id)?.state == .finished
+    @Test("the next claim is made while the last claim's items are on the wire; every item is sent once", arguments: StoreBackend.allCases)
+    func claimsWhileSending(_ backend: StoreBackend) async throws {
+        try await backend.withStore { base in
+            let (atClaims, transport, progress) = try await run(base, backend, count: 400, strict: true)
+            #expect(atClaims.count >= 9, "ten claims of 40 at least: \(atClaims)")
+            #expect(atClaims.filter { $0 > 0 }.count >= 5, "claims made while items were on the wire: \(atClaims)")
+            #expect(transport.total == 400)
+            #expect(transport.byID.count == 400 && transport.byID.values.allSatisfy { $0 == 1 })
+            #expect(progress == JobProgress(pending: 0, sent: 400, failed: 0))
         }
+    }
 
-        // Each item: one send, or two when its first was answered 503; the store counts the same.
-        let sends = transport.byID
-        let retried = (count + 4) / 5
-        #expect(sends.count == count)
-        #expect(sends.values.filter { $0 == 2 }.count == retried && sends.values.allSatisfy { $0 <= 2 }, "sends per item: \(Dictionary(grouping: sends.values, by: { $0 }).mapValues(\.count))")
-        #expect(try await base.progress(tenant: Bounds.tenant, job: id) == JobProgress(pending: 0, sent: count, failed: 0))
-        let items = try await base.items(tenant: Bounds.tenant, job: id, fromIndex: 0, limit: count)
-        let miscounted = items.filter { $0.result?.attempts != sends[$0.notification.id?.rawValue ?? ""] }
-        #expect(miscounted.count == 0, "items whose recorded attempts are not their sends")
+    @Test("with a store that may ignore the index hint, a claim waits until no item is on the wire", arguments: StoreBackend.allCases)
+    func waitsWithALooseStore(_ backend: StoreBackend) async throws {
+        try await backend.withStore { base in
+            let (atClaims, transport, progress) = try await run(base, backend, count: 200, strict: false)
+            #expect(atClaims.count >= 5)
+            #expect(atClaims.allSatisfy { $0 == 0 }, "sends under way at the claims: \(atClaims)")
+            #expect(transport.total == 200 && transport.byID.values.allSatisfy { $0 == 1 })
+            #expect(progress == JobProgress(pending: 0, sent: 200, failed: 0))
+        }
+    }
+
+    @Test("a due retry is not claimed again while its outcome is being written: every item is answered 200 once", arguments: StoreBackend.allCases)
+    func dueRetriesAreNotClaimedTwice(_ backend: StoreBackend) async throws {
+        try await backend.withStore { base in
+            let store = Bounds.FlakyStore(base)
+            // Outcome writes slower than the sends: a retry's send ends, and the rest of its claim
+            // is handed out, well before its outcome is committed.
+            store.slowRecords(.milliseconds(30))
+            // One item in five is answered 503 at first: claims hold a few due retries, then new items.
+            let transport = Bounds.CountingTransport(delay: .milliseconds(2), failFirstOfEvery: 5)
+            let router = try Fixtures.router(transports: transport, store: store, clock: SystemPushClock())
+            var tenant = Fixtures.tenant("acme")
+            tenant.delivery = DeliveryPolicy(
+                guarantee: .atLeastOnce, maxRetryDuration: .seconds(3600), initialBackoff: .milliseconds(1),
+                maxBackoff: .milliseconds(5), jitter: 0,
+                circuit: CircuitPolicy(failureThreshold: 1_000_000, probeInterval: .milliseconds(10), maxProbeInterval: .milliseconds(10)))
+            await router.install([tenant])
+            let id = try JobID("retries-ahead")
+            let count = 300
+            _ = try await store.createJob(
+                tenant: Bounds.tenant, id: id, environment: nil, notifications: Bounds.notes(count, seed: 5), createdAt: Date())
+            let runner = Self.runner(router, store, backend)
+            try await Bounds.run(runner, router: router, until: "the job finished") {
+                try await base.job(tenant: Bounds.tenant, id: id)?.state == .finished
+            }
+
+            // Each item: one send, or two when its first was answered 503; the store counts the same.
+            let sends = transport.byID
+            let retried = (count + 4) / 5
+            #expect(sends.count == count)
+            #expect(
+                sends.values.filter { $0 == 2 }.count == retried && sends.values.allSatisfy { $0 <= 2 },
+                "sends per item: \(Dictionary(grouping: sends.values, by: { $0 }).mapValues(\.count))")
+            #expect(try await base.progress(tenant: Bounds.tenant, job: id) == JobProgress(pending: 0, sent: count, failed: 0))
+            let items = try await base.items(tenant: Bounds.tenant, job: id, fromIndex: 0, limit: count)
+            let miscounted = items.filter { $0.result?.attempts != sends[$0.notification.id?.rawValue ?? ""] }
+            #expect(miscounted.count == 0, "items whose recorded attempts are not their sends")
+        }
     }
 }

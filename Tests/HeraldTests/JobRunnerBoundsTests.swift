@@ -55,10 +55,10 @@ struct JobRunnerBoundsTests {
 
     /// A store whose outcome writes fail while `failing` is set (after `failAfter` successes).
     final class FlakyStore: PushStore {
-        let base: SQLitePushStore
+        let base: any PushStore
         private let state = Mutex<(recorded: Int, failAfter: Int?, failures: Int)>((0, nil, 0))
 
-        init(_ base: SQLitePushStore) { self.base = base }
+        init(_ base: any PushStore) { self.base = base }
 
         func failRecords(after count: Int?) { state.withLock { $0 = (0, count, 0) } }
         var failures: Int { state.withLock { $0.failures } }
