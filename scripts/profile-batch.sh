@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Where the batch path's time goes (issue 13): one `herald serve` (MODE=sqlite or postgres) and a
 # strict sandbox (scripts/cluster.sh), one BATCH-token template batch posted and polled to the
-# end; prints the time to the 202 and to the finished job and the CPU `herald serve` and the
-# sandbox spent a notification (from /proc). PERF=1 records `perf` on `herald serve` for the run
+# end; prints the time to the 202 and to the finished job and the CPU `herald serve`, the
+# sandbox and (MODE=postgres) the PostgreSQL server spent a notification (from /proc). PERF=1
+# records `perf` on `herald serve` for the run
 # (PERF_ARGS="--call-graph dwarf,16384" for call graphs; REPORT_ARGS for `perf report`); with
 # MODE=postgres the statements slower than 30 ms are listed from PostgreSQL's log. PERF_OUT=<file>
 # keeps the recording for further `perf report`s. PERF_STAT=<events> counts events on `herald serve`
@@ -38,7 +39,14 @@ curl -s -m 30 "http://127.0.0.1:$port/v1/notifications" -H "Authorization: Beare
   -d "{\"device_token\": \"$DEMO_DEVICE\", \"topic\": \"$DEMO_TOPIC\", \"payload\": {\"aps\": {}}}"; echo
 hz=$(getconf CLK_TCK)
 cpu() { awk -v hz="$hz" '{printf "%.2f", ($14 + $15) / hz}' "/proc/$1/stat"; }
-c0=$(cpu $serve); s0=$(cpu $sandbox)
+# The PostgreSQL server's CPU: the postmaster's own and its reaped children's, plus its live children's.
+pgcpu() {
+  [[ "$MODE" == postgres ]] || { echo 0; return; }
+  local pm; pm=$(head -1 "$CLUSTER_PG_DIR/data/postmaster.pid")
+  { awk '{print $14 + $15 + $16 + $17}' "/proc/$pm/stat"; for child in $(ps -o pid= --ppid "$pm"); do awk '{print $14 + $15}' "/proc/$child/stat" 2>/dev/null; done; } \
+    | awk -v hz="$hz" '{ total += $1 } END { printf "%.2f", total / hz }'
+}
+c0=$(cpu $serve); s0=$(cpu $sandbox); p0=$(pgcpu)
 if [[ -n "${PERF_STAT:-}" ]]; then perf stat -e "$PERF_STAT" -p "$serve" -o "$WORK/perf-stat.txt" & statpid=$!; sleep 0.3; fi
 if [[ -n "${PERF:-}" ]]; then perf record -F ${FREQ:-499} ${PERF_ARGS:-} -p "$serve" -o "$WORK/perf.data" 2> "$WORK/perf.err" & perfpid=$!; sleep 0.5; fi
 t0=$(date +%s.%N)
@@ -47,11 +55,11 @@ t1=$(date +%s.%N); c1=$(cpu $serve)
 echo "POST: $out after $(echo "$t1 - $t0" | bc) s; serve CPU for the POST $(echo "$c1 - $c0" | bc) s"
 job=$(python3 -c 'import json,sys; print(json.loads(sys.argv[1].rsplit(" ",1)[0])["job_id"])' "$out")
 t2=$("$ROOT/scripts/wait-job.py" "http://127.0.0.1:$port/v1/jobs/$job?limit=1" "$CLUSTER_API_KEY" "$WORK/job.json" "${POLL_INTERVAL:-0.05}")
-c2=$(cpu $serve); s2=$(cpu $sandbox)
+c2=$(cpu $serve); s2=$(cpu $sandbox); p2=$(pgcpu)
 if [[ -n "${PERF_STAT:-}" ]]; then kill -INT $statpid; wait $statpid || true; grep -v "^#" "$WORK/perf-stat.txt" | grep -v "^$"; fi
 if [[ -n "${PERF:-}" ]]; then kill -INT $perfpid; wait $perfpid || true; [[ -z "${PERF_OUT:-}" ]] || cp "$WORK/perf.data" "$PERF_OUT"; fi
 st=$(cat "$WORK/job.json")
-echo "finished after $(echo "$t2 - $t0" | bc) s: rate $(echo "$BATCH / ($t2 - $t0)" | bc) /s; serve CPU $(echo "($c2 - $c0) * 1000000 / $BATCH" | bc) us/notification (sending part $(echo "($c2 - $c1) * 1000000 / $BATCH" | bc)), sandbox $(echo "($s2 - $s0) * 1000000 / $BATCH" | bc) us/n"
+echo "finished after $(echo "$t2 - $t0" | bc) s: rate $(echo "$BATCH / ($t2 - $t0)" | bc) /s; serve CPU $(echo "($c2 - $c0) * 1000000 / $BATCH" | bc) us/notification (sending part $(echo "($c2 - $c1) * 1000000 / $BATCH" | bc)), sandbox $(echo "($s2 - $s0) * 1000000 / $BATCH" | bc) us/n$([[ "$MODE" != postgres ]] || echo ", PostgreSQL server $(echo "($p2 - $p0) * 1000000 / $BATCH" | bc) us/n")"
 echo "$st" | head -c 600; echo
 if [[ "$MODE" == postgres ]]; then grep -E "duration" "$CLUSTER_PG_DIR/postgres.log" | sed -E 's/.*duration: ([0-9.]+) ms +(statement|execute [^:]*): (.{0,160}).*/\1 ms \3/' | sort -t' ' -k1 -rn | head -${PGTOP:-25}; grep -c duration "$CLUSTER_PG_DIR/postgres.log"; fi
 if [[ -n "${PERF:-}" ]]; then perf report -i "$WORK/perf.data" ${REPORT_ARGS:---no-children} --sort ${SORT:-sym} --stdio 2>/dev/null | grep -v "^#" | grep -v "^$" | head -${TOP:-60}; fi
