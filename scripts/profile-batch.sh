@@ -17,6 +17,10 @@ source "$(dirname "$0")/lib.sh"
 source "$ROOT/scripts/cluster.sh"
 BATCH=${BATCH:-100000}
 MODE=${MODE:-sqlite}
+# PGSTAT=1 (MODE=postgres): pg_stat_statements on, and the statements that took the server's time
+# listed. PG_LOG_OUT=<file> keeps the server's log (e.g. with HERALD_POSTGRES_OPTIONS turning on
+# auto_explain).
+[[ -z "${PGSTAT:-}" ]] || export HERALD_POSTGRES_OPTIONS="${HERALD_POSTGRES_OPTIONS:-} -c shared_preload_libraries=pg_stat_statements"
 export MAX_BATCH_ITEMS=200000 LOG_LEVEL=warning JOB_CONCURRENCY=${JOB_CONCURRENCY:-100}
 build_herald
 WORK=$(mktemp -d /tmp/herald-prof.XXXXXX)
@@ -27,6 +31,7 @@ as_postgres() { if [[ $(id -u) -eq 0 ]]; then runuser -u postgres -- "$@"; else 
 if [[ "$MODE" == postgres ]]; then
   pgport=$(sed -E 's#.*:([0-9]+)/herald#\1#' "$CLUSTER_PG_DIR/url")
   as_postgres psql -h "$CLUSTER_PG_DIR" -p "$pgport" -U postgres -d herald -c "ALTER SYSTEM SET log_min_duration_statement = 30" -c "SELECT pg_reload_conf()" >/dev/null
+  [[ -z "${PGSTAT:-}" ]] || as_postgres psql -h "$CLUSTER_PG_DIR" -p "$pgport" -U postgres -d herald -c "CREATE EXTENSION pg_stat_statements" -c "SELECT pg_stat_statements_reset()" >/dev/null
 fi
 python3 - "$BATCH" "$DEMO_TOPIC" > "$WORK/batch.json" <<'PY'
 import json, sys
@@ -61,5 +66,10 @@ if [[ -n "${PERF:-}" ]]; then kill -INT $perfpid; wait $perfpid || true; [[ -z "
 st=$(cat "$WORK/job.json")
 echo "finished after $(echo "$t2 - $t0" | bc) s: rate $(echo "$BATCH / ($t2 - $t0)" | bc) /s; serve CPU $(echo "($c2 - $c0) * 1000000 / $BATCH" | bc) us/notification (sending part $(echo "($c2 - $c1) * 1000000 / $BATCH" | bc)), sandbox $(echo "($s2 - $s0) * 1000000 / $BATCH" | bc) us/n$([[ "$MODE" != postgres ]] || echo ", PostgreSQL server $(echo "($p2 - $p0) * 1000000 / $BATCH" | bc) us/n")"
 echo "$st" | head -c 600; echo
+if [[ "$MODE" == postgres && -n "${PGSTAT:-}" ]]; then
+  as_postgres psql -h "$CLUSTER_PG_DIR" -p "$pgport" -U postgres -d herald -P pager=off -c \
+    "SELECT round(total_exec_time::numeric, 0) AS ms, calls, rows, round((total_exec_time * 1000 / $BATCH)::numeric, 1) AS us_per_n, left(regexp_replace(query, '\\s+', ' ', 'g'), 110) AS query FROM pg_stat_statements ORDER BY total_exec_time DESC LIMIT ${PGTOP:-15}"
+fi
+if [[ "$MODE" == postgres && -n "${PG_LOG_OUT:-}" ]]; then cp "$CLUSTER_PG_DIR/postgres.log" "$PG_LOG_OUT"; fi
 if [[ "$MODE" == postgres ]]; then grep -E "duration" "$CLUSTER_PG_DIR/postgres.log" | sed -E 's/.*duration: ([0-9.]+) ms +(statement|execute [^:]*): (.{0,160}).*/\1 ms \3/' | sort -t' ' -k1 -rn | head -${PGTOP:-25}; grep -c duration "$CLUSTER_PG_DIR/postgres.log"; fi
 if [[ -n "${PERF:-}" ]]; then perf report -i "$WORK/perf.data" ${REPORT_ARGS:---no-children} --sort ${SORT:-sym} --stdio 2>/dev/null | grep -v "^#" | grep -v "^$" | head -${TOP:-60}; fi
