@@ -491,7 +491,25 @@ public final class PostgresPushStore: PushStore, JobReports {
             RETURNING idx
             """, logger: logger
         ).collect()
-        return Set(try rows.map { try $0.makeRandomAccess()[0].decode(Int.self) })
+        return try Self.indexes(rows)
+    }
+
+    public func leasedItems(tenant: TenantID, job: JobID, indexes: [Int], claimant: String) async throws -> Set<Int> {
+        guard !indexes.isEmpty else { return [] }
+        let list = Set(indexes).map { Int32(clamping: $0) }
+        let rows = try await client.query(
+            """
+            SELECT idx FROM job_item
+            WHERE tenant = \(tenant.rawValue) AND job_id = \(job.rawValue) AND idx = ANY(\(list))
+              AND state IN ('pending', 'retrying') AND claimant = \(claimant)
+            """, logger: logger
+        ).collect()
+        return try Self.indexes(rows)
+    }
+
+    /// The item indexes of rows whose first column is one.
+    private static func indexes(_ rows: [PostgresRow]) throws -> Set<Int> {
+        Set(try rows.map { try $0.makeRandomAccess()[0].decode(Int.self) })
     }
 
     public func nextAttempt(tenant: TenantID, job: JobID) async throws -> Date? {

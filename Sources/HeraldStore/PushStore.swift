@@ -101,6 +101,13 @@ public protocol PushStore: Sendable {
     /// - Returns: the indexes marked; the caller sends only those (an item that got an outcome or
     ///   whose lease another claimant took meanwhile is not marked).
     func markOnWire(tenant: TenantID, job: JobID, indexes: [Int], claimant: String, at: Date) async throws -> Set<Int>
+    /// Of `indexes`, the items without an outcome leased to `claimant` (the ones
+    /// ``markOnWire(tenant:job:indexes:claimant:at:)`` would mark), with nothing written: the job
+    /// runner's check, right before an at-least-once item's send on a shared store, that no other
+    /// claimant took its lease. An at-least-once item needs no mark (without an outcome it is sent
+    /// again either way), only that check; reading it costs a shared store much less than writing
+    /// a row version for it.
+    func leasedItems(tenant: TenantID, job: JobID, indexes: [Int], claimant: String) async throws -> Set<Int>
     /// The earliest next attempt of the job's `retrying` items, or nil when none waits.
     func nextAttempt(tenant: TenantID, job: JobID) async throws -> Date?
     /// Items in index order, from `fromIndex`.
@@ -111,6 +118,11 @@ public protocol PushStore: Sendable {
 extension PushStore {
     /// A store that takes no hint claims as usual.
     public var claimsFromIndexStrictly: Bool { false }
+
+    /// A store without a read-only check marks the items instead (the same check, and a mark).
+    public func leasedItems(tenant: TenantID, job: JobID, indexes: [Int], claimant: String) async throws -> Set<Int> {
+        try await markOnWire(tenant: tenant, job: job, indexes: indexes, claimant: claimant, at: Date())
+    }
 
     /// A store that takes no hint claims as usual.
     public func claimPendingItems(

@@ -384,18 +384,23 @@ extension SQLitePushStore {
 
     // MARK: On the wire
 
-    static func markOnWire(_ db: Database, job: JobRef, indexes: Set<Int>, claimant: String, at: Int64) throws
-        -> Set<Int>
-    {
+    /// Of `indexes`, those in `claimant`'s claim row (with or without an outcome since).
+    static func heldIndexes(_ db: Database, job: JobRef, among indexes: Set<Int>, claimant: String) throws -> [Int] {
         guard
             let own = try Row.fetchOne(
                 db.cachedStatement(sql: "SELECT items FROM job_claim WHERE job_key = ? AND claimant = ?"),
                 arguments: [job.key, claimant])
         else { return [] }
         let held = Set(try ItemChunks.entries(own[0]).map { Int($0 & ~ItemChunks.retryEntry) })
+        return indexes.filter { held.contains($0) && $0 >= 0 && $0 < job.count }
+    }
+
+    static func markOnWire(_ db: Database, job: JobRef, indexes: Set<Int>, claimant: String, at: Int64) throws
+        -> Set<Int>
+    {
         var settled = SettledBits(key: job.key)
         var marked = Set<Int>()
-        for index in indexes where held.contains(index) && index >= 0 && index < job.count {
+        for index in try heldIndexes(db, job: job, among: indexes, claimant: claimant) {
             if try settled.isSet(db, index) {
                 try db.cachedStatement(
                     sql: "UPDATE job_item SET wire_at_ms = ? WHERE job_key = ? AND idx = ? AND state = 'retrying'"

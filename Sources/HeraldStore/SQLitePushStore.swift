@@ -330,6 +330,23 @@ public final class SQLitePushStore: PushStore {
         }
     }
 
+    public func leasedItems(tenant: TenantID, job: JobID, indexes: [Int], claimant: String) async throws -> Set<Int> {
+        guard !indexes.isEmpty else { return [] }
+        let wanted = Set(indexes)
+        return try await pool.read { db in
+            guard let ref = try Self.jobRef(db, tenant: tenant, id: job) else { return [] }
+            var settled = SettledBits(key: ref.key)
+            var leased = Set<Int>()
+            for index in try Self.heldIndexes(db, job: ref, among: wanted, claimant: claimant) {
+                // A settled item without an outcome is `retrying`; the others have one.
+                if try !settled.isSet(db, index) || Self.itemRow(db, key: ref.key, index: index)?.state == .retrying {
+                    leased.insert(index)
+                }
+            }
+            return leased
+        }
+    }
+
     public func nextAttempt(tenant: TenantID, job: JobID) async throws -> Date? {
         try await pool.read { db in
             guard let ref = try Self.jobRef(db, tenant: tenant, id: job) else { return nil }

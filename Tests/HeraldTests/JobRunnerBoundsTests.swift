@@ -15,7 +15,6 @@ struct JobRunnerBoundsTests {
     /// it was sent, per apns-id, and what is under way.
     final class CountingTransport: PushTransport, TransportProvider {
         private let sent = Mutex<[String: Int]>([:])
-        private let onTheWire = Mutex(0)
         private let delay: Duration
         private let failFirstOfEvery: Int?
 
@@ -28,8 +27,9 @@ struct JobRunnerBoundsTests {
 
         var total: Int { sent.withLock { $0.values.reduce(0, +) } }
         var byID: [String: Int] { sent.withLock { $0 } }
-        /// Sends under way now.
-        var inFlight: Int { onTheWire.withLock { $0 } }
+        /// Sends that returned.
+        var finished: Int { returned.withLock { $0 } }
+        private let returned = Mutex(0)
 
         func send(_ notification: HeraldCore.Notification, environment: APNsEnvironment, deadline: ContinuousClock.Instant)
             async throws -> APNsResponse
@@ -41,8 +41,7 @@ struct JobRunnerBoundsTests {
                 guard let every = failFirstOfEvery, earlier == 0 else { return false }
                 return (sent.count - 1) % every == 0
             }
-            onTheWire.withLock { $0 += 1 }
-            defer { onTheWire.withLock { $0 -= 1 } }
+            defer { returned.withLock { $0 += 1 } }
             try await Task.sleep(for: delay)
             if fail { return APNsResponse(status: 503, apnsID: notification.id, reason: .serviceUnavailable) }
             return APNsResponse(status: 200, apnsID: notification.id)
@@ -162,11 +161,22 @@ struct JobRunnerBoundsTests {
         }
         /// Each `markOnWire` call's indexes, in call order.
         var markCalls: [[Int]] { marks.withLock { $0.calls } }
-        /// While set, `markOnWire` calls wait (polling) before they write.
+        /// While set, `markOnWire` and `leasedItems` calls wait (polling) before they write or read.
         func holdMarks(_ hold: Bool) { marks.withLock { $0.hold = hold } }
-        /// While set, `markOnWire` calls fail.
+        /// While set, `markOnWire` and `leasedItems` calls fail.
         func failMarks(_ fail: Bool) { marks.withLock { $0.fail = fail } }
         private let marks = Mutex<(calls: [[Int]], hold: Bool, fail: Bool)>(([], false, false))
+
+        /// Each `leasedItems` call's indexes, in call order.
+        var checkCalls: [[Int]] { checks.withLock { $0 } }
+        private let checks = Mutex<[[Int]]>([])
+
+        func leasedItems(tenant: TenantID, job: JobID, indexes: [Int], claimant: String) async throws -> Set<Int> {
+            checks.withLock { $0.append(indexes) }
+            while marks.withLock({ $0.hold }) { try await Task.sleep(for: .milliseconds(5)) }
+            if marks.withLock({ $0.fail }) { throw StoreError.corrupt("disk I/O error (test)") }
+            return try await base.leasedItems(tenant: tenant, job: job, indexes: indexes, claimant: claimant)
+        }
 
         func markOnWire(tenant: TenantID, job: JobID, indexes: [Int], claimant: String, at: Date) async throws -> Set<Int> {
             marks.withLock { $0.calls.append(indexes) }

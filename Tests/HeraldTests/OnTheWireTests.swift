@@ -125,4 +125,77 @@ struct OnTheWireTests {
         #expect(try await marks.mark(3))
         #expect(marks.waitingCount == 0)
     }
+
+    @Test("on a shared store, at-least-once items are checked before their send and not marked; at-most-once items are marked", arguments: DeliveryGuarantee.allCases)
+    func sharedStoreChecksOrMarks(_ guarantee: DeliveryGuarantee) async throws {
+        let base = try Fixtures.store()
+        let store = Flaky(base)
+        let id = try JobID("shared")
+        let count = 40
+        _ = try await store.createJob(
+            tenant: Self.tenant, id: id, environment: nil, notifications: JobRunnerBoundsTests.notes(count, seed: 6),
+            createdAt: Date())
+        let transport = JobRunnerBoundsTests.CountingTransport()
+        let router = try Fixtures.router(transports: transport, store: store, clock: SystemPushClock())
+        var acme = Fixtures.tenant("acme")
+        acme.delivery.guarantee = guarantee
+        await router.install([acme])
+        var configuration = JobRunnerConfiguration()
+        configuration.concurrencyPerTenant = 4
+        configuration.claimSize = 10
+        configuration.exclusiveStore = false
+        let runner = JobRunner(router: router, store: store, configuration: configuration)
+        try await JobRunnerBoundsTests.run(runner, router: router, until: "the job finished") {
+            try await base.job(tenant: Self.tenant, id: id)?.state == .finished
+        }
+
+        #expect(transport.total == count && transport.byID.values.allSatisfy { $0 == 1 })
+        let items = try await base.items(tenant: Self.tenant, job: id, fromIndex: 0, limit: 100)
+        #expect(items.allSatisfy { $0.state == .sent })
+        switch guarantee {
+        case .atLeastOnce:
+            #expect(store.markCalls.isEmpty, "\(store.markCalls)")
+            #expect(store.checkCalls.flatMap { $0 }.sorted() == Array(0..<count))
+            #expect(items.allSatisfy { $0.onWireAt == nil })
+        case .atMostOnce:
+            #expect(store.checkCalls.isEmpty, "\(store.checkCalls)")
+            #expect(store.markCalls.flatMap { $0 }.sorted() == Array(0..<count))
+            #expect(items.allSatisfy { $0.onWireAt != nil })
+        }
+    }
+
+    @Test("lease checks asked for together are read together; an item leased elsewhere is not to be sent; nothing is written")
+    func checksAreGroupedAndWriteNothing() async throws {
+        let base = try Fixtures.store()
+        let store = Flaky(base)
+        let id = try JobID("checks")
+        _ = try await store.createJob(
+            tenant: Self.tenant, id: id, environment: nil, notifications: JobRunnerBoundsTests.notes(30, seed: 7),
+            createdAt: Date())
+        _ = try await store.claimPendingItems(
+            tenant: Self.tenant, job: id, limit: 29, claimant: "herald/a", now: Date(),
+            leaseUntil: Date().addingTimeInterval(3600))
+        let marks = WireMarks(store: store, tenant: Self.tenant, job: id, claimant: "herald/a", clock: SystemPushClock())
+        store.holdMarks(true)
+        let answers = try await withThrowingTaskGroup(of: (Int, Bool).self) { group in
+            group.addTask { (0, try await marks.check(0)) }
+            try await JobRunnerBoundsTests.eventually("the first read started") { store.checkCalls.count == 1 }
+            for index in 1..<30 { group.addTask { (index, try await marks.check(index)) } }
+            try await JobRunnerBoundsTests.eventually("the others wait") { marks.waitingCount == 29 }
+            store.holdMarks(false)
+            var answers: [Int: Bool] = [:]
+            for try await (index, leased) in group { answers[index] = leased }
+            return answers
+        }
+        #expect(answers.count == 30 && answers.filter(\.value).count == 29 && answers[29] == false)
+        #expect(store.checkCalls.count == 2 && store.checkCalls.last?.sorted() == Array(1..<30), "\(store.checkCalls)")
+        #expect(store.markCalls.isEmpty)
+        #expect(try await base.items(tenant: Self.tenant, job: id, fromIndex: 0, limit: 100).allSatisfy { $0.onWireAt == nil })
+
+        // A failed read fails the check: the item must not be sent.
+        store.failMarks(true)
+        await #expect(throws: StoreError.self) { _ = try await marks.check(3) }
+        store.failMarks(false)
+        #expect(try await marks.check(3))
+    }
 }

@@ -678,7 +678,7 @@ struct StoreContractTests {
     }
 
     @Test(
-        "on-the-wire marks: only the claimant's items without an outcome, kept across lease take-back, cleared by a deferral; apns-ids stable",
+        "on-the-wire marks and lease checks: only the claimant's items without an outcome, kept across lease take-back, cleared by a deferral; apns-ids stable",
         arguments: StoreBackend.allCases)
     func onTheWire(_ backend: StoreBackend) async throws {
         try await backend.withStore(checkOnTheWire)
@@ -695,6 +695,13 @@ struct StoreContractTests {
             tenant: acme, job: id, limit: 4, claimant: "herald/old", now: t0, leaseUntil: lease)
         #expect(claimed.map(\.index) == [0, 1, 2, 3] && claimed.allSatisfy { $0.onWireAt == nil })
         #expect(try await store.items(tenant: acme, job: id, fromIndex: 4, limit: 1)[0].onWireAt == nil)
+
+        // The check without a mark: the claimant's items without an outcome, nothing written.
+        #expect(try await store.leasedItems(tenant: acme, job: id, indexes: [0, 1, 2, 3, 4, 9], claimant: "herald/old") == [0, 1, 2, 3])
+        #expect(try await store.leasedItems(tenant: other, job: id, indexes: [3], claimant: "herald/old").isEmpty)
+        #expect(try await store.leasedItems(tenant: acme, job: id, indexes: [3], claimant: "heraldx/1").isEmpty)
+        #expect(try await store.leasedItems(tenant: acme, job: id, indexes: [], claimant: "herald/old").isEmpty)
+        #expect(try await store.items(tenant: acme, job: id, fromIndex: 0, limit: 10).allSatisfy { $0.onWireAt == nil })
 
         // Item 4 is not leased to the claimant, 9 does not exist, another tenant's job has no such items.
         let at = t0.addingTimeInterval(1)
@@ -716,6 +723,8 @@ struct StoreContractTests {
                 tenant: acme, job: id, index: 1,
                 retry: JobItemRetry(attempts: 1, firstAttemptAt: at, nextAttemptAt: at, lastError: "ServiceUnavailable")))
         #expect(try await store.markOnWire(tenant: acme, job: id, indexes: [0], claimant: "herald/old", at: at).isEmpty)
+        // An outcome or a deferral (which unleases the item) ends the claimant's hold on it.
+        #expect(try await store.leasedItems(tenant: acme, job: id, indexes: [0, 1, 2, 3], claimant: "herald/old") == [2, 3])
 
         // The instance stops; a new one takes its leases back: item 2 comes back still marked,
         // the retry and the never-sent ones unmarked, every apns-id as stored.
@@ -726,6 +735,9 @@ struct StoreContractTests {
         #expect(again.map { $0.onWireAt != nil } == [false, true, false, false])
         #expect(again.map(\.notification.id) == Array(ids[1...]))
         #expect(again[1].onWireAt == at && again[1].state == .pending)
+        // Held by the new claimant now, the due retry among them; no longer by the old one.
+        #expect(try await store.leasedItems(tenant: acme, job: id, indexes: [0, 1, 2, 3, 4], claimant: "herald/new") == [1, 2, 3, 4])
+        #expect(try await store.leasedItems(tenant: acme, job: id, indexes: [1, 2, 3, 4], claimant: "herald/old").isEmpty)
 
         // The new instance marks them: its own claim now, a later time.
         let later = t0.addingTimeInterval(3)

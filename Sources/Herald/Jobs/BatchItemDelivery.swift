@@ -18,12 +18,12 @@ struct BatchItemDelivery: Sendable {
     /// Draws the backoff's jitter.
     let random: @Sendable (ClosedRange<Double>) -> Double
     /// True when this process is the store's only user (SQLite): then an at-least-once item is
-    /// sent without its wire mark. The mark serves two ends, neither of which applies there:
-    /// telling an at-most-once item that may have reached APNs from one never sent (an
-    /// at-least-once item without an outcome is sent again either way, with its apns-id), and
-    /// checking, right before the send, that no other claimant took the item's lease (no other
-    /// process claims from this store). It saves a row write per item on the batch path; a
-    /// shared store (PostgreSQL) keeps the mark for every guarantee, for its ownership check.
+    /// sent without its wire mark or any check. The mark serves two ends: telling an
+    /// at-most-once item that may have reached APNs from one never sent (an at-least-once item
+    /// without an outcome is sent again either way, with its apns-id), and checking, right
+    /// before the send, that no other claimant took the item's lease (no other process claims
+    /// from this store). On a shared store (PostgreSQL) an at-least-once item gets that check
+    /// alone, read without a write (``WireMarks/check(_:)``); an at-most-once item is marked.
     var exclusiveStore: Bool = false
 
     /// What became of the attempt.
@@ -131,7 +131,12 @@ struct BatchItemDelivery: Sendable {
         }
 
         do {
-            let marked = policy.guarantee == .atLeastOnce && exclusiveStore ? true : try await marks.mark(item.index)
+            let marked: Bool
+            switch (policy.guarantee, exclusiveStore) {
+            case (.atLeastOnce, true): marked = true
+            case (.atLeastOnce, false): marked = try await marks.check(item.index)
+            case (.atMostOnce, _): marked = try await marks.mark(item.index)
+            }
             guard marked else {
                 if let key, probe { recordUnsentProbe(key, reason: "NotSent", policy: policy, logger: logger) }
                 return .notOurs
@@ -139,7 +144,7 @@ struct BatchItemDelivery: Sendable {
         } catch {
             if let key, probe { recordUnsentProbe(key, reason: "StoreFailed", policy: policy, logger: logger) }
             logger.error(
-                "cannot mark a job item on the wire; it is not sent now",
+                "cannot mark or check a job item before its send; it is not sent now",
                 metadata: ["herald.index": "\(item.index)", "herald.error": "\(error)"])
             return .pause
         }

@@ -11,23 +11,39 @@ import HeraldStore
 /// written before the store knows it may be on the wire. That is what lets a later instance
 /// tell an item that may have reached APNs (reported `unknown` under at-most-once) from one
 /// that was never sent.
+///
+/// An at-least-once item on a shared store needs only the mark's ownership check, not the mark
+/// (without an outcome it is sent again either way): ``check(_:)`` reads it
+/// (``HeraldStore/PushStore/leasedItems(tenant:job:indexes:claimant:)``), grouped the same way.
 final class WireMarks: Sendable {
     private let commits: GroupCommit<Int, Bool>
+    private let checks: GroupCommit<Int, Bool>
 
     init(store: any PushStore, tenant: TenantID, job: JobID, claimant: String, clock: any PushClock) {
         commits = GroupCommit { indexes in
-            do {
-                let marked = try await store.markOnWire(
-                    tenant: tenant, job: job, indexes: indexes, claimant: claimant, at: clock.date)
-                return indexes.map { .success(marked.contains($0)) }
-            } catch {
-                return indexes.map { _ in .failure(error) }
+            await Self.answers(indexes) {
+                try await store.markOnWire(tenant: tenant, job: job, indexes: indexes, claimant: claimant, at: clock.date)
+            }
+        }
+        checks = GroupCommit { indexes in
+            await Self.answers(indexes) {
+                try await store.leasedItems(tenant: tenant, job: job, indexes: indexes, claimant: claimant)
             }
         }
     }
 
-    /// Callers waiting for the next write (for tests).
-    var waitingCount: Int { commits.waitingCount }
+    /// Each index's answer: in the set the store returned, or the store's error.
+    private static func answers(_ indexes: [Int], _ body: () async throws -> Set<Int>) async -> [Result<Bool, any Error>] {
+        do {
+            let chosen = try await body()
+            return indexes.map { .success(chosen.contains($0)) }
+        } catch {
+            return indexes.map { _ in .failure(error) }
+        }
+    }
+
+    /// Callers waiting for the next write or read (for tests).
+    var waitingCount: Int { commits.waitingCount + checks.waitingCount }
 
     /// Marks the item on the wire, durably.
     /// - Returns: false when the item is not to be sent (it has an outcome, or its lease is no
@@ -35,5 +51,12 @@ final class WireMarks: Sendable {
     /// - Throws: the store's error: the item must not be sent.
     func mark(_ index: Int) async throws -> Bool {
         try await commits.submit(index)
+    }
+
+    /// Checks, without writing, that the item is still leased to this claimant and has no outcome.
+    /// - Returns: false when the item is not to be sent.
+    /// - Throws: the store's error: the item must not be sent.
+    func check(_ index: Int) async throws -> Bool {
+        try await checks.submit(index)
     }
 }
