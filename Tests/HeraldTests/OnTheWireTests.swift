@@ -30,7 +30,9 @@ struct OnTheWireTests {
         return id
     }
 
-    static func resume(_ store: SQLitePushStore, guarantee: DeliveryGuarantee, job id: JobID)
+    /// Runs a runner of instance `new` until the job finished.
+    /// - Parameter exclusiveStore: false to run it as on a shared store (PostgreSQL).
+    static func resume(_ store: any PushStore, guarantee: DeliveryGuarantee, job id: JobID, exclusiveStore: Bool = true)
         async throws -> JobRunnerBoundsTests.CountingTransport
     {
         let transport = JobRunnerBoundsTests.CountingTransport()
@@ -42,6 +44,7 @@ struct OnTheWireTests {
         configuration.concurrencyPerTenant = 4
         configuration.claimSize = 8
         configuration.instance = "new"
+        configuration.exclusiveStore = exclusiveStore
         let runner = JobRunner(router: router, store: store, configuration: configuration)
         try await JobRunnerBoundsTests.run(runner, router: router, until: "the job finished") {
             try await store.job(tenant: Self.tenant, id: id)?.state == .finished
@@ -87,32 +90,46 @@ struct OnTheWireTests {
         #expect(items.filter { $0.onWireAt != nil }.map(\.index) == [2, 5, 11])
     }
 
-    @Test("marks asked for while one is written go out together in the next write; each waits for its own")
-    func marksAreGroupCommitted() async throws {
+    /// A job of 30 items whose first 29 are claimed by `herald/a`, and that claimant's marks.
+    static func heldJob(_ name: String, seed: UInt8) async throws -> (SQLitePushStore, Flaky, JobID, WireMarks) {
         let base = try Fixtures.store()
         let store = Flaky(base)
-        let id = try JobID("marks")
+        let id = try JobID(name)
         _ = try await store.createJob(
-            tenant: Self.tenant, id: id, environment: nil, notifications: JobRunnerBoundsTests.notes(30, seed: 4),
+            tenant: tenant, id: id, environment: nil, notifications: JobRunnerBoundsTests.notes(30, seed: seed),
             createdAt: Date())
         _ = try await store.claimPendingItems(
-            tenant: Self.tenant, job: id, limit: 29, claimant: "herald/a", now: Date(),
+            tenant: tenant, job: id, limit: 29, claimant: "herald/a", now: Date(),
             leaseUntil: Date().addingTimeInterval(3600))
-        let marks = WireMarks(store: store, tenant: Self.tenant, job: id, claimant: "herald/a", clock: SystemPushClock())
+        return (base, store, id, WireMarks(store: store, tenant: tenant, job: id, claimant: "herald/a", clock: SystemPushClock()))
+    }
 
+    /// Asks for item 0 alone, and while the store holds that call (until `started`), for items
+    /// 1 to 29; then lets the store go on. Returns each item's answer.
+    static func askTogether(
+        _ store: Flaky, _ marks: WireMarks, started: @escaping @Sendable () -> Bool,
+        _ ask: @escaping @Sendable (Int) async throws -> Bool
+    ) async throws -> [Int: Bool] {
         store.holdMarks(true)
-        try await withThrowingTaskGroup(of: (Int, Bool).self) { group in
-            group.addTask { (0, try await marks.mark(0)) }
-            try await JobRunnerBoundsTests.eventually("the first write started") { store.markCalls.count == 1 }
-            // Index 29 is not leased to this claimant: it is not marked, and not to be sent.
-            for index in 1..<30 { group.addTask { (index, try await marks.mark(index)) } }
+        return try await withThrowingTaskGroup(of: (Int, Bool).self) { group in
+            group.addTask { (0, try await ask(0)) }
+            try await JobRunnerBoundsTests.eventually("the first call started") { started() }
+            for index in 1..<30 { group.addTask { (index, try await ask(index)) } }
             try await JobRunnerBoundsTests.eventually("the others wait") { marks.waitingCount == 29 }
             store.holdMarks(false)
             var answers: [Int: Bool] = [:]
-            for try await (index, marked) in group { answers[index] = marked }
-            #expect(answers.count == 30)
-            #expect(answers.filter(\.value).count == 29 && answers[29] == false)
+            for try await (index, answer) in group { answers[index] = answer }
+            return answers
         }
+    }
+
+    @Test("marks asked for while one is written go out together in the next write; each waits for its own")
+    func marksAreGroupCommitted() async throws {
+        let (base, store, id, marks) = try await Self.heldJob("marks", seed: 4)
+
+        // Index 29 is not leased to this claimant: it is not marked, and not to be sent.
+        let answers = try await Self.askTogether(store, marks, started: { store.markCalls.count == 1 }) { try await marks.mark($0) }
+        #expect(answers.count == 30 && answers.filter(\.value).count == 29 && answers[29] == false)
         #expect(store.markCalls.count == 2, "\(store.markCalls)")
         #expect(store.markCalls.last?.sorted() == Array(1..<30))
         let items = try await base.items(tenant: Self.tenant, job: id, fromIndex: 0, limit: 100)
@@ -135,19 +152,7 @@ struct OnTheWireTests {
         _ = try await store.createJob(
             tenant: Self.tenant, id: id, environment: nil, notifications: JobRunnerBoundsTests.notes(count, seed: 6),
             createdAt: Date())
-        let transport = JobRunnerBoundsTests.CountingTransport()
-        let router = try Fixtures.router(transports: transport, store: store, clock: SystemPushClock())
-        var acme = Fixtures.tenant("acme")
-        acme.delivery.guarantee = guarantee
-        await router.install([acme])
-        var configuration = JobRunnerConfiguration()
-        configuration.concurrencyPerTenant = 4
-        configuration.claimSize = 10
-        configuration.exclusiveStore = false
-        let runner = JobRunner(router: router, store: store, configuration: configuration)
-        try await JobRunnerBoundsTests.run(runner, router: router, until: "the job finished") {
-            try await base.job(tenant: Self.tenant, id: id)?.state == .finished
-        }
+        let transport = try await Self.resume(store, guarantee: guarantee, job: id, exclusiveStore: false)
 
         #expect(transport.total == count && transport.byID.values.allSatisfy { $0 == 1 })
         let items = try await base.items(tenant: Self.tenant, job: id, fromIndex: 0, limit: 100)
@@ -166,27 +171,8 @@ struct OnTheWireTests {
 
     @Test("lease checks asked for together are read together; an item leased elsewhere is not to be sent; nothing is written")
     func checksAreGroupedAndWriteNothing() async throws {
-        let base = try Fixtures.store()
-        let store = Flaky(base)
-        let id = try JobID("checks")
-        _ = try await store.createJob(
-            tenant: Self.tenant, id: id, environment: nil, notifications: JobRunnerBoundsTests.notes(30, seed: 7),
-            createdAt: Date())
-        _ = try await store.claimPendingItems(
-            tenant: Self.tenant, job: id, limit: 29, claimant: "herald/a", now: Date(),
-            leaseUntil: Date().addingTimeInterval(3600))
-        let marks = WireMarks(store: store, tenant: Self.tenant, job: id, claimant: "herald/a", clock: SystemPushClock())
-        store.holdMarks(true)
-        let answers = try await withThrowingTaskGroup(of: (Int, Bool).self) { group in
-            group.addTask { (0, try await marks.check(0)) }
-            try await JobRunnerBoundsTests.eventually("the first read started") { store.checkCalls.count == 1 }
-            for index in 1..<30 { group.addTask { (index, try await marks.check(index)) } }
-            try await JobRunnerBoundsTests.eventually("the others wait") { marks.waitingCount == 29 }
-            store.holdMarks(false)
-            var answers: [Int: Bool] = [:]
-            for try await (index, leased) in group { answers[index] = leased }
-            return answers
-        }
+        let (base, store, id, marks) = try await Self.heldJob("checks", seed: 7)
+        let answers = try await Self.askTogether(store, marks, started: { store.checkCalls.count == 1 }) { try await marks.check($0) }
         #expect(answers.count == 30 && answers.filter(\.value).count == 29 && answers[29] == false)
         #expect(store.checkCalls.count == 2 && store.checkCalls.last?.sorted() == Array(1..<30), "\(store.checkCalls)")
         #expect(store.markCalls.isEmpty)
