@@ -12,7 +12,7 @@ struct JobFeedTests {
     typealias Bounds = JobRunnerBoundsTests
 
     /// A runner with small claims for the tests' jobs: 8 send tasks, claims of 40. On a shared
-    /// store (PostgreSQL) it marks every item on the wire, as `herald serve` does there.
+    /// store (PostgreSQL) it reads each item's lease before the send, as `herald serve` does there.
     private static func runner(_ router: Router, _ store: any PushStore, _ backend: StoreBackend) -> JobRunner {
         var configuration = JobRunnerConfiguration()
         configuration.concurrencyPerTenant = 8

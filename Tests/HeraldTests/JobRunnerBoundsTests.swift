@@ -12,7 +12,7 @@ struct JobRunnerBoundsTests {
     static let tenant = Fixtures.tenantID("acme")
 
     /// A transport that answers 200 after a short pause (so that sends overlap) and counts what
-    /// it was sent, per apns-id, and what is under way.
+    /// it was sent, per apns-id, and the sends that returned.
     final class CountingTransport: PushTransport, TransportProvider {
         private let sent = Mutex<[String: Int]>([:])
         private let delay: Duration
