@@ -82,7 +82,7 @@ final class JobFeed: Sendable {
     // MARK: Send tasks
 
     /// The next item to send: waits while the feeder claims; nil when the job's items ran out
-    /// (``finish()``) or the feed stopped. Every item returned is handed back with ``handBack(_:)``.
+    /// (``finish()``) or the feed stopped. Every item returned is handed back with ``handBack()``.
     nonisolated(nonsending) func next() async -> JobItem? {
         enum Now {
             case item(JobItem)
@@ -113,7 +113,7 @@ final class JobFeed: Sendable {
 
     /// A send task is done with an item ``next()`` gave it: its change was handed to the writer,
     /// or it was not sent.
-    func handBack(_ item: JobItem) {
+    func handBack() {
         let feeder = state.withLock { state -> FeederWake? in
             state.taken -= 1
             return state.feederToResume()

@@ -477,7 +477,7 @@ public final class JobRunner: Sendable {
         defer { adjust { $0.sendTasks -= 1 } peak: { _ in } }
         while let item = await feed.next() {
             defer {
-                feed.handBack(item)
+                feed.handBack()
                 adjust { $0.claimedItemsHeld -= 1 } peak: { _ in }
             }
             guard await outcomes.reserve() else {
