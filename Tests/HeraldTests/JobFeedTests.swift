@@ -13,10 +13,12 @@ struct JobFeedTests {
 
     /// A runner with small claims for the tests' jobs: 8 send tasks, claims of 40. On a shared
     /// store (PostgreSQL) it reads each item's lease before the send, as `herald serve` does there.
-    private static func runner(_ router: Router, _ store: any PushStore, _ backend: StoreBackend) -> JobRunner {
+    private static func runner(_ router: Router, _ store: any PushStore, _ backend: StoreBackend, claimSize: Int = 40)
+        -> JobRunner
+    {
         var configuration = JobRunnerConfiguration()
         configuration.concurrencyPerTenant = 8
-        configuration.claimSize = 40
+        configuration.claimSize = claimSize
         configuration.rescanInterval = .seconds(3600)
         configuration.exclusiveStore = backend == .sqlite
         return JobRunner(router: router, store: store, configuration: configuration)
@@ -73,6 +75,68 @@ struct JobFeedTests {
         }
     }
 
+    @Test("under 503s the next claim waits for the last claim's due retries, not for its new items' sends", arguments: StoreBackend.allCases)
+    func claimsAheadUnderRetries(_ backend: StoreBackend) async throws {
+        try await backend.withStore { base in
+            let store = Bounds.FlakyStore(base)
+            // Claims begun, and the claim (its number) that returned each new item.
+            let claims = Mutex((begun: 0, of: [String: Int]()))
+            store.observeClaims { _ in claims.withLock { $0.begun += 1 } }
+            store.observeClaimed { items in
+                claims.withLock { claims in
+                    for item in items where item.state == .pending { claims.of[item.notification.id?.rawValue ?? ""] = claims.begun }
+                }
+            }
+            // A new item's first send ends only once the runner begins its next claim (or after
+            // 2 s): a runner that waits for the sends before it claims again waits the 2 s.
+            let released = Mutex((byClaim: 0, byTimeout: 0))
+            let transport = Bounds.CountingTransport(delay: .milliseconds(1), failFirstOfEvery: 5) { notification in
+                let claimedBy = claims.withLock { $0.of[notification.id?.rawValue ?? ""] ?? 0 }
+                let deadline = ContinuousClock.now + .seconds(2)
+                while claims.withLock({ $0.begun }) <= claimedBy, ContinuousClock.now < deadline {
+                    try? await Task.sleep(for: .milliseconds(1))
+                }
+                let byClaim = claims.withLock { $0.begun } > claimedBy
+                released.withLock { byClaim ? ($0.byClaim += 1) : ($0.byTimeout += 1) }
+            }
+            let router = try Fixtures.router(transports: transport, store: store, clock: SystemPushClock())
+            await router.install([Self.retryingTenant()])
+            let id = try JobID("retries-claim-ahead")
+            let count = 80
+            _ = try await store.createJob(
+                tenant: Bounds.tenant, id: id, environment: nil, notifications: Bounds.notes(count, seed: 7), createdAt: Date())
+            // Claims of 8 for 8 send tasks: every claim is handed out at once, and from the third on
+            // nearly every one holds due retries (one item in five is answered 503 at first).
+            let runner = Self.runner(router, store, backend, claimSize: 8)
+            try await Bounds.run(runner, router: router, until: "the job finished") {
+                try await base.job(tenant: Bounds.tenant, id: id)?.state == .finished
+            }
+
+            // Waiting for every send after a claim with retries (the twelfth session's runner):
+            // 64 of the 80 first sends ended by the timeout, on both backends.
+            let (byClaim, byTimeout) = released.withLock { ($0.byClaim, $0.byTimeout) }
+            #expect(byClaim + byTimeout == count)
+            #expect(byTimeout <= count / 8, "first sends that ended only by the timeout: \(byTimeout) of \(count)")
+            let sends = transport.byID
+            #expect(sends.count == count)
+            #expect(
+                sends.values.filter { $0 == 2 }.count == count / 5 && sends.values.allSatisfy { $0 <= 2 },
+                "sends per item: \(Dictionary(grouping: sends.values, by: { $0 }).mapValues(\.count))")
+            #expect(try await base.progress(tenant: Bounds.tenant, job: id) == JobProgress(pending: 0, sent: count, failed: 0))
+        }
+    }
+
+    /// The tests' tenant with at-least-once delivery, retries after 1–5 ms, and a circuit that
+    /// never opens.
+    private static func retryingTenant() -> TenantConfiguration {
+        var tenant = Fixtures.tenant("acme")
+        tenant.delivery = DeliveryPolicy(
+            guarantee: .atLeastOnce, maxRetryDuration: .seconds(3600), initialBackoff: .milliseconds(1),
+            maxBackoff: .milliseconds(5), jitter: 0,
+            circuit: CircuitPolicy(failureThreshold: 1_000_000, probeInterval: .milliseconds(10), maxProbeInterval: .milliseconds(10)))
+        return tenant
+    }
+
     @Test("a due retry is not claimed again while its outcome is being written: every item is answered 200 once", arguments: StoreBackend.allCases)
     func dueRetriesAreNotClaimedTwice(_ backend: StoreBackend) async throws {
         try await backend.withStore { base in
@@ -83,12 +147,7 @@ struct JobFeedTests {
             // One item in five is answered 503 at first: claims hold a few due retries, then new items.
             let transport = Bounds.CountingTransport(delay: .milliseconds(2), failFirstOfEvery: 5)
             let router = try Fixtures.router(transports: transport, store: store, clock: SystemPushClock())
-            var tenant = Fixtures.tenant("acme")
-            tenant.delivery = DeliveryPolicy(
-                guarantee: .atLeastOnce, maxRetryDuration: .seconds(3600), initialBackoff: .milliseconds(1),
-                maxBackoff: .milliseconds(5), jitter: 0,
-                circuit: CircuitPolicy(failureThreshold: 1_000_000, probeInterval: .milliseconds(10), maxProbeInterval: .milliseconds(10)))
-            await router.install([tenant])
+            await router.install([Self.retryingTenant()])
             let id = try JobID("retries-ahead")
             let count = 300
             _ = try await store.createJob(

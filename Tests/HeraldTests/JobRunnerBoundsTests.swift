@@ -17,12 +17,20 @@ struct JobRunnerBoundsTests {
         private let sent = Mutex<[String: Int]>([:])
         private let delay: Duration
         private let failFirstOfEvery: Int?
+        private let holdFirstSends: (@Sendable (HeraldCore.Notification) async -> Void)?
 
-        /// - Parameter failFirstOfEvery: of every this many notifications (in the order of their
-        ///   first sends), the first one's first send is answered 503 ServiceUnavailable.
-        init(delay: Duration = .milliseconds(1), failFirstOfEvery: Int? = nil) {
+        /// - Parameters:
+        ///   - failFirstOfEvery: of every this many notifications (in the order of their first
+        ///     sends), the first one's first send is answered 503 ServiceUnavailable.
+        ///   - holdFirstSends: when given, a notification's first send waits for it instead of
+        ///     `delay` (later sends still take `delay`).
+        init(
+            delay: Duration = .milliseconds(1), failFirstOfEvery: Int? = nil,
+            holdFirstSends: (@Sendable (HeraldCore.Notification) async -> Void)? = nil
+        ) {
             self.delay = delay
             self.failFirstOfEvery = failFirstOfEvery
+            self.holdFirstSends = holdFirstSends
         }
 
         var total: Int { sent.withLock { $0.values.reduce(0, +) } }
@@ -34,15 +42,19 @@ struct JobRunnerBoundsTests {
         func send(_ notification: HeraldCore.Notification, environment: APNsEnvironment, deadline: ContinuousClock.Instant)
             async throws -> APNsResponse
         {
-            let fail = sent.withLock { sent -> Bool in
+            let (fail, first) = sent.withLock { sent -> (Bool, Bool) in
                 let id = notification.id?.rawValue ?? ""
                 let earlier = sent[id] ?? 0
                 sent[id] = earlier + 1
-                guard let every = failFirstOfEvery, earlier == 0 else { return false }
-                return (sent.count - 1) % every == 0
+                guard let every = failFirstOfEvery, earlier == 0 else { return (false, earlier == 0) }
+                return ((sent.count - 1) % every == 0, true)
             }
             defer { returned.withLock { $0 += 1 } }
-            try await Task.sleep(for: delay)
+            if first, let holdFirstSends {
+                await holdFirstSends(notification)
+            } else {
+                try await Task.sleep(for: delay)
+            }
             if fail { return APNsResponse(status: 503, apnsID: notification.id, reason: .serviceUnavailable) }
             return APNsResponse(status: 200, apnsID: notification.id)
         }
@@ -127,6 +139,9 @@ struct JobRunnerBoundsTests {
         /// Called at each claim with its index hint, before the claim.
         func observeClaims(_ observer: @escaping @Sendable (Int) -> Void) { claimObserver.withLock { $0 = observer } }
         private let claimObserver = Mutex<(@Sendable (Int) -> Void)?>(nil)
+        /// Called after each claim with the items it returned.
+        func observeClaimed(_ observer: @escaping @Sendable ([JobItem]) -> Void) { claimedObserver.withLock { $0 = observer } }
+        private let claimedObserver = Mutex<(@Sendable ([JobItem]) -> Void)?>(nil)
         /// Off: the store says it may ignore the hint (as a store without one would).
         func claimStrictly(_ strict: Bool) { strictClaims.withLock { $0 = strict } }
         private let strictClaims = Mutex(true)
@@ -136,9 +151,11 @@ struct JobRunnerBoundsTests {
             tenant: TenantID, job: JobID, limit: Int, claimant: String, now: Date, leaseUntil: Date, fromIndex: Int
         ) async throws -> [JobItem] {
             claimObserver.withLock { $0 }?(fromIndex)
-            return try await base.claimPendingItems(
+            let items = try await base.claimPendingItems(
                 tenant: tenant, job: job, limit: limit, claimant: claimant, now: now, leaseUntil: leaseUntil,
                 fromIndex: fromIndex)
+            claimedObserver.withLock { $0 }?(items)
+            return items
         }
         func releaseLeases(tenant: TenantID, job: JobID, claimantBase: String, keeping: String) async throws -> Int {
             try await base.releaseLeases(tenant: tenant, job: job, claimantBase: claimantBase, keeping: keeping)

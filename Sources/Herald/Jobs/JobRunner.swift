@@ -398,14 +398,16 @@ public final class JobRunner: Sendable {
     /// The job's feeder: claims its pending items one claim at a time into `feed`. The next claim
     /// is made as soon as every item of the last one is handed out, while the last of them are
     /// still on the wire (their indexes lie below the claim's hint, and the store never returns a
-    /// pending item below it: ``PushStore/claimsFromIndexStrictly``) — except after a claim that
-    /// held a due retry, or when the store may ignore the hint: then, and when a claim finds
-    /// nothing, it first waits until every taken item is handed back and its change written, so
-    /// that the claim sees every outcome and next attempt.
+    /// pending item below it: ``PushStore/claimsFromIndexStrictly``) — once the due retries of
+    /// the last claim have their changes committed. When the store may ignore the hint, and when
+    /// a claim finds nothing, it first waits until every taken item is handed back and its change
+    /// written, so that the claim sees every outcome and next attempt.
     ///
-    /// A due retry is claimed whatever its index, and it stays a due retry in the store until its
-    /// new outcome or next attempt is committed: handed back is not enough (a claim made between
-    /// the two would send it again).
+    /// A due retry is claimed whatever its index (and whoever of this runner holds it), and it
+    /// stays a due retry in the store until its new outcome or next attempt is committed: handed
+    /// back is not enough (a claim made between the two would send it again). The claim's new
+    /// items need no wait: one answered with a next attempt becomes a due retry only when that
+    /// change is committed, after its send ended.
     private func feedClaims(of job: Job, into feed: JobFeed, outcomes: OutcomeGroups, logger: Logger) async -> FeedEnd {
         let clock = router.configuration.clock
         let claimant = configuration.claimantName
@@ -417,14 +419,16 @@ public final class JobRunner: Sendable {
         var fromIndex = 0
         // True when no item is taken and every change is written (a claim sees every outcome).
         var settled = true
-        // True when the last claim held a due retry: the next claim waits until it is settled.
-        var claimedRetries = false
         while !isStopping {
             if !settled {
                 guard await feed.waitUntilHandedOut() else { return .stopped }
-                if !store.claimsFromIndexStrictly || claimedRetries {
+                if !store.claimsFromIndexStrictly {
                     guard await Self.settle(feed, outcomes) else { return .stopped }
                     settled = true
+                } else {
+                    // The last claim's due retries (watched) are due retries in the store until
+                    // their changes are committed: the next claim would return them again.
+                    guard await outcomes.waitUntilWatchedDurable() else { return .stopped }
                 }
             }
             let now = clock.date
@@ -449,16 +453,18 @@ public final class JobRunner: Sendable {
                 if await waitForDueRetries(job, logger: logger) { continue }
                 return .done
             }
-            claimedRetries = false
-            for item in claimed {
-                if item.state == .pending { fromIndex = max(fromIndex, item.index + 1) } else { claimedRetries = true }
-            }
+            for item in claimed where !Self.isDueRetry(item) { fromIndex = max(fromIndex, item.index + 1) }
+            outcomes.watch(claimed.lazy.filter(Self.isDueRetry).count)
             adjust { $0.claimedItemsHeld += claimed.count } peak: { $0.peakClaimedItemsHeld = max($0.peakClaimedItemsHeld, $0.claimedItemsHeld) }
             feed.refill(claimed)
             settled = false
         }
         return .stopped
     }
+
+    /// A claimed item that is not new: a due retry (or an item taken back from another lease
+    /// with a next attempt), claimed whatever its index.
+    private static func isDueRetry(_ item: JobItem) -> Bool { item.state != .pending }
 
     /// Waits until the send tasks handed back every item they took and the writer wrote every
     /// change. False when the feed stopped or a write failed.
@@ -476,6 +482,8 @@ public final class JobRunner: Sendable {
         adjust { $0.sendTasks += 1 } peak: { $0.peakSendTasks = max($0.peakSendTasks, $0.sendTasks) }
         defer { adjust { $0.sendTasks -= 1 } peak: { _ in } }
         while let item = await feed.next() {
+            // The feeder waits for a due retry's change to be committed before it claims again.
+            let retry = Self.isDueRetry(item)
             defer {
                 feed.handBack()
                 adjust { $0.claimedItemsHeld -= 1 } peak: { _ in }
@@ -488,13 +496,13 @@ public final class JobRunner: Sendable {
             guard !isStopping else {
                 feed.stop(.stopping)
                 pool.release()
-                outcomes.cancel()
+                outcomes.cancel(watched: retry)
                 return
             }
             // Stopped meanwhile (a failed write, a paused tenant): the item stays pending.
             guard feed.stopReason == nil else {
                 pool.release()
-                outcomes.cancel()
+                outcomes.cancel(watched: retry)
                 return
             }
             adjust { $0.itemsInFlight += 1 } peak: { $0.peakItemsInFlight = max($0.peakItemsInFlight, $0.itemsInFlight) }
@@ -503,15 +511,15 @@ public final class JobRunner: Sendable {
             pool.release()
             switch step {
             case .write(let change):
-                outcomes.add(change)
+                outcomes.add(change, watched: retry)
             case .notOurs:
-                outcomes.cancel()
+                outcomes.cancel(watched: retry)
             case .leftPending:
-                outcomes.cancel()
+                outcomes.cancel(watched: retry)
                 feed.stop(.stopping)
                 return
             case .pause:
-                outcomes.cancel()
+                outcomes.cancel(watched: retry)
                 feed.stop(.pause)
                 return
             }

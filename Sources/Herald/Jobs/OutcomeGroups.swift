@@ -18,6 +18,8 @@ import Synchronization
 final class OutcomeGroups: Sendable {
     private struct State {
         var waiting: [JobItemChange] = []
+        /// Of `waiting`, which are changes of watched items (``add(_:watched:)``).
+        var waitingWatched: [Bool] = []
         /// Items taken (a slot reserved) whose change is not committed yet.
         var undurable = 0
         /// Set when every send task ended: the writer writes what is left and returns.
@@ -28,6 +30,23 @@ final class OutcomeGroups: Sendable {
         var slotWaiters: [CheckedContinuation<Bool, Never>] = []
         /// Waiting for every taken item's change to be committed (``waitUntilDurable()``).
         var durableWaiters: [CheckedContinuation<Bool, Never>] = []
+        /// Watched items (``watch(_:)``) whose change is not committed yet and that were not
+        /// given up.
+        var watched = 0
+        /// Waiting for the watched items (``waitUntilWatchedDurable()``).
+        var watchWaiters: [CheckedContinuation<Bool, Never>] = []
+
+        /// `count` watched items' changes are committed, or they were not sent: the
+        /// watch-waiters wake once none is left.
+        mutating func unwatch(_ count: Int, into wakes: inout Wakes) {
+            guard count > 0 else { return }
+            watched -= count
+            if watched <= 0 {
+                watched = 0
+                for waiter in watchWaiters { wakes.add(waiter, true) }
+                watchWaiters.removeAll()
+            }
+        }
 
         /// `count` reserved slots are free again (their changes committed, or their items not
         /// sent): hands them to the slot waiters, longest first, and wakes the durable-waiters
@@ -50,9 +69,10 @@ final class OutcomeGroups: Sendable {
         mutating func fail() -> Wakes {
             failed = true
             var wakes = Wakes()
-            for waiter in slotWaiters + durableWaiters { wakes.add(waiter, false) }
+            for waiter in slotWaiters + durableWaiters + watchWaiters { wakes.add(waiter, false) }
             slotWaiters.removeAll()
             durableWaiters.removeAll()
+            watchWaiters.removeAll()
             return wakes
         }
     }
@@ -83,7 +103,7 @@ final class OutcomeGroups: Sendable {
     }
 
     /// Reserves a slot for one item about to be taken: waits while ``limit`` items are taken and
-    /// not durable. Every `true` must be matched by one ``add(_:)`` or ``cancel()``.
+    /// not durable. Every `true` must be matched by one ``add(_:watched:)`` or ``cancel(watched:)``.
     /// - Returns: false when a write failed (take nothing more).
     nonisolated(nonsending) func reserve() async -> Bool {
         let now = state.withLock { state -> Bool? in
@@ -107,9 +127,42 @@ final class OutcomeGroups: Sendable {
         }
     }
 
-    /// A reserved slot whose item was not sent (none left, stopped, not ours): frees it.
-    func cancel() {
-        state.withLock { $0.release(1, limit: limit) }.resume()
+    /// A reserved slot whose item was not sent (stopped, not ours): frees it; a watched item
+    /// (`watched`) is no longer waited for.
+    func cancel(watched: Bool) {
+        state.withLock { state -> Wakes in
+            var wakes = state.release(1, limit: limit)
+            state.unwatch(watched ? 1 : 0, into: &wakes)
+            return wakes
+        }.resume()
+    }
+
+    /// Watches `count` more items, about to be handed out: ``waitUntilWatchedDurable()`` waits
+    /// until each one's change, added with `watched: true`, is committed, or it was given up
+    /// (``cancel(watched:)`` with `true`). The feeder watches the due retries of a claim: the
+    /// store holds such an item as a due retry until its change is committed, so a claim made
+    /// before that would return it again.
+    ///
+    /// The watch is a count, not a set of indexes: the same item's earlier change (the next
+    /// attempt that made it a due retry) may be committed after the claim returned it, and must
+    /// not end the wait.
+    func watch(_ count: Int) {
+        guard count > 0 else { return }
+        state.withLock { $0.watched += count }
+    }
+
+    /// Waits until every watched item's change is committed or the item was given up.
+    /// - Returns: false when a write failed.
+    func waitUntilWatchedDurable() async -> Bool {
+        await withCheckedContinuation { (continuation: CheckedContinuation<Bool, Never>) in
+            let now = state.withLock { state -> Bool? in
+                if state.failed { return false }
+                if state.watched == 0 { return true }
+                state.watchWaiters.append(continuation)
+                return nil
+            }
+            if let now { continuation.resume(returning: now) }
+        }
     }
 
     /// Waits until the change of every item taken so far is committed (nothing reserved is left
@@ -127,10 +180,12 @@ final class OutcomeGroups: Sendable {
         }
     }
 
-    /// The change of an item taken under a reserved slot: the writer writes it with the next group.
-    func add(_ change: JobItemChange) {
+    /// The change of an item taken under a reserved slot: the writer writes it with the next
+    /// group. `watched`: the item is one of those watched (``watch(_:)``).
+    func add(_ change: JobItemChange, watched: Bool) {
         let writer = state.withLock { state -> CheckedContinuation<Void, Never>? in
             state.waiting.append(change)
+            state.waitingWatched.append(watched)
             defer { state.writer = nil }
             return state.writer
         }
@@ -154,7 +209,7 @@ final class OutcomeGroups: Sendable {
     /// - Returns: the first write error, if any.
     func runWriter(_ write: @Sendable ([JobItemChange]) async throws -> Void) async -> (any Error)? {
         var firstError: (any Error)? = nil
-        while let group = await nextGroup() {
+        while let (group, watched) = await nextGroup() {
             // After a failed write nothing more is written: the job pauses, and what its items
             // became is decided again when it resumes (as for the failed group).
             if firstError == nil {
@@ -165,16 +220,22 @@ final class OutcomeGroups: Sendable {
                     state.withLock { $0.fail() }.resume()
                 }
             }
-            state.withLock { $0.release(group.count, limit: limit) }.resume()
+            let written = firstError == nil
+            state.withLock { state -> Wakes in
+                var wakes = state.release(group.count, limit: limit)
+                if written { state.unwatch(watched, into: &wakes) }
+                return wakes
+            }.resume()
         }
         return firstError
     }
 
-    /// The next group to write, waiting for one; nil once closed and drained.
-    private func nextGroup() async -> [JobItemChange]? {
+    /// The next group to write, with how many of its changes are of watched items, waiting for
+    /// one; nil once closed and drained.
+    private func nextGroup() async -> ([JobItemChange], watched: Int)? {
         while true {
             enum Next {
-                case group([JobItemChange])
+                case group([JobItemChange], Int)
                 case done
                 case wait
             }
@@ -182,13 +243,15 @@ final class OutcomeGroups: Sendable {
                 if !state.waiting.isEmpty {
                     let count = min(groupSize, state.waiting.count)
                     let group = Array(state.waiting.prefix(count))
+                    let watched = state.waitingWatched.prefix(count).lazy.filter { $0 }.count
                     state.waiting.removeFirst(count)
-                    return .group(group)
+                    state.waitingWatched.removeFirst(count)
+                    return .group(group, watched)
                 }
                 return state.closed ? .done : .wait
             }
             switch next {
-            case .group(let group): return group
+            case .group(let group, let watched): return (group, watched)
             case .done: return nil
             case .wait:
                 await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
