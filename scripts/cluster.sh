@@ -7,6 +7,7 @@
 #   scripts/cluster.sh                     # 3 instances; prints their URLs, runs until Ctrl-C
 #   INSTANCES=2 SKIP_BUILD=1 scripts/cluster.sh
 #   CLAIM_SIZE=2000 JOB_CONCURRENCY=100 POOL_SIZE=10 ...   # the instances' jobs.claim_size (default 500) and more
+#   FRACTION_503=0.05 ...                  # the sandbox answers that share of requests 503 (its faults.fraction_503)
 #   HERALD=.build/debug/herald SKIP_BUILD=1 scripts/cluster.sh
 #
 # Sourced (`source scripts/cluster.sh`), it only defines cluster_start / cluster_stop; cluster_start
@@ -49,6 +50,7 @@ cluster_start() {
     CLUSTER_SANDBOX_PORT=$(free_port)
     sed -e "s#^  port: 2197#  port: $CLUSTER_SANDBOX_PORT#" -e "s#: sandbox/#: $ROOT/config/sandbox/#" \
         -e "s#^  token_update_scope: connection#  token_update_scope: strict#" \
+        -e "s#^  fraction_503: 0.0 #  fraction_503: ${FRACTION_503:-0.0} #" \
         "$ROOT/config/sandbox.yaml" > "$dir/config/sandbox.yaml"
     grep -q "token_update_scope: strict" "$dir/config/sandbox.yaml" || { echo "cannot set the strict rule" >&2; return 1; }
     local record=()

@@ -462,8 +462,8 @@ public final class JobRunner: Sendable {
         return .stopped
     }
 
-    /// A claimed item that is not new: a due retry (or an item taken back from another lease
-    /// with a next attempt), claimed whatever its index.
+    /// A claimed item that is not new: a due retry (`retrying`), which a claim returns whatever
+    /// its index (a new item is `pending`).
     private static func isDueRetry(_ item: JobItem) -> Bool { item.state != .pending }
 
     /// Waits until the send tasks handed back every item they took and the writer wrote every
