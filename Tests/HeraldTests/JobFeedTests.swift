@@ -99,12 +99,8 @@ struct JobFeedTests {
                 let byClaim = claims.withLock { $0.begun } > claimedBy
                 released.withLock { byClaim ? ($0.byClaim += 1) : ($0.byTimeout += 1) }
             }
-            let router = try Fixtures.router(transports: transport, store: store, clock: SystemPushClock())
-            await router.install([Self.retryingTenant()])
-            let id = try JobID("retries-claim-ahead")
             let count = 80
-            _ = try await store.createJob(
-                tenant: Bounds.tenant, id: id, environment: nil, notifications: Bounds.notes(count, seed: 7), createdAt: Date())
+            let (router, id) = try await Self.retryingJob("retries-claim-ahead", count: count, seed: 7, store, transport)
             // Claims of 8 for 8 send tasks: every claim is handed out at once, and from the third on
             // nearly every one holds due retries (one item in five is answered 503 at first).
             let runner = Self.runner(router, store, backend, claimSize: 8)
@@ -126,15 +122,22 @@ struct JobFeedTests {
         }
     }
 
-    /// The tests' tenant with at-least-once delivery, retries after 1–5 ms, and a circuit that
-    /// never opens.
-    private static func retryingTenant() -> TenantConfiguration {
+    /// A router over `transport` with the tests' tenant on at-least-once delivery, retries after
+    /// 1–5 ms and a circuit that never opens, and a stored job of `count` items for it.
+    private static func retryingJob(
+        _ name: String, count: Int, seed: UInt8, _ store: any PushStore, _ transport: Bounds.CountingTransport
+    ) async throws -> (Router, JobID) {
         var tenant = Fixtures.tenant("acme")
         tenant.delivery = DeliveryPolicy(
             guarantee: .atLeastOnce, maxRetryDuration: .seconds(3600), initialBackoff: .milliseconds(1),
             maxBackoff: .milliseconds(5), jitter: 0,
             circuit: CircuitPolicy(failureThreshold: 1_000_000, probeInterval: .milliseconds(10), maxProbeInterval: .milliseconds(10)))
-        return tenant
+        let router = try Fixtures.router(transports: transport, store: store, clock: SystemPushClock())
+        await router.install([tenant])
+        let id = try JobID(name)
+        _ = try await store.createJob(
+            tenant: Bounds.tenant, id: id, environment: nil, notifications: Bounds.notes(count, seed: seed), createdAt: Date())
+        return (router, id)
     }
 
     @Test("a due retry is not claimed again while its outcome is being written: every item is answered 200 once", arguments: StoreBackend.allCases)
@@ -146,12 +149,8 @@ struct JobFeedTests {
             store.slowRecords(.milliseconds(30))
             // One item in five is answered 503 at first: claims hold a few due retries, then new items.
             let transport = Bounds.CountingTransport(delay: .milliseconds(2), failFirstOfEvery: 5)
-            let router = try Fixtures.router(transports: transport, store: store, clock: SystemPushClock())
-            await router.install([Self.retryingTenant()])
-            let id = try JobID("retries-ahead")
             let count = 300
-            _ = try await store.createJob(
-                tenant: Bounds.tenant, id: id, environment: nil, notifications: Bounds.notes(count, seed: 5), createdAt: Date())
+            let (router, id) = try await Self.retryingJob("retries-ahead", count: count, seed: 5, store, transport)
             let runner = Self.runner(router, store, backend)
             try await Bounds.run(runner, router: router, until: "the job finished") {
                 try await base.job(tenant: Bounds.tenant, id: id)?.state == .finished

@@ -154,26 +154,26 @@ final class OutcomeGroups: Sendable {
     /// Waits until every watched item's change is committed or the item was given up.
     /// - Returns: false when a write failed.
     func waitUntilWatchedDurable() async -> Bool {
-        await withCheckedContinuation { (continuation: CheckedContinuation<Bool, Never>) in
-            let now = state.withLock { state -> Bool? in
-                if state.failed { return false }
-                if state.watched == 0 { return true }
-                state.watchWaiters.append(continuation)
-                return nil
-            }
-            if let now { continuation.resume(returning: now) }
-        }
+        await wait(until: { $0.watched == 0 }, joining: \.watchWaiters)
     }
 
     /// Waits until the change of every item taken so far is committed (nothing reserved is left
     /// undurable), so that a claim made now sees every outcome and next attempt.
     /// - Returns: false when a write failed.
     func waitUntilDurable() async -> Bool {
+        await wait(until: { $0.undurable == 0 }, joining: \.durableWaiters)
+    }
+
+    /// Waits until `done` holds (true) or a write failed (false); the waiters in `waiters` are
+    /// woken by whoever makes `done` hold.
+    private func wait(
+        until done: (State) -> Bool, joining waiters: WritableKeyPath<State, [CheckedContinuation<Bool, Never>]>
+    ) async -> Bool {
         await withCheckedContinuation { (continuation: CheckedContinuation<Bool, Never>) in
             let now = state.withLock { state -> Bool? in
                 if state.failed { return false }
-                if state.undurable == 0 { return true }
-                state.durableWaiters.append(continuation)
+                if done(state) { return true }
+                state[keyPath: waiters].append(continuation)
                 return nil
             }
             if let now { continuation.resume(returning: now) }
