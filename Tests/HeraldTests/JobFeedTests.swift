@@ -25,39 +25,54 @@ struct JobFeedTests {
     }
 
     /// Runs one job of `count` items through a runner with small claims and returns, for each
-    /// claim after the first, how many of the items claimed before it had no finished send yet,
-    /// with the transport.
+    /// claim after the first, how many of the items claimed before it had no finished send yet
+    /// and how many the runner held (``JobRunnerStatistics/claimedItemsHeld``: not handed out
+    /// yet, or taken by a send task and not handed back), with the transport.
     private func run(_ base: any PushStore, _ backend: StoreBackend, count: Int, strict: Bool) async throws
-        -> (unsentAtClaims: [Int], transport: Bounds.CountingTransport, progress: JobProgress?)
+        -> (unsentAtClaims: [Int], heldAtClaims: [Int], transport: Bounds.CountingTransport, progress: JobProgress?)
     {
         let store = Bounds.FlakyStore(base)
         store.claimStrictly(strict)
         // Sends slow enough that a claim made when the last item is taken finds the others under
         // way, even when the feeder's wake-up waits for a loaded machine's threads.
         let transport = Bounds.CountingTransport(delay: .milliseconds(40))
-        let seen = Mutex<[Int]>([])
+        let seen = Mutex<[(unsent: Int, held: Int)]>([])
+        let running = Mutex<JobRunner?>(nil)
         // The hint is the number of items claimed so far (no retries here).
-        store.observeClaims { fromIndex in seen.withLock { $0.append(fromIndex - transport.finished) } }
+        store.observeClaims { fromIndex in
+            let held = running.withLock { $0 }?.statistics.claimedItemsHeld ?? 0
+            seen.withLock { $0.append((fromIndex - transport.finished, held)) }
+        }
         let router = try Fixtures.router(transports: transport, store: store, clock: SystemPushClock())
         await router.install([Fixtures.tenant("acme")])
         let id = try JobID("ahead-\(strict)")
         _ = try await store.createJob(
             tenant: Bounds.tenant, id: id, environment: nil, notifications: Bounds.notes(count, seed: 3), createdAt: Date())
         let runner = Self.runner(router, store, backend)
+        running.withLock { $0 = runner }
         try await Bounds.run(runner, router: router, until: "the job finished") {
             try await base.job(tenant: Bounds.tenant, id: id)?.state == .finished
         }
-        #expect(runner.statistics.peakClaimedItemsHeld <= 40 + 8, "one claim not handed out plus one item a send task")
-        return (Array(seen.withLock { $0 }.dropFirst()), transport, try await base.progress(tenant: Bounds.tenant, job: id))
+        #expect(
+            runner.statistics.peakClaimedItemsHeld <= 40 + 8 + 8,
+            "one claim and the last claim's low-water mark (8) not handed out, plus one item a send task")
+        let atClaims = seen.withLock { $0 }.dropFirst()
+        return (
+            atClaims.map(\.unsent), atClaims.map(\.held), transport, try await base.progress(tenant: Bounds.tenant, job: id)
+        )
     }
 
     @Test("the next claim is made while the last claim's items are on the wire; every item is sent once", arguments: StoreBackend.allCases)
     func claimsWhileSending(_ backend: StoreBackend) async throws {
         try await backend.withStore { base in
-            let (atClaims, transport, progress) = try await run(base, backend, count: 400, strict: true)
+            let (atClaims, held, transport, progress) = try await run(base, backend, count: 400, strict: true)
             #expect(atClaims.count >= 9, "ten claims of 40 at least: \(atClaims)")
             // With the old barrier every earlier item's send had ended at each claim.
             #expect(atClaims.filter { $0 > 0 }.count >= 5, "claims made before the earlier items' sends ended: \(atClaims)")
+            // The next claim is made while up to 8 (the send tasks) of the last are left to hand
+            // out: the runner holds those and the 8 its send tasks took. A feeder that waited
+            // until every item was handed out holds 8 at most (one a send task) at each claim.
+            #expect(held.filter { $0 > 8 }.count * 2 >= held.count, "claims made before the earlier items were all handed out: \(held)")
             #expect(transport.total == 400)
             #expect(transport.byID.count == 400 && transport.byID.values.allSatisfy { $0 == 1 })
             #expect(progress == JobProgress(pending: 0, sent: 400, failed: 0))
@@ -67,7 +82,7 @@ struct JobFeedTests {
     @Test("with a store that may ignore the index hint, a claim waits until no item is on the wire", arguments: StoreBackend.allCases)
     func waitsWithALooseStore(_ backend: StoreBackend) async throws {
         try await backend.withStore { base in
-            let (atClaims, transport, progress) = try await run(base, backend, count: 200, strict: false)
+            let (atClaims, _, transport, progress) = try await run(base, backend, count: 200, strict: false)
             #expect(atClaims.count >= 5)
             #expect(atClaims.allSatisfy { $0 == 0 }, "earlier items without a finished send at the claims: \(atClaims)")
             #expect(transport.total == 200 && transport.byID.values.allSatisfy { $0 == 1 })

@@ -2,12 +2,12 @@ import HeraldStore
 import Synchronization
 
 /// The claimed items of one job being worked on, handed out one at a time to the job's send
-/// tasks. The job's feeder (``JobRunner``) refills it with the next claim once every item of the
-/// last claim is handed out, while the last of them are still on the wire: the sends do not stop
-/// at each claim's end to wait for the claim that follows.
+/// tasks. The job's feeder (``JobRunner``) adds the next claim once few of the last claim's items
+/// are left to hand out (``waitUntilRemaining(atMost:)``), while the others are on the wire: the
+/// sends do not stop at each claim's end to wait for the claim that follows.
 ///
-/// What it holds is bounded: at most one claim's items not handed out yet (the feeder claims again
-/// only when none is left) plus the items its send tasks took (one each). Once stopped (a failed
+/// What it holds is bounded: the items not handed out yet — at most the low-water mark the feeder
+/// waits for plus one claim — and the items its send tasks took (one each). Once stopped (a failed
 /// outcome write, a paused tenant, shutdown) it hands out nothing more: the rest stay pending in
 /// the store, leased to this runner.
 final class JobFeed: Sendable {
@@ -18,7 +18,9 @@ final class JobFeed: Sendable {
 
     /// What the feeder waits for.
     private enum Wait {
-        /// Every item handed out (time to claim the next ones), or stopped.
+        /// At most this many items left to hand out (time to claim the next ones), or stopped.
+        case remaining(Int)
+        /// Every item handed out, or stopped.
         case handedOut
         /// No item taken by a send task (every taken item handed back), or stopped.
         case idle
@@ -40,6 +42,8 @@ final class JobFeed: Sendable {
         var feeder: (wait: Wait, continuation: CheckedContinuation<Bool, Never>)?
 
         var isHandedOut: Bool { next >= items.count }
+        /// Items not handed out yet.
+        var remaining: Int { items.count - next }
 
         /// Takes the next item for a send task (counted as taken).
         mutating func take() -> JobItem? {
@@ -55,6 +59,7 @@ final class JobFeed: Sendable {
             guard let feeder else { return nil }
             let ready: Bool
             switch feeder.wait {
+            case .remaining(let most): ready = stopReason != nil || remaining <= most
             case .handedOut: ready = stopReason != nil || isHandedOut
             case .idle: ready = stopReason != nil || taken == 0
             }
@@ -136,11 +141,12 @@ final class JobFeed: Sendable {
 
     // MARK: The feeder
 
-    /// The next claim's items (the feeder calls it only once every earlier item is handed out):
-    /// the send tasks waiting get theirs at once.
+    /// The next claim's items, after those of the last claim not handed out yet: the send tasks
+    /// waiting get theirs at once.
     func refill(_ items: [JobItem]) {
         let handed = state.withLock { state -> [(CheckedContinuation<JobItem?, Never>, JobItem?)] in
-            state.items = items
+            state.items.removeFirst(state.next)
+            state.items += items
             state.next = 0
             var handed: [(CheckedContinuation<JobItem?, Never>, JobItem?)] = []
             while !state.takers.isEmpty, let item = state.take() {
@@ -166,7 +172,13 @@ final class JobFeed: Sendable {
         return left
     }
 
-    /// Waits until every item of the last claim is handed out.
+    /// Waits until at most `most` items are left to hand out.
+    /// - Returns: false when the feed stopped.
+    func waitUntilRemaining(atMost most: Int) async -> Bool {
+        await wait(for: .remaining(most))
+    }
+
+    /// Waits until every item is handed out.
     /// - Returns: false when the feed stopped.
     func waitUntilHandedOut() async -> Bool {
         await wait(for: .handedOut)

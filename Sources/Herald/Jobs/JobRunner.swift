@@ -10,8 +10,9 @@ public struct JobRunnerConfiguration: Sendable, Hashable {
     /// bounds the runner's send tasks: each job worked on has at most this many.
     public var concurrencyPerTenant: Int = 100
     /// Items claimed from the store at a time, per job. A job worked on holds at most one claim's
-    /// items not yet handed to a send task (the next claim is made only when none is left) plus
-    /// the items its send tasks took, one each.
+    /// items not yet handed to a send task plus its send tasks' count of the last claim's (the
+    /// next claim is made when no more than that are left), and the items its send tasks took,
+    /// one each.
     public var claimSize: Int = 500
     /// Outcomes of a job written to the store in one transaction, at most (a commit group). The
     /// send tasks do not wait for their outcomes to be written: a job's items sent without a
@@ -85,9 +86,9 @@ public struct JobRunnerStatistics: Sendable, Hashable {
 ///
 /// Memory and tasks are bounded by configuration, not by the store: per tenant, at most
 /// ``JobRunnerConfiguration/jobsPerTenant`` jobs are worked on, each holding at most one claim
-/// not handed out (``JobFeed``) and at most ``JobRunnerConfiguration/concurrencyPerTenant`` send
-/// tasks with one item each; the tenant's permits bound the sends on the wire for all its jobs
-/// together.
+/// and as many items as it has send tasks not handed out (``JobFeed``) and at most
+/// ``JobRunnerConfiguration/concurrencyPerTenant`` send tasks with one item each; the tenant's
+/// permits bound the sends on the wire for all its jobs together.
 ///
 /// ```swift
 /// let runner = JobRunner(router: router, store: store)
@@ -367,7 +368,7 @@ public final class JobRunner: Sendable {
                 }
                 outcomes.close()
             }
-            let end = await self.feedClaims(of: job, into: feed, outcomes: outcomes, logger: logger)
+            let end = await self.feedClaims(of: job, into: feed, outcomes: outcomes, lowWater: senders, logger: logger)
             let unsent = feed.finish()
             adjust { $0.claimedItemsHeld -= unsent } peak: { _ in }
             return end
@@ -396,19 +397,23 @@ public final class JobRunner: Sendable {
     }
 
     /// The job's feeder: claims its pending items one claim at a time into `feed`. The next claim
-    /// is made as soon as every item of the last one is handed out, while the last of them are
-    /// still on the wire (their indexes lie below the claim's hint, and the store never returns a
-    /// pending item below it: ``PushStore/claimsFromIndexStrictly``) — once the due retries of
-    /// the last claim have their changes committed. When the store may ignore the hint, and when
-    /// a claim finds nothing, it first waits until every taken item is handed back and its change
-    /// written, so that the claim sees every outcome and next attempt.
+    /// is made as soon as no more than `lowWater` items of the last one are left to hand out (the
+    /// send tasks' count: the claim is back before they run dry), while the others are on the
+    /// wire — their indexes lie below the claim's hint, and the store never returns a pending
+    /// item below it (``PushStore/claimsFromIndexStrictly``) — once the due retries of the last
+    /// claim have their changes committed (by then they were all sent, so none is left in the
+    /// feed for the claim to return again). When the store may ignore the hint, and when a claim
+    /// finds nothing, it first waits until every item is handed out and handed back and its
+    /// change written, so that the claim sees every outcome and next attempt.
     ///
     /// A due retry is claimed whatever its index (and whoever of this runner holds it), and it
     /// stays a due retry in the store until its new outcome or next attempt is committed: handed
     /// back is not enough (a claim made between the two would send it again). The claim's new
     /// items need no wait: one answered with a next attempt becomes a due retry only when that
     /// change is committed, after its send ended.
-    private func feedClaims(of job: Job, into feed: JobFeed, outcomes: OutcomeGroups, logger: Logger) async -> FeedEnd {
+    private func feedClaims(
+        of job: Job, into feed: JobFeed, outcomes: OutcomeGroups, lowWater: Int, logger: Logger
+    ) async -> FeedEnd {
         let clock = router.configuration.clock
         let claimant = configuration.claimantName
         let claimSize = max(1, configuration.claimSize)
@@ -421,11 +426,11 @@ public final class JobRunner: Sendable {
         var settled = true
         while !isStopping {
             if !settled {
-                guard await feed.waitUntilHandedOut() else { return .stopped }
                 if !store.claimsFromIndexStrictly {
                     guard await Self.settle(feed, outcomes) else { return .stopped }
                     settled = true
                 } else {
+                    guard await feed.waitUntilRemaining(atMost: lowWater) else { return .stopped }
                     // The last claim's due retries (watched) are due retries in the store until
                     // their changes are committed: the next claim would return them again.
                     guard await outcomes.waitUntilWatchedDurable() else { return .stopped }
@@ -466,10 +471,10 @@ public final class JobRunner: Sendable {
     /// its index (a new item is `pending`).
     private static func isDueRetry(_ item: JobItem) -> Bool { item.state != .pending }
 
-    /// Waits until the send tasks handed back every item they took and the writer wrote every
-    /// change. False when the feed stopped or a write failed.
+    /// Waits until every item is handed out, the send tasks handed back every item they took and
+    /// the writer wrote every change. False when the feed stopped or a write failed.
     private static func settle(_ feed: JobFeed, _ outcomes: OutcomeGroups) async -> Bool {
-        guard await feed.waitUntilIdle() else { return false }
+        guard await feed.waitUntilHandedOut(), await feed.waitUntilIdle() else { return false }
         return await outcomes.waitUntilDurable()
     }
 
