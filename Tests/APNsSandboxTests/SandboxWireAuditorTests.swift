@@ -1,4 +1,5 @@
 import Foundation
+import HeraldCore
 import NIOCore
 import NIOHPACK
 import Testing
@@ -218,5 +219,88 @@ struct SandboxWireAuditorTests {
     ] as [([UInt8], Bool)])
     func representationPrefixes(_ bytes: [UInt8], _ incremental: Bool) {
         #expect(bytes.withUnsafeBufferPointer { SandboxWireAuditor.isIncrementalIndexing($0) } == incremental)
+    }
+
+    /// A literal's value is skipped, not decoded, only when the auditor can delimit the whole
+    /// representation; the name part is kept byte for byte.
+    @Test(arguments: [
+        // Without indexing, name :path (static 4), raw value of 3.
+        ([0x04, 0x03, 0x61, 0x62, 0x63], 1, 5),
+        // Never indexed, literal name "abc", value of 2, followed by more of the block.
+        ([0x10, 0x03, 0x61, 0x62, 0x63, 0x02, 0x78, 0x79, 0x82], 5, 8),
+        // A name index past the 4-bit prefix (15 + 5 = 20), a Huffman value of 1.
+        ([0x0f, 0x05, 0x81, 0xff], 2, 4),
+        // A value length past the 7-bit prefix: 127 + 1 = 128 bytes.
+        ([0x04, 0x7f, 0x01] + [UInt8](repeating: 0x61, count: 128), 1, 131),
+    ] as [([UInt8], Int, Int)])
+    func unindexedLiteralsAreDelimited(_ bytes: [UInt8], _ nameEnd: Int, _ length: Int) {
+        let found = bytes.withUnsafeBufferPointer { SandboxWireAuditor.unindexedLiteral($0) }
+        #expect(found?.nameEnd == nameEnd)
+        #expect(found?.length == length)
+    }
+
+    @Test(arguments: [
+        [],
+        [0x82],  // indexed
+        [0x40, 0x03, 0x61, 0x62, 0x63, 0x01, 0x78],  // incremental indexing: it enters the table
+        [0x3f, 0xe1, 0x1f],  // a size update
+        [0x04, 0x00],  // an empty value: nothing to skip
+        [0x04, 0x05, 0x61, 0x62],  // value truncated
+        [0x00, 0x05, 0x61],  // literal name truncated
+        [0x04],  // no value length
+        [0x0f],  // name index cut inside its integer
+        [0x04, 0x7f, 0x80, 0x80, 0x80, 0x80, 0x01],  // a length beyond 2^28
+        [0x04, 0x7f, 0x82, 0x80, 0x04] + [UInt8](repeating: 0x61, count: 16),  // over 65,536: decoded as it came
+    ] as [[UInt8]])
+    func otherRepresentationsAreDecodedAsTheyCame(_ bytes: [UInt8]) {
+        #expect(bytes.withUnsafeBufferPointer { SandboxWireAuditor.unindexedLiteral($0) } == nil)
+    }
+
+    /// The auditor that skips unindexed values against one that decodes every value, on random
+    /// connections from NIOHPACK's encoder (another encoder than the sandbox's): every kind of
+    /// representation, Huffman or raw, names of every length the rules look at, values past
+    /// the 7-bit prefix. Same findings, same table, both tracking, under any split of the reads.
+    @Test(arguments: [UInt64(1), 2, 3, 4, 5, 6, 7, 8])
+    func skippingUnindexedValuesChangesNothingFound(seed: UInt64) throws {
+        var random = SplitMix64(seed: seed)
+        var encoder = HPACKEncoder(allocator: ByteBufferAllocator(), useHuffmanEncoding: random.next() % 2 == 0)
+        let names = [
+            ":path", "authorization", "apns-id", "apns-expiration", "apns-collapse-id", "apns-topic", "apns-priority",
+            "apns-push-type", ":method", "x-custom", "x-five", "a-name-of-sixteen", "content-length",
+        ]
+        let indexings: [HPACKIndexing] = [.indexable, .nonIndexable, .neverIndexed]
+        let alphabet = Array("abcdef0123456789-_.ABCXYZ~")
+        var bytes = Self.preface
+        for stream in 0..<120 {
+            var fields: [(String, String, HPACKIndexing)] = []
+            for _ in 0..<(1 + Int(random.next() % 8)) {
+                let name = names[Int(random.next() % UInt64(names.count))]
+                let length = [0, 1, 5, 36, 64, 126, 127, 128, 300][Int(random.next() % 9)]
+                let value = String((0..<length).map { _ in alphabet[Int(random.next() % UInt64(alphabet.count))] })
+                // Values repeat now and then, so that indexed fields refer back to the table.
+                fields.append((name, random.next() % 4 == 0 ? "repeated" : value, indexings[Int(random.next() % 3)]))
+            }
+            let block = try Self.block(&encoder, fields)
+            bytes += Self.frame(type: 1, flags: 0x5, stream: UInt32(2 * stream + 1), payload: block)
+        }
+        for size in [bytes.count, 1 + Int(random.next() % 50)] {
+            let skipping = SandboxWireAuditor()
+            let decoding = SandboxWireAuditor(skipsUnindexedValues: false)
+            var offset = 0
+            var found: ([SandboxWireAuditor.Finding], [SandboxWireAuditor.Finding]) = ([], [])
+            while offset < bytes.count {
+                let end = min(bytes.count, offset + size)
+                skipping.scan(ByteBuffer(bytes: bytes[offset..<end]))
+                decoding.scan(ByteBuffer(bytes: bytes[offset..<end]))
+                found.0 += skipping.takeFindings()
+                found.1 += decoding.takeFindings()
+                #expect(skipping.decoderTable == decoding.decoderTable, "seed \(seed), reads of \(size), at \(end)")
+                offset = end
+            }
+            #expect(found.0 == found.1, "seed \(seed), reads of \(size)")
+            #expect(!found.0.isEmpty, "seed \(seed): the random blocks break some rule")
+            #expect(skipping.isTracking && decoding.isTracking)
+            #expect(skipping.decoderTable.entries > 61, "seed \(seed): something entered the table")
+        }
     }
 }

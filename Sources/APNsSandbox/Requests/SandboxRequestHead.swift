@@ -237,22 +237,27 @@ enum SandboxRules {
     }
 
     /// A UUID in the 8-4-4-4-12 form (either case, as APNs accepts it).
+    /// (A loop over the contiguous bytes: `utf8.enumerated()` ran as an unspecialized generic
+    /// iterator, 5% of the sandbox's CPU under load.)
     static func isCanonicalUUID(_ value: String) -> Bool {
-        let utf8 = value.utf8
-        guard utf8.count == 36 else { return false }
-        for (i, byte) in utf8.enumerated() {
-            if i == 8 || i == 13 || i == 18 || i == 23 {
-                guard byte == UInt8(ascii: "-") else { return false }
-                continue
+        var value = value
+        return value.withUTF8 { bytes in
+            guard bytes.count == 36 else { return false }
+            for i in 0..<36 {
+                let byte = bytes[i]
+                if i == 8 || i == 13 || i == 18 || i == 23 {
+                    guard byte == UInt8(ascii: "-") else { return false }
+                    continue
+                }
+                switch byte {
+                case UInt8(ascii: "0")...UInt8(ascii: "9"), UInt8(ascii: "a")...UInt8(ascii: "f"),
+                    UInt8(ascii: "A")...UInt8(ascii: "F"):
+                    continue
+                default: return false
+                }
             }
-            switch byte {
-            case UInt8(ascii: "0")...UInt8(ascii: "9"), UInt8(ascii: "a")...UInt8(ascii: "f"),
-                UInt8(ascii: "A")...UInt8(ascii: "F"):
-                continue
-            default: return false
-            }
+            return true
         }
-        return true
     }
 
     /// A non-negative integer of UNIX seconds that fits 32 bits (as `Expiration` reads it).

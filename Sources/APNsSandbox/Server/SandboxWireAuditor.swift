@@ -78,7 +78,14 @@ final class SandboxWireAuditor {
     /// Open streams followed at most (the engine allows fewer).
     static let maximumTrackedStreams = 100_000
 
-    init() {
+    /// True (the default): the value of a literal that never enters the table is not decoded
+    /// (``unindexedLiteral(_:)``); false decodes every value (the tests compare the two).
+    let skipsUnindexedValues: Bool
+    /// A representation with its value emptied, handed to the decoder in place of the original.
+    private var shortened: [UInt8] = []
+
+    init(skipsUnindexedValues: Bool = true) {
+        self.skipsUnindexedValues = skipsUnindexedValues
         var created: OpaquePointer?
         if nghttp2_hd_inflate_new(&created) == 0 {
             inflater = created
@@ -286,6 +293,12 @@ final class SandboxWireAuditor {
         }
     }
 
+    /// The decoder's table now: entries (the 61 static ones included) and dynamic size in bytes.
+    var decoderTable: (entries: Int, bytes: Int) {
+        guard let inflater else { return (0, 0) }
+        return (nghttp2_hd_inflate_get_num_table_entries(inflater), nghttp2_hd_inflate_get_dynamic_table_size(inflater))
+    }
+
     /// The decoder's table, as far as telling an addition apart: entry count, size in bytes and
     /// the newest entry's storage.
     private struct TableState: Equatable {
@@ -338,55 +351,131 @@ final class SandboxWireAuditor {
 
     /// Decodes the block field by field; returns true when it was table-neutral (no size update,
     /// no literal with incremental indexing, the table's entry count and size unchanged).
+    ///
+    /// A literal without indexing or never indexed (RFC 7541 §6.2.2, §6.2.3) leaves the table
+    /// as it is, and the rules need only its name: the decoder is given that representation
+    /// with its value emptied (``unindexedLiteral(_:)``), so the provider token, `:path` and
+    /// `apns-id` a client sends as such literals with every request are not Huffman-decoded a
+    /// second time (the engine's session decodes them too). The table, the names and the
+    /// findings are those of decoding the original; anything the shortcut cannot delimit is
+    /// decoded as it came.
     private func decodeBlockFully(_ raw: UnsafeRawBufferPointer) -> Bool {
         guard let inflater else { return false }
-        do {
-            let input = raw.assumingMemoryBound(to: UInt8.self)
-            guard let base = input.baseAddress, !input.isEmpty else {
-                // An empty block decodes to nothing; still end it.
-                nghttp2_hd_inflate_end_headers(inflater)
-                return true
+        let input = raw.assumingMemoryBound(to: UInt8.self)
+        guard let base = input.baseAddress, !input.isEmpty else {
+            // An empty block decodes to nothing; still end it.
+            nghttp2_hd_inflate_end_headers(inflater)
+            return true
+        }
+        let atStart = tableState(inflater)
+        var neutral = true
+        var offset = 0
+        while true {
+            let rest = UnsafeBufferPointer(rebasing: input[offset...])
+            let step: (consumed: Int, flags: Int32)?
+            if skipsUnindexedValues, let literal = Self.unindexedLiteral(rest) {
+                shortened.removeAll(keepingCapacity: true)
+                shortened.append(contentsOf: rest[..<literal.nameEnd])
+                shortened.append(0)  // an empty value, not Huffman-coded
+                step = shortened.withUnsafeBufferPointer { bytes -> (consumed: Int, flags: Int32)? in
+                    guard let start = bytes.baseAddress else { return nil }
+                    // Not the block's end (in_final 0): the next call goes on after the original.
+                    let result = decodeField(inflater, start, bytes.count, final: false, table: &neutral)
+                    guard let result, result.consumed == bytes.count else { return nil }
+                    return (literal.length, result.flags)
+                }
+            } else {
+                step = decodeField(inflater, base + offset, input.count - offset, final: true, table: &neutral)
             }
-            let atStart = tableState(inflater)
-            var neutral = true
-            var offset = 0
-            while true {
-                let before = tableState(inflater)
-                var field = nghttp2_nv()
-                var flags: Int32 = 0
-                let consumed = nghttp2_hd_inflate_hd2(inflater, &field, &flags, base + offset, input.count - offset, 1)
-                if consumed < 0 {
-                    isTracking = false
-                    return false
-                }
-                let start = offset
-                offset += consumed
-                let effect = Self.tableEffect(UnsafeBufferPointer(rebasing: input[start..<offset]))
-                if effect.sizeUpdate || effect.incremental { neutral = false }
-                if flags & Int32(NGHTTP2_HD_INFLATE_EMIT.rawValue) != 0,
-                    HPACKAudit.mayConcern(nameLength: field.namelen)
-                {
-                    let name = UnsafeRawBufferPointer(start: field.name, count: field.namelen)
-                    let value = UnsafeRawBufferPointer(start: field.value, count: field.valuelen)
-                    let changed = tableState(inflater) != before
-                    let entered = (changed && newestEntryIs(inflater, name: name, value: value)) || effect.incremental
-                    rules.observe(name: name, entered: entered)
-                    if rules.hasViolations {
-                        for text in rules.take() { findings.append(.hpack(streamID: blockStreamID, text: text)) }
-                    }
-                }
-                if flags & Int32(NGHTTP2_HD_INFLATE_FINAL.rawValue) != 0 {
-                    nghttp2_hd_inflate_end_headers(inflater)
-                    return neutral && tableState(inflater).count == atStart.count
-                        && tableState(inflater).size == atStart.size
-                }
-                if consumed == 0, flags & Int32(NGHTTP2_HD_INFLATE_EMIT.rawValue) == 0 {
-                    // No progress on a final block: malformed; nghttp2's session refuses it too.
-                    isTracking = false
-                    return false
-                }
+            guard let step else {
+                isTracking = false
+                return false
+            }
+            offset += step.consumed
+            if step.flags & Int32(NGHTTP2_HD_INFLATE_FINAL.rawValue) != 0 {
+                nghttp2_hd_inflate_end_headers(inflater)
+                return neutral && tableState(inflater).count == atStart.count
+                    && tableState(inflater).size == atStart.size
+            }
+            if step.consumed == 0, step.flags & Int32(NGHTTP2_HD_INFLATE_EMIT.rawValue) == 0 {
+                // No progress on a final block: malformed; nghttp2's session refuses it too.
+                isTracking = false
+                return false
             }
         }
+    }
+
+    /// Decodes the next field of `count` bytes at `start` and shows it to the rules; clears
+    /// `neutral` when the representation may change the table. Nil when the decoder failed.
+    /// The decoded field's name and value live in the decoder's buffers until its next call.
+    private func decodeField(
+        _ inflater: OpaquePointer, _ start: UnsafePointer<UInt8>, _ count: Int, final: Bool, table neutral: inout Bool
+    ) -> (consumed: Int, flags: Int32)? {
+        let before = tableState(inflater)
+        var field = nghttp2_nv()
+        var flags: Int32 = 0
+        let consumed = nghttp2_hd_inflate_hd2(inflater, &field, &flags, start, count, final ? 1 : 0)
+        guard consumed >= 0, consumed <= count else { return nil }
+        let effect = Self.tableEffect(UnsafeBufferPointer(start: start, count: consumed))
+        if effect.sizeUpdate || effect.incremental { neutral = false }
+        if flags & Int32(NGHTTP2_HD_INFLATE_EMIT.rawValue) != 0, HPACKAudit.mayConcern(nameLength: field.namelen) {
+            let name = UnsafeRawBufferPointer(start: field.name, count: field.namelen)
+            let value = UnsafeRawBufferPointer(start: field.value, count: field.valuelen)
+            let changed = tableState(inflater) != before
+            let entered = (changed && newestEntryIs(inflater, name: name, value: value)) || effect.incremental
+            rules.observe(name: name, entered: entered)
+            if rules.hasViolations {
+                for text in rules.take() { findings.append(.hpack(streamID: blockStreamID, text: text)) }
+            }
+        }
+        return (consumed, flags)
+    }
+
+    /// The longest value the shortcut skips: nghttp2's decoder refuses a longer one
+    /// (`NGHTTP2_HD_MAX_NV`), so such a representation is decoded as it came, and fails there.
+    static let maximumSkippedValue = 65_536
+
+    /// When `bytes` begins with a whole literal without indexing or never indexed (RFC 7541
+    /// §6.2.2, §6.2.3: first byte `0000xxxx` or `0001xxxx`) with a non-empty value: where its
+    /// name ends (the name's index, or its literal string, included) and its whole length. Nil
+    /// for any other representation (indexed, with incremental indexing, a size update), and
+    /// for one that is truncated or has an integer beyond what a field can hold; those are
+    /// decoded as they came.
+    static func unindexedLiteral(_ bytes: UnsafeBufferPointer<UInt8>) -> (nameEnd: Int, length: Int)? {
+        guard let first = bytes.first, first < 0x20 else { return nil }
+        var index = 0
+        guard let nameIndex = prefixInteger(bytes, at: &index, prefixBits: 4) else { return nil }
+        if nameIndex == 0 {
+            // A literal name: a string (H bit, 7-bit prefix length) follows.
+            guard let nameLength = prefixInteger(bytes, at: &index, prefixBits: 7),
+                nameLength <= bytes.count - index
+            else { return nil }
+            index += nameLength
+        }
+        let nameEnd = index
+        guard let valueLength = prefixInteger(bytes, at: &index, prefixBits: 7),
+            valueLength > 0, valueLength <= maximumSkippedValue, valueLength <= bytes.count - index
+        else { return nil }
+        return (nameEnd, index + valueLength)
+    }
+
+    /// An integer with an N-bit prefix (RFC 7541 §5.1) starting at `index`, which moves past
+    /// it. Nil when it runs past the bytes or beyond 2^28 (no field length comes near).
+    static func prefixInteger(_ bytes: UnsafeBufferPointer<UInt8>, at index: inout Int, prefixBits: Int) -> Int? {
+        guard index < bytes.count else { return nil }
+        let mask = (1 << prefixBits) - 1
+        var value = Int(bytes[index]) & mask
+        index += 1
+        guard value == mask else { return value }
+        var shift = 0
+        while index < bytes.count, shift <= 21 {
+            let byte = bytes[index]
+            index += 1
+            value += Int(byte & 0x7f) << shift
+            if byte & 0x80 == 0 { return value }
+            shift += 7
+        }
+        return nil
     }
 
     /// RFC 7541 §6: the representation the decoder just consumed starts (after any dynamic
