@@ -15,6 +15,23 @@ struct DeviceTokenTests {
         #expect(DeviceToken(bytes: token.bytes) == token)
     }
 
+    @Test func mixedCaseIsLowercasedAndBytesRoundTrip() throws {
+        #expect(try DeviceToken(hex: "00aAbBcCdDeEfF09").hex == "00aabbccddeeff09")
+        #expect(try DeviceToken(hex: "00aAbBcCdDeEfF09").bytes == [0x00, 0xaa, 0xbb, 0xcc, 0xdd, 0xee, 0xff, 0x09])
+        for range in [0..<100, 100..<200, 200..<256] {
+            let bytes = range.map(UInt8.init)
+            #expect(DeviceToken(bytes: bytes).bytes == bytes)
+            #expect(try DeviceToken(hex: DeviceToken(bytes: bytes).hex.uppercased()).bytes == bytes)
+        }
+    }
+
+    /// The characters just outside each accepted range, and bytes of a multi-byte character.
+    @Test(arguments: ["0g", "0G", "0@", "0`", "0/", "0:", "é0", "0 ", "\u{0}0"])
+    func rejectsNonHexDigits(_ hex: String) {
+        let error = #expect(throws: NotificationValidationError.self) { try DeviceToken(hex: hex) }
+        #expect(error?.reason == .badDeviceToken)
+    }
+
     @Test(arguments: [2, 64, 100, 160, 200])
     func acceptsAnyEvenLengthUpToTheMaximum(length: Int) throws {
         let hex = String(repeating: "a1", count: length / 2)

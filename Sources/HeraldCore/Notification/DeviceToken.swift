@@ -24,19 +24,35 @@ public struct DeviceToken: Hashable, Sendable, CustomStringConvertible, Codable 
         guard hex.utf8.count % 2 == 0 else {
             throw NotificationValidationError(.badDeviceToken, field: "device_token", message: "the device token has an odd number of hex digits")
         }
-        var lower = [UInt8]()
-        lower.reserveCapacity(hex.utf8.count)
-        for byte in hex.utf8 {
-            switch byte {
-            case UInt8(ascii: "0")...UInt8(ascii: "9"), UInt8(ascii: "a")...UInt8(ascii: "f"):
-                lower.append(byte)
-            case UInt8(ascii: "A")...UInt8(ascii: "F"):
-                lower.append(byte + 32)
-            default:
-                throw NotificationValidationError(.badDeviceToken, field: "device_token", message: "the device token must be hexadecimal digits only")
+        // One pass over the contiguous bytes; a token already in lowercase (the usual case)
+        // keeps its string, with no new allocation.
+        var text = hex
+        let uppercase: Bool? = text.withUTF8 { bytes in
+            var uppercase = false
+            for byte in bytes {
+                switch byte {
+                case UInt8(ascii: "0")...UInt8(ascii: "9"), UInt8(ascii: "a")...UInt8(ascii: "f"): continue
+                case UInt8(ascii: "A")...UInt8(ascii: "F"): uppercase = true
+                default: return nil
+                }
+            }
+            return uppercase
+        }
+        guard let uppercase else {
+            throw NotificationValidationError(.badDeviceToken, field: "device_token", message: "the device token must be hexadecimal digits only")
+        }
+        guard uppercase else {
+            self.hex = text
+            return
+        }
+        self.hex = text.withUTF8 { bytes in
+            String(unsafeUninitializedCapacity: bytes.count) { buffer in
+                for (at, byte) in zip(buffer.indices, bytes) {
+                    buffer[at] = byte >= UInt8(ascii: "A") && byte <= UInt8(ascii: "F") ? byte &+ 32 : byte
+                }
+                return bytes.count
             }
         }
-        self.hex = String(decoding: lower, as: UTF8.self)
     }
 
     /// A token from its raw bytes.
@@ -66,19 +82,22 @@ public struct DeviceToken: Hashable, Sendable, CustomStringConvertible, Codable 
 
     /// The raw bytes of the token.
     public var bytes: [UInt8] {
-        var out = [UInt8]()
-        out.reserveCapacity(hex.utf8.count / 2)
-        var high: UInt8? = nil
-        for byte in hex.utf8 {
-            let nibble = byte <= UInt8(ascii: "9") ? byte - UInt8(ascii: "0") : byte - UInt8(ascii: "a") + 10
-            if let h = high {
-                out.append(h << 4 | nibble)
-                high = nil
-            } else {
-                high = nibble
+        var text = hex
+        return text.withUTF8 { digits in
+            let count = digits.count / 2
+            return [UInt8](unsafeUninitializedCapacity: count) { buffer, initialized in
+                for index in 0..<count {
+                    buffer[index] = Self.nibble(digits[2 &* index]) &<< 4 | Self.nibble(digits[2 &* index &+ 1])
+                }
+                initialized = count
             }
         }
-        return out
+    }
+
+    /// The value of one lowercase hex digit (the only kind ``hex`` holds).
+    @inline(__always)
+    static func nibble(_ digit: UInt8) -> UInt8 {
+        digit <= UInt8(ascii: "9") ? digit &- UInt8(ascii: "0") : digit &- UInt8(ascii: "a") &+ 10
     }
 
     public var description: String { hex }
