@@ -57,6 +57,12 @@ enum ItemChunks {
         init(capacity: Int = 0) { bytes.reserveCapacity(capacity) }
 
         mutating func append(_ notification: HeraldCore.Notification, id: NotificationID, payloadRef: Int64) throws {
+            try append(notification, idBytes: try ItemChunks.idBytes(id), payloadRef: payloadRef)
+        }
+
+        /// ``append(_:id:payloadRef:)`` with the apns-id as its 16 bytes.
+        mutating func append(_ notification: HeraldCore.Notification, idBytes: [UInt8], payloadRef: Int64) throws {
+            guard idBytes.count == 16 else { throw StoreError.invalidArgument("an apns-id is not 16 bytes") }
             var flags: UInt8 = 0
             if let topic = notification.topic {
                 flags |= Flag.topic
@@ -91,7 +97,7 @@ enum ItemChunks {
             case .at(let seconds)?: appendInteger(Int64(seconds))
             }
             if let collapseID = notification.collapseID { try appendShort(collapseID, field: "collapse id") }
-            bytes.append(contentsOf: try ItemChunks.idBytes(id))
+            bytes.append(contentsOf: idBytes)
             if flags & Flag.samePayload == 0 {
                 appendInteger(payloadRef)
                 lastPayload = payloadRef
@@ -168,9 +174,22 @@ enum ItemChunks {
 
     /// An apns-id's 16 bytes (its hex digits decoded, the hyphens skipped).
     static func idBytes(_ id: NotificationID) throws -> [UInt8] {
-        let bytes = try hexBytes(id.rawValue.utf8, what: "apns-id", skipping: UInt8(ascii: "-"))
-        guard bytes.count == 16 else { throw StoreError.invalidArgument("an apns-id is not 16 bytes") }
-        return bytes
+        var text = id.rawValue
+        // One pass over the contiguous bytes (the POST stores every item's apns-id, and each
+        // commit group every success's): 32 hex digits, dashes anywhere skipped.
+        let parsed: Result<[UInt8], StoreError> = text.withUTF8 { digits in
+            var out = [UInt8](repeating: 0, count: 16)
+            var nibbles = 0
+            for digit in digits where digit != UInt8(ascii: "-") {
+                guard let nibble = hexValue(digit) else { return .failure(.invalidArgument("an apns-id is not hexadecimal")) }
+                guard nibbles < 32 else { return .failure(.invalidArgument("an apns-id is not 16 bytes")) }
+                out[nibbles &>> 1] |= nibbles & 1 == 0 ? nibble &<< 4 : nibble
+                nibbles &+= 1
+            }
+            guard nibbles == 32 else { return .failure(.invalidArgument("an apns-id is not 16 bytes")) }
+            return .success(out)
+        }
+        return try parsed.get()
     }
 
     /// An apns-id from its 16 bytes (canonical: lowercase, 8-4-4-4-12).
@@ -178,29 +197,14 @@ enum ItemChunks {
         NotificationID(bytes: bytes)
     }
 
-    private static func hexBytes(_ digits: some Collection<UInt8>, what: String, skipping separator: UInt8) throws -> [UInt8] {
-        func value(_ digit: UInt8) throws -> UInt8 {
-            switch digit {
-            case UInt8(ascii: "0")...UInt8(ascii: "9"): return digit - UInt8(ascii: "0")
-            case UInt8(ascii: "a")...UInt8(ascii: "f"): return digit - UInt8(ascii: "a") + 10
-            case UInt8(ascii: "A")...UInt8(ascii: "F"): return digit - UInt8(ascii: "A") + 10
-            default: throw StoreError.invalidArgument("a \(what) is not hexadecimal")
-            }
+    @inline(__always)
+    private static func hexValue(_ digit: UInt8) -> UInt8? {
+        switch digit {
+        case UInt8(ascii: "0")...UInt8(ascii: "9"): return digit &- UInt8(ascii: "0")
+        case UInt8(ascii: "a")...UInt8(ascii: "f"): return digit &- UInt8(ascii: "a") &+ 10
+        case UInt8(ascii: "A")...UInt8(ascii: "F"): return digit &- UInt8(ascii: "A") &+ 10
+        default: return nil
         }
-        var out = [UInt8]()
-        out.reserveCapacity(digits.count / 2)
-        var high: UInt8? = nil
-        for digit in digits where digit != separator {
-            let nibble = try value(digit)
-            if let upper = high {
-                out.append(upper << 4 | nibble)
-                high = nil
-            } else {
-                high = nibble
-            }
-        }
-        guard high == nil else { throw StoreError.invalidArgument("a \(what) has an odd number of hex digits") }
-        return out
     }
 
     // MARK: Settled bits

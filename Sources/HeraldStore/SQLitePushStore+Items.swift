@@ -120,7 +120,8 @@ extension SQLitePushStore {
                     ])
                     lastPayload = notification.payload
                 }
-                try encoder.append(notification, id: notification.id ?? ids.nextID(), payloadRef: payloadCount)
+                try encoder.append(
+                    notification, idBytes: try notification.id.map(ItemChunks.idBytes) ?? ids.nextBytes(), payloadRef: payloadCount)
             }
             try chunkStatement.execute(arguments: [
                 ItemChunks.rowID(key: key, first: start), end - start, Data(encoder.bytes),

@@ -139,6 +139,17 @@ struct NotificationIDTests {
         }
         #expect(seen.count == 100)
     }
+
+    /// The bytes a store keeps are those of the id the same draws make.
+    @Test func randomBytesAreTheRandomIDsBytes() {
+        var forBytes = SplitMix64(seed: 7)
+        var forID = SplitMix64(seed: 7)
+        for _ in 0..<100 {
+            let bytes = NotificationID.randomBytes(using: &forBytes)
+            #expect(bytes.count == 16 && bytes[6] >> 4 == 4 && bytes[8] >> 6 == 2)
+            #expect(NotificationID(bytes: bytes) == NotificationID.random(using: &forID))
+        }
+    }
 }
 
 @Suite("apns-expiration")

@@ -238,7 +238,9 @@ struct StoreTests {
         }
         // Not canonical (upper case, made unchecked): still read.
         #expect(try ItemChunks.idBytes(NotificationID(uncheckedCanonical: "EABEAE54-14A8-11E5-B60B-1697F925EC7B")) == bytes)
-        for text in ["eabeae54-14a8-11e5-b60b-1697f925ec7", "eabeae54x14a8-11e5-b60b-1697f925ec7b", "gabeae54-14a8-11e5-b60b-1697f925ec7b", ""] {
+        for text in ["eabeae54-14a8-11e5-b60b-1697f925ec7", "eabeae54x14a8-11e5-b60b-1697f925ec7b", "gabeae54-14a8-11e5-b60b-1697f925ec7b", "",
+            "eabeae54-14a8-11e5-b60b-1697f925ec7b0", "eabeae54-14a8-11e5-b60b-1697f925ec7b00", "----",
+        ] {
             #expect(throws: StoreError.self) { try ItemChunks.idBytes(NotificationID(uncheckedCanonical: text)) }
         }
     }

@@ -59,6 +59,12 @@ public struct NotificationID: Hashable, Sendable, CustomStringConvertible, Codab
     /// A new random (version 4) apns-id from the given generator (two of its words: the system
     /// generator reads the kernel once per word).
     public static func random(using generator: inout some RandomNumberGenerator) -> NotificationID {
+        NotificationID(bytes: randomBytes(using: &generator))
+    }
+
+    /// The 16 bytes of a new random (version 4) apns-id, for a caller that stores the bytes
+    /// (``random(using:)`` is the same bytes in canonical form).
+    public static func randomBytes(using generator: inout some RandomNumberGenerator) -> [UInt8] {
         let words = (generator.next(), generator.next())
         var bytes = [UInt8](repeating: 0, count: 16)
         for i in 0..<8 {
@@ -67,7 +73,7 @@ public struct NotificationID: Hashable, Sendable, CustomStringConvertible, Codab
         }
         bytes[6] = (bytes[6] & 0x0f) | 0x40
         bytes[8] = (bytes[8] & 0x3f) | 0x80
-        return NotificationID(bytes: bytes)
+        return bytes
     }
 
     /// The apns-id of 16 bytes, in canonical form (lowercase, 8-4-4-4-12). Bytes beyond the
@@ -134,4 +140,7 @@ public struct NotificationIDGenerator: RandomNumberGenerator, Sendable {
 
     /// The next apns-id.
     public mutating func nextID() -> NotificationID { NotificationID.random(using: &self) }
+
+    /// The next apns-id's 16 bytes (a store that keeps the bytes need not format and parse it).
+    public mutating func nextBytes() -> [UInt8] { NotificationID.randomBytes(using: &self) }
 }
