@@ -65,7 +65,7 @@ extension SQLitePushStore {
     public func recordChanges(tenant: TenantID, job: JobID, _ changes: [JobItemChange]) async throws -> Int {
         let checked = try Self.checkAll(changes)
         guard !checked.isEmpty else { return 0 }
-        return try await pool.write { db in
+        return try await writeTransaction { db in
             try Self.recordChanges(db, tenant: tenant, job: job, checked)
         }
     }

@@ -227,6 +227,37 @@ struct StoreTests {
         #expect(try await store.leasedItemCounts(now: date(20)).isEmpty)
     }
 
+    @Test("the runner's write transactions commit, and roll back on an error or a failed commit, leaving the store usable")
+    func writeTransactions() async throws {
+        let store = try SQLitePushStore(directory: Fixtures.temporaryDirectory("herald-store"))
+        try await store.writeTransaction { db in try db.execute(sql: "CREATE TABLE probe (x INTEGER)") }
+        // An error in the body: nothing of it is committed.
+        await #expect(throws: StoreError.self) {
+            try await store.writeTransaction { db in
+                try db.execute(sql: "INSERT INTO probe VALUES (1)")
+                throw StoreError.invalidArgument("stop")
+            }
+        }
+        // A commit that fails (a deferred foreign key left broken): rolled back as well.
+        try await store.writeTransaction { db in
+            try db.execute(sql: "CREATE TABLE parent (id INTEGER PRIMARY KEY)")
+            try db.execute(
+                sql: "CREATE TABLE child (parent INTEGER REFERENCES parent(id) DEFERRABLE INITIALLY DEFERRED)")
+        }
+        await #expect(throws: (any Error).self) {
+            try await store.writeTransaction { db in
+                try db.execute(sql: "INSERT INTO probe VALUES (2)")
+                try db.execute(sql: "INSERT INTO child VALUES (42)")
+            }
+        }
+        let rows = try await store.writeTransaction { db in
+            try db.execute(sql: "INSERT INTO probe VALUES (3)")
+            return try Int.fetchAll(db, sql: "SELECT x FROM probe ORDER BY x")
+        }
+        #expect(rows == [3])
+        #expect(try await store.writeTransaction { db in try Int.fetchOne(db, sql: "SELECT count(*) FROM child") } == 0)
+    }
+
     @Test("an apns-id's 16 bytes round-trip through the chunk format, upper case too; anything else is refused")
     func apnsIDBytes() throws {
         let bytes: [UInt8] = [0xea, 0xbe, 0xae, 0x54, 0x14, 0xa8, 0x11, 0xe5, 0xb6, 0x0b, 0x16, 0x97, 0xf9, 0x25, 0xec, 0x7b]
