@@ -76,4 +76,57 @@ struct CircuitSendTests {
         }
         await world.close()
     }
+
+    /// The `herald_jobs_*` gauges of a `/metrics` text, by name.
+    static func jobGauges(_ metrics: String) -> [String: Double] {
+        var gauges: [String: Double] = [:]
+        for line in metrics.split(separator: "\n") where line.hasPrefix("herald_jobs_") {
+            let parts = line.split(separator: " ")
+            if parts.count == 2, let value = Double(parts[1]) { gauges[String(parts[0])] = value }
+        }
+        return gauges
+    }
+
+    /// While the sandbox holds its answers, a batch's items show as in flight in `/metrics`, and
+    /// nothing once the job is finished.
+    @Test func theJobRunnersLoadShowsInMetricsWhileABatchIsSent() async throws {
+        let acme = TestTenant.make(id: "acme", teamID: "ACMETEAM01", keyID: "ACMEKEY001", topics: ["com.acme.app"])
+        let world = try await TestWorld.make(
+            tenants: [acme], devices: [], faults: SandboxFaults(addedLatency: 3), recordPayloads: false)
+        try await LiveServer.with(world.options(adminToken: Self.admin)) { live async throws in
+            let client = live.client()
+            let tokens = (0..<20).map { "\"\(Tokens.make(0x6d, $0))\"" }.joined(separator: ", ")
+            let batch = try await client.request(
+                .post, "/v1/notifications/batch", key: acme.apiKey,
+                json: """
+                    {"job_id": "load-1", "notification": {"topic": "com.acme.app", "payload": {"aps": {"alert": "x"}}},
+                     "device_tokens": [\(tokens)]}
+                    """)
+            #expect(batch.status == 202, "\(batch.text)")
+            var during: [String: Double] = [:]
+            let clock = ContinuousClock()
+            let end = clock.now.advanced(by: .milliseconds(2500))
+            while clock.now < end {
+                during = Self.jobGauges(try await client.request(.get, "/metrics", key: Self.admin).text)
+                if during["herald_jobs_items_in_flight"] == 20 { break }
+                try await Task.sleep(for: .milliseconds(20))
+            }
+            #expect(during["herald_jobs_items_in_flight"] == 20, "\(during)")
+            #expect(during["herald_jobs_active"] == 1, "\(during)")
+            #expect(during["herald_jobs_send_tasks"] == 20, "one send task an item, 20 items: \(during)")
+            #expect(during["herald_jobs_claimed_items"] == 20, "\(during)")
+
+            _ = try await client.waitForJob("load-1", key: acme.apiKey)
+            var after: [String: Double] = [:]
+            for _ in 0..<100 {
+                after = Self.jobGauges(try await client.request(.get, "/metrics", key: Self.admin).text)
+                if after["herald_jobs_active"] == 0 { break }
+                try await Task.sleep(for: .milliseconds(20))
+            }
+            #expect(after == [
+                "herald_jobs_items_in_flight": 0, "herald_jobs_active": 0, "herald_jobs_send_tasks": 0,
+                "herald_jobs_claimed_items": 0,
+            ])
+        }
+    }
 }

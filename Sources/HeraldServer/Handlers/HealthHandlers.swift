@@ -41,6 +41,8 @@ struct HealthHandlers: Sendable {
     let phase: ServerPhaseState
     let metrics: PrometheusCollectorRegistry
     let openAPIDocument: [UInt8]
+    /// The job runner whose load `/metrics` shows (``updateJobGauges()``).
+    let runner: JobRunner?
     /// The circuits whose gauges `/metrics` shows now.
     let circuitGauges = CircuitGaugeKeys()
 
@@ -75,6 +77,7 @@ struct HealthHandlers: Sendable {
     /// refreshed at each scrape.
     func metricsText(_ request: Request, context: some RequestContext) -> Response {
         updateCircuitGauges()
+        updateJobGauges()
         var headers = HTTPFields()
         headers[.contentType] = "text/plain; version=0.0.4; charset=utf-8"
         return Response(status: .ok, headers: headers, body: ResponseBody(byteBuffer: ByteBuffer(bytes: metrics.emitToBuffer())))
@@ -103,6 +106,25 @@ struct HealthHandlers: Sendable {
             }
             metrics.makeGauge(descriptor: Self.circuitState, labels: labels).set(state)
             metrics.makeGauge(descriptor: Self.circuitOpenings, labels: labels).set(Double(status.openings))
+        }
+    }
+
+    /// The job runner's load now, all jobs of this instance together: `herald_jobs_active`,
+    /// `herald_jobs_send_tasks`, `herald_jobs_items_in_flight` (sends under way) and
+    /// `herald_jobs_claimed_items` (claimed items held in memory) — where a batch stands, and
+    /// whether it waits on its sends or on the store.
+    private func updateJobGauges() {
+        guard let runner else { return }
+        let statistics = runner.statistics
+        for (name, unit, help, value) in [
+            ("jobs", "active", "Batch jobs this instance works on now", statistics.activeJobs),
+            ("jobs_send", "tasks", "The job runner's send tasks alive now", statistics.sendTasks),
+            ("jobs_items", "in_flight", "Batch items being sent now (a tenant permit held)", statistics.itemsInFlight),
+            ("jobs_claimed", "items", "Claimed batch items held in memory now", statistics.claimedItemsHeld),
+        ] {
+            let descriptor = MetricNameDescriptor(
+                namespace: "herald", subsystem: nil, metricName: name, unitName: unit, helpText: help)
+            metrics.makeGauge(descriptor: descriptor).set(Double(value))
         }
     }
 

@@ -323,7 +323,9 @@ public final class HeraldServer: Sendable {
         let adminTenants = AdminTenantHandlers(
             router: router, health: health, reloader: reloader, credentialHealth: credentialHealth)
         let routes = APIRoutes(
-            health: HealthHandlers(router: router, phase: phase, metrics: options.metrics, openAPIDocument: OpenAPIDocument.bytes),
+            health: HealthHandlers(
+                router: router, phase: phase, metrics: options.metrics, openAPIDocument: OpenAPIDocument.bytes,
+                runner: runner),
             notifications: NotificationHandlers(
                 router: router, store: sharedStore, runner: runner, limits: configuration.api,
                 jobLimits: JobLimits(
