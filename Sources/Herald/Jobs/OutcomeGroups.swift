@@ -40,6 +40,10 @@ final class OutcomeGroups: Sendable {
         /// watch-waiters wake once none is left.
         mutating func unwatch(_ count: Int, into wakes: inout Wakes) {
             guard count > 0 else { return }
+            // Every watched item reports once (`add` or `cancel` with `watched: true`): more
+            // reports than watches is a bug in the runner, caught by the tests (debug builds);
+            // a release build clamps at zero rather than trap.
+            assert(watched >= count, "more watched items reported (\(count)) than watched (\(watched))")
             watched -= count
             if watched <= 0 {
                 watched = 0
