@@ -177,34 +177,23 @@ enum ItemChunks {
         var text = id.rawValue
         // One pass over the contiguous bytes (the POST stores every item's apns-id, and each
         // commit group every success's): 32 hex digits, dashes anywhere skipped.
-        let parsed: Result<[UInt8], StoreError> = text.withUTF8 { digits in
+        return try text.withUTF8 { digits in
             var out = [UInt8](repeating: 0, count: 16)
             var nibbles = 0
             for digit in digits where digit != UInt8(ascii: "-") {
-                guard let nibble = hexValue(digit) else { return .failure(.invalidArgument("an apns-id is not hexadecimal")) }
-                guard nibbles < 32 else { return .failure(.invalidArgument("an apns-id is not 16 bytes")) }
+                guard let nibble = HexDigits.value(digit) else { throw StoreError.invalidArgument("an apns-id is not hexadecimal") }
+                guard nibbles < 32 else { throw StoreError.invalidArgument("an apns-id is not 16 bytes") }
                 out[nibbles &>> 1] |= nibbles & 1 == 0 ? nibble &<< 4 : nibble
                 nibbles &+= 1
             }
-            guard nibbles == 32 else { return .failure(.invalidArgument("an apns-id is not 16 bytes")) }
-            return .success(out)
+            guard nibbles == 32 else { throw StoreError.invalidArgument("an apns-id is not 16 bytes") }
+            return out
         }
-        return try parsed.get()
     }
 
     /// An apns-id from its 16 bytes (canonical: lowercase, 8-4-4-4-12).
     static func id(_ bytes: some Collection<UInt8>) -> NotificationID {
         NotificationID(bytes: bytes)
-    }
-
-    @inline(__always)
-    private static func hexValue(_ digit: UInt8) -> UInt8? {
-        switch digit {
-        case UInt8(ascii: "0")...UInt8(ascii: "9"): return digit &- UInt8(ascii: "0")
-        case UInt8(ascii: "a")...UInt8(ascii: "f"): return digit &- UInt8(ascii: "a") &+ 10
-        case UInt8(ascii: "A")...UInt8(ascii: "F"): return digit &- UInt8(ascii: "A") &+ 10
-        default: return nil
-        }
     }
 
     // MARK: Settled bits

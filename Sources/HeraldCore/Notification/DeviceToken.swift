@@ -86,18 +86,15 @@ public struct DeviceToken: Hashable, Sendable, CustomStringConvertible, Codable 
         return text.withUTF8 { digits in
             let count = digits.count / 2
             return [UInt8](unsafeUninitializedCapacity: count) { buffer, initialized in
+                // `hex` holds checked hex digits only (its initializers validate).
                 for index in 0..<count {
-                    buffer[index] = Self.nibble(digits[2 &* index]) &<< 4 | Self.nibble(digits[2 &* index &+ 1])
+                    let high = HexDigits.value(digits[2 &* index]) ?? 0
+                    let low = HexDigits.value(digits[2 &* index &+ 1]) ?? 0
+                    buffer[index] = high &<< 4 | low
                 }
                 initialized = count
             }
         }
-    }
-
-    /// The value of one lowercase hex digit (the only kind ``hex`` holds).
-    @inline(__always)
-    static func nibble(_ digit: UInt8) -> UInt8 {
-        digit <= UInt8(ascii: "9") ? digit &- UInt8(ascii: "0") : digit &- UInt8(ascii: "a") &+ 10
     }
 
     public var description: String { hex }

@@ -54,20 +54,11 @@ public enum APIKeys {
         out.reserveCapacity(utf8.count / 2)
         var index = 0
         while index < utf8.count {
-            guard let high = nibble(utf8[index]), let low = nibble(utf8[index + 1]) else { return nil }
+            guard let high = HexDigits.value(utf8[index]), let low = HexDigits.value(utf8[index + 1]) else { return nil }
             out.append(high << 4 | low)
             index += 2
         }
         return out
-    }
-
-    private static func nibble(_ byte: UInt8) -> UInt8? {
-        switch byte {
-        case UInt8(ascii: "0")...UInt8(ascii: "9"): return byte - UInt8(ascii: "0")
-        case UInt8(ascii: "a")...UInt8(ascii: "f"): return byte - UInt8(ascii: "a") + 10
-        case UInt8(ascii: "A")...UInt8(ascii: "F"): return byte - UInt8(ascii: "A") + 10
-        default: return nil
-        }
     }
 
     static func base64URL(_ bytes: [UInt8]) -> String {
