@@ -4,6 +4,7 @@ import Logging
 import NIOCore
 import NIOPosix
 import NIOSSL
+import Synchronization
 
 /// One HTTP/2 connection to an APNs endpoint: TCP, TLS 1.2+ with ALPN `h2`, the HTTP/2
 /// preface, then one stream per notification. The pool creates it, starts it, hands it
@@ -32,6 +33,8 @@ final class APNsConnection: Sendable {
         var channel: (any Channel)?
         var closeRequested = false
         var drainRequested = false
+        /// The emptied array of the last ``runIncoming()``, kept for the next hand-over.
+        var spareIncoming: [APNsRequest] = []
     }
 
     let id: Int
@@ -42,6 +45,15 @@ final class APNsConnection: Sendable {
     private let delegate: any APNsConnectionDelegate
     private let logger: Logger
     private let state: NIOLoopBoundBox<LoopState>
+    /// Requests handed over from other threads and not yet taken up by the loop. Bounded by the
+    /// pool: it hands a connection a request only for a stream the connection has free.
+    private let incoming = Mutex(Incoming())
+
+    private struct Incoming {
+        var requests: [APNsRequest] = []
+        /// A loop task that runs ``requests`` is scheduled and has not started yet.
+        var scheduled = false
+    }
 
     init(
         id: Int, endpoint: APNsEndpoint, sslContext: NIOSSLContext, configuration: Configuration,
@@ -119,9 +131,31 @@ final class APNsConnection: Sendable {
     func execute(_ request: APNsRequest) {
         if eventLoop.inEventLoop {
             executeOnLoop(request)
-        } else {
-            eventLoop.execute { self.executeOnLoop(request) }
+            return
         }
+        // From another thread: queued for the loop, with one loop task for all the requests
+        // that arrive before it runs (not a task, a closure and a wake-up per request).
+        let schedule = incoming.withLock { incoming -> Bool in
+            incoming.requests.append(request)
+            guard !incoming.scheduled else { return false }
+            incoming.scheduled = true
+            return true
+        }
+        if schedule { eventLoop.execute { self.runIncoming() } }
+    }
+
+    /// Runs the requests queued from other threads, in the order they came.
+    private func runIncoming() {
+        // The two arrays trade places: the queue gets the emptied one back, with its room.
+        var requests = state.value.spareIncoming
+        state.value.spareIncoming = []
+        incoming.withLock { incoming in
+            swap(&requests, &incoming.requests)
+            incoming.scheduled = false
+        }
+        for request in requests { executeOnLoop(request) }
+        requests.removeAll(keepingCapacity: true)
+        state.value.spareIncoming = requests
     }
 
     func execute(_ requests: [APNsRequest]) {
