@@ -174,21 +174,35 @@ enum ItemChunks {
 
     /// An apns-id's 16 bytes (its hex digits decoded, the hyphens skipped).
     static func idBytes(_ id: NotificationID) throws -> [UInt8] {
+        var out: [UInt8] = []
+        out.reserveCapacity(16)
+        try appendIDBytes(id, to: &out)
+        return out
+    }
+
+    /// Appends the apns-id's 16 bytes to `bytes` (a bad id appends nothing). One pass over the
+    /// contiguous bytes, with no array of its own (the POST stores every item's apns-id, and
+    /// each commit group every success's): 32 hex digits, dashes anywhere skipped.
+    static func appendIDBytes(_ id: NotificationID, to bytes: inout [UInt8]) throws {
         var text = id.rawValue
-        // One pass over the contiguous bytes (the POST stores every item's apns-id, and each
-        // commit group every success's): 32 hex digits, dashes anywhere skipped.
-        return try text.withUTF8 { digits in
-            var out = [UInt8](repeating: 0, count: 16)
+        var high: UInt64 = 0
+        var low: UInt64 = 0
+        try text.withUTF8 { digits in
             var nibbles = 0
             for digit in digits where digit != UInt8(ascii: "-") {
                 guard let nibble = HexDigits.value(digit) else { throw StoreError.invalidArgument("an apns-id is not hexadecimal") }
                 guard nibbles < 32 else { throw StoreError.invalidArgument("an apns-id is not 16 bytes") }
-                out[nibbles &>> 1] |= nibbles & 1 == 0 ? nibble &<< 4 : nibble
+                if nibbles < 16 {
+                    high = high &<< 4 | UInt64(nibble)
+                } else {
+                    low = low &<< 4 | UInt64(nibble)
+                }
                 nibbles &+= 1
             }
             guard nibbles == 32 else { throw StoreError.invalidArgument("an apns-id is not 16 bytes") }
-            return out
         }
+        withUnsafeBytes(of: high.bigEndian) { bytes.append(contentsOf: $0) }
+        withUnsafeBytes(of: low.bigEndian) { bytes.append(contentsOf: $0) }
     }
 
     /// An apns-id from its 16 bytes (canonical: lowercase, 8-4-4-4-12).
@@ -218,16 +232,25 @@ enum ItemChunks {
         var apnsID: NotificationID?
     }
 
-    static func appendSent(_ bytes: inout [UInt8], index: Int, attempts: Int, finishedMillis: Int64, apnsID: [UInt8]?) {
+    /// Appends one plain success record (a bad apns-id appends nothing and throws).
+    static func appendSent(
+        _ bytes: inout [UInt8], index: Int, attempts: Int, finishedMillis: Int64, apnsID: NotificationID?
+    ) throws {
+        let start = bytes.count
         withUnsafeBytes(of: UInt32(truncatingIfNeeded: index).littleEndian) { bytes.append(contentsOf: $0) }
         withUnsafeBytes(of: Int64(attempts).littleEndian) { bytes.append(contentsOf: $0) }
         withUnsafeBytes(of: finishedMillis.littleEndian) { bytes.append(contentsOf: $0) }
-        if let apnsID {
-            bytes.append(1)
-            bytes.append(contentsOf: apnsID)
-        } else {
+        guard let apnsID else {
             bytes.append(0)
             bytes.append(contentsOf: repeatElement(0, count: 16))
+            return
+        }
+        bytes.append(1)
+        do {
+            try appendIDBytes(apnsID, to: &bytes)
+        } catch {
+            bytes.removeSubrange(start...)
+            throw error
         }
     }
 

@@ -63,10 +63,10 @@ struct SettledBits {
 
     mutating func set(_ db: Database, _ index: Int) throws {
         let first = ItemChunks.first(of: index)
-        var bits = try bits(db, chunk: first)
-        guard !ItemChunks.isSet(bits, index - first) else { return }
-        ItemChunks.set(&bits, index - first)
-        chunks[first] = bits
+        guard !ItemChunks.isSet(try bits(db, chunk: first), index - first) else { return }
+        // In place: a copy taken out of the dictionary and put back would copy the bitmap once
+        // per item (the dictionary still holds it while the copy is changed).
+        ItemChunks.set(&chunks[first, default: []], index - first)
         dirty.insert(first)
     }
 
@@ -515,9 +515,9 @@ extension SQLitePushStore {
             switch change.change {
             case .outcome(let result):
                 if state == nil, isPlain(result) {
-                    ItemChunks.appendSent(
+                    try ItemChunks.appendSent(
                         &sent[ItemChunks.first(of: index), default: []], index: index, attempts: max(0, result.attempts),
-                        finishedMillis: change.finishedMillis, apnsID: try result.apnsID.map(ItemChunks.idBytes))
+                        finishedMillis: change.finishedMillis, apnsID: result.apnsID)
                 } else {
                     try db.cachedStatement(sql: outcomeRowSQL).execute(arguments: [
                         job.key, index, result.state.rawValue, result.status, result.reason, result.message,

@@ -276,6 +276,34 @@ struct StoreTests {
         }
     }
 
+    @Test("a plain success record round-trips with or without its apns-id; a bad apns-id appends nothing")
+    func sentRecords() throws {
+        var generator = NotificationIDGenerator()
+        let ids = (0..<3).map { _ in generator.nextID() }
+        var bytes: [UInt8] = []
+        try ItemChunks.appendSent(&bytes, index: 7, attempts: 2, finishedMillis: 1_700_000_000_123, apnsID: ids[0])
+        try ItemChunks.appendSent(&bytes, index: 9, attempts: 1, finishedMillis: 5, apnsID: nil)
+        try ItemChunks.appendSent(&bytes, index: 300, attempts: 3, finishedMillis: 6, apnsID: ids[2])
+        #expect(bytes.count == 3 * ItemChunks.sentRecordBytes)
+        let before = bytes
+        for text in ["eabeae54-14a8-11e5-b60b-1697f925ec7", "gabeae54-14a8-11e5-b60b-1697f925ec7b", "eabeae54-14a8-11e5-b60b-1697f925ec7b0"] {
+            #expect(throws: StoreError.self) {
+                try ItemChunks.appendSent(
+                    &bytes, index: 1, attempts: 1, finishedMillis: 1, apnsID: NotificationID(uncheckedCanonical: text))
+            }
+            #expect(bytes == before)
+        }
+        var sent: [Int: ItemChunks.Sent] = [:]
+        try ItemChunks.decodeSent(Data(bytes), into: &sent, range: 0...299)
+        #expect(sent.count == 2)
+        #expect(sent[7]?.apnsID == ids[0])
+        #expect(sent[7]?.attempts == 2)
+        #expect(sent[7]?.finishedMillis == 1_700_000_000_123)
+        #expect(sent[9]?.apnsID == nil)
+        #expect(sent[9]?.finishedMillis == 5)
+        #expect(sent[300] == nil)  // outside the range asked for
+    }
+
     @Test("job ids are checked")
     func jobIDs() {
         #expect(throws: StoreError.self) { try JobID("") }
