@@ -30,7 +30,8 @@ final class JobFeed: Sendable {
     private typealias FeederWake = (continuation: CheckedContinuation<Bool, Never>, answer: Bool)
 
     private struct State {
-        var items: [JobItem] = []
+        /// The claimed items; those handed out are moved out (nil), not copied.
+        var items: [JobItem?] = []
         var next = 0
         var stopReason: StopReason?
         /// The feeder claims no more: send tasks end once the items run out.
@@ -48,7 +49,7 @@ final class JobFeed: Sendable {
         /// Takes the next item for a send task (counted as taken).
         mutating func take() -> JobItem? {
             guard stopReason == nil, next < items.count else { return nil }
-            let item = items[next]
+            let item = items[next].take()
             next += 1
             taken += 1
             return item
@@ -144,9 +145,10 @@ final class JobFeed: Sendable {
     /// The next claim's items, after those of the last claim not handed out yet: the send tasks
     /// waiting get theirs at once.
     func refill(_ items: [JobItem]) {
+        let incoming = items.map(Optional.some)
         let handed = state.withLock { state -> [(CheckedContinuation<JobItem?, Never>, JobItem?)] in
             state.items.removeFirst(state.next)
-            state.items += items
+            state.items += incoming
             state.next = 0
             var handed: [(CheckedContinuation<JobItem?, Never>, JobItem?)] = []
             while !state.takers.isEmpty, let item = state.take() {
