@@ -41,11 +41,13 @@ public final class DeliveryCircuits: Sendable {
 
     public init() {}
 
-    /// Asks before a send.
-    public func admit(_ key: Key, policy: CircuitPolicy, now: ContinuousClock.Instant) -> CircuitBreaker.Admission {
+    /// Asks before a send. The clock is read only for a tenant endpoint that has a circuit.
+    public func admit(
+        _ key: Key, policy: CircuitPolicy, now: @autoclosure () -> ContinuousClock.Instant
+    ) -> CircuitBreaker.Admission {
         circuits.withLock { circuits in
             guard var circuit = circuits[key] else { return .send }  // none yet: closed
-            let admission = circuit.admit(now: now, policy: policy)
+            let admission = circuit.admit(now: now(), policy: policy)
             circuits[key] = circuit
             return admission
         }
@@ -53,17 +55,19 @@ public final class DeliveryCircuits: Sendable {
 
     /// Reports a send's outcome. Logs when the circuit opens or closes.
     public func record(
-        _ key: Key, outcome: DeliveryOutcome, probe: Bool, policy: CircuitPolicy, now: ContinuousClock.Instant,
-        logger: Logger
+        _ key: Key, outcome: DeliveryOutcome, probe: Bool, policy: CircuitPolicy,
+        now: @autoclosure () -> ContinuousClock.Instant, logger: Logger
     ) {
+        // The clock is read only when a circuit changes (not for a success on a closed circuit:
+        // nearly every send).
         let transition = circuits.withLock { circuits -> CircuitBreaker.Transition? in
             guard let healthy = outcome.endpointHealthy else {
-                if probe { circuits[key]?.probeAbandoned(now: now) }
+                if probe { circuits[key]?.probeAbandoned(now: now()) }
                 return nil
             }
             if healthy, circuits[key] == nil { return nil }  // a closed circuit with no failures
             var circuit = circuits[key] ?? CircuitBreaker()
-            let transition = circuit.record(healthy: healthy, probe: probe, now: now, policy: policy)
+            let transition = circuit.record(healthy: healthy, probe: probe, now: now(), policy: policy)
             circuits[key] = circuit
             return transition
         }
