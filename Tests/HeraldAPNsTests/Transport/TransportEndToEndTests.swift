@@ -2,6 +2,7 @@ import APNsSandbox
 import Foundation
 import HeraldCore
 import NIOCore
+import Synchronization
 import Testing
 
 @testable import HeraldAPNs
@@ -167,6 +168,38 @@ struct TransportEndToEndTests {
                 #expect(error.code == .deadlineExceeded)
                 #expect(error.mayHaveReachedAPNs)
             }
+            await transport.close()
+            harness.expectCleanAudit()
+        }
+    }
+
+    @Test("sends handed over from outside the event loop in a row go out in that order, each answered once")
+    func handOverOrder() async throws {
+        try await withSandbox { harness in
+            var pool = PoolConfiguration()
+            pool.connections = 1
+            let transport = try harness.transport(for: try harness.tokenTenant(.alpha, pool: pool))
+            // The connection is open and its stream limit raised before the run.
+            #expect(try await transport.send(Notes.note(topic: "com.example.alpha")).status == 200)
+            let notes = (0..<300).map { Notes.note(topic: "com.example.alpha", token: Notes.deviceToken(10_000 + $0)) }
+            let answers = Mutex([Int: Int]())
+            // From this task (not the connection's event loop), one after another without waiting:
+            // they reach the connection through its hand-off queue.
+            await withCheckedContinuation { (done: CheckedContinuation<Void, Never>) in
+                let left = Mutex(notes.count)
+                for (position, note) in notes.enumerated() {
+                    transport.send(note) { result in
+                        answers.withLock { $0[position, default: 0] += 1 }
+                        if case .success(let response) = result, response.status == 200 {} else {
+                            Issue.record("send \(position): \(result)")
+                        }
+                        if left.withLock({ $0 -= 1; return $0 }) == 0 { done.resume() }
+                    }
+                }
+            }
+            #expect(answers.withLock { $0 } == Dictionary(uniqueKeysWithValues: (0..<notes.count).map { ($0, 1) }))
+            let received = harness.sandbox.requests.dropFirst().map(\.deviceToken)
+            #expect(received == notes.map(\.deviceToken.hex))
             await transport.close()
             harness.expectCleanAudit()
         }
