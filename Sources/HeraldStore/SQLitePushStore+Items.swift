@@ -65,8 +65,10 @@ struct SettledBits {
         let first = ItemChunks.first(of: index)
         guard !ItemChunks.isSet(try bits(db, chunk: first), index - first) else { return }
         // In place: a copy taken out of the dictionary and put back would copy the bitmap once
-        // per item (the dictionary still holds it while the copy is changed).
-        ItemChunks.set(&chunks[first, default: []], index - first)
+        // per item (the dictionary still holds it while the copy is changed). `bits` put it
+        // there; the default is a whole empty bitmap all the same, never a short one.
+        ItemChunks.set(
+            &chunks[first, default: [UInt8](repeating: 0, count: ItemChunks.settledBytes)], index - first)
         dirty.insert(first)
     }
 
