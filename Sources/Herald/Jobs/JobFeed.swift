@@ -145,10 +145,10 @@ final class JobFeed: Sendable {
     /// The next claim's items, after those of the last claim not handed out yet: the send tasks
     /// waiting get theirs at once.
     func refill(_ items: [JobItem]) {
-        let incoming = items.map(Optional.some)
         let handed = state.withLock { state -> [(CheckedContinuation<JobItem?, Never>, JobItem?)] in
             state.items.removeFirst(state.next)
-            state.items += incoming
+            // One copy of each item, straight into the feed (a mapped array first would be two).
+            state.items.append(contentsOf: items.lazy.map { Optional($0) })
             state.next = 0
             var handed: [(CheckedContinuation<JobItem?, Never>, JobItem?)] = []
             while !state.takers.isEmpty, let item = state.take() {
