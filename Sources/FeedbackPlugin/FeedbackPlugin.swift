@@ -128,7 +128,7 @@ public struct FeedbackConfiguration: Sendable, Hashable {
 }
 
 /// The `feedback` middleware for one tenant.
-public struct FeedbackMiddleware: PushMiddleware {
+public struct FeedbackMiddleware: SynchronousPushMiddleware {
     public let configuration: FeedbackConfiguration
     private let environment: PluginEnvironment
 
@@ -162,11 +162,36 @@ public struct FeedbackMiddleware: PushMiddleware {
         }
 
         let result = try await next.send(notification, context: context)
+        await recordIfInvalid(notification, result: result, context: context)
+        return result
+    }
 
+    /// The hooks' form, for a tenant that refuses no token (``FeedbackConfiguration/refuse``
+    /// empty): refusing reads the store, which only the `async` form can.
+    public func hooksApply(to context: PushContext) -> Bool { configuration.refuse.isEmpty }
+
+    /// Records the token (and queues the webhook) as the `async` form does, as a follow-up:
+    /// the send's outcome is handed on once it is recorded.
+    public func didSend(
+        _ notification: HeraldCore.Notification, context: PushContext, startedAt: ContinuousClock.Instant,
+        outcome: Result<PushResult, any Error>
+    ) -> PushFollowUp? {
+        guard case .success(let result) = outcome, Self.records(notification, result) else { return nil }
+        return { await recordIfInvalid(notification, result: result, context: context) }
+    }
+
+    /// True when APNs' answer says the token is invalid for the notification's topic.
+    private static func records(_ notification: HeraldCore.Notification, _ result: PushResult) -> Bool {
+        guard let reason = result.reason, notification.topic != nil else { return false }
+        return FeedbackConfiguration.recordedReasons.contains(reason)
+    }
+
+    /// Records the token invalid when APNs said so, and tells the tenant's webhook.
+    private func recordIfInvalid(_ notification: HeraldCore.Notification, result: PushResult, context: PushContext) async {
         guard let reason = result.reason, FeedbackConfiguration.recordedReasons.contains(reason),
             let topic = notification.topic
         else {
-            return result
+            return
         }
         let record = InvalidTokenRecord(
             token: notification.deviceToken, topic: topic, environment: context.environment, reason: reason,
@@ -202,7 +227,6 @@ public struct FeedbackMiddleware: PushMiddleware {
                 }
             }
         }
-        return result
     }
 
     static func iso(_ date: Date) -> String {

@@ -36,7 +36,7 @@ public struct MetricsPluginFactory: PluginFactory {
 }
 
 /// The `metrics` middleware for one tenant.
-public final class MetricsMiddleware: PushMiddleware {
+public final class MetricsMiddleware: SynchronousPushMiddleware {
     public static let counterLabel = "herald_notifications_total"
     public static let timerLabel = "herald_send_duration"
     static let knownStatuses: Set<Int> = [200, 400, 403, 404, 405, 410, 413, 429, 500, 503]
@@ -90,13 +90,32 @@ public final class MetricsMiddleware: PushMiddleware {
         let start = clock.now
         do {
             let result = try await next.send(notification, context: context)
-            let status = Self.knownStatuses.contains(result.status) ? result.status : Self.otherStatus
-            observe(notification, status: status, reason: result.reason?.metricLabel ?? "none", elapsed: start.duration(to: clock.now))
+            observe(notification, outcome: .success(result), startedAt: start)
             return result
         } catch {
-            let reason = (error as? PushError)?.code.description ?? (error is CancellationError ? "Cancelled" : "Error")
-            observe(notification, status: Self.errorStatus, reason: reason, elapsed: start.duration(to: clock.now))
+            observe(notification, outcome: .failure(error), startedAt: start)
             throw error
+        }
+    }
+
+    /// The hooks' form: the same counter and timer, timed from when the send's hooks began.
+    public func didSend(
+        _ notification: Notification, context: PushContext, startedAt: ContinuousClock.Instant,
+        outcome: Result<PushResult, any Error>
+    ) -> PushFollowUp? {
+        observe(notification, outcome: outcome, startedAt: startedAt)
+        return nil
+    }
+
+    private func observe(_ notification: Notification, outcome: Result<PushResult, any Error>, startedAt: ContinuousClock.Instant) {
+        let elapsed = startedAt.duration(to: clock.now)
+        switch outcome {
+        case .success(let result):
+            let status = Self.knownStatuses.contains(result.status) ? result.status : Self.otherStatus
+            observe(notification, status: status, reason: result.reason?.metricLabel ?? "none", elapsed: elapsed)
+        case .failure(let error):
+            let reason = (error as? PushError)?.code.description ?? (error is CancellationError ? "Cancelled" : "Error")
+            observe(notification, status: Self.errorStatus, reason: reason, elapsed: elapsed)
         }
     }
 

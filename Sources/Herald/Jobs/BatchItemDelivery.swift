@@ -80,55 +80,13 @@ struct BatchItemDelivery: Sendable {
     ///   - marks: marks the item on the wire, durably, right before its request is written.
     ///   - routes: the job's routes (one per job run, shared by its send tasks).
     nonisolated(nonsending) func deliver(_ item: JobItem, of job: Job, marks: WireMarks, routes: Routes, logger: Logger) async -> Step {
-        let clock = router.configuration.clock
         guard let runtime = router.runtime(for: job.tenant) else { return .pause }
-        let route = routes.route(for: runtime, job: job)
-        let policy = route.policy
-        let now = clock.date
-
-        // Its request was about to be written by an instance that stopped (or a send that was
-        // cancelled) with no outcome recorded: it may have reached APNs.
-        if let onWire = item.onWireAt, policy.guarantee == .atMostOnce {
-            return record(
-                item, of: job,
-                JobItemResult(
-                    state: .unknown, status: nil, reason: DeliveryReason.unknown,
-                    message: "its request was on the wire at \(onWire.ISO8601Format()) with no outcome recorded "
-                        + "(the instance sending it stopped); at-most-once: not sent again",
-                    apnsID: item.notification.id, finishedAt: now, attempts: max(item.attempts, 1)), logger: logger)
+        let attempt: Attempt
+        switch prepare(item, of: job, route: routes.route(for: runtime, job: job), logger: logger) {
+        case .step(let step): return step
+        case .send(let ready): attempt = ready
         }
-        let firstAttempt = item.firstAttemptAt ?? now
-        let giveUpAt = firstAttempt.addingTimeInterval(policy.maxRetryDuration.secondsValue)
-
-        if case .at(let seconds)? = item.notification.expiration, Double(seconds) < now.timeIntervalSince1970 {
-            return record(
-                item, of: job,
-                JobItemResult(
-                    state: .failed, status: nil, reason: DeliveryReason.expired,
-                    message: "its apns-expiration passed before it could be sent; not sent"
-                        + (item.lastError.map { " (last error: \($0))" } ?? ""),
-                    apnsID: item.notification.id, finishedAt: now, attempts: item.attempts), logger: logger)
-        }
-
-        // The circuit of the tenant's endpoint for this job's environment.
-        let key = route.circuitKey
-        var probe = false
-        if let key {
-            switch router.circuits.admit(key, policy: policy.circuit, now: clock.now) {
-            case .send: break
-            case .probe: probe = true
-            case .wait(let until):
-                let next = now.addingTimeInterval(max(0, clock.now.duration(to: until).secondsValue))
-                let lastError = item.lastError ?? "CircuitOpen"
-                guard next <= giveUpAt else {
-                    return giveUp(item, of: job, status: nil, lastError: lastError, attempts: item.attempts, logger: logger)
-                }
-                return deferItem(
-                    item, of: job,
-                    JobItemRetry(attempts: item.attempts, firstAttemptAt: firstAttempt, nextAttemptAt: next, lastError: lastError),
-                    logger: logger)
-            }
-        }
+        let (policy, key, probe) = (attempt.policy, attempt.key, attempt.probe)
 
         do {
             let marked: Bool
@@ -149,20 +107,123 @@ struct BatchItemDelivery: Sendable {
             return .pause
         }
 
+        let outcome: Result<PushResult, any Error>
+        do {
+            // One attempt: the item's retries are the delivery policy's (below), not the pipeline's.
+            outcome = .success(
+                try await router.send(
+                    tenant: job.tenant, notification: item.notification, environment: job.environment, retriesInPipeline: false))
+        } catch {
+            outcome = .failure(error)
+        }
+        return finish(item, of: job, attempt, outcome: outcome, logger: logger)
+    }
+
+    /// ``deliver(_:of:marks:routes:logger:)`` without a task, for an item whose send needs no
+    /// wire mark or check (at-least-once on a store this process has to itself): `completion`
+    /// gets the step, possibly on a connection's event loop (``Router/startSend(tenant:notification:environment:deadline:retriesInPipeline:completion:)``).
+    /// - Returns: false, having done nothing, when the item needs the `async` form.
+    func start(_ item: JobItem, of job: Job, routes: Routes, logger: Logger, completion: @escaping @Sendable (Step) -> Void) -> Bool {
+        guard exclusiveStore, let runtime = router.runtime(for: job.tenant) else { return false }
+        let route = routes.route(for: runtime, job: job)
+        guard route.policy.guarantee == .atLeastOnce else { return false }
+        switch prepare(item, of: job, route: route, logger: logger) {
+        case .step(let step):
+            completion(step)
+        case .send(let attempt):
+            router.startSend(tenant: job.tenant, notification: item.notification, environment: job.environment, retriesInPipeline: false) {
+                outcome in
+                completion(self.finish(item, of: job, attempt, outcome: outcome, logger: logger))
+            }
+        }
+        return true
+    }
+
+    /// An item cleared for its send, and what its outcome is judged with.
+    struct Attempt: Sendable {
+        let policy: DeliveryPolicy
+        /// The circuit it went through, and whether it is that circuit's probe.
+        let key: DeliveryCircuits.Key?
+        let probe: Bool
+        let firstAttempt: Date
+        let giveUpAt: Date
+    }
+
+    enum Preparation: Sendable {
+        /// Settled without a send (expired, unknown after a crash, deferred by the circuit).
+        case step(Step)
+        case send(Attempt)
+    }
+
+    /// Everything before the send: an at-most-once item found on the wire, the expiry, the circuit.
+    private func prepare(_ item: JobItem, of job: Job, route: Route, logger: Logger) -> Preparation {
+        let clock = router.configuration.clock
+        let policy = route.policy
+        let now = clock.date
+
+        // Its request was about to be written by an instance that stopped (or a send that was
+        // cancelled) with no outcome recorded: it may have reached APNs.
+        if let onWire = item.onWireAt, policy.guarantee == .atMostOnce {
+            return .step(record(
+                item, of: job,
+                JobItemResult(
+                    state: .unknown, status: nil, reason: DeliveryReason.unknown,
+                    message: "its request was on the wire at \(onWire.ISO8601Format()) with no outcome recorded "
+                        + "(the instance sending it stopped); at-most-once: not sent again",
+                    apnsID: item.notification.id, finishedAt: now, attempts: max(item.attempts, 1)), logger: logger))
+        }
+        let firstAttempt = item.firstAttemptAt ?? now
+        let giveUpAt = firstAttempt.addingTimeInterval(policy.maxRetryDuration.secondsValue)
+
+        if case .at(let seconds)? = item.notification.expiration, Double(seconds) < now.timeIntervalSince1970 {
+            return .step(record(
+                item, of: job,
+                JobItemResult(
+                    state: .failed, status: nil, reason: DeliveryReason.expired,
+                    message: "its apns-expiration passed before it could be sent; not sent"
+                        + (item.lastError.map { " (last error: \($0))" } ?? ""),
+                    apnsID: item.notification.id, finishedAt: now, attempts: item.attempts), logger: logger))
+        }
+
+        // The circuit of the tenant's endpoint for this job's environment.
+        let key = route.circuitKey
+        var probe = false
+        if let key {
+            switch router.circuits.admit(key, policy: policy.circuit, now: clock.now) {
+            case .send: break
+            case .probe: probe = true
+            case .wait(let until):
+                let next = now.addingTimeInterval(max(0, clock.now.duration(to: until).secondsValue))
+                let lastError = item.lastError ?? "CircuitOpen"
+                guard next <= giveUpAt else {
+                    return .step(giveUp(item, of: job, status: nil, lastError: lastError, attempts: item.attempts, logger: logger))
+                }
+                return .step(
+                    deferItem(
+                        item, of: job,
+                        JobItemRetry(attempts: item.attempts, firstAttemptAt: firstAttempt, nextAttemptAt: next, lastError: lastError),
+                        logger: logger))
+            }
+        }
+        return .send(Attempt(policy: policy, key: key, probe: probe, firstAttempt: firstAttempt, giveUpAt: giveUpAt))
+    }
+
+    /// Everything after the send: the circuit's record, then the item's outcome or next attempt.
+    private func finish(_ item: JobItem, of job: Job, _ attempt: Attempt, outcome sent: Result<PushResult, any Error>, logger: Logger) -> Step {
+        let clock = router.configuration.clock
+        let (policy, key, probe, firstAttempt, giveUpAt) = (attempt.policy, attempt.key, attempt.probe, attempt.firstAttempt, attempt.giveUpAt)
         let attempts = item.attempts + 1
         let outcome: DeliveryOutcome
         var answer: PushResult? = nil
         var failure: (any Error)? = nil
-        do {
-            // One attempt: the item's retries are the delivery policy's (below), not the pipeline's.
-            let result = try await router.send(
-                tenant: job.tenant, notification: item.notification, environment: job.environment, retriesInPipeline: false)
+        switch sent {
+        case .success(let result):
             answer = result
             outcome = DeliveryOutcome(result.response)
-        } catch is CancellationError {
+        case .failure(let error) where error is CancellationError:
             if let key, probe { recordUnsentProbe(key, reason: "Cancelled", policy: policy, logger: logger) }
             return .leftPending
-        } catch {
+        case .failure(let error):
             failure = error
             outcome = DeliveryOutcome(error)
         }

@@ -356,14 +356,23 @@ public final class JobRunner: Sendable {
             marks: WireMarks(store: store, tenant: job.tenant, job: job.id, claimant: claimant, clock: clock),
             routes: BatchItemDelivery.Routes())
         let outcomes = OutcomeGroups(inFlight: senders, groupSize: configuration.commitGroup)
+        // Sends without a task each when the tenant's runtime can (every middleware has hooks,
+        // the transport a callback form) and the items need no wire mark (``BatchItemDelivery/start``).
+        let byCallbacks =
+            configuration.exclusiveStore
+            && router.runtime(for: job.tenant).map { $0.startsSendsByCallback && $0.configuration.delivery.guarantee == .atLeastOnce } == true
         // The feeder claims (in this task), the send tasks send, one writer writes the outcomes;
         // the group returns when all three are done and every change handed over is written.
         let end = await withDiscardingTaskGroup(returning: FeedEnd.self) { group in
             group.addTask { await self.writeOutcomes(outcomes, of: job, feed: feed, logger: itemLogger) }
             group.addTask {
-                await withDiscardingTaskGroup { sends in
-                    for _ in 0..<senders {
-                        sends.addTask { await self.work(feed, outcomes: outcomes, of: job, permits: pool, logger: itemLogger) }
+                if byCallbacks {
+                    await self.drive(feed, outcomes: outcomes, of: job, permits: pool, logger: itemLogger)
+                } else {
+                    await withDiscardingTaskGroup { sends in
+                        for _ in 0..<senders {
+                            sends.addTask { await self.work(feed, outcomes: outcomes, of: job, permits: pool, logger: itemLogger) }
+                        }
                     }
                 }
                 outcomes.close()
@@ -514,21 +523,84 @@ public final class JobRunner: Sendable {
             let step = await delivery.deliver(item, of: job, marks: feed.marks, routes: feed.routes, logger: logger)
             adjust { $0.itemsInFlight -= 1 } peak: { _ in }
             pool.release()
-            switch step {
-            case .write(let change):
-                outcomes.add(change, watched: retry)
-            case .notOurs:
-                outcomes.cancel(watched: retry)
-            case .leftPending:
-                outcomes.cancel(watched: retry)
-                feed.stop(.stopping)
-                return
-            case .pause:
-                outcomes.cancel(watched: retry)
-                feed.stop(.pause)
-                return
+            guard Self.hand(step, watched: retry, to: outcomes, feed: feed) else { return }
+        }
+    }
+
+    /// Hands an attempt's step to the writer (or frees its slot).
+    /// - Returns: false when the job's sends stop (the feed is stopped).
+    private static func hand(_ step: BatchItemDelivery.Step, watched: Bool, to outcomes: OutcomeGroups, feed: JobFeed) -> Bool {
+        switch step {
+        case .write(let change):
+            outcomes.add(change, watched: watched)
+            return true
+        case .notOurs:
+            outcomes.cancel(watched: watched)
+            return true
+        case .leftPending:
+            outcomes.cancel(watched: watched)
+            feed.stop(.stopping)
+            return false
+        case .pause:
+            outcomes.cancel(watched: watched)
+            feed.stop(.pause)
+            return false
+        }
+    }
+
+    /// The job's sends without a task each: one task takes the feed's items, a slot of the job's
+    /// commit groups and a tenant permit each, as ``work(_:outcomes:of:permits:logger:)`` does,
+    /// and starts each send with ``BatchItemDelivery/start(_:of:routes:logger:completion:)``;
+    /// the send's end (on a connection's event loop) frees the permit, hands the step to the
+    /// writer and the item back to the feed. The task waits only for an item, a slot or a permit,
+    /// and takes as many as are free when it wakes. An item that needs the `async` form (its
+    /// tenant reloaded to at-most-once meanwhile) is sent by a child task, under the same permit.
+    /// Returns when the feed runs out or stops and every send started has ended.
+    nonisolated(nonsending) private func drive(
+        _ feed: JobFeed, outcomes: OutcomeGroups, of job: Job, permits pool: PermitPool, logger: Logger
+    ) async {
+        adjust { $0.sendTasks += 1 } peak: { $0.peakSendTasks = max($0.peakSendTasks, $0.sendTasks) }
+        defer { adjust { $0.sendTasks -= 1 } peak: { _ in } }
+        let started = SendsUnderWay()
+        let delivery = self.delivery
+        await withDiscardingTaskGroup { asyncSends in
+            while let item = await feed.next() {
+                let retry = Self.isDueRetry(item)
+                let handBack: @Sendable () -> Void = {
+                    feed.handBack()
+                    self.adjust { $0.claimedItemsHeld -= 1 } peak: { _ in }
+                }
+                guard await outcomes.reserve() else {
+                    feed.stop(.pause)
+                    handBack()
+                    break
+                }
+                await pool.acquire()
+                // Stopping, or stopped meanwhile (a failed write, a paused tenant): the item stays pending.
+                guard !isStopping, feed.stopReason == nil else {
+                    if isStopping { feed.stop(.stopping) }
+                    pool.release()
+                    outcomes.cancel(watched: retry)
+                    handBack()
+                    break
+                }
+                adjust { $0.itemsInFlight += 1 } peak: { $0.peakItemsInFlight = max($0.peakItemsInFlight, $0.itemsInFlight) }
+                started.begin()
+                let end: @Sendable (BatchItemDelivery.Step) -> Void = { step in
+                    self.adjust { $0.itemsInFlight -= 1 } peak: { _ in }
+                    pool.release()
+                    _ = Self.hand(step, watched: retry, to: outcomes, feed: feed)
+                    handBack()
+                    started.end()
+                }
+                if !delivery.start(item, of: job, routes: feed.routes, logger: logger, completion: end) {
+                    asyncSends.addTask {
+                        end(await delivery.deliver(item, of: job, marks: feed.marks, routes: feed.routes, logger: logger))
+                    }
+                }
             }
         }
+        await started.waitUntilNone()
     }
 
     /// The job's writer: writes its outcomes and next attempts in commit groups
@@ -598,5 +670,38 @@ public final class JobRunner: Sendable {
     static func seconds(_ duration: Duration) -> Double {
         let parts = duration.components
         return Double(parts.seconds) + Double(parts.attoseconds) / 1e18
+    }
+}
+
+/// Sends started by callback and not ended yet, for the task that started them to wait for.
+final class SendsUnderWay: Sendable {
+    private struct State {
+        var count = 0
+        var waiter: CheckedContinuation<Void, Never>?
+    }
+    private let state = Mutex(State())
+
+    func begin() { state.withLock { $0.count += 1 } }
+
+    func end() {
+        let waiter = state.withLock { state -> CheckedContinuation<Void, Never>? in
+            state.count -= 1
+            guard state.count == 0 else { return nil }
+            defer { state.waiter = nil }
+            return state.waiter
+        }
+        waiter?.resume()
+    }
+
+    /// Returns when every send begun has ended. One waiter at a time.
+    func waitUntilNone() async {
+        await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+            let none = state.withLock { state -> Bool in
+                guard state.count > 0 else { return true }
+                state.waiter = continuation
+                return false
+            }
+            if none { continuation.resume() }
+        }
     }
 }

@@ -208,24 +208,81 @@ public final class Router: Sendable {
                     notification, environment: environment, deadline: deadline, retriesInPipeline: retriesInPipeline)
                 lastHour.record(tenant, at: configuration.clock.date, failed: result.response.status != 200)
                 return result
-            } catch let error as PushError where error.code == .shuttingDown && attempt < 3 {
-                // Swapped out between lookup and send: nothing was sent; use the new runtime.
-                continue
-            } catch let error as PushError where error.code == .credentialRevoked && !resentAfterRevocation {
-                // The credential was revoked under it and no answer came: resend once on the new one.
-                resentAfterRevocation = true
-                configuration.logger.debug(
-                    "resending after credential revocation",
-                    metadata: [
-                        "herald.tenant": "\(tenant)", "herald.apns-id": "\(notification.id.map { $0.rawValue } ?? "")",
-                        "herald.may-have-reached-apns": "\(error.mayHaveReachedAPNs)",
-                    ])
-                continue
             } catch is CancellationError {
                 throw CancellationError()
             } catch {
+                if shouldResend(tenant: tenant, notification: notification, after: error, attempt: attempt, resentAfterRevocation: &resentAfterRevocation) {
+                    continue
+                }
                 lastHour.record(tenant, at: configuration.clock.date, failed: true)
                 throw error
+            }
+        }
+    }
+
+    /// True when a send that failed with `error` is made again on the tenant's runtime: one
+    /// swapped out between lookup and send (nothing was sent; up to three attempts), or one whose
+    /// credential was revoked under it with no answer (once, on the new credential).
+    private func shouldResend(
+        tenant: TenantID, notification: HeraldCore.Notification, after error: any Error, attempt: Int, resentAfterRevocation: inout Bool
+    ) -> Bool {
+        guard let error = error as? PushError else { return false }
+        if error.code == .shuttingDown { return attempt < 3 }
+        guard error.code == .credentialRevoked, !resentAfterRevocation else { return false }
+        resentAfterRevocation = true
+        configuration.logger.debug(
+            "resending after credential revocation",
+            metadata: [
+                "herald.tenant": "\(tenant)", "herald.apns-id": "\(notification.id.map { $0.rawValue } ?? "")",
+                "herald.may-have-reached-apns": "\(error.mayHaveReachedAPNs)",
+            ])
+        return true
+    }
+
+    /// Sends one notification as ``send(tenant:notification:environment:deadline:retriesInPipeline:)``
+    /// does (the same resends and counts) and calls `completion` exactly once with the result or
+    /// the error. When the tenant's runtime sends by callback
+    /// (``TenantRuntime/startsSendsByCallback``) no task is made: `completion` then runs on a
+    /// connection's event loop and must not block. For callers that keep many sends in flight
+    /// under their own bound (the job runner's permits).
+    public func startSend(
+        tenant: TenantID, notification: HeraldCore.Notification, environment: APNsEnvironment? = nil,
+        deadline: ContinuousClock.Instant? = nil, retriesInPipeline: Bool = true,
+        completion: @escaping @Sendable (Result<PushResult, any Error>) -> Void
+    ) {
+        var notification = notification
+        if notification.id == nil { notification.id = idGenerator.withLock { $0.nextID() } }
+        startAttempt(
+            1, resentAfterRevocation: false, tenant: tenant, notification: notification, environment: environment, deadline: deadline,
+            retriesInPipeline: retriesInPipeline, completion: completion)
+    }
+
+    private func startAttempt(
+        _ attempt: Int, resentAfterRevocation: Bool, tenant: TenantID, notification: HeraldCore.Notification,
+        environment: APNsEnvironment?, deadline: ContinuousClock.Instant?, retriesInPipeline: Bool,
+        completion: @escaping @Sendable (Result<PushResult, any Error>) -> Void
+    ) {
+        guard let runtime = runtime(for: tenant) else {
+            completion(.failure(PushError.unknownTenant(tenant.rawValue)))
+            return
+        }
+        runtime.startSend(notification, environment: environment, deadline: deadline, retriesInPipeline: retriesInPipeline) { outcome in
+            switch outcome {
+            case .success(let result):
+                self.lastHour.record(tenant, at: self.configuration.clock.date, failed: result.response.status != 200)
+                completion(.success(result))
+            case .failure(let error) where error is CancellationError:
+                completion(.failure(CancellationError()))
+            case .failure(let error):
+                var resent = resentAfterRevocation
+                if self.shouldResend(tenant: tenant, notification: notification, after: error, attempt: attempt, resentAfterRevocation: &resent) {
+                    self.startAttempt(
+                        attempt + 1, resentAfterRevocation: resent, tenant: tenant, notification: notification, environment: environment,
+                        deadline: deadline, retriesInPipeline: retriesInPipeline, completion: completion)
+                    return
+                }
+                self.lastHour.record(tenant, at: self.configuration.clock.date, failed: true)
+                completion(.failure(error))
             }
         }
     }

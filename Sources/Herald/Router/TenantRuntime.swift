@@ -21,6 +21,8 @@ public final class TenantRuntime: Sendable {
     private let state = Mutex(State())
     /// The tenant's topic checks, worked out once (``TopicRules``).
     private let topicRules: TopicRules
+    /// The middlewares' hooks, when every middleware has them (``HeraldCore/SynchronousPushMiddleware``).
+    private let hooks: PushHooks?
 
     private struct State {
         var closed = false
@@ -43,6 +45,7 @@ public final class TenantRuntime: Sendable {
         pushLogger[metadataKey: "herald.tenant"] = configuration.id.rawValue
         self.pushLogger = pushLogger
         self.defaultDeadline = defaultDeadline
+        self.hooks = PushHooks(middlewares)
         let clock = clock
         self.pipeline = SendPipeline(
             middlewares,
@@ -105,6 +108,114 @@ public final class TenantRuntime: Sendable {
             // Cut off by a revocation: say so, so that the router resends it on the new credential.
             guard state.withLock({ $0.revoked }) else { throw error }
             throw PushError.credentialRevoked(configuration.id, mayHaveReachedAPNs: error.mayHaveReachedAPNs)
+        }
+    }
+
+    /// True when ``startSend(_:environment:deadline:retriesInPipeline:completion:)`` sends
+    /// without a task: every middleware has hooks and the transport a callback form.
+    public var startsSendsByCallback: Bool { hooks != nil && transport.sendsByCallback }
+
+    /// Sends one notification as ``send(_:environment:deadline:retriesInPipeline:)`` does, and
+    /// calls `completion` exactly once with the result or the error (possibly on a connection's
+    /// event loop: it must not block). When ``startsSendsByCallback`` and every middleware
+    /// agrees (``HeraldCore/SynchronousPushMiddleware/hooksApply(to:)``), the send goes through
+    /// the middlewares' hooks and the transport's callback form, without a task; otherwise a task
+    /// sends it through the pipeline. Callers bound how many they start (the job runner's permits).
+    public func startSend(
+        _ notification: Notification, environment: APNsEnvironment? = nil, deadline: ContinuousClock.Instant? = nil,
+        retriesInPipeline: Bool = true, completion: @escaping @Sendable (Result<PushResult, any Error>) -> Void
+    ) {
+        guard let hooks, transport.sendsByCallback else {
+            sendInTask(notification, environment: environment, deadline: deadline, retriesInPipeline: retriesInPipeline, completion: completion)
+            return
+        }
+        let checked: (notification: Notification, environment: APNsEnvironment)
+        do {
+            checked = try configuration.admit(notification, environment: environment, topicRules: topicRules)
+        } catch {
+            completion(.failure(error))
+            return
+        }
+        var admitted = checked.notification
+        let environment = checked.environment
+        let id = admitted.id ?? NotificationID.random()
+        admitted.id = id
+        let notification = admitted
+        let context = PushContext(
+            tenant: configuration.id, environment: environment, logger: pushLogger.withNotificationID(id), attempt: 1,
+            deadline: deadline ?? clock.now.advanced(by: defaultDeadline), retriesInPipeline: retriesInPipeline)
+        guard hooks.apply(to: context) else {
+            sendInTask(notification, environment: environment, deadline: deadline, retriesInPipeline: retriesInPipeline, completion: completion)
+            return
+        }
+        let counted = state.withLock { state -> Bool in
+            guard !state.closed else { return false }
+            state.inFlight += 1
+            return true
+        }
+        guard counted else {
+            completion(.failure(PushError.shuttingDown(configuration.id)))
+            return
+        }
+
+        let startedAt = clock.now
+        let (ran, refusal) = hooks.willSend(notification, context: context)
+        if let refusal {
+            finishHooked(notification, context: context, hooks: hooks, startedAt: startedAt, outcome: .failure(refusal), ran: ran, completion: completion)
+            return
+        }
+        guard clock.now < context.deadline else {
+            let late = PushError.deadlineExceeded("the deadline passed before the notification went out", mayHaveReachedAPNs: false)
+            finishHooked(notification, context: context, hooks: hooks, startedAt: startedAt, outcome: .failure(late), ran: ran, completion: completion)
+            return
+        }
+        transport.startSend(notification, environment: environment, deadline: context.deadline) { answer in
+            let outcome: Result<PushResult, any Error> =
+                switch answer {
+                case .success(let response):
+                    .success(PushResult(notificationID: id, environment: environment, response: response, attempts: context.attempt))
+                case .failure(let error): .failure(error)
+                }
+            self.finishHooked(notification, context: context, hooks: hooks, startedAt: startedAt, outcome: outcome, ran: ran, completion: completion)
+        }
+    }
+
+    /// The end of a hooked send: the hooks after it, their follow-ups (in a task, when there are
+    /// any), the revocation's error as ``send(_:environment:deadline:retriesInPipeline:)`` gives
+    /// it, and the send no longer counted in flight.
+    private func finishHooked(
+        _ notification: Notification, context: PushContext, hooks: PushHooks, startedAt: ContinuousClock.Instant,
+        outcome: Result<PushResult, any Error>, ran: Int, completion: @escaping @Sendable (Result<PushResult, any Error>) -> Void
+    ) {
+        let followUps = hooks.didSend(notification, context: context, startedAt: startedAt, outcome: outcome, ran: ran)
+        let finish: @Sendable () -> Void = {
+            var outcome = outcome
+            if case .failure(let error as PushError) = outcome, error.code == .transport || error.code == .shuttingDown,
+                self.state.withLock({ $0.revoked })
+            {
+                outcome = .failure(PushError.credentialRevoked(self.configuration.id, mayHaveReachedAPNs: error.mayHaveReachedAPNs))
+            }
+            self.state.withLock { $0.inFlight -= 1 }
+            completion(outcome)
+        }
+        guard !followUps.isEmpty else { return finish() }
+        Task {
+            for followUp in followUps { await followUp() }
+            finish()
+        }
+    }
+
+    /// The `async` pipeline's send, by a task, for ``startSend(_:environment:deadline:retriesInPipeline:completion:)``.
+    private func sendInTask(
+        _ notification: Notification, environment: APNsEnvironment?, deadline: ContinuousClock.Instant?, retriesInPipeline: Bool,
+        completion: @escaping @Sendable (Result<PushResult, any Error>) -> Void
+    ) {
+        Task {
+            do {
+                completion(.success(try await self.send(notification, environment: environment, deadline: deadline, retriesInPipeline: retriesInPipeline)))
+            } catch {
+                completion(.failure(error))
+            }
         }
     }
 

@@ -221,6 +221,20 @@ public final class TenantTransport: PushTransport {
             deadline: deadline ?? (NIODeadline.now() + configuration.requestTimeout), cancellation: nil, completion: completion)
     }
 
+    /// ``PushTransport``'s callback form: ``send(_:environment:deadline:completion:)`` with the
+    /// failures translated as the `async` form translates them.
+    public var sendsByCallback: Bool { true }
+
+    public func startSend(
+        _ notification: HeraldCore.Notification, environment: APNsEnvironment, deadline: ContinuousClock.Instant,
+        completion: @escaping @Sendable (Result<APNsResponse, PushError>) -> Void
+    ) {
+        let tenant = tenant.id
+        start(notification, environment: environment, deadline: Self.nioDeadline(deadline), cancellation: nil) { result in
+            completion(result.mapError { $0.pushError(tenant: tenant) })
+        }
+    }
+
     /// One task executor per event loop of the transport's group, for callers that send a lot:
     /// tasks running on them send through a connection on their own loop when it has room.
     public func eventLoopExecutors() -> [EventLoopTaskExecutor] {

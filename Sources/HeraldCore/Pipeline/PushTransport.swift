@@ -22,9 +22,25 @@ public protocol PushTransport: Sendable {
     var credentialIdentity: String? { get }
     /// The transport's connections and counters as they are now (for the admin API).
     var status: TransportStatus { get }
+    /// True when ``startSend(_:environment:deadline:completion:)`` sends (without a task);
+    /// false when the transport has only the `async` form. Defaults to false.
+    var sendsByCallback: Bool { get }
+    /// Starts one send and calls `completion` exactly once with APNs' answer or the failure (the
+    /// same ``PushError``s as the `async` form; never cancelled), possibly on another thread:
+    /// it must not block. Only called when ``sendsByCallback`` is true.
+    func startSend(
+        _ notification: Notification, environment: APNsEnvironment, deadline: ContinuousClock.Instant,
+        completion: @escaping @Sendable (Result<APNsResponse, PushError>) -> Void)
 }
 
 extension PushTransport {
+    public var sendsByCallback: Bool { false }
+    public func startSend(
+        _ notification: Notification, environment: APNsEnvironment, deadline: ContinuousClock.Instant,
+        completion: @escaping @Sendable (Result<APNsResponse, PushError>) -> Void
+    ) {
+        completion(.failure(PushError(code: .transport, message: "this transport has no callback form", mayHaveReachedAPNs: false)))
+    }
     public func close() async { await shutdown() }
     public var credentialIdentity: String? { nil }
     public var status: TransportStatus { TransportStatus() }

@@ -85,8 +85,9 @@ public struct RetryPolicy: Sendable, Hashable {
 ///
 /// Every attempt goes through the middlewares after this one with `context.attempt` raised. A
 /// send whose caller retries itself (``PushContext/retriesInPipeline`` false: the job runner's
-/// items) gets one attempt here.
-public struct RetryMiddleware: PushMiddleware {
+/// items) gets one attempt here. Such a send may also take the hooks
+/// (``SynchronousPushMiddleware``): with one attempt there is nothing to do around it.
+public struct RetryMiddleware: SynchronousPushMiddleware {
     public let policy: RetryPolicy
     private let clock: any PushClock
     private let random: @Sendable (ClosedRange<Double>) -> Double
@@ -151,4 +152,14 @@ public struct RetryMiddleware: PushMiddleware {
         let factor = keep + random(0...policy.jitter)
         return delay * factor
     }
+}
+
+extension RetryMiddleware {
+    /// Only a send whose caller retries itself: the resends of the `async` form wait (backoff).
+    public func hooksApply(to context: PushContext) -> Bool { !context.retriesInPipeline }
+
+    public func didSend(
+        _ notification: Notification, context: PushContext, startedAt: ContinuousClock.Instant,
+        outcome: Result<PushResult, any Error>
+    ) -> PushFollowUp? { nil }
 }

@@ -1,0 +1,308 @@
+import Dispatch
+import Foundation
+import Herald
+import HeraldCore
+import HeraldStore
+import Logging
+import MetricsTestKit
+import Synchronization
+import Testing
+
+/// A transport whose answer depends only on the device token and how often it was sent, with or
+/// without the callback form: a batch sent through the hooks (``HeraldCore/PushHooks``) and the
+/// same batch through the `async` pipeline get the same answers, whatever order they go in.
+final class DeviceScriptTransport: PushTransport, TransportProvider {
+    enum Form: Sendable, CustomStringConvertible {
+        /// Only the `async` form.
+        case asyncOnly
+        /// The callback form, its completion called before `startSend` returns.
+        case inline
+        /// The callback form, its completion called on another thread.
+        case otherThread
+
+        var description: String {
+            switch self {
+            case .asyncOnly: "async only"
+            case .inline: "callbacks completed inline"
+            case .otherThread: "callbacks completed on another thread"
+            }
+        }
+    }
+
+    static let apnsTime = Date(timeIntervalSince1970: 1_700_000_000)
+
+    private struct State {
+        var attempts: [String: Int] = [:]
+        var asyncSends = 0
+        var callbackSends = 0
+    }
+
+    let form: Form
+    private let state = Mutex(State())
+
+    init(_ form: Form) { self.form = form }
+
+    var asyncSends: Int { state.withLock { $0.asyncSends } }
+    var callbackSends: Int { state.withLock { $0.callbackSends } }
+
+    /// By the token's last byte: 410, 400, 503 then 200, a reset that may have reached APNs then
+    /// 200, else 200.
+    private func answer(_ notification: HeraldCore.Notification, callback: Bool) -> Result<APNsResponse, PushError> {
+        let attempt = state.withLock { state -> Int in
+            if callback { state.callbackSends += 1 } else { state.asyncSends += 1 }
+            state.attempts[notification.deviceToken.hex, default: 0] += 1
+            return state.attempts[notification.deviceToken.hex, default: 0]
+        }
+        let id = notification.id
+        switch Int(notification.deviceToken.bytes.last ?? 0) % 6 {
+        case 1: return .success(APNsResponse(status: 410, apnsID: id, reason: .unregistered, timestamp: Self.apnsTime))
+        case 2: return .success(APNsResponse(status: 400, apnsID: id, reason: .badDeviceToken))
+        case 3 where attempt == 1: return .success(APNsResponse(status: 503, apnsID: id, reason: .serviceUnavailable))
+        case 4 where attempt == 1: return .failure(.transport("connection reset", surelyNotProcessed: false))
+        default: return .success(APNsResponse(status: 200, apnsID: id))
+        }
+    }
+
+    func send(_ notification: HeraldCore.Notification, environment: APNsEnvironment, deadline: ContinuousClock.Instant)
+        async throws -> APNsResponse
+    {
+        try answer(notification, callback: false).get()
+    }
+
+    var sendsByCallback: Bool {
+        switch form {
+        case .asyncOnly: false
+        case .inline, .otherThread: true
+        }
+    }
+
+    func startSend(
+        _ notification: HeraldCore.Notification, environment: APNsEnvironment, deadline: ContinuousClock.Instant,
+        completion: @escaping @Sendable (Result<APNsResponse, PushError>) -> Void
+    ) {
+        let result = answer(notification, callback: true)
+        switch form {
+        case .asyncOnly, .inline: completion(result)
+        case .otherThread: DispatchQueue.global().async { completion(result) }
+        }
+    }
+
+    func shutdown() async {}
+
+    func makeTransport(for tenant: TenantConfiguration, logger: Logger) throws -> any PushTransport { self }
+}
+
+/// A plugin with only the `async` form: a tenant that lists it never sends through the hooks.
+struct PassThroughPluginFactory: PluginFactory {
+    struct Middleware: PushMiddleware {
+        func send(_ notification: HeraldCore.Notification, context: PushContext, next: PushHandler) async throws -> PushResult {
+            try await next.send(notification, context: context)
+        }
+    }
+
+    let name = "pass-through"
+    func make(options: JSONValue, environment: PluginEnvironment) throws(PluginOptionError) -> any PushMiddleware { Middleware() }
+}
+
+@Suite("batch items sent by callback through the middlewares' hooks")
+struct CallbackSendTests {
+    /// What one batch came to: each device's outcome, the tokens recorded invalid, the metrics.
+    struct Run: Equatable {
+        struct Outcome: Hashable {
+            var state: JobItemState
+            var status: Int?
+            var reason: String?
+            var attempts: Int
+        }
+        var outcomes: [String: Outcome]
+        var invalid: Set<String>
+        var counters: [String: Int64]
+    }
+
+    static let count = 600
+
+    /// Runs one batch of ``count`` tokens for a tenant with `feedback` (recording only) and
+    /// `metrics` (and `extra` plugins) through `transport`, with a real job runner on SQLite.
+    static func run(_ transport: DeviceScriptTransport, extra: [PluginConfiguration] = []) async throws -> Run {
+        let metrics = TestMetrics()
+        var registry = PluginRegistry.standard(metricsFactory: metrics)
+        registry.register(PassThroughPluginFactory())
+        let store = try Fixtures.store()
+        let router = try Fixtures.router(transports: transport, store: store, clock: SystemPushClock(), registry: registry)
+        var tenant = Fixtures.tenant(
+            "cb", plugins: [Fixtures.plugin("feedback", .obj(["refuse": .array([])])), Fixtures.plugin("metrics")] + extra)
+        tenant.delivery = DeliveryPolicy(
+            guarantee: .atLeastOnce, maxRetryDuration: .seconds(600), initialBackoff: .milliseconds(50),
+            maxBackoff: .milliseconds(200), jitter: 0.5,
+            circuit: CircuitPolicy(failureThreshold: 10_000, probeInterval: .milliseconds(100), maxProbeInterval: .seconds(1)))
+        let report = await router.install([tenant])
+        #expect(report.failures.isEmpty, "\(report.failures)")
+        let id = tenant.id
+
+        let notes = (0..<count).map { seed -> HeraldCore.Notification in
+            var bytes = [UInt8](repeating: 0xA5, count: 32)
+            bytes[30] = UInt8(truncatingIfNeeded: seed >> 8)
+            bytes[31] = UInt8(truncatingIfNeeded: seed)
+            return HeraldCore.Notification(
+                deviceToken: DeviceToken(bytes: bytes), topic: "com.example.app", payload: Array(#"{"aps":{"alert":"cb"}}"#.utf8))
+        }
+        let job = try await store.createJob(tenant: id, id: try JobID("callbacks"), environment: nil, notifications: notes, createdAt: Date())
+            .job
+        var configuration = JobRunnerConfiguration()
+        configuration.concurrencyPerTenant = 16
+        configuration.claimSize = 100
+        configuration.commitGroup = 8
+        configuration.rescanInterval = .milliseconds(200)
+        let runner = JobRunner(router: router, store: store, configuration: configuration, logger: SandboxRig.quietLogger)
+        async let running: Void = runner.run()
+        let deadline = ContinuousClock.now.advanced(by: .seconds(120))
+        while ContinuousClock.now < deadline, try await store.job(tenant: id, id: job.id)?.state != .finished {
+            try await Task.sleep(for: .milliseconds(50))
+        }
+        runner.stop()
+        await running
+        let statistics = runner.statistics
+        #expect(statistics.itemsInFlight == 0 && statistics.sendTasks == 0 && statistics.claimedItemsHeld == 0)
+        #expect(statistics.peakItemsInFlight <= 16)
+
+        let items = try await store.items(tenant: id, job: job.id, fromIndex: 0, limit: count)
+        var outcomes: [String: Run.Outcome] = [:]
+        for item in items {
+            outcomes[item.notification.deviceToken.hex] = Run.Outcome(
+                state: item.state, status: item.result?.status, reason: item.result?.reason, attempts: item.result?.attempts ?? -1)
+        }
+        let invalid = try await store.invalidTokens(tenant: id, limit: 10_000).map { "\($0.token.hex) \($0.reason.wireValue)" }
+        var counters: [String: Int64] = [:]
+        for (status, reason) in [("200", "none"), ("410", "Unregistered"), ("400", "BadDeviceToken"), ("503", "ServiceUnavailable"),
+            ("error", "TransportFailed")]
+        {
+            counters["\(status) \(reason)"] = metrics.counterTotal(
+                label: "herald_notifications_total",
+                dimensions: [("tenant", "cb"), ("topic", "com.example.app"), ("push_type", "alert"), ("status", status), ("reason", reason)])
+        }
+        counters["all"] = metrics.counterTotal(label: "herald_notifications_total")
+        await router.shutdown()
+        return Run(outcomes: outcomes, invalid: Set(invalid), counters: counters)
+    }
+
+    @Test("the same batch ends the same through the hooks and through the async pipeline", arguments: [
+        DeviceScriptTransport.Form.inline, .otherThread,
+    ])
+    func sameOutcomes(form: DeviceScriptTransport.Form) async throws {
+        let hookedTransport = DeviceScriptTransport(form)
+        let hooked = try await Self.run(hookedTransport)
+        let plainTransport = DeviceScriptTransport(.asyncOnly)
+        let plain = try await Self.run(plainTransport)
+
+        // Each path was the one taken: every attempt by callback, or every one awaited.
+        #expect(hookedTransport.asyncSends == 0 && hookedTransport.callbackSends > Self.count)
+        #expect(plainTransport.callbackSends == 0 && plainTransport.asyncSends > Self.count)
+        #expect(hookedTransport.callbackSends == plainTransport.asyncSends)
+
+        // What the batch came to is what the script says, on both paths.
+        #expect(plain.outcomes.count == Self.count)
+        // Tokens per answer kind (the token's last byte modulo 6, as the script reads it).
+        let kinds = (0..<Self.count).map { ($0 & 0xFF) % 6 }
+        func tokens(_ kind: Int) -> Int { kinds.filter { $0 == kind }.count }
+        #expect(plain.outcomes.values.filter { $0.status == 410 && $0.state == .failed && $0.attempts == 1 }.count == tokens(1))
+        #expect(plain.outcomes.values.filter { $0.status == 400 && $0.state == .failed }.count == tokens(2))
+        #expect(plain.outcomes.values.filter { $0.status == 200 && $0.attempts == 2 }.count == tokens(3) + tokens(4))
+        #expect(plain.outcomes.values.filter { $0.status == 200 && $0.attempts == 1 }.count == tokens(0) + tokens(5))
+        #expect(plain.invalid.count == tokens(1) + tokens(2))
+        #expect(plain.counters["all"] == Int64(Self.count + tokens(3) + tokens(4)))
+        #expect(plain.counters["error TransportFailed"] == Int64(tokens(4)))
+        #expect(plain.counters["503 ServiceUnavailable"] == Int64(tokens(3)))
+
+        #expect(hooked == plain)
+    }
+
+    @Test("a tenant with a plugin that has no hooks sends every item through the async pipeline")
+    func pluginWithoutHooks() async throws {
+        let transport = DeviceScriptTransport(.otherThread)
+        let run = try await Self.run(transport, extra: [Fixtures.plugin("pass-through")])
+        #expect(transport.callbackSends == 0 && transport.asyncSends > Self.count)
+        let sent = (0..<Self.count).filter { ![1, 2].contains(($0 & 0xFF) % 6) }.count
+        #expect(run.outcomes.values.filter { $0.state == .sent }.count == sent)
+    }
+}
+
+/// The hooks run in the pipeline's order: a refusal is seen after the send by the middlewares
+/// before the one that refused, not by those after it.
+@Suite("push hooks")
+struct PushHooksTests {
+    final class Calls: Sendable {
+        let list = Mutex<[String]>([])
+        func add(_ call: String) { list.withLock { $0.append(call) } }
+        var all: [String] { list.withLock { $0 } }
+    }
+
+    struct Recording: SynchronousPushMiddleware {
+        let name: String
+        let calls: Calls
+        var refuses = false
+        var followUp = false
+
+        func send(_ notification: HeraldCore.Notification, context: PushContext, next: PushHandler) async throws -> PushResult {
+            try await next.send(notification, context: context)
+        }
+
+        func willSend(_ notification: HeraldCore.Notification, context: PushContext) throws {
+            calls.add("will \(name)")
+            if refuses { throw PushError(code: .rateLimited, message: "refused by \(name)") }
+        }
+
+        func didSend(
+            _ notification: HeraldCore.Notification, context: PushContext, startedAt: ContinuousClock.Instant,
+            outcome: Result<PushResult, any Error>
+        ) -> PushFollowUp? {
+            switch outcome {
+            case .success: calls.add("did \(name) ok")
+            case .failure: calls.add("did \(name) failed")
+            }
+            guard followUp else { return nil }
+            let (calls, name) = (calls, name)
+            return { calls.add("follow-up \(name)") }
+        }
+    }
+
+    static let context = PushContext(tenant: Fixtures.tenantID("h"), environment: .production, deadline: .now + .seconds(5))
+
+    @Test("outermost first before the send, innermost first after it")
+    func order() throws {
+        let calls = Calls()
+        let hooks = try #require(
+            PushHooks([
+                Recording(name: "a", calls: calls), Recording(name: "b", calls: calls, followUp: true),
+                Recording(name: "c", calls: calls, followUp: true),
+            ]))
+        let (ran, refusal) = hooks.willSend(Fixtures.note(), context: Self.context)
+        #expect(ran == 3 && refusal == nil)
+        let result = PushResult(notificationID: NotificationID.random(), environment: .production, response: APNsResponse(status: 200, apnsID: nil))
+        let followUps = hooks.didSend(Fixtures.note(), context: Self.context, startedAt: .now, outcome: .success(result), ran: ran)
+        #expect(calls.all == ["will a", "will b", "will c", "did c ok", "did b ok", "did a ok"])
+        #expect(followUps.count == 2)
+    }
+
+    @Test("a refusal stops the hooks after it; those before it see the failure")
+    func refusal() async throws {
+        let calls = Calls()
+        let hooks = try #require(
+            PushHooks([
+                Recording(name: "a", calls: calls, followUp: true), Recording(name: "b", calls: calls, refuses: true),
+                Recording(name: "c", calls: calls),
+            ]))
+        let (ran, refusal) = hooks.willSend(Fixtures.note(), context: Self.context)
+        #expect(ran == 1)
+        #expect((refusal as? PushError)?.code == .rateLimited)
+        let followUps = hooks.didSend(
+            Fixtures.note(), context: Self.context, startedAt: .now, outcome: .failure(try #require(refusal)), ran: ran)
+        for followUp in followUps { await followUp() }
+        #expect(calls.all == ["will a", "will b", "did a failed", "follow-up a"])
+    }
+
+    @Test("a pipeline with a middleware that has only the async form has no hooks")
+    func asyncOnly() {
+        #expect(PushHooks([PassThroughPluginFactory.Middleware()]) == nil)
+        #expect(PushHooks([RetryMiddleware(policy: RetryPolicy())]) != nil)
+    }
+}
