@@ -196,9 +196,11 @@ enum BenchCallbackLoad {
             let tally = Mutex(Tally())
         }
 
+        /// Starts one send; the completion gets APNs' answer or the failure.
+        typealias Start = @Sendable (HeraldCore.Notification, @escaping @Sendable (Result<APNsResponse, any Error>) -> Void) -> Void
+
         let notes: [HeraldCore.Notification]
-        let transport: TenantTransport
-        let environment: APNsEnvironment?
+        let start: Start
         let next = Atomic<Int>(0)
         let done = Atomic<Int>(0)
         let tally = Mutex(Tally())
@@ -216,11 +218,10 @@ enum BenchCallbackLoad {
         /// Open loop: notifications go out on a schedule, completions send nothing.
         let paced: Bool
 
-        init(notes: [HeraldCore.Notification], transport: TenantTransport, environment: APNsEnvironment?, paced: Bool = false) {
+        init(notes: [HeraldCore.Notification], paced: Bool = false, start: @escaping Start) {
             self.notes = notes
-            self.transport = transport
-            self.environment = environment
             self.paced = paced
+            self.start = start
         }
 
         func sendNext() {
@@ -231,7 +232,7 @@ enum BenchCallbackLoad {
 
         func send(_ index: Int) {
             let began = ContinuousClock.now
-            transport.send(notes[index], environment: environment) { result in
+            start(notes[index]) { result in
                 let elapsed = began.duration(to: .now)
                 let micros = elapsed.components.seconds * 1_000_000 + elapsed.components.attoseconds / 1_000_000_000_000
                 self.shard.tally.withLock { tally in
@@ -241,8 +242,12 @@ enum BenchCallbackLoad {
                         tally.succeeded += 1
                     case .success(let response):
                         tally.failed["\(response.status) \(response.reason?.wireValue ?? "-")", default: 0] += 1
-                    case .failure(let error):
+                    case .failure(let error as APNsTransportError):
                         tally.failed[error.metricLabel, default: 0] += 1
+                    case .failure(let error as PushError):
+                        tally.failed[error.code.description, default: 0] += 1
+                    case .failure:
+                        tally.failed["error", default: 0] += 1
                     }
                 }
                 if self.paced {
@@ -264,10 +269,25 @@ enum BenchCallbackLoad {
         }
     }
 
+    /// The transport's callback form, sent straight to it.
+    private static func transportStart(_ transport: TenantTransport, environment: APNsEnvironment?) -> Driver.Start {
+        { note, completion in
+            transport.send(note, environment: environment) { result in completion(result.mapError { $0 }) }
+        }
+    }
+
     static func run(
         _ workload: BenchWorkload, through transport: TenantTransport, environment: APNsEnvironment?, concurrency: Int
     ) async -> BenchFigures {
-        let driver = Driver(notes: workload.notes, transport: transport, environment: environment)
+        await run(workload, concurrency: concurrency, start: transportStart(transport, environment: environment))
+    }
+
+    /// Closed loop by callbacks: `concurrency` sends in flight, each answer starting the next.
+    static func run(
+        _ workload: BenchWorkload, concurrency: Int,
+        start: @escaping @Sendable (HeraldCore.Notification, @escaping @Sendable (Result<APNsResponse, any Error>) -> Void) -> Void
+    ) async -> BenchFigures {
+        let driver = Driver(notes: workload.notes, start: start)
         return await measure(driver) {
             for _ in 0..<max(1, min(concurrency, workload.notes.count)) { driver.sendNext() }
         }
@@ -279,7 +299,7 @@ enum BenchCallbackLoad {
     static func runPaced(
         _ workload: BenchWorkload, through transport: TenantTransport, environment: APNsEnvironment?, rate: Double
     ) async -> BenchFigures {
-        let driver = Driver(notes: workload.notes, transport: transport, environment: environment, paced: true)
+        let driver = Driver(notes: workload.notes, paced: true, start: transportStart(transport, environment: environment))
         let total = workload.notes.count
         return await measure(driver) {
             Task {
