@@ -168,7 +168,7 @@ public struct FeedbackMiddleware: SynchronousPushMiddleware {
 
     /// The hooks' form, for a tenant that refuses no token (``FeedbackConfiguration/refuse``
     /// empty): refusing reads the store, which only the `async` form can.
-    public func hooksApply(to context: PushContext) -> Bool { configuration.refuse.isEmpty }
+    public var offersHooks: Bool { configuration.refuse.isEmpty }
 
     /// Records the token (and queues the webhook) as the `async` form does, as a follow-up:
     /// the send's outcome is handed on once it is recorded.

@@ -123,14 +123,16 @@ struct CallbackSendTests {
 
     /// Runs one batch of ``count`` tokens for a tenant with `feedback` (recording only) and
     /// `metrics` (and `extra` plugins) through `transport`, with a real job runner on SQLite.
-    static func run(_ transport: DeviceScriptTransport, extra: [PluginConfiguration] = []) async throws -> Run {
+    static func run(
+        _ transport: DeviceScriptTransport, extra: [PluginConfiguration] = [], refuse: [JSONValue] = []
+    ) async throws -> Run {
         let metrics = TestMetrics()
         var registry = PluginRegistry.standard(metricsFactory: metrics)
         registry.register(PassThroughPluginFactory())
         let store = try Fixtures.store()
         let router = try Fixtures.router(transports: transport, store: store, clock: SystemPushClock(), registry: registry)
         var tenant = Fixtures.tenant(
-            "cb", plugins: [Fixtures.plugin("feedback", .obj(["refuse": .array([])])), Fixtures.plugin("metrics")] + extra)
+            "cb", plugins: [Fixtures.plugin("feedback", .obj(["refuse": .array(refuse)])), Fixtures.plugin("metrics")] + extra)
         tenant.delivery = DeliveryPolicy(
             guarantee: .atLeastOnce, maxRetryDuration: .seconds(600), initialBackoff: .milliseconds(50),
             maxBackoff: .milliseconds(200), jitter: 0.5,
@@ -223,6 +225,14 @@ struct CallbackSendTests {
         #expect(transport.callbackSends == 0 && transport.asyncSends > Self.count)
         let sent = (0..<Self.count).filter { ![1, 2].contains(($0 & 0xFF) % 6) }.count
         #expect(run.outcomes.values.filter { $0.state == .sent }.count == sent)
+    }
+
+    @Test("a tenant whose feedback refuses tokens keeps the async pipeline (refusing reads the store)")
+    func feedbackThatRefuses() async throws {
+        let transport = DeviceScriptTransport(.otherThread)
+        let run = try await Self.run(transport, refuse: [.string("Unregistered")])
+        #expect(transport.callbackSends == 0 && transport.asyncSends > Self.count)
+        #expect(run.invalid.count == (0..<Self.count).filter { [1, 2].contains(($0 & 0xFF) % 6) }.count)
     }
 }
 

@@ -28,6 +28,9 @@
 /// }
 /// ```
 public protocol SynchronousPushMiddleware: PushMiddleware {
+    /// False when this middleware, as configured, needs its `async` form for every send (the
+    /// tenant's sends then never take the hooks). Defaults to true.
+    var offersHooks: Bool { get }
     /// True when this send may take the hooks; false sends it through the `async` form (for a
     /// send that must wait, or read something only an `async` call gives). Defaults to true.
     func hooksApply(to context: PushContext) -> Bool
@@ -47,6 +50,7 @@ public protocol SynchronousPushMiddleware: PushMiddleware {
 public typealias PushFollowUp = @Sendable () async -> Void
 
 extension SynchronousPushMiddleware {
+    public var offersHooks: Bool { true }
     public func hooksApply(to context: PushContext) -> Bool { true }
     public func willSend(_ notification: Notification, context: PushContext) throws {}
 }
@@ -55,12 +59,13 @@ extension SynchronousPushMiddleware {
 public struct PushHooks: Sendable {
     public let middlewares: [any SynchronousPushMiddleware]
 
-    /// The hooks of `middlewares`, or nil when one of them has only the `async` form.
+    /// The hooks of `middlewares`, or nil when one of them has only the `async` form (or, as
+    /// configured, needs it: ``SynchronousPushMiddleware/offersHooks``).
     public init?(_ middlewares: [any PushMiddleware]) {
         var hooks: [any SynchronousPushMiddleware] = []
         hooks.reserveCapacity(middlewares.count)
         for middleware in middlewares {
-            guard let hooked = middleware as? any SynchronousPushMiddleware else { return nil }
+            guard let hooked = middleware as? any SynchronousPushMiddleware, hooked.offersHooks else { return nil }
             hooks.append(hooked)
         }
         self.middlewares = hooks
