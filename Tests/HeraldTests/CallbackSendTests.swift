@@ -316,3 +316,109 @@ struct PushHooksTests {
         #expect(PushHooks([RetryMiddleware(policy: RetryPolicy())]) != nil)
     }
 }
+
+/// A callback transport that holds every send until it is closed (then each fails as cut off,
+/// possibly processed), or answers 200 at once.
+final class HoldingTransport: PushTransport {
+    private struct State {
+        var held: [@Sendable (Result<APNsResponse, PushError>) -> Void] = []
+        var started: [NotificationID?] = []
+        var awaited = 0
+    }
+    private let state = Mutex(State())
+    let holds: Bool
+
+    init(holds: Bool) { self.holds = holds }
+
+    var started: [NotificationID?] { state.withLock { $0.started } }
+    var awaited: Int { state.withLock { $0.awaited } }
+    var sendsByCallback: Bool { true }
+
+    func startSend(
+        _ notification: HeraldCore.Notification, environment: APNsEnvironment, deadline: ContinuousClock.Instant,
+        completion: @escaping @Sendable (Result<APNsResponse, PushError>) -> Void
+    ) {
+        let answerNow = state.withLock { state -> Bool in
+            state.started.append(notification.id)
+            if holds { state.held.append(completion) }
+            return !holds
+        }
+        if answerNow { completion(.success(APNsResponse(status: 200, apnsID: notification.id))) }
+    }
+
+    func send(_ notification: HeraldCore.Notification, environment: APNsEnvironment, deadline: ContinuousClock.Instant)
+        async throws -> APNsResponse
+    {
+        state.withLock { $0.awaited += 1 }
+        return APNsResponse(status: 200, apnsID: notification.id)
+    }
+
+    func shutdown() async { await close() }
+
+    func close() async {
+        let held = state.withLock { state in
+            defer { state.held.removeAll() }
+            return state.held
+        }
+        for completion in held { completion(.failure(.transport("cut off by close", surelyNotProcessed: false))) }
+    }
+}
+
+/// Hands out the given transports in turn, one per runtime made.
+final class TransportSequence: TransportProvider {
+    private let left: Mutex<[any PushTransport]>
+    init(_ transports: [any PushTransport]) { left = Mutex(transports) }
+
+    func makeTransport(for tenant: TenantConfiguration, logger: Logger) throws -> any PushTransport {
+        try left.withLock { left in
+            guard !left.isEmpty else { throw PushError(code: .transport, message: "no transport left") }
+            return left.removeFirst()
+        }
+    }
+}
+
+@Suite("the router's callback form")
+struct RouterCallbackTests {
+    @Test("a send cut off by a credential revocation is sent once more, with its apns-id, on the tenant's new runtime")
+    func resentAfterRevocation() async throws {
+        let old = HoldingTransport(holds: true)
+        let new = HoldingTransport(holds: false)
+        let router = try Fixtures.router(transports: TransportSequence([old, new]), clock: SystemPushClock())
+        let tenant = Fixtures.tenant("rv", plugins: [Fixtures.plugin("metrics")])
+        #expect(await router.install([tenant]).failures.isEmpty)
+        let id = tenant.id
+        #expect(router.runtime(for: id)?.startsSendsByCallback == true)
+
+        let outcome = await withCheckedContinuation { (done: CheckedContinuation<Result<PushResult, any Error>, Never>) in
+            router.startSend(tenant: id, notification: Fixtures.note(), retriesInPipeline: false) { done.resume(returning: $0) }
+            Task {
+                // Once the send is held on the old credential: swap the runtime and revoke the old one.
+                while old.started.isEmpty { try? await Task.sleep(for: .milliseconds(5)) }
+                do {
+                    let replaced = router.exchange(try router.makeRuntime(for: tenant))
+                    await replaced?.revoke()
+                } catch {
+                    Issue.record("cannot make the new runtime: \(error)")
+                }
+            }
+        }
+        let result = try outcome.get()
+        #expect(result.status == 200)
+        #expect(old.started.count == 1 && new.started.count == 1)
+        #expect(old.started.first.flatMap { $0 } != nil && old.started == new.started, "the same apns-id on both credentials")
+        #expect(old.awaited == 0 && new.awaited == 0, "both sends by callback")
+    }
+
+    @Test("a send to a tenant that is not loaded fails with UnknownTenant")
+    func unknownTenant() async throws {
+        let router = try Fixtures.router(transports: TransportSequence([]), clock: SystemPushClock())
+        let outcome = await withCheckedContinuation { (done: CheckedContinuation<Result<PushResult, any Error>, Never>) in
+            router.startSend(tenant: Fixtures.tenantID("nobody"), notification: Fixtures.note()) { done.resume(returning: $0) }
+        }
+        guard case .failure(let error as PushError) = outcome else {
+            Issue.record("expected UnknownTenant, got \(outcome)")
+            return
+        }
+        #expect(error.code == .unknownTenant)
+    }
+}

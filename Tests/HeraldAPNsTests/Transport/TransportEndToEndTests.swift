@@ -309,6 +309,34 @@ struct TransportEndToEndTests {
         }
     }
 
+    @Test("PushTransport's callback form: the answer, and a local refusal as the same PushError the async form throws")
+    func callbackForm() async throws {
+        try await withSandbox { harness in
+            let transport: any PushTransport = try harness.transport(for: try harness.tokenTenant(.alpha))
+            #expect(transport.sendsByCallback)
+            let deadline = ContinuousClock.now.advanced(by: .seconds(30))
+            func start(_ note: HeraldCore.Notification) async -> Result<APNsResponse, PushError> {
+                await withCheckedContinuation { continuation in
+                    transport.startSend(note, environment: .development, deadline: deadline) { continuation.resume(returning: $0) }
+                }
+            }
+            let note = Notes.note(topic: "com.example.alpha")
+            let answer = try await start(note).get()
+            #expect(answer.status == 200)
+            #expect(harness.sandbox.requests.map(\.deviceToken) == [note.deviceToken.hex])
+
+            let refused = await start(Notes.note(topic: "com.example.beta"))
+            guard case .failure(let error) = refused else {
+                Issue.record("expected topicDisallowed, got \(refused)")
+                return
+            }
+            #expect(error.code == .topicDisallowed && !error.mayHaveReachedAPNs)
+            #expect(harness.sandbox.requests.count == 1)
+            await transport.close()
+            harness.expectCleanAudit()
+        }
+    }
+
     /// Error answers carry a JSON body; 2,500 of them are about 70 KB of DATA on one
     /// connection, more than the 65,535-byte connection window the client starts with. The
     /// client must keep the window open (WINDOW_UPDATE on stream 0) or the server stops
