@@ -409,6 +409,27 @@ struct RouterCallbackTests {
         #expect(old.awaited == 0 && new.awaited == 0, "both sends by callback")
     }
 
+    @Test("a transport with only the async form still takes startSend: its answer and its PushError, by a task")
+    func defaultCallbackForm() async throws {
+        let transport = ScriptedTransport([.respond(status: 410, reason: .unregistered), .fail(.queueFull())])
+        #expect(!transport.sendsByCallback)
+        func start() async -> Result<APNsResponse, PushError> {
+            await withCheckedContinuation { done in
+                transport.startSend(Fixtures.note(), environment: .production, deadline: .now + .seconds(5)) {
+                    done.resume(returning: $0)
+                }
+            }
+        }
+        let answer = try await start().get()
+        #expect(answer.status == 410 && answer.reason == .unregistered)
+        guard case .failure(let error) = await start() else {
+            Issue.record("expected queueFull")
+            return
+        }
+        #expect(error.code == .queueFull)
+        #expect(transport.attempts.count == 2)
+    }
+
     @Test("a send to a tenant that is not loaded fails with UnknownTenant")
     func unknownTenant() async throws {
         let router = try Fixtures.router(transports: TransportSequence([]), clock: SystemPushClock())

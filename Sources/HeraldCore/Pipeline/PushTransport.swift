@@ -22,12 +22,13 @@ public protocol PushTransport: Sendable {
     var credentialIdentity: String? { get }
     /// The transport's connections and counters as they are now (for the admin API).
     var status: TransportStatus { get }
-    /// True when ``startSend(_:environment:deadline:completion:)`` sends (without a task);
-    /// false when the transport has only the `async` form. Defaults to false.
+    /// True when ``startSend(_:environment:deadline:completion:)`` sends without a task of its
+    /// own; false when the transport has only the `async` form (then `startSend` makes a task
+    /// that awaits it). Defaults to false.
     var sendsByCallback: Bool { get }
     /// Starts one send and calls `completion` exactly once with APNs' answer or the failure (the
     /// same ``PushError``s as the `async` form; never cancelled), possibly on another thread:
-    /// it must not block. Only called when ``sendsByCallback`` is true.
+    /// it must not block. The default awaits ``send(_:environment:deadline:)`` in a task.
     func startSend(
         _ notification: Notification, environment: APNsEnvironment, deadline: ContinuousClock.Instant,
         completion: @escaping @Sendable (Result<APNsResponse, PushError>) -> Void)
@@ -39,7 +40,16 @@ extension PushTransport {
         _ notification: Notification, environment: APNsEnvironment, deadline: ContinuousClock.Instant,
         completion: @escaping @Sendable (Result<APNsResponse, PushError>) -> Void
     ) {
-        completion(.failure(PushError(code: .transport, message: "this transport has no callback form", mayHaveReachedAPNs: false)))
+        Task {
+            do {
+                completion(.success(try await send(notification, environment: environment, deadline: deadline)))
+            } catch let error as PushError {
+                completion(.failure(error))
+            } catch {
+                // Not cancellable from here: anything else is a failure that may have reached APNs.
+                completion(.failure(PushError.transport("\(error)", surelyNotProcessed: false)))
+            }
+        }
     }
     public func close() async { await shutdown() }
     public var credentialIdentity: String? { nil }
