@@ -118,7 +118,7 @@ struct HealthHandlers: Sendable {
         let statistics = runner.statistics
         for (name, unit, help, value) in [
             ("jobs", "active", "Batch jobs this instance works on now", statistics.activeJobs),
-            ("jobs_send", "tasks", "The job runner's send tasks alive now", statistics.sendTasks),
+            ("jobs_send", "tasks", "The job runner's send tasks alive now (one per job whose items are sent by callback)", statistics.sendTasks),
             ("jobs_items", "in_flight", "Batch items being sent now (a tenant permit held)", statistics.itemsInFlight),
             ("jobs_claimed", "items", "Claimed batch items held in memory now", statistics.claimedItemsHeld),
         ] {
