@@ -36,12 +36,21 @@ struct BenchJobsCommand: AsyncParsableCommand {
         guard finish >= 1 else { throw ValidationError("--finish must be at least 1") }
     }
 
-    /// Answers 200 to everything, at once: the runner, not the network, is measured.
+    /// Answers 200 to everything, at once: the runner, not the network, is measured. It has the
+    /// callback form, as the real transport does, so the batches take the path `herald serve`'s
+    /// do on SQLite (sent by callback).
     struct InstantTransport: PushTransport, TransportProvider {
         func send(_ notification: HeraldCore.Notification, environment: APNsEnvironment, deadline: ContinuousClock.Instant)
             async throws -> APNsResponse
         {
             APNsResponse(status: 200, apnsID: notification.id)
+        }
+        var sendsByCallback: Bool { true }
+        func startSend(
+            _ notification: HeraldCore.Notification, environment: APNsEnvironment, deadline: ContinuousClock.Instant,
+            completion: @escaping @Sendable (Result<APNsResponse, PushError>) -> Void
+        ) {
+            completion(.success(APNsResponse(status: 200, apnsID: notification.id)))
         }
         func shutdown() async {}
         func makeTransport(for tenant: TenantConfiguration, logger: Logger) throws -> any PushTransport { self }
