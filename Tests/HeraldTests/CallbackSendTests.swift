@@ -155,6 +155,7 @@ struct CallbackSendTests {
         configuration.claimSize = 100
         configuration.commitGroup = 8
         configuration.rescanInterval = .milliseconds(200)
+        configuration.sendsByCallback = true
         let runner = JobRunner(router: router, store: store, configuration: configuration, logger: SandboxRig.quietLogger)
         async let running: Void = runner.run()
         let deadline = ContinuousClock.now.advanced(by: .seconds(120))
