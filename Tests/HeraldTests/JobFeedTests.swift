@@ -137,6 +137,64 @@ struct JobFeedTests {
         }
     }
 
+    /// One case per way a job's items are sent: send tasks on either store, and by callback on
+    /// SQLite (the only store that path runs on).
+    static let sendPaths: [(StoreBackend, byCallback: Bool)] = [(.sqlite, false), (.sqlite, true), (.postgres, false)]
+
+    @Test(
+        "a stop while the feeder waits for a claim's due retries ends the run; the retries not sent stay due",
+        arguments: sendPaths)
+    func stopWhileDueRetriesWait(_ backend: StoreBackend, byCallback: Bool) async throws {
+        try await backend.withStore { base in
+            // Every item is a due retry, so the claim is watched: the feeder waits for each one's
+            // outcome to be committed before it claims again.
+            let count = 15
+            let opened = Mutex(false)
+            let transport = Bounds.CountingTransport(byCallback: byCallback) { _ in
+                while !opened.withLock({ $0 }) { try? await Task.sleep(for: .milliseconds(2)) }
+            }
+            let (router, id) = try await Self.retryingJob("stop-\(byCallback)", count: count, seed: 11, base, transport)
+            let now = Date()
+            for index in 0..<count {
+                _ = try await base.deferItem(
+                    tenant: Bounds.tenant, job: id, index: index,
+                    retry: JobItemRetry(attempts: 1, firstAttemptAt: now.addingTimeInterval(-10), nextAttemptAt: now.addingTimeInterval(-1), lastError: "ServiceUnavailable"))
+            }
+            // 10 permits, claims of 15: 10 sends are held on the wire and 5 items (4 when the
+            // callback path already took one and waits for a permit) are not handed out; at most
+            // 10 (the low-water mark) are left, so the feeder waits for the due retries.
+            var configuration = JobRunnerConfiguration()
+            configuration.concurrencyPerTenant = 10
+            configuration.claimSize = count
+            configuration.rescanInterval = .seconds(3600)
+            configuration.exclusiveStore = backend == .sqlite
+            configuration.sendsByCallback = byCallback
+            let runner = JobRunner(router: router, store: base, configuration: configuration)
+            let ended = Mutex(false)
+            let running = Task {
+                await runner.run()
+                ended.withLock { $0 = true }
+            }
+            try await Bounds.eventually("10 sends are on the wire") { transport.total == 10 }
+            // Stopped with the sends on the wire: they finish and nothing more is sent.
+            runner.stop()
+            opened.withLock { $0 = true }
+            try await Bounds.eventually("the run ended after the stop") { ended.withLock { $0 } }
+            // A run that did not end is left behind rather than awaited: the failure is recorded.
+            guard ended.withLock({ $0 }) else { return }
+            await running.value
+            await router.shutdown()
+
+            #expect(transport.total == 10 && transport.finished == 10)
+            // The path the case names was the one taken: one driving task, or a send task a permit.
+            #expect(runner.statistics.peakSendTasks == (byCallback ? 1 : 10), "send tasks: \(runner.statistics.peakSendTasks)")
+            let progress = try #require(try await base.progress(tenant: Bounds.tenant, job: id))
+            #expect(progress == JobProgress(pending: count - 10, sent: 10, failed: 0, retrying: count - 10), "\(progress)")
+            let items = try await base.items(tenant: Bounds.tenant, job: id, fromIndex: 0, limit: count)
+            #expect(items.filter { $0.state == .retrying }.count == count - 10, "the items not sent are due retries still")
+        }
+    }
+
     /// A router over `transport` with the tests' tenant on at-least-once delivery, retries after
     /// 1–5 ms and a circuit that never opens, and a stored job of `count` items for it.
     private static func retryingJob(

@@ -18,16 +18,20 @@ struct JobRunnerBoundsTests {
         private let delay: Duration
         private let failFirstOfEvery: Int?
         private let holdFirstSends: (@Sendable (HeraldCore.Notification) async -> Void)?
+        private let byCallback: Bool
 
         /// - Parameters:
         ///   - failFirstOfEvery: of every this many notifications (in the order of their first
         ///     sends), the first one's first send is answered 503 ServiceUnavailable.
         ///   - holdFirstSends: when given, a notification's first send waits for it instead of
         ///     `delay` (later sends still take `delay`).
+        ///   - byCallback: it says it has a callback form (``PushTransport/startSend(_:environment:deadline:completion:)``'s
+        ///     default, a task awaiting `send`), so that the job runner may send by callback.
         init(
-            delay: Duration = .milliseconds(1), failFirstOfEvery: Int? = nil,
+            delay: Duration = .milliseconds(1), failFirstOfEvery: Int? = nil, byCallback: Bool = false,
             holdFirstSends: (@Sendable (HeraldCore.Notification) async -> Void)? = nil
         ) {
+            self.byCallback = byCallback
             self.delay = delay
             self.failFirstOfEvery = failFirstOfEvery
             self.holdFirstSends = holdFirstSends
@@ -58,6 +62,8 @@ struct JobRunnerBoundsTests {
             if fail { return APNsResponse(status: 503, apnsID: notification.id, reason: .serviceUnavailable) }
             return APNsResponse(status: 200, apnsID: notification.id)
         }
+
+        var sendsByCallback: Bool { byCallback }
 
         func shutdown() async {}
 

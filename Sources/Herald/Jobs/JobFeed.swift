@@ -79,10 +79,17 @@ final class JobFeed: Sendable {
     let marks: WireMarks
     /// The job's policy and circuit per tenant runtime.
     let routes: BatchItemDelivery.Routes
+    /// Told once, when the feed first stops.
+    private let stopped: @Sendable () -> Void
 
-    init(marks: WireMarks, routes: BatchItemDelivery.Routes) {
+    /// - Parameter stopped: called once, when the feed first stops (``stop(_:)``), after the
+    ///   send tasks and the feeder waiting on the feed were woken: the items not handed out are
+    ///   never sent, so whoever waits for them must stop waiting
+    ///   (``OutcomeGroups/endWatch()``).
+    init(marks: WireMarks, routes: BatchItemDelivery.Routes, stopped: @escaping @Sendable () -> Void) {
         self.marks = marks
         self.routes = routes
+        self.stopped = stopped
     }
 
     // MARK: Send tasks
@@ -129,13 +136,15 @@ final class JobFeed: Sendable {
 
     /// Stops the feed: nothing more is handed out. A pause (a failure) outranks a stop.
     func stop(_ reason: StopReason) {
-        let (takers, feeder) = state.withLock { state -> ([CheckedContinuation<JobItem?, Never>], FeederWake?) in
-            if state.stopReason == nil || reason == .pause { state.stopReason = reason }
+        let (first, takers, feeder) = state.withLock { state -> (Bool, [CheckedContinuation<JobItem?, Never>], FeederWake?) in
+            let first = state.stopReason == nil
+            if first || reason == .pause { state.stopReason = reason }
             defer { state.takers.removeAll() }
-            return (state.takers, state.feederToResume())
+            return (first, state.takers, state.feederToResume())
         }
         for taker in takers { taker.resume(returning: nil) }
         Self.wake(feeder)
+        if first { stopped() }
     }
 
     var stopReason: StopReason? { state.withLock { $0.stopReason } }

@@ -360,10 +360,12 @@ public final class JobRunner: Sendable {
         let claimSize = max(1, configuration.claimSize)
         let senders = max(1, min(configuration.concurrencyPerTenant, claimSize, job.itemCount))
         let itemLogger = logger
+        let outcomes = OutcomeGroups(inFlight: senders, groupSize: configuration.commitGroup)
+        // Once the feed stops, the due retries it never handed out never report: the feeder
+        // must not wait for them (it would never return, and neither would the runner's stop).
         let feed = JobFeed(
             marks: WireMarks(store: store, tenant: job.tenant, job: job.id, claimant: claimant, clock: clock),
-            routes: BatchItemDelivery.Routes())
-        let outcomes = OutcomeGroups(inFlight: senders, groupSize: configuration.commitGroup)
+            routes: BatchItemDelivery.Routes(), stopped: { outcomes.endWatch() })
         // Sends without a task each when the tenant's runtime can (every middleware has hooks,
         // the transport a callback form) and the items need no wire mark (``BatchItemDelivery/start``).
         let byCallbacks =

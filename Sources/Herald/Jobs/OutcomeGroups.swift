@@ -35,6 +35,9 @@ final class OutcomeGroups: Sendable {
         var watched = 0
         /// Waiting for the watched items (``waitUntilWatchedDurable()``).
         var watchWaiters: [CheckedContinuation<Bool, Never>] = []
+        /// Set when the job's feed stopped (``endWatch()``): watched items it never handed out
+        /// will not report, so nobody waits for them any more.
+        var watchEnded = false
 
         /// `count` watched items' changes are committed, or they were not sent: the
         /// watch-waiters wake once none is left.
@@ -156,26 +159,40 @@ final class OutcomeGroups: Sendable {
     }
 
     /// Waits until every watched item's change is committed or the item was given up.
-    /// - Returns: false when a write failed.
+    /// - Returns: false when a write failed or the watch ended (``endWatch()``).
     func waitUntilWatchedDurable() async -> Bool {
-        await wait(until: { $0.watched == 0 }, joining: \.watchWaiters)
+        await wait(until: { $0.watched == 0 }, unless: { $0.failed || $0.watchEnded }, joining: \.watchWaiters)
+    }
+
+    /// The job's feed stopped (``JobFeed/stop(_:)``): the watched items it had not handed out
+    /// are never sent, so they never report. The feeder, which claims nothing more after a stop,
+    /// stops waiting for them: ``waitUntilWatchedDurable()`` answers false from now on.
+    func endWatch() {
+        state.withLock { state -> Wakes in
+            state.watchEnded = true
+            var wakes = Wakes()
+            for waiter in state.watchWaiters { wakes.add(waiter, false) }
+            state.watchWaiters.removeAll()
+            return wakes
+        }.resume()
     }
 
     /// Waits until the change of every item taken so far is committed (nothing reserved is left
     /// undurable), so that a claim made now sees every outcome and next attempt.
     /// - Returns: false when a write failed.
     func waitUntilDurable() async -> Bool {
-        await wait(until: { $0.undurable == 0 }, joining: \.durableWaiters)
+        await wait(until: { $0.undurable == 0 }, unless: { $0.failed }, joining: \.durableWaiters)
     }
 
-    /// Waits until `done` holds (true) or a write failed (false); the waiters in `waiters` are
-    /// woken by whoever makes `done` hold.
+    /// Waits until `done` holds (true) or `given up` does (false: a write failed, or the wait
+    /// ended); the waiters in `waiters` are woken by whoever makes either hold.
     private func wait(
-        until done: (State) -> Bool, joining waiters: WritableKeyPath<State, [CheckedContinuation<Bool, Never>]>
+        until done: (State) -> Bool, unless givenUp: (State) -> Bool,
+        joining waiters: WritableKeyPath<State, [CheckedContinuation<Bool, Never>]>
     ) async -> Bool {
         await withCheckedContinuation { (continuation: CheckedContinuation<Bool, Never>) in
             let now = state.withLock { state -> Bool? in
-                if state.failed { return false }
+                if givenUp(state) { return false }
                 if done(state) { return true }
                 state[keyPath: waiters].append(continuation)
                 return nil
