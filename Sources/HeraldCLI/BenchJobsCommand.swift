@@ -37,7 +37,8 @@ struct BenchJobsCommand: AsyncParsableCommand {
     }
 
     /// Answers 200 to everything, at once: the runner, not the network, is measured. It has the
-    /// callback form too, as the real transport does (used by a runner with `sendsByCallback` on).
+    /// callback form, as the real transport does, so the batches take the path `herald serve`'s
+    /// do on SQLite (sent by callback).
     struct InstantTransport: PushTransport, TransportProvider {
         func send(_ notification: HeraldCore.Notification, environment: APNsEnvironment, deadline: ContinuousClock.Instant)
             async throws -> APNsResponse

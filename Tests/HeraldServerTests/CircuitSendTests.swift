@@ -113,7 +113,9 @@ struct CircuitSendTests {
             }
             #expect(during["herald_jobs_items_in_flight"] == 20, "\(during)")
             #expect(during["herald_jobs_active"] == 1, "\(during)")
-            #expect(during["herald_jobs_send_tasks"] == 20, "one send task an item, 20 items: \(during)")
+            // The tenant's items go by callback (its middlewares have hooks, the store is SQLite):
+            // one task drives all of the job's sends.
+            #expect(during["herald_jobs_send_tasks"] == 1, "one task for the job's 20 sends: \(during)")
             #expect(during["herald_jobs_claimed_items"] == 20, "\(during)")
 
             _ = try await client.waitForJob("load-1", key: acme.apiKey)

@@ -39,11 +39,9 @@ public struct JobRunnerConfiguration: Sendable, Hashable {
     public var instance: String = String(UUID().uuidString.lowercased().prefix(8))
     /// True: a job whose items can be sent by callback (``JobRunner``'s `drive`: a store this
     /// process has to itself, at-least-once, every middleware with hooks, a transport with a
-    /// callback form) is sent that way, by one task, instead of by send tasks. Off by default
-    /// (and in `herald serve`): one full-suite run in CI hung with it on, a job of a tenant whose
-    /// endpoint refused every connection never ending after the runner was stopped, and the cause
-    /// is not found yet (docs/architecture.md, "Batch items sent by callback").
-    public var sendsByCallback: Bool = false
+    /// callback form) is sent that way, by one task, instead of by send tasks. On by default and
+    /// in `herald serve`; false keeps send tasks for every job (tests compare the two paths).
+    public var sendsByCallback: Bool = true
 
     /// How often the runner looks for unfinished jobs on its own (jobs of tenants loaded later,
     /// jobs paused by a transient failure). New jobs start at once through ``JobRunner/jobAccepted(_:)``.
