@@ -176,23 +176,23 @@ public struct FeedbackMiddleware: SynchronousPushMiddleware {
         _ notification: HeraldCore.Notification, context: PushContext, startedAt: ContinuousClock.Instant,
         outcome: Result<PushResult, any Error>
     ) -> PushFollowUp? {
-        guard case .success(let result) = outcome, Self.records(notification, result) else { return nil }
+        guard case .success(let result) = outcome, Self.invalidity(notification, result) != nil else { return nil }
         return { await recordIfInvalid(notification, result: result, context: context) }
     }
 
-    /// True when APNs' answer says the token is invalid for the notification's topic.
-    private static func records(_ notification: HeraldCore.Notification, _ result: PushResult) -> Bool {
-        guard let reason = result.reason, notification.topic != nil else { return false }
-        return FeedbackConfiguration.recordedReasons.contains(reason)
+    /// APNs' reason and the notification's topic when the answer says the token is invalid for
+    /// that topic (a reason `feedback` records); nil otherwise.
+    private static func invalidity(_ notification: HeraldCore.Notification, _ result: PushResult)
+        -> (reason: APNsReason, topic: String)?
+    {
+        guard let reason = result.reason, FeedbackConfiguration.recordedReasons.contains(reason), let topic = notification.topic
+        else { return nil }
+        return (reason, topic)
     }
 
     /// Records the token invalid when APNs said so, and tells the tenant's webhook.
     private func recordIfInvalid(_ notification: HeraldCore.Notification, result: PushResult, context: PushContext) async {
-        guard let reason = result.reason, FeedbackConfiguration.recordedReasons.contains(reason),
-            let topic = notification.topic
-        else {
-            return
-        }
+        guard let (reason, topic) = Self.invalidity(notification, result) else { return }
         let record = InvalidTokenRecord(
             token: notification.deviceToken, topic: topic, environment: context.environment, reason: reason,
             apnsTimestamp: result.response.timestamp, recordedAt: environment.clock.date)

@@ -506,10 +506,7 @@ public final class JobRunner: Sendable {
         while let item = await feed.next() {
             // The feeder waits for a due retry's change to be committed before it claims again.
             let retry = Self.isDueRetry(item)
-            defer {
-                feed.handBack()
-                adjust { $0.claimedItemsHeld -= 1 } peak: { _ in }
-            }
+            defer { handBack(feed) }
             guard await outcomes.reserve() else {
                 feed.stop(.pause)
                 return
@@ -574,13 +571,9 @@ public final class JobRunner: Sendable {
         await withDiscardingTaskGroup { asyncSends in
             while let item = await feed.next() {
                 let retry = Self.isDueRetry(item)
-                let handBack: @Sendable () -> Void = {
-                    feed.handBack()
-                    self.adjust { $0.claimedItemsHeld -= 1 } peak: { _ in }
-                }
                 guard await outcomes.reserve() else {
                     feed.stop(.pause)
-                    handBack()
+                    handBack(feed)
                     break
                 }
                 await pool.acquire()
@@ -589,7 +582,7 @@ public final class JobRunner: Sendable {
                     if isStopping { feed.stop(.stopping) }
                     pool.release()
                     outcomes.cancel(watched: retry)
-                    handBack()
+                    handBack(feed)
                     break
                 }
                 adjust { $0.itemsInFlight += 1 } peak: { $0.peakItemsInFlight = max($0.peakItemsInFlight, $0.itemsInFlight) }
@@ -598,7 +591,7 @@ public final class JobRunner: Sendable {
                     self.adjust { $0.itemsInFlight -= 1 } peak: { _ in }
                     pool.release()
                     _ = Self.hand(step, watched: retry, to: outcomes, feed: feed)
-                    handBack()
+                    self.handBack(feed)
                     started.end()
                 }
                 if !delivery.start(item, of: job, routes: feed.routes, logger: logger, completion: end) {
@@ -609,6 +602,12 @@ public final class JobRunner: Sendable {
             }
         }
         await started.waitUntilNone()
+    }
+
+    /// An item taken from `feed` is done with (its change handed to the writer, or not sent).
+    private func handBack(_ feed: JobFeed) {
+        feed.handBack()
+        adjust { $0.claimedItemsHeld -= 1 } peak: { _ in }
     }
 
     /// The job's writer: writes its outcomes and next attempts in commit groups
