@@ -4,7 +4,11 @@
 # (scripts/cluster.sh: one `herald sandbox` with the strict token-update rule, the batch posted
 # to the first instance, the job read through the last), against `herald bench`'s transport rate
 # to a sandbox on the same machine (measured before the batches and right after the SQLite one;
-# the ratio is to their mean).
+# the ratio is to their mean). With each transport measurement the router's callback form is
+# measured too (`herald bench --through router --callers callbacks`: the tenant's plugins by their
+# hooks and the retry, one attempt each, as the job runner sends a batch item, but no store and no
+# runner): the batch's ceiling on this machine, so that each round shows how much of the gap is
+# the router's and how much the store's and the runner's.
 #
 #   scripts/bench-batch.sh                          # BATCH=100000, modes "sqlite pg1 pg3"
 #   SKIP_BUILD=1 MODES="pg1 pg3" scripts/bench-batch.sh
@@ -39,18 +43,24 @@ echo "== herald $HERALD, cores $(nproc), load average $(cut -d' ' -f1-3 /proc/lo
 # Measured before the batches and again right after the SQLite one: the yardstick is the mean of
 # the two, so that a change of the machine's pace between them does not tilt the ratio (both
 # figures are printed).
-measure_transport() { # label -> TRANSPORT_LAST
+bench_rate() { # herald bench options... -> notifications/s (0 when any failed)
+    local out
+    out=$(timeout 600 "$HERALD" bench --tenants "$WORK/transport-tenants" --tenant demo-token --count "$BATCH" \
+        --connections "$TRANSPORT_CONNECTIONS" --concurrency "$JOB_CONCURRENCY" "$@" --json 2>&1 | tail -n1)
+    python3 -c 'import json,sys; f=json.loads(sys.argv[1]); print("%.0f" % (f["notifications_per_second"] if f["failed"] == 0 else 0))' "$out" 2>/dev/null || echo 0
+}
+measure_transport() { # label -> TRANSPORT_LAST, ROUTER_LAST
     start_sandbox "$WORK/transport-sandbox.log" --log-level warning
     demo_tenant demo-token "$SANDBOX_PORT" "$WORK/transport-tenants"
-    local transport
-    transport=$(timeout 600 "$HERALD" bench --tenants "$WORK/transport-tenants" --tenant demo-token --count "$BATCH" \
-        --connections "$TRANSPORT_CONNECTIONS" --concurrency "$JOB_CONCURRENCY" --through transport --json 2>&1 | tail -n1)
-    TRANSPORT_LAST=$(python3 -c 'import json,sys; f=json.loads(sys.argv[1]); print("%.0f" % (f["notifications_per_second"] if f["failed"] == 0 else 0))' "$transport" 2>/dev/null || echo 0)
+    TRANSPORT_LAST=$(bench_rate --through transport)
+    ROUTER_LAST=$(bench_rate --through router --callers callbacks)
     kill "${PIDS[@]}" 2>/dev/null || true; wait "${PIDS[@]}" 2>/dev/null || true; PIDS=()
     echo "   transport ($1): herald bench --count $BATCH --connections $TRANSPORT_CONNECTIONS --concurrency $JOB_CONCURRENCY --through transport: $TRANSPORT_LAST notifications/s"
+    echo "   router ($1): the same with --through router --callers callbacks: $ROUTER_LAST notifications/s"
 }
 measure_transport before
 TRANSPORT_BEFORE=$TRANSPORT_LAST
+ROUTER_BEFORE=$ROUTER_LAST
 TRANSPORT_AFTER=
 
 python3 - "$BATCH" "$DEMO_TOPIC" > "$WORK/batch.json" <<'PY'
@@ -123,11 +133,14 @@ PY
 
 for mode in $MODES; do
     run_mode "$mode"
-    if [[ "$mode" == sqlite ]]; then measure_transport "after sqlite"; TRANSPORT_AFTER=$TRANSPORT_LAST; fi
+    if [[ "$mode" == sqlite ]]; then measure_transport "after sqlite"; TRANSPORT_AFTER=$TRANSPORT_LAST; ROUTER_AFTER=$ROUTER_LAST; fi
 done
-[[ -n "$TRANSPORT_AFTER" ]] || { measure_transport after; TRANSPORT_AFTER=$TRANSPORT_LAST; }
+[[ -n "$TRANSPORT_AFTER" ]] || { measure_transport after; TRANSPORT_AFTER=$TRANSPORT_LAST; ROUTER_AFTER=$ROUTER_LAST; }
 # A failed measurement (0) is not averaged in.
-TRANSPORT_RATE=$(awk -v a="$TRANSPORT_BEFORE" -v b="$TRANSPORT_AFTER" 'BEGIN { if (a > 0 && b > 0) printf "%.0f", (a + b) / 2; else if (a > 0) print a; else print b }')
+mean_of() { awk -v a="$1" -v b="$2" 'BEGIN { if (a > 0 && b > 0) printf "%.0f", (a + b) / 2; else if (a > 0) print a; else print b }'; }
+TRANSPORT_RATE=$(mean_of "$TRANSPORT_BEFORE" "$TRANSPORT_AFTER")
+ROUTER_RATE=$(mean_of "$ROUTER_BEFORE" "$ROUTER_AFTER")
+share() { awk -v a="$1" -v t="$2" 'BEGIN { if (t > 0) printf "%.0f", 100 * a / t; else print 0 }'; }
 
 field() { sed -n "s/.*[ ]$1=\([^ ]*\).*/\1/p" <<<" $2"; }
 echo
@@ -139,14 +152,15 @@ for mode in $MODES; do
         "$(field rate "$r")" "$(field cpu_us "$r")" "$(field sent "$r")" "$(field failed "$r")" "$(field token429 "$r")"
 done
 echo "   transport (herald bench): $TRANSPORT_RATE notifications/s (the mean of $TRANSPORT_BEFORE before and $TRANSPORT_AFTER after)"
+echo "   router, callbacks, no store (herald bench): $ROUTER_RATE notifications/s (the mean of $ROUTER_BEFORE and $ROUTER_AFTER): $(share "$ROUTER_RATE" "$TRANSPORT_RATE")% of the transport, the batch's ceiling"
 verdict() { if [[ "$1" == 1 ]]; then echo "met"; else echo "NOT met"; fi; }
 for mode in $MODES; do
     r=${RESULT[$mode]}
     case "$mode" in
     sqlite | pg1)
-        pct=$(awk -v a="$(field rate "$r")" -v t="$TRANSPORT_RATE" 'BEGIN { if (t > 0) printf "%.0f", 100 * a / t; else print 0 }')
+        pct=$(share "$(field rate "$r")" "$TRANSPORT_RATE")
         ok=$(awk -v s="$(field accept_s "$r")" 'BEGIN { print (s <= 1.0) ? 1 : 0 }')
-        echo "   $mode: $pct% of the transport rate (goal >= 80%: $(verdict "$(( pct >= 80 ? 1 : 0 ))")); 202 after $(field accept_s "$r") s (goal <= 1 s: $(verdict "$ok"))"
+        echo "   $mode: $pct% of the transport rate (goal >= 80%: $(verdict "$(( pct >= 80 ? 1 : 0 ))")); 202 after $(field accept_s "$r") s (goal <= 1 s: $(verdict "$ok")); $(share "$(field rate "$r")" "$ROUTER_RATE")% of the router's callback form"
         ;;
     esac
 done
