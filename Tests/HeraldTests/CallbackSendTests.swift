@@ -1,10 +1,13 @@
 import Dispatch
 import Foundation
 import Herald
+import HeraldAPNs
 import HeraldCore
 import HeraldStore
 import Logging
 import MetricsTestKit
+import NIOCore
+import NIOPosix
 import Synchronization
 import Testing
 
@@ -35,15 +38,25 @@ final class DeviceScriptTransport: PushTransport, TransportProvider {
         var attempts: [String: Int] = [:]
         var asyncSends = 0
         var callbackSends = 0
+        var startedOnLoop = 0
     }
 
     let form: Form
+    /// The loop offered as ``sendingExecutor`` (none when nil).
+    let loop: (any EventLoop)?
     private let state = Mutex(State())
 
-    init(_ form: Form) { self.form = form }
+    init(_ form: Form, loop: (any EventLoop)? = nil) {
+        self.form = form
+        self.loop = loop
+    }
 
     var asyncSends: Int { state.withLock { $0.asyncSends } }
     var callbackSends: Int { state.withLock { $0.callbackSends } }
+    /// Callback sends started from a task running on ``loop``.
+    var startedOnLoop: Int { state.withLock { $0.startedOnLoop } }
+
+    var sendingExecutor: (any TaskExecutor)? { loop.map { EventLoopTaskExecutor($0) } }
 
     /// By the token's last byte: 410, 400, 503 then 200, a reset that may have reached APNs then
     /// 200, else 200.
@@ -80,6 +93,7 @@ final class DeviceScriptTransport: PushTransport, TransportProvider {
         _ notification: HeraldCore.Notification, environment: APNsEnvironment, deadline: ContinuousClock.Instant,
         completion: @escaping @Sendable (Result<APNsResponse, PushError>) -> Void
     ) {
+        if loop?.inEventLoop == true { state.withLock { $0.startedOnLoop += 1 } }
         let result = answer(notification, callback: true)
         switch form {
         case .asyncOnly, .inline: completion(result)
@@ -124,7 +138,8 @@ struct CallbackSendTests {
     /// Runs one batch of ``count`` tokens for a tenant with `feedback` (recording only) and
     /// `metrics` (and `extra` plugins) through `transport`, with a real job runner on SQLite.
     static func run(
-        _ transport: DeviceScriptTransport, extra: [PluginConfiguration] = [], refuse: [JSONValue] = []
+        _ transport: DeviceScriptTransport, extra: [PluginConfiguration] = [], refuse: [JSONValue] = [],
+        drivesOnConnectionLoop: Bool = true
     ) async throws -> Run {
         let metrics = TestMetrics()
         var registry = PluginRegistry.standard(metricsFactory: metrics)
@@ -156,6 +171,7 @@ struct CallbackSendTests {
         configuration.commitGroup = 8
         configuration.rescanInterval = .milliseconds(200)
         configuration.sendsByCallback = true
+        configuration.drivesOnConnectionLoop = drivesOnConnectionLoop
         let runner = JobRunner(router: router, store: store, configuration: configuration, logger: SandboxRig.quietLogger)
         async let running: Void = runner.run()
         let deadline = ContinuousClock.now.advanced(by: .seconds(120))
@@ -217,6 +233,22 @@ struct CallbackSendTests {
         #expect(plain.counters["503 ServiceUnavailable"] == Int64(tokens(3)))
 
         #expect(hooked == plain)
+    }
+
+    @Test("a job sent by callback runs on its transport's sending executor, with the same outcomes as off it")
+    func onTheTransportsLoop() async throws {
+        let group = MultiThreadedEventLoopGroup(numberOfThreads: 1)
+        let onLoop = DeviceScriptTransport(.otherThread, loop: group.next())
+        let there = try await Self.run(onLoop)
+        let offLoop = DeviceScriptTransport(.otherThread, loop: group.next())
+        let elsewhere = try await Self.run(offLoop, drivesOnConnectionLoop: false)
+        try await group.shutdownGracefully()
+
+        // Every send was started by the driving task on the loop; off it, none.
+        #expect(onLoop.callbackSends > Self.count && onLoop.startedOnLoop == onLoop.callbackSends)
+        #expect(offLoop.callbackSends > Self.count && offLoop.startedOnLoop == 0)
+        #expect(there.outcomes.count == Self.count)
+        #expect(there == elsewhere)
     }
 
     @Test("a tenant with a plugin that has no hooks sends every item through the async pipeline")

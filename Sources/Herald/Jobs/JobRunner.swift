@@ -42,6 +42,11 @@ public struct JobRunnerConfiguration: Sendable, Hashable {
     /// callback form) is sent that way, by one task, instead of by send tasks. On by default and
     /// in `herald serve`; false keeps send tasks for every job (tests compare the two paths).
     public var sendsByCallback: Bool = true
+    /// True: such a job's feeder, driving task and writer task run on the executor its tenant's
+    /// transport offers (``PushTransport/sendingExecutor``: the event loop its connection answers
+    /// on), so the sends' ends and the driving task's next sends share one thread. False keeps
+    /// them on the global executor (tests and benchmarks compare the two).
+    public var drivesOnConnectionLoop: Bool = true
 
     /// How often the runner looks for unfinished jobs on its own (jobs of tenants loaded later,
     /// jobs paused by a transient failure). New jobs start at once through ``JobRunner/jobAccepted(_:)``.
@@ -366,29 +371,35 @@ public final class JobRunner: Sendable {
             routes: BatchItemDelivery.Routes(), stopped: { outcomes.endWatch() })
         // Sends without a task each when the tenant's runtime can (every middleware has hooks,
         // the transport a callback form) and the items need no wire mark (``BatchItemDelivery/start``).
+        let runtime = router.runtime(for: job.tenant)
         let byCallbacks =
             configuration.sendsByCallback && configuration.exclusiveStore
-            && router.runtime(for: job.tenant).map { $0.startsSendsByCallback && $0.configuration.delivery.guarantee == .atLeastOnce } == true
+            && runtime.map { $0.startsSendsByCallback && $0.configuration.delivery.guarantee == .atLeastOnce } == true
+        // Such a job runs on its transport's home loop: the sends' ends run there, and so does
+        // the task that starts the next ones (no wake-up of another thread between the two).
+        let executor = byCallbacks && configuration.drivesOnConnectionLoop ? runtime?.transport.sendingExecutor : nil
         // The feeder claims (in this task), the send tasks send, one writer writes the outcomes;
         // the group returns when all three are done and every change handed over is written.
-        let end = await withDiscardingTaskGroup(returning: FeedEnd.self) { group in
-            group.addTask { await self.writeOutcomes(outcomes, of: job, feed: feed, logger: itemLogger) }
-            group.addTask {
-                if byCallbacks {
-                    await self.drive(feed, outcomes: outcomes, of: job, permits: pool, logger: itemLogger)
-                } else {
-                    await withDiscardingTaskGroup { sends in
-                        for _ in 0..<senders {
-                            sends.addTask { await self.work(feed, outcomes: outcomes, of: job, permits: pool, logger: itemLogger) }
+        let end = await withTaskExecutorPreference(executor) {
+            await withDiscardingTaskGroup(returning: FeedEnd.self) { group in
+                group.addTask { await self.writeOutcomes(outcomes, of: job, feed: feed, logger: itemLogger) }
+                group.addTask {
+                    if byCallbacks {
+                        await self.drive(feed, outcomes: outcomes, of: job, permits: pool, logger: itemLogger)
+                    } else {
+                        await withDiscardingTaskGroup { sends in
+                            for _ in 0..<senders {
+                                sends.addTask { await self.work(feed, outcomes: outcomes, of: job, permits: pool, logger: itemLogger) }
+                            }
                         }
                     }
+                    outcomes.close()
                 }
-                outcomes.close()
+                let end = await self.feedClaims(of: job, into: feed, outcomes: outcomes, lowWater: senders, logger: logger)
+                let unsent = feed.finish()
+                adjust { $0.claimedItemsHeld -= unsent } peak: { _ in }
+                return end
             }
-            let end = await self.feedClaims(of: job, into: feed, outcomes: outcomes, lowWater: senders, logger: logger)
-            let unsent = feed.finish()
-            adjust { $0.claimedItemsHeld -= unsent } peak: { _ in }
-            return end
         }
         switch (feed.stopReason, end) {
         case (.pause, _), (nil, .paused):

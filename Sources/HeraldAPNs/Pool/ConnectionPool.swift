@@ -45,7 +45,11 @@ final class ConnectionPool: APNsConnectionDelegate, Sendable {
     let endpoint: APNsEndpoint
     private let sslContext: NIOSSLContext
     private let group: any EventLoopGroup
-    private let timerLoop: any EventLoop
+    /// Where a connection opens whenever none of the pool's connections runs there (the
+    /// transport's home loop, where its busiest senders run; the others take the group's next),
+    /// and where the pool's timers run. One loop chosen per pool, not two: with two calls of
+    /// `group.next()` a pool, every tenant's first connection landed on the same loop of two.
+    private let homeLoop: any EventLoop
     private let configuration: Configuration
     private let logger: Logger
     private let state: Mutex<State>
@@ -53,12 +57,12 @@ final class ConnectionPool: APNsConnectionDelegate, Sendable {
 
     init(
         endpoint: APNsEndpoint, sslContext: NIOSSLContext, configuration: Configuration, group: any EventLoopGroup,
-        logger: Logger, random: SplitMix64 = SplitMix64()
+        homeLoop: (any EventLoop)? = nil, logger: Logger, random: SplitMix64 = SplitMix64()
     ) {
         self.endpoint = endpoint
         self.sslContext = sslContext
         self.group = group
-        self.timerLoop = group.next()
+        self.homeLoop = homeLoop ?? group.next()
         self.configuration = configuration
         var logger = logger
         logger[metadataKey: "herald.endpoint"] = "\(endpoint)"
@@ -69,7 +73,7 @@ final class ConnectionPool: APNsConnectionDelegate, Sendable {
         self.state = Mutex(State(machine: Machine(configuration: machineConfiguration, random: random)))
         self.housekeeping = Mutex(nil)
         let interval = configuration.connection.housekeepingInterval
-        let task = timerLoop.scheduleRepeatedTask(initialDelay: interval, delay: interval) { [weak self] task in
+        let task = self.homeLoop.scheduleRepeatedTask(initialDelay: interval, delay: interval) { [weak self] task in
             guard let self else {
                 task.cancel()
                 return
@@ -268,7 +272,8 @@ final class ConnectionPool: APNsConnectionDelegate, Sendable {
     private func makeConnection(id: Int, in state: inout State) -> APNsConnection {
         let connection = APNsConnection(
             id: id, endpoint: endpoint, sslContext: sslContext, configuration: configuration.connection,
-            eventLoop: group.next(), delegate: self, logger: logger)
+            eventLoop: state.connections.contains { $0.key != id && $0.value.eventLoop === homeLoop } ? group.next() : homeLoop,
+            delegate: self, logger: logger)
         state.connections[id] = connection
         return connection
     }
@@ -339,7 +344,7 @@ final class ConnectionPool: APNsConnectionDelegate, Sendable {
             connection.start()
         case .startAfter(let id, let delay):
             logger.debug("APNs reconnect backing off", metadata: ["herald.connection": "\(id)", "herald.delay-ms": "\(delay.nanoseconds / 1_000_000)"])
-            timerLoop.scheduleTask(in: delay) { [weak self] in
+            homeLoop.scheduleTask(in: delay) { [weak self] in
                 self?.backoffElapsed(id)
             }
         case .drain(let connection):

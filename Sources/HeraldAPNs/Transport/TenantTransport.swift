@@ -64,6 +64,10 @@ public final class TenantTransport: PushTransport {
     private let checkedTopics: [String]
     private let checkedTopicSet: Set<String>
     private let pools = Mutex(Pools())
+    /// The transport's home loop, one of the group's (chosen when the transport is made, so
+    /// tenants spread over the loops): each pool opens a connection here whenever none of its
+    /// connections runs here, and ``sendingExecutor`` runs tasks here.
+    private let home: EventLoopTaskExecutor
     private let counters = Counters()
     private let idGenerator = APNsIDGenerator()
 
@@ -83,6 +87,7 @@ public final class TenantTransport: PushTransport {
         self.credentials = credentials
         self.configuration = configuration ?? TransportConfiguration(pool: tenant.pool)
         self.group = eventLoopGroup
+        self.home = EventLoopTaskExecutor(eventLoopGroup.next())
         var logger = logger
         logger[metadataKey: "herald.tenant"] = "\(tenant.id)"
         self.logger = logger
@@ -234,6 +239,10 @@ public final class TenantTransport: PushTransport {
             completion(result.mapError { $0.pushError(tenant: tenant) })
         }
     }
+
+    /// The home loop's executor: a task running there sends through the connection on that loop
+    /// (when it has room), and the answers' completions run on the same thread as the task.
+    public var sendingExecutor: (any TaskExecutor)? { home }
 
     /// One task executor per event loop of the transport's group, for callers that send a lot:
     /// tasks running on them send through a connection on their own loop when it has room.
@@ -394,7 +403,7 @@ public final class TenantTransport: PushTransport {
             logger[metadataKey: "herald.credential"] = "\(credentials.identity)"
             let pool = ConnectionPool(
                 endpoint: endpoint, sslContext: sslContext, configuration: configuration.poolConfiguration, group: group,
-                logger: logger)
+                homeLoop: home.eventLoop, logger: logger)
             pools.byEndpoint.append((endpoint, pool))
             return pool
         }

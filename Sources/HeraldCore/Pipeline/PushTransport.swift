@@ -32,10 +32,16 @@ public protocol PushTransport: Sendable {
     func startSend(
         _ notification: Notification, environment: APNsEnvironment, deadline: ContinuousClock.Instant,
         completion: @escaping @Sendable (Result<APNsResponse, PushError>) -> Void)
+    /// Where a task that starts many sends by callback should run: the executor of the thread
+    /// the transport's connections answer on, so that the task's own steps and the sends' ends
+    /// share that thread instead of waking each other across two. Nil (the default) when the
+    /// transport has no such place; the task then runs on the global executor.
+    var sendingExecutor: (any TaskExecutor)? { get }
 }
 
 extension PushTransport {
     public var sendsByCallback: Bool { false }
+    public var sendingExecutor: (any TaskExecutor)? { nil }
     public func startSend(
         _ notification: Notification, environment: APNsEnvironment, deadline: ContinuousClock.Instant,
         completion: @escaping @Sendable (Result<APNsResponse, PushError>) -> Void

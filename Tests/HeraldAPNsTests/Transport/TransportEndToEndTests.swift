@@ -2,6 +2,7 @@ import APNsSandbox
 import Foundation
 import HeraldCore
 import NIOCore
+import NIOPosix
 import Synchronization
 import Testing
 
@@ -335,6 +336,46 @@ struct TransportEndToEndTests {
             await transport.close()
             harness.expectCleanAudit()
         }
+    }
+
+    @Test("each transport's connection opens on its home loop, where its sending executor runs tasks")
+    func homeLoop() async throws {
+        let group = MultiThreadedEventLoopGroup(numberOfThreads: 3)
+        try await withSandbox { harness in
+            // One connection a pool: with two, a second may open (on another loop) and answer
+            // first when the first is slow to connect.
+            var pool = PoolConfiguration()
+            pool.connections = 1
+            let tenant = try harness.tokenTenant(.alpha, pool: pool)
+            // One credential for the three: a token signed by each would be a token update
+            // the sandbox answers with 429 TooManyProviderTokenUpdates.
+            let credentials = try CredentialProviders.make(for: tenant, clock: harness.clock)
+            let deadline = ContinuousClock.now.advanced(by: .seconds(30))
+            // Three transports on three loops: each chooses its own home loop, and the pool's
+            // first connection (the group's next loop, before) answers there.
+            var homes: [ObjectIdentifier] = []
+            for _ in 0..<3 {
+                let transport = TenantTransport(
+                    tenant: tenant, credentials: credentials,
+                    configuration: TransportConfiguration(pool: tenant.pool), eventLoopGroup: group, logger: SandboxHarness.quietLogger)
+                let executor = try #require(transport.sendingExecutor as? EventLoopTaskExecutor)
+                homes.append(ObjectIdentifier(executor.eventLoop))
+                let (answer, onHome) = await withCheckedContinuation { continuation in
+                    transport.startSend(Notes.note(topic: "com.example.alpha"), environment: .development, deadline: deadline) { answer in
+                        continuation.resume(returning: (answer, executor.eventLoop.inEventLoop))
+                    }
+                }
+                #expect((try? answer.get().status) == 200, "\(answer)")
+                #expect(onHome)
+                // A task preferring the executor runs on that loop.
+                let ranThere = await Task(executorPreference: executor) { executor.eventLoop.inEventLoop }.value
+                #expect(ranThere)
+                await transport.close()
+            }
+            #expect(Set(homes).count == 3)
+            harness.expectCleanAudit()
+        }
+        try await group.shutdownGracefully()
     }
 
     /// Error answers carry a JSON body; 2,500 of them are about 70 KB of DATA on one
