@@ -14,6 +14,7 @@
 #
 #   scripts/bench-hostile.sh                        # release build
 #   SKIP_BUILD=1 PHASE=20 RATE=2000 scripts/bench-hostile.sh
+#   ON_CONNECTION_LOOP=true SKIP_BUILD=1 scripts/bench-hostile.sh   # with jobs.on_connection_loop
 #   HERALD=.build/debug/herald SKIP_BUILD=1 scripts/bench-hostile.sh   # figures of a debug build
 #
 # Only 127.0.0.1; every process started here is stopped on exit and its directory removed.
@@ -63,6 +64,8 @@ listen:
   port: 0
 storage_path: $WORK/data/herald.sqlite
 log_level: error
+jobs:
+  on_connection_loop: ${ON_CONNECTION_LOOP:-false}
 http:
   rate_limit:
     requests_per_second: 5000

@@ -52,6 +52,18 @@ struct ServerConfigurationTests {
         #expect(empty.tenantsDirectory == "/srv/herald/tenants")
     }
 
+    @Test func jobsOnConnectionLoopIsOffUnlessSetAndMustBeABoolean() throws {
+        #expect(try ServerConfiguration.parse(yaml: "# defaults\n", file: "config/herald.yaml").jobs.onConnectionLoop == false)
+        let on = try ServerConfiguration.parse(yaml: "jobs:\n  on_connection_loop: true\n", file: "config/herald.yaml")
+        #expect(on.jobs.onConnectionLoop)
+        do {
+            _ = try ServerConfiguration.parse(yaml: "jobs:\n  on_connection_loop: sometimes\n", file: "config/herald.yaml")
+            Issue.record("expected an error for jobs.on_connection_loop")
+        } catch {
+            #expect("\(error)".contains("jobs.on_connection_loop") && "\(error)".contains("true or false"), "\(error)")
+        }
+    }
+
     @Test func unknownKeysAndBadValuesAreLocatedErrors() throws {
         let yaml = """
             tenant_dir: tenants

@@ -44,9 +44,11 @@ public struct JobRunnerConfiguration: Sendable, Hashable {
     public var sendsByCallback: Bool = true
     /// True: such a job's feeder, driving task and writer task run on the executor its tenant's
     /// transport offers (``PushTransport/sendingExecutor``: the event loop its connection answers
-    /// on), so the sends' ends and the driving task's next sends share one thread. False keeps
-    /// them on the global executor (tests and benchmarks compare the two).
-    public var drivesOnConnectionLoop: Bool = true
+    /// on), so the sends' ends and the driving task's next sends share one thread: less CPU an
+    /// item, but the job's steps then run on a loop without preemption, and whatever else that
+    /// loop serves (other tenants' API requests) waits behind them. False (the default, and
+    /// `herald serve`'s unless `jobs.on_connection_loop` is set) keeps them on the global executor.
+    public var drivesOnConnectionLoop: Bool = false
 
     /// How often the runner looks for unfinished jobs on its own (jobs of tenants loaded later,
     /// jobs paused by a transient failure). New jobs start at once through ``JobRunner/jobAccepted(_:)``.

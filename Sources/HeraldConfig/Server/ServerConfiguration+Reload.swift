@@ -56,7 +56,7 @@ extension ServerConfiguration {
         }
     }
 
-    private static func boolean(_ node: Node, _ field: String, diagnostics: YAMLDiagnostics) -> Bool? {
+    static func boolean(_ node: Node, _ field: String, diagnostics: YAMLDiagnostics) -> Bool? {
         if case .scalar = node, node.tagName == .bool, let value = node.bool {
             diagnostics.record(field, node)
             return value

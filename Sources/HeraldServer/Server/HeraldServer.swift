@@ -51,6 +51,7 @@ public struct HeraldServerOptions: Sendable {
         var jobs = JobRunnerConfiguration()
         jobs.concurrencyPerTenant = configuration.jobs.concurrencyPerTenant
         jobs.claimSize = configuration.jobs.claimSize
+        jobs.drivesOnConnectionLoop = configuration.jobs.onConnectionLoop
         jobs.lease = .milliseconds(Int64(configuration.jobs.lease * 1000))
         jobs.claimant = configuration.jobs.claimant
         jobs.jobsPerTenant = configuration.jobs.jobsPerTenant
