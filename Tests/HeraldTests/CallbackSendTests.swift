@@ -136,15 +136,17 @@ struct CallbackSendTests {
     static let count = 600
 
     /// Runs one batch of ``count`` tokens for a tenant with `feedback` (recording only) and
-    /// `metrics` (and `extra` plugins) through `transport`, with a real job runner on SQLite.
+    /// `metrics` (and `extra` plugins) through `transport`, with a real job runner on `backend`
+    /// (PostgreSQL as a shared store: each item's lease is checked before its send).
     static func run(
         _ transport: DeviceScriptTransport, extra: [PluginConfiguration] = [], refuse: [JSONValue] = [],
-        drivesOnConnectionLoop: Bool = true
+        drivesOnConnectionLoop: Bool = true, backend: StoreBackend = .sqlite
     ) async throws -> Run {
         let metrics = TestMetrics()
         var registry = PluginRegistry.standard(metricsFactory: metrics)
         registry.register(PassThroughPluginFactory())
-        let store = try Fixtures.store()
+        let opened = try await backend.open()
+        let store = opened.store
         let router = try Fixtures.router(transports: transport, store: store, clock: SystemPushClock(), registry: registry)
         var tenant = Fixtures.tenant(
             "cb", plugins: [Fixtures.plugin("feedback", .obj(["refuse": .array(refuse)])), Fixtures.plugin("metrics")] + extra)
@@ -172,6 +174,7 @@ struct CallbackSendTests {
         configuration.rescanInterval = .milliseconds(200)
         configuration.sendsByCallback = true
         configuration.drivesOnConnectionLoop = drivesOnConnectionLoop
+        configuration.exclusiveStore = backend == .sqlite
         let runner = JobRunner(router: router, store: store, configuration: configuration, logger: SandboxRig.quietLogger)
         async let running: Void = runner.run()
         let deadline = ContinuousClock.now.advanced(by: .seconds(120))
@@ -201,6 +204,7 @@ struct CallbackSendTests {
         }
         counters["all"] = metrics.counterTotal(label: "herald_notifications_total")
         await router.shutdown()
+        await opened.close()
         return Run(outcomes: outcomes, invalid: Set(invalid), counters: counters)
     }
 
@@ -233,6 +237,18 @@ struct CallbackSendTests {
         #expect(plain.counters["503 ServiceUnavailable"] == Int64(tokens(3)))
 
         #expect(hooked == plain)
+    }
+
+    @Test("on PostgreSQL (a shared store) the batch is sent by callback too, each lease checked first, and ends as on SQLite")
+    func sharedStoreSendsByCallback() async throws {
+        let hookedTransport = DeviceScriptTransport(.otherThread)
+        let shared = try await Self.run(hookedTransport, backend: .postgres)
+        let plainTransport = DeviceScriptTransport(.asyncOnly)
+        let plain = try await Self.run(plainTransport)
+        #expect(hookedTransport.asyncSends == 0 && hookedTransport.callbackSends > Self.count)
+        #expect(hookedTransport.callbackSends == plainTransport.asyncSends)
+        #expect(shared.outcomes.count == Self.count)
+        #expect(shared == plain)
     }
 
     @Test("a job sent by callback runs on its transport's sending executor, with the same outcomes as off it")

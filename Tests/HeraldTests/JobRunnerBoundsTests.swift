@@ -194,11 +194,21 @@ struct JobRunnerBoundsTests {
         var checkCalls: [[Int]] { checks.withLock { $0 } }
         private let checks = Mutex<[[Int]]>([])
 
+        /// The first `leasedItems` call that asks for one of these indexes answers it as leased
+        /// elsewhere (another claimant took it meanwhile); later calls answer as the store does.
+        func takeElsewhereOnce(_ indexes: Set<Int>) { takenElsewhere.withLock { $0 = indexes } }
+        private let takenElsewhere = Mutex<Set<Int>>([])
+
         func leasedItems(tenant: TenantID, job: JobID, indexes: [Int], claimant: String) async throws -> Set<Int> {
             checks.withLock { $0.append(indexes) }
             while marks.withLock({ $0.hold }) { try await Task.sleep(for: .milliseconds(5)) }
             if marks.withLock({ $0.fail }) { throw StoreError.corrupt("disk I/O error (test)") }
-            return try await base.leasedItems(tenant: tenant, job: job, indexes: indexes, claimant: claimant)
+            let leased = try await base.leasedItems(tenant: tenant, job: job, indexes: indexes, claimant: claimant)
+            let taken = takenElsewhere.withLock { taken in
+                defer { taken.subtract(indexes) }
+                return taken.intersection(indexes)
+            }
+            return leased.subtracting(taken)
         }
 
         func markOnWire(tenant: TenantID, job: JobID, indexes: [Int], claimant: String, at: Date) async throws -> Set<Int> {

@@ -32,10 +32,13 @@ struct OnTheWireTests {
 
     /// Runs a runner of instance `new` until the job finished.
     /// - Parameter exclusiveStore: false to run it as on a shared store (PostgreSQL).
-    static func resume(_ store: any PushStore, guarantee: DeliveryGuarantee, job id: JobID, exclusiveStore: Bool = true)
-        async throws -> JobRunnerBoundsTests.CountingTransport
-    {
-        let transport = JobRunnerBoundsTests.CountingTransport()
+    /// - Parameter byCallback: the transport offers a callback form, so that an at-least-once job
+    ///   is sent by the runner's driving task instead of by send tasks.
+    static func resume(
+        _ store: any PushStore, guarantee: DeliveryGuarantee, job id: JobID, exclusiveStore: Bool = true,
+        byCallback: Bool = false, lease: Duration = .seconds(300)
+    ) async throws -> JobRunnerBoundsTests.CountingTransport {
+        let transport = JobRunnerBoundsTests.CountingTransport(byCallback: byCallback)
         let router = try Fixtures.router(transports: transport, store: store, clock: SystemPushClock())
         var acme = Fixtures.tenant("acme")
         acme.delivery.guarantee = guarantee
@@ -45,6 +48,8 @@ struct OnTheWireTests {
         configuration.claimSize = 8
         configuration.instance = "new"
         configuration.exclusiveStore = exclusiveStore
+        configuration.lease = lease
+        configuration.rescanInterval = .milliseconds(200)
         let runner = JobRunner(router: router, store: store, configuration: configuration)
         try await JobRunnerBoundsTests.run(runner, router: router, until: "the job finished") {
             try await store.job(tenant: Self.tenant, id: id)?.state == .finished
@@ -167,6 +172,62 @@ struct OnTheWireTests {
             #expect(store.markCalls.flatMap { $0 }.sorted() == Array(0..<count))
             #expect(items.allSatisfy { $0.onWireAt != nil })
         }
+    }
+
+    @Test("on a shared store a job sent by callback checks its items' leases a group at a time before their sends; an item taken elsewhere is not sent then")
+    func sharedStoreByCallbackChecksLeasesInGroups() async throws {
+        let base = try Fixtures.store()
+        let store = Flaky(base)
+        let id = try JobID("shared-callbacks")
+        let count = 200
+        _ = try await store.createJob(
+            tenant: Self.tenant, id: id, environment: nil, notifications: JobRunnerBoundsTests.notes(count, seed: 8),
+            createdAt: Date())
+        // Three items' leases are found taken by another claimant at their first check: they are
+        // not sent then. Their lease (ours still, in the store) runs out, a later claim takes them
+        // again, and they are sent once, after a check that finds them ours.
+        let elsewhere: Set<Int> = [5, 70, 199]
+        store.takeElsewhereOnce(elsewhere)
+        let transport = try await Self.resume(
+            store, guarantee: .atLeastOnce, job: id, exclusiveStore: false, byCallback: true, lease: .seconds(1))
+
+        #expect(transport.total == count && transport.byID.values.allSatisfy { $0 == 1 }, "\(transport.byID.values.filter { $0 != 1 })")
+        let items = try await base.items(tenant: Self.tenant, job: id, fromIndex: 0, limit: count)
+        #expect(items.count == count && items.allSatisfy { $0.state == .sent })
+        // Checked, not marked; a group at a time (at most 64), each item once more for the three.
+        let checks = store.checkCalls
+        #expect(store.markCalls.isEmpty, "\(store.markCalls)")
+        #expect(checks.allSatisfy { $0.count <= 64 })
+        // Send tasks (4 here) could only have their own items checked together: a group larger
+        // than that is the driving task's.
+        #expect(checks.contains { $0.count > 4 } && checks.count < count / 4, "\(checks.map(\.count))")
+        var checkedTimes: [Int: Int] = [:]
+        for index in checks.joined() { checkedTimes[index, default: 0] += 1 }
+        #expect(Set(checkedTimes.keys) == Set(0..<count))
+        #expect(elsewhere.allSatisfy { checkedTimes[$0] == 2 }, "\(elsewhere.map { checkedTimes[$0] ?? 0 })")
+    }
+
+    @Test("on a shared store a job sent by callback whose lease check fails sends nothing of that group and pauses; it finishes later")
+    func sharedStoreByCallbackFailedCheckPauses() async throws {
+        let base = try Fixtures.store()
+        let store = Flaky(base)
+        let id = try JobID("shared-check-fails")
+        let count = 40
+        _ = try await store.createJob(
+            tenant: Self.tenant, id: id, environment: nil, notifications: JobRunnerBoundsTests.notes(count, seed: 9),
+            createdAt: Date())
+        store.failMarks(true)
+        let finishing = Task {
+            try await Self.resume(store, guarantee: .atLeastOnce, job: id, exclusiveStore: false, byCallback: true, lease: .seconds(1))
+        }
+        try await JobRunnerBoundsTests.eventually("checks were refused") { store.checkCalls.count >= 2 }
+        let items = try await base.items(tenant: Self.tenant, job: id, fromIndex: 0, limit: count)
+        #expect(items.allSatisfy { $0.state == .pending })
+        store.failMarks(false)
+        let transport = try await finishing.value
+        #expect(transport.total == count && transport.byID.values.allSatisfy { $0 == 1 })
+        let after = try await base.items(tenant: Self.tenant, job: id, fromIndex: 0, limit: count)
+        #expect(after.allSatisfy { $0.state == .sent })
     }
 
     @Test("lease checks asked for together are read together; an item leased elsewhere is not to be sent; nothing is written")

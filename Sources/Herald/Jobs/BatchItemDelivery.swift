@@ -121,12 +121,18 @@ struct BatchItemDelivery: Sendable {
         return finish(item, of: job, attempt, outcome: outcome, logger: logger)
     }
 
-    /// ``deliver(_:of:marks:routes:logger:)`` without a task, for an item whose send needs no
-    /// wire mark or check (at-least-once on a store this process has to itself): `completion`
-    /// gets the step, possibly on a connection's event loop (``Router/startSend(tenant:notification:environment:deadline:retriesInPipeline:completion:)``).
+    /// ``deliver(_:of:marks:routes:logger:)`` without a task, for an at-least-once item whose
+    /// send needs no wire mark: on a store this process has to itself, or on a shared store when
+    /// the caller has just checked that the item's lease is still its claimant's
+    /// (`leaseChecked`: the job runner checks a group of items in one read before it starts
+    /// them). `completion` gets the step, possibly on a connection's event loop
+    /// (``Router/startSend(tenant:notification:environment:deadline:retriesInPipeline:completion:)``).
     /// - Returns: false, having done nothing, when the item needs the `async` form.
-    func start(_ item: JobItem, of job: Job, routes: Routes, logger: Logger, completion: @escaping @Sendable (Step) -> Void) -> Bool {
-        guard exclusiveStore, let runtime = router.runtime(for: job.tenant) else { return false }
+    func start(
+        _ item: JobItem, of job: Job, routes: Routes, leaseChecked: Bool = false, logger: Logger,
+        completion: @escaping @Sendable (Step) -> Void
+    ) -> Bool {
+        guard exclusiveStore || leaseChecked, let runtime = router.runtime(for: job.tenant) else { return false }
         let route = routes.route(for: runtime, job: job)
         guard route.policy.guarantee == .atLeastOnce else { return false }
         switch prepare(item, of: job, route: route, logger: logger) {

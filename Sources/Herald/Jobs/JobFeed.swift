@@ -124,6 +124,17 @@ final class JobFeed: Sendable {
         }
     }
 
+    /// The next item if one is ready now, without waiting (nil when none is, or the feed ran out
+    /// or stopped). Handed back with ``handBack()`` like one from ``next()``.
+    func nextIfReady() -> JobItem? {
+        let now = state.withLock { state -> (JobItem?, FeederWake?) in
+            guard let item = state.take() else { return (nil, nil) }
+            return (item, state.feederToResume())
+        }
+        Self.wake(now.1)
+        return now.0
+    }
+
     /// A send task is done with an item ``next()`` gave it: its change was handed to the writer,
     /// or it was not sent.
     func handBack() {

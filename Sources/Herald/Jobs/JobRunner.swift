@@ -37,9 +37,9 @@ public struct JobRunnerConfiguration: Sendable, Hashable {
     public var exclusiveStore: Bool = true
     /// This runner's instance, unique per process (a random id unless a test sets one).
     public var instance: String = String(UUID().uuidString.lowercased().prefix(8))
-    /// True: a job whose items can be sent by callback (``JobRunner``'s `drive`: a store this
-    /// process has to itself, at-least-once, every middleware with hooks, a transport with a
-    /// callback form) is sent that way, by one task, instead of by send tasks. On by default and
+    /// True: a job whose items can be sent by callback (``JobRunner``'s `drive`: at-least-once,
+    /// every middleware with hooks, a transport with a callback form; on a shared store the
+    /// driving task checks its items' leases a group at a time) is sent that way, by one task, instead of by send tasks. On by default and
     /// in `herald serve`; false keeps send tasks for every job (tests compare the two paths).
     public var sendsByCallback: Bool = true
     /// True: such a job's feeder, driving task and writer task run on the executor its tenant's
@@ -372,10 +372,11 @@ public final class JobRunner: Sendable {
             marks: WireMarks(store: store, tenant: job.tenant, job: job.id, claimant: claimant, clock: clock),
             routes: BatchItemDelivery.Routes(), stopped: { outcomes.endWatch() })
         // Sends without a task each when the tenant's runtime can (every middleware has hooks,
-        // the transport a callback form) and the items need no wire mark (``BatchItemDelivery/start``).
+        // the transport a callback form) and the items need no wire mark (``BatchItemDelivery/start``;
+        // on a shared store `drive` checks their leases itself, a group at a time).
         let runtime = router.runtime(for: job.tenant)
         let byCallbacks =
-            configuration.sendsByCallback && configuration.exclusiveStore
+            configuration.sendsByCallback
             && runtime.map { $0.startsSendsByCallback && $0.configuration.delivery.guarantee == .atLeastOnce } == true
         // Such a job runs on its transport's home loop: the sends' ends run there, and so does
         // the task that starts the next ones (no wake-up of another thread between the two).
@@ -571,7 +572,10 @@ public final class JobRunner: Sendable {
     /// and starts each send with ``BatchItemDelivery/start(_:of:routes:logger:completion:)``;
     /// the send's end (on a connection's event loop) frees the permit, hands the step to the
     /// writer and the item back to the feed. The task waits only for an item, a slot or a permit,
-    /// and takes as many as are free when it wakes. An item that needs the `async` form (its
+    /// and takes as many as are free when it wakes. On a shared store it first reads the leases of
+    /// the item the feed gave and of those ready behind it (``LeaseCheckedItems``): one that is
+    /// not its claimant's any more is given up unsent, and a failed read pauses the job. An item
+    /// that needs the `async` form (its
     /// tenant reloaded to at-most-once meanwhile) is sent by a child task, under the same permit.
     /// Returns when the feed runs out or stops and every send started has ended.
     nonisolated(nonsending) private func drive(
@@ -581,14 +585,46 @@ public final class JobRunner: Sendable {
         defer { adjust { $0.sendTasks -= 1 } peak: { _ in } }
         let started = SendsUnderWay()
         let delivery = self.delivery
+        // On a shared store each item's lease is checked before its send, a group at a time.
+        var leases = configuration.exclusiveStore ? nil : LeaseCheckedItems()
         await withDiscardingTaskGroup { asyncSends in
-            while let item = await feed.next() {
+            while true {
+                let item: JobItem
+                var lease = LeaseCheckedItems.Lease.ours
+                if leases != nil {
+                    if leases?.isEmpty == true {
+                        guard let first = await feed.next() else { break }
+                        await leases?.check(first, from: feed, of: job, store: store, claimant: configuration.claimantName)
+                    }
+                    guard let next = leases?.removeFirst() else { break }
+                    (item, lease) = next
+                } else {
+                    guard let next = await feed.next() else { break }
+                    item = next
+                }
                 let retry = Self.isDueRetry(item)
                 guard await outcomes.reserve() else {
                     feed.stop(.pause)
                     handBack(feed)
                     break
                 }
+                switch lease {
+                case .ours:
+                    break
+                case .notOurs:
+                    // It got an outcome, or another claimant took its lease: not sent, not written.
+                    outcomes.cancel(watched: retry)
+                    handBack(feed)
+                    continue
+                case .unreadable(let error):
+                    logger.error(
+                        "cannot check a job item's lease before its send; it is not sent now",
+                        metadata: ["herald.index": "\(item.index)", "herald.error": "\(error)"])
+                    outcomes.cancel(watched: retry)
+                    feed.stop(.pause)
+                    handBack(feed)
+                }
+                if case .unreadable = lease { break }
                 await pool.acquire()
                 // Stopping, or stopped meanwhile (a failed write, a paused tenant): the item stays pending.
                 guard !isStopping, feed.stopReason == nil else {
@@ -607,13 +643,15 @@ public final class JobRunner: Sendable {
                     self.handBack(feed)
                     started.end()
                 }
-                if !delivery.start(item, of: job, routes: feed.routes, logger: logger, completion: end) {
+                if !delivery.start(item, of: job, routes: feed.routes, leaseChecked: leases != nil, logger: logger, completion: end) {
                     asyncSends.addTask {
                         end(await delivery.deliver(item, of: job, marks: feed.marks, routes: feed.routes, logger: logger))
                     }
                 }
             }
         }
+        // Checked but not started (the feed stopped): they stay as they are in the store.
+        while leases?.removeFirst() != nil { handBack(feed) }
         await started.waitUntilNone()
     }
 
@@ -722,6 +760,59 @@ final class SendsUnderWay: Sendable {
                 return false
             }
             if none { continuation.resume() }
+        }
+    }
+}
+
+/// The driving task's items on a shared store (PostgreSQL), each with its lease checked right
+/// before the group's sends: another instance may have taken a lease (this one's heartbeat was
+/// late and its leases were released, or one ran out), and an item whose lease is not this
+/// claimant's any more, or that has an outcome, must not be sent. One read
+/// (``HeraldStore/PushStore/leasedItems(tenant:job:indexes:claimant:)``) checks the item the
+/// feed gave and the ones ready behind it, up to ``group``; the task that holds it is the only
+/// one that sends the job's items, so the check is grouped here rather than in ``WireMarks``
+/// (which groups the checks of concurrent send tasks).
+struct LeaseCheckedItems {
+    enum Lease {
+        case ours
+        /// It has an outcome, or its lease is another claimant's: not to be sent.
+        case notOurs
+        /// The check failed: not to be sent now (the job pauses).
+        case unreadable(any Error)
+    }
+
+    /// Items checked in one read, at most.
+    static let group = 64
+
+    private var items: [(JobItem, Lease)] = []
+    private var head = 0
+
+    var isEmpty: Bool { head == items.count }
+
+    mutating func removeFirst() -> (JobItem, Lease)? {
+        guard head < items.count else { return nil }
+        defer { head += 1 }
+        return items[head]
+    }
+
+    /// Checks `first` and the items `feed` has ready behind it (taken from the feed: each is
+    /// handed back by whoever sends it or gives it up).
+    mutating func check(_ first: JobItem, from feed: JobFeed, of job: Job, store: any PushStore, claimant: String) async {
+        var taken = [first]
+        while taken.count < Self.group, let item = feed.nextIfReady() { taken.append(item) }
+        let leased: Result<Set<Int>, any Error>
+        do {
+            leased = .success(try await store.leasedItems(tenant: job.tenant, job: job.id, indexes: taken.map(\.index), claimant: claimant))
+        } catch {
+            leased = .failure(error)
+        }
+        items.removeAll(keepingCapacity: true)
+        head = 0
+        for item in taken {
+            switch leased {
+            case .success(let ours): items.append((item, ours.contains(item.index) ? .ours : .notOurs))
+            case .failure(let error): items.append((item, .unreadable(error)))
+            }
         }
     }
 }
