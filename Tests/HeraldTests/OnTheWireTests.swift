@@ -148,15 +148,26 @@ struct OnTheWireTests {
         #expect(marks.waitingCount == 0)
     }
 
-    @Test("on a shared store, at-least-once items are checked before their send and not marked; at-most-once items are marked", arguments: DeliveryGuarantee.allCases)
-    func sharedStoreChecksOrMarks(_ guarantee: DeliveryGuarantee) async throws {
+    /// A new job of `count` items in a fresh store, seen through a ``Flaky`` wrapper.
+    static func newJob(_ name: String, count: Int, seed: UInt8) async throws -> (SQLitePushStore, Flaky, JobID) {
         let base = try Fixtures.store()
         let store = Flaky(base)
-        let id = try JobID("shared")
-        let count = 40
+        let id = try JobID(name)
         _ = try await store.createJob(
-            tenant: Self.tenant, id: id, environment: nil, notifications: JobRunnerBoundsTests.notes(count, seed: 6),
+            tenant: tenant, id: id, environment: nil, notifications: JobRunnerBoundsTests.notes(count, seed: seed),
             createdAt: Date())
+        return (base, store, id)
+    }
+
+    /// Runs the job as on a shared store, sent by callback, with leases of a second.
+    static func resumeSharedByCallback(_ store: Flaky, job id: JobID) async throws -> JobRunnerBoundsTests.CountingTransport {
+        try await resume(store, guarantee: .atLeastOnce, job: id, exclusiveStore: false, byCallback: true, lease: .seconds(1))
+    }
+
+    @Test("on a shared store, at-least-once items are checked before their send and not marked; at-most-once items are marked", arguments: DeliveryGuarantee.allCases)
+    func sharedStoreChecksOrMarks(_ guarantee: DeliveryGuarantee) async throws {
+        let count = 40
+        let (base, store, id) = try await Self.newJob("shared", count: count, seed: 6)
         let transport = try await Self.resume(store, guarantee: guarantee, job: id, exclusiveStore: false)
 
         #expect(transport.total == count && transport.byID.values.allSatisfy { $0 == 1 })
@@ -176,20 +187,14 @@ struct OnTheWireTests {
 
     @Test("on a shared store a job sent by callback checks its items' leases a group at a time before their sends; an item taken elsewhere is not sent then")
     func sharedStoreByCallbackChecksLeasesInGroups() async throws {
-        let base = try Fixtures.store()
-        let store = Flaky(base)
-        let id = try JobID("shared-callbacks")
         let count = 200
-        _ = try await store.createJob(
-            tenant: Self.tenant, id: id, environment: nil, notifications: JobRunnerBoundsTests.notes(count, seed: 8),
-            createdAt: Date())
+        let (base, store, id) = try await Self.newJob("shared-callbacks", count: count, seed: 8)
         // Three items' leases are found taken by another claimant at their first check: they are
         // not sent then. Their lease (ours still, in the store) runs out, a later claim takes them
         // again, and they are sent once, after a check that finds them ours.
         let elsewhere: Set<Int> = [5, 70, 199]
         store.takeElsewhereOnce(elsewhere)
-        let transport = try await Self.resume(
-            store, guarantee: .atLeastOnce, job: id, exclusiveStore: false, byCallback: true, lease: .seconds(1))
+        let transport = try await Self.resumeSharedByCallback(store, job: id)
 
         #expect(transport.total == count && transport.byID.values.allSatisfy { $0 == 1 }, "\(transport.byID.values.filter { $0 != 1 })")
         let items = try await base.items(tenant: Self.tenant, job: id, fromIndex: 0, limit: count)
@@ -209,17 +214,10 @@ struct OnTheWireTests {
 
     @Test("on a shared store a job sent by callback whose lease check fails sends nothing of that group and pauses; it finishes later")
     func sharedStoreByCallbackFailedCheckPauses() async throws {
-        let base = try Fixtures.store()
-        let store = Flaky(base)
-        let id = try JobID("shared-check-fails")
         let count = 40
-        _ = try await store.createJob(
-            tenant: Self.tenant, id: id, environment: nil, notifications: JobRunnerBoundsTests.notes(count, seed: 9),
-            createdAt: Date())
+        let (base, store, id) = try await Self.newJob("shared-check-fails", count: count, seed: 9)
         store.failMarks(true)
-        let finishing = Task {
-            try await Self.resume(store, guarantee: .atLeastOnce, job: id, exclusiveStore: false, byCallback: true, lease: .seconds(1))
-        }
+        let finishing = Task { try await Self.resumeSharedByCallback(store, job: id) }
         try await JobRunnerBoundsTests.eventually("checks were refused") { store.checkCalls.count >= 2 }
         let items = try await base.items(tenant: Self.tenant, job: id, fromIndex: 0, limit: count)
         #expect(items.allSatisfy { $0.state == .pending })
