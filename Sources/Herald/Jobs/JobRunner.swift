@@ -39,8 +39,9 @@ public struct JobRunnerConfiguration: Sendable, Hashable {
     public var instance: String = String(UUID().uuidString.lowercased().prefix(8))
     /// True: a job whose items can be sent by callback (``JobRunner``'s `drive`: at-least-once,
     /// every middleware with hooks, a transport with a callback form; on a shared store the
-    /// driving task checks its items' leases a group at a time) is sent that way, by one task, instead of by send tasks. On by default and
-    /// in `herald serve`; false keeps send tasks for every job (tests compare the two paths).
+    /// driving task checks its items' leases a group at a time) is sent that way, by one task,
+    /// instead of by send tasks. On by default and in `herald serve`; false keeps send tasks for
+    /// every job (tests compare the two paths).
     public var sendsByCallback: Bool = true
     /// True: such a job's feeder, driving task and writer task run on the executor its tenant's
     /// transport offers (``PushTransport/sendingExecutor``: the event loop its connection answers
@@ -588,18 +589,18 @@ public final class JobRunner: Sendable {
         // On a shared store each item's lease is checked before its send, a group at a time.
         var leases = configuration.exclusiveStore ? nil : LeaseCheckedItems()
         await withDiscardingTaskGroup { asyncSends in
-            while true {
+            sending: while true {
                 let item: JobItem
                 var lease = LeaseCheckedItems.Lease.ours
                 if leases != nil {
                     if leases?.isEmpty == true {
-                        guard let first = await feed.next() else { break }
+                        guard let first = await feed.next() else { break sending }
                         await leases?.check(first, from: feed, of: job, store: store, claimant: configuration.claimantName)
                     }
-                    guard let next = leases?.removeFirst() else { break }
+                    guard let next = leases?.removeFirst() else { break sending }
                     (item, lease) = next
                 } else {
-                    guard let next = await feed.next() else { break }
+                    guard let next = await feed.next() else { break sending }
                     item = next
                 }
                 let retry = Self.isDueRetry(item)
@@ -623,8 +624,8 @@ public final class JobRunner: Sendable {
                     outcomes.cancel(watched: retry)
                     feed.stop(.pause)
                     handBack(feed)
+                    break sending
                 }
-                if case .unreadable = lease { break }
                 await pool.acquire()
                 // Stopping, or stopped meanwhile (a failed write, a paused tenant): the item stays pending.
                 guard !isStopping, feed.stopReason == nil else {
@@ -764,8 +765,8 @@ final class SendsUnderWay: Sendable {
     }
 }
 
-/// The driving task's items on a shared store (PostgreSQL), each with its lease checked right
-/// before the group's sends: another instance may have taken a lease (this one's heartbeat was
+/// The driving task's items on a shared store (PostgreSQL), each with its lease checked just
+/// before the group waits for its permits and is sent: another instance may have taken a lease (this one's heartbeat was
 /// late and its leases were released, or one ran out), and an item whose lease is not this
 /// claimant's any more, or that has an outcome, must not be sent. One read
 /// (``HeraldStore/PushStore/leasedItems(tenant:job:indexes:claimant:)``) checks the item the
