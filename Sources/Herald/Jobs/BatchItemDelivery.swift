@@ -10,7 +10,7 @@ import Synchronization
 /// commit group (``OutcomeGroups``).
 ///
 /// The job runner calls ``deliver(_:of:marks:routes:logger:)`` for each item it claimed, once a tenant
-/// permit is free, or ``start(_:of:routes:logger:completion:)`` when it sends the job by callback;
+/// permit is free, or ``start(_:of:routes:leaseChecked:logger:completion:)`` when it sends the job by callback;
 /// both run the same checks before the send (`prepare`) and the same decisions after it
 /// (`finish`). The decisions are the policy's values (``HeraldCore/DeliveryOutcome``,
 /// ``HeraldCore/DeliveryPolicy/retry(afterAttempts:firstAttempt:now:random:)``,

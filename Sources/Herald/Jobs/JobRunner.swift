@@ -570,7 +570,7 @@ public final class JobRunner: Sendable {
 
     /// The job's sends without a task each: one task takes the feed's items, a slot of the job's
     /// commit groups and a tenant permit each, as ``work(_:outcomes:of:permits:logger:)`` does,
-    /// and starts each send with ``BatchItemDelivery/start(_:of:routes:logger:completion:)``;
+    /// and starts each send with ``BatchItemDelivery/start(_:of:routes:leaseChecked:logger:completion:)``;
     /// the send's end (on a connection's event loop) frees the permit, hands the step to the
     /// writer and the item back to the feed. The task waits only for an item, a slot or a permit,
     /// and takes as many as are free when it wakes. On a shared store it first reads the leases of
@@ -614,15 +614,14 @@ public final class JobRunner: Sendable {
                     break
                 case .notOurs:
                     // It got an outcome, or another claimant took its lease: not sent, not written.
-                    outcomes.cancel(watched: retry)
+                    _ = Self.hand(.notOurs, watched: retry, to: outcomes, feed: feed)
                     handBack(feed)
                     continue
                 case .unreadable(let error):
                     logger.error(
                         "cannot check a job item's lease before its send; it is not sent now",
                         metadata: ["herald.index": "\(item.index)", "herald.error": "\(error)"])
-                    outcomes.cancel(watched: retry)
-                    feed.stop(.pause)
+                    _ = Self.hand(.pause, watched: retry, to: outcomes, feed: feed)
                     handBack(feed)
                     break sending
                 }
