@@ -45,6 +45,21 @@ struct ClusterKillTests {
     }()
     /// `jobs.concurrency_per_tenant`: the most items one instance has on the wire at once.
     static let concurrency = 16
+    /// The children's admin token (a test value), for `GET /admin/instances`.
+    static let adminToken = "cluster-kill-test-admin-token"
+
+    /// The job items the instance whose claimant is `claimant` (or starts with it, followed by
+    /// `/`) holds under a lease now, as `GET /admin/instances` lists them; 0 when it is not listed.
+    static func itemsHeld(by claimant: String, through client: APIClient) async throws -> Int {
+        let reply = try await client.request(.get, "/admin/instances", key: adminToken)
+        guard reply.status == 200 else { throw HarnessError("GET /admin/instances: \(reply.status) \(reply.text)") }
+        let listed = (reply.json["instances"] as? [[String: Any]]) ?? []
+        return listed.reduce(0) { total, instance in
+            let name = instance["claimant"] as? String ?? ""
+            guard name == claimant || name.hasPrefix(claimant + "/") else { return total }
+            return total + (instance["items_held"] as? Int ?? 0)
+        }
+    }
 
     /// The test server's URL without its password, and the password (given to the children as
     /// `env:HERALD_TEST_CLUSTER_PG_PASSWORD`, never written to a file).
@@ -104,7 +119,7 @@ struct ClusterKillTests {
             children.append(
                 try await ChildServer.start(
                     binary: binary, directory: directory, run: instance,
-                    environment: ["HERALD_TEST_CLUSTER_PG_PASSWORD": postgres.password]))
+                    environment: ["HERALD_TEST_CLUSTER_PG_PASSWORD": postgres.password, "HERALD_ADMIN_TOKEN": Self.adminToken]))
         }
         let clients = children.map { APIClient(port: $0.port) }
 
@@ -117,19 +132,24 @@ struct ClusterKillTests {
         let acceptedAfter = posted.duration(to: clock.now)
         #expect(accepted.status == 202, "\(accepted.text)")
 
-        // The kill comes once the job is under way, with a good part of it still to send (the
-        // other instances find the job at their next scan, so the second is working by then).
+        // The kill comes once the job is under way, with a good part of it still to send, and
+        // while the second instance holds items under its lease (`/admin/instances`, read through
+        // the third): it finds the job at its next scan or by NOTIFY, so the kill must wait for
+        // that rather than assume it.
         let waitEnd = clock.now.advanced(by: .seconds(120 + Self.total / 1_000))
         var done = 0
-        while done < Self.total / 4, clock.now < waitEnd {
+        var heldBySecond = 0
+        while done < Self.total / 4 || heldBySecond == 0, done < Self.total, clock.now < waitEnd {
             let job = try await clients[2].request(.get, "/v1/jobs/fleet?limit=1", key: acme.apiKey)
             let counts = job.json["counts"] as? [String: Int] ?? [:]
             done = (counts["sent"] ?? 0) + (counts["failed"] ?? 0)
+            heldBySecond = try await Self.itemsHeld(by: "herald-2", through: clients[2])
             try await Task.sleep(for: .milliseconds(20))
         }
         children[1].kill9()
         let killedAt = done
         #expect(done < Self.total, "the kill came before the job finished")
+        #expect(heldBySecond > 0, "the second instance held job items when it was killed")
 
         // The job finishes (the killed instance's items are taken over when their lease ends);
         // its report, read through the third instance, shows the final counts.
@@ -155,7 +175,7 @@ struct ClusterKillTests {
         #expect(twice <= bound, "\(twice) devices got the notification twice")
         print(
             "cluster kill: \(Self.total) tokens, 202 after \(acceptedAfter), finished (read through the third) after "
-                + "\(finishedAfter), second instance killed at \(killedAt) done, \(delivered.count) devices delivered, "
+                + "\(finishedAfter), second instance killed at \(killedAt) done holding \(heldBySecond) items, \(delivered.count) devices delivered, "
                 + "\(twice) twice (bound \(bound)), \(requests.count) requests at the sandbox, binary \(binary)")
     }
 }
