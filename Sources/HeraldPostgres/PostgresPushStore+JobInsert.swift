@@ -282,7 +282,7 @@ extension PostgresPushStore {
     /// transaction of its own; one read when none needs it (the job runner records outcomes and
     /// defers only items it claimed: tests and tools need not).
     static func materialize(
-        _ client: PostgresClient, needs: [(tenant: TenantID, job: JobID, upTo: Int)], logger: Logger
+        _ client: BoundedPostgresClient, needs: [(tenant: TenantID, job: JobID, upTo: Int)], logger: Logger
     ) async throws {
         guard !needs.isEmpty else { return }
         let rows = try await client.query(

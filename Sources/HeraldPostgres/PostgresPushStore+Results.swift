@@ -151,7 +151,7 @@ extension PostgresPushStore {
     /// an item that already has one (recorded by another instance, or twice in this batch: the
     /// first wins) keeps it. The items whose callers want them are read back afterwards (an
     /// outcome, once written, never changes).
-    static func writeResults(_ batch: [ResultWrite], client: PostgresClient, logger: Logger) async
+    static func writeResults(_ batch: [ResultWrite], client: BoundedPostgresClient, logger: Logger) async
         -> [Result<ResultAnswer, any Error>]
     {
         var first: [ItemKey: Int] = [:]

@@ -34,10 +34,13 @@ public final class PostgresPushStore: PushStore, JobReports {
         public var poolSize: Int
         /// TLS to the server: required, or off (a server on loopback or a private network).
         public var requireTLS: Bool
+        /// The longest one call waits for the server — a query, or a transaction with all its
+        /// queries — before it fails with ``StoreError/timedOut(_:)`` (``BoundedPostgresClient``).
+        public var callTimeout: Duration
 
         public init(
             host: String, port: Int = 5432, username: String, password: String?, database: String,
-            schema: String? = nil, poolSize: Int = 10, requireTLS: Bool = false
+            schema: String? = nil, poolSize: Int = 10, requireTLS: Bool = false, callTimeout: Duration = .seconds(30)
         ) {
             self.host = host
             self.port = port
@@ -47,6 +50,7 @@ public final class PostgresPushStore: PushStore, JobReports {
             self.schema = schema
             self.poolSize = poolSize
             self.requireTLS = requireTLS
+            self.callTimeout = callTimeout
         }
 
         /// A `postgres://user:password@host:port/database` URL, as `scripts/postgres.sh` prints
@@ -84,7 +88,8 @@ public final class PostgresPushStore: PushStore, JobReports {
     }
 
     public let configuration: Configuration
-    let client: PostgresClient
+    /// Every call bounded by ``Configuration/callTimeout``.
+    let client: BoundedPostgresClient
     let logger: Logger
     private let runner: Task<Void, Never>
     /// Outcomes recorded together (``recordResult(tenant:job:index:result:)``).
@@ -96,6 +101,7 @@ public final class PostgresPushStore: PushStore, JobReports {
 
     private init(configuration: Configuration, client: PostgresClient, logger: Logger, runner: Task<Void, Never>) {
         self.configuration = configuration
+        let client = BoundedPostgresClient(client: client, limit: configuration.callTimeout)
         self.client = client
         self.logger = logger
         self.runner = runner
@@ -119,6 +125,9 @@ public final class PostgresPushStore: PushStore, JobReports {
         }
         guard configuration.poolSize >= 1, configuration.poolSize <= 1_000 else {
             throw StoreError.invalidArgument("pool size must be 1 to 1000 (got \(configuration.poolSize))")
+        }
+        guard configuration.callTimeout >= .seconds(1), configuration.callTimeout <= .seconds(3600) else {
+            throw StoreError.invalidArgument("the call timeout must be 1 s to 1 h")
         }
         var clientConfiguration = PostgresClient.Configuration(
             host: configuration.host, port: configuration.port, username: configuration.username,

@@ -440,7 +440,7 @@ public struct JobProgress: Sendable, Hashable {
 
 public struct StoreError: Error, Sendable, Hashable, CustomStringConvertible {
     private enum Code: Hashable, Sendable {
-        case invalidJobID, notFound, invalidArgument, corrupt, cannotOpen, locked, quotaExceeded
+        case invalidJobID, notFound, invalidArgument, corrupt, cannotOpen, locked, quotaExceeded, timedOut
     }
     private let code: Code
     public let message: String
@@ -463,12 +463,15 @@ public struct StoreError: Error, Sendable, Hashable, CustomStringConvertible {
     public static func locked(_ message: String) -> StoreError { StoreError(code: .locked, message: message) }
     /// A tenant's job limit refused a new job (``JobLimits``); the message names the limit.
     public static func quotaExceeded(_ message: String) -> StoreError { StoreError(code: .quotaExceeded, message: message) }
+    /// A call to the store got no answer in time (``StoreDeadline``); the message says how long it waited.
+    public static func timedOut(_ message: String) -> StoreError { StoreError(code: .timedOut, message: message) }
 
     public var isNotFound: Bool { code == .notFound }
     public var isInvalidJobID: Bool { code == .invalidJobID }
     public var isLocked: Bool { code == .locked }
     public var isQuotaExceeded: Bool { code == .quotaExceeded }
     public var isInvalidArgument: Bool { code == .invalidArgument }
+    public var isTimedOut: Bool { code == .timedOut }
 }
 
 extension JobProgress {

@@ -24,6 +24,7 @@ struct StorageConfigurationTests {
                 pool_size: 25
                 schema: herald_eu
                 tls: true
+                call_timeout: 2500ms
 
             """
         let configuration = try ServerConfiguration.parse(
@@ -36,6 +37,7 @@ struct StorageConfigurationTests {
         #expect(settings.username == "herald" && settings.database == "heraldb")
         #expect(settings.password?.text == "s3cret" && settings.passwordReference == .environment("HERALD_PG_PASSWORD"))
         #expect(settings.poolSize == 25 && settings.schema == "herald_eu" && settings.tls)
+        #expect(settings.callTimeout == 2.5)
         #expect(settings.displayName == "postgres db.internal:6432/heraldb")
         #expect(!"\(configuration)".contains("s3cret"), "the password never shows in a description")
     }
@@ -60,6 +62,7 @@ struct StorageConfigurationTests {
             return
         }
         #expect(settings.password?.text == "from-a-file" && settings.port == 5432 && settings.poolSize == 10)
+        #expect(settings.callTimeout == 30, "a store call waits 30 s at most unless set")
     }
 
     @Test func anInlinePasswordAndOtherMistakesAreLocatedErrorsThatNeverRepeatThePassword() throws {
@@ -73,6 +76,7 @@ struct StorageConfigurationTests {
                 schema: Bad-Name
                 tls: yes please
                 port: 5432
+                call_timeout: 2h
 
             """
         do {
@@ -93,6 +97,7 @@ struct StorageConfigurationTests {
             #expect(messages.contains { $0.hasPrefix("config/herald.yaml:6:16: storage.postgres.pool_size:") })
             #expect(messages.contains { $0.hasPrefix("config/herald.yaml:7:13: storage.postgres.schema:") })
             #expect(messages.contains { $0.hasPrefix("config/herald.yaml:8:10: storage.postgres.tls:") })
+            #expect(messages.contains("config/herald.yaml:10:19: storage.postgres.call_timeout: must be at most 1h"), "\(messages)")
         }
     }
 

@@ -14,6 +14,7 @@ import Yams
 //       pool_size: 10
 //       schema: herald                                    # optional
 //       tls: true
+//       call_timeout: 30s                                  # the longest one call waits for the server
 extension ServerConfiguration {
     /// The store `herald serve` opens.
     public enum Storage: Sendable, Hashable {
@@ -40,6 +41,9 @@ extension ServerConfiguration {
         public var schema: String?
         /// TLS to the server (required when true).
         public var tls: Bool = false
+        /// The longest one store call (a query, or a transaction with its queries) waits for the
+        /// server before it fails, in seconds (1 to 3600).
+        public var callTimeout: Double = 30
 
         public init(host: String, port: Int = 5432, username: String, database: String) {
             self.host = host
@@ -53,7 +57,7 @@ extension ServerConfiguration {
     }
 
     static let storageKeys = ["postgres"]
-    static let postgresKeys = ["url", "password", "pool_size", "schema", "tls"]
+    static let postgresKeys = ["url", "password", "pool_size", "schema", "tls", "call_timeout"]
 
     /// Reads `storage:`; `base` anchors a relative `file:` password path.
     static func parseStorageSection(
@@ -141,6 +145,15 @@ extension ServerConfiguration {
                 diagnostics.record("storage.postgres.tls", node)
             } else {
                 diagnostics.error(at: node, "storage.postgres.tls", "must be true or false, not \(node.kindForMessages)")
+            }
+        }
+        if let node = postgres["call_timeout"],
+            let value = diagnostics.duration(node, FieldPath(text: "storage.postgres.call_timeout"), minimum: 1, allowZero: false)
+        {
+            if value <= 3600 {
+                settings.callTimeout = value
+            } else {
+                diagnostics.error(at: node, "storage.postgres.call_timeout", "must be at most 1h")
             }
         }
         configuration.storage = .postgres(settings)

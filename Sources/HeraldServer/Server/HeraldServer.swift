@@ -372,7 +372,8 @@ public final class HeraldServer: Sendable {
         let configuration = PostgresPushStore.Configuration(
             host: settings.host, port: settings.port, username: settings.username,
             password: settings.password?.text, database: settings.database, schema: settings.schema,
-            poolSize: settings.poolSize, requireTLS: settings.tls)
+            poolSize: settings.poolSize, requireTLS: settings.tls,
+            callTimeout: .milliseconds(Int64((settings.callTimeout * 1000).rounded())))
         do {
             let store = try await PostgresPushStore.open(configuration, logger: storeLogger)
             logger.info(

@@ -1,0 +1,65 @@
+import HeraldStore
+import Logging
+import PostgresNIO
+
+/// postgres-nio's pooled client, with every call bounded in time (``StoreDeadline``): a query, or
+/// a transaction or a leased connection with everything its closure does, that gets no answer
+/// within `limit` fails with ``StoreError/timedOut(_:)`` instead of waiting for ever.
+///
+/// Why: after a PostgreSQL restart, postgres-nio 1.33.2 now and then lost a query written to a
+/// connection that had just closed, and the call never returned. The job runner then stopped for
+/// good (its scan, a claim or a commit group waiting), until the process restarted. Bounded, the
+/// call fails like any other store failure: the job pauses and resumes at the next scan, and the
+/// heartbeat and lease renewal try again at their next round.
+struct BoundedPostgresClient: Sendable {
+    let client: PostgresClient
+    /// The longest a call waits (`storage.postgres.call_timeout`).
+    let limit: Duration
+
+    /// ``PostgresClient/query(_:logger:file:line:)``, bounded. The rows are read after it returns,
+    /// from an answer that came.
+    @discardableResult
+    func query(
+        _ query: PostgresQuery, logger: Logger? = nil, file: String = #fileID, line: Int = #line
+    ) async throws -> PostgresRowSequence {
+        let client = self.client
+        return try await bounded { try await client.query(query, logger: logger, file: file, line: line) }
+    }
+
+    /// ``PostgresClient/withConnection(_:)``, bounded (the lease and the closure together).
+    func withConnection<Result: Sendable>(
+        _ closure: @escaping @Sendable (PostgresConnection) async throws -> Result
+    ) async throws -> Result {
+        let client = self.client
+        return try await bounded { try await client.withConnection(closure) }
+    }
+
+    /// ``PostgresClient/withTransaction(logger:file:line:isolation:_:)``, bounded (BEGIN, the
+    /// closure and COMMIT together). A transaction cut off by the bound is rolled back by the
+    /// server when its connection goes, or by postgres-nio when its closure's query fails.
+    func withTransaction<Result: Sendable>(
+        logger: Logger, file: String = #file, line: Int = #line,
+        _ closure: @escaping @Sendable (PostgresConnection) async throws -> Result
+    ) async throws -> Result {
+        let client = self.client
+        return try await bounded {
+            try await client.withTransaction(logger: logger, file: file, line: line) { connection in
+                try await closure(connection)
+            }
+        }
+    }
+
+    private func bounded<Result: Sendable>(_ operation: @escaping @Sendable () async throws -> Result) async throws -> Result {
+        let limit = self.limit
+        return try await StoreDeadline.run(
+            limit: limit,
+            timeout: { StoreError.timedOut("PostgreSQL did not answer within \(Self.describe(limit)) (storage.postgres.call_timeout)") },
+            operation)
+    }
+
+    static func describe(_ duration: Duration) -> String {
+        let parts = duration.components
+        let milliseconds = parts.seconds * 1000 + parts.attoseconds / 1_000_000_000_000_000
+        return milliseconds % 1000 == 0 ? "\(milliseconds / 1000) s" : "\(milliseconds) ms"
+    }
+}

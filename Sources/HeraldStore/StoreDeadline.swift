@@ -1,0 +1,75 @@
+import Synchronization
+
+/// Runs a store call with a bound on how long its caller waits for it.
+///
+/// For a store across the network (PostgreSQL): a call whose answer never comes must not hold up
+/// its caller for ever. postgres-nio 1.33.2 can lose a query written to a connection whose channel
+/// closed at that moment (a server restart or failover): the query's promise is never completed,
+/// so the call never returns. Seen as a job runner that stopped for good after a PostgreSQL
+/// restart (its scan, a claim or an outcome write waiting). A half-open TCP connection after a
+/// network partition has the same effect until the kernel gives up on it (many minutes).
+///
+/// The call runs in a task of its own. When `limit` passes first, the caller gets `timeout()`
+/// and the call's task is cancelled; if it still never returns, that task stays suspended with
+/// what it holds (one call's memory), while the caller goes on. A caller that is cancelled
+/// cancels the call and waits for it as long as `limit` allows.
+public enum StoreDeadline {
+    /// The result of `operation`, or `timeout()` thrown once `limit` has passed without it.
+    public static func run<T: Sendable>(
+        limit: Duration, timeout: @escaping @Sendable () -> any Error,
+        _ operation: @escaping @Sendable () async throws -> T
+    ) async throws -> T {
+        let call = Call<T>()
+        let work = Task { call.finish(await Result(catching: operation)) }
+        let timer = Task {
+            do { try await Task.sleep(for: limit) } catch { return }
+            if call.finish(.failure(timeout())) { work.cancel() }
+        }
+        defer { timer.cancel() }
+        return try await withTaskCancellationHandler {
+            try await withCheckedThrowingContinuation { call.attach($0) }
+        } onCancel: {
+            work.cancel()
+        }
+    }
+
+    /// The first outcome (the call's, or the deadline's) and the caller waiting for it.
+    private final class Call<T: Sendable>: Sendable {
+        private struct State {
+            var waiter: CheckedContinuation<T, any Error>?
+            var outcome: Result<T, any Error>?
+        }
+        private let state = Mutex(State())
+
+        /// The caller waits: resumed at once when the outcome is already there.
+        func attach(_ waiter: CheckedContinuation<T, any Error>) {
+            let ready = state.withLock { state -> Result<T, any Error>? in
+                if let outcome = state.outcome { return outcome }
+                state.waiter = waiter
+                return nil
+            }
+            if let ready { waiter.resume(with: ready) }
+        }
+
+        /// Sets the outcome if none is set yet and hands it to the waiting caller.
+        /// - Returns: true when this outcome was the first.
+        @discardableResult
+        func finish(_ outcome: Result<T, any Error>) -> Bool {
+            let (first, waiter) = state.withLock { state -> (Bool, CheckedContinuation<T, any Error>?) in
+                guard state.outcome == nil else { return (false, nil) }
+                state.outcome = outcome
+                defer { state.waiter = nil }
+                return (true, state.waiter)
+            }
+            waiter?.resume(with: outcome)
+            return first
+        }
+    }
+}
+
+extension Result where Failure == any Error {
+    /// The result of an `async` throwing body.
+    fileprivate init(catching body: () async throws -> Success) async {
+        do { self = .success(try await body()) } catch { self = .failure(error) }
+    }
+}

@@ -1,0 +1,77 @@
+import Foundation
+import HeraldStore
+import Synchronization
+import Testing
+
+/// `StoreDeadline`: a store call that gets no answer fails after its limit, and nothing else
+/// changes (the PostgreSQL store bounds every call with it: `storage.postgres.call_timeout`).
+@Suite("Store calls bounded in time")
+struct StoreDeadlineTests {
+    struct Refused: Error, Equatable {}
+
+    static func timedOut() -> any Error { StoreError.timedOut("no answer within the test's limit") }
+
+    @Test func aCallThatAnswersGivesItsValueOrItsError() async throws {
+        let value = try await StoreDeadline.run(limit: .seconds(30), timeout: Self.timedOut) { 42 }
+        #expect(value == 42)
+        await #expect(throws: Refused.self) {
+            try await StoreDeadline.run(limit: .seconds(30), timeout: Self.timedOut) { () async throws -> Int in throw Refused() }
+        }
+    }
+
+    /// The call below never returns by itself and ignores cancellation (as a query whose write
+    /// postgres-nio lost): the caller still gets the timeout, and only then is the call let go.
+    @Test func aCallThatNeverAnswersFailsAfterTheLimitWithoutHoldingTheCaller() async throws {
+        let parked = Mutex<CheckedContinuation<Void, Never>?>(nil)
+        let started = ContinuousClock.now
+        do {
+            _ = try await StoreDeadline.run(limit: .milliseconds(200), timeout: Self.timedOut) { () async throws -> Int in
+                await withCheckedContinuation { continuation in parked.withLock { $0 = continuation } }
+                return 1
+            }
+            Issue.record("expected the timeout")
+        } catch let error as StoreError {
+            #expect(error.isTimedOut, "\(error)")
+        }
+        let waited = started.duration(to: .now)
+        #expect(waited >= .milliseconds(200), "not before the limit: \(waited)")
+        #expect(waited < .seconds(10), "the caller was held by the call: \(waited)")
+        // Let the abandoned call end: its late answer changes nothing.
+        while parked.withLock({ $0 }) == nil { try await Task.sleep(for: .milliseconds(5)) }
+        parked.withLock { $0?.resume(); $0 = nil }
+    }
+
+    /// A call that honours cancellation is cancelled at the limit (postgres-nio's lease waits do).
+    @Test func theCallIsCancelledAtTheLimit() async throws {
+        let cancelled = Mutex(false)
+        await #expect(throws: StoreError.self) {
+            try await StoreDeadline.run(limit: .milliseconds(50), timeout: Self.timedOut) { () async throws -> Int in
+                do {
+                    try await Task.sleep(for: .seconds(3600))
+                } catch {
+                    cancelled.withLock { $0 = true }
+                    throw error
+                }
+                return 1
+            }
+        }
+        for _ in 0..<400 where !cancelled.withLock({ $0 }) { try await Task.sleep(for: .milliseconds(5)) }
+        #expect(cancelled.withLock { $0 }, "the call's task was not cancelled")
+    }
+
+    /// A caller that is cancelled cancels its call and gets the call's answer to that, long
+    /// before the limit.
+    @Test func aCancelledCallerCancelsTheCall() async throws {
+        let caller = Task {
+            try await StoreDeadline.run(limit: .seconds(3600), timeout: Self.timedOut) { () async throws -> Int in
+                try await Task.sleep(for: .seconds(3600))
+                return 1
+            }
+        }
+        try await Task.sleep(for: .milliseconds(50))
+        let started = ContinuousClock.now
+        caller.cancel()
+        await #expect(throws: CancellationError.self) { try await caller.value }
+        #expect(started.duration(to: .now) < .seconds(10))
+    }
+}
