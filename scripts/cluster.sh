@@ -8,6 +8,7 @@
 #   INSTANCES=2 SKIP_BUILD=1 scripts/cluster.sh
 #   CLAIM_SIZE=2000 JOB_CONCURRENCY=100 POOL_SIZE=10 ...   # the instances' jobs.claim_size (default 500) and more
 #   ON_CONNECTION_LOOP=true ...            # the instances' jobs.on_connection_loop (default false)
+#   CALL_TIMEOUT=5s ...                    # the instances' storage.postgres.call_timeout (default 30s; none: left out)
 #   FRACTION_503=0.05 ...                  # the sandbox answers that share of requests 503 (its faults.fraction_503)
 #   HERALD=.build/debug/herald SKIP_BUILD=1 scripts/cluster.sh
 #
@@ -45,6 +46,9 @@ cluster_start() {
     url: $bare
     password: env:HERALD_POSTGRES_PASSWORD
     pool_size: ${POOL_SIZE:-10}"
+        # CALL_TIMEOUT=none leaves the key out (a binary from before it).
+        [[ "${CALL_TIMEOUT:-}" == none ]] || postgres_yaml+="
+    call_timeout: ${CALL_TIMEOUT:-30s}"
     fi
 
     # The sandbox: the demo PKI and key, a free port, the strict token rule, no fault.
