@@ -81,6 +81,14 @@ struct NotificationHandlers: Sendable {
         } catch let error as StoreError where error.isQuotaExceeded {
             logger.notice("batch job refused by a quota", metadata: ["herald.tenant": "\(tenant.id)", "herald.error": "\(error)"])
             throw APIError.quotaExceeded(error.message)
+        } catch let error as StoreError where error.isTimedOut {
+            // The store may still commit the job after the bound: only a retry with the same
+            // job_id can tell (it reads an existing job back instead of making a second).
+            RequestID.logger(logger).error(
+                "a batch job's store call timed out", metadata: ["herald.tenant": "\(tenant.id)", "herald.error": "\(error)"])
+            throw APIError.unavailable(
+                "store_unavailable",
+                "the store did not answer in time; the job may have been stored: repeat the request with the same job_id to find out")
         } catch {
             RequestID.logger(logger).error(
                 "cannot store a batch job", metadata: ["herald.tenant": "\(tenant.id)", "herald.error": "\(error)"])
