@@ -73,4 +73,50 @@ struct PostgresStoreTests {
             #expect(!error.message.contains(wrong))
         }
     }
+
+    /// `storage.postgres.call_timeout`: a call whose answer never comes (here the link to the
+    /// server goes silent; after a restart it was a query postgres-nio lost) fails with a timeout
+    /// instead of holding its caller, and the store works again once the server answers.
+    @Test("a call that gets no answer fails after the call timeout; the store recovers when the server answers again")
+    func silentServer() async throws {
+        var configuration = try StoreBackend.postgresConfiguration(schema: StoreBackend.freshSchema(), poolSize: 2)
+        let proxy = try await SilentLinkProxy.start(targetHost: configuration.host, targetPort: configuration.port)
+        configuration.host = "127.0.0.1"
+        configuration.port = proxy.port
+        configuration.callTimeout = .seconds(1)
+        let store = try await PostgresPushStore.open(configuration, logger: StoreBackend.logger)
+        let tenant = try TenantID("acme")
+        do {
+            #expect(try await store.jobs(tenant: tenant, states: nil, limit: 10).isEmpty)
+
+            proxy.silent = true
+            let started = ContinuousClock.now
+            do {
+                _ = try await store.jobs(tenant: tenant, states: nil, limit: 10)
+                Issue.record("a call over a silent link returned")
+            } catch let error as StoreError {
+                #expect(error.isTimedOut, "\(error)")
+                #expect(error.message.contains("storage.postgres.call_timeout"), "\(error.message)")
+            }
+            let waited = started.duration(to: .now)
+            #expect(waited >= .seconds(1) && waited < .seconds(20), "\(waited)")
+
+            // The server answers again, on new connections (the silent ones are cut).
+            proxy.silent = false
+            proxy.cutConnections()
+            var answered = false
+            for _ in 0..<40 where !answered {
+                do {
+                    _ = try await store.jobs(tenant: tenant, states: nil, limit: 10)
+                    answered = true
+                } catch {
+                    try await Task.sleep(for: .milliseconds(250))
+                }
+            }
+            #expect(answered, "the store did not recover")
+        }
+        try? await store.dropSchemaForTests()
+        await store.close()
+        await proxy.stop()
+    }
 }
