@@ -63,13 +63,7 @@ TRANSPORT_BEFORE=$TRANSPORT_LAST
 ROUTER_BEFORE=$ROUTER_LAST
 TRANSPORT_AFTER=
 
-python3 - "$BATCH" "$DEMO_TOPIC" > "$WORK/batch.json" <<'PY'
-import json, sys
-count, topic = int(sys.argv[1]), sys.argv[2]
-tokens = ["%064x" % (0xBA7C << 200 | i) for i in range(count)]
-json.dump({"notification": {"topic": topic, "payload": {"aps": {"alert": {"title": "Herald", "body": "Batch notification"}}}},
-           "device_tokens": tokens}, sys.stdout, separators=(",", ":"))
-PY
+template_batch "$BATCH" "$DEMO_TOPIC" > "$WORK/batch.json"
 
 now() { date +%s.%N; }
 cpu_of() { # total user+system CPU seconds of the given pids

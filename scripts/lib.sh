@@ -113,6 +113,18 @@ sys.stdout.write(head + "x" * max(1, size - len(head) - len(tail)) + tail)
 EOF
 }
 
+template_batch() { # count topic [series] -> a template batch's JSON on stdout (the issue-13 scripts')
+    # COUNT device tokens 0xBA7C<<200 | series<<32 | i (series 0 by default, so that runs of one
+    # script send the same tokens), one alert for all.
+    python3 - "$1" "$2" "${3:-0}" <<'PY'
+import json, sys
+count, topic, series = int(sys.argv[1]), sys.argv[2], int(sys.argv[3])
+tokens = ["%064x" % (0xBA7C << 200 | series << 32 | i) for i in range(count)]
+json.dump({"notification": {"topic": topic, "payload": {"aps": {"alert": {"title": "Herald", "body": "Batch notification"}}}},
+           "device_tokens": tokens}, sys.stdout, separators=(",", ":"))
+PY
+}
+
 best_of() { # a b -> the larger
     awk -v a="$1" -v b="$2" 'BEGIN {print (b > a) ? b : a}'
 }

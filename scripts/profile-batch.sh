@@ -33,13 +33,7 @@ if [[ "$MODE" == postgres ]]; then
   as_postgres psql -h "$CLUSTER_PG_DIR" -p "$pgport" -U postgres -d herald -c "ALTER SYSTEM SET log_min_duration_statement = 30" -c "SELECT pg_reload_conf()" >/dev/null
   [[ -z "${PGSTAT:-}" ]] || as_postgres psql -h "$CLUSTER_PG_DIR" -p "$pgport" -U postgres -d herald -c "CREATE EXTENSION pg_stat_statements" -c "SELECT pg_stat_statements_reset()" >/dev/null
 fi
-python3 - "$BATCH" "$DEMO_TOPIC" > "$WORK/batch.json" <<'PY'
-import json, sys
-count, topic = int(sys.argv[1]), sys.argv[2]
-tokens = ["%064x" % (0xBA7C << 200 | i) for i in range(count)]
-json.dump({"notification": {"topic": topic, "payload": {"aps": {"alert": {"title": "Herald", "body": "Batch notification"}}}},
-           "device_tokens": tokens}, sys.stdout, separators=(",", ":"))
-PY
+template_batch "$BATCH" "$DEMO_TOPIC" > "$WORK/batch.json"
 curl -s -m 30 "http://127.0.0.1:$port/v1/notifications" -H "Authorization: Bearer $CLUSTER_API_KEY" -H 'Content-Type: application/json' \
   -d "{\"device_token\": \"$DEMO_DEVICE\", \"topic\": \"$DEMO_TOPIC\", \"payload\": {\"aps\": {}}}"; echo
 hz=$(getconf CLK_TCK)

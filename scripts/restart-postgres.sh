@@ -31,12 +31,7 @@ as_postgres() { if [[ $(id -u) -eq 0 ]]; then runuser -u postgres -- "$@"; else 
 failures=0
 echo "== herald $HERALD, $ROUNDS rounds of $BATCH tokens, call_timeout $CALL_TIMEOUT"
 for round in $(seq 1 "$ROUNDS"); do
-    python3 - "$BATCH" "$DEMO_TOPIC" "$round" > "$WORK/batch.json" <<'PY'
-import json, sys
-count, topic, round_ = int(sys.argv[1]), sys.argv[2], int(sys.argv[3])
-tokens = ["%064x" % ((0xBA7E << 200) | (round_ << 32) | i) for i in range(count)]
-json.dump({"notification": {"topic": topic, "payload": {"aps": {"alert": "restart"}}}, "device_tokens": tokens}, sys.stdout, separators=(",", ":"))
-PY
+    template_batch "$BATCH" "$DEMO_TOPIC" "$round" > "$WORK/batch.json"   # new devices each round
     out=$(curl -s -m 120 "http://127.0.0.1:$port/v1/notifications/batch" -H "Authorization: Bearer $CLUSTER_API_KEY" \
         -H 'Content-Type: application/json' --data-binary "@$WORK/batch.json")
     job=$(python3 -c 'import json,sys; print(json.loads(sys.argv[1])["job_id"])' "$out" 2>/dev/null) || { echo "round $round: POST failed: $out"; failures=$((failures + 1)); continue; }

@@ -1,3 +1,4 @@
+import HeraldCore
 import HeraldStore
 import Logging
 import PostgresNIO
@@ -42,6 +43,8 @@ struct BoundedPostgresClient: Sendable {
         _ closure: @escaping @Sendable (PostgresConnection) async throws -> Result
     ) async throws -> Result {
         let client = self.client
+        // The closure is called from one of its own: postgres-nio's parameter is a caller-isolated
+        // (nonsending) closure returning `sending`, which a `@Sendable` one cannot be passed as.
         return try await bounded {
             try await client.withTransaction(logger: logger, file: file, line: line) { connection in
                 try await closure(connection)
@@ -58,8 +61,7 @@ struct BoundedPostgresClient: Sendable {
     }
 
     static func describe(_ duration: Duration) -> String {
-        let parts = duration.components
-        let milliseconds = parts.seconds * 1000 + parts.attoseconds / 1_000_000_000_000_000
+        let milliseconds = Int((duration.secondsValue * 1000).rounded())
         return milliseconds % 1000 == 0 ? "\(milliseconds / 1000) s" : "\(milliseconds) ms"
     }
 }

@@ -373,7 +373,7 @@ public final class HeraldServer: Sendable {
             host: settings.host, port: settings.port, username: settings.username,
             password: settings.password?.text, database: settings.database, schema: settings.schema,
             poolSize: settings.poolSize, requireTLS: settings.tls,
-            callTimeout: .milliseconds(Int64((settings.callTimeout * 1000).rounded())))
+            callTimeout: .milliseconds(Int64(settings.callTimeout * 1000)))
         do {
             let store = try await PostgresPushStore.open(configuration, logger: storeLogger)
             logger.info(
