@@ -198,6 +198,15 @@ let package = Package(
             // so the plugin asks SwiftPM to build the `herald` product and runs that.
             dependencies: []
         ),
+        // What more than one test target uses: a TCP proxy that can go silent (SilentLinkProxy).
+        .target(
+            name: "HeraldTestSupport",
+            dependencies: [
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+            ],
+            path: "Tests/HeraldTestSupport"
+        ),
         .testTarget(name: "HeraldCoreTests", dependencies: ["HeraldCore"]),
         .testTarget(
             name: "HTTP2EngineTests",
@@ -253,7 +262,7 @@ let package = Package(
             name: "HeraldTests",
             dependencies: [
                 "Herald", "HeraldStore", "HeraldPostgres", "RateLimitPlugin", "FeedbackPlugin", "MetricsPlugin",
-                "APNsSandbox",
+                "APNsSandbox", "HeraldTestSupport",
                 .product(name: "MetricsTestKit", package: "swift-metrics"),
                 .product(name: "GRDB", package: "GRDB.swift"),
                 .product(name: "Logging", package: "swift-log"),
@@ -268,6 +277,7 @@ let package = Package(
             name: "HeraldServerTests",
             dependencies: [
                 "HeraldServer", "Herald", "HeraldStore", "HeraldConfig", "HeraldCore", "APNsSandbox", "HeraldPostgres",
+                "HeraldTestSupport",
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "HummingbirdTesting", package: "hummingbird"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),

@@ -5,7 +5,8 @@ import PostgresNIO
 
 /// postgres-nio's pooled client, with every call bounded in time (``StoreDeadline``): a query, or
 /// a transaction or a leased connection with everything its closure does, that gets no answer
-/// within `limit` fails with ``StoreError/timedOut(_:)`` instead of waiting for ever.
+/// within `limit` fails with ``StoreError/timedOut(_:)`` instead of waiting for ever, and one
+/// whose connection could not be made or was lost fails with ``StoreError/unavailable(_:)``.
 ///
 /// Why: after a PostgreSQL restart, postgres-nio 1.33.2 now and then lost a query written to a
 /// connection that had just closed, and the call never returned. The job runner then stopped for
@@ -54,10 +55,42 @@ struct BoundedPostgresClient: Sendable {
 
     private func bounded<Result: Sendable>(_ operation: @escaping @Sendable () async throws -> Result) async throws -> Result {
         let limit = self.limit
-        return try await StoreDeadline.run(
-            limit: limit,
-            timeout: { StoreError.timedOut("PostgreSQL did not answer within \(Self.describe(limit)) (storage.postgres.call_timeout)") },
-            operation)
+        do {
+            return try await StoreDeadline.run(
+                limit: limit,
+                timeout: { StoreError.timedOut("PostgreSQL did not answer within \(Self.describe(limit)) (storage.postgres.call_timeout)") },
+                operation)
+        } catch {
+            throw Self.unreachable(error) ?? error
+        }
+    }
+
+    /// A failure that says the server could not be reached or went away during the call, as
+    /// ``StoreError/unavailable(_:)``: the API answers it with 503 `store_unavailable` (try
+    /// again) instead of an internal error. Nil for every other failure (a statement's own error,
+    /// a quota refusal), which the caller sees as it was.
+    static func unreachable(_ error: any Error) -> StoreError? {
+        if let error = error as? PostgresTransactionError {
+            // BEGIN or COMMIT lost with the connection, or the closure's query: the first cause.
+            for cause in [error.beginError, error.closureError, error.commitError].compactMap({ $0 }) {
+                if let mapped = unreachable(cause) { return mapped }
+            }
+            return nil
+        }
+        guard let error = error as? PSQLError else { return nil }
+        switch error.code {
+        case .connectionError, .serverClosedConnection, .clientClosedConnection, .uncleanShutdown:
+            return .unavailable("the connection to PostgreSQL failed (\(error.code))")
+        case .server:
+            // Class 08 (connection exception), the server shutting down or starting (57P01–57P03),
+            // or out of connection slots (53300).
+            guard let state = error.serverInfo?[.sqlState],
+                state.hasPrefix("08") || ["57P01", "57P02", "57P03", "53300"].contains(state)
+            else { return nil }
+            return .unavailable("PostgreSQL refused the call (SQLSTATE \(state))")
+        default:
+            return nil
+        }
     }
 
     static func describe(_ duration: Duration) -> String {

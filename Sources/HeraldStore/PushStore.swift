@@ -440,7 +440,7 @@ public struct JobProgress: Sendable, Hashable {
 
 public struct StoreError: Error, Sendable, Hashable, CustomStringConvertible {
     private enum Code: Hashable, Sendable {
-        case invalidJobID, notFound, invalidArgument, corrupt, cannotOpen, locked, quotaExceeded, timedOut
+        case invalidJobID, notFound, invalidArgument, corrupt, cannotOpen, locked, quotaExceeded, timedOut, unavailable
     }
     private let code: Code
     public let message: String
@@ -465,6 +465,10 @@ public struct StoreError: Error, Sendable, Hashable, CustomStringConvertible {
     public static func quotaExceeded(_ message: String) -> StoreError { StoreError(code: .quotaExceeded, message: message) }
     /// A call to the store got no answer in time (``StoreDeadline``); the message says how long it waited.
     public static func timedOut(_ message: String) -> StoreError { StoreError(code: .timedOut, message: message) }
+    /// The store's server could not be reached, or its connection was lost during the call
+    /// (PostgreSQL restarting or shut down, the network gone); the message says how, without the
+    /// query or its values.
+    public static func unavailable(_ message: String) -> StoreError { StoreError(code: .unavailable, message: message) }
 
     public var isNotFound: Bool { code == .notFound }
     public var isInvalidJobID: Bool { code == .invalidJobID }
@@ -472,6 +476,10 @@ public struct StoreError: Error, Sendable, Hashable, CustomStringConvertible {
     public var isQuotaExceeded: Bool { code == .quotaExceeded }
     public var isInvalidArgument: Bool { code == .invalidArgument }
     public var isTimedOut: Bool { code == .timedOut }
+    public var isUnavailable: Bool { code == .unavailable }
+    /// The call ended without the store's answer (``timedOut(_:)``, ``unavailable(_:)``): a write
+    /// may or may not have been committed, and the same call later may well succeed.
+    public var leftOutcomeUnknown: Bool { code == .timedOut || code == .unavailable }
 }
 
 extension JobProgress {

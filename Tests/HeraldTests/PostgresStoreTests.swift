@@ -1,6 +1,7 @@
 import Foundation
 import HeraldCore
 import HeraldStore
+import HeraldTestSupport
 import Testing
 
 @testable import HeraldPostgres
@@ -114,6 +115,42 @@ struct PostgresStoreTests {
                 }
             }
             #expect(answered, "the store did not recover")
+        }
+        try? await store.dropSchemaForTests()
+        await store.close()
+        await proxy.stop()
+    }
+
+    /// A connection lost under a call (PostgreSQL restarting, the network cut) fails the call as
+    /// ``StoreError/unavailable(_:)``, which the API answers with 503 `store_unavailable`, not as
+    /// postgres-nio's own error.
+    @Test("a call whose connection is lost fails as unavailable, not with the driver's error, and before the call timeout")
+    func lostConnection() async throws {
+        var configuration = try StoreBackend.postgresConfiguration(schema: StoreBackend.freshSchema(), poolSize: 2)
+        let proxy = try await SilentLinkProxy.start(targetHost: configuration.host, targetPort: configuration.port)
+        configuration.host = "127.0.0.1"
+        configuration.port = proxy.port
+        configuration.callTimeout = .seconds(60)
+        let store = try await PostgresPushStore.open(configuration, logger: StoreBackend.logger)
+        let tenant = try TenantID("acme")
+        do {
+            #expect(try await store.jobs(tenant: tenant, states: nil, limit: 10).isEmpty)
+            // The query goes out and its answer never comes; then the connection goes.
+            proxy.silent = true
+            let call = Task { try await store.jobs(tenant: tenant, states: nil, limit: 10) }
+            try await Task.sleep(for: .milliseconds(300))
+            let started = ContinuousClock.now
+            proxy.cutConnections()
+            do {
+                _ = try await call.value
+                Issue.record("a call over a cut connection returned")
+            } catch let error as StoreError {
+                #expect(error.isUnavailable, "\(error)")
+                #expect(error.leftOutcomeUnknown)
+                #expect(error.message.contains("PostgreSQL"), "\(error.message)")
+            }
+            #expect(started.duration(to: .now) < .seconds(30))
+            proxy.silent = false
         }
         try? await store.dropSchemaForTests()
         await store.close()

@@ -1,6 +1,7 @@
 import Foundation
 import Herald
 import HeraldCore
+import HeraldStore
 import Hummingbird
 
 /// An error answer of the API: an HTTP status and the body
@@ -19,6 +20,9 @@ public struct APIError: Error, Sendable, HTTPResponseError, CustomStringConverti
     public var apnsReason: String?
     /// For a batch: the first bad items (the error itself is the first of them).
     public var details: [APIError] = []
+    /// For a batch whose store call ended without an answer: the job's id, under which it may
+    /// have been stored (`GET /v1/jobs/{id}` tells; a repeat with this `job_id` stores it once).
+    public var jobID: String?
     public var headers: HTTPFields = [:]
     /// What the log gets and the answer does not: socket and TLS errors, paths, the internal
     /// message behind a 5xx. Logged with the request ID by ``APIMiddleware``.
@@ -43,10 +47,13 @@ public struct APIError: Error, Sendable, HTTPResponseError, CustomStringConverti
         @Nullable var field: String?
         var apnsReason: String?
         var details: [Body]?
+        var jobID: String?
     }
 
     var body: Body {
-        Body(code: code, message: message, field: field, apnsReason: apnsReason, details: details.isEmpty ? nil : details.map(\.body))
+        Body(
+            code: code, message: message, field: field, apnsReason: apnsReason,
+            details: details.isEmpty ? nil : details.map(\.body), jobID: jobID)
     }
 
     private struct Envelope: Encodable, Sendable {
@@ -133,6 +140,15 @@ public struct APIError: Error, Sendable, HTTPResponseError, CustomStringConverti
 
     static func unavailable(_ code: String, _ message: String) -> APIError {
         APIError(status: .serviceUnavailable, code: code, message: message)
+    }
+
+    /// The store did not answer in time or could not be reached (``StoreError/leftOutcomeUnknown``):
+    /// 503 with `Retry-After`, the detail in the log only.
+    static func storeUnavailable(_ message: String, detail: StoreError) -> APIError {
+        var error = APIError(status: .serviceUnavailable, code: "store_unavailable", message: message)
+        error.headers[.retryAfter] = "5"
+        error.logDetail = detail.message
+        return error
     }
 
     static func `internal`(_ message: String = "internal error") -> APIError {

@@ -81,14 +81,20 @@ struct NotificationHandlers: Sendable {
         } catch let error as StoreError where error.isQuotaExceeded {
             logger.notice("batch job refused by a quota", metadata: ["herald.tenant": "\(tenant.id)", "herald.error": "\(error)"])
             throw APIError.quotaExceeded(error.message)
-        } catch let error as StoreError where error.isTimedOut {
-            // The store may still commit the job after the bound: only a retry with the same
-            // job_id can tell (it reads an existing job back instead of making a second).
+        } catch let error as StoreError where error.leftOutcomeUnknown {
+            // The store may have committed the job all the same (after the bound, or before the
+            // connection went): the answer names the id, whether the caller gave it or not, so
+            // that a GET tells and a repeat with that job_id reads the job back instead of
+            // making a second.
             RequestID.logger(logger).error(
-                "a batch job's store call timed out", metadata: ["herald.tenant": "\(tenant.id)", "herald.error": "\(error)"])
-            throw APIError.unavailable(
-                "store_unavailable",
-                "the store did not answer in time; the job may have been stored: repeat the request with the same job_id to find out")
+                "a batch job's store call ended without an answer",
+                metadata: ["herald.tenant": "\(tenant.id)", "herald.job": "\(jobID)", "herald.error": "\(error)"])
+            var answer = APIError.storeUnavailable(
+                "the store did not answer; the job may have been stored as \(jobID): GET /v1/jobs/\(jobID) tells, "
+                    + "and repeating the request with job_id \(jobID) stores it at most once",
+                detail: error)
+            answer.jobID = jobID.rawValue
+            throw answer
         } catch {
             RequestID.logger(logger).error(
                 "cannot store a batch job", metadata: ["herald.tenant": "\(tenant.id)", "herald.error": "\(error)"])

@@ -1,11 +1,13 @@
+import HeraldStore
 import Hummingbird
 import Logging
 import NIOCore
 
 /// Turns every failure into the API's JSON error: ``APIError``s as they are, requests no route
 /// took into 404, or 405 with `Allow` when the path is a route's with another method (Hummingbird's
-/// router answers both as not found), oversized bodies into 413, and anything else into a logged
-/// 500 that reveals nothing.
+/// router answers both as not found), oversized bodies into 413, a store that did not answer or
+/// could not be reached into 503 `store_unavailable` with `Retry-After`, and anything else into a
+/// logged 500 that reveals nothing.
 ///
 /// Every answer carries the request's ``RequestID`` in `x-request-id`; a 5xx is logged with it
 /// and with the detail the answer leaves out (socket and TLS errors, paths).
@@ -42,6 +44,12 @@ struct APIMiddleware<Context: RequestContext>: RouterMiddleware {
                 RequestID.logger(logger).warning("request failed", metadata: metadata)
             }
             return error.response()
+        } catch let error as StoreError where error.leftOutcomeUnknown {
+            // The store's server is away (restarting, unreachable): the caller may try again.
+            RequestID.logger(logger).warning(
+                "request failed: the store is unavailable",
+                metadata: ["herald.path": "\(request.uri.path)", "herald.error": "\(error.message)"])
+            return APIError.storeUnavailable("the store is unavailable; try again", detail: error).response()
         } catch is NIOTooManyBytesError {
             return APIError.bodyTooLarge(limit: maxBodyBytes).response()
         } catch let error as HTTPError {

@@ -6,8 +6,8 @@ import Synchronization
 /// server stops answering: while ``silent`` is set it forwards nothing either way and keeps every
 /// connection open (a network partition, or a query the client lost: the call waits for an
 /// answer that never comes); ``cutConnections()`` closes what is open (the server went away).
-final class SilentLinkProxy: Sendable {
-    let port: Int
+public final class SilentLinkProxy: Sendable {
+    public let port: Int
     private let server: any Channel
     private let state = Mutex(State())
 
@@ -16,7 +16,7 @@ final class SilentLinkProxy: Sendable {
         var open: [any Channel] = []
     }
 
-    var silent: Bool {
+    public var silent: Bool {
         get { state.withLock { $0.silent } }
         set { state.withLock { $0.silent = newValue } }
     }
@@ -26,7 +26,7 @@ final class SilentLinkProxy: Sendable {
         self.port = port
     }
 
-    static func start(targetHost: String, targetPort: Int) async throws -> SilentLinkProxy {
+    public static func start(targetHost: String, targetPort: Int) async throws -> SilentLinkProxy {
         let group = MultiThreadedEventLoopGroup.singleton
         let proxy = Box()
         let server = try await ServerBootstrap(group: group)
@@ -47,7 +47,7 @@ final class SilentLinkProxy: Sendable {
     }
 
     /// Closes every proxied connection (both sides); new ones are accepted as before.
-    func cutConnections() {
+    public func cutConnections() {
         let open = state.withLock { state -> [any Channel] in
             defer { state.open.removeAll() }
             return state.open
@@ -55,7 +55,7 @@ final class SilentLinkProxy: Sendable {
         for channel in open { channel.close(promise: nil) }
     }
 
-    func stop() async {
+    public func stop() async {
         cutConnections()
         try? await server.close()
     }
