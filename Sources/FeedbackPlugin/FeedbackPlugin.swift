@@ -145,6 +145,9 @@ public struct FeedbackMiddleware: SynchronousPushMiddleware {
             do {
                 record = try await environment.invalidTokens.invalidToken(
                     notification.deviceToken, topic: topic, environment: context.environment)
+            } catch is StoreLookupSkipped {
+                // The store failed a lookup moments ago (logged once then): send without waiting.
+                record = nil
             } catch {
                 // The store is down: sending to a possibly invalid token is the lesser harm.
                 context.logger.warning(

@@ -12,7 +12,7 @@ import Synchronization
 /// The call runs in a task of its own. When `limit` passes first, the caller gets `timeout()`
 /// and the call's task is cancelled; if it still never returns, that task stays suspended with
 /// what it holds (one call's memory), while the caller goes on. A caller that is cancelled
-/// cancels the call and waits for it as long as `limit` allows.
+/// cancels the call and goes on at once with `CancellationError`, whatever the call does then.
 public enum StoreDeadline {
     /// The result of `operation`, or `timeout()` thrown once `limit` has passed without it.
     public static func run<T: Sendable>(
@@ -29,7 +29,10 @@ public enum StoreDeadline {
         return try await withTaskCancellationHandler {
             try await withCheckedThrowingContinuation { call.attach($0) }
         } onCancel: {
+            // The caller goes on at once, as at the deadline: a call that ignores cancellation
+            // (a query postgres-nio lost) must not hold up a shutdown for the whole limit.
             work.cancel()
+            call.finish(.failure(CancellationError()))
         }
     }
 

@@ -74,4 +74,20 @@ struct StoreDeadlineTests {
         await #expect(throws: CancellationError.self) { try await caller.value }
         #expect(started.duration(to: .now) < .seconds(10))
     }
+
+    /// A cancelled caller is not held by a call that ignores cancellation (a query postgres-nio
+    /// lost): a shutdown during a store outage does not wait for the whole limit.
+    @Test func aCancelledCallerIsNotHeldByACallThatIgnoresCancellation() async throws {
+        let parked = Mutex<CheckedContinuation<Void, Never>?>(nil)
+        let caller = Task {
+            try await StoreDeadline.run(limit: .seconds(3600), timeout: Self.timedOut) { () async throws -> Int in
+                await withCheckedContinuation { continuation in parked.withLock { $0 = continuation } }
+                return 1
+            }
+        }
+        while parked.withLock({ $0 }) == nil { try await Task.sleep(for: .milliseconds(5)) }
+        caller.cancel()
+        await #expect(throws: CancellationError.self) { try await caller.value }
+        parked.withLock { $0?.resume(); $0 = nil }
+    }
 }

@@ -20,14 +20,21 @@ public struct RouterConfiguration: Sendable {
     public var defaultDeadline: Duration
     /// Where `env:` secret references in plugin options are read from.
     public var environment: [String: String]
+    /// The bound and the skipping of the store reads a send waits for (``SendPathLookups``); nil:
+    /// none, a send waits for its lookups as for any store call. `herald serve` sets it on a
+    /// PostgreSQL store (the one its provider tokens use too); an embedded SQLite store's reads
+    /// are local and are not bounded by a timer (under a busy CPU a timer would skip them).
+    public var sendPathLookups: SendPathLookups?
 
     public init(
         registry: PluginRegistry = .standard(), store: any PushStore, transports: any TransportProvider,
         clock: any PushClock = SystemPushClock(), logger: Logger = Logger(label: "herald"),
         webhooks: any WebhookSender = HTTPWebhookSender.shared, defaultDeadline: Duration = .seconds(60),
-        environment: [String: String] = ProcessInfo.processInfo.environment, webhookQueue: (any WebhookQueue)? = nil
+        environment: [String: String] = ProcessInfo.processInfo.environment, webhookQueue: (any WebhookQueue)? = nil,
+        sendPathLookups: SendPathLookups? = nil
     ) {
         self.webhookQueue = webhookQueue
+        self.sendPathLookups = sendPathLookups
         self.registry = registry
         self.store = store
         self.transports = transports
@@ -63,7 +70,6 @@ public final class Router: Sendable {
     /// apns-ids for sends that bring none: a SplitMix64 sequence seeded once from the system
     /// generator (two `getrandom` calls per send showed in the profile). They only need to be unique.
     private let idGenerator = Mutex(NotificationIDGenerator())
-
     public init(configuration: RouterConfiguration) {
         self.configuration = configuration
     }
@@ -109,7 +115,9 @@ public final class Router: Sendable {
         var logger = configuration.logger
         logger[metadataKey: "herald.tenant"] = .string(tenant.id.rawValue)
         let pushLogger = PushLogger(logger)
-        let invalidTokens = TenantInvalidTokens(tenant: tenant.id, store: configuration.store)
+        let tenantTokens = TenantInvalidTokens(tenant: tenant.id, store: configuration.store)
+        let invalidTokens: any InvalidTokenRecorder =
+            configuration.sendPathLookups.map { GatedInvalidTokens(base: tenantTokens, lookups: $0) } ?? tenantTokens
         let secrets = FileSecretResolver(baseDirectory: Self.directory(of: tenant.sourceFile), environment: configuration.environment)
         let middlewares = try configuration.registry.makeMiddlewares(
             for: tenant,

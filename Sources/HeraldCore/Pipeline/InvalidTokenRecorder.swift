@@ -39,6 +39,17 @@ public struct InvalidTokenRecord: Sendable, Hashable {
     }
 }
 
+/// A store read a send would wait for, not made: the store failed such a read moments ago
+/// (Herald's `SendPathLookups`). The send goes on without it, as after a failed read, without
+/// waiting for the store again.
+public struct StoreLookupSkipped: Error, Sendable, CustomStringConvertible {
+    public var what: String
+
+    public init(what: String) { self.what = what }
+
+    public var description: String { "\(what) was skipped: the store did not answer such a read moments ago" }
+}
+
 /// The tenant's invalid-token list, as a plugin sees it: already scoped to one tenant.
 public protocol InvalidTokenRecorder: Sendable {
     /// Records (or updates) the token as invalid for the topic. A newer APNs timestamp wins; a

@@ -249,9 +249,17 @@ public final class HeraldServer: Sendable {
         }
         // Provider tokens go through the shared store: one token per key for every instance on one
         // PostgreSQL database, and kept across restarts on either backend.
+        // On PostgreSQL, sends do not wait long on the store for them (``SendPathLookups``), nor
+        // for the `feedback` plugin's lookups: one bound and one cooldown for both. SQLite's
+        // reads are local: nothing to bound.
+        var sendPathLookups: SendPathLookups? = nil
+        if case .postgres(let settings) = configuration.storage {
+            sendPathLookups = SendPathLookups(
+                timeout: min(SendPathLookups.standardTimeout, .seconds(settings.callTimeout)), logger: logger)
+        }
         var transports = options.transports
         if var apns = transports as? APNsTransportProvider, let tokens = sharedStore as? any ProviderTokenStore {
-            apns.tokenStore = tokens
+            apns.tokenStore = sendPathLookups.map { GatedProviderTokens(tokens, lookups: $0) } ?? tokens
             transports = apns
         }
 
@@ -273,7 +281,8 @@ public final class HeraldServer: Sendable {
             configuration: RouterConfiguration(
                 registry: .standard(metricsFactory: options.pluginMetricsFactory), store: sharedStore,
                 transports: transports, logger: logger,
-                webhooks: options.webhooks, environment: options.environment, webhookQueue: outbox))
+                webhooks: options.webhooks, environment: options.environment, webhookQueue: outbox,
+                sendPathLookups: sendPathLookups))
         let health = TenantHealthRegistry(router: router)
         // Every tenant is validated in full (credential, a signed token, TLS, plugins) before it serves.
         var reloadConfiguration = ReloadConfiguration(tenantsDirectory: configuration.tenantsDirectory)

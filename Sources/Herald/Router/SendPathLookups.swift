@@ -1,0 +1,151 @@
+import Foundation
+import HeraldCore
+import HeraldStore
+import Logging
+import Synchronization
+
+/// The store reads a send waits for — the `feedback` plugin's invalid-token lookup before a send,
+/// a token-auth key's shared provider token when its token is renewed — bounded tighter than
+/// other store calls, and skipped for a while once one fails for want of the store.
+///
+/// Why: none of them is needed to send. A send whose lookup fails goes on without it (sending to
+/// a token that might be recorded invalid; signing a token of its own). But with the store
+/// unreachable (a network partition, a PostgreSQL failover) each lookup would wait for
+/// `storage.postgres.call_timeout` (30 s) before failing, so every send would take that long.
+/// Here a lookup waits at most ``timeout``; one that times out or finds the store unavailable
+/// (``StoreError/leftOutcomeUnknown``) makes the next ``cooldown`` skip lookups at once
+/// (``StoreLookupSkipped``), and then a single lookup probes the store again while the others
+/// still skip. Other failures (a statement's error) are the caller's alone and change nothing.
+///
+/// One per process (``RouterConfiguration/sendPathLookups``), on a PostgreSQL store only: the
+/// store is one, and SQLite's reads are local (a timer would only skip them when the CPU is busy).
+public final class SendPathLookups: Sendable {
+    /// The bound `herald serve` uses (or `storage.postgres.call_timeout`, when that is shorter).
+    public static let standardTimeout: Duration = .seconds(2)
+    /// How long `herald serve` skips lookups after one failed for want of the store.
+    public static let standardCooldown: Duration = .seconds(5)
+
+    /// The longest a send waits for one lookup.
+    public let timeout: Duration
+    /// How long lookups are skipped after one failed for want of the store.
+    public let cooldown: Duration
+    private let logger: Logger
+    private let state = Mutex(State.open)
+
+    private enum State {
+        /// Lookups run.
+        case open
+        /// Lookups are skipped until then.
+        case skipping(until: ContinuousClock.Instant)
+        /// One lookup probes the store; the others skip until it ends.
+        case probing
+    }
+
+    public init(timeout: Duration = standardTimeout, cooldown: Duration = standardCooldown, logger: Logger) {
+        self.timeout = timeout
+        self.cooldown = cooldown
+        self.logger = logger
+    }
+
+    /// Whether lookups are being skipped now (for tests and `/readyz`-like reports).
+    public var isSkipping: Bool {
+        state.withLock { state in
+            switch state {
+            case .open: return false
+            case .probing: return true
+            case .skipping(let until): return ContinuousClock.now < until
+            }
+        }
+    }
+
+    /// Runs `lookup` within ``timeout``, or throws ``StoreLookupSkipped`` at once while lookups
+    /// are skipped.
+    public func run<T: Sendable>(_ what: String, _ lookup: @escaping @Sendable () async throws -> T) async throws -> T {
+        let now = ContinuousClock.now
+        let probe = try state.withLock { state -> Bool in
+            switch state {
+            case .open:
+                return false
+            case .probing:
+                throw StoreLookupSkipped(what: what)
+            case .skipping(let until):
+                guard now >= until else { throw StoreLookupSkipped(what: what) }
+                state = .probing
+                return true
+            }
+        }
+        let limit = timeout
+        do {
+            let value = try await StoreDeadline.run(
+                limit: limit, timeout: { StoreError.timedOut("the store did not answer \(what) within \(limit)") }, lookup)
+            if probe {
+                state.withLock { $0 = .open }
+                logger.notice("the store answers again: send-path lookups resume", metadata: ["herald.lookup": "\(what)"])
+            }
+            return value
+        } catch let error as StoreError where error.leftOutcomeUnknown {
+            let opened = state.withLock { state -> Bool in
+                let wasOpen = if case .open = state { true } else { false }
+                state = .skipping(until: ContinuousClock.now.advanced(by: cooldown))
+                return wasOpen
+            }
+            if opened {
+                logger.warning(
+                    "the store did not answer a send-path lookup: sends skip such lookups for a while",
+                    metadata: [
+                        "herald.lookup": "\(what)", "herald.error": "\(error.message)", "herald.skip_seconds": "\(cooldown.components.seconds)",
+                    ])
+            }
+            throw error
+        } catch {
+            // A statement's own failure, or the caller cancelled: not the store's absence.
+            if probe { state.withLock { $0 = .open } }
+            throw error
+        }
+    }
+}
+
+/// A tenant's invalid-token list with its lookup through ``SendPathLookups`` (recording is not:
+/// a record a send's outcome waits for is kept, not skipped).
+struct GatedInvalidTokens: InvalidTokenRecorder {
+    let base: any InvalidTokenRecorder
+    let lookups: SendPathLookups
+
+    func record(_ record: InvalidTokenRecord) async throws {
+        try await base.record(record)
+    }
+
+    func invalidToken(_ token: DeviceToken, topic: String, environment: APNsEnvironment) async throws -> InvalidTokenRecord? {
+        let base = self.base
+        return try await lookups.run("the invalid-token lookup") {
+            try await base.invalidToken(token, topic: topic, environment: environment)
+        }
+    }
+}
+
+/// The shared provider tokens with both calls through ``SendPathLookups``: a send waiting for its
+/// key's renewed token signs one of its own when the store does not answer in time. A swap cut
+/// off by the bound may still be committed; the token it stored is the one this instance sends.
+public struct GatedProviderTokens: ProviderTokenStore {
+    let base: any ProviderTokenStore
+    let lookups: SendPathLookups
+
+    public init(_ base: any ProviderTokenStore, lookups: SendPathLookups) {
+        self.base = base
+        self.lookups = lookups
+    }
+
+    public func providerToken(teamID: String, keyID: String, keyFingerprint: String) async throws -> SharedProviderToken? {
+        let base = self.base
+        return try await lookups.run("the shared provider token") {
+            try await base.providerToken(teamID: teamID, keyID: keyID, keyFingerprint: keyFingerprint)
+        }
+    }
+
+    public func replaceProviderToken(_ token: SharedProviderToken, replacing: Date?) async throws -> SharedProviderToken {
+        let base = self.base
+        return try await lookups.run("the shared provider token's swap") {
+            try await base.replaceProviderToken(token, replacing: replacing)
+        }
+    }
+}
