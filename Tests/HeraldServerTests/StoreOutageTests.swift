@@ -5,35 +5,61 @@ import HeraldTestSupport
 import Testing
 
 /// The API while its PostgreSQL store does not answer: the server runs on a store reached through
-/// a link that goes silent (``SilentLinkProxy``), with `storage.postgres.call_timeout` at 1 s.
-/// Needs `HERALD_TEST_POSTGRES_URL`, like ``ClusterTests``.
+/// a link that goes silent (``SilentLinkProxy``). Needs `HERALD_TEST_POSTGRES_URL`, like
+/// ``ClusterTests``.
 @Suite("The API while the store does not answer")
 struct StoreOutageTests {
     @Test(
         "a batch answers 503 store_unavailable with Retry-After and the job_id it may be stored under; a job read answers 503; once the store answers, a repeat with that job_id stores the job once and every device gets it once"
     )
     func batchWhileTheStoreIsSilent() async throws {
-        let direct = try ClusterTests.postgresSettings(schema: ClusterTests.freshSchema())
-        let proxy = try await SilentLinkProxy.start(targetHost: direct.host, targetPort: direct.port)
-        var settings = direct
-        settings.host = "127.0.0.1"
-        settings.port = proxy.port
-        settings.callTimeout = 1
-        let world = try await TestWorld.make()
-        let options = ClusterTests.options(world, settings: settings, rescan: .milliseconds(200))
         let tokens = (0..<30).map { Tokens.make(0x5e, $0) }
         // No job_id: the server makes one, and has to say which.
         let body = """
             {"notification": {"topic": "com.acme.app", "aps": {"alert": "hi"}},
              "device_tokens": [\(tokens.map { "\"\($0)\"" }.joined(separator: ","))]}
             """
-        do {
-            try await Self.run(world, direct: direct, options: options, proxy: proxy, body: body, tokens: tokens)
-        } catch {
-            await proxy.stop()
-            throw error
+        // 10 s: long enough for the server's start under a loaded test run (1 s was not, in CI).
+        try await Self.withServerBehindProxy(callTimeout: 10, rescan: .milliseconds(200)) { world, live, proxy in
+            let acme = world.tenant("acme")
+            let client = live.client()
+            proxy.silent = true
+            let refused = try await client.request(.post, "/v1/notifications/batch", key: acme.apiKey, json: body)
+            #expect(refused.status == 503, "\(refused.text)")
+            #expect(refused.errorCode == "store_unavailable", "\(refused.text)")
+            #expect(refused.headers[.retryAfter] == "5")
+            let jobID = try #require(refused.error["job_id"] as? String, "\(refused.text)")
+            #expect((refused.error["message"] as? String)?.contains(jobID) == true, "\(refused.text)")
+
+            let read = try await client.request(.get, "/v1/jobs/\(jobID)", key: acme.apiKey)
+            #expect(read.status == 503, "\(read.text)")
+            #expect(read.errorCode == "store_unavailable", "\(read.text)")
+            // Nothing of the store's detail (the setting, PostgreSQL's words) in the answer.
+            #expect(!read.text.contains("call_timeout") && !read.text.contains("PostgreSQL"), "\(read.text)")
+
+            // The store answers again, on new connections.
+            proxy.silent = false
+            proxy.cutConnections()
+            var repeated: APIClient.Reply? = nil
+            try await ClusterTests.eventually("the store answers a repeat of the batch", timeout: .seconds(90)) {
+                let json = body.replacingOccurrences(of: "{\"notification\"", with: "{\"job_id\": \"\(jobID)\", \"notification\"")
+                let reply = try await client.request(.post, "/v1/notifications/batch", key: acme.apiKey, json: json)
+                guard reply.status != 503 else { return false }
+                repeated = reply
+                return true
+            }
+            let answer = try #require(repeated)
+            // Made by this repeat (202), or by an earlier one that committed after its own 503
+            // (200, existing: what the id is for); either way once, under the id.
+            #expect(answer.status == 202 || answer.status == 200, "\(answer.text)")
+            #expect(answer.json["job_id"] as? String == jobID)
+            #expect(answer.json["items"] as? Int == tokens.count, "\(answer.text)")
+            let job = try await client.waitForJob(jobID, key: acme.apiKey)
+            #expect((job["counts"] as? [String: Any])?["sent"] as? Int == tokens.count, "\(job)")
+            let delivered = world.sandbox.requests.filter(\.processed)
+            #expect(delivered.count == tokens.count)
+            #expect(Set(delivered.compactMap(\.deviceToken)) == Set(tokens))
         }
-        await proxy.stop()
     }
 
     /// Nothing of a single send needs the store: its lookups (the key's shared provider token, the
@@ -42,34 +68,44 @@ struct StoreOutageTests {
     /// client waits for an answer).
     @Test("single sends go out while the store does not answer, without waiting for the store's call timeout")
     func singleSendsWhileTheStoreIsSilent() async throws {
+        let tokens = (0..<3).map { Tokens.make(0x5f, $0) }
+        try await Self.withServerBehindProxy(callTimeout: 120, rescan: .seconds(1)) { world, live, proxy in
+            let acme = world.tenant("acme")
+            proxy.silent = true
+            for token in tokens {
+                let reply = try await live.client().request(
+                    .post, "/v1/notifications", key: acme.apiKey,
+                    json: #"{"device_token": "\#(token)", "topic": "com.acme.app", "payload": {"aps": {"alert": "x"}}}"#)
+                #expect(reply.status == 200, "\(reply.text)")
+                #expect(reply.json["success"] as? Bool == true, "\(reply.text)")
+            }
+            // On PostgreSQL the send path's reads are bounded (SendPathLookupsTests: how).
+            #expect(live.server.router.configuration.sendPathLookups != nil)
+            let delivered = world.sandbox.requests.filter(\.processed)
+            #expect(Set(delivered.compactMap(\.deviceToken)) == Set(tokens))
+            proxy.silent = false
+            proxy.cutConnections()
+        }
+    }
+
+    /// One server (in this process) on a fresh PostgreSQL schema reached through a
+    /// ``SilentLinkProxy``, with `call_timeout` in seconds; everything is stopped afterwards.
+    private static func withServerBehindProxy(
+        callTimeout: Double, rescan: Duration,
+        _ body: @Sendable (TestWorld, LiveServer, SilentLinkProxy) async throws -> Void
+    ) async throws {
         let direct = try ClusterTests.postgresSettings(schema: ClusterTests.freshSchema())
         let proxy = try await SilentLinkProxy.start(targetHost: direct.host, targetPort: direct.port)
         var settings = direct
         settings.host = "127.0.0.1"
         settings.port = proxy.port
-        settings.callTimeout = 120
-        let world = try await TestWorld.make()
-        let acme = world.tenant("acme")
-        let options = ClusterTests.options(world, settings: settings, rescan: .seconds(1))
-        let tokens = (0..<3).map { Tokens.make(0x5f, $0) }
+        settings.callTimeout = callTimeout
         do {
+            let world = try await TestWorld.make()
+            let options = ClusterTests.options(world, settings: settings, rescan: rescan)
             try await ClusterTests.closing(world) {
                 try await ClusterTests.withSchemaStore(direct) { _ in
-                    try await LiveServer.with(options) { live in
-                        proxy.silent = true
-                        for token in tokens {
-                            let reply = try await live.client().request(
-                                .post, "/v1/notifications", key: acme.apiKey,
-                                json: #"{"device_token": "\#(token)", "topic": "com.acme.app", "payload": {"aps": {"alert": "x"}}}"#)
-                            #expect(reply.status == 200, "\(reply.text)")
-                            #expect(reply.json["success"] as? Bool == true, "\(reply.text)")
-                        }
-                        #expect(live.server.router.configuration.sendPathLookups?.isSkipping == true)
-                        let delivered = world.sandbox.requests.filter(\.processed)
-                        #expect(Set(delivered.compactMap(\.deviceToken)) == Set(tokens))
-                        proxy.silent = false
-                        proxy.cutConnections()
-                    }
+                    try await LiveServer.with(options) { live in try await body(world, live, proxy) }
                 }
             }
         } catch {
@@ -77,55 +113,5 @@ struct StoreOutageTests {
             throw error
         }
         await proxy.stop()
-    }
-
-    private static func run(
-        _ world: TestWorld, direct: ServerConfiguration.PostgresSettings, options: HeraldServerOptions, proxy: SilentLinkProxy,
-        body: String, tokens: [String]
-    ) async throws {
-        let acme = world.tenant("acme")
-        try await ClusterTests.closing(world) {
-            try await ClusterTests.withSchemaStore(direct) { _ in
-                try await LiveServer.with(options) { live in
-                    let client = live.client()
-                    proxy.silent = true
-                    let refused = try await client.request(.post, "/v1/notifications/batch", key: acme.apiKey, json: body)
-                    #expect(refused.status == 503, "\(refused.text)")
-                    #expect(refused.errorCode == "store_unavailable", "\(refused.text)")
-                    #expect(refused.headers[.retryAfter] == "5")
-                    let jobID = try #require(refused.error["job_id"] as? String, "\(refused.text)")
-                    #expect((refused.error["message"] as? String)?.contains(jobID) == true, "\(refused.text)")
-
-                    let read = try await client.request(.get, "/v1/jobs/\(jobID)", key: acme.apiKey)
-                    #expect(read.status == 503, "\(read.text)")
-                    #expect(read.errorCode == "store_unavailable", "\(read.text)")
-                    // Nothing of the store's detail (the setting, PostgreSQL's words) in the answer.
-                    #expect(!read.text.contains("call_timeout") && !read.text.contains("PostgreSQL"), "\(read.text)")
-
-                    // The store answers again, on new connections.
-                    proxy.silent = false
-                    proxy.cutConnections()
-                    var repeated: APIClient.Reply? = nil
-                    try await ClusterTests.eventually("the store answers a repeat of the batch", timeout: .seconds(30)) {
-                        let json = body.replacingOccurrences(of: "{\"notification\"", with: "{\"job_id\": \"\(jobID)\", \"notification\"")
-                        let reply = try await client.request(.post, "/v1/notifications/batch", key: acme.apiKey, json: json)
-                        guard reply.status != 503 else { return false }
-                        repeated = reply
-                        return true
-                    }
-                    let answer = try #require(repeated)
-                    // Made by this repeat (202), or by an earlier one that committed after its own
-                    // 503 (200, existing: what the id is for); either way once, under the id.
-                    #expect(answer.status == 202 || answer.status == 200, "\(answer.text)")
-                    #expect(answer.json["job_id"] as? String == jobID)
-                    #expect(answer.json["items"] as? Int == tokens.count, "\(answer.text)")
-                    let job = try await client.waitForJob(jobID, key: acme.apiKey)
-                    #expect((job["counts"] as? [String: Any])?["sent"] as? Int == tokens.count, "\(job)")
-                    let delivered = world.sandbox.requests.filter(\.processed)
-                    #expect(delivered.count == tokens.count)
-                    #expect(Set(delivered.compactMap(\.deviceToken)) == Set(tokens))
-                }
-            }
-        }
     }
 }

@@ -80,14 +80,8 @@ struct PostgresStoreTests {
     /// instead of holding its caller, and the store works again once the server answers.
     @Test("a call that gets no answer fails after the call timeout; the store recovers when the server answers again")
     func silentServer() async throws {
-        var configuration = try StoreBackend.postgresConfiguration(schema: StoreBackend.freshSchema(), poolSize: 2)
-        let proxy = try await SilentLinkProxy.start(targetHost: configuration.host, targetPort: configuration.port)
-        configuration.host = "127.0.0.1"
-        configuration.port = proxy.port
-        configuration.callTimeout = .seconds(1)
-        let store = try await PostgresPushStore.open(configuration, logger: StoreBackend.logger)
-        let tenant = try TenantID("acme")
-        do {
+        try await Self.withStoreBehindProxy(callTimeout: .seconds(1)) { store, proxy in
+            let tenant = try TenantID("acme")
             #expect(try await store.jobs(tenant: tenant, states: nil, limit: 10).isEmpty)
 
             proxy.silent = true
@@ -116,9 +110,6 @@ struct PostgresStoreTests {
             }
             #expect(answered, "the store did not recover")
         }
-        try? await store.dropSchemaForTests()
-        await store.close()
-        await proxy.stop()
     }
 
     /// A connection lost under a call (PostgreSQL restarting, the network cut) fails the call as
@@ -126,14 +117,8 @@ struct PostgresStoreTests {
     /// postgres-nio's own error.
     @Test("a call whose connection is lost fails as unavailable, not with the driver's error, and before the call timeout")
     func lostConnection() async throws {
-        var configuration = try StoreBackend.postgresConfiguration(schema: StoreBackend.freshSchema(), poolSize: 2)
-        let proxy = try await SilentLinkProxy.start(targetHost: configuration.host, targetPort: configuration.port)
-        configuration.host = "127.0.0.1"
-        configuration.port = proxy.port
-        configuration.callTimeout = .seconds(60)
-        let store = try await PostgresPushStore.open(configuration, logger: StoreBackend.logger)
-        let tenant = try TenantID("acme")
-        do {
+        try await Self.withStoreBehindProxy(callTimeout: .seconds(60)) { store, proxy in
+            let tenant = try TenantID("acme")
             #expect(try await store.jobs(tenant: tenant, states: nil, limit: 10).isEmpty)
             // The query goes out and its answer never comes; then the connection goes.
             proxy.silent = true
@@ -152,8 +137,36 @@ struct PostgresStoreTests {
             #expect(started.duration(to: .now) < .seconds(30))
             proxy.silent = false
         }
+    }
+
+    /// A store on a fresh schema reached through a ``SilentLinkProxy``; the schema is dropped and
+    /// everything stopped afterwards.
+    private static func withStoreBehindProxy(
+        callTimeout: Duration, _ body: (PostgresPushStore, SilentLinkProxy) async throws -> Void
+    ) async throws {
+        var configuration = try StoreBackend.postgresConfiguration(schema: StoreBackend.freshSchema(), poolSize: 2)
+        let proxy = try await SilentLinkProxy.start(targetHost: configuration.host, targetPort: configuration.port)
+        configuration.host = "127.0.0.1"
+        configuration.port = proxy.port
+        configuration.callTimeout = callTimeout
+        let store: PostgresPushStore
+        do {
+            store = try await PostgresPushStore.open(configuration, logger: StoreBackend.logger)
+        } catch {
+            await proxy.stop()
+            throw error
+        }
+        var failure: (any Error)? = nil
+        do {
+            try await body(store, proxy)
+        } catch {
+            failure = error
+        }
+        proxy.silent = false
+        proxy.cutConnections()
         try? await store.dropSchemaForTests()
         await store.close()
         await proxy.stop()
+        if let failure { throw failure }
     }
 }
