@@ -120,4 +120,45 @@ struct SendPathLookupsTests {
         #expect(!lookups.isSkipping)
         #expect(try await lookups.run("a lookup") { () async throws -> Int in 3 } == 3)
     }
+
+    @Test("a probe whose caller is cancelled leaves the store's state unknown: the next lookup probes alone")
+    func cancelledProbe() async throws {
+        let lookups = Self.lookups(timeout: .seconds(30), cooldown: .milliseconds(100))
+        await #expect(throws: StoreError.self) {
+            try await lookups.run("a lookup") { () async throws -> Int in throw StoreError.unavailable("connection lost") }
+        }
+        while lookups.isSkipping { try await Task.sleep(for: .milliseconds(20)) }
+
+        let first = Parked()
+        let cancelled = Task {
+            try await lookups.run("the first probe") { () async throws -> Int in
+                await first.park()
+                return 1
+            }
+        }
+        while !first.isParked { try await Task.sleep(for: .milliseconds(5)) }
+        cancelled.cancel()
+        await #expect(throws: CancellationError.self) { try await cancelled.value }
+        first.release()
+
+        // The next lookup probes; one beside it is skipped, as beside any probe.
+        let second = Parked()
+        let probe = Task {
+            try await lookups.run("the second probe") { () async throws -> Int in
+                await second.park()
+                return 2
+            }
+        }
+        while !second.isParked { try await Task.sleep(for: .milliseconds(5)) }
+        let calls = Calls()
+        await #expect(throws: StoreLookupSkipped.self) {
+            try await lookups.run("a lookup beside the probe") { () async throws -> Int in
+                calls.add()
+                return 1
+            }
+        }
+        #expect(calls.value == 0)
+        second.release()
+        #expect(try await probe.value == 2)
+    }
 }

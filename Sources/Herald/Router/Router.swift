@@ -70,6 +70,7 @@ public final class Router: Sendable {
     /// apns-ids for sends that bring none: a SplitMix64 sequence seeded once from the system
     /// generator (two `getrandom` calls per send showed in the profile). They only need to be unique.
     private let idGenerator = Mutex(NotificationIDGenerator())
+
     public init(configuration: RouterConfiguration) {
         self.configuration = configuration
     }

@@ -47,7 +47,7 @@ public final class SendPathLookups: Sendable {
         self.logger = logger
     }
 
-    /// Whether lookups are being skipped now (for tests and `/readyz`-like reports).
+    /// Whether lookups are being skipped now (a probe in flight counts).
     public var isSkipping: Bool {
         state.withLock { state in
             switch state {
@@ -97,8 +97,12 @@ public final class SendPathLookups: Sendable {
                     ])
             }
             throw error
+        } catch is CancellationError {
+            // The caller went away: the store's state is as unknown as before; the next one probes.
+            if probe { state.withLock { $0 = .skipping(until: ContinuousClock.now) } }
+            throw CancellationError()
         } catch {
-            // A statement's own failure, or the caller cancelled: not the store's absence.
+            // A statement's own failure: the store answered.
             if probe { state.withLock { $0 = .open } }
             throw error
         }
