@@ -91,65 +91,58 @@ struct SendPathLookupsTests {
 
     @Test("after the cooldown one lookup probes while the others skip; its answer lets lookups run again")
     func probeAfterCooldown() async throws {
-        // A long timeout: the probe below is held until the test lets it answer.
-        let lookups = Self.lookups(timeout: .seconds(30), cooldown: .milliseconds(200))
-        await #expect(throws: StoreError.self) {
-            try await lookups.run("a lookup") { () async throws -> Int in throw StoreError.unavailable("connection lost") }
-        }
-        // Wait out the cooldown (state, not time, is what is checked).
-        while lookups.isSkipping { try await Task.sleep(for: .milliseconds(20)) }
-
-        let answer = Parked()
-        let probe = Task {
-            try await lookups.run("the probe") { () async throws -> Int in
-                await answer.park()
-                return 2
-            }
-        }
-        while !answer.isParked { try await Task.sleep(for: .milliseconds(5)) }
-        let calls = Calls()
-        await #expect(throws: StoreLookupSkipped.self) {
-            try await lookups.run("a lookup beside the probe") { () async throws -> Int in
-                calls.add()
-                return 1
-            }
-        }
-        #expect(calls.value == 0)
-        answer.release()
-        #expect(try await probe.value == 2)
+        let lookups = try await Self.failedOnce(cooldown: .milliseconds(200))
+        let probe = try await Self.heldProbe(lookups, answering: 2)
+        try await Self.expectSkippedBeside(lookups)
+        probe.parked.release()
+        #expect(try await probe.task.value == 2)
         #expect(!lookups.isSkipping)
         #expect(try await lookups.run("a lookup") { () async throws -> Int in 3 } == 3)
     }
 
     @Test("a probe whose caller is cancelled leaves the store's state unknown: the next lookup probes alone")
     func cancelledProbe() async throws {
-        let lookups = Self.lookups(timeout: .seconds(30), cooldown: .milliseconds(100))
+        let lookups = try await Self.failedOnce(cooldown: .milliseconds(100))
+        let first = try await Self.heldProbe(lookups, answering: 1)
+        first.task.cancel()
+        await #expect(throws: CancellationError.self) { try await first.task.value }
+        first.parked.release()
+
+        // The next lookup probes; one beside it is skipped, as beside any probe.
+        let second = try await Self.heldProbe(lookups, answering: 2)
+        try await Self.expectSkippedBeside(lookups)
+        second.parked.release()
+        #expect(try await second.task.value == 2)
+    }
+
+    /// Lookups with a long timeout (a probe is held until the test lets it answer) after one
+    /// failed for want of the store, once the cooldown is over (state, not time, is checked).
+    static func failedOnce(cooldown: Duration) async throws -> SendPathLookups {
+        let lookups = Self.lookups(timeout: .seconds(30), cooldown: cooldown)
         await #expect(throws: StoreError.self) {
             try await lookups.run("a lookup") { () async throws -> Int in throw StoreError.unavailable("connection lost") }
         }
         while lookups.isSkipping { try await Task.sleep(for: .milliseconds(20)) }
+        return lookups
+    }
 
-        let first = Parked()
-        let cancelled = Task {
-            try await lookups.run("the first probe") { () async throws -> Int in
-                await first.park()
-                return 1
+    /// A lookup started and held inside its call until `parked` is released; then it answers `value`.
+    static func heldProbe(_ lookups: SendPathLookups, answering value: Int) async throws
+        -> (task: Task<Int, any Error>, parked: Parked)
+    {
+        let parked = Parked()
+        let task = Task {
+            try await lookups.run("a probe") { () async throws -> Int in
+                await parked.park()
+                return value
             }
         }
-        while !first.isParked { try await Task.sleep(for: .milliseconds(5)) }
-        cancelled.cancel()
-        await #expect(throws: CancellationError.self) { try await cancelled.value }
-        first.release()
+        while !parked.isParked { try await Task.sleep(for: .milliseconds(5)) }
+        return (task, parked)
+    }
 
-        // The next lookup probes; one beside it is skipped, as beside any probe.
-        let second = Parked()
-        let probe = Task {
-            try await lookups.run("the second probe") { () async throws -> Int in
-                await second.park()
-                return 2
-            }
-        }
-        while !second.isParked { try await Task.sleep(for: .milliseconds(5)) }
+    /// A lookup beside a probe is skipped without running.
+    static func expectSkippedBeside(_ lookups: SendPathLookups) async throws {
         let calls = Calls()
         await #expect(throws: StoreLookupSkipped.self) {
             try await lookups.run("a lookup beside the probe") { () async throws -> Int in
@@ -157,8 +150,6 @@ struct SendPathLookupsTests {
                 return 1
             }
         }
-        #expect(calls.value == 0)
-        second.release()
-        #expect(try await probe.value == 2)
+        #expect(calls.value == 0, "a lookup beside the probe ran")
     }
 }
