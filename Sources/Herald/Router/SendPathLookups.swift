@@ -30,30 +30,25 @@ public final class SendPathLookups: Sendable {
     /// How long lookups are skipped after one failed for want of the store.
     public let cooldown: Duration
     private let logger: Logger
-    private let state = Mutex(State.open)
-
-    private enum State {
-        /// Lookups run.
-        case open
-        /// Lookups are skipped until then.
-        case skipping(until: ContinuousClock.Instant)
-        /// One lookup probes the store; the others skip until it ends.
-        case probing
-    }
+    /// The delivery circuits' state machine, with a threshold of one failure and a fixed
+    /// cooldown: open skips, half-open lets one probe through.
+    private let circuit = Mutex(CircuitBreaker())
+    private let policy: CircuitPolicy
 
     public init(timeout: Duration = standardTimeout, cooldown: Duration = standardCooldown, logger: Logger) {
         self.timeout = timeout
         self.cooldown = cooldown
         self.logger = logger
+        self.policy = CircuitPolicy(failureThreshold: 1, probeInterval: cooldown, maxProbeInterval: cooldown)
     }
 
     /// Whether lookups are being skipped now (a probe in flight counts).
     public var isSkipping: Bool {
-        state.withLock { state in
-            switch state {
-            case .open: return false
-            case .probing: return true
-            case .skipping(let until): return ContinuousClock.now < until
+        circuit.withLock { circuit in
+            switch circuit.state {
+            case .closed: return false
+            case .halfOpen: return true
+            case .open(let until, _): return ContinuousClock.now < until
             }
         }
     }
@@ -61,50 +56,49 @@ public final class SendPathLookups: Sendable {
     /// Runs `lookup` within ``timeout``, or throws ``StoreLookupSkipped`` at once while lookups
     /// are skipped.
     public func run<T: Sendable>(_ what: String, _ lookup: @escaping @Sendable () async throws -> T) async throws -> T {
-        let now = ContinuousClock.now
-        let probe = try state.withLock { state -> Bool in
-            switch state {
-            case .open:
-                return false
-            case .probing:
-                throw StoreLookupSkipped(what: what)
-            case .skipping(let until):
-                guard now >= until else { throw StoreLookupSkipped(what: what) }
-                state = .probing
-                return true
-            }
+        let policy = self.policy
+        let admission = circuit.withLock { $0.admit(now: ContinuousClock.now, policy: policy) }
+        let probe: Bool
+        switch admission {
+        case .send: probe = false
+        case .probe: probe = true
+        case .wait: throw StoreLookupSkipped(what: what)
         }
         let limit = timeout
         do {
             let value = try await StoreDeadline.run(
                 limit: limit, timeout: { StoreError.timedOut("the store did not answer \(what) within \(limit)") }, lookup)
-            if probe {
-                state.withLock { $0 = .open }
-                logger.notice("the store answers again: send-path lookups resume", metadata: ["herald.lookup": "\(what)"])
-            }
+            record(healthy: true, probe: probe, what: what, error: nil)
             return value
         } catch let error as StoreError where error.leftOutcomeUnknown {
-            let opened = state.withLock { state -> Bool in
-                let wasOpen = if case .open = state { true } else { false }
-                state = .skipping(until: ContinuousClock.now.advanced(by: cooldown))
-                return wasOpen
-            }
-            if opened {
-                logger.warning(
-                    "the store did not answer a send-path lookup: sends skip such lookups for a while",
-                    metadata: [
-                        "herald.lookup": "\(what)", "herald.error": "\(error.message)", "herald.skip_seconds": "\(cooldown.components.seconds)",
-                    ])
-            }
+            record(healthy: false, probe: probe, what: what, error: error)
             throw error
         } catch is CancellationError {
             // The caller went away: the store's state is as unknown as before; the next one probes.
-            if probe { state.withLock { $0 = .skipping(until: ContinuousClock.now) } }
+            if probe { circuit.withLock { $0.probeAbandoned(now: ContinuousClock.now) } }
             throw CancellationError()
         } catch {
             // A statement's own failure: the store answered.
-            if probe { state.withLock { $0 = .open } }
+            record(healthy: true, probe: probe, what: what, error: nil)
             throw error
+        }
+    }
+
+    private func record(healthy: Bool, probe: Bool, what: String, error: StoreError?) {
+        let policy = self.policy
+        let transition = circuit.withLock { $0.record(healthy: healthy, probe: probe, now: ContinuousClock.now, policy: policy) }
+        switch transition {
+        case .opened:
+            logger.warning(
+                "the store did not answer a send-path lookup: sends skip such lookups for a while",
+                metadata: [
+                    "herald.lookup": "\(what)", "herald.error": "\(error?.message ?? "")",
+                    "herald.skip_seconds": "\(cooldown.components.seconds)",
+                ])
+        case .closed:
+            logger.notice("the store answers again: send-path lookups resume", metadata: ["herald.lookup": "\(what)"])
+        case .reopened, nil:
+            break
         }
     }
 }
