@@ -80,7 +80,8 @@ struct PostgresStoreTests {
     /// instead of holding its caller, and the store works again once the server answers.
     @Test("a call that gets no answer fails after the call timeout; the store recovers when the server answers again")
     func silentServer() async throws {
-        try await Self.withStoreBehindProxy(callTimeout: .seconds(1)) { store, proxy in
+        // 5 s: the call before the silence must answer within it under a loaded CI run (1 s did not, once).
+        try await Self.withStoreBehindProxy(callTimeout: .seconds(5)) { store, proxy in
             let tenant = try TenantID("acme")
             #expect(try await store.jobs(tenant: tenant, states: nil, limit: 10).isEmpty)
 
@@ -94,7 +95,7 @@ struct PostgresStoreTests {
                 #expect(error.message.contains("storage.postgres.call_timeout"), "\(error.message)")
             }
             let waited = started.duration(to: .now)
-            #expect(waited >= .seconds(1) && waited < .seconds(20), "\(waited)")
+            #expect(waited >= .seconds(5) && waited < .seconds(60), "\(waited)")
 
             // The server answers again, on new connections (the silent ones are cut).
             proxy.silent = false
