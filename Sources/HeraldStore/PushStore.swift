@@ -484,17 +484,18 @@ public struct StoreError: Error, Sendable, Hashable, CustomStringConvertible {
 
 extension JobProgress {
     /// Adds `count` items stored in `state` (a `job_item.state` value) to the progress: both
-    /// stores fold their per-state counts through here. `retrying` items are pending too.
+    /// stores fold their outcome counts through here, several rows per state (one per status
+    /// and reason), so every state adds up. `retrying` items are pending too.
     /// - Throws: ``StoreError/corrupt(_:)`` for a state the store does not know.
     public mutating func add(state: String, count: Int) throws {
         switch JobItemState(rawValue: state) {
         case .pending: pending += count
         case .retrying:
             pending += count
-            retrying = count
-        case .sent: sent = count
-        case .failed: failed = count
-        case .unknown: unknown = count
+            retrying += count
+        case .sent: sent += count
+        case .failed: failed += count
+        case .unknown: unknown += count
         case nil: throw StoreError.corrupt("job item with an unknown state")
         }
     }

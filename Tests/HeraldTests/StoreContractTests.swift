@@ -381,6 +381,8 @@ struct StoreContractTests {
                 JobOutcomeCount(state: .failed, status: 410, reason: "Unregistered", count: 3),
                 JobOutcomeCount(state: .failed, status: 400, reason: "BadDeviceToken", count: 3),
             ])
+        // The progress adds up every kind of outcome of a state (two kinds of failure here).
+        #expect(try await store.progress(tenant: acme, job: job) == JobProgress(pending: 3, sent: 3, failed: 6))
 
         // Failed items, two at a time, in index order; the payload is not read.
         var pages: [[Int]] = []
