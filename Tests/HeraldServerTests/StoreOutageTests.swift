@@ -1,7 +1,11 @@
+import APNsSandbox
 import Foundation
 import HeraldConfig
 import HeraldServer
 import HeraldTestSupport
+import InMemoryLogging
+import Logging
+import Synchronization
 import Testing
 
 /// The API while its PostgreSQL store does not answer: the server runs on a store reached through
@@ -65,8 +69,7 @@ struct StoreOutageTests {
     /// Nothing of a single send needs the store: its lookups (the key's shared provider token, the
     /// `feedback` plugin's invalid-token check) give up after 2 s and are then skipped, so a send
     /// does not wait for `storage.postgres.call_timeout` (here 45 s: a send waiting for it twice
-    /// would outlast the test client's 60 s; not longer, as the server's shutdown may still wait
-    /// that long for a store call of its own that the cut connections lost).
+    /// would outlast the test client's 60 s).
     @Test("single sends go out while the store does not answer, without waiting for the store's call timeout")
     func singleSendsWhileTheStoreIsSilent() async throws {
         let tokens = (0..<3).map { Tokens.make(0x5f, $0) }
@@ -87,6 +90,81 @@ struct StoreOutageTests {
             proxy.silent = false
             proxy.cutConnections()
         }
+    }
+
+    /// A shutdown must end in time for the orchestrator even while a store call hangs: after
+    /// `shutdown_timeout` what still runs is cancelled. The sends on the wire whose outcomes the
+    /// store never took stay leased to the instance, and its next start sends them: none lost.
+    @Test(
+        "a graceful shutdown while the store does not answer ends after shutdown_timeout, not the store's call timeout; the next start finishes the job, every device served"
+    )
+    func shutdownWhileTheStoreIsSilent() async throws {
+        let tokens = (0..<400).map { Tokens.make(0x60, $0) }
+        let body = """
+            {"job_id": "shutdown-1", "notification": {"topic": "com.acme.app", "aps": {"alert": "hi"}},
+             "device_tokens": [\(tokens.map { "\"\($0)\"" }.joined(separator: ","))]}
+            """
+        let direct = try ClusterTests.postgresSettings(schema: ClusterTests.freshSchema())
+        let proxy = try await SilentLinkProxy.start(targetHost: direct.host, targetPort: direct.port)
+        var proxied = direct
+        proxied.host = "127.0.0.1"
+        proxied.port = proxy.port
+        proxied.callTimeout = 120
+        var faults = SandboxFaults()
+        faults.addedLatency = 0.02  // 16 on the wire at once: ~800 a second, so the job is under way when the store goes
+        do {
+            let world = try await TestWorld.make(faults: faults)
+            let acme = world.tenant("acme")
+            try await ClusterTests.closing(world) {
+                try await ClusterTests.withSchemaStore(direct) { _ in
+                    var options = ClusterTests.options(world, settings: proxied, rescan: .milliseconds(200))
+                    options.configuration.shutdownTimeout = 2
+                    let logs = InMemoryLogHandler()
+                    var logger = Logger(label: "test.herald", factory: { _ in logs })
+                    logger.logLevel = .warning
+                    options.logger = logger
+                    let silentSince = Mutex<ContinuousClock.Instant?>(nil)
+                    try await LiveServer.with(options) { live in
+                        let accepted = try await live.client().request(
+                            .post, "/v1/notifications/batch", key: acme.apiKey, json: body)
+                        #expect(accepted.status == 202, "\(accepted.text)")
+                        try await ClusterTests.eventually("the job is under way") {
+                            world.sandbox.requests.filter(\.processed).count >= 40
+                        }
+                        proxy.silent = true
+                        silentSince.withLock { $0 = ContinuousClock.now }
+                    }
+                    // The store's calls wait up to 120 s; the shutdown waited 2 s, then cancelled.
+                    let since = try #require(silentSince.withLock { $0 })
+                    let took = ContinuousClock.now - since
+                    #expect(took < .seconds(60), "the shutdown took \(took)")
+                    #expect(
+                        logs.entries.contains { $0.level == .warning && "\($0.message)".contains("outlasted shutdown_timeout") },
+                        "the forced end of the shutdown is logged")
+                    let sentBefore = world.sandbox.requests.filter(\.processed).count
+                    #expect(sentBefore < tokens.count, "the job ended before the store went silent: nothing to check")
+
+                    // The next start (the same claimant, the store answering) sends the rest.
+                    proxy.silent = false
+                    proxy.cutConnections()
+                    try await LiveServer.with(ClusterTests.options(world, settings: direct, rescan: .milliseconds(200))) {
+                        live in
+                        let job = try await live.client().waitForJob("shutdown-1", key: acme.apiKey)
+                        #expect(job["state"] as? String == "finished", "\(job)")
+                        #expect((job["counts"] as? [String: Any])?["sent"] as? Int == tokens.count, "\(job)")
+                    }
+                    let delivered = world.sandbox.requests.filter(\.processed).compactMap(\.deviceToken)
+                    #expect(Set(delivered) == Set(tokens), "every device got the notification")
+                    // Sent twice at most: the items sent whose outcome the store never took (a
+                    // job's bound: its 16 permits and one commit group of 64, `OutcomeGroups`).
+                    #expect(delivered.count - tokens.count <= 16 + 64, "\(delivered.count - tokens.count) sent twice")
+                }
+            }
+        } catch {
+            await proxy.stop()
+            throw error
+        }
+        await proxy.stop()
     }
 
     /// One server (in this process) on a fresh PostgreSQL schema reached through a

@@ -34,6 +34,11 @@ public struct ServerConfiguration: Sendable, Hashable {
     public var reload: ReloadSettings = ReloadSettings()
     /// The API listener's limits and the per-API-key request rate (`http:`).
     public var http: HTTPSettings = HTTPSettings()
+    /// Seconds a graceful shutdown (SIGTERM, SIGINT) may take (`shutdown_timeout`): API requests
+    /// and sends on the wire finish and are recorded within it; what is still running then is
+    /// cancelled (a store call that gets no answer among it), so the process ends in time for
+    /// its orchestrator (Kubernetes kills a pod 30 s after SIGTERM by default).
+    public var shutdownTimeout: Double = 25
     /// The file these settings came from; nil for the built-in defaults.
     public var sourceFile: String?
 
@@ -63,7 +68,9 @@ public struct ServerConfiguration: Sendable, Hashable {
 
     static let keys = [
         "tenants_dir", "listen", "storage_path", "storage", "log_level", "api", "jobs", "sandbox", "reload", "http",
+        "shutdown_timeout",
     ]
+    static let shutdownTimeoutRange = 1.0...3600.0
     static let listenKeys = ["host", "port"]
 
     /// Loads the settings. A missing file gives the defaults unless `required` (use `required`
@@ -141,6 +148,16 @@ public struct ServerConfiguration: Sendable, Hashable {
                     let port = diagnostics.integer(portNode, FieldPath(text: "listen.port"), in: 0...65535)
                 {
                     configuration.listen.port = port
+                }
+            }
+            if let node = mapping["shutdown_timeout"],
+                let value = diagnostics.duration(
+                    node, FieldPath(text: "shutdown_timeout"), minimum: shutdownTimeoutRange.lowerBound, allowZero: false)
+            {
+                if value > shutdownTimeoutRange.upperBound {
+                    diagnostics.error(at: node, "shutdown_timeout", "must be from 1s to 1h")
+                } else {
+                    configuration.shutdownTimeout = value
                 }
             }
             parseServeSections(mapping, into: &configuration, diagnostics: diagnostics)

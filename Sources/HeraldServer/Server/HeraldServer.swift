@@ -108,7 +108,8 @@ public struct HeraldServerError: Error, Sendable, CustomStringConvertible {
 /// order: readiness turns false; the HTTP server stops accepting and finishes the requests in
 /// flight (a send waits for APNs' answer); the job runner sends nothing new, lets the sends on
 /// the wire finish and records them (the rest stays pending in the store); the router drains
-/// every tenant's connections; the sandbox stops last.
+/// every tenant's connections; the sandbox stops last. A shutdown that outlasts
+/// `shutdown_timeout` (25 s) cancels what still runs, e.g. a store call that gets no answer.
 public final class HeraldServer: Sendable {
     public let options: HeraldServerOptions
     public let router: Herald.Router
@@ -425,7 +426,9 @@ public final class HeraldServer: Sendable {
                 await onListening(listen.host, port)
             },
             logger: options.logger)
-        var services: [any Service] = []
+        var services: [any Service] = [
+            ShutdownTimeoutNotice(phase: phase, timeout: options.configuration.shutdownTimeout, logger: options.logger)
+        ]
         if let sandbox { services.append(SandboxService(sandbox: sandbox)) }
         // Closed after the runner and the router stopped using it (services stop in reverse order).
         services.append(StoreService(close: closeSharedStore))
@@ -460,10 +463,22 @@ public final class HeraldServer: Sendable {
         gracefulShutdownSignals: [UnixSignal] = [.sigterm, .sigint],
         onListening: @escaping @Sendable (String, Int) async -> Void = { _, _ in }
     ) async throws {
-        let group = ServiceGroup(
-            configuration: ServiceGroupConfiguration(
-                services: services(onListening: onListening), gracefulShutdownSignals: gracefulShutdownSignals,
-                logger: options.logger))
-        try await group.run()
+        try await serviceGroup(gracefulShutdownSignals: gracefulShutdownSignals, onListening: onListening).run()
+    }
+
+    /// The group of ``services(onListening:)``: a graceful shutdown that outlasts `shutdown_timeout`
+    /// turns into cancellation of what still runs. The job runner's sends then end without
+    /// their outcome where the store does not answer: those items stay leased to this
+    /// instance and are sent again (by its next start at once, or by another instance once the
+    /// lease ends), so none is lost.
+    public func serviceGroup(
+        gracefulShutdownSignals: [UnixSignal] = [.sigterm, .sigint],
+        onListening: @escaping @Sendable (String, Int) async -> Void = { _, _ in }
+    ) -> ServiceGroup {
+        var configuration = ServiceGroupConfiguration(
+            services: services(onListening: onListening), gracefulShutdownSignals: gracefulShutdownSignals,
+            logger: options.logger)
+        configuration.maximumGracefulShutdownDuration = .milliseconds(Int64(options.configuration.shutdownTimeout * 1000))
+        return ServiceGroup(configuration: configuration)
     }
 }

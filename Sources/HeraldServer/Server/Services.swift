@@ -1,5 +1,6 @@
 import APNsSandbox
 import Herald
+import Logging
 import ServiceLifecycle
 import Synchronization
 
@@ -115,6 +116,26 @@ struct WebhookOutboxService: Service {
             await outbox.run()
         } onGracefulShutdown: {
             outbox.stop()
+        }
+    }
+}
+
+/// Says so when a graceful shutdown outlasted `shutdown_timeout` and what still ran was
+/// cancelled. It is the first service, so the last told of the shutdown: cancelled before that
+/// while the server is stopping, it was the timeout that cancelled the group.
+struct ShutdownTimeoutNotice: Service {
+    let phase: ServerPhaseState
+    let timeout: Double
+    let logger: Logger
+
+    func run() async throws {
+        await withTaskCancellationHandler {
+            try? await gracefulShutdown()
+        } onCancel: {
+            guard phase.phase == .stopping else { return }
+            logger.warning(
+                "the graceful shutdown outlasted shutdown_timeout; what still runs is cancelled (job items whose outcome was not recorded stay leased and are sent again)",
+                metadata: ["herald.shutdown_timeout_seconds": "\(timeout)"])
         }
     }
 }

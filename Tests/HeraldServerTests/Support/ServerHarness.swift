@@ -166,9 +166,7 @@ struct LiveServer: Sendable {
     ) async throws -> T {
         let server = try await HeraldServer.start(options)
         let (ports, portSink) = AsyncStream.makeStream(of: Int.self)
-        let group = ServiceGroup(
-            configuration: ServiceGroupConfiguration(
-                services: server.services(onListening: { _, port in portSink.yield(port) }), logger: options.logger))
+        let group = server.serviceGroup(gracefulShutdownSignals: [], onListening: { _, port in portSink.yield(port) })
         return try await withThrowingTaskGroup(of: Void.self) { tasks in
             tasks.addTask { try await group.run() }
             var iterator = ports.makeAsyncIterator()
