@@ -17,6 +17,8 @@ struct BoundedPostgresClient: Sendable {
     let client: PostgresClient
     /// The longest a call waits (`storage.postgres.call_timeout`).
     let limit: Duration
+    /// The calls that timed out or found the server unreachable (`/metrics`).
+    let unanswered = UnansweredCallCounter()
 
     /// ``PostgresClient/query(_:logger:file:line:)``, bounded. The rows are read after it returns,
     /// from an answer that came.
@@ -61,7 +63,9 @@ struct BoundedPostgresClient: Sendable {
                 timeout: { StoreError.timedOut("PostgreSQL did not answer within \(Self.describe(limit)) (storage.postgres.call_timeout)") },
                 operation)
         } catch {
-            throw Self.unreachable(error) ?? error
+            let failure = Self.unreachable(error) ?? error
+            unanswered.count(failure)
+            throw failure
         }
     }
 

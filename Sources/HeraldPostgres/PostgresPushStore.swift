@@ -18,7 +18,7 @@ import Synchronization
 /// text put into SQL is this file's constants and the schema name, which ``Configuration``
 /// checks is a plain identifier. Times are stored as Unix milliseconds like the SQLite store's,
 /// so both backends answer the contract tests alike.
-public final class PostgresPushStore: PushStore, JobReports {
+public final class PostgresPushStore: PushStore, JobReports, UnansweredCallCounting {
     /// Where and how to connect.
     public struct Configuration: Sendable {
         public var host: String
@@ -90,6 +90,9 @@ public final class PostgresPushStore: PushStore, JobReports {
     public let configuration: Configuration
     /// Every call bounded by ``Configuration/callTimeout``.
     let client: BoundedPostgresClient
+
+    /// Calls that timed out (`call_timeout`) or found PostgreSQL unreachable since the store opened.
+    public var unansweredCalls: UnansweredStoreCalls { client.unanswered.counts }
     let logger: Logger
     private let runner: Task<Void, Never>
     /// Outcomes recorded together (``recordResult(tenant:job:index:result:)``).

@@ -76,3 +76,43 @@ extension Result where Failure == any Error {
         do { self = .success(try await body()) } catch { self = .failure(error) }
     }
 }
+
+/// Store calls that ended without the store's answer (``StoreError/timedOut(_:)``,
+/// ``StoreError/unavailable(_:)``) since the store opened: what `/metrics` shows as
+/// `herald_store_calls_unanswered_total`. A PostgreSQL store counts them; SQLite's calls are local.
+public struct UnansweredStoreCalls: Sendable, Hashable {
+    public var timedOut: Int
+    public var unavailable: Int
+
+    public init(timedOut: Int = 0, unavailable: Int = 0) {
+        self.timedOut = timedOut
+        self.unavailable = unavailable
+    }
+}
+
+/// A store that counts its calls left without an answer.
+public protocol UnansweredCallCounting: Sendable {
+    var unansweredCalls: UnansweredStoreCalls { get }
+}
+
+/// The counts behind ``UnansweredCallCounting``: bumped where a call's failure is classified.
+public final class UnansweredCallCounter: Sendable {
+    private let timedOut = Atomic<Int>(0)
+    private let unavailable = Atomic<Int>(0)
+
+    public init() {}
+
+    /// Counts `error` when it is a call left without an answer; other errors are not counted.
+    public func count(_ error: any Error) {
+        guard let error = error as? StoreError else { return }
+        if error.isTimedOut {
+            timedOut.wrappingAdd(1, ordering: .relaxed)
+        } else if error.isUnavailable {
+            unavailable.wrappingAdd(1, ordering: .relaxed)
+        }
+    }
+
+    public var counts: UnansweredStoreCalls {
+        UnansweredStoreCalls(timedOut: timedOut.load(ordering: .relaxed), unavailable: unavailable.load(ordering: .relaxed))
+    }
+}

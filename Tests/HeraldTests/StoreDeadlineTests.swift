@@ -91,3 +91,18 @@ struct StoreDeadlineTests {
         parked.withLock { $0?.resume(); $0 = nil }
     }
 }
+
+@Suite("Store calls left without an answer, counted")
+struct UnansweredCallCounterTests {
+    @Test("timed-out and unavailable calls are counted apart; a statement's error, a cancellation or another error is not")
+    func countsOnlyUnanswered() {
+        let counter = UnansweredCallCounter()
+        counter.count(StoreError.timedOut("no answer within 1 s"))
+        counter.count(StoreError.timedOut("no answer within 1 s"))
+        counter.count(StoreError.unavailable("connection refused"))
+        counter.count(StoreError.notFound("job x"))
+        counter.count(StoreError.invalidArgument("bad"))
+        counter.count(CancellationError())
+        #expect(counter.counts == UnansweredStoreCalls(timedOut: 2, unavailable: 1))
+    }
+}

@@ -34,6 +34,7 @@ public final class SendPathLookups: Sendable {
     /// cooldown: open skips, half-open lets one probe through.
     private let circuit = Mutex(CircuitBreaker())
     private let policy: CircuitPolicy
+    private let skipped = Atomic<Int>(0)
 
     public init(timeout: Duration = standardTimeout, cooldown: Duration = standardCooldown, logger: Logger) {
         self.timeout = timeout
@@ -53,6 +54,9 @@ public final class SendPathLookups: Sendable {
         }
     }
 
+    /// Lookups skipped since the start (`/metrics`: `herald_store_lookups_skipped_total`).
+    public var skippedLookups: Int { skipped.load(ordering: .relaxed) }
+
     /// Runs `lookup` within ``timeout``, or throws ``StoreLookupSkipped`` at once while lookups
     /// are skipped.
     public func run<T: Sendable>(_ what: String, _ lookup: @escaping @Sendable () async throws -> T) async throws -> T {
@@ -62,7 +66,9 @@ public final class SendPathLookups: Sendable {
         switch admission {
         case .send: probe = false
         case .probe: probe = true
-        case .wait: throw StoreLookupSkipped(what: what)
+        case .wait:
+            skipped.wrappingAdd(1, ordering: .relaxed)
+            throw StoreLookupSkipped(what: what)
         }
         let limit = timeout
         do {

@@ -1,5 +1,6 @@
 import Herald
 import HeraldCore
+import HeraldStore
 import Hummingbird
 import NIOCore
 import Prometheus
@@ -35,6 +36,20 @@ final class CircuitGaugeKeys: Sendable {
     }
 }
 
+/// Totals kept elsewhere (the store's, the send-path lookups') as Prometheus counters: each
+/// scrape adds what grew since the last one.
+final class ScrapedTotals: Sendable {
+    private let reported = Mutex<[String: Int]>([:])
+
+    /// How much `total` grew since the last call for `key` (never negative).
+    func growth(_ key: String, total: Int) -> Int {
+        reported.withLock { reported in
+            defer { reported[key] = max(reported[key] ?? 0, total) }
+            return max(0, total - (reported[key] ?? 0))
+        }
+    }
+}
+
 /// The open routes (`/healthz`, `/readyz`, `/openapi.yaml`) and the operator's `/metrics`.
 struct HealthHandlers: Sendable {
     let router: Herald.Router
@@ -45,6 +60,9 @@ struct HealthHandlers: Sendable {
     let runner: JobRunner?
     /// The circuits whose gauges `/metrics` shows now.
     let circuitGauges = CircuitGaugeKeys()
+    /// The store whose unanswered calls `/metrics` counts (a PostgreSQL store; nil otherwise).
+    let storeCalls: (any UnansweredCallCounting)?
+    let scrapedTotals = ScrapedTotals()
 
     struct Liveness: ResponseEncodable {
         var status = "ok"
@@ -78,6 +96,7 @@ struct HealthHandlers: Sendable {
     func metricsText(_ request: Request, context: some RequestContext) -> Response {
         updateCircuitGauges()
         updateJobGauges()
+        updateStoreMetrics()
         var headers = HTTPFields()
         headers[.contentType] = "text/plain; version=0.0.4; charset=utf-8"
         return Response(status: .ok, headers: headers, body: ResponseBody(byteBuffer: ByteBuffer(bytes: metrics.emitToBuffer())))
@@ -125,6 +144,36 @@ struct HealthHandlers: Sendable {
             let descriptor = MetricNameDescriptor(
                 namespace: "herald", subsystem: nil, metricName: name, unitName: unit, helpText: help)
             metrics.makeGauge(descriptor: descriptor).set(Double(value))
+        }
+    }
+
+    /// A shared store that stops answering, as the API and the sends see it:
+    /// `herald_store_calls_unanswered_total{reason="timed_out"|"unavailable"}` (calls that waited
+    /// out `call_timeout` or found PostgreSQL unreachable), `herald_store_lookups_skipping` (1
+    /// while sends skip their store lookups) and `herald_store_lookups_skipped_total`. Only on
+    /// PostgreSQL: SQLite's calls are local.
+    private func updateStoreMetrics() {
+        if let storeCalls {
+            let counts = storeCalls.unansweredCalls
+            let descriptor = MetricNameDescriptor(
+                namespace: "herald", subsystem: "store", metricName: "calls_unanswered", unitName: "total",
+                helpText: "Store calls that ended without an answer: timed out (call_timeout) or the server unreachable")
+            for (reason, total) in [("timed_out", counts.timedOut), ("unavailable", counts.unavailable)] {
+                metrics.makeCounter(descriptor: descriptor, labels: [("reason", reason)])
+                    .increment(by: Int64(scrapedTotals.growth("calls_unanswered/\(reason)", total: total)))
+            }
+        }
+        if let lookups = router.configuration.sendPathLookups {
+            metrics.makeGauge(
+                descriptor: MetricNameDescriptor(
+                    namespace: "herald", subsystem: "store", metricName: "lookups", unitName: "skipping",
+                    helpText: "1 while sends skip their store lookups (the store did not answer one), else 0")
+            ).set(Double(lookups.isSkipping ? 1 : 0))
+            metrics.makeCounter(
+                descriptor: MetricNameDescriptor(
+                    namespace: "herald", subsystem: "store", metricName: "lookups_skipped", unitName: "total",
+                    helpText: "Send-path store lookups skipped because the store did not answer")
+            ).increment(by: Int64(scrapedTotals.growth("lookups_skipped", total: lookups.skippedLookups)))
         }
     }
 

@@ -336,7 +336,7 @@ public final class HeraldServer: Sendable {
         let routes = APIRoutes(
             health: HealthHandlers(
                 router: router, phase: phase, metrics: options.metrics, openAPIDocument: OpenAPIDocument.bytes,
-                runner: runner),
+                runner: runner, storeCalls: sharedStore as? any UnansweredCallCounting),
             notifications: NotificationHandlers(
                 router: router, store: sharedStore, runner: runner, limits: configuration.api,
                 jobLimits: JobLimits(
