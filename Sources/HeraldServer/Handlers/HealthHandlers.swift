@@ -15,12 +15,25 @@ enum ServerPhase: String, Sendable {
 
 /// The server's phase, shared by the listener (ready), the readiness service (stopping) and `/readyz`.
 final class ServerPhaseState: Sendable {
-    private let state = Mutex(ServerPhase.starting)
+    private struct State {
+        var phase = ServerPhase.starting
+        var stoppingSince: ContinuousClock.Instant?
+    }
+
+    private let state = Mutex(State())
 
     var phase: ServerPhase {
-        get { state.withLock { $0 } }
-        set { state.withLock { $0 = newValue } }
+        get { state.withLock { $0.phase } }
+        set {
+            state.withLock { state in
+                if newValue == .stopping, state.phase != .stopping { state.stoppingSince = .now }
+                state.phase = newValue
+            }
+        }
     }
+
+    /// When the graceful shutdown began (the phase turned `stopping`); nil before.
+    var stoppingSince: ContinuousClock.Instant? { state.withLock { $0.stoppingSince } }
 }
 
 /// The circuits whose gauges `/metrics` shows, kept from one scrape to the next.

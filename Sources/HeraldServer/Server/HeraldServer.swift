@@ -469,8 +469,8 @@ public final class HeraldServer: Sendable {
     /// The group of ``services(onListening:)``: a graceful shutdown that outlasts `shutdown_timeout`
     /// turns into cancellation of what still runs. The job runner's sends then end without
     /// their outcome where the store does not answer: those items stay leased to this
-    /// instance and are sent again (by its next start at once, or by another instance once the
-    /// lease ends), so none is lost.
+    /// instance and are sent again (by its next start at once, or by another instance once this
+    /// one's heartbeat is taken for dead or the lease ends), so none is lost.
     public func serviceGroup(
         gracefulShutdownSignals: [UnixSignal] = [.sigterm, .sigint],
         onListening: @escaping @Sendable (String, Int) async -> Void = { _, _ in }
