@@ -103,9 +103,9 @@ struct BatchItemDelivery: Sendable {
             }
         } catch {
             if let key, probe { recordUnsentProbe(key, reason: "StoreFailed", policy: policy, logger: logger) }
-            logger.error(
-                "cannot mark or check a job item before its send; it is not sent now",
-                metadata: ["herald.index": "\(item.index)", "herald.error": "\(error)"])
+            logger.storeFailure(
+                "cannot mark or check a job item before its send; it is not sent now", error: error,
+                metadata: ["herald.index": "\(item.index)"])
             return .pause
         }
 

@@ -109,9 +109,8 @@ public struct InstanceHeartbeat: Sendable {
                         "herald.last_heartbeat": "\(other.lastHeartbeat)", "herald.released": "\(released)",
                     ])
             } catch {
-                logger.error(
-                    "cannot release a dead instance's leases",
-                    metadata: ["herald.dead_instance": "\(other.id)", "herald.error": "\(error)"])
+                logger.storeFailure(
+                    "cannot release a dead instance's leases", error: error, metadata: ["herald.dead_instance": "\(other.id)"])
             }
         }
         if !reaped.isEmpty { runner?.rescan() }

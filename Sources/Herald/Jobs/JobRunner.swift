@@ -294,7 +294,7 @@ public final class JobRunner: Sendable {
             do {
                 unfinished = try await store.jobs(tenant: tenant, states: [.accepted, .running], limit: 10_000)
             } catch {
-                logger.error("cannot list unfinished jobs", metadata: ["herald.tenant": "\(tenant)", "herald.error": "\(error)"])
+                logger.storeFailure("cannot list unfinished jobs", error: error, metadata: ["herald.tenant": "\(tenant)"])
                 continue
             }
             for job in unfinished.reversed() {
@@ -358,7 +358,7 @@ public final class JobRunner: Sendable {
                 logger.info("job resumed", metadata: ["herald.items": "\(job.itemCount)"])
             }
         } catch {
-            logger.error("cannot start the job", metadata: ["herald.error": "\(error)"])
+            logger.storeFailure("cannot start the job", error: error)
             return true
         }
 
@@ -475,7 +475,7 @@ public final class JobRunner: Sendable {
                     tenant: job.tenant, job: job.id, limit: claimSize, claimant: claimant, now: now,
                     leaseUntil: now.addingTimeInterval(leaseSeconds), fromIndex: fromIndex)
             } catch {
-                logger.error("cannot claim job items; the job pauses", metadata: ["herald.error": "\(error)"])
+                logger.storeFailure("cannot claim job items; the job pauses", error: error)
                 return .paused
             }
             if claimed.isEmpty {
@@ -618,9 +618,9 @@ public final class JobRunner: Sendable {
                     handBack(feed)
                     continue
                 case .unreadable(let error):
-                    logger.error(
-                        "cannot check a job item's lease before its send; it is not sent now",
-                        metadata: ["herald.index": "\(item.index)", "herald.error": "\(error)"])
+                    logger.storeFailure(
+                        "cannot check a job item's lease before its send; it is not sent now", error: error,
+                        metadata: ["herald.index": "\(item.index)"])
                     _ = Self.hand(.pause, watched: retry, to: outcomes, feed: feed)
                     handBack(feed)
                     break sending
@@ -671,9 +671,9 @@ public final class JobRunner: Sendable {
         }
         if let error {
             feed.stop(.pause)
-            logger.error(
+            logger.storeFailure(
                 "cannot record job items' outcomes; the job pauses and those items stay pending (sent again or reported unknown when it resumes)",
-                metadata: ["herald.error": "\(error)"])
+                error: error)
         }
     }
 
@@ -695,7 +695,7 @@ public final class JobRunner: Sendable {
             logger.info(
                 "job finished", metadata: ["herald.sent": "\(progress.sent)", "herald.failed": "\(progress.failed)"])
         } catch {
-            logger.error("cannot finish the job", metadata: ["herald.error": "\(error)"])
+            logger.storeFailure("cannot finish the job", error: error)
         }
     }
 
@@ -708,7 +708,7 @@ public final class JobRunner: Sendable {
         do {
             next = try await store.nextAttempt(tenant: job.tenant, job: job.id)
         } catch {
-            logger.error("cannot read the job's next retry time", metadata: ["herald.error": "\(error)"])
+            logger.storeFailure("cannot read the job's next retry time", error: error)
             return false
         }
         guard let next else { return false }

@@ -47,12 +47,12 @@ public struct StoreMaintenance: Sendable {
                     metadata: ["herald.jobs": "\(done.jobs)", "herald.items": "\(done.items)", "herald.complete": "\(done.complete)"])
             }
         } catch {
-            logger.error("cannot delete expired jobs", metadata: ["herald.error": "\(error)"])
+            logger.storeFailure("cannot delete expired jobs", error: error)
         }
         do {
             try await store.compact()
         } catch {
-            logger.warning("cannot compact the store (WAL checkpoint)", metadata: ["herald.error": "\(error)"])
+            logger.storeFailure("cannot compact the store (WAL checkpoint)", error: error, level: .warning)
         }
         return sweep
     }

@@ -181,7 +181,7 @@ public final class WebhookOutbox: WebhookQueue {
                                     now: now, claimUntil: now.addingTimeInterval(JobRunner.seconds(self.configuration.claimWindow)),
                                     limit: free)
                             } catch {
-                                self.logger.error("cannot read the webhook outbox", metadata: ["herald.error": "\(error)"])
+                                self.logger.storeFailure("cannot read the webhook outbox", error: error)
                             }
                         }
                         if due.isEmpty {
