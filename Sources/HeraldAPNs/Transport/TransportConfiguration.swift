@@ -37,7 +37,7 @@ public struct TransportConfiguration: Sendable {
     /// after every this many (~32 KB), not all at once when the read burst ends: the server
     /// starts on them meanwhile instead of waiting for the whole burst, so the two sides do not
     /// take turns. 0: at the end of the burst. Measured with `scripts/bench-client-ab.sh`
-    /// (README, Benchmarks): 96 sent ~8% more a second than 0 at the same CPU a notification.
+    /// (docs/measurements.md): 96 sent ~8% more a second than 0 at the same CPU a notification.
     public var writeAfterRequests: Int = 96
 
     public init() {}
