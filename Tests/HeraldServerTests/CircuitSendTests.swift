@@ -77,16 +77,6 @@ struct CircuitSendTests {
         await world.close()
     }
 
-    /// The `herald_jobs_*` gauges of a `/metrics` text, by name.
-    static func jobGauges(_ metrics: String) -> [String: Double] {
-        var gauges: [String: Double] = [:]
-        for line in metrics.split(separator: "\n") where line.hasPrefix("herald_jobs_") {
-            let parts = line.split(separator: " ")
-            if parts.count == 2, let value = Double(parts[1]) { gauges[String(parts[0])] = value }
-        }
-        return gauges
-    }
-
     /// While the sandbox holds its answers, a batch's items show as in flight in `/metrics`, and
     /// nothing once the job is finished.
     @Test func theJobRunnersLoadShowsInMetricsWhileABatchIsSent() async throws {
@@ -107,7 +97,7 @@ struct CircuitSendTests {
             let clock = ContinuousClock()
             let end = clock.now.advanced(by: .milliseconds(2500))
             while clock.now < end {
-                during = Self.jobGauges(try await client.request(.get, "/metrics", key: Self.admin).text)
+                during = PrometheusText.samples(try await client.request(.get, "/metrics", key: Self.admin).text, prefix: "herald_jobs_")
                 if during["herald_jobs_items_in_flight"] == 20 { break }
                 try await Task.sleep(for: .milliseconds(20))
             }
@@ -121,7 +111,7 @@ struct CircuitSendTests {
             _ = try await client.waitForJob("load-1", key: acme.apiKey)
             var after: [String: Double] = [:]
             for _ in 0..<100 {
-                after = Self.jobGauges(try await client.request(.get, "/metrics", key: Self.admin).text)
+                after = PrometheusText.samples(try await client.request(.get, "/metrics", key: Self.admin).text, prefix: "herald_jobs_")
                 if after["herald_jobs_active"] == 0 { break }
                 try await Task.sleep(for: .milliseconds(20))
             }

@@ -43,7 +43,7 @@ struct StoreOutageTests {
             // The operator sees it: the calls that waited out call_timeout are counted.
             let metrics = try await client.request(.get, "/metrics", key: "test-admin-token").text
             #expect(
-                Self.metric(metrics, #"herald_store_calls_unanswered_total{reason="timed_out"}"#) ?? 0 >= 2,
+                PrometheusText.value(metrics, #"herald_store_calls_unanswered_total{reason="timed_out"}"#) ?? 0 >= 2,
                 "\(metrics.split(separator: "\n").filter { $0.contains("herald_store") })")
 
             // The store answers again, on new connections.
@@ -93,8 +93,8 @@ struct StoreOutageTests {
             // The operator sees the lookups that gave up and those skipped since.
             let metrics = try await live.client().request(.get, "/metrics", key: "test-admin-token").text
             let lines = "\(metrics.split(separator: "\n").filter { $0.contains("herald_store") })"
-            #expect(Self.metric(metrics, "herald_store_lookups_skipped_total") ?? 0 >= 1, "\(lines)")
-            #expect(Self.metric(metrics, "herald_store_lookups_skipping") != nil, "\(lines)")
+            #expect(PrometheusText.value(metrics, "herald_store_lookups_skipped_total") ?? 0 >= 1, "\(lines)")
+            #expect(PrometheusText.value(metrics, "herald_store_lookups_skipping") != nil, "\(lines)")
             let delivered = world.sandbox.requests.filter(\.processed)
             #expect(Set(delivered.compactMap(\.deviceToken)) == Set(tokens))
             proxy.silent = false
@@ -181,14 +181,6 @@ struct StoreOutageTests {
             throw error
         }
         await proxy.stop()
-    }
-
-    /// The value of the sample `name` (with its labels, as rendered) in a Prometheus text.
-    static func metric(_ text: String, _ name: String) -> Double? {
-        for line in text.split(separator: "\n") where line.hasPrefix(name + " ") {
-            return Double(line.dropFirst(name.count + 1))
-        }
-        return nil
     }
 
     /// One server (in this process) on a fresh PostgreSQL schema reached through a
