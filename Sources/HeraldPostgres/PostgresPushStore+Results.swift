@@ -88,7 +88,14 @@ extension PostgresPushStore {
             noteMaterialized(tenant: tenant, job: job, upTo: top)
         }
         let retryQuery = retries.isEmpty ? nil : Self.deferItems(tenant: tenant, job: job, retries)
-        let outcomeQuery = outcomes.isEmpty ? nil : Self.updateResults(outcomes)
+        let outcomeQuery: PostgresQuery?
+        if outcomes.isEmpty {
+            outcomeQuery = nil
+        } else if outcomes.allSatisfy({ Self.isPlainSuccess($0.result) }) {
+            outcomeQuery = Self.updatePlainSuccesses(tenant: tenant, job: job, outcomes)
+        } else {
+            outcomeQuery = Self.updateResults(outcomes)
+        }
         switch (outcomeQuery, retryQuery) {
         case (let outcomes?, let retries?):
             return try await client.withTransaction(logger: logger) { connection in
@@ -207,6 +214,69 @@ extension PostgresPushStore {
             }
         }
         return answers
+    }
+
+    /// A result with nothing to keep but its apns-id, finish time and attempts: sent with 200, no
+    /// reason, message or timestamp (nearly every item of a batch).
+    static func isPlainSuccess(_ result: JobItemResult) -> Bool {
+        result.state == .sent && result.status == 200 && result.reason == nil && result.message == nil
+            && result.apnsTimestamp == nil
+    }
+
+    /// ``updateResults(_:)`` for one job's plain successes (``isPlainSuccess(_:)``), the usual
+    /// commit group of a batch: the same row changes and the same counter row, with the job as
+    /// two parameters and four arrays instead of sixteen (the statement the server spends most of
+    /// a PostgreSQL batch's time on; the arrays are most of what the client encodes for it).
+    ///
+    /// The job reaches the join as a column of every row (`array_fill`), not as a constant: with
+    /// `item.tenant = $1 AND item.job_id = $2`, a job inserted moments ago (no statistics yet,
+    /// one row estimated) was planned as a hash join over all of the job's items (100,000 rows
+    /// read for each group of ~50: the server's CPU a notification 60 → 220 µs); joined on the
+    /// rows' own columns it stays a primary-key lookup per row, as in ``updateResults(_:)``.
+    static func updatePlainSuccesses(tenant: TenantID, job: JobID, _ writes: [ResultWrite]) -> PostgresQuery {
+        var indexes: [Int64] = []
+        var apnsIDs: [String] = []
+        var finished: [Int64] = []
+        var attempts: [Int32] = []
+        indexes.reserveCapacity(writes.count)
+        apnsIDs.reserveCapacity(writes.count)
+        finished.reserveCapacity(writes.count)
+        attempts.reserveCapacity(writes.count)
+        for write in writes {
+            indexes.append(Int64(write.index))
+            // An apns-id is a UUID, never empty: '' stands for none (NULLIF below).
+            apnsIDs.append(write.result.apnsID?.rawValue ?? "")
+            finished.append(millis(write.result.finishedAt))
+            attempts.append(Self.count(write.result.attempts))
+        }
+        var binds = PostgresBindings(capacity: 6)
+        binds.append(tenant.rawValue)
+        binds.append(job.rawValue)
+        binds.append(indexes)
+        binds.append(apnsIDs)
+        binds.append(finished)
+        binds.append(attempts)
+        let sql = """
+            WITH written AS (
+            UPDATE job_item AS item SET state = 'sent', status = 200, reason = NULL, message = NULL,
+                result_apns_id = NULLIF(t.apns_id, ''), apns_timestamp_ms = NULL, finished_at_ms = t.finished_at,
+                claimant = NULL, lease_until_ms = NULL, attempts = greatest(item.attempts, t.attempts),
+                next_attempt_ms = NULL
+            FROM unnest(array_fill($1::text, ARRAY[cardinality($3::bigint[])]),
+                        array_fill($2::text, ARRAY[cardinality($3::bigint[])]),
+                        $3::bigint[], $4::text[], $5::bigint[], $6::int[])
+                 AS t(tenant, job_id, idx, apns_id, finished_at, attempts)
+            WHERE item.tenant = t.tenant AND item.job_id = t.job_id AND item.idx = t.idx
+              AND item.state IN ('pending', 'retrying')
+            RETURNING item.idx
+            ), counted AS (
+                INSERT INTO job_outcome AS o (tenant, job_id, state, status, reason, n)
+                SELECT $1, $2, 'sent', 200, NULL, count(*) FROM written HAVING count(*) > 0
+                ON CONFLICT (tenant, job_id, state, status, reason) DO UPDATE SET n = o.n + excluded.n
+            )
+            SELECT idx FROM written
+            """
+        return PostgresQuery(unsafeSQL: sql, binds: binds)
     }
 
     /// One `UPDATE … FROM unnest(…)` of outcomes: a column per array bind, the nullable columns

@@ -858,4 +858,54 @@ struct StoreContractTests {
         // The other tenant's job of the same id is untouched.
         #expect(try await store.progress(tenant: other, job: id) == JobProgress(pending: 1, sent: 0, failed: 0))
     }
+
+    @Test(
+        "a commit group of plain successes keeps each item's apns-id, attempts and finish time, counts them once and keeps earlier outcomes",
+        arguments: StoreBackend.allCases)
+    func plainSuccessGroups(_ backend: StoreBackend) async throws {
+        try await backend.withStore(checkPlainSuccessGroups)
+    }
+
+    private func checkPlainSuccessGroups(_ store: any PushStore & JobReports) async throws {
+        let id = try JobID("plain-1")
+        let count = 40
+        _ = try await store.createJob(
+            tenant: acme, id: id, environment: nil, notifications: (0..<count).map { _ in Fixtures.note() }, createdAt: t0)
+        let apnsIDs = (0..<count).map { _ in NotificationID.random() }
+        func sent(_ index: Int, attempts: Int = 1) -> JobItemResult {
+            JobItemResult(
+                state: .sent, status: 200, reason: nil, apnsID: apnsIDs[index],
+                finishedAt: t0.addingTimeInterval(Double(index)), attempts: attempts)
+        }
+        // Item 30 failed earlier; items 20..<25 wait for a retry (their second attempt comes next).
+        let gone = JobItemResult(state: .failed, status: 410, reason: "Unregistered", apnsID: nil, finishedAt: t0, attempts: 1)
+        let retry = JobItemRetry(attempts: 1, firstAttemptAt: t0, nextAttemptAt: t0, lastError: "ServiceUnavailable")
+        #expect(
+            try await store.recordChanges(
+                tenant: acme, job: id,
+                [JobItemChange(index: 30, change: .outcome(gone))] + (20..<25).map { JobItemChange(index: $0, change: .retry(retry)) })
+                == 6)
+        // One group of successes only: 0..<35, item 30 among them (it keeps its failure), 20..<25 on
+        // their second attempt; an apns-id left out (item 3) is kept as none.
+        let changes = (0..<35).map { index -> JobItemChange in
+            var result = sent(index, attempts: (20..<25).contains(index) ? 2 : 1)
+            if index == 3 { result.apnsID = nil }
+            return JobItemChange(index: index, change: .outcome(result))
+        }
+        #expect(try await store.recordChanges(tenant: acme, job: id, changes) == 34)
+        #expect(try await store.recordChanges(tenant: acme, job: id, changes) == 0)
+        let items = try await store.items(tenant: acme, job: id, fromIndex: 0, limit: count)
+        for index in 0..<35 where index != 30 {
+            let result = try #require(items[index].result, "item \(index)")
+            #expect(items[index].state == .sent && result.status == 200 && result.reason == nil, "item \(index)")
+            #expect(result.apnsID == (index == 3 ? nil : apnsIDs[index]), "item \(index)")
+            #expect(result.finishedAt == t0.addingTimeInterval(Double(index)), "item \(index)")
+            #expect(result.attempts == ((20..<25).contains(index) ? 2 : 1), "item \(index)")
+        }
+        #expect(items[30].state == .failed && items[30].result?.reason == "Unregistered")
+        #expect(items[35].state == .pending && items[39].state == .pending)
+        let progress = try #require(try await store.progress(tenant: acme, job: id))
+        #expect(progress == JobProgress(pending: 5, sent: 34, failed: 1, retrying: 0, unknown: 0))
+        #expect(try await ScanningJobReports(store: store).outcomes(tenant: acme, job: id) == store.outcomes(tenant: acme, job: id))
+    }
 }
