@@ -572,8 +572,9 @@ public final class JobRunner: Sendable {
     /// commit groups and a tenant permit each, as ``work(_:outcomes:of:permits:logger:)`` does,
     /// and starts each send with ``BatchItemDelivery/start(_:of:routes:leaseChecked:logger:completion:)``;
     /// the send's end (on a connection's event loop) frees the permit, hands the step to the
-    /// writer and the item back to the feed. The task waits only for an item, a slot or a permit,
-    /// and takes as many as are free when it wakes. On a shared store it first reads the leases of
+    /// writer and the item back to the feed. The task waits only for an item, a slot or permits;
+    /// it takes up to ``permitsTakenAhead(ofPool:)`` permits at a time, and gives back those it
+    /// has not used before it waits for anything else. On a shared store it first reads the leases of
     /// the item the feed gave and of those ready behind it (``LeaseCheckedItems``): one that is
     /// not its claimant's any more is given up unsent, and a failed read pauses the job. An item
     /// that needs the `async` form (its
@@ -588,23 +589,41 @@ public final class JobRunner: Sendable {
         let delivery = self.delivery
         // On a shared store each item's lease is checked before its send, a group at a time.
         var leases = configuration.exclusiveStore ? nil : LeaseCheckedItems()
+        // Permits taken ahead (``PermitPool/acquire(upTo:)``), each for a send still to start:
+        // given back before any other wait, so that none idles while this task waits.
+        let gathering = Self.permitsTakenAhead(ofPool: pool.permits)
         await withDiscardingTaskGroup { asyncSends in
+            var ahead = 0
+            func giveBackAhead() {
+                pool.release(ahead)
+                ahead = 0
+            }
             sending: while true {
                 let item: JobItem
                 var lease = LeaseCheckedItems.Lease.ours
                 if leases != nil {
                     if leases?.isEmpty == true {
+                        // A store read follows: no permit is held across it.
+                        giveBackAhead()
                         guard let first = await feed.next() else { break sending }
                         await leases?.check(first, from: feed, of: job, store: store, claimant: configuration.claimantName)
                     }
                     guard let next = leases?.removeFirst() else { break sending }
                     (item, lease) = next
+                } else if let ready = feed.nextIfReady() {
+                    item = ready
                 } else {
+                    giveBackAhead()
                     guard let next = await feed.next() else { break sending }
                     item = next
                 }
                 let retry = Self.isDueRetry(item)
-                guard await outcomes.reserve() else {
+                var reserved = outcomes.reserveIfFree()
+                if reserved == nil {
+                    giveBackAhead()
+                    reserved = await outcomes.reserve()
+                }
+                guard reserved == true else {
                     feed.stop(.pause)
                     handBack(feed)
                     break
@@ -625,7 +644,8 @@ public final class JobRunner: Sendable {
                     handBack(feed)
                     break sending
                 }
-                await pool.acquire()
+                if ahead == 0 { ahead = await pool.acquire(upTo: gathering) }
+                ahead -= 1
                 // Stopping, or stopped meanwhile (a failed write, a paused tenant): the item stays pending.
                 guard !isStopping, feed.stopReason == nil else {
                     if isStopping { feed.stop(.stopping) }
@@ -649,11 +669,18 @@ public final class JobRunner: Sendable {
                     }
                 }
             }
+            giveBackAhead()
         }
         // Checked but not started (the feed stopped): they stay as they are in the store.
         while leases?.removeFirst() != nil { handBack(feed) }
         await started.waitUntilNone()
     }
+
+    /// How many permits a job's driving task takes at once when it must wait for them: an eighth
+    /// of the tenant's (at least one). It is then woken once for that many ended sends, not once
+    /// or twice for each, and starts that many in one turn; meanwhile at least seven eighths of
+    /// the tenant's permits' sends stay on the wire.
+    static func permitsTakenAhead(ofPool permits: Int) -> Int { max(1, permits / 8) }
 
     /// An item taken from `feed` is done with (its change handed to the writer, or not sent).
     private func handBack(_ feed: JobFeed) {

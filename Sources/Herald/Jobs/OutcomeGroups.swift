@@ -113,13 +113,7 @@ final class OutcomeGroups: Sendable {
     /// not durable. Every `true` must be matched by one ``add(_:watched:)`` or ``cancel(watched:)``.
     /// - Returns: false when a write failed (take nothing more).
     nonisolated(nonsending) func reserve() async -> Bool {
-        let now = state.withLock { state -> Bool? in
-            if state.failed { return false }
-            guard state.undurable < limit else { return nil }
-            state.undurable += 1
-            return true
-        }
-        if let now { return now }
+        if let now = reserveIfFree() { return now }
         return await withCheckedContinuation { (continuation: CheckedContinuation<Bool, Never>) in
             let now = state.withLock { state -> Bool? in
                 if state.failed { return false }
@@ -131,6 +125,16 @@ final class OutcomeGroups: Sendable {
                 return true
             }
             if let now { continuation.resume(returning: now) }
+        }
+    }
+
+    /// ``reserve()`` without waiting: nil when no slot is free now (nothing reserved).
+    func reserveIfFree() -> Bool? {
+        state.withLock { state -> Bool? in
+            if state.failed { return false }
+            guard state.undurable < limit else { return nil }
+            state.undurable += 1
+            return true
         }
     }
 

@@ -3,60 +3,98 @@ import Synchronization
 
 /// A counting semaphore for async code: at most `permits` holders at once, waiters served in
 /// order of arrival.
+///
+/// A task that starts many short holds in a row (a job's driving task) takes several permits at
+/// once (``acquire(upTo:)``): when none is free it is woken once that many are, instead of once
+/// for each hold that ends, and starts that many sends in one turn.
 final class PermitPool: Sendable {
+    private struct Waiter {
+        let continuation: CheckedContinuation<Int, Never>
+        /// Woken with this many permits, once they are free.
+        let wanted: Int
+    }
+
     private struct State {
         var available: Int
-        var waiters: [CheckedContinuation<Void, Never>] = []
+        var waiters: [Waiter] = []
         var head = 0
 
-        mutating func nextWaiter() -> CheckedContinuation<Void, Never>? {
-            guard head < waiters.count else { return nil }
-            let waiter = waiters[head]
-            head += 1
-            if head >= 1024, head * 2 >= waiters.count {
+        var hasWaiters: Bool { head < waiters.count }
+
+        /// The waiters at the head whose wanted permits are free now, each given them.
+        mutating func servable() -> [(CheckedContinuation<Int, Never>, Int)] {
+            var served: [(CheckedContinuation<Int, Never>, Int)] = []
+            while head < waiters.count, available >= waiters[head].wanted {
+                available -= waiters[head].wanted
+                served.append((waiters[head].continuation, waiters[head].wanted))
+                head += 1
+            }
+            if head == waiters.count {
+                waiters.removeAll(keepingCapacity: true)
+                head = 0
+            } else if head >= 1024, head * 2 >= waiters.count {
                 waiters.removeFirst(head)
                 head = 0
             }
-            return waiter
+            return served
         }
     }
 
     private let state: Mutex<State>
+    /// The pool's size.
+    let permits: Int
 
     init(permits: Int) {
         precondition(permits > 0, "a permit pool needs at least one permit")
+        self.permits = permits
         state = Mutex(State(available: permits))
     }
 
-    /// Waits for a permit. Every `acquire` must be followed by one ``release()``.
+    /// Waits for a permit. Every `acquire` must be followed by one ``release(_:)``.
     nonisolated(nonsending) func acquire() async {
-        let taken = state.withLock { state -> Bool in
-            guard state.available > 0 else { return false }
-            state.available -= 1
-            return true
+        _ = await acquire(upTo: 1)
+    }
+
+    /// Takes up to `most` permits: those free now (at least one) when no one waits, or else waits
+    /// in line until `most` are free (at most the pool's size) and takes them.
+    /// - Returns: how many were taken, 1 to `most`; each is given back by ``release(_:)``.
+    nonisolated(nonsending) func acquire(upTo most: Int) async -> Int {
+        let wanted = min(max(1, most), permits)
+        let taken = state.withLock { state -> Int in
+            guard !state.hasWaiters, state.available > 0 else { return 0 }
+            let taken = min(state.available, wanted)
+            state.available -= taken
+            return taken
         }
-        if taken { return }
-        await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
-            let now = state.withLock { state -> Bool in
-                if state.available > 0 {
-                    state.available -= 1
-                    return true
+        if taken > 0 { return taken }
+        return await withCheckedContinuation { (continuation: CheckedContinuation<Int, Never>) in
+            let now = state.withLock { state -> Int in
+                if !state.hasWaiters, state.available > 0 {
+                    let taken = min(state.available, wanted)
+                    state.available -= taken
+                    return taken
                 }
-                state.waiters.append(continuation)
-                return false
+                state.waiters.append(Waiter(continuation: continuation, wanted: wanted))
+                return 0
             }
-            if now { continuation.resume() }
+            if now > 0 { continuation.resume(returning: now) }
         }
     }
 
-    /// Gives a permit back: to the longest waiter, or to the pool.
-    func release() {
-        let waiter = state.withLock { state -> CheckedContinuation<Void, Never>? in
-            if let waiter = state.nextWaiter() { return waiter }
-            state.available += 1
-            return nil
+    /// Permits free now, and tasks waiting for some.
+    var counts: (available: Int, waiting: Int) {
+        state.withLock { ($0.available, $0.waiters.count - $0.head) }
+    }
+
+    /// Gives `count` permits back: to the longest waiters whose wanted permits are then free, or
+    /// to the pool.
+    func release(_ count: Int = 1) {
+        guard count > 0 else { return }
+        let served = state.withLock { state -> [(CheckedContinuation<Int, Never>, Int)] in
+            state.available += count
+            return state.hasWaiters ? state.servable() : []
         }
-        waiter?.resume()
+        for (waiter, permits) in served { waiter.resume(returning: permits) }
     }
 }
 
