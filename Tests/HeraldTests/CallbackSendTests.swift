@@ -186,6 +186,8 @@ struct CallbackSendTests {
         let statistics = runner.statistics
         #expect(statistics.itemsInFlight == 0 && statistics.sendTasks == 0 && statistics.claimedItemsHeld == 0)
         #expect(statistics.peakItemsInFlight <= 16)
+        // Every permit came back, those the driving task took ahead too.
+        #expect(runner.permitsHeld(by: id) == 0)
 
         let items = try await store.items(tenant: id, job: job.id, fromIndex: 0, limit: count)
         var outcomes: [String: Run.Outcome] = [:]

@@ -6,10 +6,14 @@ import Testing
 /// when it must wait, and waiters are served in order.
 @Suite("Permit pool")
 struct PermitPoolTests {
-    /// Polls until `pool` has `waiting` waiters (a task started just before has queued), at most ~5 s.
-    private func waitUntil(_ pool: PermitPool, waiting: Int) async throws {
-        for _ in 0..<5_000 where pool.counts.waiting != waiting { try await Task.sleep(for: .milliseconds(1)) }
-        #expect(pool.counts.waiting == waiting)
+    /// A task that asks `pool` for up to `most` permits, returned once it waits in line (polled,
+    /// at most ~5 s).
+    private func waiter(_ pool: PermitPool, upTo most: Int) async throws -> Task<Int, Never> {
+        let before = pool.counts.waiting
+        let task = Task { await pool.acquire(upTo: most) }
+        for _ in 0..<5_000 where pool.counts.waiting == before { try await Task.sleep(for: .milliseconds(1)) }
+        #expect(pool.counts.waiting == before + 1)
+        return task
     }
 
     @Test("free permits are taken at once, up to the number asked, and at least one")
@@ -27,14 +31,12 @@ struct PermitPoolTests {
     func gathersInOrder() async throws {
         let pool = PermitPool(permits: 4)
         #expect(await pool.acquire(upTo: 4) == 4)
-        let first = Task { await pool.acquire(upTo: 3) }
-        try await waitUntil(pool, waiting: 1)
+        let first = try await waiter(pool, upTo: 3)
         pool.release()
         pool.release()
         // Two free: not enough for the first waiter, and a newcomer does not pass it.
         #expect(pool.counts.available == 2)
-        let second = Task { await pool.acquire(upTo: 1) }
-        try await waitUntil(pool, waiting: 2)
+        let second = try await waiter(pool, upTo: 1)
         #expect(pool.counts.available == 2)
         pool.release()
         #expect(await first.value == 3)
@@ -48,10 +50,9 @@ struct PermitPoolTests {
     func asksBeyondTheSize() async throws {
         let pool = PermitPool(permits: 2)
         #expect(await pool.acquire(upTo: 2) == 2)
-        let waiter = Task { await pool.acquire(upTo: 50) }
-        try await waitUntil(pool, waiting: 1)
+        let asking = try await waiter(pool, upTo: 50)
         pool.release(2)
-        #expect(await waiter.value == 2)
+        #expect(await asking.value == 2)
     }
 
     @Test("the driving task takes an eighth of the tenant's permits ahead, at least one")

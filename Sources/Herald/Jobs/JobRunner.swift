@@ -192,6 +192,13 @@ public final class JobRunner: Sendable {
     /// True once ``stop()`` was called.
     public var isStopping: Bool { state.withLock { $0.stopping } }
 
+    /// The tenant's job permits held now: its sends on the wire, and permits its jobs' driving
+    /// tasks took ahead. 0 once its jobs are idle.
+    public func permitsHeld(by tenant: TenantID) -> Int {
+        guard let pool = permits.existingPool(for: tenant) else { return 0 }
+        return pool.permits - pool.counts.available
+    }
+
     /// Jobs being worked on now.
     public var activeJobCount: Int { state.withLock { $0.running.count } }
 

@@ -107,6 +107,11 @@ final class TenantPermits: Sendable {
         self.permitsPerTenant = permitsPerTenant
     }
 
+    /// The tenant's pool, if it has one (nothing is made).
+    func existingPool(for tenant: TenantID) -> PermitPool? {
+        pools.withLock { $0[tenant] }
+    }
+
     func pool(for tenant: TenantID) -> PermitPool {
         pools.withLock { pools in
             if let pool = pools[tenant] { return pool }
