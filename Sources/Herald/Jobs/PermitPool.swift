@@ -21,12 +21,13 @@ final class PermitPool: Sendable {
 
         var hasWaiters: Bool { head < waiters.count }
 
-        /// The waiters at the head whose wanted permits are free now, each given them.
-        mutating func servable() -> [(CheckedContinuation<Int, Never>, Int)] {
-            var served: [(CheckedContinuation<Int, Never>, Int)] = []
+        /// The waiters at the head whose wanted permits are free now, each given them: the first
+        /// apart, so that the usual case (one served) makes no array.
+        mutating func servable() -> Served {
+            var served = Served()
             while head < waiters.count, available >= waiters[head].wanted {
                 available -= waiters[head].wanted
-                served.append((waiters[head].continuation, waiters[head].wanted))
+                served.add(waiters[head].continuation, waiters[head].wanted)
                 head += 1
             }
             if head == waiters.count {
@@ -37,6 +38,22 @@ final class PermitPool: Sendable {
                 head = 0
             }
             return served
+        }
+    }
+
+    /// Waiters served by one release, to resume once the lock is released.
+    private struct Served {
+        private var first: (CheckedContinuation<Int, Never>, Int)?
+        private var more: [(CheckedContinuation<Int, Never>, Int)] = []
+
+        mutating func add(_ waiter: CheckedContinuation<Int, Never>, _ permits: Int) {
+            if first == nil { first = (waiter, permits) } else { more.append((waiter, permits)) }
+        }
+
+        func resume() {
+            guard let first else { return }
+            first.0.resume(returning: first.1)
+            for (waiter, permits) in more { waiter.resume(returning: permits) }
         }
     }
 
@@ -90,11 +107,10 @@ final class PermitPool: Sendable {
     /// to the pool.
     func release(_ count: Int = 1) {
         guard count > 0 else { return }
-        let served = state.withLock { state -> [(CheckedContinuation<Int, Never>, Int)] in
+        state.withLock { state -> Served in
             state.available += count
-            return state.hasWaiters ? state.servable() : []
-        }
-        for (waiter, permits) in served { waiter.resume(returning: permits) }
+            return state.hasWaiters ? state.servable() : Served()
+        }.resume()
     }
 }
 
