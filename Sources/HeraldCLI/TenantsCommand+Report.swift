@@ -123,6 +123,7 @@ struct TenantReport {
                     "pool",
                     "\(pool.connections) connections, \(pool.maxQueued) queued, request timeout \(seconds(pool.requestTimeout)), "
                         + "idle timeout \(seconds(pool.idleTimeout)), ping every \(seconds(pool.pingInterval))"
+                        + (pool.openNextAt > 0 ? ", next connection at \(pool.openNextAt) in flight each" : "")
                 ))
         }
         if !tenant.plugins.isEmpty { lines.append(("plugins", tenant.plugins.map(\.name).joined(separator: ", "))) }
@@ -232,6 +233,7 @@ struct JSONTenant: Encodable {
         var requestTimeout: Double
         var idleTimeout: Double
         var pingInterval: Double
+        var openNextAt: Int
     }
 
     struct Error: Encodable {
@@ -279,7 +281,7 @@ struct JSONTenant: Encodable {
             let p = tenant.pool
             pool = Pool(
                 connections: p.connections, maxQueued: p.maxQueued, requestTimeout: p.requestTimeout,
-                idleTimeout: p.idleTimeout, pingInterval: p.pingInterval)
+                idleTimeout: p.idleTimeout, pingInterval: p.pingInterval, openNextAt: p.openNextAt)
             plugins = tenant.plugins.map(\.name)
             apiKeys = tenant.apiKeys.map(\.name)
         case .invalid(let failure):

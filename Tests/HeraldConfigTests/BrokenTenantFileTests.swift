@@ -265,6 +265,20 @@ let brokenCases: [BrokenCase] = [
             """,
         line: 9, column: 20, field: "pool.request_timeout", fragment: "must be a duration of more than 0 seconds"),
     BrokenCase(
+        name: "pool.open_next_at negative",
+        yaml: """
+            id: acme
+            team_id: ABCDE12345
+            auth:
+              token:
+                key_id: ABC123DEFG
+                key_file: keys/AuthKey_ABC123DEFG.p8
+            topics: [com.acme.app]
+            pool:
+              open_next_at: -1
+            """,
+        line: 9, column: 17, field: "pool.open_next_at", fragment: "must be from 0 to 10000, not -1"),
+    BrokenCase(
         name: "api key hash in uppercase",
         yaml: """
             id: acme

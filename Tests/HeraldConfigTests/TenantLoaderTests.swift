@@ -180,6 +180,7 @@ struct TenantLoaderTests {
                   request_timeout: 500ms
                   idle_timeout: 10m
                   ping_interval: 15
+                  open_next_at: 32
                 plugins:
                   - metrics
                   - name: rate-limit
@@ -204,10 +205,11 @@ struct TenantLoaderTests {
         #expect(tenant.pool.requestTimeout == 0.5)
         #expect(tenant.pool.idleTimeout == 600)
         #expect(tenant.pool.pingInterval == 15)
+        #expect(tenant.pool.openNextAt == 32)
         #expect(tenant.plugins.map(\.name) == ["metrics", "rate-limit"])
         #expect(tenant.plugins[0].options == .object([]))
-        #expect(tenant.plugins[0].location == HeraldCore.SourceLocation(file: file, line: 18, column: 5))
-        #expect(tenant.plugins[1].location == HeraldCore.SourceLocation(file: file, line: 19, column: 5))
+        #expect(tenant.plugins[0].location == HeraldCore.SourceLocation(file: file, line: 19, column: 5))
+        #expect(tenant.plugins[1].location == HeraldCore.SourceLocation(file: file, line: 20, column: 5))
         let expected: JSONValue = .object([
             ("per_second", .int(50)), ("burst", .double(2.5)), ("enabled", .bool(true)), ("label", .string("100")),
             ("tags", .array([.string("a"), .string("b")])), ("nested", .object([("x", .null)])),

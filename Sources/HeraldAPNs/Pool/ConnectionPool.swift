@@ -16,6 +16,8 @@ final class ConnectionPool: APNsConnectionDelegate, Sendable {
         var maxConnections: Int = 2
         var maxQueued: Int = 10_000
         var backoff = Backoff()
+        /// See ``ConnectionPoolStateMachine/Configuration/openNextAt``.
+        var openNextAt: Int? = nil
         var connection = APNsConnection.Configuration()
     }
 
@@ -69,7 +71,7 @@ final class ConnectionPool: APNsConnectionDelegate, Sendable {
         self.logger = logger
         let machineConfiguration = Machine.Configuration(
             maxConnections: max(1, configuration.maxConnections), maxQueued: max(0, configuration.maxQueued),
-            backoff: configuration.backoff)
+            backoff: configuration.backoff, openNextAt: configuration.openNextAt.map { max(1, $0) })
         self.state = Mutex(State(machine: Machine(configuration: machineConfiguration, random: random)))
         self.housekeeping = Mutex(nil)
         let interval = configuration.connection.housekeepingInterval
@@ -109,6 +111,13 @@ final class ConnectionPool: APNsConnectionDelegate, Sendable {
             case .execute(let request, let id):
                 guard let connection = state.connections[id] else { return .fail([request], .connectionClosed(mayHaveBeenProcessed: false)) }
                 return .execute(request, connection)
+            case .executeAndConnect(let request, let id, let connect):
+                // Rare (a connection opens): the array is made only then.
+                let start = makeConnectEffect(connect, in: &state)
+                guard let connection = state.connections[id] else {
+                    return .multiple([.fail([request], .connectionClosed(mayHaveBeenProcessed: false)), start])
+                }
+                return .multiple([.execute(request, connection), start])
             case .enqueued(let connect):
                 guard let connect else { return nil }
                 return makeConnectEffect(connect, in: &state)
@@ -221,13 +230,15 @@ final class ConnectionPool: APNsConnectionDelegate, Sendable {
                 effects.append(.fail([request], .cancelled(mayHaveBeenProcessed: false)))
                 return effects
             }
-            switch state.machine.requeue(request, deadline: request.deadline, now: now) {
-            case .execute(let request, let targetID):
+            let requeued = state.machine.requeue(request, deadline: request.deadline, now: now)
+            switch requeued {
+            case .execute(let request, let targetID), .executeAndConnect(let request, let targetID, _):
                 if let connection = state.connections[targetID] {
                     effects.append(.execute(request, connection))
                 } else {
                     effects.append(.fail([request], .connectionClosed(mayHaveBeenProcessed: false)))
                 }
+                if case .executeAndConnect(_, _, let connect) = requeued { effects.append(makeConnectEffect(connect, in: &state)) }
             case .enqueued(let connect):
                 if let connect { effects.append(makeConnectEffect(connect, in: &state)) }
             case .fail(let request, let failure):
@@ -272,10 +283,21 @@ final class ConnectionPool: APNsConnectionDelegate, Sendable {
     private func makeConnection(id: Int, in state: inout State) -> APNsConnection {
         let connection = APNsConnection(
             id: id, endpoint: endpoint, sslContext: sslContext, configuration: configuration.connection,
-            eventLoop: state.connections.contains { $0.key != id && $0.value.eventLoop === homeLoop } ? group.next() : homeLoop,
-            delegate: self, logger: logger)
+            eventLoop: loopForNewConnection(id: id, in: state), delegate: self, logger: logger)
         state.connections[id] = connection
         return connection
+    }
+
+    /// The home loop, or else a loop none of the pool's other connections runs on (so that its
+    /// connections' reads and writes run on as many threads as it has connections), or else the
+    /// group's next.
+    private func loopForNewConnection(id: Int, in state: State) -> any EventLoop {
+        func taken(_ loop: any EventLoop) -> Bool {
+            state.connections.contains { $0.key != id && $0.value.eventLoop === loop }
+        }
+        if !taken(homeLoop) { return homeLoop }
+        for loop in group.makeIterator() where !taken(loop) { return loop }
+        return group.next()
     }
 
     private func makeConnectEffect(_ connect: Machine.ConnectAction, in state: inout State) -> Effect {

@@ -8,11 +8,13 @@ import NIOCore
 /// feeds it events under a lock and runs the returned actions after releasing the lock.
 /// `Request` is opaque to it, so tests use plain integers.
 ///
-/// - A request goes to the ready connection with the most spare streams.
+/// - A request goes to the ready connection with spare streams that carries the fewest requests.
 /// - When every connection is full it waits in a queue of at most `maxQueued`; beyond that the
 ///   submit fails at once (`queueFull`), so memory stays bounded.
-/// - Connections open lazily, up to `maxConnections`. After failures, new connections wait
-///   for an exponential backoff with jitter (from the injected random source).
+/// - Connections open lazily, up to `maxConnections`: when every connection is full, and (with
+///   `openNextAt`) when every open one carries that many requests, so that sustained sends
+///   spread over the pool's connections instead of filling one. After failures, new
+///   connections wait for an exponential backoff with jitter (from the injected random source).
 struct ConnectionPoolStateMachine<Request> {
     typealias ConnectionID = Int
 
@@ -27,6 +29,11 @@ struct ConnectionPoolStateMachine<Request> {
         /// close is seen under load, e.g. a reset during the handshake; failing every waiter
         /// for it would turn one bad connect into as many failed sends).
         var failWaitersAfterFailures: Int = 2
+        /// Another connection opens (up to `maxConnections`) once every open, ready connection
+        /// carries at least this many requests and none is still connecting. nil: only when
+        /// every connection is full (a stream limit of 1,000 is then one connection for nearly
+        /// any load, and its one event loop the bound).
+        var openNextAt: Int? = nil
     }
 
     enum ConnectionState: Equatable {
@@ -86,6 +93,8 @@ struct ConnectionPoolStateMachine<Request> {
     /// The answer to a submit or a requeue (the hot path: no allocation).
     enum SubmitAction {
         case execute(Request, ConnectionID)
+        /// Run it there, and open another connection (``Configuration/openNextAt``).
+        case executeAndConnect(Request, ConnectionID, ConnectAction)
         case enqueued(ConnectAction?)
         case fail(Request, Failure)
     }
@@ -128,15 +137,19 @@ struct ConnectionPoolStateMachine<Request> {
 
     // MARK: Hot path
 
-    /// A new request. It runs on the connection with the most spare streams, or waits.
+    /// A new request. It runs on the connection with spare streams that carries the fewest
+    /// requests, or waits.
     ///
     /// `local` is the connection on the caller's own event loop, if any: it gets the request
-    /// when it has at least half the best spare capacity (no thread switch, a shared flush),
-    /// so load still spreads by spare streams.
+    /// while it carries at most twice (plus one) the least loaded connection's requests (no
+    /// thread switch, a shared flush), so load still spreads over the connections.
     mutating func submit(_ request: Request, deadline: NIODeadline, now: NIODeadline, local: ConnectionID? = nil) -> SubmitAction {
         guard lifecycle == .running else { return .fail(request, .poolClosed) }
         if let index = bestConnection(local: local) {
             connections[index].inFlight += 1
+            if let openNextAt = configuration.openNextAt, let connect = openNextIfBusy(at: openNextAt, now: now) {
+                return .executeAndConnect(request, connections[index].id, connect)
+            }
             return .execute(request, connections[index].id)
         }
         guard waiters.count < configuration.maxQueued else { return .fail(request, .queueFull) }
@@ -314,22 +327,40 @@ struct ConnectionPoolStateMachine<Request> {
 
     /// The ready connection with the most spare streams (or the local one, when it has at
     /// least half as many).
+    /// The ready connection with spare streams that carries the fewest requests (the first of
+    /// equals), or `local` while it carries at most twice that plus one. By requests, not by
+    /// spare streams: a connection just opened on a token credential allows one stream until
+    /// its first request is answered, and would never get that request beside one with 900
+    /// spare.
     private func bestConnection(local: ConnectionID? = nil) -> Int? {
-        var best: Int? = nil
-        var bestSpare = 0
+        var least: Int? = nil
         var localIndex: Int? = nil
-        for index in connections.indices {
-            let spare = connections[index].spare
-            if spare > bestSpare {
-                best = index
-                bestSpare = spare
+        for index in connections.indices where connections[index].spare > 0 {
+            if let current = least {
+                if connections[index].inFlight < connections[current].inFlight { least = index }
+            } else {
+                least = index
             }
             if let local, connections[index].id == local { localIndex = index }
         }
-        if let localIndex, connections[localIndex].spare > 0, connections[localIndex].spare * 2 >= bestSpare {
+        if let localIndex, let least, connections[localIndex].inFlight <= 2 * connections[least].inFlight + 1 {
             return localIndex
         }
-        return best
+        return least
+    }
+
+    /// Another connection when every open one is ready and carries at least `threshold`
+    /// requests (draining ones aside), up to the limit; none while one is connecting or backing
+    /// off (one at a time). Called by ``submit(_:deadline:now:local:)`` only, so the pool runs.
+    private mutating func openNextIfBusy(at threshold: Int, now: NIODeadline) -> ConnectAction? {
+        for connection in connections {
+            switch connection.state {
+            case .connecting, .backingOff: return nil
+            case .draining: continue
+            case .active: if connection.inFlight < threshold { return nil }
+            }
+        }
+        return makeConnectionIfNeeded(now: now)
     }
 
     private mutating func dispatchWaiters(to index: Int) -> [Action] {

@@ -11,6 +11,16 @@ import NIOCore
 public struct TransportConfiguration: Sendable {
     /// HTTP/2 connections per endpoint (opened lazily).
     public var connectionsPerEndpoint: Int = 2
+    /// Another connection of an endpoint opens (up to ``connectionsPerEndpoint``) once every
+    /// open one carries this many requests: sustained sends spread over the connections, and so
+    /// over event loops (Apple: "When sending many remote notifications, you can establish
+    /// multiple connections to these servers to improve performance"), while light traffic
+    /// keeps one. nil (the default, the tenant's `pool.open_next_at: 0`): another opens only
+    /// when every connection's streams are full. Against a remote APNs a tenant's rate is bound
+    /// by its sends in flight over the round trip, not by one connection's event loop, so
+    /// spreading would double its connections and take a second loop from the other tenants
+    /// for nothing; it pays where one loop's CPU is the bound (docs/measurements.md).
+    public var openNextConnectionAt: Int? = nil
     /// Requests that may wait for a free stream; beyond this, sends fail at once with `queueFull`.
     public var maxQueued: Int = 10_000
     /// The default deadline of a send: queue time plus answer time.
@@ -49,6 +59,7 @@ public struct TransportConfiguration: Sendable {
         self.requestTimeout = Self.amount(seconds: pool.requestTimeout) ?? .seconds(30)
         self.idleTimeout = Self.amount(seconds: pool.idleTimeout)
         self.pingInterval = Self.amount(seconds: pool.pingInterval)
+        self.openNextConnectionAt = pool.openNextAt > 0 ? pool.openNextAt : nil
     }
 
     /// `nil` for zero or less ("never").
@@ -69,6 +80,6 @@ public struct TransportConfiguration: Sendable {
         connection.engine.writeAfterRequests = max(0, writeAfterRequests)
         return ConnectionPool.Configuration(
             maxConnections: max(1, connectionsPerEndpoint), maxQueued: max(0, maxQueued), backoff: backoff,
-            connection: connection)
+            openNextAt: openNextConnectionAt, connection: connection)
     }
 }

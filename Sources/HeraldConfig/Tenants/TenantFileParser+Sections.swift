@@ -120,6 +120,7 @@ extension TenantFileParser {
             into: \.requestTimeout)
         read("idle_timeout", { diagnostics.duration($0, $1, minimum: 1, allowZero: true) }, into: \.idleTimeout)
         read("ping_interval", { diagnostics.duration($0, $1, minimum: 1, allowZero: false) }, into: \.pingInterval)
+        read("open_next_at", { diagnostics.integer($0, $1, in: 0...10_000) }, into: \.openNextAt)
         return ok ? configuration : nil
     }
 

@@ -148,6 +148,10 @@ public struct PoolConfiguration: Sendable, Hashable {
     public var idleTimeout: Double = 600
     /// An idle connection is PINGed after this many seconds to check its health.
     public var pingInterval: Double = 60
+    /// When every open connection of an endpoint carries this many notifications in flight, the
+    /// next one opens (up to ``connections``), and sends spread over them and their event loops.
+    /// 0: the next opens only when every open one's streams are full.
+    public var openNextAt: Int = 0
 
     public init() {}
 }

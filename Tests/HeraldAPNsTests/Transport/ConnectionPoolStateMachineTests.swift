@@ -10,8 +10,24 @@ struct ConnectionPoolStateMachineTests {
     let t0 = NIODeadline.uptimeNanoseconds(1_000_000_000)
     var later: NIODeadline { t0 + .seconds(30) }
 
-    func machine(connections: Int = 2, maxQueued: Int = 100, backoff: Backoff = Backoff()) -> Machine {
-        Machine(configuration: .init(maxConnections: connections, maxQueued: maxQueued, backoff: backoff), random: SplitMix64(seed: 42))
+    func machine(connections: Int = 2, maxQueued: Int = 100, backoff: Backoff = Backoff(), openNextAt: Int? = nil) -> Machine {
+        Machine(
+            configuration: .init(maxConnections: connections, maxQueued: maxQueued, backoff: backoff, openNextAt: openNextAt),
+            random: SplitMix64(seed: 42))
+    }
+
+    /// Submits `request` and returns the connection it runs on now (nil: it waits or failed);
+    /// `opened` gets the connection the submit opened, if any.
+    func place(_ request: Int, in pool: inout Machine, local: Int? = nil, opened: inout Int?) -> Int? {
+        switch pool.submit(request, deadline: later, now: t0, local: local) {
+        case .execute(_, let id):
+            return id
+        case .executeAndConnect(_, let id, .connect(let next)):
+            opened = next
+            return id
+        case .executeAndConnect, .enqueued, .fail:
+            return nil
+        }
     }
 
     /// The requests and connection of the one `execute` action in `actions`.
@@ -72,8 +88,8 @@ struct ConnectionPoolStateMachineTests {
         #expect(executed(pool.connectionReady(id, maxStreams: 10, now: t0))?.requests == [2, 4])
     }
 
-    @Test("a request goes to the connection with the most spare streams")
-    func mostSpareStreams() {
+    @Test("a request goes to the connection with room that carries the fewest requests")
+    func fewestRequests() {
         var pool = machine()
         _ = pool.submit(0, deadline: later, now: t0)
         _ = pool.submit(1, deadline: later, now: t0)
@@ -89,7 +105,8 @@ struct ConnectionPoolStateMachineTests {
             }
             placed[id, default: 0] += 1
         }
-        // a: 3 max, 2 used; b: 4 max. The five go where the most room is: b gets 4, a gets 1.
+        // a: 3 max, 2 used; b: 4 max. b takes two (0 and 1 against a's 2), a its last stream on
+        // the tie (the first of equals), then b the rest: b gets 4, a gets 1.
         #expect(placed[b] == 4)
         #expect(placed[a] == 1)
         guard case .enqueued(nil) = pool.submit(7, deadline: later, now: t0) else {
@@ -98,25 +115,82 @@ struct ConnectionPoolStateMachineTests {
         }
     }
 
-    @Test("the caller's own event loop's connection is preferred while it has at least half the best room")
+    @Test("the caller's own event loop's connection is preferred while it carries at most twice the least loaded's requests, plus one")
     func localConnectionPreferred() {
         var pool = machine()
         _ = pool.submit(0, deadline: later, now: t0)
         _ = pool.submit(1, deadline: later, now: t0)
         let a = pool.connections[0].id
         let b = pool.connections[1].id
-        _ = pool.connectionReady(a, maxStreams: 10, now: t0)  // takes 0 and 1: 8 spare
-        _ = pool.connectionReady(b, maxStreams: 10, now: t0)  // 10 spare
-        guard case .execute(2, a) = pool.submit(2, deadline: later, now: t0, local: a) else {
-            Issue.record("8 spare against 10: the local connection should take it")
+        _ = pool.connectionReady(a, maxStreams: 10, now: t0)  // takes 0 and 1
+        _ = pool.connectionReady(b, maxStreams: 10, now: t0)
+        var opened: Int? = nil
+        // a carries 2 against b's 0 (at most 1 allowed): b. Then 2 against 1 (3): a, twice.
+        // Then 4 against 1: b again.
+        let placed = (2...5).map { place($0, in: &pool, local: a, opened: &opened) }
+        #expect(placed == [b, a, a, b])
+        #expect(opened == nil)
+        // A full local connection is passed over whatever it carries.
+        for request in 6..<20 { _ = place(request, in: &pool, local: a, opened: &opened) }
+        #expect(pool.connections.allSatisfy { $0.spare == 0 })
+    }
+
+    @Test("sustained sends open the next connection once every open one carries openNextAt requests; light ones keep one")
+    func openNextWhenBusy() {
+        var pool = machine(openNextAt: 4)
+        guard case .enqueued(.connect(let a)) = pool.submit(0, deadline: later, now: t0) else {
+            Issue.record("expected a first connection")
             return
         }
-        for request in 3..<6 { _ = pool.submit(request, deadline: later, now: t0, local: a) }  // a: 4 spare
-        guard case .execute(6, b) = pool.submit(6, deadline: later, now: t0, local: a) else {
-            Issue.record("4 spare against 10: the request should go where the room is")
+        #expect(executed(pool.connectionReady(a, maxStreams: 100, now: t0))?.requests == [0])
+        var opened: Int? = nil
+        // Below the threshold nothing opens; the request that makes a carry 4 opens b.
+        #expect([1, 2].map { place($0, in: &pool, opened: &opened) } == [a, a])
+        #expect(opened == nil)
+        #expect(place(3, in: &pool, opened: &opened) == a)
+        guard let b = opened else {
+            Issue.record("expected a second connection once a carries 4")
+            return
+        }
+        #expect(b != a)
+        // While b connects, a takes the requests and nothing more opens.
+        opened = nil
+        #expect(place(4, in: &pool, opened: &opened) == a)
+        #expect(opened == nil)
+        // b is ready on a token credential: one stream until a token is accepted. It takes the
+        // next request although a has 95 streams spare (by spare streams it never would, and
+        // its limit would never rise).
+        #expect(pool.connectionReady(b, maxStreams: 1, now: t0).isEmpty)
+        #expect(place(5, in: &pool, opened: &opened) == b)
+        #expect(place(6, in: &pool, opened: &opened) == a)
+        _ = pool.maxStreamsChanged(b, maxStreams: 100)
+        // Now b carries the fewest: it takes requests until the two are even; the limit of two
+        // connections holds however busy both are.
+        let placed = (7...16).map { place($0, in: &pool, opened: &opened) }
+        #expect(placed.filter { $0 == b }.count == 7)
+        #expect(placed.filter { $0 == a }.count == 3)
+        #expect(opened == nil)
+        #expect(pool.connections.count == 2)
+    }
+
+    @Test("without openNextAt a second connection opens only when the first is full")
+    func openNextOnlyWhenFull() {
+        var pool = machine(connections: 2)
+        guard case .enqueued(.connect(let a)) = pool.submit(0, deadline: later, now: t0) else {
+            Issue.record("expected a first connection")
+            return
+        }
+        _ = pool.connectionReady(a, maxStreams: 50, now: t0)
+        var opened: Int? = nil
+        let placed = (1..<50).map { place($0, in: &pool, opened: &opened) }
+        #expect(placed.allSatisfy { $0 == a })
+        #expect(opened == nil && pool.connections.count == 1)
+        guard case .enqueued(.connect) = pool.submit(50, deadline: later, now: t0) else {
+            Issue.record("expected a second connection once the first is full")
             return
         }
     }
+
 
     @Test("a full queue fails at once (backpressure)")
     func queueFull() {

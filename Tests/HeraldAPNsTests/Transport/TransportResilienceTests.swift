@@ -69,6 +69,52 @@ struct TransportResilienceTests {
         }
     }
 
+    @Test("light traffic keeps one connection; sustained sends open the pool's second and spread over both")
+    func sustainedSendsSpread() async throws {
+        try await withSandbox { harness in
+            var pool = PoolConfiguration()
+            pool.connections = 2
+            pool.openNextAt = 4
+            let transport = try harness.transport(for: try harness.tokenTenant(.alpha, pool: pool)) {
+                $0.requestTimeout = .seconds(600)
+                $0.connectTimeout = .seconds(300)
+            }
+            // One at a time: the first connection never carries 4.
+            let light = makeNotes(20, topic: "com.example.alpha")
+            let lightOutcomes = await sendLoad(light, through: transport, concurrency: 1)
+            #expect(lightOutcomes.allSatisfy { $0.status == 200 })
+            #expect(harness.sandbox.connectionCount == 1)
+            let first = try #require(harness.sandbox.requests.first?.connectionID)
+
+            // 32 at a time, in rounds, until the second connection (opened once the first carried
+            // 4, one stream until its first token was accepted) has carried 100: a bound on the
+            // rounds, not a timing, since how soon its handshake ends varies with the machine.
+            var sent = light.count
+            var rounds = 0
+            var secondCarried = 0
+            var lastRound: [SandboxRecordedRequest] = []
+            while secondCarried < 100, rounds < 40 {
+                rounds += 1
+                let before = harness.sandbox.requests.count
+                let notes = makeNotes(500, topic: "com.example.alpha")
+                let outcomes = await sendLoad(notes, through: transport, concurrency: 32)
+                #expect(outcomes.allSatisfy { $0.status == 200 })
+                sent += notes.count
+                let record = harness.sandbox.requests
+                lastRound = Array(record[before...])
+                secondCarried = record.filter { $0.connectionID != first }.count
+            }
+            #expect(harness.sandbox.connectionCount == 2, "the pool's limit is two connections")
+            #expect(secondCarried >= 100, "the second connection carried \(secondCarried) of \(sent)")
+            // Once both are ready a request goes to the one carrying fewer: the last round is
+            // shared, not left to the first connection's 1,000 streams.
+            let onFirst = lastRound.filter { $0.connectionID == first }.count
+            #expect(onFirst >= lastRound.count / 5 && onFirst <= lastRound.count * 4 / 5, "\(onFirst) of \(lastRound.count) on the first connection")
+            await transport.close()
+            harness.expectCleanAudit()
+        }
+    }
+
     @Test("the stream limit drops in the middle of a load; nothing exceeds it, everything completes")
     func limitDropMidLoad() async throws {
         try await withSandbox(configure: { $0.maxConcurrentStreams = 30 }) { harness in
