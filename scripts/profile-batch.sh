@@ -45,6 +45,10 @@ pgcpu() {
   { awk '{print $14 + $15 + $16 + $17}' "/proc/$pm/stat"; for child in $(ps -o pid= --ppid "$pm"); do awk '{print $14 + $15}' "/proc/$child/stat" 2>/dev/null; done; } \
     | awk -v hz="$hz" '{ total += $1 } END { printf "%.2f", total / hz }'
 }
+# THREADS=1: the CPU of each of `herald serve`'s and the sandbox's threads over the batch (by
+# thread name).
+threads() { for t in /proc/$1/task/*; do echo "$(basename "$t") $(tr ' ' _ < "$t/comm") $(awk '{print $14 + $15}' "$t/stat")"; done | sort; }
+if [[ -n "${THREADS:-}" ]]; then threads "$serve" > "$WORK/threads0"; threads "$sandbox" > "$WORK/sandbox-threads0"; fi
 c0=$(cpu $serve); s0=$(cpu $sandbox); p0=$(pgcpu)
 if [[ -n "${PERF_STAT:-}" ]]; then perf stat -e "$PERF_STAT" -p "$serve" -o "$WORK/perf-stat.txt" & statpid=$!; sleep 0.3; fi
 if [[ -n "${PERF:-}" ]]; then perf record -F ${FREQ:-499} ${PERF_ARGS:-} -p "$serve" -o "$WORK/perf.data" 2> "$WORK/perf.err" & perfpid=$!; sleep 0.5; fi
@@ -55,6 +59,13 @@ echo "POST: $out after $(echo "$t1 - $t0" | bc) s; serve CPU for the POST $(echo
 job=$(python3 -c 'import json,sys; print(json.loads(sys.argv[1].rsplit(" ",1)[0])["job_id"])' "$out")
 t2=$("$ROOT/scripts/wait-job.py" "http://127.0.0.1:$port/v1/jobs/$job?limit=1" "$CLUSTER_API_KEY" "$WORK/job.json" "${POLL_INTERVAL:-0.05}")
 c2=$(cpu $serve); s2=$(cpu $sandbox); p2=$(pgcpu)
+if [[ -n "${THREADS:-}" ]]; then
+  threads "$serve" > "$WORK/threads1"; threads "$sandbox" > "$WORK/sandbox-threads1"
+  echo "threads of herald serve (CPU seconds over the batch, over $(echo "$t2 - $t0" | bc) s):"
+  join "$WORK/threads0" "$WORK/threads1" | awk -v hz="$hz" '$5 > $3 { printf "   %6.2f %s\n", ($5 - $3) / hz, $2 }' | sort -rn | head -12
+  echo "threads of the sandbox:"
+  join "$WORK/sandbox-threads0" "$WORK/sandbox-threads1" | awk -v hz="$hz" '$5 > $3 { printf "   %6.2f %s\n", ($5 - $3) / hz, $2 }' | sort -rn | head -6
+fi
 if [[ -n "${PERF_STAT:-}" ]]; then kill -INT $statpid; wait $statpid || true; grep -v "^#" "$WORK/perf-stat.txt" | grep -v "^$"; fi
 if [[ -n "${PERF:-}" ]]; then kill -INT $perfpid; wait $perfpid || true; [[ -z "${PERF_OUT:-}" ]] || cp "$WORK/perf.data" "$PERF_OUT"; fi
 st=$(cat "$WORK/job.json")
