@@ -43,17 +43,22 @@ func expectRecordMatches(
 
 @Suite("TenantTransport under APNs' connection management")
 struct TransportResilienceTests {
+    /// Alpha's transport with `pool`, waiting long for answers and handshakes: slow CI machines
+    /// take 10 s for a test's load, and a handshake past the 10 s connect timeout made the pool
+    /// open a connection more than the test expects (the sandbox counted 2).
+    func patientTransport(_ harness: SandboxHarness, pool: PoolConfiguration) throws -> TenantTransport {
+        try harness.transport(for: try harness.tokenTenant(.alpha, pool: pool)) {
+            $0.requestTimeout = .seconds(600)
+            $0.connectTimeout = .seconds(300)
+        }
+    }
+
     @Test("a token connection carries one stream until the first token is accepted, then many")
     func streamLimitOneThenConcurrency() async throws {
         try await withSandbox(configure: { $0.maxConcurrentStreams = 50 }) { harness in
             var pool = PoolConfiguration()
             pool.connections = 1
-            // Slow CI machines: this test takes 10 s there, and a handshake past the 10 s connect
-            // timeout made the pool open a second connection (the sandbox counted 2).
-            let transport = try harness.transport(for: try harness.tokenTenant(.alpha, pool: pool)) {
-                $0.requestTimeout = .seconds(600)
-                $0.connectTimeout = .seconds(300)
-            }
+            let transport = try patientTransport(harness, pool: pool)
             let notes = makeNotes(300, topic: "com.example.alpha")
             let outcomes = await sendLoad(notes, through: transport, concurrency: 80)
             #expect(outcomes.allSatisfy { $0.status == 200 })
@@ -75,10 +80,7 @@ struct TransportResilienceTests {
             var pool = PoolConfiguration()
             pool.connections = 2
             pool.openNextAt = 4
-            let transport = try harness.transport(for: try harness.tokenTenant(.alpha, pool: pool)) {
-                $0.requestTimeout = .seconds(600)
-                $0.connectTimeout = .seconds(300)
-            }
+            let transport = try patientTransport(harness, pool: pool)
             // One at a time: the first connection never carries 4.
             let light = makeNotes(20, topic: "com.example.alpha")
             let lightOutcomes = await sendLoad(light, through: transport, concurrency: 1)
