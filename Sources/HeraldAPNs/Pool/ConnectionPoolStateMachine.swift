@@ -325,8 +325,6 @@ struct ConnectionPoolStateMachine<Request> {
         connections.firstIndex { $0.id == id }
     }
 
-    /// The ready connection with the most spare streams (or the local one, when it has at
-    /// least half as many).
     /// The ready connection with spare streams that carries the fewest requests (the first of
     /// equals), or `local` while it carries at most twice that plus one. By requests, not by
     /// spare streams: a connection just opened on a token credential allows one stream until
