@@ -124,6 +124,7 @@ struct TenantReport {
                     "\(pool.connections) connections, \(pool.maxQueued) queued, request timeout \(seconds(pool.requestTimeout)), "
                         + "idle timeout \(seconds(pool.idleTimeout)), ping every \(seconds(pool.pingInterval))"
                         + (pool.openNextAt > 0 ? ", next connection at \(pool.openNextAt) in flight each" : "")
+                        + (pool.maxStreams < 1000 ? ", at most \(pool.maxStreams) streams a connection" : "")
                 ))
         }
         if !tenant.plugins.isEmpty { lines.append(("plugins", tenant.plugins.map(\.name).joined(separator: ", "))) }
@@ -234,6 +235,7 @@ struct JSONTenant: Encodable {
         var idleTimeout: Double
         var pingInterval: Double
         var openNextAt: Int
+        var maxStreams: Int
     }
 
     struct Error: Encodable {
@@ -281,7 +283,8 @@ struct JSONTenant: Encodable {
             let p = tenant.pool
             pool = Pool(
                 connections: p.connections, maxQueued: p.maxQueued, requestTimeout: p.requestTimeout,
-                idleTimeout: p.idleTimeout, pingInterval: p.pingInterval, openNextAt: p.openNextAt)
+                idleTimeout: p.idleTimeout, pingInterval: p.pingInterval, openNextAt: p.openNextAt,
+                maxStreams: p.maxStreams)
             plugins = tenant.plugins.map(\.name)
             apiKeys = tenant.apiKeys.map(\.name)
         case .invalid(let failure):

@@ -279,6 +279,20 @@ let brokenCases: [BrokenCase] = [
             """,
         line: 9, column: 17, field: "pool.open_next_at", fragment: "must be from 0 to 10000, not -1"),
     BrokenCase(
+        name: "pool.max_streams above Herald's ceiling",
+        yaml: """
+            id: acme
+            team_id: ABCDE12345
+            auth:
+              token:
+                key_id: ABC123DEFG
+                key_file: keys/AuthKey_ABC123DEFG.p8
+            topics: [com.acme.app]
+            pool:
+              max_streams: 1001
+            """,
+        line: 9, column: 16, field: "pool.max_streams", fragment: "must be from 1 to 1000, not 1001"),
+    BrokenCase(
         name: "api key hash in uppercase",
         yaml: """
             id: acme

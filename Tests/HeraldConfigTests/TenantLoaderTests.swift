@@ -181,6 +181,7 @@ struct TenantLoaderTests {
                   idle_timeout: 10m
                   ping_interval: 15
                   open_next_at: 32
+                  max_streams: 100
                 plugins:
                   - metrics
                   - name: rate-limit
@@ -206,10 +207,12 @@ struct TenantLoaderTests {
         #expect(tenant.pool.idleTimeout == 600)
         #expect(tenant.pool.pingInterval == 15)
         #expect(tenant.pool.openNextAt == 32)
+        #expect(tenant.pool.maxStreams == 100)
+        #expect(TransportConfiguration(pool: tenant.pool).streamCeiling == 100)
         #expect(tenant.plugins.map(\.name) == ["metrics", "rate-limit"])
         #expect(tenant.plugins[0].options == .object([]))
-        #expect(tenant.plugins[0].location == HeraldCore.SourceLocation(file: file, line: 19, column: 5))
-        #expect(tenant.plugins[1].location == HeraldCore.SourceLocation(file: file, line: 20, column: 5))
+        #expect(tenant.plugins[0].location == HeraldCore.SourceLocation(file: file, line: 20, column: 5))
+        #expect(tenant.plugins[1].location == HeraldCore.SourceLocation(file: file, line: 21, column: 5))
         let expected: JSONValue = .object([
             ("per_second", .int(50)), ("burst", .double(2.5)), ("enabled", .bool(true)), ("label", .string("100")),
             ("tags", .array([.string("a"), .string("b")])), ("nested", .object([("x", .null)])),

@@ -38,7 +38,7 @@ public struct TransportConfiguration: Sendable {
     /// The most streams Herald opens on one connection, whatever the server allows (APNs
     /// often allows 1000). libnghttp2 finds streams by hash, so open streams cost no more per
     /// notification as they grow (swift-nio-http2's linear scans made 100 the old default);
-    /// requests beyond the ceiling wait in the pool's queue.
+    /// requests beyond the ceiling wait in the pool's queue. The tenant's `pool.max_streams`.
     public var streamCeiling: Int = 1000
     /// How often connections and pools check deadlines, PINGs and idleness.
     public var housekeepingInterval: TimeAmount = .milliseconds(250)
@@ -60,6 +60,7 @@ public struct TransportConfiguration: Sendable {
         self.idleTimeout = Self.amount(seconds: pool.idleTimeout)
         self.pingInterval = Self.amount(seconds: pool.pingInterval)
         self.openNextConnectionAt = pool.openNextAt > 0 ? pool.openNextAt : nil
+        self.streamCeiling = min(max(1, pool.maxStreams), 1000)
     }
 
     /// `nil` for zero or less ("never").

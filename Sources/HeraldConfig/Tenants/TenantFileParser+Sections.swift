@@ -121,6 +121,7 @@ extension TenantFileParser {
         read("idle_timeout", { diagnostics.duration($0, $1, minimum: 1, allowZero: true) }, into: \.idleTimeout)
         read("ping_interval", { diagnostics.duration($0, $1, minimum: 1, allowZero: false) }, into: \.pingInterval)
         read("open_next_at", { diagnostics.integer($0, $1, in: 0...10_000) }, into: \.openNextAt)
+        read("max_streams", { diagnostics.integer($0, $1, in: 1...1000) }, into: \.maxStreams)
         return ok ? configuration : nil
     }
 

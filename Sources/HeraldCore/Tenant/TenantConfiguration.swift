@@ -152,6 +152,13 @@ public struct PoolConfiguration: Sendable, Hashable {
     /// next one opens (up to ``connections``), and sends spread over them and their event loops.
     /// 0: the next opens only when every open one's streams are full.
     public var openNextAt: Int = 0
+    /// The most notifications in flight on one connection: the lower of this and what APNs
+    /// allows (its SETTINGS_MAX_CONCURRENT_STREAMS). Sends beyond it wait in the pool's queue
+    /// (``maxQueued``) and take the streams that end, on the connection's event loop; so a caller
+    /// that hands the pool more than it may keep on the wire (the job runner, with a larger
+    /// `jobs.concurrency_per_tenant`) finds the next one ready the moment a stream ends.
+    /// 1–1000; 1000 is also Herald's ceiling.
+    public var maxStreams: Int = 1000
 
     public init() {}
 }

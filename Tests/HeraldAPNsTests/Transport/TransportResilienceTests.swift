@@ -117,6 +117,45 @@ struct TransportResilienceTests {
         }
     }
 
+    @Test("pool.max_streams: a connection carries at most that many; the rest wait in the pool and none is lost")
+    func streamCapHoldsTheRest() async throws {
+        // Answers held (a certificate tenant: a token connection allows one stream until its
+        // first token is accepted, which a stalled endpoint never does).
+        try await withSandbox(keys: [], configure: { $0.faults = SandboxFaults(addedLatency: 600) }) { harness in
+            var tenant = try harness.certificateTenant(id: "gamma", teamID: "TEAMGAMMA1", topics: ["com.example.gamma"])
+            tenant.pool.connections = 1
+            tenant.pool.maxStreams = 3
+            let transport = try harness.transport(for: tenant) { $0.requestTimeout = .seconds(900) }
+            let load = Task { await sendLoad(makeNotes(10, topic: "com.example.gamma"), through: transport, concurrency: 10) }
+            await waitUntil {
+                harness.sandbox.counters.heldForLatency >= 3 && transport.poolStatus.reduce(0) { $0 + $1.queued } == 7
+            }
+            #expect(harness.sandbox.counters.heldForLatency == 3, "the sandbox got more than the cap")
+            let status = transport.poolStatus
+            #expect(status.map(\.maxStreams) == [3])
+            #expect(status.map(\.inFlight) == [3])
+            #expect(status.map(\.queued) == [7])
+            await transport.close()
+            #expect(await load.value.count == 10)
+            harness.expectCleanAudit()
+        }
+        // Answered: the queued ones take the streams that end, every one is delivered once.
+        try await withSandbox(keys: [.alpha]) { harness in
+            var pool = PoolConfiguration()
+            pool.connections = 1
+            pool.maxStreams = 4
+            let transport = try harness.transport(for: try harness.tokenTenant(.alpha, pool: pool)) { $0.requestTimeout = .seconds(600) }
+            let notes = makeNotes(600, topic: "com.example.alpha")
+            let outcomes = await sendLoad(notes, through: transport, concurrency: 40)
+            #expect(outcomes.allSatisfy { $0.status == 200 })
+            let result = expectRecordMatches(notes: notes, outcomes: outcomes, record: harness.sandbox.requests)
+            #expect(result.answered == 600)
+            #expect(transport.poolStatus.map(\.maxStreams) == [4])
+            await transport.close()
+            harness.expectCleanAudit()
+        }
+    }
+
     @Test("the stream limit drops in the middle of a load; nothing exceeds it, everything completes")
     func limitDropMidLoad() async throws {
         try await withSandbox(configure: { $0.maxConcurrentStreams = 30 }) { harness in
