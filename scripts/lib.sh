@@ -92,7 +92,7 @@ start_sandbox() {
 
 # demo_tenant NAME PORT DIR: the demo tenant file NAME, pointed at a sandbox on PORT, with its
 # key and CA paths made absolute, written to DIR. POOL_OPEN_NEXT_AT=N adds `pool.open_next_at: N`,
-# POOL_MAX_STREAMS=N `pool.max_streams: N`.
+# POOL_MAX_STREAMS=N `pool.max_streams: N`, POOL_CONNECTIONS=N `pool.connections: N`.
 demo_tenant() {
     mkdir -p "$3"
     sed -e "s#https://localhost:2197#https://localhost:$2#g" \
@@ -101,11 +101,12 @@ demo_tenant() {
         -e "s#key_file: certs/#key_file: $ROOT/tenants/certs/#" \
         -e "s#ca_file: ../config/#ca_file: $ROOT/config/#" \
         "$ROOT/tenants/$1.yaml" > "$3/$1.yaml"
-    if [[ -n "${POOL_OPEN_NEXT_AT:-}${POOL_MAX_STREAMS:-}" ]]; then
+    if [[ -n "${POOL_OPEN_NEXT_AT:-}${POOL_MAX_STREAMS:-}${POOL_CONNECTIONS:-}" ]]; then
         grep -q "^pool:" "$3/$1.yaml" && { echo "demo_tenant: $1.yaml has a pool section already" >&2; return 1; }
         printf '\npool:\n' >> "$3/$1.yaml"
         [[ -z "${POOL_OPEN_NEXT_AT:-}" ]] || printf '  open_next_at: %s\n' "$POOL_OPEN_NEXT_AT" >> "$3/$1.yaml"
         [[ -z "${POOL_MAX_STREAMS:-}" ]] || printf '  max_streams: %s\n' "$POOL_MAX_STREAMS" >> "$3/$1.yaml"
+        [[ -z "${POOL_CONNECTIONS:-}" ]] || printf '  connections: %s\n' "$POOL_CONNECTIONS" >> "$3/$1.yaml"
     fi
 }
 

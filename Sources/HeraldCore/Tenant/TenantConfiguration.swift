@@ -154,10 +154,8 @@ public struct PoolConfiguration: Sendable, Hashable {
     public var openNextAt: Int = 0
     /// The most notifications in flight on one connection: the lower of this and what APNs
     /// allows (its SETTINGS_MAX_CONCURRENT_STREAMS). Sends beyond it wait in the pool's queue
-    /// (``maxQueued``) and take the streams that end, on the connection's event loop; so a caller
-    /// that hands the pool more than it may keep on the wire (the job runner, with a larger
-    /// `jobs.concurrency_per_tenant`) finds the next one ready the moment a stream ends.
-    /// 1–1000; 1000 is also Herald's ceiling.
+    /// (``maxQueued``) and take the streams that end; a connection at the cap counts as full, so
+    /// the next of ``connections`` opens. 1–1000; 1000 is also Herald's ceiling.
     public var maxStreams: Int = 1000
 
     public init() {}
