@@ -144,7 +144,7 @@ struct TransportResilienceTests {
             var pool = PoolConfiguration()
             pool.connections = 1
             pool.maxStreams = 4
-            let transport = try harness.transport(for: try harness.tokenTenant(.alpha, pool: pool)) { $0.requestTimeout = .seconds(600) }
+            let transport = try patientTransport(harness, pool: pool)
             let notes = makeNotes(600, topic: "com.example.alpha")
             let outcomes = await sendLoad(notes, through: transport, concurrency: 40)
             #expect(outcomes.allSatisfy { $0.status == 200 })
