@@ -106,8 +106,14 @@ struct ClusterKillTests {
         let postgres = try Self.postgres()
         let schema = "herald_cluster_" + UUID().uuidString.lowercased().replacingOccurrences(of: "-", with: "").prefix(12)
         let acme = TestTenant.make(id: "acme", teamID: "ACMETEAM01", keyID: "ACMEKEY001", topics: ["com.acme.app"])
+        // Until the kill, each answer is held long enough that the batch lasts at least ~17 s
+        // whatever the machine's speed (4,000 tokens: 0.2 s, so three instances at 16 in flight
+        // answer at most 240 a second): the kill cannot come after the job has finished. On a
+        // loaded CI machine the 202 itself once took 4.4 s, long enough for a batch answered in
+        // 4 ms to be done before the first look. After the kill the answers come in 4 ms.
+        let heldUntilKill = max(0.004, 800 / Double(Self.total))
         let world = try await TestWorld.make(
-            tenants: [acme], devices: [], faults: SandboxFaults(addedLatency: 0.004), recordPayloads: false,
+            tenants: [acme], devices: [], faults: SandboxFaults(addedLatency: heldUntilKill), recordPayloads: false,
             tokenUpdateScope: .strict)
         var children: [ChildServer] = []
         defer {
@@ -147,6 +153,7 @@ struct ClusterKillTests {
             try await Task.sleep(for: .milliseconds(20))
         }
         children[1].kill9()
+        world.sandbox.setFaults(SandboxFaults(addedLatency: 0.004))
         let killedAt = done
         #expect(done < Self.total, "the kill came before the job finished")
         #expect(heldBySecond > 0, "the second instance held job items when it was killed")
