@@ -185,7 +185,9 @@ extension SQLitePushStore {
             let known = byChunk[first]
             byChunk[first] = (min(known?.low ?? position, position), max(known?.high ?? position, position))
         }
+        // Sized once for every item of the spans read: a claim's 500 would grow it nine times.
         var notes: [Int: HeraldCore.Notification] = [:]
+        notes.reserveCapacity(byChunk.values.reduce(0) { $0 + $1.high - $1.low + 1 })
         for (first, span) in byChunk {
             guard
                 let row = try Row.fetchOne(
