@@ -48,9 +48,12 @@ struct CrashDeliveryTests {
                   initial_backoff: 20ms
                   max_backoff: 200ms
                 """)
+        // Until the kill each answer is held 100 ms (16 in flight: at most 160 answers a second,
+        // so the batch lasts over 12 s and the kill after a fifth of it lands mid-batch even
+        // when the 202 or a poll takes seconds on a loaded machine); after it, 20 ms.
         let world = try await TestWorld.make(
             tenants: [tenant], devices: [],
-            faults: SandboxFaults(seed: seed, fraction503: 0.2, addedLatency: 0.02),
+            faults: SandboxFaults(seed: seed, fraction503: 0.2, addedLatency: 0.1),
             recordPayloads: false)
         try ChildServer.writeJobsConfig(in: world.directory, concurrency: Self.concurrency)
 
@@ -71,6 +74,7 @@ struct CrashDeliveryTests {
             try await Task.sleep(for: .milliseconds(5))
         }
         child.kill9()
+        world.sandbox.setFaults(SandboxFaults(seed: seed, fraction503: 0.2, addedLatency: 0.02))
 
         let store = try SQLitePushStore(path: world.storagePath)
         let tenantID = try TenantID("acme")

@@ -36,10 +36,11 @@ struct CrashResumeTests {
     func aBatchSurvivesKill9() async throws {
         let binary = try #require(Self.heraldBinary)
         let total = 3000
-        // 40 ms an answer: with 16 in flight the batch takes at least 7.5 s, so the kill (after
-        // 400 outcomes) lands mid-batch even when a poll takes seconds on a loaded machine (at 4 ms
-        // the faster store let a whole batch finish between two polls).
-        let world = try await TestWorld.make(faults: SandboxFaults(addedLatency: 0.04))
+        // Until the kill, 100 ms an answer: with 16 in flight the batch would take at least
+        // 18.75 s, so the kill (after 400 outcomes) lands mid-batch even when the 202 or a poll
+        // takes seconds on a loaded machine (at 4 ms the faster store let a whole batch finish
+        // between two polls; the three-instance test once saw a 4.4 s 202 in CI). After it, 40 ms.
+        let world = try await TestWorld.make(faults: SandboxFaults(addedLatency: 0.1))
         let acme = world.tenant("acme")
         try ChildServer.writeJobsConfig(in: world.directory, concurrency: Self.concurrency)
 
@@ -60,6 +61,7 @@ struct CrashResumeTests {
             try await Task.sleep(for: .milliseconds(5))
         }
         child.kill9()
+        world.sandbox.setFaults(SandboxFaults(addedLatency: 0.04))
 
         // What the store holds at the moment of the crash.
         let tenant = try TenantID("acme")
