@@ -137,9 +137,9 @@ final class JobFeed: Sendable {
 
     /// A send task is done with an item ``next()`` gave it: its change was handed to the writer,
     /// or it was not sent.
-    func handBack() {
+    func handBack(_ count: Int = 1) {
         let feeder = state.withLock { state -> FeederWake? in
-            state.taken -= 1
+            state.taken -= count
             return state.feederToResume()
         }
         Self.wake(feeder)

@@ -579,7 +579,8 @@ public final class JobRunner: Sendable {
     /// commit groups and a tenant permit each, as ``work(_:outcomes:of:permits:logger:)`` does,
     /// and starts each send with ``BatchItemDelivery/start(_:of:routes:leaseChecked:logger:completion:)``;
     /// the send's end (on a connection's event loop) frees the permit, hands the step to the
-    /// writer and the item back to the feed. The task waits only for an item, a slot or permits;
+    /// writer and the item back to the feed — for all the sends that end in one pass of that
+    /// loop together (``LoopTickGathering``). The task waits only for an item, a slot or permits;
     /// it takes up to ``permitsTakenAhead(ofPool:)`` permits at a time, and gives back those it
     /// has not used before it waits for anything else. On a shared store it first reads the leases of
     /// the item the feed gave and of those ready behind it (``LeaseCheckedItems``): one that is
@@ -593,6 +594,15 @@ public final class JobRunner: Sendable {
         adjust { $0.sendTasks += 1 } peak: { $0.peakSendTasks = max($0.peakSendTasks, $0.sendTasks) }
         defer { adjust { $0.sendTasks -= 1 } peak: { _ in } }
         let started = SendsUnderWay()
+        // The sends' ends, handled together per event-loop pass: the counters, the writer's
+        // groups, the feed, the permits and the sends under way, each once for all of them.
+        let ended = LoopTickGathering<EndedSend> { ended in
+            self.adjust { $0.itemsInFlight -= ended.count; $0.claimedItemsHeld -= ended.count } peak: { _ in }
+            for send in ended { _ = Self.hand(send.step, watched: send.watched, to: outcomes, feed: feed) }
+            feed.handBack(ended.count)
+            pool.release(ended.count)
+            started.end(ended.count)
+        }
         let delivery = self.delivery
         // On a shared store each item's lease is checked before its send, a group at a time.
         var leases = configuration.exclusiveStore ? nil : LeaseCheckedItems()
@@ -664,11 +674,7 @@ public final class JobRunner: Sendable {
                 adjust { $0.itemsInFlight += 1 } peak: { $0.peakItemsInFlight = max($0.peakItemsInFlight, $0.itemsInFlight) }
                 started.begin()
                 let end: @Sendable (BatchItemDelivery.Step) -> Void = { step in
-                    self.adjust { $0.itemsInFlight -= 1 } peak: { _ in }
-                    pool.release()
-                    _ = Self.hand(step, watched: retry, to: outcomes, feed: feed)
-                    self.handBack(feed)
-                    started.end()
+                    ended.add(EndedSend(step: step, watched: retry))
                 }
                 if !delivery.start(item, of: job, routes: feed.routes, leaseChecked: leases != nil, logger: logger, completion: end) {
                     asyncSends.addTask {
@@ -688,6 +694,13 @@ public final class JobRunner: Sendable {
     /// or twice for each, and starts that many in one turn; meanwhile at least seven eighths of
     /// the tenant's permits' sends stay on the wire.
     static func permitsTakenAhead(ofPool permits: Int) -> Int { max(1, permits / 8) }
+
+    /// A send of ``drive(_:outcomes:of:permits:logger:)`` that ended: its step, and whether its
+    /// item was a due retry (watched by the writer).
+    struct EndedSend: Sendable {
+        var step: BatchItemDelivery.Step
+        var watched: Bool
+    }
 
     /// An item taken from `feed` is done with (its change handed to the writer, or not sent).
     private func handBack(_ feed: JobFeed) {
@@ -775,9 +788,10 @@ final class SendsUnderWay: Sendable {
 
     func begin() { state.withLock { $0.count += 1 } }
 
-    func end() {
+    /// `count` sends ended.
+    func end(_ count: Int = 1) {
         let waiter = state.withLock { state -> CheckedContinuation<Void, Never>? in
-            state.count -= 1
+            state.count -= count
             guard state.count == 0 else { return nil }
             defer { state.waiter = nil }
             return state.waiter
