@@ -597,9 +597,9 @@ public final class JobRunner: Sendable {
         // The sends' ends, handled together per event-loop pass: the counters, the writer's
         // groups, the feed, the permits and the sends under way, each once for all of them.
         let ended = LoopTickGathering<EndedSend> { ended in
-            self.adjust { $0.itemsInFlight -= ended.count; $0.claimedItemsHeld -= ended.count } peak: { _ in }
+            self.adjust { $0.itemsInFlight -= ended.count } peak: { _ in }
             for send in ended { _ = Self.hand(send.step, watched: send.watched, to: outcomes, feed: feed) }
-            feed.handBack(ended.count)
+            self.handBack(feed, count: ended.count)
             pool.release(ended.count)
             started.end(ended.count)
         }
@@ -702,10 +702,10 @@ public final class JobRunner: Sendable {
         var watched: Bool
     }
 
-    /// An item taken from `feed` is done with (its change handed to the writer, or not sent).
-    private func handBack(_ feed: JobFeed) {
-        feed.handBack()
-        adjust { $0.claimedItemsHeld -= 1 } peak: { _ in }
+    /// Items taken from `feed` are done with (their changes handed to the writer, or not sent).
+    private func handBack(_ feed: JobFeed, count: Int = 1) {
+        feed.handBack(count)
+        adjust { $0.claimedItemsHeld -= count } peak: { _ in }
     }
 
     /// The job's writer: writes its outcomes and next attempts in commit groups
