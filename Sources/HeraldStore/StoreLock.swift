@@ -1,4 +1,5 @@
 import Foundation
+import Synchronization
 
 #if canImport(Glibc)
     import Glibc
@@ -12,10 +13,13 @@ import Foundation
 ///
 /// The kernel drops the lock when the process ends, however it ends (kill -9 too), so a stale
 /// lock file never blocks a restart. The file holds the holder's pid, for the error message.
+/// A server that stops gives it up at once (``release()``), not whenever the last reference to
+/// it goes: a server started again in the same process must not find its own old lock.
 public final class StoreLock: Sendable {
     /// The lock file's path.
     public let path: String
-    private let descriptor: Int32
+    /// The locked descriptor; nil once released.
+    private let descriptor: Mutex<Int32?>
 
     /// Takes the lock of the database at `databasePath`, or throws at once if another process
     /// (or another ``StoreLock`` in this one) holds it.
@@ -41,13 +45,21 @@ public final class StoreLock: Sendable {
             _ = pid.withUnsafeBytes { pwrite(descriptor, $0.baseAddress, $0.count, 0) }
         }
         self.path = path
-        self.descriptor = descriptor
+        self.descriptor = Mutex(descriptor)
+    }
+
+    /// Gives the lock up now (again: nothing). Closing the descriptor releases it; the file
+    /// stays, as removing it would race with a process that has just opened it.
+    public func release() {
+        let held = descriptor.withLock { descriptor -> Int32? in
+            defer { descriptor = nil }
+            return descriptor
+        }
+        if let held { close(held) }
     }
 
     deinit {
-        // Closing the descriptor releases the lock. The file stays: removing it would race with
-        // a process that has just opened it.
-        close(descriptor)
+        release()
     }
 
     /// The pid written in the lock file by its holder, if it reads as one.

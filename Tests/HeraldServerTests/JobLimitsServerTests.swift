@@ -16,6 +16,23 @@ struct JobLimitsServerTests {
         #"{"job_id": "\#(id)", "notification": {"topic": "\#(topic)", "aps": {"alert": "x"}}, "device_tokens": [\#(tokens)]}"#
     }
 
+    @Test("a server that stopped has given up its store's lock, even while its value lives on")
+    func stoppedServerReleasesItsLock() async throws {
+        let world = try await TestWorld.make()
+        let server = try await LiveServer.with(world.options()) { live async throws in
+            #expect(throws: StoreError.self, "the running server holds the lock") {
+                try StoreLock(databasePath: world.storagePath)
+            }
+            return live.server
+        }
+        // Still referenced here (as a lingering task or channel may hold it): the lock is free
+        // all the same, so a server started again in this process finds the store its own.
+        let lock = try StoreLock(databasePath: world.storagePath)
+        lock.release()
+        _ = server
+        await world.close()
+    }
+
     @Test("a batch over the tenant's pending-items limit gets 429 quota_exceeded naming the limit; other tenants are unaffected")
     func quotaExceeded() async throws {
         let world = try await TestWorld.make()

@@ -178,4 +178,18 @@ struct StoreLimitsTests {
         let again = try StoreLock(databasePath: path)
         #expect(again.path == path + ".lock")
     }
+
+    @Test("a released lock can be taken while its first holder still lives; releasing twice is harmless")
+    func releasedLock() throws {
+        let path = Fixtures.temporaryDirectory("herald-lock") + "/herald.sqlite"
+        let first = try StoreLock(databasePath: path)
+        #expect(throws: StoreError.self) { try StoreLock(databasePath: path) }
+        first.release()
+        first.release()
+        let second = try StoreLock(databasePath: path)
+        // The first one's end (its deinit) does not touch the second's lock.
+        _ = first
+        #expect(throws: StoreError.self) { try StoreLock(databasePath: path) }
+        second.release()
+    }
 }

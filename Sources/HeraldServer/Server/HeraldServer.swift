@@ -431,7 +431,7 @@ public final class HeraldServer: Sendable {
         ]
         if let sandbox { services.append(SandboxService(sandbox: sandbox)) }
         // Closed after the runner and the router stopped using it (services stop in reverse order).
-        services.append(StoreService(close: closeSharedStore))
+        services.append(StoreService(close: closeSharedStore, lock: storeLock))
         services.append(WebhookOutboxService(outbox: outbox))
         services.append(RouterService(router: router))
         // Stops after the runner (services stop in reverse order): the leases left are released then.

@@ -1,5 +1,6 @@
 import APNsSandbox
 import Herald
+import HeraldStore
 import Logging
 import ServiceLifecycle
 import Synchronization
@@ -15,13 +16,16 @@ struct SandboxService: Service {
     }
 }
 
-/// Closes the store's connections at the end of a graceful shutdown.
+/// Closes the store's connections at the end of a graceful shutdown and gives up its lock.
 struct StoreService: Service {
     let close: @Sendable () async -> Void
+    /// This process's lock on its SQLite store, given up once the store's users have stopped.
+    let lock: StoreLock?
 
     func run() async throws {
         try? await gracefulShutdown()
         await close()
+        lock?.release()
     }
 }
 
