@@ -280,11 +280,13 @@ public final class PostgresPushStore: PushStore, JobReports, UnansweredCallCount
         tenant: TenantID, id: JobID, environment: APNsEnvironment?, notifications: [HeraldCore.Notification],
         created: Int64, limits: JobLimits?, logger: Logger
     ) async throws -> JobCreation {
-        try await client.withTransaction(logger: logger) { connection in
+        let jobLockKey = Self.jobLockKey(schema: configuration.schema, tenant: tenant)
+        return try await client.withTransaction(logger: logger) { connection in
             // One create per tenant at a time (until commit), so two batches at once cannot both
-            // slip under the tenant's limits; other tenants are not held up.
+            // slip under the tenant's limits; other tenants are not held up, nor are tenants of
+            // the same name in another schema of the database (``jobLockKey(schema:tenant:)``).
             try await connection.query(
-                "SELECT pg_advisory_xact_lock(\(Self.jobLockNamespace), hashtext(\(tenant.rawValue)))", logger: logger)
+                "SELECT pg_advisory_xact_lock(\(Self.jobLockNamespace), hashtext(\(jobLockKey)))", logger: logger)
             if let existing = try await Self.fetchJob(connection, tenant: tenant, id: id, logger: logger) {
                 return .existing(existing)
             }
@@ -318,6 +320,15 @@ public final class PostgresPushStore: PushStore, JobReports, UnansweredCallCount
 
     /// The first key of the per-tenant advisory lock of job creation ("HJob" in ASCII).
     static let jobLockNamespace: Int32 = 0x484a_6f62
+
+    /// What the second key of that lock hashes: the tenant within its schema. Advisory locks are
+    /// the database's, not a schema's: keyed on the tenant alone, deployments that share a database
+    /// with schemas of their own (`storage.postgres.schema`) held up each other's job creation for
+    /// a tenant of the same name (the test suite's stores, all with a tenant `acme`, waited up to
+    /// 14 s for each other). Schema names are `a-z 0-9 _`, so the slash is unambiguous.
+    static func jobLockKey(schema: String?, tenant: TenantID) -> String {
+        (schema ?? "") + "/" + tenant.rawValue
+    }
 
     /// Refuses a job that would take the tenant past its limits (the SQLite store's rule and words).
     private static func checkLimits(

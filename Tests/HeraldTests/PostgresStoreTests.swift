@@ -75,6 +75,50 @@ struct PostgresStoreTests {
         }
     }
 
+    /// Job creation is one at a time per tenant (its limits are checked and its items inserted
+    /// under an advisory lock), but per tenant *of a schema*: deployments sharing a database with
+    /// schemas of their own must not wait for each other's tenants of the same name.
+    @Test("a job creation waits for the same tenant's in its schema, not for a same-named tenant's in another schema")
+    func jobCreationLockIsPerSchema() async throws {
+        let first = try await PostgresPushStore.open(
+            try StoreBackend.postgresConfiguration(schema: StoreBackend.freshSchema(), poolSize: 3), logger: StoreBackend.logger)
+        let second = try await PostgresPushStore.open(
+            try StoreBackend.postgresConfiguration(schema: StoreBackend.freshSchema(), poolSize: 3), logger: StoreBackend.logger)
+        let acme = try TenantID("acme")
+        let key = PostgresPushStore.jobLockKey(schema: first.configuration.schema, tenant: acme)
+        #expect(key != PostgresPushStore.jobLockKey(schema: second.configuration.schema, tenant: acme))
+        let create: @Sendable (PostgresPushStore, String) async throws -> JobCreation = { store, id in
+            try await store.createJob(
+                tenant: acme, id: try JobID(id), environment: .development, notifications: [Fixtures.note()],
+                createdAt: Date())
+        }
+        // A transaction of the first store's pool holds the lock of its `acme`, as a create does.
+        let waiting = try await first.client.withTransaction(logger: StoreBackend.logger) { connection in
+            try await connection.query(
+                "SELECT pg_advisory_xact_lock(\(PostgresPushStore.jobLockNamespace), hashtext(\(key)))",
+                logger: StoreBackend.logger)
+            // The other schema's `acme` is not held up: it is created while the lock is held.
+            let other = try await create(second, "other-schema")
+            #expect(Self.isCreated(other), "\(other)")
+            // This schema's `acme` waits for the lock: still not there a while later.
+            let waiting = Task { try await create(first, "same-schema") }
+            try await Task.sleep(for: .milliseconds(300))
+            #expect(try await first.job(tenant: acme, id: try JobID("same-schema")) == nil, "created under the held lock")
+            return waiting
+        }
+        // Released at the transaction's end: the create that waited goes through.
+        let created = try await waiting.value
+        #expect(Self.isCreated(created), "\(created)")
+        try await first.dropSchemaForTests()
+        try await second.dropSchemaForTests()
+        await first.close()
+        await second.close()
+    }
+
+    private static func isCreated(_ creation: JobCreation) -> Bool {
+        if case .created = creation { true } else { false }
+    }
+
     /// `storage.postgres.call_timeout`: a call whose answer never comes (here the link to the
     /// server goes silent; after a restart it was a query postgres-nio lost) fails with a timeout
     /// instead of holding its caller, and the store works again once the server answers.
