@@ -391,7 +391,7 @@ public final class PostgresPushStore: PushStore, JobReports, UnansweredCallCount
         try await !client.query(
             """
             UPDATE job SET state = \(state.rawValue), updated_at_ms = \(Self.millis(at))
-            WHERE tenant = \(tenant.rawValue) AND id = \(id.rawValue)
+            WHERE tenant = \(tenant.rawValue) AND id = \(id.rawValue) AND state IN ('accepted', 'running')
             RETURNING 1
             """, logger: logger
         ).collect().isEmpty
@@ -436,7 +436,15 @@ public final class PostgresPushStore: PushStore, JobReports, UnansweredCallCount
         let from = Int32(clamping: max(0, fromIndex))
         let nowMillis = Self.millis(now)
         let logger = self.logger
-        let rows = try await client.withTransaction(logger: logger) { connection in
+        let rows = try await client.withTransaction(logger: logger) { connection -> [PostgresRow] in
+            // A finished or cancelled job's items are not claimed (a cancel stops every
+            // instance's claims, whether or not it heard of the cancel).
+            let runnable = try await connection.query(
+                """
+                SELECT 1 FROM job WHERE tenant = \(tenant.rawValue) AND id = \(job.rawValue) AND state IN ('accepted', 'running')
+                """, logger: logger
+            ).collect()
+            if runnable.isEmpty { return [] }
             // The rows are locked by the SELECT until the transaction ends.
             let picked = try await connection.query(
                 """
@@ -511,6 +519,8 @@ public final class PostgresPushStore: PushStore, JobReports, UnansweredCallCount
             UPDATE job_item SET wire_at_ms = \(Self.millis(at))
             WHERE tenant = \(tenant.rawValue) AND job_id = \(job.rawValue) AND idx = ANY(\(list))
               AND state IN ('pending', 'retrying') AND claimant = \(claimant)
+              AND EXISTS (SELECT 1 FROM job WHERE tenant = \(tenant.rawValue) AND id = \(job.rawValue)
+                          AND state IN ('accepted', 'running'))
             RETURNING idx
             """, logger: logger
         ).collect()
@@ -525,6 +535,8 @@ public final class PostgresPushStore: PushStore, JobReports, UnansweredCallCount
             SELECT idx FROM job_item
             WHERE tenant = \(tenant.rawValue) AND job_id = \(job.rawValue) AND idx = ANY(\(list))
               AND state IN ('pending', 'retrying') AND claimant = \(claimant)
+              AND EXISTS (SELECT 1 FROM job WHERE tenant = \(tenant.rawValue) AND id = \(job.rawValue)
+                          AND state IN ('accepted', 'running'))
             """, logger: logger
         ).collect()
         return try Self.indexes(rows)

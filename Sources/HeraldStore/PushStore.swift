@@ -42,7 +42,11 @@ public protocol PushStore: Sendable {
     func job(tenant: TenantID, id: JobID) async throws -> Job?
     /// The tenant's jobs, newest first.
     func jobs(tenant: TenantID, states: Set<JobState>?, limit: Int) async throws -> [Job]
-    /// - Returns: false when the tenant has no such job.
+    /// Moves a job that is `accepted` or `running` to `state`; a finished or cancelled job keeps
+    /// its state (a cancel and the runner's finish race: the first one wins). The items of a
+    /// finished or cancelled job are not claimed, and on a shared store not leased at the check
+    /// before their send (``leasedItems(tenant:job:indexes:claimant:)``, ``markOnWire(tenant:job:indexes:claimant:at:)``).
+    /// - Returns: false when the tenant has no such job, or it is finished or cancelled.
     @discardableResult
     func updateJob(tenant: TenantID, id: JobID, state: JobState, at: Date) async throws -> Bool
     /// Leases up to `limit` items without an outcome of the job to `claimant` until `leaseUntil`:

@@ -11,6 +11,11 @@ struct JobRef {
     var id: JobID
     var key: Int64
     var count: Int
+    /// The job's state when it was looked up (nil: a value this version does not know).
+    var state: JobState?
+
+    /// Finished or cancelled: none of its items is claimed or sent any more.
+    var isFinal: Bool { state?.isFinal == true }
 }
 
 /// An item's own row (`job_item`): an item with more to keep than its chunk, bit and plain
@@ -84,12 +89,13 @@ extension SQLitePushStore {
     static func jobRef(_ db: Database, tenant: TenantID, id: JobID) throws -> JobRef? {
         guard
             let row = try Row.fetchOne(
-                db.cachedStatement(sql: "SELECT item_key, item_count FROM job WHERE tenant = ? AND id = ?"),
+                db.cachedStatement(sql: "SELECT item_key, item_count, state FROM job WHERE tenant = ? AND id = ?"),
                 arguments: [tenant.rawValue, id.rawValue])
         else { return nil }
         let key: Int64? = row[0]
         guard let key else { throw StoreError.corrupt("job \(id) has no item key") }
-        return JobRef(tenant: tenant, id: id, key: key, count: row[1])
+        let state: String? = row[2]
+        return JobRef(tenant: tenant, id: id, key: key, count: row[1], state: state.flatMap(JobState.init(rawValue:)))
     }
 
     // MARK: Writing a new job's items

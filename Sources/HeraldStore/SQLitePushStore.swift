@@ -284,8 +284,9 @@ public final class SQLitePushStore: PushStore {
     public func updateJob(tenant: TenantID, id: JobID, state: JobState, at: Date) async throws -> Bool {
         let at = try Self.millis(at, field: "updated_at")
         return try await pool.write { db in
+            // A final state is kept: a cancel and the runner's finish race, and the first wins.
             try db.execute(
-                sql: "UPDATE job SET state = ?, updated_at_ms = ? WHERE tenant = ? AND id = ?",
+                sql: "UPDATE job SET state = ?, updated_at_ms = ? WHERE tenant = ? AND id = ? AND state IN ('accepted', 'running')",
                 arguments: [state.rawValue, at, tenant.rawValue, id.rawValue])
             return db.changesCount > 0
         }
@@ -332,7 +333,9 @@ public final class SQLitePushStore: PushStore {
         let until = try Self.millis(leaseUntil, field: "lease_until")
         let limit = min(limit, ItemChunks.maxItems)
         return try await writeTransaction { db in
-            guard let ref = try Self.jobRef(db, tenant: tenant, id: job) else { return [] }
+            // A finished or cancelled job's items are not claimed (a cancel stops the claims of
+            // every runner, whether or not it heard of the cancel).
+            guard let ref = try Self.jobRef(db, tenant: tenant, id: job), !ref.isFinal else { return [] }
             return try Self.claim(
                 db, job: ref, limit: limit, claimant: claimant, now: nowMillis, until: until, fromIndex: fromIndex)
         }
@@ -345,7 +348,8 @@ public final class SQLitePushStore: PushStore {
         let atMillis = try Self.millis(at, field: "at")
         let wanted = Set(indexes)
         return try await pool.write { db in
-            guard let ref = try Self.jobRef(db, tenant: tenant, id: job) else { return [] }
+            // A cancelled job's items claimed before the cancel are not sent: none is leased now.
+            guard let ref = try Self.jobRef(db, tenant: tenant, id: job), !ref.isFinal else { return [] }
             return try Self.markOnWire(db, job: ref, indexes: wanted, claimant: claimant, at: atMillis)
         }
     }
@@ -354,7 +358,7 @@ public final class SQLitePushStore: PushStore {
         guard !indexes.isEmpty else { return [] }
         let wanted = Set(indexes)
         return try await pool.read { db in
-            guard let ref = try Self.jobRef(db, tenant: tenant, id: job) else { return [] }
+            guard let ref = try Self.jobRef(db, tenant: tenant, id: job), !ref.isFinal else { return [] }
             var settled = SettledBits(key: ref.key)
             var leased = Set<Int>()
             for index in try Self.heldIndexes(db, job: ref, among: wanted, claimant: claimant) {

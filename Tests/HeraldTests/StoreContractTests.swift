@@ -183,6 +183,61 @@ struct StoreContractTests {
     }
 
     @Test(
+        "a cancelled job keeps its state, none of its items is claimed, and those claimed before are no longer leased",
+        arguments: StoreBackend.allCases)
+    func cancelledJob(_ backend: StoreBackend) async throws {
+        try await backend.withStore(checkCancelledJob)
+    }
+
+    private func checkCancelledJob(_ store: any PushStore & JobReports) async throws {
+        let id = try JobID("to-cancel")
+        let notes = (0..<6).map { index -> HeraldCore.Notification in
+            var note = Fixtures.note()
+            note.deviceToken = DeviceToken(bytes: [0xca, UInt8(index)] + [UInt8](repeating: 2, count: 30))
+            return note
+        }
+        _ = try await store.createJob(tenant: acme, id: id, environment: .development, notifications: notes, createdAt: t0)
+        #expect(try await store.updateJob(tenant: acme, id: id, state: .running, at: t0))
+        let lease = t0.addingTimeInterval(60)
+        let claimed = try await store.claimPendingItems(
+            tenant: acme, job: id, limit: 2, claimant: "runner-a", now: t0, leaseUntil: lease)
+        #expect(claimed.map(\.index) == [0, 1])
+        #expect(try await store.leasedItems(tenant: acme, job: id, indexes: [0, 1], claimant: "runner-a") == [0, 1])
+
+        // Another tenant cannot cancel it; its tenant can, once.
+        #expect(try await store.updateJob(tenant: other, id: id, state: .cancelled, at: t0) == false)
+        #expect(try await store.updateJob(tenant: acme, id: id, state: .cancelled, at: t0.addingTimeInterval(1)))
+        #expect(try await store.updateJob(tenant: acme, id: id, state: .cancelled, at: t0.addingTimeInterval(2)) == false)
+        // The runner's finish (or start) after the cancel does not move it.
+        #expect(try await store.updateJob(tenant: acme, id: id, state: .finished, at: t0.addingTimeInterval(3)) == false)
+        #expect(try await store.updateJob(tenant: acme, id: id, state: .running, at: t0.addingTimeInterval(3)) == false)
+        let job = try #require(try await store.job(tenant: acme, id: id))
+        #expect(job.state == .cancelled && job.updatedAt == t0.addingTimeInterval(1))
+
+        // Nothing more is claimed, by this claimant or another, now or after the leases end.
+        #expect(try await store.claimPendingItems(
+            tenant: acme, job: id, limit: 10, claimant: "runner-a", now: t0, leaseUntil: lease).isEmpty)
+        #expect(try await store.claimPendingItems(
+            tenant: acme, job: id, limit: 10, claimant: "runner-b", now: lease.addingTimeInterval(1),
+            leaseUntil: lease.addingTimeInterval(60)).isEmpty)
+        // The two claimed before the cancel are not leased at the check before their send.
+        #expect(try await store.leasedItems(tenant: acme, job: id, indexes: [0, 1], claimant: "runner-a").isEmpty)
+        #expect(try await store.markOnWire(tenant: acme, job: id, indexes: [0, 1], claimant: "runner-a", at: t0).isEmpty)
+        // An outcome of a send already on the wire is still recorded; the rest have none.
+        let sent = JobItemResult(state: .sent, status: 200, reason: nil, apnsID: nil, finishedAt: t0.addingTimeInterval(4), attempts: 1)
+        _ = try await store.recordChanges(tenant: acme, job: id, [JobItemChange(index: 0, change: .outcome(sent))])
+        #expect(try await store.progress(tenant: acme, job: id) == JobProgress(pending: 5, sent: 1, failed: 0))
+        #expect(try await store.job(tenant: acme, id: id)?.state == .cancelled)
+
+        // A finished job cannot be cancelled.
+        let done = try JobID("done")
+        _ = try await store.createJob(tenant: acme, id: done, environment: .development, notifications: [Fixtures.note()], createdAt: t0)
+        #expect(try await store.updateJob(tenant: acme, id: done, state: .finished, at: t0))
+        #expect(try await store.updateJob(tenant: acme, id: done, state: .cancelled, at: t0) == false)
+        #expect(try await store.job(tenant: acme, id: done)?.state == .finished)
+    }
+
+    @Test(
         "a template batch stores its payload once (v8 on PostgreSQL); runs of equal payloads in a list share one",
         arguments: StoreBackend.allCases)
     func payloadOnce(_ backend: StoreBackend) async throws {
