@@ -150,6 +150,9 @@ public enum StoreChannel: String, Sendable, CaseIterable {
     /// An instance changed the tenants (a credential upload, a revoke, a reload through the
     /// admin API): payload the instance's id. The others reload their tenants directory.
     case tenants = "herald_tenants"
+    /// A job was cancelled through an instance's API: payload `<tenant>/<job id>`. The others
+    /// stop working on it at once (without it, at their next claim or lease check).
+    case cancelledJobs = "herald_jobs_cancelled"
 }
 
 /// A store that tells other instances of changes at once (PostgreSQL: LISTEN/NOTIFY). The

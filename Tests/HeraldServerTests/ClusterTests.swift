@@ -123,6 +123,54 @@ struct ClusterTests {
         }
     }
 
+    @Test("a job cancelled through one instance stops on every instance; every item is sent, failed or cancelled")
+    func cancelThroughOneInstanceStopsBoth() async throws {
+        let settings = try Self.postgresSettings(schema: Self.freshSchema())
+        // Each answer held 40 ms: two instances at 16 sends each take ~10 s for the 8,000 tokens.
+        let world = try await TestWorld.make(faults: SandboxFaults(addedLatency: 0.04))
+        let acme = world.tenant("acme")
+        let tenant = try TenantID(acme.id)
+        let total = 8_000
+        let options = Self.options(world, settings: settings, rescan: .seconds(3600))
+        try await Self.withTwoInstances(world, settings: settings, options: options) { a, b in
+            let tokens = (0..<total).map { Tokens.make(0x43, $0) }
+            let body = """
+                {"job_id": "cluster-cancel", "notification": {"topic": "com.acme.app", "aps": {"alert": "hi"}},
+                 "device_tokens": [\(tokens.map { "\"\($0)\"" }.joined(separator: ","))]}
+                """
+            let accepted = try await a.client().request(.post, "/v1/notifications/batch", key: acme.apiKey, json: body)
+            #expect(accepted.status == 202, "\(accepted.text)")
+            // Both instances send it.
+            try await Self.eventually("both instances send the job") {
+                a.server.runner.permitsHeld(by: tenant) > 0 && b.server.runner.permitsHeld(by: tenant) > 0
+            }
+            let cancelled = try await a.client().request(.post, "/v1/jobs/cluster-cancel/cancel", key: acme.apiKey)
+            let requestsAtCancel = world.sandbox.requests.count
+            #expect(cancelled.status == 200 && cancelled.json["state"] as? String == "cancelled", "\(cancelled.text)")
+            // B heard of it (NOTIFY) or found it at its next claim or lease check: both stop.
+            try await Self.eventually("both instances stop sending") {
+                a.server.runner.permitsHeld(by: tenant) == 0 && b.server.runner.permitsHeld(by: tenant) == 0
+            }
+            let requestsAfter = world.sandbox.requests.count
+            // What was on the wire, and what each driving task had started before it stopped.
+            #expect(requestsAfter - requestsAtCancel <= 4 * 16, "\(requestsAtCancel) → \(requestsAfter)")
+            #expect(requestsAfter < total / 2, "the cancel came early: most of the job is never sent")
+            try await Task.sleep(for: .milliseconds(300))
+            #expect(world.sandbox.requests.count == requestsAfter, "sent after both stopped")
+
+            // Read through B: the same report, every item accounted for, none sent twice.
+            let report = try await b.client().request(.get, "/v1/jobs/cluster-cancel", key: acme.apiKey)
+            #expect(report.json["state"] as? String == "cancelled")
+            let counts = try #require(report.json["counts"] as? [String: Int])
+            let sent = counts["sent"] ?? -1
+            let unsent = counts["cancelled"] ?? -1
+            #expect(sent + (counts["failed"] ?? -1) + unsent == total, "\(counts)")
+            #expect(sent == world.sandbox.requests.filter(\.processed).count, "\(counts)")
+            let devices = world.sandbox.requests.compactMap(\.deviceToken)
+            #expect(Set(devices).count == devices.count, "a device got it twice")
+        }
+    }
+
     @Test("a dead instance's leases are released by a live one and its items sent, long before the leases end")
     func deadInstanceLeasesAreTakenOver() async throws {
         let settings = try Self.postgresSettings(schema: Self.freshSchema())

@@ -14,6 +14,8 @@ final class JobFeed: Sendable {
     enum StopReason: Sendable {
         case stopping
         case pause
+        /// The job was cancelled (``JobRunner/jobCancelled(tenant:id:)``).
+        case cancelled
     }
 
     /// What the feeder waits for.
@@ -145,11 +147,11 @@ final class JobFeed: Sendable {
         Self.wake(feeder)
     }
 
-    /// Stops the feed: nothing more is handed out. A pause (a failure) outranks a stop.
+    /// Stops the feed: nothing more is handed out. A pause (a failure) or a cancel outranks a stop.
     func stop(_ reason: StopReason) {
         let (first, takers, feeder) = state.withLock { state -> (Bool, [CheckedContinuation<JobItem?, Never>], FeederWake?) in
             let first = state.stopReason == nil
-            if first || reason == .pause { state.stopReason = reason }
+            if first || reason != .stopping { state.stopReason = reason }
             defer { state.takers.removeAll() }
             return (first, state.takers, state.feederToResume())
         }

@@ -144,6 +144,8 @@ public final class JobRunner: Sendable {
         var runningPerTenant: [TenantID: Int] = [:]
         /// Jobs that paused on a transient failure: only the periodic scan starts them again.
         var paused: Set<JobKey> = []
+        /// The feeds of the jobs being worked on (a cancel stops one).
+        var feeds: [JobKey: JobFeed] = [:]
         var statistics = JobRunnerStatistics()
     }
 
@@ -172,6 +174,16 @@ public final class JobRunner: Sendable {
     /// and started as ``jobAccepted(_:)`` would.
     public func jobStored(tenant: TenantID, id: JobID) {
         eventSink.yield(.stored(tenant, id))
+    }
+
+    /// The job was cancelled in the store (through this instance's API, or another's, which
+    /// told this one): if this runner works on it, its feed stops now — nothing more is handed
+    /// out, the sends on the wire finish and their outcomes are recorded, and the job ends
+    /// (cancelled, not paused). A runner that was not told stops at its next claim or lease
+    /// check, which a cancelled job fails.
+    public func jobCancelled(tenant: TenantID, id: JobID) {
+        let feed = state.withLock { $0.feeds[JobKey(tenant: tenant, job: id)] }
+        feed?.stop(.cancelled)
     }
 
     /// Looks for unfinished jobs now (after tenants were loaded or reloaded).
@@ -353,7 +365,11 @@ public final class JobRunner: Sendable {
         let claimant = configuration.claimantName
         do {
             if job.state == .accepted {
-                try await store.updateJob(tenant: job.tenant, id: job.id, state: .running, at: clock.date)
+                guard try await store.updateJob(tenant: job.tenant, id: job.id, state: .running, at: clock.date) else {
+                    // Cancelled (or deleted) since it was read: nothing to do.
+                    logger.info("job not started: it was cancelled")
+                    return false
+                }
                 logger.info("job started", metadata: ["herald.items": "\(job.itemCount)"])
             } else if configuration.exclusiveStore {
                 // Leases of an earlier instance of this runner are taken back now rather than
@@ -379,6 +395,9 @@ public final class JobRunner: Sendable {
         let feed = JobFeed(
             marks: WireMarks(store: store, tenant: job.tenant, job: job.id, claimant: claimant, clock: clock),
             routes: BatchItemDelivery.Routes(), stopped: { outcomes.endWatch() })
+        let key = JobKey(tenant: job.tenant, job: job.id)
+        state.withLock { $0.feeds[key] = feed }
+        defer { _ = state.withLock { $0.feeds.removeValue(forKey: key) } }
         // Sends without a task each when the tenant's runtime can (every middleware has hooks,
         // the transport a callback form) and the items need no wire mark (``BatchItemDelivery/start``;
         // on a shared store `drive` checks their leases itself, a group at a time).
@@ -413,6 +432,9 @@ public final class JobRunner: Sendable {
             }
         }
         switch (feed.stopReason, end) {
+        case (.cancelled, _), (nil, .cancelled):
+            logger.info("job cancelled; its items without an outcome are not sent")
+            return false
         case (.pause, _), (nil, .paused):
             logger.warning("job paused; its unsent items stay pending and it resumes at the next scan")
             return true
@@ -433,6 +455,8 @@ public final class JobRunner: Sendable {
         case stopped
         /// A claim failed: the job pauses.
         case paused
+        /// The job was cancelled (a claim found it so).
+        case cancelled
     }
 
     /// The job's feeder: claims its pending items one claim at a time into `feed`. The next claim
@@ -493,8 +517,10 @@ public final class JobRunner: Sendable {
                     settled = true
                     continue
                 }
+                // A cancelled job claims nothing: end here rather than wait for its retries.
+                if await isCancelled(job, logger: logger) { return .cancelled }
                 // Items deferred to a later attempt: wait for the first to be due, then claim again.
-                if await waitForDueRetries(job, logger: logger) { continue }
+                if await waitForDueRetries(job, feed: feed, logger: logger) { continue }
                 return .done
             }
             for item in claimed where !Self.isDueRetry(item) { fromIndex = max(fromIndex, item.index + 1) }
@@ -749,7 +775,7 @@ public final class JobRunner: Sendable {
     /// When the job's only unfinished items wait for a retry, sleeps (on the router's clock, in
     /// short steps so that a stop is not held up) until the earliest is due or the rescan
     /// interval passed, and returns true to claim again; false when none waits.
-    private func waitForDueRetries(_ job: Job, logger: Logger) async -> Bool {
+    private func waitForDueRetries(_ job: Job, feed: JobFeed, logger: Logger) async -> Bool {
         let clock = router.configuration.clock
         let next: Date?
         do {
@@ -760,7 +786,7 @@ public final class JobRunner: Sendable {
         }
         guard let next else { return false }
         var remaining = min(max(0, next.timeIntervalSince(clock.date)), Self.seconds(configuration.rescanInterval))
-        while remaining > 0, !isStopping {
+        while remaining > 0, !isStopping, feed.stopReason == nil {
             let step = min(remaining, 0.25)
             do {
                 try await clock.sleep(until: clock.now.advanced(by: .milliseconds(Int64(step * 1000))))
@@ -769,7 +795,18 @@ public final class JobRunner: Sendable {
             }
             remaining -= step
         }
-        return !isStopping
+        return !isStopping && feed.stopReason == nil
+    }
+
+    /// True when the job was cancelled in the store (read when a claim found nothing: a cancel
+    /// made through another instance that did not reach this one ends the job here).
+    private func isCancelled(_ job: Job, logger: Logger) async -> Bool {
+        do {
+            return try await store.job(tenant: job.tenant, id: job.id)?.state == .cancelled
+        } catch {
+            logger.storeFailure("cannot read the job's state", error: error)
+            return false
+        }
     }
 
     static func seconds(_ duration: Duration) -> Double {

@@ -12,6 +12,7 @@ public enum APIEndpoint: String, CaseIterable, Sendable {
     case sendNotification
     case sendBatch
     case job
+    case cancelJob
     case invalidDevices
     case registerDevice
     case adminTenants
@@ -40,7 +41,8 @@ public enum APIEndpoint: String, CaseIterable, Sendable {
     public var method: HTTPRequest.Method {
         switch self {
         case .healthz, .readyz, .metrics, .openAPI, .job, .invalidDevices, .adminTenants, .adminTenant, .adminInstances: return .get
-        case .sendNotification, .sendBatch, .adminReload, .adminReloadTenant, .adminCreateTenant, .adminCreateAPIKey: return .post
+        case .sendNotification, .sendBatch, .cancelJob, .adminReload, .adminReloadTenant, .adminCreateTenant, .adminCreateAPIKey:
+            return .post
         case .registerDevice, .adminUploadCredentials: return .put
         case .adminUpdateTenant: return .patch
         case .adminDeleteTenant, .adminDeleteAPIKey: return .delete
@@ -57,6 +59,7 @@ public enum APIEndpoint: String, CaseIterable, Sendable {
         case .sendNotification: return "/v1/notifications"
         case .sendBatch: return "/v1/notifications/batch"
         case .job: return "/v1/jobs/{id}"
+        case .cancelJob: return "/v1/jobs/{id}/cancel"
         case .invalidDevices: return "/v1/devices/invalid"
         case .registerDevice: return "/v1/devices/{token}"
         case .adminTenants: return "/admin/tenants"
@@ -74,7 +77,7 @@ public enum APIEndpoint: String, CaseIterable, Sendable {
     public var access: Access {
         switch self {
         case .healthz, .readyz, .openAPI: return .open
-        case .sendNotification, .sendBatch, .job, .invalidDevices, .registerDevice: return .tenant
+        case .sendNotification, .sendBatch, .job, .cancelJob, .invalidDevices, .registerDevice: return .tenant
         // Metrics name tenants, topics and volumes: not for tenants or anonymous callers.
         case .metrics, .adminTenants, .adminReload, .adminReloadTenant, .adminUploadCredentials, .adminCreateTenant, .adminTenant,
             .adminUpdateTenant, .adminDeleteTenant, .adminCreateAPIKey, .adminDeleteAPIKey, .adminInstances:

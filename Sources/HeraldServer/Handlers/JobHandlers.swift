@@ -1,13 +1,22 @@
 import Foundation
+import Herald
 import HeraldCore
 import HeraldStore
 import Hummingbird
+import Logging
 
-/// `GET /v1/jobs/{id}`: a batch job's progress, outcomes and failed items (paged). Every store
-/// call is scoped by the request's tenant, so another tenant's job answers 404 like an absent one.
+/// `GET /v1/jobs/{id}`: a batch job's progress, outcomes and failed items (paged);
+/// `POST /v1/jobs/{id}/cancel`: stops it. Every store call is scoped by the request's tenant, so
+/// another tenant's job answers 404 like an absent one.
 struct JobHandlers: Sendable {
     let store: any PushStore
     let reports: any JobReports
+    /// This instance's runner, told of a cancel (nil in tests of the reports alone).
+    var runner: JobRunner? = nil
+    /// The other instances, told of a cancel (a shared store; nil on SQLite).
+    var notifier: (any StoreNotifier)? = nil
+    var clock: any PushClock = SystemPushClock()
+    var logger = Logger(label: "herald.jobs")
 
     struct JobAnswer: ResponseEncodable {
         struct Counts: Encodable, Sendable {
@@ -16,6 +25,8 @@ struct JobHandlers: Sendable {
             var sent: Int
             var failed: Int
             var unknown: Int
+            /// A cancelled job's items without an outcome: never sent (pending and retrying are 0).
+            var cancelled: Int
         }
 
         struct Outcome: Encodable, Sendable {
@@ -62,9 +73,41 @@ struct JobHandlers: Sendable {
         let query = request.uri.queryParameters
         let after = try QueryParameters.integer(query["failed_after"].map(String.init), name: "failed_after", in: -1...Int.max) ?? -1
         let limit = try QueryParameters.integer(query["limit"].map(String.init), name: "limit", in: 1...1000) ?? 100
+        return try await answer(for: job, failedAfter: after, limit: limit)
+    }
 
+    /// `POST /v1/jobs/{id}/cancel`: no item of the job is sent from now on. The sends on the wire
+    /// finish and their outcomes are recorded; every other item without an outcome is reported
+    /// as `cancelled`. Answers the job as `GET` does (the first page of failed items); a job
+    /// cancelled already answers the same (a repeat is harmless); a finished one is a 409.
+    func cancel(_ request: Request, context: TenantRequestContext) async throws -> JobAnswer {
+        let tenant = context.tenant.id
+        guard let raw = context.parameters.get("id"), let jobID = try? JobID(raw),
+            let job = try await store.job(tenant: tenant, id: jobID)
+        else {
+            throw APIError.notFound("job")
+        }
+        var current = job
+        if !job.state.isFinal, try await store.updateJob(tenant: tenant, id: jobID, state: .cancelled, at: clock.date) {
+            logger.info("job cancelled through the API", metadata: ["herald.tenant": "\(tenant)", "herald.job": "\(jobID)"])
+            runner?.jobCancelled(tenant: tenant, id: jobID)
+            if let notifier { await PeerNotifications.tellJobCancelled(notifier, tenant: tenant, job: jobID, logger: logger) }
+        }
+        // Read again: the runner may have finished it first (the store keeps the first final state).
+        current = try await store.job(tenant: tenant, id: jobID) ?? current
+        guard current.state != .finished else {
+            throw APIError(
+                status: .conflict, code: "conflict", message: "job \(jobID) is finished: every item has its outcome")
+        }
+        return try await answer(for: current, failedAfter: -1, limit: 100)
+    }
+
+    /// The job's report, its failed items from after `failedAfter`, at most `limit` of them.
+    private func answer(for job: Job, failedAfter after: Int, limit: Int) async throws -> JobAnswer {
+        let tenant = job.tenant
+        let jobID = job.id
         let outcomes = try await reports.outcomes(tenant: tenant, job: jobID)
-        var counts = JobAnswer.Counts(pending: 0, retrying: 0, sent: 0, failed: 0, unknown: 0)
+        var counts = JobAnswer.Counts(pending: 0, retrying: 0, sent: 0, failed: 0, unknown: 0, cancelled: 0)
         for outcome in outcomes {
             switch outcome.state {
             case .pending: counts.pending += outcome.count
@@ -73,6 +116,12 @@ struct JobHandlers: Sendable {
             case .failed: counts.failed += outcome.count
             case .unknown: counts.unknown += outcome.count
             }
+        }
+        // A cancelled job sends none of them: they are reported as cancelled, not as waiting.
+        if job.state == .cancelled {
+            counts.cancelled = counts.pending + counts.retrying
+            counts.pending = 0
+            counts.retrying = 0
         }
         let nextAttempt = counts.retrying > 0 ? try await store.nextAttempt(tenant: tenant, job: jobID) : nil
         var failedItems = try await reports.failedItems(tenant: tenant, job: jobID, afterIndex: after, limit: limit + 1)
@@ -86,7 +135,7 @@ struct JobHandlers: Sendable {
             createdAt: job.createdAt, updatedAt: job.updatedAt, counts: counts, nextAttemptAt: nextAttempt,
             outcomes: outcomes.filter { $0.state.isFinal }.map { outcome in
                 JobAnswer.Outcome(state: outcome.state.rawValue, status: outcome.status, reason: outcome.reason, count: outcome.count)
-            },
+            } + (counts.cancelled > 0 ? [JobAnswer.Outcome(state: "cancelled", status: nil, reason: nil, count: counts.cancelled)] : []),
             failedItems: failedItems.map { item in
                 JobAnswer.FailedItem(
                     index: item.index, deviceToken: item.notification.deviceToken.hex,

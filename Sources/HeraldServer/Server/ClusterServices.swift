@@ -41,6 +41,18 @@ enum PeerNotifications {
         return (tenant, job)
     }
 
+    /// Tells the other instances that a job was cancelled (they stop working on it now). A
+    /// failure is logged: their next claim or lease check finds the job cancelled.
+    static func tellJobCancelled(_ notifier: any StoreNotifier, tenant: TenantID, job: JobID, logger: Logger) async {
+        do {
+            try await notifier.notify(.cancelledJobs, payload: tenant.rawValue + "/" + job.rawValue)
+        } catch {
+            logger.warning(
+                "cannot tell the other instances that a job was cancelled; they stop at their next claim",
+                metadata: ["herald.tenant": "\(tenant)", "herald.job": "\(job)", "herald.error": "\(error)"])
+        }
+    }
+
     /// Tells the other instances that this one changed the tenants (after an admin reload,
     /// upload or revoke). A failure is logged: the others' directory watchers still see the
     /// shared files change.
@@ -102,7 +114,7 @@ struct PeerNotificationService: Service {
             let rescan = !first
             do {
                 try await notifier.listen(
-                    [.jobs, .tenants],
+                    [.jobs, .tenants, .cancelledJobs],
                     onListening: {
                         listening.open()
                         // After a gap, what was notified in it is found by a scan.
@@ -125,6 +137,9 @@ struct PeerNotificationService: Service {
         case .jobs:
             guard let stored = PeerNotifications.parseJob(payload) else { return }
             runner.jobStored(tenant: stored.0, id: stored.1)
+        case .cancelledJobs:
+            guard let cancelled = PeerNotifications.parseJob(payload) else { return }
+            runner.jobCancelled(tenant: cancelled.0, id: cancelled.1)
         case .tenants:
             let (sender, revoke) = PeerNotifications.parseTenants(payload)
             guard sender != instance, !sender.isEmpty else { return }

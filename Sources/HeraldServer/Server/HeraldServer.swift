@@ -343,7 +343,9 @@ public final class HeraldServer: Sendable {
                     maxActiveJobs: configuration.jobs.maxActiveJobsPerTenant,
                     maxPendingItems: configuration.jobs.maxPendingItemsPerTenant),
                 logger: logger),
-            jobs: JobHandlers(store: sharedStore, reports: sharedStore),
+            jobs: JobHandlers(
+                store: sharedStore, reports: sharedStore, runner: runner, notifier: sharedStore as? any StoreNotifier,
+                clock: router.configuration.clock, logger: logger),
             devices: DeviceHandlers(store: sharedStore, clock: router.configuration.clock, limits: configuration.api),
             adminTenants: adminTenants,
             adminReload: AdminReloadHandlers(reloader: reloader, logger: logger),
