@@ -63,13 +63,7 @@ struct JobHandlers: Sendable {
     }
 
     func job(_ request: Request, context: TenantRequestContext) async throws -> JobAnswer {
-        let tenant = context.tenant.id
-        // An id that cannot exist, another tenant's job and a missing job all answer the same.
-        guard let raw = context.parameters.get("id"), let jobID = try? JobID(raw),
-            let job = try await store.job(tenant: tenant, id: jobID)
-        else {
-            throw APIError.notFound("job")
-        }
+        let job = try await requestedJob(context)
         let query = request.uri.queryParameters
         let after = try QueryParameters.integer(query["failed_after"].map(String.init), name: "failed_after", in: -1...Int.max) ?? -1
         let limit = try QueryParameters.integer(query["limit"].map(String.init), name: "limit", in: 1...1000) ?? 100
@@ -81,12 +75,8 @@ struct JobHandlers: Sendable {
     /// as `cancelled`. Answers the job as `GET` does (the first page of failed items); a job
     /// cancelled already answers the same (a repeat is harmless); a finished one is a 409.
     func cancel(_ request: Request, context: TenantRequestContext) async throws -> JobAnswer {
-        let tenant = context.tenant.id
-        guard let raw = context.parameters.get("id"), let jobID = try? JobID(raw),
-            let job = try await store.job(tenant: tenant, id: jobID)
-        else {
-            throw APIError.notFound("job")
-        }
+        let job = try await requestedJob(context)
+        let (tenant, jobID) = (job.tenant, job.id)
         var current = job
         if !job.state.isFinal, try await store.updateJob(tenant: tenant, id: jobID, state: .cancelled, at: clock.date) {
             logger.info("job cancelled through the API", metadata: ["herald.tenant": "\(tenant)", "herald.job": "\(jobID)"])
@@ -100,6 +90,17 @@ struct JobHandlers: Sendable {
                 status: .conflict, code: "conflict", message: "job \(jobID) is finished: every item has its outcome")
         }
         return try await answer(for: current, failedAfter: -1, limit: 100)
+    }
+
+    /// The request's job (`{id}`) of the request's tenant. An id that cannot exist, another
+    /// tenant's job and a missing job all answer the same 404.
+    private func requestedJob(_ context: TenantRequestContext) async throws -> Job {
+        guard let raw = context.parameters.get("id"), let jobID = try? JobID(raw),
+            let job = try await store.job(tenant: context.tenant.id, id: jobID)
+        else {
+            throw APIError.notFound("job")
+        }
+        return job
     }
 
     /// The job's report, its failed items from after `failedAfter`, at most `limit` of them.
