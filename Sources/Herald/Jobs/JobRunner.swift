@@ -764,7 +764,11 @@ public final class JobRunner: Sendable {
                 logger.debug("job has items leased elsewhere; it resumes at the next scan", metadata: ["herald.pending": "\(progress.pending)"])
                 return
             }
-            try await store.updateJob(tenant: job.tenant, id: job.id, state: .finished, at: router.configuration.clock.date)
+            guard try await store.updateJob(tenant: job.tenant, id: job.id, state: .finished, at: router.configuration.clock.date) else {
+                // Cancelled meanwhile (a final state is kept): it stays cancelled.
+                logger.info("job not marked finished: it was cancelled")
+                return
+            }
             logger.info(
                 "job finished", metadata: ["herald.sent": "\(progress.sent)", "herald.failed": "\(progress.failed)"])
         } catch {

@@ -81,7 +81,13 @@ struct JobHandlers: Sendable {
         if !job.state.isFinal, try await store.updateJob(tenant: tenant, id: jobID, state: .cancelled, at: clock.date) {
             logger.info("job cancelled through the API", metadata: ["herald.tenant": "\(tenant)", "herald.job": "\(jobID)"])
             runner?.jobCancelled(tenant: tenant, id: jobID)
-            if let notifier { await PeerNotifications.tellJobCancelled(notifier, tenant: tenant, job: jobID, logger: logger) }
+            // Told in the background: the answer does not wait on PostgreSQL (an instance that
+            // misses it stops at its next claim or lease check anyway). One per job: only the
+            // cancel that moved the job gets here.
+            if let notifier {
+                let logger = self.logger
+                Task { await PeerNotifications.tellJobCancelled(notifier, tenant: tenant, job: jobID, logger: logger) }
+            }
         }
         // Read again: the runner may have finished it first (the store keeps the first final state).
         current = try await store.job(tenant: tenant, id: jobID) ?? current
