@@ -89,6 +89,46 @@ struct CancelJobTests {
         await world.close()
     }
 
+    /// The operator stops a tenant's runaway batch through the admin API: the same cancel, behind
+    /// the admin token.
+    @Test func theOperatorCancelsATenantsJob() async throws {
+        let tokens = (0..<1_000).map { Tokens.make(0x65, $0) }
+        let world = try await TestWorld.make(faults: SandboxFaults(addedLatency: 0.04))
+        let acme = world.tenant("acme")
+        let options = world.options { $0.jobs.concurrencyPerTenant = 8 }
+        try await LiveServer.with(options) { live async throws in
+            let client = live.client()
+            let body = """
+                {"job_id": "runaway", "notification": {"topic": "com.acme.app", "aps": {"alert": "hi"}},
+                 "device_tokens": [\(tokens.map { "\"\($0)\"" }.joined(separator: ","))]}
+                """
+            let accepted = try await client.request(.post, "/v1/notifications/batch", key: acme.apiKey, json: body)
+            #expect(accepted.status == 202, "\(accepted.text)")
+            // Not with the tenant's key, nor without a token.
+            let asTenant = try await client.request(.post, "/admin/tenants/acme/jobs/runaway/cancel", key: acme.apiKey)
+            #expect(asTenant.status == 401, "\(asTenant.text)")
+            let missing = try await client.request(.post, "/admin/tenants/acme/jobs/no-such-job/cancel", key: "test-admin-token")
+            #expect(missing.status == 404, "\(missing.text)")
+            let elsewhere = try await client.request(.post, "/admin/tenants/globex/jobs/runaway/cancel", key: "test-admin-token")
+            #expect(elsewhere.status == 404, "another tenant's id finds no such job: \(elsewhere.text)")
+
+            let cancelled = try await client.request(.post, "/admin/tenants/acme/jobs/runaway/cancel", key: "test-admin-token")
+            #expect(cancelled.status == 200, "\(cancelled.text)")
+            #expect(cancelled.json["state"] as? String == "cancelled")
+            for _ in 0..<400 where live.server.runner.permitsHeld(by: try TenantID(acme.id)) > 0 {
+                try await Task.sleep(for: .milliseconds(25))
+            }
+            // The tenant sees it cancelled, every item accounted for.
+            let report = try await client.request(.get, "/v1/jobs/runaway", key: acme.apiKey)
+            #expect(report.json["state"] as? String == "cancelled")
+            let counts = try #require(report.json["counts"] as? [String: Int])
+            #expect((counts["sent"] ?? -1) + (counts["failed"] ?? -1) + (counts["cancelled"] ?? -1) == tokens.count, "\(counts)")
+            #expect((counts["cancelled"] ?? 0) > tokens.count / 2, "\(counts)")
+            #expect(world.sandbox.requests.count == (counts["sent"] ?? -1) + (counts["failed"] ?? -1))
+        }
+        await world.close()
+    }
+
     /// A finished job cannot be cancelled (409), and stays finished.
     @Test func aFinishedJobIsNotCancelled() async throws {
         let world = try await TestWorld.make()

@@ -26,6 +26,7 @@ public enum APIEndpoint: String, CaseIterable, Sendable {
     case adminCreateAPIKey
     case adminDeleteAPIKey
     case adminInstances
+    case adminCancelJob
 
     /// Who may call a route.
     public enum Access: Sendable {
@@ -41,7 +42,8 @@ public enum APIEndpoint: String, CaseIterable, Sendable {
     public var method: HTTPRequest.Method {
         switch self {
         case .healthz, .readyz, .metrics, .openAPI, .job, .invalidDevices, .adminTenants, .adminTenant, .adminInstances: return .get
-        case .sendNotification, .sendBatch, .cancelJob, .adminReload, .adminReloadTenant, .adminCreateTenant, .adminCreateAPIKey:
+        case .sendNotification, .sendBatch, .cancelJob, .adminReload, .adminReloadTenant, .adminCreateTenant, .adminCreateAPIKey,
+            .adminCancelJob:
             return .post
         case .registerDevice, .adminUploadCredentials: return .put
         case .adminUpdateTenant: return .patch
@@ -71,6 +73,7 @@ public enum APIEndpoint: String, CaseIterable, Sendable {
         case .adminCreateAPIKey: return "/admin/tenants/{id}/api-keys"
         case .adminDeleteAPIKey: return "/admin/tenants/{id}/api-keys/{name}"
         case .adminInstances: return "/admin/instances"
+        case .adminCancelJob: return "/admin/tenants/{id}/jobs/{job}/cancel"
         }
     }
 
@@ -80,7 +83,7 @@ public enum APIEndpoint: String, CaseIterable, Sendable {
         case .sendNotification, .sendBatch, .job, .cancelJob, .invalidDevices, .registerDevice: return .tenant
         // Metrics name tenants, topics and volumes: not for tenants or anonymous callers.
         case .metrics, .adminTenants, .adminReload, .adminReloadTenant, .adminUploadCredentials, .adminCreateTenant, .adminTenant,
-            .adminUpdateTenant, .adminDeleteTenant, .adminCreateAPIKey, .adminDeleteAPIKey, .adminInstances:
+            .adminUpdateTenant, .adminDeleteTenant, .adminCreateAPIKey, .adminDeleteAPIKey, .adminInstances, .adminCancelJob:
             return .admin
         }
     }

@@ -75,11 +75,29 @@ struct JobHandlers: Sendable {
     /// as `cancelled`. Answers the job as `GET` does (the first page of failed items); a job
     /// cancelled already answers the same (a repeat is harmless); a finished one is a 409.
     func cancel(_ request: Request, context: TenantRequestContext) async throws -> JobAnswer {
-        let job = try await requestedJob(context)
+        try await cancel(try await requestedJob(context), by: "the tenant's API")
+    }
+
+    /// `POST /admin/tenants/{id}/jobs/{job}/cancel`: the operator's cancel of a tenant's job
+    /// (a runaway batch), the same as the tenant's own. Any tenant id the store may hold jobs
+    /// for (a removed tenant's stay in the store); 404 for a job it does not have.
+    func adminCancel(_ request: Request, context: some RequestContext) async throws -> JobAnswer {
+        guard let rawTenant = context.parameters.get("id"), let tenant = try? TenantID(rawTenant),
+            let rawJob = context.parameters.get("job"), let jobID = try? JobID(rawJob),
+            let job = try await store.job(tenant: tenant, id: jobID)
+        else {
+            throw APIError.notFound("job")
+        }
+        return try await cancel(job, by: "the admin API")
+    }
+
+    /// Cancels `job` unless it is final, tells this instance's runner and the other instances,
+    /// and answers it as `GET` does; 409 when it finished (first).
+    private func cancel(_ job: Job, by whom: String) async throws -> JobAnswer {
         let (tenant, jobID) = (job.tenant, job.id)
-        var current = job
         if !job.state.isFinal, try await store.updateJob(tenant: tenant, id: jobID, state: .cancelled, at: clock.date) {
-            logger.info("job cancelled through the API", metadata: ["herald.tenant": "\(tenant)", "herald.job": "\(jobID)"])
+            logger.info(
+                "job cancelled", metadata: ["herald.tenant": "\(tenant)", "herald.job": "\(jobID)", "herald.by": "\(whom)"])
             runner?.jobCancelled(tenant: tenant, id: jobID)
             // Told in the background: the answer does not wait on PostgreSQL (an instance that
             // misses it stops at its next claim or lease check anyway). One per job: only the
@@ -90,7 +108,7 @@ struct JobHandlers: Sendable {
             }
         }
         // Read again: the runner may have finished it first (the store keeps the first final state).
-        current = try await store.job(tenant: tenant, id: jobID) ?? current
+        let current = try await store.job(tenant: tenant, id: jobID) ?? job
         guard current.state != .finished else {
             throw APIError(
                 status: .conflict, code: "conflict", message: "job \(jobID) is finished: every item has its outcome")
