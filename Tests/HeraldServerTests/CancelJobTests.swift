@@ -66,6 +66,7 @@ struct CancelJobTests {
             // Every item is accounted for: what reached APNs has its outcome, the rest is cancelled.
             let report = try await client.request(.get, "/v1/jobs/to-cancel", key: acme.apiKey)
             #expect(report.json["state"] as? String == "cancelled")
+            #expect(report.json["updated_at"] as? String == cancelled.json["updated_at"] as? String, "the cancel's time as stored")
             let counts = try #require(report.json["counts"] as? [String: Int])
             let sent = counts["sent"] ?? -1
             let failed = counts["failed"] ?? -1

@@ -95,20 +95,29 @@ struct JobHandlers: Sendable {
     /// and answers it as `GET` does; 409 when it finished (first).
     private func cancel(_ job: Job, by whom: String) async throws -> JobAnswer {
         let (tenant, jobID) = (job.tenant, job.id)
-        if !job.state.isFinal, try await store.updateJob(tenant: tenant, id: jobID, state: .cancelled, at: clock.date) {
-            logger.info(
-                "job cancelled", metadata: ["herald.tenant": "\(tenant)", "herald.job": "\(jobID)", "herald.by": "\(whom)"])
-            runner?.jobCancelled(tenant: tenant, id: jobID)
-            // Told in the background: the answer does not wait on PostgreSQL (an instance that
-            // misses it stops at its next claim or lease check anyway). One per job: only the
-            // cancel that moved the job gets here.
-            if let notifier {
-                let logger = self.logger
-                Task { await PeerNotifications.tellJobCancelled(notifier, tenant: tenant, job: jobID, logger: logger) }
+        var current = job
+        if !job.state.isFinal {
+            // In whole milliseconds, as both stores keep it: the answer says what GET will.
+            let at = Date(timeIntervalSince1970: (clock.date.timeIntervalSince1970 * 1000).rounded() / 1000)
+            if try await store.updateJob(tenant: tenant, id: jobID, state: .cancelled, at: at) {
+                current.state = .cancelled
+                current.updatedAt = at
+                logger.info(
+                    "job cancelled", metadata: ["herald.tenant": "\(tenant)", "herald.job": "\(jobID)", "herald.by": "\(whom)"])
+                runner?.jobCancelled(tenant: tenant, id: jobID)
+                // Told in the background: the answer does not wait on PostgreSQL (an instance that
+                // misses it stops at its next claim or lease check anyway). One per job: only the
+                // cancel that moved the job gets here.
+                if let notifier {
+                    let logger = self.logger
+                    Task { await PeerNotifications.tellJobCancelled(notifier, tenant: tenant, job: jobID, logger: logger) }
+                }
+            } else {
+                // Not moved: the runner finished it first, or another cancel came first (the
+                // store keeps the first final state). Read which.
+                current = try await store.job(tenant: tenant, id: jobID) ?? job
             }
         }
-        // Read again: the runner may have finished it first (the store keeps the first final state).
-        let current = try await store.job(tenant: tenant, id: jobID) ?? job
         guard current.state != .finished else {
             throw APIError(
                 status: .conflict, code: "conflict", message: "job \(jobID) is finished: every item has its outcome")
