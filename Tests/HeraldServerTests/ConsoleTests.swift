@@ -1,3 +1,4 @@
+import APNsSandbox
 import Crypto
 import Foundation
 import HTTPTypes
@@ -204,6 +205,89 @@ struct ConsoleTests {
             #expect(!escaped.text.contains("<script>x"))
         }
         await world.close()
+    }
+
+    /// The operator stops a running batch from the tenant's page: the admin API's cancel. The
+    /// page then counts the unsent items as cancelled (not pending) and offers no second cancel;
+    /// a bad or unknown job id names the field, a finished job is refused.
+    @Test func aJobIsCancelledFromTheTenantsPage() async throws {
+        let tokens = (0..<1_000).map { Tokens.make(0x93, $0) }
+        let world = try await TestWorld.make(faults: SandboxFaults(addedLatency: 0.04))
+        let acme = world.tenant("acme")
+        let options = world.options(adminToken: Self.admin) { $0.jobs.concurrencyPerTenant = 8 }
+        try await LiveServer.with(options) { live async throws in
+            let client = live.client()
+            let small = """
+                {"job_id": "small", "notification": {"topic": "com.acme.app", "aps": {"alert": "hi"}},
+                 "device_tokens": ["\(Tokens.make(0x94, 1))"]}
+                """
+            #expect(try await client.request(.post, "/v1/notifications/batch", key: acme.apiKey, json: small).status == 202)
+            _ = try await client.waitForJob("small", key: acme.apiKey)
+            let body = """
+                {"job_id": "slow", "notification": {"topic": "com.acme.app", "aps": {"alert": "hi"}},
+                 "device_tokens": [\(tokens.map { "\"\($0)\"" }.joined(separator: ","))]}
+                """
+            let accepted = try await client.request(.post, "/v1/notifications/batch", key: acme.apiKey, json: body)
+            #expect(accepted.status == 202, "\(accepted.text)")
+
+            var browser = ConsoleBrowser(client: client)
+            _ = try await browser.login(Self.admin)
+            let page = try await browser.get("/console/tenants/acme")
+            #expect(page.status == 200)
+            #expect(Self.cancelButtons(page.text) == ["slow"], "only the unfinished job has a cancel button")
+
+            let stale = try await browser.post("/console/tenants/acme/jobs/cancel", [("job", "no-such-job")])
+            #expect(stale.status == 422)
+            #expect(stale.text.contains(#"id="error">job names no job of tenant acme"#), "\(stale.text)")
+            let malformed = try await browser.post("/console/tenants/acme/jobs/cancel", [("job", "../x")])
+            #expect(malformed.status == 422)
+            #expect(malformed.text.contains(#"id="error">job is not a job id"#), "\(malformed.text)")
+            let elsewhere = try await browser.post("/console/tenants/globex/jobs/cancel", [("job", "slow")])
+            #expect(elsewhere.status == 422, "another tenant's page finds no such job")
+            let finished = try await browser.post("/console/tenants/acme/jobs/cancel", [("job", "small")])
+            #expect(finished.status == 409)
+            #expect(finished.text.contains("Job small is finished"), "\(finished.text)")
+            let refused = try await browser.post("/console/tenants/acme/jobs/cancel", [("job", "slow")], csrf: "wrong")
+            #expect(refused.status == 403)
+
+            let cancelled = try await browser.post("/console/tenants/acme/jobs/cancel", [("job", "slow")])
+            #expect(cancelled.status == 200, "\(cancelled.text)")
+            #expect(cancelled.text.contains(#"id="notice">Job slow is cancelled"#), "\(cancelled.text)")
+            for _ in 0..<400 where live.server.runner.permitsHeld(by: try TenantID(acme.id)) > 0 {
+                try await Task.sleep(for: .milliseconds(25))
+            }
+            let report = try await client.request(.get, "/v1/jobs/slow", key: acme.apiKey)
+            #expect(report.json["state"] as? String == "cancelled")
+            let counts = try #require(report.json["counts"] as? [String: Int])
+            let unsent = try #require(counts["cancelled"])
+            #expect(unsent > tokens.count / 2, "\(counts)")
+            #expect(world.sandbox.requests.count == 1 + (counts["sent"] ?? -1) + (counts["failed"] ?? -1))
+
+            // The page counts them as the report does, and offers no second cancel.
+            let after = try await browser.get("/console/tenants/acme")
+            #expect(Self.cancelButtons(after.text).isEmpty)
+            let row = try #require(Self.jobRow("slow", in: after.text))
+            #expect(row.contains("<td>cancelled</td>"))
+            let numbers = [tokens.count, counts["sent"] ?? -1, counts["failed"] ?? -1, 0, unsent]
+            let cells = numbers.map { #"<td class="number">\#($0)</td>"# }.joined()
+            #expect(row.contains(cells), "items, sent, failed, pending 0, cancelled \(numbers): \(row)")
+            #expect(row.contains(#"value="100"></progress>"#), "nothing left to do: \(row)")
+        }
+        await world.close()
+    }
+
+    /// The job ids of a page's cancel buttons.
+    static func cancelButtons(_ html: String) -> [String] {
+        html.components(separatedBy: #"<input type="hidden" name="job" value=""#).dropFirst().compactMap { rest in
+            rest.firstIndex(of: "\"").map { String(rest[..<$0]) }
+        }
+    }
+
+    /// The table row of job `id` on a tenant's page.
+    static func jobRow(_ id: String, in html: String) -> String? {
+        guard let start = html.range(of: "<tr><td><code>\(id)</code></td>") else { return nil }
+        let rest = html[start.lowerBound...]
+        return rest.range(of: "</tr>").map { String(rest[..<$0.upperBound]) }
     }
 
     @Test func aRotationGoesThroughTheReloadAndABadKeyChangesNothing() async throws {

@@ -24,6 +24,8 @@ struct Console: Sendable {
     let health: TenantHealthRegistry
     let reloader: ReloadCoordinator
     let store: any PushStore
+    /// The jobs' cancel, the admin API's own path.
+    let cancellation: JobCancellation
     let adminToken: AdminToken?
     let sessions: ConsoleSessions
     let pages: ConsolePages
@@ -62,6 +64,7 @@ struct Console: Sendable {
             ("api-keys", { try await $0.createKey($1, id: $2, form: $3) }),
             ("api-keys/delete", { try await $0.revokeKey($1, id: $2, form: $3) }),
             ("delete", { try await $0.delete($1, id: $2, form: $3) }),
+            ("jobs/cancel", { try await $0.cancelJob($1, id: $2, form: $3) }),
         ]
         for (path, handler) in tenantForms {
             console.post(RouterPath("tenants/:id/" + path)) { request, context in
@@ -263,13 +266,7 @@ struct Console: Sendable {
         var storeProblem: String? = nil
         do {
             for job in try await store.jobs(tenant: tenant.id, states: nil, limit: Self.listLimit) {
-                let progress = try await store.progress(tenant: tenant.id, job: job.id)
-                let done = (progress?.sent ?? 0) + (progress?.failed ?? 0) + (progress?.unknown ?? 0)
-                jobs.append(
-                    TenantPage.JobRow(
-                        id: job.id.rawValue, state: job.state.rawValue, created: Self.timestamp(job.createdAt), items: job.itemCount,
-                        sent: progress?.sent ?? 0, failed: progress?.failed ?? 0, pending: progress?.pending ?? 0,
-                        percent: job.itemCount > 0 ? min(100, done * 100 / job.itemCount) : 100))
+                jobs.append(Self.jobRow(job, progress: try await store.progress(tenant: tenant.id, job: job.id)))
             }
             invalid = try await store.invalidTokens(tenant: tenant.id, limit: Self.listLimit).map { record in
                 TenantPage.InvalidToken(

@@ -108,13 +108,18 @@ struct TenantPage {
     }
     struct JobRow {
         var id: String
+        var tenantID: String
         var state: String
         var created: String
         var items: Int
         var sent: Int
         var failed: Int
         var pending: Int
+        /// A cancelled job's items that will not be sent.
+        var cancelled: Int
         var percent: Int
+        /// Not finished or cancelled yet: the row has a cancel button.
+        var cancellable: Bool
     }
     struct InvalidToken {
         var token: String

@@ -11,12 +11,14 @@ import Logging
 struct JobHandlers: Sendable {
     let store: any PushStore
     let reports: any JobReports
-    /// This instance's runner, told of a cancel (nil in tests of the reports alone).
-    var runner: JobRunner? = nil
-    /// The other instances, told of a cancel (a shared store; nil on SQLite).
-    var notifier: (any StoreNotifier)? = nil
-    var clock: any PushClock = SystemPushClock()
-    var logger = Logger(label: "herald.jobs")
+    /// The cancel's one path (shared with the console).
+    let cancellation: JobCancellation
+
+    init(store: any PushStore, reports: any JobReports, cancellation: JobCancellation? = nil) {
+        self.store = store
+        self.reports = reports
+        self.cancellation = cancellation ?? JobCancellation(store: store)
+    }
 
     struct JobAnswer: ResponseEncodable {
         struct Counts: Encodable, Sendable {
@@ -91,36 +93,13 @@ struct JobHandlers: Sendable {
         return try await cancel(job, by: "the admin API")
     }
 
-    /// Cancels `job` unless it is final, tells this instance's runner and the other instances,
-    /// and answers it as `GET` does; 409 when it finished (first).
+    /// Cancels `job` (``JobCancellation``) and answers it as `GET` does; 409 when it finished
+    /// (first).
     private func cancel(_ job: Job, by whom: String) async throws -> JobAnswer {
-        let (tenant, jobID) = (job.tenant, job.id)
-        var current = job
-        if !job.state.isFinal {
-            // In whole milliseconds, as both stores keep it: the answer says what GET will.
-            let at = Date(timeIntervalSince1970: (clock.date.timeIntervalSince1970 * 1000).rounded() / 1000)
-            if try await store.updateJob(tenant: tenant, id: jobID, state: .cancelled, at: at) {
-                current.state = .cancelled
-                current.updatedAt = at
-                logger.info(
-                    "job cancelled", metadata: ["herald.tenant": "\(tenant)", "herald.job": "\(jobID)", "herald.by": "\(whom)"])
-                runner?.jobCancelled(tenant: tenant, id: jobID)
-                // Told in the background: the answer does not wait on PostgreSQL (an instance that
-                // misses it stops at its next claim or lease check anyway). One per job: only the
-                // cancel that moved the job gets here.
-                if let notifier {
-                    let logger = self.logger
-                    Task { await PeerNotifications.tellJobCancelled(notifier, tenant: tenant, job: jobID, logger: logger) }
-                }
-            } else {
-                // Not moved: the runner finished it first, or another cancel came first (the
-                // store keeps the first final state). Read which.
-                current = try await store.job(tenant: tenant, id: jobID) ?? job
-            }
-        }
+        let current = try await cancellation.cancel(job, by: whom)
         guard current.state != .finished else {
             throw APIError(
-                status: .conflict, code: "conflict", message: "job \(jobID) is finished: every item has its outcome")
+                status: .conflict, code: "conflict", message: "job \(job.id) is finished: every item has its outcome")
         }
         return try await answer(for: current, failedAfter: -1, limit: 100)
     }

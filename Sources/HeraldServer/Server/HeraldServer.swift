@@ -308,13 +308,16 @@ public final class HeraldServer: Sendable {
             await closeSharedStore()
             throw HeraldServerError(message: "cannot load the console's templates: \(error)")
         }
+        let runner = JobRunner(router: router, store: sharedStore, configuration: options.jobs, logger: logger)
+        let cancellation = JobCancellation(
+            store: sharedStore, runner: runner, notifier: sharedStore as? any StoreNotifier,
+            clock: router.configuration.clock, logger: logger)
         let console = Console(
-            router: router, health: health, reloader: reloader, store: sharedStore, adminToken: AdminToken(options.adminToken),
+            router: router, health: health, reloader: reloader, store: sharedStore, cancellation: cancellation,
+            adminToken: AdminToken(options.adminToken),
             sessions: ConsoleSessions(now: { [clock = router.configuration.clock] in clock.now }),
             pages: pages, lifecycle: ReloadCoordinatorLifecycle(reloader: reloader), logger: logger,
             maxFormBytes: reloadConfiguration.maximumUploadBytes * 2 + 64 * 1024)
-
-        let runner = JobRunner(router: router, store: sharedStore, configuration: options.jobs, logger: logger)
         let heartbeat = InstanceHeartbeat(
             registry: sharedStore, instance: InstanceHeartbeat.record(for: options.jobs, startedAt: router.configuration.clock.date),
             runner: runner, configuration: options.heartbeat, clock: router.configuration.clock, logger: logger)
@@ -343,9 +346,7 @@ public final class HeraldServer: Sendable {
                     maxActiveJobs: configuration.jobs.maxActiveJobsPerTenant,
                     maxPendingItems: configuration.jobs.maxPendingItemsPerTenant),
                 logger: logger),
-            jobs: JobHandlers(
-                store: sharedStore, reports: sharedStore, runner: runner, notifier: sharedStore as? any StoreNotifier,
-                clock: router.configuration.clock, logger: logger),
+            jobs: JobHandlers(store: sharedStore, reports: sharedStore, cancellation: cancellation),
             devices: DeviceHandlers(store: sharedStore, clock: router.configuration.clock, limits: configuration.api),
             adminTenants: adminTenants,
             adminReload: AdminReloadHandlers(reloader: reloader, logger: logger),
