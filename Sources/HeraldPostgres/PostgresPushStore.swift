@@ -364,21 +364,24 @@ public final class PostgresPushStore: PushStore, JobReports, UnansweredCallCount
         }
     }
 
-    public func jobs(tenant: TenantID, states: Set<JobState>?, limit: Int) async throws -> [Job] {
+    public func jobs(tenant: TenantID, states: Set<JobState>?, limit: Int, after: JobListPosition?) async throws -> [Job] {
+        if let states, states.isEmpty { return [] }
+        // Every state when nil; after `after` in the listing's order: older, or as old with a
+        // greater id (PostgreSQL compares ids in the column's collation, as ORDER BY sorts them).
+        let names = states.map { $0.map(\.rawValue).sorted() } ?? JobState.allCases.map(\.rawValue)
         let rows: [PostgresRow]
-        if let states {
-            guard !states.isEmpty else { return [] }
-            let names = states.map(\.rawValue).sorted()
+        if let after {
             rows = try await client.query(
                 """
                 SELECT \(unescaped: Self.jobColumns) FROM job WHERE tenant = \(tenant.rawValue) AND state = ANY(\(names))
+                AND (created_at_ms < \(after.createdAtMillis) OR (created_at_ms = \(after.createdAtMillis) AND id > \(after.id.rawValue)))
                 ORDER BY created_at_ms DESC, id LIMIT \(max(0, limit))
                 """, logger: logger
             ).collect()
         } else {
             rows = try await client.query(
                 """
-                SELECT \(unescaped: Self.jobColumns) FROM job WHERE tenant = \(tenant.rawValue)
+                SELECT \(unescaped: Self.jobColumns) FROM job WHERE tenant = \(tenant.rawValue) AND state = ANY(\(names))
                 ORDER BY created_at_ms DESC, id LIMIT \(max(0, limit))
                 """, logger: logger
             ).collect()

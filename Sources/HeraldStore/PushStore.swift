@@ -40,8 +40,9 @@ public protocol PushStore: Sendable {
         createdAt: Date, limits: JobLimits?
     ) async throws -> JobCreation
     func job(tenant: TenantID, id: JobID) async throws -> Job?
-    /// The tenant's jobs, newest first.
-    func jobs(tenant: TenantID, states: Set<JobState>?, limit: Int) async throws -> [Job]
+    /// The tenant's jobs, newest first (by creation time, then id), in `states` (all when nil), at
+    /// most `limit`; with `after`, only those listed after that position (the next page).
+    func jobs(tenant: TenantID, states: Set<JobState>?, limit: Int, after: JobListPosition?) async throws -> [Job]
     /// Moves a job that is `accepted` or `running` to `state`; a finished or cancelled job keeps
     /// its state (a cancel and the runner's finish race: the first one wins). The items of a
     /// finished or cancelled job are not claimed, and on a shared store not leased at the check
@@ -268,6 +269,32 @@ public struct Job: Sendable, Hashable {
         self.itemCount = itemCount
         self.createdAt = createdAt
         self.updatedAt = updatedAt
+    }
+}
+
+extension PushStore {
+    /// The tenant's newest jobs (the first page of ``jobs(tenant:states:limit:after:)``).
+    public func jobs(tenant: TenantID, states: Set<JobState>?, limit: Int) async throws -> [Job] {
+        try await jobs(tenant: tenant, states: states, limit: limit, after: nil)
+    }
+}
+
+/// Where a page of a tenant's jobs ended (``PushStore/jobs(tenant:states:limit:after:)``): the
+/// last job's creation time, in the whole milliseconds the stores keep, and its id. Jobs are
+/// listed newest first and, created in the same millisecond, by id; the next page starts after
+/// this one, whatever was created or deleted meanwhile.
+public struct JobListPosition: Sendable, Hashable {
+    public var createdAtMillis: Int64
+    public var id: JobID
+
+    public init(createdAtMillis: Int64, id: JobID) {
+        self.createdAtMillis = createdAtMillis
+        self.id = id
+    }
+
+    /// The position of a listed job.
+    public init(after job: Job) {
+        self.init(createdAtMillis: Int64((job.createdAt.timeIntervalSince1970 * 1000).rounded()), id: job.id)
     }
 }
 

@@ -265,7 +265,7 @@ public final class SQLitePushStore: PushStore {
         try await pool.read { db in try Self.fetchJob(db, tenant: tenant, id: id) }
     }
 
-    public func jobs(tenant: TenantID, states: Set<JobState>?, limit: Int) async throws -> [Job] {
+    public func jobs(tenant: TenantID, states: Set<JobState>?, limit: Int, after: JobListPosition?) async throws -> [Job] {
         try await pool.read { db in
             var sql = "SELECT * FROM job WHERE tenant = ?"
             var arguments: StatementArguments = [tenant.rawValue]
@@ -273,6 +273,11 @@ public final class SQLitePushStore: PushStore {
                 guard !states.isEmpty else { return [] }
                 sql += " AND state IN (" + Array(repeating: "?", count: states.count).joined(separator: ", ") + ")"
                 for state in states.sorted(by: { $0.rawValue < $1.rawValue }) { arguments += [state.rawValue] }
+            }
+            if let after {
+                // After it in the listing's order: older, or as old with a greater id.
+                sql += " AND (created_at_ms < ? OR (created_at_ms = ? AND id > ?))"
+                arguments += [after.createdAtMillis, after.createdAtMillis, after.id.rawValue]
             }
             sql += " ORDER BY created_at_ms DESC, id LIMIT ?"
             arguments += [max(0, limit)]

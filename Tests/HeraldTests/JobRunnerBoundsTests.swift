@@ -130,8 +130,8 @@ struct JobRunnerBoundsTests {
                 limits: limits)
         }
         func job(tenant: TenantID, id: JobID) async throws -> Job? { try await base.job(tenant: tenant, id: id) }
-        func jobs(tenant: TenantID, states: Set<JobState>?, limit: Int) async throws -> [Job] {
-            try await base.jobs(tenant: tenant, states: states, limit: limit)
+        func jobs(tenant: TenantID, states: Set<JobState>?, limit: Int, after: JobListPosition?) async throws -> [Job] {
+            try await base.jobs(tenant: tenant, states: states, limit: limit, after: after)
         }
         func updateJob(tenant: TenantID, id: JobID, state: JobState, at: Date) async throws -> Bool {
             try await base.updateJob(tenant: tenant, id: id, state: state, at: at)

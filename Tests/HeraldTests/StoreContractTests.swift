@@ -182,6 +182,49 @@ struct StoreContractTests {
         #expect(try await store.jobs(tenant: acme, states: [.finished], limit: 10).isEmpty)
     }
 
+    @Test("a tenant's jobs are listed newest first, by id within a millisecond, and paged from a position", arguments: StoreBackend.allCases)
+    func jobListing(_ backend: StoreBackend) async throws {
+        try await backend.withStore(checkJobListing)
+    }
+
+    private func checkJobListing(_ store: any PushStore & JobReports) async throws {
+        // Five jobs: three created in the same millisecond (listed by id), one older, one newer;
+        // another tenant's job in between, never listed.
+        let created: [(String, TimeInterval)] = [("m-b", 10), ("m-a", 10), ("m-c", 10), ("old", 5), ("new", 20)]
+        for (name, offset) in created {
+            _ = try await store.createJob(
+                tenant: acme, id: try JobID(name), environment: nil, notifications: [Fixtures.note()],
+                createdAt: t0.addingTimeInterval(offset))
+        }
+        _ = try await store.createJob(
+            tenant: other, id: try JobID("theirs"), environment: nil, notifications: [Fixtures.note()],
+            createdAt: t0.addingTimeInterval(10))
+        #expect(try await store.updateJob(tenant: acme, id: try JobID("m-a"), state: .running, at: t0.addingTimeInterval(30)))
+        let order = ["new", "m-a", "m-b", "m-c", "old"]
+        #expect(try await store.jobs(tenant: acme, states: nil, limit: 10).map(\.id.rawValue) == order)
+
+        // Paged two at a time, from the last job of each page: every job once, in order.
+        var listed: [String] = []
+        var after: JobListPosition? = nil
+        for _ in 0..<5 {
+            let page = try await store.jobs(tenant: acme, states: nil, limit: 2, after: after)
+            listed += page.map(\.id.rawValue)
+            guard let last = page.last else { break }
+            after = JobListPosition(after: last)
+        }
+        #expect(listed == order)
+        // A page from a position within the millisecond, with a state filter.
+        let fromA = JobListPosition(createdAtMillis: Int64(t0.timeIntervalSince1970 * 1000) + 10_000, id: try JobID("m-a"))
+        #expect(try await store.jobs(tenant: acme, states: nil, limit: 10, after: fromA).map(\.id.rawValue) == ["m-b", "m-c", "old"])
+        #expect(try await store.jobs(tenant: acme, states: [.accepted], limit: 10, after: fromA).map(\.id.rawValue) == ["m-b", "m-c", "old"])
+        #expect(try await store.jobs(tenant: acme, states: [.running], limit: 10, after: fromA).isEmpty)
+        #expect(try await store.jobs(tenant: acme, states: [.running], limit: 10).map(\.id.rawValue) == ["m-a"])
+        #expect(try await store.jobs(tenant: acme, states: [], limit: 10).isEmpty)
+        // A position that names no job (deleted since) still places the page.
+        let gone = JobListPosition(createdAtMillis: Int64(t0.timeIntervalSince1970 * 1000) + 15_000, id: try JobID("zzz"))
+        #expect(try await store.jobs(tenant: acme, states: nil, limit: 10, after: gone).map(\.id.rawValue) == ["m-a", "m-b", "m-c", "old"])
+    }
+
     @Test(
         "a cancelled job keeps its state, none of its items is claimed, and those claimed before are no longer leased",
         arguments: StoreBackend.allCases)

@@ -11,6 +11,7 @@ public enum APIEndpoint: String, CaseIterable, Sendable {
     case openAPI
     case sendNotification
     case sendBatch
+    case jobs
     case job
     case cancelJob
     case invalidDevices
@@ -41,7 +42,7 @@ public enum APIEndpoint: String, CaseIterable, Sendable {
 
     public var method: HTTPRequest.Method {
         switch self {
-        case .healthz, .readyz, .metrics, .openAPI, .job, .invalidDevices, .adminTenants, .adminTenant, .adminInstances: return .get
+        case .healthz, .readyz, .metrics, .openAPI, .jobs, .job, .invalidDevices, .adminTenants, .adminTenant, .adminInstances: return .get
         case .sendNotification, .sendBatch, .cancelJob, .adminReload, .adminReloadTenant, .adminCreateTenant, .adminCreateAPIKey,
             .adminCancelJob:
             return .post
@@ -60,6 +61,7 @@ public enum APIEndpoint: String, CaseIterable, Sendable {
         case .openAPI: return "/openapi.yaml"
         case .sendNotification: return "/v1/notifications"
         case .sendBatch: return "/v1/notifications/batch"
+        case .jobs: return "/v1/jobs"
         case .job: return "/v1/jobs/{id}"
         case .cancelJob: return "/v1/jobs/{id}/cancel"
         case .invalidDevices: return "/v1/devices/invalid"
@@ -80,7 +82,7 @@ public enum APIEndpoint: String, CaseIterable, Sendable {
     public var access: Access {
         switch self {
         case .healthz, .readyz, .openAPI: return .open
-        case .sendNotification, .sendBatch, .job, .cancelJob, .invalidDevices, .registerDevice: return .tenant
+        case .sendNotification, .sendBatch, .jobs, .job, .cancelJob, .invalidDevices, .registerDevice: return .tenant
         // Metrics name tenants, topics and volumes: not for tenants or anonymous callers.
         case .metrics, .adminTenants, .adminReload, .adminReloadTenant, .adminUploadCredentials, .adminCreateTenant, .adminTenant,
             .adminUpdateTenant, .adminDeleteTenant, .adminCreateAPIKey, .adminDeleteAPIKey, .adminInstances, .adminCancelJob:

@@ -5,6 +5,7 @@ import HeraldStore
 import Hummingbird
 import Logging
 
+/// `GET /v1/jobs`: the tenant's jobs, newest first (paged);
 /// `GET /v1/jobs/{id}`: a batch job's progress, outcomes and failed items (paged);
 /// `POST /v1/jobs/{id}/cancel`: stops it. Every store call is scoped by the request's tenant, so
 /// another tenant's job answers 404 like an absent one.
@@ -62,6 +63,73 @@ struct JobHandlers: Sendable {
         var outcomes: [Outcome]
         var failedItems: [FailedItem]
         @Nullable var nextFailedAfter: Int?
+    }
+
+    struct JobListAnswer: ResponseEncodable {
+        struct Entry: Encodable, Sendable {
+            var jobID: String
+            var state: String
+            @Nullable var environment: String?
+            var items: Int
+            var createdAt: Date
+            var updatedAt: Date
+        }
+
+        var jobs: [Entry]
+        /// The next page's `before` (nil on the last page).
+        @Nullable var nextBefore: String?
+    }
+
+    /// `GET /v1/jobs`: the tenant's jobs, newest first, paged (`before`: the previous page's
+    /// `next_before`), optionally only those in some states (`state`: a comma-separated list).
+    /// Their counts are `GET /v1/jobs/{id}`'s.
+    func list(_ request: Request, context: TenantRequestContext) async throws -> JobListAnswer {
+        let query = request.uri.queryParameters
+        let limit = try QueryParameters.integer(query["limit"].map(String.init), name: "limit", in: 1...100) ?? 20
+        let states = try query["state"].map { try Self.states(String($0)) }
+        let after = try query["before"].map { try Self.position(String($0)) }
+        // One more than asked: whether a next page exists, without a call that finds it empty.
+        var jobs = try await store.jobs(tenant: context.tenant.id, states: states, limit: limit + 1, after: after)
+        var next: String? = nil
+        if jobs.count > limit {
+            jobs.removeLast(jobs.count - limit)
+            next = Self.cursor(JobListPosition(after: jobs[jobs.count - 1]))
+        }
+        return JobListAnswer(
+            jobs: jobs.map { job in
+                JobListAnswer.Entry(
+                    jobID: job.id.rawValue, state: job.state.rawValue, environment: job.environment?.rawValue,
+                    items: job.itemCount, createdAt: job.createdAt, updatedAt: job.updatedAt)
+            },
+            nextBefore: next)
+    }
+
+    /// `state=running,accepted`: job states, each named once at most.
+    static func states(_ text: String) throws(APIError) -> Set<JobState> {
+        var states = Set<JobState>()
+        for name in text.split(separator: ",", omittingEmptySubsequences: false) {
+            guard let state = JobState(rawValue: String(name)), states.insert(state).inserted else {
+                throw APIError.invalidQuery(
+                    "state", "must be job states separated by commas, each once: accepted, running, finished, cancelled")
+            }
+        }
+        return states
+    }
+
+    /// A page's position as `next_before` gives it: `<created at, milliseconds>.<job id>`. Callers
+    /// pass it back as they got it.
+    static func cursor(_ position: JobListPosition) -> String {
+        "\(position.createdAtMillis).\(position.id.rawValue)"
+    }
+
+    static func position(_ text: String) throws(APIError) -> JobListPosition {
+        let parts = text.split(separator: ".", maxSplits: 1, omittingEmptySubsequences: false)
+        guard parts.count == 2, parts[0].utf8.count <= 15, parts[0].utf8.allSatisfy({ (48...57).contains($0) }),
+            let millis = Int64(parts[0]), let id = try? JobID(String(parts[1]))
+        else {
+            throw APIError.invalidQuery("before", "must be a next_before value from a previous page of GET /v1/jobs")
+        }
+        return JobListPosition(createdAtMillis: millis, id: id)
     }
 
     func job(_ request: Request, context: TenantRequestContext) async throws -> JobAnswer {

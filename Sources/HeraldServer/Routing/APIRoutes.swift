@@ -45,6 +45,7 @@ struct APIRoutes: Sendable {
         let devices = self.devices
         tenant.on(.sendNotification, under: "/v1") { try await notifications.send($0, context: $1) }
         tenant.on(.sendBatch, under: "/v1") { try await notifications.sendBatch($0, context: $1) }
+        tenant.on(.jobs, under: "/v1") { try await jobs.list($0, context: $1) }
         tenant.on(.job, under: "/v1") { try await jobs.job($0, context: $1) }
         tenant.on(.cancelJob, under: "/v1") { try await jobs.cancel($0, context: $1) }
         tenant.on(.invalidDevices, under: "/v1") { try await devices.invalidDevices($0, context: $1) }
