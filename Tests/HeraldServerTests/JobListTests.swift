@@ -69,6 +69,19 @@ struct JobListTests {
                 #expect(reply.errorCode == "invalid_query" && reply.errorField == field, "\(query): \(reply.text)")
             }
             #expect(try await client.request(.get, "/v1/jobs", key: "not-a-key").status == 401)
+
+            // The operator's view of the same list, behind the admin token.
+            let admin = try await client.request(.get, "/admin/tenants/acme/jobs?limit=2", key: "test-admin-token")
+            #expect(admin.status == 200, "\(admin.text)")
+            #expect((admin.json["jobs"] as? [[String: Any]])?.compactMap { $0["job_id"] as? String } == ["list-4", "list-3"])
+            #expect(admin.json["next_before"] as? String != nil)
+            #expect(try await client.request(.get, "/admin/tenants/acme/jobs", key: acme.apiKey).status == 401)
+            let unknown = try await client.request(.get, "/admin/tenants/nobody/jobs", key: "test-admin-token")
+            #expect(unknown.status == 200 && (unknown.json["jobs"] as? [[String: Any]])?.isEmpty == true, "\(unknown.text)")
+            let badID = try await client.request(.get, "/admin/tenants/Not%20An%20Id/jobs", key: "test-admin-token")
+            #expect(badID.status == 404, "\(badID.text)")
+            let badQuery = try await client.request(.get, "/admin/tenants/acme/jobs?state=x", key: "test-admin-token")
+            #expect(badQuery.status == 400 && badQuery.errorField == "state", "\(badQuery.text)")
         }
         await world.close()
     }

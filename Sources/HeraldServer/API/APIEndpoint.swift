@@ -27,6 +27,7 @@ public enum APIEndpoint: String, CaseIterable, Sendable {
     case adminCreateAPIKey
     case adminDeleteAPIKey
     case adminInstances
+    case adminJobs
     case adminCancelJob
 
     /// Who may call a route.
@@ -42,7 +43,9 @@ public enum APIEndpoint: String, CaseIterable, Sendable {
 
     public var method: HTTPRequest.Method {
         switch self {
-        case .healthz, .readyz, .metrics, .openAPI, .jobs, .job, .invalidDevices, .adminTenants, .adminTenant, .adminInstances: return .get
+        case .healthz, .readyz, .metrics, .openAPI, .jobs, .job, .invalidDevices, .adminTenants, .adminTenant, .adminInstances,
+            .adminJobs:
+            return .get
         case .sendNotification, .sendBatch, .cancelJob, .adminReload, .adminReloadTenant, .adminCreateTenant, .adminCreateAPIKey,
             .adminCancelJob:
             return .post
@@ -75,6 +78,7 @@ public enum APIEndpoint: String, CaseIterable, Sendable {
         case .adminCreateAPIKey: return "/admin/tenants/{id}/api-keys"
         case .adminDeleteAPIKey: return "/admin/tenants/{id}/api-keys/{name}"
         case .adminInstances: return "/admin/instances"
+        case .adminJobs: return "/admin/tenants/{id}/jobs"
         case .adminCancelJob: return "/admin/tenants/{id}/jobs/{job}/cancel"
         }
     }
@@ -85,7 +89,7 @@ public enum APIEndpoint: String, CaseIterable, Sendable {
         case .sendNotification, .sendBatch, .jobs, .job, .cancelJob, .invalidDevices, .registerDevice: return .tenant
         // Metrics name tenants, topics and volumes: not for tenants or anonymous callers.
         case .metrics, .adminTenants, .adminReload, .adminReloadTenant, .adminUploadCredentials, .adminCreateTenant, .adminTenant,
-            .adminUpdateTenant, .adminDeleteTenant, .adminCreateAPIKey, .adminDeleteAPIKey, .adminInstances, .adminCancelJob:
+            .adminUpdateTenant, .adminDeleteTenant, .adminCreateAPIKey, .adminDeleteAPIKey, .adminInstances, .adminJobs, .adminCancelJob:
             return .admin
         }
     }

@@ -84,12 +84,26 @@ struct JobHandlers: Sendable {
     /// `next_before`), optionally only those in some states (`state`: a comma-separated list).
     /// Their counts are `GET /v1/jobs/{id}`'s.
     func list(_ request: Request, context: TenantRequestContext) async throws -> JobListAnswer {
+        try await list(of: context.tenant.id, request)
+    }
+
+    /// `GET /admin/tenants/{id}/jobs`: the operator's view of a tenant's jobs, as the tenant's own
+    /// `GET /v1/jobs` lists them. Any tenant id the store may hold jobs for (a removed tenant's
+    /// stay in the store until their retention ends).
+    func adminList(_ request: Request, context: some RequestContext) async throws -> JobListAnswer {
+        guard let raw = context.parameters.get("id"), let tenant = try? TenantID(raw) else {
+            throw APIError.notFound("tenant")
+        }
+        return try await list(of: tenant, request)
+    }
+
+    private func list(of tenant: TenantID, _ request: Request) async throws -> JobListAnswer {
         let query = request.uri.queryParameters
         let limit = try QueryParameters.integer(query["limit"].map(String.init), name: "limit", in: 1...100) ?? 20
         let states = try query["state"].map { try Self.states(String($0)) }
         let after = try query["before"].map { try Self.position(String($0)) }
         // One more than asked: whether a next page exists, without a call that finds it empty.
-        var jobs = try await store.jobs(tenant: context.tenant.id, states: states, limit: limit + 1, after: after)
+        var jobs = try await store.jobs(tenant: tenant, states: states, limit: limit + 1, after: after)
         var next: String? = nil
         if jobs.count > limit {
             jobs.removeLast(jobs.count - limit)

@@ -63,6 +63,7 @@ struct APIRoutes: Sendable {
         admin.on(.adminUploadCredentials, under: "/admin") { try await reload.uploadCredentials($0, context: $1) }
         let instances = self.instances
         admin.on(.adminInstances, under: "/admin") { try await instances.list($0, context: $1) }
+        admin.on(.adminJobs, under: "/admin") { try await jobs.adminList($0, context: $1) }
         admin.on(.adminCancelJob, under: "/admin") { try await jobs.adminCancel($0, context: $1) }
         let lifecycle = self.lifecycle
         admin.on(.adminCreateTenant, under: "/admin") { try await lifecycle.create($0, context: $1) }
