@@ -118,14 +118,14 @@ struct JobHandlers: Sendable {
             nextBefore: next)
     }
 
-    /// `state=running,accepted`: job states, each named once at most.
+    /// `state=running,accepted`: job states (a repeat changes nothing).
     static func states(_ text: String) throws(APIError) -> Set<JobState> {
         var states = Set<JobState>()
         for name in text.split(separator: ",", omittingEmptySubsequences: false) {
-            guard let state = JobState(rawValue: String(name)), states.insert(state).inserted else {
-                throw APIError.invalidQuery(
-                    "state", "must be job states separated by commas, each once: accepted, running, finished, cancelled")
+            guard let state = JobState(rawValue: String(name)) else {
+                throw APIError.invalidQuery("state", "must be job states separated by commas: accepted, running, finished, cancelled")
             }
+            states.insert(state)
         }
         return states
     }
