@@ -90,3 +90,20 @@ struct UnitTests {
         #expect(!APIKeys.constantTimeEquals([1, 2], [1, 2, 3]))
     }
 }
+
+@Suite("API times")
+struct TimestampTests {
+    /// Every millisecond of a second, as a store reads it back (milliseconds / 1000), is written
+    /// as that millisecond: never one early from the binary fraction.
+    @Test func timesAreWrittenToTheStoredMillisecond() {
+        for millis in Int64(1_764_092_387_000)..<Int64(1_764_092_388_000) {
+            let written = Timestamps.iso8601(Date(timeIntervalSince1970: TimeInterval(millis) / 1000))
+            let fraction = String(millis % 1000)
+            #expect(written == "2025-11-25T17:39:47." + String(repeating: "0", count: 3 - fraction.count) + fraction + "Z", "\(millis)")
+        }
+        #expect(Timestamps.iso8601(Date(timeIntervalSince1970: 0)) == "1970-01-01T00:00:00.000Z")
+        #expect(Timestamps.iso8601(Date(timeIntervalSince1970: 1.9996)) == "1970-01-01T00:00:02.000Z", "rounded up into the next second")
+        #expect(Timestamps.iso8601(Date(timeIntervalSince1970: -0.25)) == "1969-12-31T23:59:59.750Z")
+        #expect(Timestamps.iso8601(Timestamps.latestDate) == "9999-12-31T23:59:59.000Z")
+    }
+}

@@ -260,8 +260,24 @@ enum FieldPaths {
 
 /// Dates on the wire: RFC 3339 / ISO 8601 in UTC with milliseconds.
 enum Timestamps {
+    /// RFC 3339 in UTC with milliseconds (`2026-11-25T17:39:47.360Z`), the date rounded to the
+    /// nearest millisecond as the stores keep it. (Foundation's fractional-seconds style cuts the
+    /// fraction off instead: a stored …47.360 read back as 1764092387.3599999 s was shown as
+    /// .359, half of all millisecond values one early.)
     static func iso8601(_ date: Date) -> String {
-        Date.ISO8601FormatStyle(includingFractionalSeconds: true).format(date)
+        let value = (date.timeIntervalSince1970 * 1000).rounded()
+        guard value.isFinite, let millis = Int64(exactly: value) else {
+            return Date.ISO8601FormatStyle(includingFractionalSeconds: true).format(date)
+        }
+        var (seconds, fraction) = millis.quotientAndRemainder(dividingBy: 1000)
+        if fraction < 0 {
+            seconds -= 1
+            fraction += 1000
+        }
+        let whole = Date.ISO8601FormatStyle().format(Date(timeIntervalSince1970: TimeInterval(seconds)))
+        guard whole.hasSuffix("Z") else { return Date.ISO8601FormatStyle(includingFractionalSeconds: true).format(date) }
+        let digits = String(fraction)
+        return whole.dropLast() + "." + String(repeating: "0", count: 3 - digits.count) + digits + "Z"
     }
 
     /// The latest date any caller's date may name (9999-12-31T23:59:59Z): past it, 400.
