@@ -27,20 +27,9 @@ struct WebhookDelivery: Sendable {
         members.append(("apns_timestamp", record.apnsTimestamp.map { .int(millis($0)) } ?? .null))
         members.append(("recorded_at", .int(millis(record.recordedAt))))
         members.append(("apns_id", .string(apnsID.rawValue)))
-        let body = JSONValue.object(members).jsonBytes
-        let timestamp = String(millis(sentAt) / 1000)
-        let headers = [
-            "Content-Type": "application/json",
-            "User-Agent": "Herald",
-            timestampHeader: timestamp,
-            signatureHeader: "sha256=" + signature(secret: webhook.secret.bytes, timestamp: timestamp, body: body),
-            "X-Herald-Event": "device_token.invalid",
-            "X-Herald-Delivery": apnsID.rawValue,
-        ]
         return WebhookDelivery(
-            request: WebhookRequest(
-                url: webhook.url, headers: headers, body: body, timeout: webhook.timeout,
-                allowPrivateAddresses: webhook.allowPrivateAddresses),
+            request: webhook.signedRequest(
+                event: "device_token.invalid", body: JSONValue.object(members).jsonBytes, delivery: apnsID.rawValue, sentAt: sentAt),
             attempts: webhook.attempts, initialBackoff: webhook.initialBackoff)
     }
 
@@ -100,10 +89,26 @@ struct WebhookDelivery: Sendable {
 }
 
 extension FeedbackConfiguration.Webhook {
+    /// A POST of `body` to this webhook, signed: `X-Herald-Signature: sha256=<hex>` of
+    /// HMAC-SHA256(secret, "<X-Herald-Timestamp>.<body>"), with `X-Herald-Event: <event>` and
+    /// `X-Herald-Delivery: <delivery>` (the same for every attempt of one delivery).
+    func signedRequest(event: String, body: [UInt8], delivery: String, sentAt: Date) -> WebhookRequest {
+        let timestamp = String(WebhookDelivery.millis(sentAt) / 1000)
+        let headers = [
+            "Content-Type": "application/json",
+            "User-Agent": "Herald",
+            WebhookDelivery.timestampHeader: timestamp,
+            WebhookDelivery.signatureHeader: "sha256="
+                + WebhookDelivery.signature(secret: secret.bytes, timestamp: timestamp, body: body),
+            "X-Herald-Event": event,
+            "X-Herald-Delivery": delivery,
+        ]
+        return WebhookRequest(url: url, headers: headers, body: body, timeout: timeout, allowPrivateAddresses: allowPrivateAddresses)
+    }
+
     /// A signed `credential.expiring` event for this webhook (Herald's credential health monitor
     /// sends it once a day from 14 days before the tenant's client certificate expires), signed
-    /// like the plugin's own events: `X-Herald-Signature: sha256=<hex>` of
-    /// HMAC-SHA256(secret, "<X-Herald-Timestamp>.<body>").
+    /// like the plugin's own events.
     ///
     /// Body: `{"event": "credential.expiring", "tenant", "kind": "certificate", "not_after"
     /// (milliseconds since 1970), "days_left", "sent_at"}`.
@@ -118,15 +123,57 @@ extension FeedbackConfiguration.Webhook {
             ("sent_at", .int(WebhookDelivery.millis(sentAt))),
         ]).jsonBytes
         let timestamp = String(WebhookDelivery.millis(sentAt) / 1000)
-        let headers = [
-            "Content-Type": "application/json",
-            "User-Agent": "Herald",
-            WebhookDelivery.timestampHeader: timestamp,
-            WebhookDelivery.signatureHeader: "sha256="
-                + WebhookDelivery.signature(secret: secret.bytes, timestamp: timestamp, body: body),
-            "X-Herald-Event": "credential.expiring",
-            "X-Herald-Delivery": "\(tenant.rawValue)-credential-expiring-\(timestamp)",
-        ]
-        return WebhookRequest(url: url, headers: headers, body: body, timeout: timeout, allowPrivateAddresses: allowPrivateAddresses)
+        return signedRequest(
+            event: "credential.expiring", body: body, delivery: "\(tenant.rawValue)-credential-expiring-\(timestamp)", sentAt: sentAt)
+    }
+
+    /// A batch job's end, as its counts stood then.
+    public struct JobEnd: Sendable, Hashable {
+        /// `finished` (every item has its outcome) or `cancelled`.
+        public var state: String
+        public var jobID: String
+        public var items: Int
+        public var sent: Int
+        public var failed: Int
+        public var unknown: Int
+        /// A cancelled job's items without an outcome (0 for a finished job).
+        public var cancelled: Int
+        public var endedAt: Date
+
+        public init(state: String, jobID: String, items: Int, sent: Int, failed: Int, unknown: Int, cancelled: Int, endedAt: Date) {
+            self.state = state
+            self.jobID = jobID
+            self.items = items
+            self.sent = sent
+            self.failed = failed
+            self.unknown = unknown
+            self.cancelled = cancelled
+            self.endedAt = endedAt
+        }
+    }
+
+    /// A signed `job.finished` or `job.cancelled` event: a batch job of the tenant ended.
+    ///
+    /// Body: `{"event": "job.finished" | "job.cancelled", "tenant", "job_id", "items", "counts":
+    /// {"sent", "failed", "unknown", "cancelled"}, "ended_at", "sent_at"}` (times in milliseconds
+    /// since 1970). `X-Herald-Delivery` is `<tenant>-job-<job id>-<state>`: one per job and end.
+    public func jobEndedRequest(tenant: TenantID, end: JobEnd, sentAt: Date) -> WebhookRequest {
+        let event = "job." + end.state
+        let body = JSONValue.object([
+            ("event", .string(event)),
+            ("tenant", .string(tenant.rawValue)),
+            ("job_id", .string(end.jobID)),
+            ("items", .int(Int64(end.items))),
+            (
+                "counts",
+                .object([
+                    ("sent", .int(Int64(end.sent))), ("failed", .int(Int64(end.failed))),
+                    ("unknown", .int(Int64(end.unknown))), ("cancelled", .int(Int64(end.cancelled))),
+                ])
+            ),
+            ("ended_at", .int(WebhookDelivery.millis(end.endedAt))),
+            ("sent_at", .int(WebhookDelivery.millis(sentAt))),
+        ]).jsonBytes
+        return signedRequest(event: event, body: body, delivery: "\(tenant.rawValue)-job-\(end.jobID)-\(end.state)", sentAt: sentAt)
     }
 }

@@ -6,24 +6,24 @@ import Synchronization
 
 /// A tiny HTTP/1.1 server on 127.0.0.1 (port 0) that records the POSTs it receives and answers
 /// with scripted statuses (200 once the script runs out).
-final class WebhookTestServer: Sendable {
-    struct Received: Sendable {
-        var method: String
-        var uri: String
-        var headers: [String: String]
-        var body: [UInt8]
+public final class WebhookTestServer: Sendable {
+    public struct Received: Sendable {
+        public var method: String
+        public var uri: String
+        public var headers: [String: String]
+        public var body: [UInt8]
     }
 
     private let group: MultiThreadedEventLoopGroup
     private let channel: any Channel
     private let recorder: Recorder
 
-    var port: Int { channel.localAddress?.port ?? 0 }
-    var url: String { "http://127.0.0.1:\(port)/hooks/apns" }
-    var received: [Received] { recorder.state.withLock { $0.received } }
+    public var port: Int { channel.localAddress?.port ?? 0 }
+    public var url: String { "http://127.0.0.1:\(port)/hooks/apns" }
+    public var received: [Received] { recorder.state.withLock { $0.received } }
 
     /// - Parameter location: the `Location` of its 3xx answers (a redirect).
-    init(statuses: [Int] = [], location: String? = nil) async throws {
+    public init(statuses: [Int] = [], location: String? = nil) async throws {
         let recorder = Recorder(statuses: statuses, location: location)
         self.recorder = recorder
         group = MultiThreadedEventLoopGroup(numberOfThreads: 1)
@@ -38,7 +38,7 @@ final class WebhookTestServer: Sendable {
     }
 
     /// Waits until `count` requests have arrived.
-    func waitForRequests(_ count: Int) async {
+    public func waitForRequests(_ count: Int) async {
         await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
             let ready = recorder.state.withLock { state -> Bool in
                 if state.received.count >= count { return true }
@@ -49,7 +49,7 @@ final class WebhookTestServer: Sendable {
         }
     }
 
-    func shutdown() async throws {
+    public func shutdown() async throws {
         try await channel.close()
         try await group.shutdownGracefully()
     }

@@ -4,6 +4,7 @@ import Foundation
 import Herald
 import HeraldCore
 import HeraldStore
+import HeraldTestSupport
 import Logging
 import Testing
 

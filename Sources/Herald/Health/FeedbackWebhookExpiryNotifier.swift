@@ -23,19 +23,9 @@ public struct FeedbackWebhookExpiryNotifier: CredentialExpiryNotifier {
 
     public func certificateExpiring(_ health: CredentialHealth, tenant: TenantConfiguration, now: Date) async {
         guard let notAfter = health.certificateNotAfter,
-            let plugin = tenant.plugins.first(where: { $0.name == "feedback" })
+            let webhook = FeedbackWebhookTarget.webhook(
+                of: tenant, environment: environment, logger: logger, event: "credential.expiring")
         else { return }
-        let webhook: FeedbackConfiguration.Webhook
-        do {
-            let secrets = FileSecretResolver(baseDirectory: Router.directory(of: tenant.sourceFile), environment: environment)
-            guard let configured = try FeedbackConfiguration(options: plugin.options, secrets: secrets).webhook else { return }
-            webhook = configured
-        } catch {
-            logger.warning(
-                "the feedback webhook could not be read; the certificate expiry is not sent",
-                metadata: ["herald.tenant": "\(tenant.id)", "herald.error": "\(error)"])
-            return
-        }
         let request = webhook.credentialExpiringRequest(tenant: tenant.id, notAfter: notAfter, sentAt: now)
         do {
             try await queue.enqueue(request, tenant: tenant.id, attempts: webhook.attempts, initialBackoff: webhook.initialBackoff)

@@ -121,6 +121,8 @@ public final class JobRunner: Sendable {
     private let eventSink: AsyncStream<Event>.Continuation
     private let state = Mutex(State())
     private let delivery: BatchItemDelivery
+    /// Told when this runner finishes a job (the tenant's `job.finished` webhook).
+    private let jobEnded: (any JobEndNotifier)?
 
     private enum Event: Sendable {
         /// The periodic scan: every unfinished job, paused ones included.
@@ -149,8 +151,12 @@ public final class JobRunner: Sendable {
         var statistics = JobRunnerStatistics()
     }
 
-    public init(router: Router, store: any PushStore, configuration: JobRunnerConfiguration = JobRunnerConfiguration(), logger: Logger? = nil) {
+    public init(
+        router: Router, store: any PushStore, configuration: JobRunnerConfiguration = JobRunnerConfiguration(), logger: Logger? = nil,
+        jobEnded: (any JobEndNotifier)? = nil
+    ) {
         self.router = router
+        self.jobEnded = jobEnded
         self.store = store
         self.configuration = configuration
         var logger = logger ?? router.configuration.logger
@@ -764,13 +770,20 @@ public final class JobRunner: Sendable {
                 logger.debug("job has items leased elsewhere; it resumes at the next scan", metadata: ["herald.pending": "\(progress.pending)"])
                 return
             }
-            guard try await store.updateJob(tenant: job.tenant, id: job.id, state: .finished, at: router.configuration.clock.date) else {
+            let at = router.configuration.clock.date
+            guard try await store.updateJob(tenant: job.tenant, id: job.id, state: .finished, at: at) else {
                 // Cancelled meanwhile (a final state is kept): it stays cancelled.
                 logger.info("job not marked finished: it was cancelled")
                 return
             }
             logger.info(
                 "job finished", metadata: ["herald.sent": "\(progress.sent)", "herald.failed": "\(progress.failed)"])
+            if let jobEnded {
+                var finished = job
+                finished.state = .finished
+                finished.updatedAt = at
+                await jobEnded.jobEnded(finished, progress: progress, at: at)
+            }
         } catch {
             logger.storeFailure("cannot finish the job", error: error)
         }

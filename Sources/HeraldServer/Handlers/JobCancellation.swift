@@ -16,6 +16,8 @@ struct JobCancellation: Sendable {
     var notifier: (any StoreNotifier)? = nil
     var clock: any PushClock = SystemPushClock()
     var logger = Logger(label: "herald.jobs")
+    /// Told of the cancel (the tenant's `job.cancelled` webhook), with the counts as they stood.
+    var jobEnded: (any JobEndNotifier)? = nil
 
     /// Cancels `job` unless it is final, tells this instance's runner and the other instances,
     /// and returns the job as it stands: `cancelled`, or `finished` when the runner finished it
@@ -41,6 +43,19 @@ struct JobCancellation: Sendable {
         if let notifier {
             let logger = self.logger
             Task { await PeerNotifications.tellJobCancelled(notifier, tenant: tenant, job: jobID, logger: logger) }
+        }
+        if let jobEnded {
+            let (store, logger, cancelled) = (self.store, self.logger, current)
+            Task {
+                do {
+                    guard let progress = try await store.progress(tenant: tenant, job: jobID) else { return }
+                    await jobEnded.jobEnded(cancelled, progress: progress, at: at)
+                } catch {
+                    logger.error(
+                        "cannot read the cancelled job's counts; its webhook is not sent",
+                        metadata: ["herald.tenant": "\(tenant)", "herald.job": "\(jobID)", "herald.error": "\(error)"])
+                }
+            }
         }
         return current
     }

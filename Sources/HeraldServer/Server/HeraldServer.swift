@@ -308,10 +308,11 @@ public final class HeraldServer: Sendable {
             await closeSharedStore()
             throw HeraldServerError(message: "cannot load the console's templates: \(error)")
         }
-        let runner = JobRunner(router: router, store: sharedStore, configuration: options.jobs, logger: logger)
+        let jobEvents = FeedbackWebhookJobNotifier(router: router, queue: outbox, logger: logger)
+        let runner = JobRunner(router: router, store: sharedStore, configuration: options.jobs, logger: logger, jobEnded: jobEvents)
         let cancellation = JobCancellation(
             store: sharedStore, runner: runner, notifier: sharedStore as? any StoreNotifier,
-            clock: router.configuration.clock, logger: logger)
+            clock: router.configuration.clock, logger: logger, jobEnded: jobEvents)
         let console = Console(
             router: router, health: health, reloader: reloader, store: sharedStore, cancellation: cancellation,
             adminToken: AdminToken(options.adminToken),

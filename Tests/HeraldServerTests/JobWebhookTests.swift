@@ -1,0 +1,108 @@
+import APNsSandbox
+import Crypto
+import Foundation
+import HeraldCore
+import HeraldTestSupport
+import Testing
+
+@testable import HeraldServer
+
+@Suite("API: a batch job's end told to the tenant's webhook")
+struct JobWebhookTests {
+    static let secret = "job-webhook-secret-of-32-bytes-at-least"
+
+    /// `acme` has a feedback webhook (a local receiver); `globex` has none. A finished job and a
+    /// cancelled one are each told once, signed, with their counts; globex's job is told nothing.
+    @Test func finishedAndCancelledJobsAreToldOnceSigned() async throws {
+        let receiver = try await WebhookTestServer()
+        let hooked = """
+            plugins:
+              - name: feedback
+                options:
+                  webhook: \(receiver.url)
+                  secret: env:JOB_HOOK_SECRET
+                  webhook_allow_private_addresses: true
+                  webhook_timeout_ms: 60000
+            """
+        let acme = TestTenant.make(
+            id: "acme", teamID: "ACMETEAM01", keyID: "ACMEKEY001", topics: ["com.acme.app"], extraYAML: hooked)
+        let globex = TestTenant.make(id: "globex", teamID: "GLOBEXTM01", keyID: "GLOBEXKEY1", topics: ["com.globex.app"])
+        let world = try await TestWorld.make(
+            tenants: [acme, globex], devices: [], faults: SandboxFaults(addedLatency: 0.02), recordPayloads: false)
+        let options = world.options {
+            $0.environment["JOB_HOOK_SECRET"] = Self.secret
+            $0.jobs.concurrencyPerTenant = 8
+        }
+        try await LiveServer.with(options) { live async throws in
+            let client = live.client()
+            func batch(_ id: String, _ tenant: TestTenant, topic: String, count: Int, seed: UInt8) -> String {
+                let tokens = (0..<count).map { "\"\(Tokens.make(seed, $0))\"" }.joined(separator: ",")
+                return """
+                    {"job_id": "\(id)", "notification": {"topic": "\(topic)", "aps": {"alert": "hi"}}, "device_tokens": [\(tokens)]}
+                    """
+            }
+            // Finished.
+            let small = try await client.request(
+                .post, "/v1/notifications/batch", key: acme.apiKey, json: batch("small", acme, topic: "com.acme.app", count: 3, seed: 0x81))
+            #expect(small.status == 202, "\(small.text)")
+            _ = try await client.waitForJob("small", key: acme.apiKey)
+            try await Self.waitFor(1, at: receiver)
+            let theirs = try await client.request(
+                .post, "/v1/notifications/batch", key: globex.apiKey,
+                json: batch("theirs", globex, topic: "com.globex.app", count: 2, seed: 0x82))
+            #expect(theirs.status == 202, "\(theirs.text)")
+            _ = try await client.waitForJob("theirs", key: globex.apiKey)
+
+            // Cancelled while it runs (each answer held 20 ms, 8 at once).
+            let slow = try await client.request(
+                .post, "/v1/notifications/batch", key: acme.apiKey, json: batch("slow", acme, topic: "com.acme.app", count: 1_000, seed: 0x83))
+            #expect(slow.status == 202, "\(slow.text)")
+            let cancelled = try await client.request(.post, "/v1/jobs/slow/cancel", key: acme.apiKey)
+            #expect(cancelled.status == 200, "\(cancelled.text)")
+            #expect(try await client.request(.post, "/v1/jobs/slow/cancel", key: acme.apiKey).status == 200, "a repeat")
+            try await Self.waitFor(2, at: receiver)
+            try await Task.sleep(for: .milliseconds(300))  // anything more would have come by now
+
+            let received = receiver.received
+            #expect(received.count == 2, "one event per job end, none for the tenant without a webhook: \(received.map(\.headers))")
+            for delivery in received {
+                let timestamp = try #require(delivery.headers["x-herald-timestamp"])
+                let expected = HMAC<SHA256>.authenticationCode(
+                    for: Array(timestamp.utf8) + [UInt8(ascii: ".")] + delivery.body, using: SymmetricKey(data: Array(Self.secret.utf8)))
+                #expect(delivery.headers["x-herald-signature"] == "sha256=" + expected.map { String(format: "%02x", $0) }.joined())
+                #expect(!String(decoding: delivery.body, as: UTF8.self).contains(Self.secret))
+            }
+            let finished = try #require(received.first { $0.headers["x-herald-event"] == "job.finished" })
+            #expect(finished.headers["x-herald-delivery"] == "acme-job-small-finished")
+            let done = try #require(try JSONSerialization.jsonObject(with: Data(finished.body)) as? [String: Any])
+            #expect(done["event"] as? String == "job.finished" && done["tenant"] as? String == "acme")
+            #expect(done["job_id"] as? String == "small" && done["items"] as? Int == 3)
+            #expect(done["counts"] as? [String: Int] == ["sent": 3, "failed": 0, "unknown": 0, "cancelled": 0])
+            let report = try await client.request(.get, "/v1/jobs/small", key: acme.apiKey)
+            let updated = try #require(report.json["updated_at"] as? String)
+            let endedAt = try #require(done["ended_at"] as? Int)
+            #expect(Timestamps.iso8601(Date(timeIntervalSince1970: Double(endedAt) / 1000)) == updated, "ended_at is the job's updated_at")
+
+            let stopped = try #require(received.first { $0.headers["x-herald-event"] == "job.cancelled" })
+            #expect(stopped.headers["x-herald-delivery"] == "acme-job-slow-cancelled")
+            let end = try #require(try JSONSerialization.jsonObject(with: Data(stopped.body)) as? [String: Any])
+            #expect(end["job_id"] as? String == "slow" && end["items"] as? Int == 1_000)
+            let counts = try #require(end["counts"] as? [String: Int])
+            #expect((counts["cancelled"] ?? 0) > 500, "\(counts)")
+            #expect((counts["sent"] ?? 0) + (counts["failed"] ?? 0) + (counts["unknown"] ?? 0) + (counts["cancelled"] ?? 0) == 1_000)
+            #expect(end["ended_at"] as? Int != nil)
+        }
+        try await receiver.shutdown()
+        await world.close()
+    }
+}
+
+extension JobWebhookTests {
+    /// Waits (up to 30 s, then fails) until `receiver` got `count` requests.
+    static func waitFor(_ count: Int, at receiver: WebhookTestServer) async throws {
+        for _ in 0..<1_500 where receiver.received.count < count {
+            try await Task.sleep(for: .milliseconds(20))
+        }
+        #expect(receiver.received.count >= count, "\(receiver.received.count) webhook(s) of \(count) came")
+    }
+}
