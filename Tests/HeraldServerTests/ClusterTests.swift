@@ -4,6 +4,7 @@ import HeraldConfig
 import HeraldCore
 import HeraldServer
 import HeraldStore
+import HeraldTestSupport
 import Hummingbird
 import Logging
 import Testing
@@ -169,6 +170,43 @@ struct ClusterTests {
             let devices = world.sandbox.requests.compactMap(\.deviceToken)
             #expect(Set(devices).count == devices.count, "a device got it twice")
         }
+    }
+
+    @Test("a job sent by two instances is told finished once: both finish their part, one moves the job, one webhook is posted")
+    func jobEndToldOnceAcrossInstances() async throws {
+        let settings = try Self.postgresSettings(schema: Self.freshSchema())
+        let receiver = try await WebhookTestServer()
+        // Each answer held 10 ms: both instances take part in the 2,000 tokens.
+        let world = try await JobWebhookTests.world(hookedTo: receiver, faults: SandboxFaults(addedLatency: 0.01))
+        let acme = world.tenant("acme")
+        let tenant = try TenantID(acme.id)
+        var options = Self.options(world, settings: settings, rescan: .seconds(3600))
+        options.environment["JOB_HOOK_SECRET"] = JobWebhookTests.secret
+        try await Self.withTwoInstances(world, settings: settings, options: options) { a, b in
+            let total = 2_000
+            let tokens = (0..<total).map { Tokens.make(0x45, $0) }
+            let body = """
+                {"job_id": "cluster-end", "notification": {"topic": "com.acme.app", "aps": {"alert": "hi"}},
+                 "device_tokens": [\(tokens.map { "\"\($0)\"" }.joined(separator: ","))]}
+                """
+            let accepted = try await a.client().request(.post, "/v1/notifications/batch", key: acme.apiKey, json: body)
+            #expect(accepted.status == 202, "\(accepted.text)")
+            try await Self.eventually("both instances send the job") {
+                a.server.runner.permitsHeld(by: tenant) > 0 && b.server.runner.permitsHeld(by: tenant) > 0
+            }
+            _ = try await b.client().waitForJob("cluster-end", key: acme.apiKey)
+            try await JobWebhookTests.waitFor(1, at: receiver)
+            // Both instances' feeds have ended by now; a second event would be queued at once.
+            try await Self.eventually("both instances stop sending") {
+                a.server.runner.permitsHeld(by: tenant) == 0 && b.server.runner.permitsHeld(by: tenant) == 0
+            }
+            try await Task.sleep(for: .seconds(1))
+            let events = receiver.received.filter { $0.headers["x-herald-event"] == "job.finished" }
+            #expect(events.count == 1, "\(receiver.received.map(\.headers))")
+            let end = try #require(try events.first.flatMap { try JSONSerialization.jsonObject(with: Data($0.body)) as? [String: Any] })
+            #expect(end["counts"] as? [String: Int] == ["sent": total, "failed": 0, "unknown": 0, "cancelled": 0])
+        }
+        try await receiver.shutdown()
     }
 
     @Test("a dead instance's leases are released by a live one and its items sent, long before the leases end")

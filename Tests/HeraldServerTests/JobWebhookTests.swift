@@ -15,20 +15,8 @@ struct JobWebhookTests {
     /// cancelled one are each told once, signed, with their counts; globex's job is told nothing.
     @Test func finishedAndCancelledJobsAreToldOnceSigned() async throws {
         let receiver = try await WebhookTestServer()
-        let hooked = """
-            plugins:
-              - name: feedback
-                options:
-                  webhook: \(receiver.url)
-                  secret: env:JOB_HOOK_SECRET
-                  webhook_allow_private_addresses: true
-                  webhook_timeout_ms: 60000
-            """
-        let acme = TestTenant.make(
-            id: "acme", teamID: "ACMETEAM01", keyID: "ACMEKEY001", topics: ["com.acme.app"], extraYAML: hooked)
-        let globex = TestTenant.make(id: "globex", teamID: "GLOBEXTM01", keyID: "GLOBEXKEY1", topics: ["com.globex.app"])
-        let world = try await TestWorld.make(
-            tenants: [acme, globex], devices: [], faults: SandboxFaults(addedLatency: 0.02), recordPayloads: false)
+        let world = try await Self.world(hookedTo: receiver, faults: SandboxFaults(addedLatency: 0.02))
+        let (acme, globex) = (world.tenant("acme"), world.tenant("globex"))
         let options = world.options {
             $0.environment["JOB_HOOK_SECRET"] = Self.secret
             $0.jobs.concurrencyPerTenant = 8
@@ -98,6 +86,24 @@ struct JobWebhookTests {
 }
 
 extension JobWebhookTests {
+    /// `acme` (topic `com.acme.app`) with a feedback webhook to `receiver`, its secret in
+    /// `JOB_HOOK_SECRET` (give it in the server's environment); `globex` without one.
+    static func world(hookedTo receiver: WebhookTestServer, faults: SandboxFaults) async throws -> TestWorld {
+        let hooked = """
+            plugins:
+              - name: feedback
+                options:
+                  webhook: \(receiver.url)
+                  secret: env:JOB_HOOK_SECRET
+                  webhook_allow_private_addresses: true
+                  webhook_timeout_ms: 60000
+            """
+        let acme = TestTenant.make(
+            id: "acme", teamID: "ACMETEAM01", keyID: "ACMEKEY001", topics: ["com.acme.app"], extraYAML: hooked)
+        let globex = TestTenant.make(id: "globex", teamID: "GLOBEXTM01", keyID: "GLOBEXKEY1", topics: ["com.globex.app"])
+        return try await TestWorld.make(tenants: [acme, globex], devices: [], faults: faults, recordPayloads: false)
+    }
+
     /// Waits (up to 30 s, then fails) until `receiver` got `count` requests.
     static func waitFor(_ count: Int, at receiver: WebhookTestServer) async throws {
         for _ in 0..<1_500 where receiver.received.count < count {

@@ -772,8 +772,9 @@ public final class JobRunner: Sendable {
             }
             let at = router.configuration.clock.date
             guard try await store.updateJob(tenant: job.tenant, id: job.id, state: .finished, at: at) else {
-                // Cancelled meanwhile (a final state is kept): it stays cancelled.
-                logger.info("job not marked finished: it was cancelled")
+                // Final already (the store keeps the first final state): another instance finished
+                // it (its last items were sent here and there), or it was cancelled meanwhile.
+                logger.info("job not marked finished here: it is finished or cancelled already")
                 return
             }
             logger.info(
