@@ -372,8 +372,9 @@ public final class JobRunner: Sendable {
         do {
             if job.state == .accepted {
                 guard try await store.updateJob(tenant: job.tenant, id: job.id, state: .running, at: clock.date) else {
-                    // Cancelled (or deleted) since it was read: nothing to do.
-                    logger.info("job not started: it was cancelled")
+                    // Final (or deleted) since it was read: cancelled, or finished by another
+                    // instance. Nothing to do.
+                    logger.info("job not started: it is finished or cancelled already")
                     return false
                 }
                 logger.info("job started", metadata: ["herald.items": "\(job.itemCount)"])
