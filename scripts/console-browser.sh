@@ -8,7 +8,8 @@
 #
 # The test checks that a wrong admin token stays out, logs in, onboards a token tenant by
 # uploading a .p8, sends a test notification and sees the 200, rotates the tenant's key, sends
-# again, changes its settings, deletes it and logs out. Screenshots of every page go to
+# again, changes its settings, cancels a running batch from the tenant's page, deletes it and logs
+# out. Screenshots of every page go to
 # .build/console-screenshots/ (CI artifacts). A second signing key (DEMOKEY002, generated here
 # for the run, never committed) is given to the sandbox so that the rotation is a real one.
 set -euo pipefail
@@ -46,6 +47,10 @@ entry = ("  - team_id: DEMOTEAM01\n    key_id: DEMOKEY002\n    public_key: %s\n"
          "    topics: [com.example.herald.demo, com.example.herald.demo.voip]\n" % pub)
 open(path, "w").write(text.replace(marker, marker + entry, 1))
 PY
+# Each answer held 20 ms: the batch the test cancels is still running when its button is clicked
+# (100,000 tokens at the tenant's 100 in hand take ~20 s).
+sed -i 's/^  added_latency_ms: 0$/  added_latency_ms: 20/' "$WORK/config/sandbox.yaml"
+grep -q "^  added_latency_ms: 20$" "$WORK/config/sandbox.yaml" || { echo "cannot set the sandbox's latency" >&2; exit 1; }
 demo_tenant demo-token "$SANDBOX_PORT" "$WORK/tenants"
 demo_tenant demo-cert "$SANDBOX_PORT" "$WORK/tenants"
 # demo-token's key is copied beside its file: a rotation writes the new key next to the old one,

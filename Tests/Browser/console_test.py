@@ -8,9 +8,11 @@ SANDBOX_PORT, TENANTS_DIR, DEVICE (a device token the sandbox accepts).
 Every step waits on a condition (bounded), never on time; a failed step saves a screenshot
 named after it and the test exits 1.
 """
+import json
 import os
 import sys
 import traceback
+import urllib.request
 
 from selenium import webdriver
 from selenium.webdriver.chrome.service import Service
@@ -98,6 +100,7 @@ def main():
 
 def steps(c):
     d = c.driver
+    onboarded = {}
 
     def wrong_token():
         c.go("/console/tenants")
@@ -139,6 +142,7 @@ def steps(c):
         d.find_element(By.ID, "onboard").click()
         key = c.wait_for(By.ID, "new-key-value").text
         assert key.startswith("hk_"), key
+        onboarded["key"] = key
         c.shot("05-onboarded-key-shown-once")
         assert os.path.exists(os.path.join(TENANTS_DIR, TENANT + ".yaml")), "no tenant file written"
         d.find_element(By.ID, "open-tenant").click()
@@ -178,16 +182,43 @@ def steps(c):
         with open(os.path.join(TENANTS_DIR, TENANT + ".yaml")) as f:
             assert "com.example.herald.demo.voip" in f.read(), "the topic was not written"
 
+    def api(method, path, body=None):
+        request = urllib.request.Request(
+            BASE + path, method=method, data=None if body is None else json.dumps(body).encode(),
+            headers={"Authorization": "Bearer " + onboarded["key"], "Content-Type": "application/json"})
+        with urllib.request.urlopen(request, timeout=WAIT) as response:
+            return response.status, json.loads(response.read())
+
+    def cancel_batch():
+        tokens = ["%064x" % (0xbeef0000 + i) for i in range(100000)]
+        status, accepted = api("POST", "/v1/notifications/batch", {
+            "job_id": "browser-batch", "device_tokens": tokens,
+            "notification": {"topic": "com.example.herald.demo", "aps": {"alert": "hi"}}})
+        assert status == 202, accepted
+        c.go("/console/tenants/" + TENANT)
+        button = c.wait_for(By.XPATH, "//table[@id='jobs']//form[input[@name='job' and @value='browser-batch']]/button")
+        row = d.find_element(By.XPATH, "//table[@id='jobs']//tr[td/code[text()='browser-batch']]").text
+        assert "running" in row or "accepted" in row, row
+        button.click()
+        c.wait_text(By.ID, "notice", "Job browser-batch is cancelled")
+        row = d.find_element(By.XPATH, "//table[@id='jobs']//tr[td/code[text()='browser-batch']]").text
+        assert "cancelled" in row, row
+        assert not d.find_elements(By.XPATH, "//table[@id='jobs']//input[@name='job' and @value='browser-batch']"), \
+            "a cancelled job still has a cancel button"
+        c.shot("09-job-cancelled")
+        status, job = api("GET", "/v1/jobs/browser-batch")
+        assert job["state"] == "cancelled" and job["counts"]["cancelled"] > 0, job
+
     def delete():
         c.go("/console/tenants/" + TENANT)
         c.wait_for(By.ID, "delete-form")
         c.fill("confirm", TENANT)
-        c.shot("09-tenant-page")
+        c.shot("10-tenant-page")
         d.find_element(By.ID, "delete").click()
         c.wait_text(By.ID, "notice", "deleted")
         assert TENANT not in d.find_element(By.ID, "tenants").text
         assert not os.path.exists(os.path.join(TENANTS_DIR, TENANT + ".yaml")), "the tenant file is still there"
-        c.shot("10-deleted")
+        c.shot("11-deleted")
 
     def logout():
         d.find_element(By.ID, "logout").click()
@@ -203,6 +234,7 @@ def steps(c):
     c.run("rotate the key", rotate)
     c.run("send with the new key", send_test("08-test-notification-after-rotation"))
     c.run("change its settings", change_settings)
+    c.run("cancel a running batch", cancel_batch)
     c.run("delete the tenant", delete)
     c.run("log out", logout)
 
