@@ -278,7 +278,7 @@ let package = Package(
             name: "HeraldServerTests",
             dependencies: [
                 "HeraldServer", "Herald", "HeraldStore", "HeraldConfig", "HeraldCore", "APNsSandbox", "HeraldPostgres",
-                "HeraldTestSupport",
+                "HeraldTestSupport", "FeedbackPlugin",
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "HummingbirdTesting", package: "hummingbird"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),

@@ -61,6 +61,7 @@ struct JobWebhookTests {
                 #expect(!String(decoding: delivery.body, as: UTF8.self).contains(Self.secret))
             }
             let finished = try #require(received.first { $0.headers["x-herald-event"] == "job.finished" })
+            try OpenAPIEvents.check(finished.body, headers: finished.headers, as: "jobFinished")
             #expect(finished.headers["x-herald-delivery"] == "acme-job-small-finished")
             let done = try #require(try JSONSerialization.jsonObject(with: Data(finished.body)) as? [String: Any])
             #expect(done["event"] as? String == "job.finished" && done["tenant"] as? String == "acme")
@@ -72,6 +73,7 @@ struct JobWebhookTests {
             #expect(Timestamps.iso8601(Date(timeIntervalSince1970: Double(endedAt) / 1000)) == updated, "ended_at is the job's updated_at")
 
             let stopped = try #require(received.first { $0.headers["x-herald-event"] == "job.cancelled" })
+            try OpenAPIEvents.check(stopped.body, headers: stopped.headers, as: "jobCancelled")
             #expect(stopped.headers["x-herald-delivery"] == "acme-job-slow-cancelled")
             let end = try #require(try JSONSerialization.jsonObject(with: Data(stopped.body)) as? [String: Any])
             #expect(end["job_id"] as? String == "slow" && end["items"] as? Int == 1_000)
@@ -86,9 +88,33 @@ struct JobWebhookTests {
 }
 
 extension JobWebhookTests {
+    /// The feedback plugin's own event, as the API document describes it.
+    @Test func aRefusedTokenIsToldAsTheDocumentSays() async throws {
+        let receiver = try await WebhookTestServer()
+        let gone = Tokens.make(0x84, 1)
+        let world = try await Self.world(
+            hookedTo: receiver, faults: .none, devices: [.unregistered(gone, since: TestWorld.unregisteredSince)])
+        let acme = world.tenant("acme")
+        let options = world.options { $0.environment["JOB_HOOK_SECRET"] = Self.secret }
+        try await LiveServer.with(options) { live async throws in
+            let sent = try await live.client().request(
+                .post, "/v1/notifications", key: acme.apiKey,
+                json: #"{"device_token": "\#(gone)", "topic": "com.acme.app", "aps": {"alert": "hi"}}"#)
+            #expect(sent.status == 200 && sent.json["reason"] as? String == "Unregistered", "\(sent.text)")
+            try await Self.waitFor(1, at: receiver)
+            let event = try #require(receiver.received.first)
+            #expect(event.headers["x-herald-event"] == "device_token.invalid")
+            try OpenAPIEvents.check(event.body, headers: event.headers, as: "deviceTokenInvalid")
+        }
+        try await receiver.shutdown()
+        await world.close()
+    }
+
     /// `acme` (topic `com.acme.app`) with a feedback webhook to `receiver`, its secret in
     /// `JOB_HOOK_SECRET` (give it in the server's environment); `globex` without one.
-    static func world(hookedTo receiver: WebhookTestServer, faults: SandboxFaults) async throws -> TestWorld {
+    static func world(hookedTo receiver: WebhookTestServer, faults: SandboxFaults, devices: [SandboxDevice] = []) async throws
+        -> TestWorld
+    {
         let hooked = """
             plugins:
               - name: feedback
@@ -101,7 +127,7 @@ extension JobWebhookTests {
         let acme = TestTenant.make(
             id: "acme", teamID: "ACMETEAM01", keyID: "ACMEKEY001", topics: ["com.acme.app"], extraYAML: hooked)
         let globex = TestTenant.make(id: "globex", teamID: "GLOBEXTM01", keyID: "GLOBEXKEY1", topics: ["com.globex.app"])
-        return try await TestWorld.make(tenants: [acme, globex], devices: [], faults: faults, recordPayloads: false)
+        return try await TestWorld.make(tenants: [acme, globex], devices: devices, faults: faults, recordPayloads: false)
     }
 
     /// Waits (up to 30 s, then fails) until `receiver` got `count` requests.

@@ -1,4 +1,7 @@
+import FeedbackPlugin
 import Foundation
+import Herald
+import HeraldCore
 import HeraldServer
 import Hummingbird
 import Testing
@@ -56,5 +59,30 @@ struct OpenAPITests {
             }
         }
         await world.close()
+    }
+
+    /// The document lists every event Herald posts to a tenant's webhook; the ones a test cannot
+    /// easily make happen end to end (a certificate's expiry) are built here and checked against it.
+    @Test func theWebhookEventsAreDocumented() throws {
+        let document = try OpenAPIEvents.document()
+        let webhooks = try #require(document["webhooks"] as? [String: Any])
+        #expect(Set(webhooks.keys) == ["deviceTokenInvalid", "credentialExpiring", "jobFinished", "jobCancelled"])
+        let options = JSONValue.object([
+            ("webhook", .string("https://hooks.example.com/herald")), ("secret", .string("env:HOOK_SECRET")),
+        ])
+        let resolver = FileSecretResolver(baseDirectory: "/nonexistent", environment: ["HOOK_SECRET": "a-secret-of-some-length"])
+        let webhook = try #require(try FeedbackConfiguration(options: options, secrets: resolver).webhook)
+        let now = Date()
+        let tenant = try TenantID("acme")
+        let expiring = webhook.credentialExpiringRequest(tenant: tenant, notAfter: now.addingTimeInterval(9 * 86_400), sentAt: now)
+        try OpenAPIEvents.check(expiring.body, headers: Self.lowercased(expiring.headers), as: "credentialExpiring")
+        let end = FeedbackConfiguration.Webhook.JobEnd(
+            state: "cancelled", jobID: "j", items: 10, sent: 3, failed: 1, unknown: 0, cancelled: 6, endedAt: now)
+        let cancelled = webhook.jobEndedRequest(tenant: tenant, end: end, sentAt: now)
+        try OpenAPIEvents.check(cancelled.body, headers: Self.lowercased(cancelled.headers), as: "jobCancelled")
+    }
+
+    static func lowercased(_ headers: [String: String]) -> [String: String] {
+        Dictionary(uniqueKeysWithValues: headers.map { ($0.key.lowercased(), $0.value) })
     }
 }
