@@ -46,7 +46,9 @@ public struct FeedbackWebhookJobNotifier: JobEndNotifier {
         let request = webhook.jobEndedRequest(tenant: tenant.id, end: end, sentAt: router.configuration.clock.date)
         do {
             try await queue.enqueue(request, tenant: tenant.id, attempts: webhook.attempts, initialBackoff: webhook.initialBackoff)
-            logger.info("job end sent to the tenant's webhook", metadata: ["herald.tenant": "\(tenant.id)", "herald.job": "\(job.id)", "herald.event": "\(event)"])
+            logger.info(
+                "job end sent to the tenant's webhook",
+                metadata: ["herald.tenant": "\(tenant.id)", "herald.job": "\(job.id)", "herald.event": "\(event)"])
         } catch {
             logger.error(
                 "job end webhook not queued",
