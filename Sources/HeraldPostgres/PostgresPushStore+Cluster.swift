@@ -1,6 +1,7 @@
 import Foundation
 import HeraldCore
 import HeraldStore
+import Logging
 import PostgresNIO
 
 // What several `herald serve` instances share besides jobs (migration v7): the webhook outbox,
@@ -17,18 +18,24 @@ extension PostgresPushStore: WebhookOutboxStore {
         let prepared = rows
         try await client.withTransaction(logger: logger) { connection in
             for (webhook, headers) in prepared {
-                try await connection.query(
-                    """
-                    INSERT INTO webhook_outbox (tenant, url, headers, body, timeout_ms, allow_private, attempt,
-                                                max_attempts, backoff_ms, next_attempt_ms)
-                    VALUES (\(webhook.tenant.rawValue), \(webhook.request.url), \(headers),
-                            \(ByteBuffer(bytes: webhook.request.body)), \(OutboxWebhook.millis(webhook.request.timeout)),
-                            \(webhook.request.allowPrivateAddresses), \(Self.count(webhook.attempt)),
-                            \(Self.count(webhook.maxAttempts)), \(OutboxWebhook.millis(webhook.backoff)),
-                            \(Self.millis(webhook.nextAttemptAt)))
-                    """, logger: logger)
+                try await Self.insertWebhook(webhook, headers: headers, connection, logger: logger)
             }
         }
+    }
+
+    private static func insertWebhook(
+        _ webhook: OutboxWebhook, headers: String, _ connection: PostgresConnection, logger: Logger
+    ) async throws {
+        try await connection.query(
+            """
+            INSERT INTO webhook_outbox (tenant, url, headers, body, timeout_ms, allow_private, attempt,
+                                        max_attempts, backoff_ms, next_attempt_ms)
+            VALUES (\(webhook.tenant.rawValue), \(webhook.request.url), \(headers),
+                    \(ByteBuffer(bytes: webhook.request.body)), \(OutboxWebhook.millis(webhook.request.timeout)),
+                    \(webhook.request.allowPrivateAddresses), \(Self.count(webhook.attempt)),
+                    \(Self.count(webhook.maxAttempts)), \(OutboxWebhook.millis(webhook.backoff)),
+                    \(Self.millis(webhook.nextAttemptAt)))
+            """, logger: logger)
     }
 
     /// `FOR UPDATE SKIP LOCKED`: instances claiming at once each get other deliveries.
@@ -254,5 +261,42 @@ extension PostgresPushStore: InstanceRegistry {
             RETURNING 1
             """, logger: logger
         ).collect().count
+    }
+}
+
+extension PostgresPushStore: JobEndLedger {
+    /// The mark and the outbox row in one transaction; the mark's `end_told_ms IS NULL` makes
+    /// instances telling the same end at once tell it once (the second waits on the row, then
+    /// finds it told).
+    public func recordJobEnd(tenant: TenantID, job: JobID, webhook: OutboxWebhook?, at: Date) async throws -> Bool {
+        let logger = self.logger
+        let headers = try webhook.map { String(decoding: try JSONEncoder().encode($0.request.headers), as: UTF8.self) }
+        return try await client.withTransaction(logger: logger) { connection in
+            let marked = try await connection.query(
+                """
+                UPDATE job SET end_told_ms = \(Self.millis(at))
+                WHERE tenant = \(tenant.rawValue) AND id = \(job.rawValue) AND end_told_ms IS NULL
+                  AND state IN ('finished', 'cancelled')
+                RETURNING id
+                """, logger: logger
+            ).collect()
+            guard !marked.isEmpty else { return false }
+            if let webhook, let headers {
+                try await Self.insertWebhook(webhook, headers: headers, connection, logger: logger)
+            }
+            return true
+        }
+    }
+
+    public func untoldJobEnds(endedBefore: Date, limit: Int) async throws -> [Job] {
+        guard limit > 0 else { return [] }
+        let rows = try await client.query(
+            """
+            SELECT \(unescaped: Self.jobColumns) FROM job
+            WHERE end_told_ms IS NULL AND state IN ('finished', 'cancelled') AND updated_at_ms < \(Self.millis(endedBefore))
+            ORDER BY updated_at_ms LIMIT \(limit)
+            """, logger: logger
+        ).collect()
+        return try rows.map(Self.job(from:))
     }
 }

@@ -256,6 +256,19 @@ extension PostgresPushStore {
                 // no index, so the update can stay on the page without new index entries (HOT).
                 "ALTER TABLE job_item SET (fillfactor = 60)",
             ]),
+        // A job's end told once (`JobEndLedger`), as SQLite's v11: `end_told_ms` set in the
+        // transaction that queues the end event; the untold ends in a partial index of their own;
+        // jobs that ended before count as told.
+        Migration(
+            name: "v11-job-end-told",
+            statements: [
+                "ALTER TABLE job ADD COLUMN end_told_ms BIGINT",
+                "UPDATE job SET end_told_ms = updated_at_ms WHERE state IN ('finished', 'cancelled')",
+                """
+                CREATE INDEX job_end_untold ON job (updated_at_ms)
+                    WHERE end_told_ms IS NULL AND state IN ('finished', 'cancelled')
+                """,
+            ]),
     ]
 
     /// Applies the migrations not applied yet (up to and including `lastMigration`; all when nil),

@@ -695,7 +695,7 @@ public final class PostgresPushStore: PushStore, JobReports, UnansweredCallCount
         ).collect().first.map(job(from:))
     }
 
-    private static func job(from row: PostgresRow) throws -> Job {
+    static func job(from row: PostgresRow) throws -> Job {
         let cells = row.makeRandomAccess()
         guard let tenant = try? TenantID(try cells[0].decode(String.self)),
             let state = JobState(rawValue: try cells[2].decode(String.self))

@@ -202,6 +202,19 @@ extension SQLitePushStore {
         // the job's integer key (`job.item_key`). Jobs stored before are rewritten into it.
         // See `ItemChunks.swift` and `SQLitePushStore+BatchItemsMigration.swift`.
         migrator.registerMigration("v10-sqlite-batch-items") { db in try Self.migrateToBatchItems(db) }
+        // A job's end told once (`JobEndLedger`): `end_told_ms` is set in the transaction that
+        // queues the job's end event, and the untold ends are found through a partial index that
+        // holds only them. Jobs that ended before this version count as told (their end was told
+        // then, or not at all: telling it now would be late news).
+        migrator.registerMigration("v11-job-end-told") { db in
+            try db.execute(
+                sql: """
+                    ALTER TABLE job ADD COLUMN end_told_ms INTEGER;
+                    UPDATE job SET end_told_ms = updated_at_ms WHERE state IN ('finished', 'cancelled');
+                    CREATE INDEX job_end_untold ON job (updated_at_ms)
+                        WHERE end_told_ms IS NULL AND state IN ('finished', 'cancelled');
+                    """)
+        }
         return migrator
     }
 }

@@ -11,25 +11,29 @@ extension SQLitePushStore: WebhookOutboxStore {
     public func enqueueWebhooks(_ webhooks: [OutboxWebhook]) async throws {
         guard !webhooks.isEmpty else { return }
         var prepared: [StatementArguments] = []
-        for webhook in webhooks {
-            let headers = try JSONEncoder().encode(webhook.request.headers)
-            prepared.append([
-                webhook.tenant.rawValue, webhook.request.url, String(decoding: headers, as: UTF8.self),
-                Data(webhook.request.body), Self.durationMillis(webhook.request.timeout),
-                webhook.request.allowPrivateAddresses, webhook.attempt, webhook.maxAttempts,
-                Self.durationMillis(webhook.backoff), try Self.millis(webhook.nextAttemptAt, field: "next_attempt_at"),
-            ])
-        }
+        for webhook in webhooks { prepared.append(try Self.webhookArguments(webhook)) }
         let rows = prepared
         try await pool.write { db in
-            let statement = try db.makeStatement(
-                sql: """
-                    INSERT INTO webhook_outbox (tenant, url, headers, body, timeout_ms, allow_private, attempt, max_attempts,
-                                                backoff_ms, next_attempt_ms)
-                    VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
-                    """)
+            let statement = try db.makeStatement(sql: Self.insertWebhookSQL)
             for row in rows { try statement.execute(arguments: row) }
         }
+    }
+
+    static let insertWebhookSQL = """
+        INSERT INTO webhook_outbox (tenant, url, headers, body, timeout_ms, allow_private, attempt, max_attempts,
+                                    backoff_ms, next_attempt_ms)
+        VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+        """
+
+    /// The outbox row's values, in ``insertWebhookSQL``'s order.
+    static func webhookArguments(_ webhook: OutboxWebhook) throws -> StatementArguments {
+        let headers = try JSONEncoder().encode(webhook.request.headers)
+        return [
+            webhook.tenant.rawValue, webhook.request.url, String(decoding: headers, as: UTF8.self),
+            Data(webhook.request.body), Self.durationMillis(webhook.request.timeout),
+            webhook.request.allowPrivateAddresses, webhook.attempt, webhook.maxAttempts,
+            Self.durationMillis(webhook.backoff), try Self.millis(webhook.nextAttemptAt, field: "next_attempt_at"),
+        ]
     }
 
     /// Claims up to `limit` deliveries due at `now` (oldest due first) until `claimUntil`.
@@ -122,5 +126,39 @@ extension SQLitePushStore: WebhookOutboxStore {
                 allowPrivateAddresses: row["allow_private"]),
             attempt: row["attempt"], maxAttempts: row["max_attempts"], backoff: .milliseconds(backoff),
             nextAttemptAt: date(next))
+    }
+}
+
+extension SQLitePushStore: JobEndLedger {
+    public func recordJobEnd(tenant: TenantID, job: JobID, webhook: OutboxWebhook?, at: Date) async throws -> Bool {
+        let at = try Self.millis(at, field: "end_told_at")
+        let arguments = try webhook.map(Self.webhookArguments)
+        return try await pool.write { db in
+            try db.execute(
+                sql: """
+                    UPDATE job SET end_told_ms = ?
+                    WHERE tenant = ? AND id = ? AND end_told_ms IS NULL AND state IN ('finished', 'cancelled')
+                    """,
+                arguments: [at, tenant.rawValue, job.rawValue])
+            guard db.changesCount > 0 else { return false }
+            if let arguments { try db.execute(sql: Self.insertWebhookSQL, arguments: arguments) }
+            return true
+        }
+    }
+
+    public func untoldJobEnds(endedBefore: Date, limit: Int) async throws -> [Job] {
+        guard limit > 0 else { return [] }
+        let before = try Self.millis(endedBefore, field: "ended_before")
+        return try await pool.read { db in
+            try Row.fetchAll(
+                db,
+                sql: """
+                    SELECT * FROM job INDEXED BY job_end_untold
+                    WHERE end_told_ms IS NULL AND state IN ('finished', 'cancelled') AND updated_at_ms < ?
+                    ORDER BY updated_at_ms LIMIT ?
+                    """,
+                arguments: [before, limit]
+            ).map { try Self.job(from: $0) }
+        }
     }
 }

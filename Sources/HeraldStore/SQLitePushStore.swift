@@ -463,7 +463,7 @@ public final class SQLitePushStore: PushStore {
         .map { try job(from: $0) }
     }
 
-    private static func job(from row: Row) throws -> Job {
+    static func job(from row: Row) throws -> Job {
         let tenantRaw: String = row["tenant"]
         let stateRaw: String = row["state"]
         let environmentRaw: String? = row["environment"]

@@ -25,6 +25,20 @@ public protocol WebhookOutboxStore: Sendable {
     func outboxCounts() async throws -> [TenantID: Int]
 }
 
+/// A batch job's end, told to its tenant once and never lost: the `job.finished` /
+/// `job.cancelled` webhook is stored in the outbox in the same transaction that records the end
+/// as told, so an instance that stops between the job's final state and its event leaves the
+/// end untold, and any instance's sweep (``untoldJobEnds(endedBefore:limit:)``) tells it later.
+public protocol JobEndLedger: Sendable {
+    /// In one transaction: records the end of a finished or cancelled job as told at `at` and,
+    /// when `webhook` is given, stores it in the outbox. False, with nothing written, when the job
+    /// is not final, is gone, or its end was told already (by this or another instance).
+    func recordJobEnd(tenant: TenantID, job: JobID, webhook: OutboxWebhook?, at: Date) async throws -> Bool
+    /// Finished and cancelled jobs whose end is not told yet and whose last change is before
+    /// `endedBefore`, oldest change first, at most `limit`.
+    func untoldJobEnds(endedBefore: Date, limit: Int) async throws -> [Job]
+}
+
 /// The store's upkeep: the retention sweep and the backend's own housekeeping.
 public protocol StoreUpkeep: Sendable {
     /// Deletes finished and cancelled jobs whose last change is before `cutoff`, with their items
@@ -172,4 +186,4 @@ public protocol StoreNotifier: Sendable {
 }
 
 /// Everything `herald serve` keeps in its store; both backends are one.
-public typealias ServerStore = PushStore & JobReports & WebhookOutboxStore & StoreUpkeep & InstanceRegistry
+public typealias ServerStore = PushStore & JobReports & WebhookOutboxStore & JobEndLedger & StoreUpkeep & InstanceRegistry

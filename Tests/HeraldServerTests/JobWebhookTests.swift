@@ -2,6 +2,7 @@ import APNsSandbox
 import Crypto
 import Foundation
 import HeraldCore
+import HeraldStore
 import HeraldTestSupport
 import Testing
 
@@ -88,6 +89,55 @@ struct JobWebhookTests {
 }
 
 extension JobWebhookTests {
+    /// A job that ended with its end not told (an instance that stopped between the job's final
+    /// state and its event: here the state is written into the store before the server starts)
+    /// is told by the sweep, once: a second run finds it told. globex's untold end (no webhook)
+    /// is recorded, nothing sent.
+    @Test func anEndLeftUntoldIsToldByTheSweepOnce() async throws {
+        let receiver = try await WebhookTestServer()
+        let world = try await Self.world(hookedTo: receiver, faults: .none)
+        let ended = Date()
+        do {
+            let store = try SQLitePushStore(directory: world.directory + "/data")
+            for (tenant, id, state) in [("acme", "orphan", JobState.finished), ("acme", "stopped", .cancelled), ("globex", "theirs", .finished)] {
+                let notifications = try (0..<3).map { index in
+                    HeraldCore.Notification(
+                        deviceToken: try DeviceToken(hex: Tokens.make(0x85, index)), topic: "com.\(tenant).app",
+                        payload: Data(#"{"aps":{"alert":"x"}}"#.utf8))
+                }
+                let (tenant, id) = (try TenantID(tenant), try JobID(id))
+                _ = try await store.createJob(tenant: tenant, id: id, environment: nil, notifications: notifications, createdAt: ended)
+                #expect(try await store.updateJob(tenant: tenant, id: id, state: .running, at: ended))
+                #expect(try await store.updateJob(tenant: tenant, id: id, state: state, at: ended))
+            }
+            #expect(try await store.untoldJobEnds(endedBefore: ended.addingTimeInterval(1), limit: 10).count == 3)
+        }
+        let options = world.options {
+            $0.environment["JOB_HOOK_SECRET"] = Self.secret
+            $0.jobs.untoldEndsInterval = .milliseconds(100)
+            $0.jobs.untoldEndsGrace = .zero
+        }
+        try await LiveServer.with(options) { _ async throws in try await Self.waitFor(2, at: receiver) }
+        try await LiveServer.with(options) { _ async throws in try await Task.sleep(for: .milliseconds(600)) }
+
+        let received = receiver.received
+        #expect(received.count == 2, "each untold end told once, across two runs: \(received.map(\.headers))")
+        let finished = try #require(received.first { $0.headers["x-herald-event"] == "job.finished" })
+        try OpenAPIEvents.check(finished.body, headers: finished.headers, as: "jobFinished")
+        #expect(finished.headers["x-herald-delivery"] == "acme-job-orphan-finished")
+        let body = try #require(try JSONSerialization.jsonObject(with: Data(finished.body)) as? [String: Any])
+        #expect(body["job_id"] as? String == "orphan" && body["items"] as? Int == 3)
+        #expect(body["ended_at"] as? Int == Int((ended.timeIntervalSince1970 * 1000).rounded()))
+        let cancelled = try #require(received.first { $0.headers["x-herald-event"] == "job.cancelled" })
+        try OpenAPIEvents.check(cancelled.body, headers: cancelled.headers, as: "jobCancelled")
+        let counts = try #require((try JSONSerialization.jsonObject(with: Data(cancelled.body)) as? [String: Any])?["counts"] as? [String: Int])
+        #expect(counts == ["sent": 0, "failed": 0, "unknown": 0, "cancelled": 3])
+        let store = try SQLitePushStore(directory: world.directory + "/data")
+        #expect(try await store.untoldJobEnds(endedBefore: Date().addingTimeInterval(1), limit: 10).isEmpty, "globex's end is recorded too")
+        try await receiver.shutdown()
+        await world.close()
+    }
+
     /// The feedback plugin's own event, as the API document describes it.
     @Test func aRefusedTokenIsToldAsTheDocumentSays() async throws {
         let receiver = try await WebhookTestServer()

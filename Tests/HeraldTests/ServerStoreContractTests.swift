@@ -63,6 +63,55 @@ struct ServerStoreContractTests {
         }
     }
 
+    @Test(
+        "a job's end is told once: the mark and its outbox row in one write, only for a final job; untold ends are listed oldest first",
+        arguments: StoreBackend.allCases)
+    func jobEndLedger(_ backend: StoreBackend) async throws {
+        try await backend.withServerStore { store in
+            let (finished, cancelled, running, quiet) = (
+                try JobID("end-finished"), try JobID("end-cancelled"), try JobID("end-running"), try JobID("end-quiet")
+            )
+            for id in [finished, cancelled, running, quiet] {
+                _ = try await store.createJob(tenant: acme, id: id, environment: nil, notifications: [Fixtures.note()], createdAt: t0)
+            }
+            try await store.updateJob(tenant: acme, id: running, state: .running, at: t0.addingTimeInterval(1))
+            try await store.updateJob(tenant: acme, id: quiet, state: .finished, at: t0.addingTimeInterval(2))
+            try await store.updateJob(tenant: acme, id: cancelled, state: .cancelled, at: t0.addingTimeInterval(3))
+            try await store.updateJob(tenant: acme, id: finished, state: .finished, at: t0.addingTimeInterval(4))
+
+            // Untold: the final jobs, oldest change first, before the cutoff only.
+            #expect(try await store.untoldJobEnds(endedBefore: t0.addingTimeInterval(10), limit: 10).map(\.id) == [quiet, cancelled, finished])
+            #expect(try await store.untoldJobEnds(endedBefore: t0.addingTimeInterval(4), limit: 10).map(\.id) == [quiet, cancelled])
+            #expect(try await store.untoldJobEnds(endedBefore: t0.addingTimeInterval(10), limit: 1).map(\.id) == [quiet])
+            #expect(try await store.untoldJobEnds(endedBefore: t0.addingTimeInterval(10), limit: 0).isEmpty)
+
+            // A job that is not final, another tenant's id, or an absent job: nothing written.
+            let event = webhook(acme, due: t0)
+            #expect(try await store.recordJobEnd(tenant: acme, job: running, webhook: event, at: t0) == false)
+            #expect(try await store.recordJobEnd(tenant: other, job: finished, webhook: event, at: t0) == false)
+            #expect(try await store.recordJobEnd(tenant: acme, job: try JobID("absent"), webhook: event, at: t0) == false)
+            #expect(try await store.outboxCounts().isEmpty)
+
+            // Told with its event: the row is stored with the mark; told again: nothing more.
+            #expect(try await store.recordJobEnd(tenant: acme, job: finished, webhook: event, at: t0.addingTimeInterval(5)))
+            #expect(try await store.outboxCounts() == [acme: 1])
+            #expect(try await store.recordJobEnd(tenant: acme, job: finished, webhook: event, at: t0.addingTimeInterval(6)) == false)
+            #expect(try await store.outboxCounts() == [acme: 1])
+            // Told with nothing to send (a tenant without a webhook): marked, no row.
+            #expect(try await store.recordJobEnd(tenant: acme, job: quiet, webhook: nil, at: t0.addingTimeInterval(5)))
+            #expect(try await store.outboxCounts() == [acme: 1])
+            #expect(try await store.untoldJobEnds(endedBefore: t0.addingTimeInterval(10), limit: 10).map(\.id) == [cancelled])
+
+            // Told at once by two instances: once.
+            async let first = store.recordJobEnd(tenant: acme, job: cancelled, webhook: event, at: t0.addingTimeInterval(7))
+            async let second = store.recordJobEnd(tenant: acme, job: cancelled, webhook: event, at: t0.addingTimeInterval(7))
+            let told = try await [first, second]
+            #expect(told.filter { $0 }.count == 1, "\(told)")
+            #expect(try await store.outboxCounts() == [acme: 2])
+            #expect(try await store.untoldJobEnds(endedBefore: t0.addingTimeInterval(10), limit: 10).isEmpty)
+        }
+    }
+
     @Test("retention deletes finished jobs older than the cutoff with their items, in bounded steps", arguments: StoreBackend.allCases)
     func retention(_ backend: StoreBackend) async throws {
         try await backend.withServerStore { store in

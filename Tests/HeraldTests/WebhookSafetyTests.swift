@@ -124,6 +124,37 @@ struct WebhookSafetyTests {
         #expect(try await store.outboxCounts().isEmpty)
     }
 
+    @Test("a job's end takes a place in the tenant's outbox once; with the outbox full it is recorded without its event")
+    func jobEndsInTheBoundedOutbox() async throws {
+        let store = try Fixtures.store()
+        var configuration = WebhookOutbox.Configuration()
+        configuration.maxPerTenant = 2
+        let outbox = WebhookOutbox(store: store, sender: ScriptedSender(), configuration: configuration)
+        try await outbox.prepare()
+        let t0 = Date(timeIntervalSince1970: 1_700_000_000)
+        let jobs = try ["one", "two", "three"].map { try JobID($0) }
+        for id in jobs {
+            _ = try await store.createJob(tenant: Self.tenant, id: id, environment: nil, notifications: [Fixtures.note()], createdAt: t0)
+            try await store.updateJob(tenant: Self.tenant, id: id, state: .finished, at: t0)
+        }
+        let request = Self.request("https://hooks.example/end", allowPrivate: false)
+        func tell(_ id: JobID) async throws -> Bool {
+            try await outbox.tellJobEnd(request, tenant: Self.tenant, job: id, attempts: 3, initialBackoff: .seconds(1), at: t0)
+        }
+        #expect(try await tell(jobs[0]))
+        #expect(try await tell(jobs[0]) == false, "told once")
+        #expect(outbox.statistics.waiting == 1, "a repeat gives its place back")
+        try await outbox.enqueue(request, tenant: Self.tenant, attempts: 1, initialBackoff: .seconds(1))
+        // Full: the end is recorded (not tried again by every sweep), and the refusal is thrown.
+        await #expect(throws: WebhookError.self) { try await tell(jobs[1]) }
+        #expect(try await store.outboxCounts() == [Self.tenant: 2] && outbox.statistics.waiting == 2)
+        #expect(try await outbox.untoldJobEnds(endedBefore: t0.addingTimeInterval(1), limit: 10).map(\.id) == [jobs[2]])
+        // Nothing to send (no webhook): recorded, no place taken.
+        #expect(try await outbox.tellJobEnd(nil, tenant: Self.tenant, job: jobs[2], attempts: 1, initialBackoff: .seconds(1), at: t0))
+        #expect(try await outbox.untoldJobEnds(endedBefore: t0.addingTimeInterval(1), limit: 10).isEmpty)
+        #expect(try await store.outboxCounts() == [Self.tenant: 2])
+    }
+
     @Test("deliveries survive a restart; 5xx is retried, 4xx and 3xx are final")
     func survivesRestart() async throws {
         let store = try Fixtures.store()

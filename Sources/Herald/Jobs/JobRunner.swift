@@ -55,6 +55,12 @@ public struct JobRunnerConfiguration: Sendable, Hashable {
     /// jobs paused by a transient failure). New jobs start at once through ``JobRunner/jobAccepted(_:)``.
     public var rescanInterval: Duration = .seconds(5)
 
+    /// How often the runner tells the job ends left untold (``JobEndNotifier/tellUntoldEnds(endedBefore:)``:
+    /// an instance stopped between a job's final state and its event, or the store's write
+    /// failed), and how long after its end a job is left to the call that ended it first.
+    public var untoldEndsInterval: Duration = .seconds(30)
+    public var untoldEndsGrace: Duration = .seconds(30)
+
     /// The name this runner claims items under: `<claimant>/<instance>`.
     public var claimantName: String { "\(claimant)/\(instance)" }
 
@@ -256,6 +262,17 @@ public final class JobRunner: Sendable {
                         try? await Task.sleep(for: renewal)
                         if Task.isCancelled { break }
                         await self.renewLeases()
+                    }
+                }
+                if let jobEnded = self.jobEnded {
+                    let (every, grace) = (self.configuration.untoldEndsInterval, Self.seconds(self.configuration.untoldEndsGrace))
+                    let clock = self.router.configuration.clock
+                    ticker.addTask {
+                        while !Task.isCancelled {
+                            try? await Task.sleep(for: every)
+                            if Task.isCancelled { break }
+                            await jobEnded.tellUntoldEnds(endedBefore: clock.date.addingTimeInterval(-grace))
+                        }
                     }
                 }
                 await self.scan(into: &jobs, includingPaused: true)

@@ -15,7 +15,7 @@ import Synchronization
 /// async let sending: Void = outbox.run()
 /// outbox.stop()                            // then `run` returns within `shutdownGrace`
 /// ```
-public final class WebhookOutbox: WebhookQueue {
+public final class WebhookOutbox: WebhookQueue, JobEndQueue {
     public struct Configuration: Sendable, Hashable {
         /// Deliveries posted at once (all tenants together).
         public var senders = 4
@@ -46,7 +46,7 @@ public final class WebhookOutbox: WebhookQueue {
     }
 
     public let configuration: Configuration
-    private let store: any WebhookOutboxStore
+    private let store: any WebhookOutboxStore & JobEndLedger
     private let sender: any WebhookSender
     private let clock: any PushClock
     private let logger: Logger
@@ -76,7 +76,7 @@ public final class WebhookOutbox: WebhookQueue {
     }
 
     public init(
-        store: any WebhookOutboxStore, sender: any WebhookSender, configuration: Configuration = Configuration(),
+        store: any WebhookOutboxStore & JobEndLedger, sender: any WebhookSender, configuration: Configuration = Configuration(),
         clock: any PushClock = SystemPushClock(), logger: Logger = Logger(label: "herald")
     ) {
         self.store = store
@@ -110,6 +110,49 @@ public final class WebhookOutbox: WebhookQueue {
     }
 
     public func enqueue(_ request: WebhookRequest, tenant: TenantID, attempts: Int, initialBackoff: Duration) async throws {
+        let webhook = try reserve(request, tenant: tenant, attempts: attempts, initialBackoff: initialBackoff)
+        do {
+            try await store.enqueueWebhooks([webhook])
+        } catch {
+            giveBack(tenant)
+            throw error
+        }
+    }
+
+    /// Records the job's end as told and stores its event (when there is one) in one transaction
+    /// (``JobEndLedger/recordJobEnd(tenant:job:webhook:at:)``), under the tenant's bound: with
+    /// the outbox full the end is recorded without its event and the refusal thrown (as every
+    /// webhook of a tenant whose receiver is that far behind), so that it is not tried again.
+    public func tellJobEnd(
+        _ request: WebhookRequest?, tenant: TenantID, job: JobID, attempts: Int, initialBackoff: Duration, at: Date
+    ) async throws -> Bool {
+        guard let request else { return try await store.recordJobEnd(tenant: tenant, job: job, webhook: nil, at: at) }
+        let webhook: OutboxWebhook
+        do {
+            webhook = try reserve(request, tenant: tenant, attempts: attempts, initialBackoff: initialBackoff)
+        } catch {
+            guard try await store.recordJobEnd(tenant: tenant, job: job, webhook: nil, at: at) else { return false }
+            throw error
+        }
+        let stored: Bool
+        do {
+            stored = try await store.recordJobEnd(tenant: tenant, job: job, webhook: webhook, at: at)
+        } catch {
+            giveBack(tenant)
+            throw error
+        }
+        if !stored { giveBack(tenant) }
+        return stored
+    }
+
+    public func untoldJobEnds(endedBefore: Date, limit: Int) async throws -> [Job] {
+        try await store.untoldJobEnds(endedBefore: endedBefore, limit: limit)
+    }
+
+    /// Takes one of the tenant's places in the outbox (``Configuration/maxPerTenant``).
+    private func reserve(
+        _ request: WebhookRequest, tenant: TenantID, attempts: Int, initialBackoff: Duration
+    ) throws(WebhookError) -> OutboxWebhook {
         let limit = configuration.maxPerTenant
         let reserved = state.withLock { state -> Bool in
             guard state.counts[tenant, default: 0] < limit else { return false }
@@ -119,16 +162,12 @@ public final class WebhookOutbox: WebhookQueue {
         guard reserved else {
             throw WebhookError("the tenant's webhook outbox is full (\(limit) deliveries waiting)", retryable: false)
         }
-        do {
-            try await store.enqueueWebhooks([
-                OutboxWebhook(
-                    tenant: tenant, request: request, maxAttempts: max(1, attempts), backoff: initialBackoff,
-                    nextAttemptAt: clock.date)
-            ])
-        } catch {
-            state.withLock { $0.counts[tenant, default: 1] -= 1 }
-            throw error
-        }
+        return OutboxWebhook(
+            tenant: tenant, request: request, maxAttempts: max(1, attempts), backoff: initialBackoff, nextAttemptAt: clock.date)
+    }
+
+    private func giveBack(_ tenant: TenantID) {
+        state.withLock { $0.counts[tenant, default: 1] -= 1 }
     }
 
     /// Stops taking deliveries; posts in flight get ``Configuration/shutdownGrace`` to finish.

@@ -308,7 +308,7 @@ public final class HeraldServer: Sendable {
             await closeSharedStore()
             throw HeraldServerError(message: "cannot load the console's templates: \(error)")
         }
-        let jobEvents = FeedbackWebhookJobNotifier(router: router, queue: outbox, logger: logger)
+        let jobEvents = FeedbackWebhookJobNotifier(router: router, queue: outbox, store: sharedStore, logger: logger)
         let runner = JobRunner(router: router, store: sharedStore, configuration: options.jobs, logger: logger, jobEnded: jobEvents)
         let cancellation = JobCancellation(
             store: sharedStore, runner: runner, notifier: sharedStore as? any StoreNotifier,
