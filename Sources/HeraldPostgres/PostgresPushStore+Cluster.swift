@@ -11,21 +11,14 @@ extension PostgresPushStore: WebhookOutboxStore {
     public func enqueueWebhooks(_ webhooks: [OutboxWebhook]) async throws {
         guard !webhooks.isEmpty else { return }
         let logger = self.logger
-        var rows: [(OutboxWebhook, String)] = []
-        for webhook in webhooks {
-            rows.append((webhook, String(decoding: try JSONEncoder().encode(webhook.request.headers), as: UTF8.self)))
-        }
-        let prepared = rows
         try await client.withTransaction(logger: logger) { connection in
-            for (webhook, headers) in prepared {
-                try await Self.insertWebhook(webhook, headers: headers, connection, logger: logger)
-            }
+            for webhook in webhooks { try await Self.insertWebhook(webhook, connection, logger: logger) }
         }
     }
 
-    private static func insertWebhook(
-        _ webhook: OutboxWebhook, headers: String, _ connection: PostgresConnection, logger: Logger
-    ) async throws {
+    /// One outbox row (its headers as JSON text), inside the caller's transaction.
+    private static func insertWebhook(_ webhook: OutboxWebhook, _ connection: PostgresConnection, logger: Logger) async throws {
+        let headers = String(decoding: try JSONEncoder().encode(webhook.request.headers), as: UTF8.self)
         try await connection.query(
             """
             INSERT INTO webhook_outbox (tenant, url, headers, body, timeout_ms, allow_private, attempt,
@@ -270,7 +263,6 @@ extension PostgresPushStore: JobEndLedger {
     /// finds it told).
     public func recordJobEnd(tenant: TenantID, job: JobID, webhook: OutboxWebhook?, at: Date) async throws -> Bool {
         let logger = self.logger
-        let headers = try webhook.map { String(decoding: try JSONEncoder().encode($0.request.headers), as: UTF8.self) }
         return try await client.withTransaction(logger: logger) { connection in
             let marked = try await connection.query(
                 """
@@ -281,9 +273,7 @@ extension PostgresPushStore: JobEndLedger {
                 """, logger: logger
             ).collect()
             guard !marked.isEmpty else { return false }
-            if let webhook, let headers {
-                try await Self.insertWebhook(webhook, headers: headers, connection, logger: logger)
-            }
+            if let webhook { try await Self.insertWebhook(webhook, connection, logger: logger) }
             return true
         }
     }
