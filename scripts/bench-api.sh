@@ -12,9 +12,9 @@
 #   SKIP_BUILD=1 scripts/bench-api.sh                      # reuse .build/release/herald
 #   SKIP_WRK=1 / SKIP_BATCH=1                              # run only one half
 #   JOB_CONCURRENCY=100 POLL_INTERVAL=1                    # jobs.concurrency_per_tenant; seconds between job polls
-#                                                          # (each GET /v1/jobs/{id} reads every item: about
-#                                                          # 50-100 ms of CPU at 100,000 items, so polling often
-#                                                          # slows the job it measures)
+#                                                          # (each GET /v1/jobs/{id} takes some of the server's
+#                                                          # CPU, so polling very often slows the job it
+#                                                          # measures)
 #
 # Only 127.0.0.1 is used; every process and wait is bounded; the server started here is stopped
 # with SIGTERM on exit and its temporary directory removed.

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Benchmark (issue 13): one batch of BATCH device tokens from POST /v1/notifications/batch to the
+# Benchmark: one batch of BATCH device tokens from POST /v1/notifications/batch to the
 # finished job, on SQLite (one instance), on PostgreSQL with one instance, and with three
 # (scripts/cluster.sh: one `herald sandbox` with the strict token-update rule, the batch posted
 # to the first instance, the job read through the last), against `herald bench`'s transport rate
@@ -7,7 +7,7 @@
 # the ratio is to their mean). With each transport measurement the router's callback form is
 # measured too (`herald bench --through router --callers callbacks`: the tenant's plugins by their
 # hooks and the retry, one attempt each, as the job runner sends a batch item, but no store and no
-# runner): the batch's ceiling on this machine, so that each round shows how much of the gap is
+# runner): the batch's ceiling on this machine, so that each run shows how much of the gap is
 # the router's and how much the store's and the runner's.
 #
 #   scripts/bench-batch.sh                          # BATCH=100000, modes "sqlite pg1 pg3"

@@ -39,7 +39,7 @@ if [[ -n "$AFFINITY" ]]; then
 fi
 
 # h2load sends herald bench's own 1,024 device paths in its order (as scripts/bench-herald.sh
-# does); the variant h2load-one sends one repeated path (the yardstick of earlier sessions).
+# does); the variant h2load-one sends one repeated path (the sandbox's lightest request shape).
 "$HERALD" bench --tenants "$WORK/tenants" --tenant demo-token --print-paths \
     | sed "s#^#https://127.0.0.1:$SANDBOX_PORT#" > "$WORK/uris.txt"
 h2load_command() { # count [one]

@@ -14,13 +14,13 @@
 # -i) in the same order. The sandbox is the bottleneck of both runs (one core, ~90-97% busy) and
 # what a request costs it depends on its shape: a `:path` that changes from request to request
 # costs it ~30% more than one repeated path (its audit's skip of repeated header blocks and its
-# memory of the last device path no longer apply; scripts/bench-client-anatomy.sh). So the
-# yardstick sends the same paths; h2load with its one repeated path is printed too, for the
-# figures of earlier sessions (ONE_PATH=0 skips it).
+# memory of the last device path do not apply; scripts/bench-client-anatomy.sh). So the
+# yardstick sends the same paths; h2load with its one repeated path is printed too, as the
+# sandbox's lightest load (ONE_PATH=0 skips it).
 #
-# Goal (issue 14): herald bench reaches at least 90% of h2load's rate, at no more than 12 us of
-# CPU a notification. Only 127.0.0.1 is used; every
-# process and wait is bounded; the sandbox started here is stopped on exit.
+# Goal: herald bench reaches at least 90% of h2load's rate, at no more than 12 us of CPU a
+# notification. Only 127.0.0.1 is used; every process and wait is bounded; the sandbox started
+# here is stopped on exit.
 set -euo pipefail
 source "$(dirname "$0")/lib.sh"
 

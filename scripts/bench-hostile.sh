@@ -10,7 +10,7 @@
 #              to a local receiver
 #   batches    posts BATCHES batches of BATCH_TOKENS tokens (4 at a time; quotas refuse most)
 # Prints B's rate and p99 in each phase next to B alone, Herald's peak RSS, and whether Herald
-# is still running. Goals (issue 11): B >= 95% of its rate, p99 < 3x alone, RSS < 500 MB.
+# is still running. Goals: B >= 95% of its rate, p99 < 3x alone, RSS < 500 MB.
 #
 #   scripts/bench-hostile.sh                        # release build
 #   SKIP_BUILD=1 PHASE=20 RATE=2000 scripts/bench-hostile.sh
@@ -23,9 +23,9 @@ source "$(dirname "$0")/lib.sh"
 
 PHASE=${PHASE:-20}
 RATE=${RATE:-2000}
-# B's requests go out at a fixed rate (h2load --rps, open loop): with wrk's closed loop (each
-# connection waiting after its answer) B's rate fell with every millisecond of latency, so it
-# measured latency twice; now it measures whether Herald serves B at the rate B asks for.
+# B's requests go out at a fixed rate (h2load --rps, open loop), so the figures show whether Herald
+# serves B at the rate B asks for: with a closed loop such as wrk's (each connection waiting after
+# its answer) B's rate would fall with every millisecond of latency, counting latency twice.
 B_CONNECTIONS=${B_CONNECTIONS:-100}
 BATCHES=${BATCHES:-200}
 BATCH_TOKENS=${BATCH_TOKENS:-100000}

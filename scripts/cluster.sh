@@ -46,7 +46,7 @@ cluster_start() {
     url: $bare
     password: env:HERALD_POSTGRES_PASSWORD
     pool_size: ${POOL_SIZE:-10}"
-        # CALL_TIMEOUT=none leaves the key out (a binary from before it).
+        # CALL_TIMEOUT=none leaves the key out (the server's default applies).
         [[ "${CALL_TIMEOUT:-}" == none ]] || postgres_yaml+="
     call_timeout: ${CALL_TIMEOUT:-30s}"
     fi

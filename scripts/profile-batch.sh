@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Where the batch path's time goes (issue 13): one `herald serve` (MODE=sqlite or postgres) and a
+# Where the batch path's time goes: one `herald serve` (MODE=sqlite or postgres) and a
 # strict sandbox (scripts/cluster.sh), one BATCH-token template batch posted and polled to the
 # end; prints the time to the 202 and to the finished job and the CPU `herald serve`, the
 # sandbox and (MODE=postgres) the PostgreSQL server spent a notification (from /proc). PERF=1

@@ -1,12 +1,12 @@
 #!/usr/bin/env bash
-# A PostgreSQL restart in the middle of a batch, ROUNDS times (issue 13's availability): one
+# A PostgreSQL restart in the middle of a batch, ROUNDS times (the shared store's availability): one
 # `herald serve` on a throwaway PostgreSQL cluster and a sandbox (scripts/cluster.sh); each round
 # posts a BATCH-token template batch, restarts the server (`pg_ctl restart -m fast`) at a random
 # moment 0.3–1.5 s later, and waits for the job to finish. Prints, per round, how long the job
 # took after the restart, its counts and the store calls that timed out
 # (`storage.postgres.call_timeout`, CALL_TIMEOUT here, default 30s). Exits 1 when a job did not
 # finish within the call timeout + 90 s, or did not send every token. CALL_TIMEOUT=none leaves the
-# setting out, for a binary from before it (each round then waits 60 s at most).
+# setting out of the configuration (the server's default applies; each round then waits 60 s at most).
 #
 #   SKIP_BUILD=1 scripts/restart-postgres.sh
 #   ROUNDS=10 BATCH=50000 CALL_TIMEOUT=10s HERALD=.build/release/herald SKIP_BUILD=1 scripts/restart-postgres.sh
@@ -25,7 +25,7 @@ cluster_start "$WORK/c" 1 postgres
 port=${CLUSTER_PORTS[0]}
 bin=$(ls -d /usr/lib/postgresql/*/bin | sort -V | tail -1)
 as_postgres() { if [[ $(id -u) -eq 0 ]]; then runuser -u postgres -- "$@"; else "$@"; fi; }
-# CALL_TIMEOUT=none: the key is left out (a binary from before it); a round then waits 60 s.
+# CALL_TIMEOUT=none: the key is left out (the server's default applies); a round then waits 60 s.
 [[ "$CALL_TIMEOUT" != none ]] || limit=60
 [[ -n "${limit:-}" ]] || limit=$(python3 -c 'import re,sys; v=sys.argv[1]; m=re.fullmatch(r"([0-9.]+)(ms|s|m|h)?", v); n=float(m.group(1)); print(int(n/1000 if m.group(2)=="ms" else n*60 if m.group(2)=="m" else n*3600 if m.group(2)=="h" else n) + 90)' "$CALL_TIMEOUT")
 failures=0

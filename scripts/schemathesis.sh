@@ -64,8 +64,8 @@ grep -q "$TENANT" "$WORK/serve.log" || { echo "the demo tenant did not load:" >&
 BASE="http://127.0.0.1:$API_PORT"
 echo "== herald serve on $BASE (sandbox on $SANDBOX_PORT); schemathesis $SCHEMATHESIS_VERSION, seed $SEED, $EXAMPLES examples per operation"
 
-# One worker by default: with two, hypothesis once crashed inside its own code ("AST constructor
-# recursion depth mismatch", CPython 3.11) in 1 of 6 runs; a flaky CI is worse than a slower one.
+# One worker by default: with two, hypothesis can crash inside its own code ("AST constructor
+# recursion depth mismatch", CPython 3.11); a flaky CI is worse than a slower one.
 status=0
 (cd "$WORK" && "$VENV/bin/schemathesis" --config-file "$ROOT/scripts/schemathesis.toml" run "$BASE/openapi.yaml" \
     --url "$BASE" -H "Authorization: Bearer $API_KEY" \

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Waits for a Herald job to end, for the batch benchmarks (issue 13).
+"""Waits for a Herald job to end, for the batch benchmarks.
 
     scripts/wait-job.py URL API_KEY OUT.json [INTERVAL_S] [TIMEOUT_S]
 
@@ -8,9 +8,10 @@ process until the job's state is `finished` or `cancelled`, writes the last answ
 and prints the wall-clock time (seconds since the epoch) of the poll that saw the final state.
 Exits 1 on a timeout (default 900 s), with the last state on stderr.
 
-Why a process of its own: the scripts used to run `python3 -c` once a poll to read the state,
-and a Python start costs about 0.13 s of CPU on the benchmark machine. Every 0.2–0.5 s that is a
-quarter to a third of one of its two cores taken from the processes being measured.
+Why a process of its own: running `python3 -c` once a poll to read the state would start
+Python every time, and a Python start costs about 0.13 s of CPU on the benchmark machine. Every
+0.2–0.5 s that is a quarter to a third of one of its two cores taken from the processes being
+measured.
 """
 import json
 import sys

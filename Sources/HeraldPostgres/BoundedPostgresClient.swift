@@ -8,11 +8,11 @@ import PostgresNIO
 /// within `limit` fails with ``StoreError/timedOut(_:)`` instead of waiting for ever, and one
 /// whose connection could not be made or was lost fails with ``StoreError/unavailable(_:)``.
 ///
-/// Why: after a PostgreSQL restart, postgres-nio 1.33.2 now and then lost a query written to a
-/// connection that had just closed, and the call never returned. The job runner then stopped for
-/// good (its scan, a claim or a commit group waiting), until the process restarted. Bounded, the
+/// Why: after a PostgreSQL restart, postgres-nio 1.33.2 can lose a query written to a connection
+/// that has just closed, and the call never returns; unbounded, the job runner would stop for
+/// good (its scan, a claim or a commit group waiting) until the process restarts. Bounded, the
 /// call fails like any other store failure: the job pauses and resumes at the next scan, and the
-/// heartbeat and lease renewal try again at their next round.
+/// heartbeat and lease renewal try again at their next turn.
 struct BoundedPostgresClient: Sendable {
     let client: PostgresClient
     /// The longest a call waits (`storage.postgres.call_timeout`).

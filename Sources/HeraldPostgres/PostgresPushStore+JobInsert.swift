@@ -10,11 +10,11 @@ import PostgresNIO
 // or when an outcome, a deferral or a read names it. `job.materialized` counts the items that
 // have their row (always a prefix of the job: items 0 ..< materialized).
 //
-// Why: measured on this machine (backend CPU of a 100,000-item job), inserting the item rows
-// took ~0.8 s with the foreign key dropped (heap ~0.26 s, the primary key ~0.22 s, the pending
-// index ~0.2 s) and 1.9 s with it; the 202 waited for all of it. A hundred chunk rows of arrays
-// cost a few milliseconds of the server's time, and the item rows are written during the run,
-// by the claims, which updated every one of them anyway.
+// Why: inserting a row per item costs the server close to a second of CPU for a 100,000-item
+// job (the heap, the primary key and the pending index about equally), and the 202 would wait
+// for all of it. A hundred chunk rows of arrays cost a few milliseconds of the server's time,
+// and the item rows are written during the run, by the claims, which write every one of them
+// anyway.
 
 extension PostgresPushStore {
     /// Items per `job_chunk` row: a claim of 500 reads one or two rows.

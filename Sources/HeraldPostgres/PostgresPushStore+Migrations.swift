@@ -115,9 +115,9 @@ extension PostgresPushStore {
             name: "v6: job item on the wire",
             statements: ["ALTER TABLE job_item ADD COLUMN wire_at_ms BIGINT"]),
         // Several `herald serve` instances (as the SQLite store's v7): the instance registry, the
-        // webhook outbox and the retention sweep's index (SQLite's v3 brought those two; this store
-        // kept them in each instance's SQLite file until now), and `job_item_leased` (partial: only
-        // leased items) for lease renewal, a dead instance's leases and the items each one holds.
+        // webhook outbox and the retention sweep's index (the SQLite store's v3 has those two), and
+        // `job_item_leased` (partial: only leased items) for lease renewal, a dead instance's
+        // leases and the items each one holds.
         Migration(
             name: "v7-instances",
             statements: [
@@ -152,10 +152,10 @@ extension PostgresPushStore {
                 "CREATE INDEX webhook_outbox_due ON webhook_outbox (next_attempt_ms, id)",
                 "CREATE INDEX webhook_outbox_by_tenant ON webhook_outbox (tenant)",
             ]),
-        // A batch's payloads stored once per run of equal payloads, as the SQLite store has done
-        // since its v3: a template batch of 100,000 tokens holds one `job_payload` row, not
-        // 100,000 copies. Items of older jobs keep their own `payload` (`payload_ref` NULL); new
-        // items store an empty one there. Deleting a job deletes its payloads (cascade).
+        // A batch's payloads stored once per run of equal payloads, as in the SQLite store's v3: a
+        // template batch of 100,000 tokens holds one `job_payload` row, not 100,000 copies. Items
+        // of older jobs keep their own `payload` (`payload_ref` NULL); new items store an empty one
+        // there. Deleting a job deletes its payloads (cascade).
         Migration(
             name: "v8-shared-payloads",
             statements: [
@@ -172,11 +172,12 @@ extension PostgresPushStore {
                 "ALTER TABLE job_item ADD COLUMN payload_ref INTEGER",
             ]),
         // The batch path's lean item shape, as the SQLite store's v9: outcome counts kept per job
-        // (`job_outcome`, added to by the statement that records the outcomes: a report reads a
-        // few rows), and partial claim, retry and failed-item indexes. An outcome no longer moves
-        // three index entries of its item (each a new entry beside a dead one until a vacuum): a
-        // sent item leaves `job_item_pending` and enters no index. NULLS NOT DISTINCT
-        // (PostgreSQL 15) makes one counter row per (state, status, reason), NULLs included.
+        // (`job_outcome`, added to by the statement that records the outcomes: a report reads a few
+        // rows), and partial claim, retry and failed-item indexes in place of the full ones, so
+        // that an outcome does not move three index entries of its item (each a new entry beside a
+        // dead one until a vacuum): a sent item leaves `job_item_pending` and enters no index.
+        // NULLS NOT DISTINCT (PostgreSQL 15) makes one counter row per (state, status, reason),
+        // NULLs included.
         Migration(
             name: "v9-lean-job-items",
             statements: [
@@ -208,18 +209,18 @@ extension PostgresPushStore {
                 "CREATE INDEX job_item_due ON job_item (tenant, job_id, next_attempt_ms) WHERE state = 'retrying'",
                 "CREATE INDEX job_item_failed ON job_item (tenant, job_id, idx) WHERE state = 'failed'",
             ]),
-        // PostgreSQL only (the SQLite store has no counterpart; the next migration of both
-        // backends is v10): a new job's items as chunk rows (`job_chunk`, up to 1,000 items each,
-        // a field per array), given their own `job_item` rows only when a claim, an outcome or a
-        // read first needs them; `job.materialized` counts the items that have one (a prefix of the
-        // job; every item of an older job has one). And job items without the foreign key to their
-        // job: its check ran once per inserted item (a lookup and a `FOR KEY SHARE` lock of the
-        // job's row), more than half of the server's CPU for inserting items (100,000 items:
-        // 1.89 s of backend CPU with it, 0.82 s without). Nothing needs it: item rows are inserted
-        // only from their job's chunks, and the retention sweep deletes a job's items before the
-        // job (`deleteExpiredJobs`), which is all the cascade did; chunks keep theirs (a hundred
-        // rows a job). The arrays are stored uncompressed (`EXTERNAL`): each chunk is read once or
-        // twice, and compressing 150 kB rows costs the POST more than it saves.
+        // PostgreSQL only (the SQLite store has no counterpart; the next migration of both backends
+        // is v11): a new job's items as chunk rows (`job_chunk`, up to 1,000 items each, a field
+        // per array), given their own `job_item` rows only when a claim, an outcome or a read first
+        // needs them; `job.materialized` counts the items that have one (a prefix of the job; every
+        // item of an older job has one). And job items without the foreign key to their job: its
+        // check runs once per inserted item (a lookup and a `FOR KEY SHARE` lock of the job's row),
+        // more than half of the server's CPU for inserting items. Nothing needs it: item rows are
+        // inserted only from their job's chunks, and the retention sweep deletes a job's items
+        // before the job (`deleteExpiredJobs`), which is all the cascade would do; chunks keep
+        // theirs (a hundred rows a job). The arrays are stored uncompressed (`EXTERNAL`): each
+        // chunk is read once or twice, and compressing 150 kB rows costs the POST more than it
+        // saves.
         Migration(
             name: "v9.1-pg-job-chunks",
             statements: [

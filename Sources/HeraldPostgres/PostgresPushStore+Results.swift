@@ -230,8 +230,8 @@ extension PostgresPushStore {
     ///
     /// The job reaches the join as a column of every row (`array_fill`), not as a constant: with
     /// `item.tenant = $1 AND item.job_id = $2`, a job inserted moments ago (no statistics yet,
-    /// one row estimated) was planned as a hash join over all of the job's items (100,000 rows
-    /// read for each group of ~50: the server's CPU a notification 60 → 220 µs); joined on the
+    /// one row estimated) is planned as a hash join over all of the job's items (100,000 rows
+    /// read for each group of ~50, several times the server's CPU a notification); joined on the
     /// rows' own columns it stays a primary-key lookup per row, as in ``updateResults(_:)``.
     static func updatePlainSuccesses(tenant: TenantID, job: JobID, _ writes: [ResultWrite]) -> PostgresQuery {
         var indexes: [Int64] = []

@@ -323,9 +323,9 @@ public final class PostgresPushStore: PushStore, JobReports, UnansweredCallCount
 
     /// What the second key of that lock hashes: the tenant within its schema. Advisory locks are
     /// the database's, not a schema's: keyed on the tenant alone, deployments that share a database
-    /// with schemas of their own (`storage.postgres.schema`) held up each other's job creation for
-    /// a tenant of the same name (the test suite's stores, all with a tenant `acme`, waited up to
-    /// 14 s for each other). Schema names are `a-z 0-9 _`, so the slash is unambiguous.
+    /// with schemas of their own (`storage.postgres.schema`) would hold up each other's job
+    /// creation for a tenant of the same name (the test suite's stores, all with a tenant `acme`,
+    /// among them). Schema names are `a-z 0-9 _`, so the slash is unambiguous.
     static func jobLockKey(schema: String?, tenant: TenantID) -> String {
         (schema ?? "") + "/" + tenant.rawValue
     }
@@ -417,12 +417,11 @@ public final class PostgresPushStore: PushStore, JobReports, UnansweredCallCount
 
     /// One transaction of two statements: the picked items' indexes are selected (and locked),
     /// then updated through `idx = ANY($1)` with the list as a bound array — a primary-key lookup
-    /// per item whatever the planner believes. `EXPLAIN ANALYZE` during runs: joined `FROM
-    /// picked`, a job inserted moments ago (no statistics yet, every estimate 1 row) was planned
-    /// as a nested loop over all the job's items for each picked one (20,000 items: 10 million
-    /// rows filtered, 7.5 s for one claim of 500); with `ANY(ARRAY(SELECT …))` in one statement
-    /// the array stayed a filter over the job's primary-key range (100,000 items: 99,500 rows
-    /// read per claim, 335 ms).
+    /// per item whatever the planner believes. Joined `FROM picked`, a job inserted moments ago
+    /// (no statistics yet, every estimate 1 row) is planned as a nested loop over all the job's
+    /// items for each picked one (seconds for one claim of 500 in a 20,000-item job); with
+    /// `ANY(ARRAY(SELECT …))` in one statement the array stays a filter over the job's
+    /// primary-key range (nearly every item of the job read per claim).
     ///
     /// Items without a `job_item` row yet (v9.1-pg: a new job's items are chunk rows until a
     /// claim reaches them) come after the items that have one: the claim gives the next ones

@@ -140,7 +140,7 @@ extension SQLitePushStore {
         migrator.registerMigration("v6: job item on the wire") { db in
             try db.execute(sql: "ALTER TABLE job_item ADD COLUMN wire_at_ms INTEGER")
         }
-        // Several `herald serve` instances (issue 13): each beats its row in `herald_instance`; the
+        // Several `herald serve` instances: each beats its row in `herald_instance`; the
         // rows that stop beating are taken for dead and the leases of their claimant released.
         // `job_item_leased` (partial: only leased items) serves lease renewal, the release of a
         // dead instance's leases and the count of items each instance holds.
@@ -159,15 +159,15 @@ extension SQLitePushStore {
                     """)
         }
         // The PostgreSQL store's v8 stores a batch's payloads once (`job_payload`, `payload_ref`),
-        // which this store has done since v3: nothing to change here. Registered so that both
+        // which this store's v3 does already: nothing to change here. Registered so that both
         // backends' schema versions keep the same names and order.
         migrator.registerMigration("v8-shared-payloads") { _ in }
-        // The batch path's lean item shape (issue 13). Every outcome used to rewrite four
-        // text-keyed index entries of its item (`job_item_by_state`, `job_item_outcomes`,
-        // `job_item_due`, each with the item's state) and every report poll counted the whole
-        // job. Now:
-        // - `job_outcome` counts a job's outcomes by (state, status, reason), updated in the
-        //   transaction that records them: a report reads a few rows, whatever the job's size;
+        // The batch path's lean item shape. It drops the full indexes whose text-keyed entries
+        // every outcome rewrites (`job_item_by_state`, `job_item_outcomes`, `job_item_due`, each
+        // with the item's state) and spares each report poll a count of the whole job:
+        // - `job_outcome` counts a job's outcomes by (state, status, reason), filled from the
+        //   outcomes recorded so far and updated in the transaction that records each new one: a
+        //   report reads a few rows, whatever the job's size;
         // - the claim, retry and failed-item indexes are partial: only pending items are in
         //   `job_item_pending`, only `retrying` ones in `job_item_due`, only failed ones in
         //   `job_item_failed`. An item that is sent leaves one index (and enters none).
@@ -196,7 +196,7 @@ extension SQLitePushStore {
                     CREATE INDEX job_item_failed ON job_item (tenant, job_id, idx) WHERE state = 'failed';
                     """)
         }
-        // The batch item shape (issue 13): chunk rows of notifications written by the POST, one
+        // The batch item shape: chunk rows of notifications written by the POST, one
         // bit per settled item, the plain successes of a commit group as one row, a row of its
         // own only for an item with more to keep, one lease per claimant and job; items keyed by
         // the job's integer key (`job.item_key`). Jobs stored before are rewritten into it.

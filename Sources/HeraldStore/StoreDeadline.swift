@@ -5,7 +5,7 @@ import Synchronization
 /// For a store across the network (PostgreSQL): a call whose answer never comes must not hold up
 /// its caller for ever. postgres-nio 1.33.2 can lose a query written to a connection whose channel
 /// closed at that moment (a server restart or failover): the query's promise is never completed,
-/// so the call never returns. Seen as a job runner that stopped for good after a PostgreSQL
+/// so the call never returns: unbounded, a job runner would stop for good after a PostgreSQL
 /// restart (its scan, a claim or an outcome write waiting). A half-open TCP connection after a
 /// network partition has the same effect until the kernel gives up on it (many minutes).
 ///

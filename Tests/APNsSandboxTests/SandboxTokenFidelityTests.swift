@@ -97,7 +97,7 @@ struct SandboxTokenFidelityTests {
 
         let good = try Self.token(header: header, claims: #"{"iss":"\#(Self.team)","iat":\#(iat)}"#, key: harness.key)
         let parts = good.split(separator: ".", omittingEmptySubsequences: false).map(String.init)
-        // Claims changed after signing: the signature no longer matches.
+        // Claims changed after signing: the signature does not match.
         let tampered = parts[0] + "." + Self.base64URL(Array(#"{"iss":"\#(Self.team)","iat":"\#(iat)"}"#.utf8)) + "." + parts[2]
         let malformed = [
             ("tampered claims", tampered),

@@ -10,16 +10,16 @@ import Testing
     import Darwin
 #endif
 
-/// Issue 13's three-instance check, on real processes: three `herald serve` (the debug binary
+/// The three-instance check, on real processes: three `herald serve` (the debug binary
 /// next to the tests) on one PostgreSQL database and one sandbox holding the strict token-update
 /// rule; a batch posted to the first; the second killed with SIGKILL in the middle; the job
 /// finishes; every device is delivered, with no more duplicates than the killed instance had in
 /// flight; no `TooManyProviderTokenUpdates`; the report read through the third shows the final
 /// counts.
 ///
-/// The issue's figure is 100,000 tokens; a debug build on a loaded 2-core machine sends 4,000
+/// The full-size check is 100,000 tokens; a debug build on a loaded 2-core machine sends 4,000
 /// here by default (under a minute, as CI runs it). `HERALD_CLUSTER_KILL_TOKENS=100000` runs the
-/// issue's size, and `HERALD_CLUSTER_KILL_BINARY=.build/release/herald` runs the children from
+/// full size, and `HERALD_CLUSTER_KILL_BINARY=.build/release/herald` runs the children from
 /// the release build; the test prints its figures either way. Needs `HERALD_TEST_POSTGRES_URL`
 /// (`eval "$(scripts/postgres.sh start)"`): without it the test is skipped with a comment, except
 /// under CI, where it fails.
@@ -109,7 +109,7 @@ struct ClusterKillTests {
         // Until the kill, each answer is held long enough that the batch lasts at least ~17 s
         // whatever the machine's speed (4,000 tokens: 0.2 s, so three instances at 16 in flight
         // answer at most 240 a second): the kill cannot come after the job has finished. On a
-        // loaded CI machine the 202 itself once took 4.4 s, long enough for a batch answered in
+        // loaded CI machine the 202 itself can take seconds, long enough for a batch answered in
         // 4 ms to be done before the first look. After the kill the answers come in 4 ms.
         let heldUntilKill = max(0.004, 800 / Double(Self.total))
         let world = try await TestWorld.make(

@@ -6,7 +6,7 @@ import HeraldStore
 import Testing
 
 /// `herald serve` (the built binary) killed with SIGKILL in the middle of a batch while the
-/// sandbox answers 20% of requests 503 (the fault), then started again on the same store. What was on
+/// sandbox answers 20% of requests 503, then started again on the same store. What was on
 /// the wire at the kill is read from the store (items marked on the wire with no outcome):
 /// under at-least-once every device gets the notification and only those can get it twice;
 /// under at-most-once no device gets it twice and exactly those are reported `unknown`.

@@ -38,8 +38,8 @@ struct CrashResumeTests {
         let total = 3000
         // Until the kill, 100 ms an answer: with 16 in flight the batch would take at least
         // 18.75 s, so the kill (after 400 outcomes) lands mid-batch even when the 202 or a poll
-        // takes seconds on a loaded machine (at 4 ms the faster store let a whole batch finish
-        // between two polls; the three-instance test once saw a 4.4 s 202 in CI). After it, 40 ms.
+        // takes seconds on a loaded machine (at 4 ms a whole batch can finish between two polls,
+        // and a 202 can take seconds on a loaded CI machine). After it, 40 ms.
         let world = try await TestWorld.make(faults: SandboxFaults(addedLatency: 0.1))
         let acme = world.tenant("acme")
         try ChildServer.writeJobsConfig(in: world.directory, concurrency: Self.concurrency)

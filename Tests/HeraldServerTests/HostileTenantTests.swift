@@ -6,15 +6,15 @@ import Synchronization
 import Testing
 
 /// What a hostile tenant (or anyone who reaches the port) tries against the API edge: inputs
-/// that used to trap the process, header values that break the wire, a sound that became a
-/// critical alert, floods, idle and trickling sockets, and answers that leak internals.
+/// that could trap the process, header values that break the wire, a sound that could turn into
+/// a critical alert, floods, idle and trickling sockets, and answers that leak internals.
 @Suite("API: a hostile tenant")
 struct HostileTenantTests {
     static let device = Tokens.make(0x61, 1)
     static let target = #""device_token": "\#(device)", "topic": "com.acme.app""#
     static let requestID = HTTPField.Name("x-request-id")!
 
-    @Test func registeredAtThatUsedToTrapIsAClear400() async throws {
+    @Test func malformedOrOutOfRangeRegisteredAtIsRefusedWithoutATrap() async throws {
         let world = try await TestWorld.make()
         let acme = world.tenant("acme")
         try await LiveServer.with(world.options()) { live async throws in

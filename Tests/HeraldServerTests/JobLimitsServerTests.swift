@@ -58,7 +58,7 @@ struct JobLimitsServerTests {
                 json: Self.batch("theirs", topic: "com.globex.app", tokens: Self.tokens(0x23, 5)))
             #expect(other.status == 202, "\(other.text)")
             _ = try await client.waitForJob("small", key: acme.apiKey)
-            // Once the job finished, its items no longer count.
+            // Once the job finished, its items do not count.
             let next = try await client.request(
                 .post, "/v1/notifications/batch", key: acme.apiKey, json: Self.batch("next", topic: "com.acme.app", tokens: Self.tokens(0x24, 5)))
             #expect(next.status == 202, "\(next.text)")

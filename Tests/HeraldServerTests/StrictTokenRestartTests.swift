@@ -3,7 +3,7 @@ import Foundation
 import HeraldServer
 import Testing
 
-/// Issue 13: a single instance on SQLite, restarted within 20 minutes, sends with the provider
+/// A single instance on SQLite, restarted within 20 minutes, sends with the provider
 /// token it signed before, so a sandbox holding the strict token-update rule (any other token
 /// for the key within 20 minutes is 429 `TooManyProviderTokenUpdates`, as Apple answers) accepts
 /// every request. A stack on a fresh store signs its own token and is refused: the rule bites.

@@ -8,7 +8,7 @@ import Testing
 /// Batches run by a real ``JobRunner`` through the real transport against the in-process
 /// APNsSandbox with faults, checked against the sandbox's own record of what it received.
 ///
-/// The big ones keep the counts and run in suites of their own; in a debug build on a
+/// The big ones run at full size in suites of their own; in a debug build on a
 /// loaded 2-core machine each takes minutes (about 2.5 ms of CPU per notification).
 enum DeliveryRun {
     /// A tenant of the rig with a quick retry schedule, so that the tests' outages and faults

@@ -67,7 +67,8 @@ struct JobFeedTests {
         try await backend.withStore { base in
             let (atClaims, held, transport, progress) = try await run(base, backend, count: 400, strict: true)
             #expect(atClaims.count >= 9, "ten claims of 40 at least: \(atClaims)")
-            // With the old barrier every earlier item's send had ended at each claim.
+            // A runner that waits for the sends before each claim would find every earlier item's
+            // send ended at each claim.
             #expect(atClaims.filter { $0 > 0 }.count >= 5, "claims made before the earlier items' sends ended: \(atClaims)")
             // The next claim is made while up to 8 (the send tasks) of the last are left to hand
             // out: the runner holds those and the 8 its send tasks took. A feeder that waited
@@ -103,9 +104,9 @@ struct JobFeedTests {
                 }
             }
             // A new item's first send ends only once the runner begins its next claim (or after
-            // 5 s): a runner that waits for the sends before it claims again waits the 5 s. (2 s
-            // until the thirtieth session: in one full run with PostgreSQL beside the other
-            // suites, 11 of 80 first sends outlasted it, one over the bound.)
+            // 5 s): a runner that waits for the sends before it claims again waits the 5 s. (The
+            // 5 s leaves room for a full run with PostgreSQL beside the other suites, where a
+            // shorter wait lets first sends outlast it.)
             let released = Mutex((byClaim: 0, byTimeout: 0))
             let transport = Bounds.CountingTransport(delay: .milliseconds(1), failFirstOfEvery: 5) { notification in
                 let claimedBy = claims.withLock { $0.of[notification.id?.rawValue ?? ""] ?? 0 }
@@ -125,8 +126,8 @@ struct JobFeedTests {
                 try await base.job(tenant: Bounds.tenant, id: id)?.state == .finished
             }
 
-            // Waiting for every send after a claim with retries (the twelfth session's runner):
-            // 64 of the 80 first sends ended by the timeout, on both backends.
+            // A runner that waits for every send after a claim with retries would see most of
+            // the 80 first sends end by the timeout, on both backends.
             let (byClaim, byTimeout) = released.withLock { ($0.byClaim, $0.byTimeout) }
             #expect(byClaim + byTimeout == count)
             #expect(byTimeout <= count / 8, "first sends that ended only by the timeout: \(byTimeout) of \(count)")

@@ -120,11 +120,11 @@ struct PostgresStoreTests {
     }
 
     /// `storage.postgres.call_timeout`: a call whose answer never comes (here the link to the
-    /// server goes silent; after a restart it was a query postgres-nio lost) fails with a timeout
+    /// server goes silent; after a restart it is a query postgres-nio lost) fails with a timeout
     /// instead of holding its caller, and the store works again once the server answers.
     @Test("a call that gets no answer fails after the call timeout; the store recovers when the server answers again")
     func silentServer() async throws {
-        // 5 s: the call before the silence must answer within it under a loaded CI run (1 s did not, once).
+        // 5 s: the call before the silence must answer within it under a loaded CI run (1 s is not always enough).
         try await Self.withStoreBehindProxy(callTimeout: .seconds(5)) { store, proxy in
             let tenant = try TenantID("acme")
             #expect(try await store.jobs(tenant: tenant, states: nil, limit: 10).isEmpty)

@@ -629,7 +629,7 @@ struct StoreContractTests {
             ).job.itemCount == 3)
         _ = try await store.createJob(
             tenant: other, id: first, environment: nil, notifications: [Fixtures.note()], createdAt: t0, limits: limits)
-        // A finished job no longer counts.
+        // A finished job does not count.
         try await store.updateJob(tenant: acme, id: first, state: .finished, at: t0)
         _ = try await store.createJob(
             tenant: acme, id: try JobID("limit-5"), environment: nil, notifications: [Fixtures.note()], createdAt: t0,
@@ -835,7 +835,7 @@ struct StoreContractTests {
         #expect(again.map { $0.onWireAt != nil } == [false, true, false, false])
         #expect(again.map(\.notification.id) == Array(ids[1...]))
         #expect(again[1].onWireAt == at && again[1].state == .pending)
-        // Held by the new claimant now, the due retry among them; no longer by the old one.
+        // Held by the new claimant now, the due retry among them; not by the old one any more.
         #expect(try await store.leasedItems(tenant: acme, job: id, indexes: [0, 1, 2, 3, 4], claimant: "herald/new") == [1, 2, 3, 4])
         #expect(try await store.leasedItems(tenant: acme, job: id, indexes: [1, 2, 3, 4], claimant: "herald/old").isEmpty)
 

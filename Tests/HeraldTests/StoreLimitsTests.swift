@@ -80,7 +80,7 @@ struct StoreLimitsTests {
         #expect(try await create("a", 6) == .existing(try #require(try await store.job(tenant: acme, id: try JobID("a")))))
         // Another tenant has its own limits.
         _ = try await create("c", 10, tenant: other)
-        // A finished job no longer counts.
+        // A finished job does not count.
         try await store.updateJob(tenant: acme, id: try JobID("a"), state: .finished, at: t0)
         _ = try await create("d", 6)
         // Overflowing sums are refused, never a trap.

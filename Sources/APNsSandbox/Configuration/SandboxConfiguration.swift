@@ -92,7 +92,7 @@ public struct SandboxTokenKey: Sendable {
 /// A device the sandbox knows about.
 public struct SandboxDevice: Sendable, Hashable {
     public enum State: Sendable, Hashable {
-        /// No longer active: requests get 410 `Unregistered` with this timestamp.
+        /// Unregistered since `since`: requests get 410 `Unregistered` with this timestamp.
         case unregistered(since: Date)
         /// Registered for this topic only; other topics get `DeviceTokenNotForTopic`.
         case boundToTopic(String)

@@ -237,8 +237,8 @@ enum SandboxRules {
     }
 
     /// A UUID in the 8-4-4-4-12 form (either case, as APNs accepts it).
-    /// (A loop over the contiguous bytes: `utf8.enumerated()` ran as an unspecialized generic
-    /// iterator, 5% of the sandbox's CPU under load.)
+    /// (A loop over the contiguous bytes: `utf8.enumerated()` runs as an unspecialized generic
+    /// iterator, a visible share of the sandbox's CPU under load.)
     static func isCanonicalUUID(_ value: String) -> Bool {
         var value = value
         return value.withUTF8 { bytes in

@@ -697,8 +697,8 @@ final class SandboxConnectionHandler: ChannelInboundHandler, HTTP2EngineDelegate
 
     /// The client opened `limit` streams before it acknowledged any SETTINGS, so before it could
     /// know the one-stream rule of a token connection (h2load does this). nghttp2 would refuse
-    /// those beyond the limit it sent; the old frame-level server served them, as a limit only
-    /// binds once acknowledged (RFC 9113 §6.5.3). The limit is raised to cover them before the
+    /// those beyond the limit it sent; the sandbox serves them, as a limit only binds once
+    /// acknowledged (RFC 9113 §6.5.3). The limit is raised to cover them before the
     /// engine reads them, and drops back to one after the next answer while no valid token has
     /// been seen.
     /// Bounded: never above the configured limit, only rising, and over once the limit has gone

@@ -517,7 +517,7 @@ final class SandboxWireAuditHandler: ChannelInboundHandler, RemovableChannelHand
     /// Raises the stream limit before the engine sees a burst the client opened unknowingly.
     /// Strong (the connection handler never refers back to this handler), released when the
     /// pipeline removes this handler. Not `weak`: a weak reference gives the connection handler
-    /// a side table whose pointer is tagged, so LeakSanitizer reported it as lost for every
+    /// a side table whose pointer is tagged, so LeakSanitizer reports it as lost for every
     /// connection still open at process exit.
     var connection: SandboxConnectionHandler?
 

@@ -38,7 +38,7 @@ public protocol JobEndQueue: Sendable {
 
 /// Tells the tenant through the webhook of its `feedback` plugin: a signed `job.finished` or
 /// `job.cancelled` event queued in the durable webhook outbox. A tenant without a feedback
-/// webhook, or no longer running, is told nothing (the job's report stays in `GET /v1/jobs/{id}`);
+/// webhook, or not running any more, is told nothing (the job's report stays in `GET /v1/jobs/{id}`);
 /// its end is recorded as told all the same.
 public struct FeedbackWebhookJobNotifier: JobEndNotifier {
     let router: Router

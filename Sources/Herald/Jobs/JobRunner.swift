@@ -302,8 +302,8 @@ public final class JobRunner: Sendable {
     }
 
     /// Extends the leases this runner holds on the items of every job it works on by one
-    /// ``JobRunnerConfiguration/lease`` from now. A failure is logged: the next round tries
-    /// again (a lease is three rounds long).
+    /// ``JobRunnerConfiguration/lease`` from now. A failure is logged: the next renewal tries
+    /// again (a lease lasts three renewal intervals).
     private func renewLeases() async {
         let running = state.withLock { Array($0.running) }
         guard !running.isEmpty else { return }

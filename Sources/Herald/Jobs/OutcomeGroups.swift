@@ -139,7 +139,7 @@ final class OutcomeGroups: Sendable {
     }
 
     /// A reserved slot whose item was not sent (stopped, not ours): frees it; a watched item
-    /// (`watched`) is no longer waited for.
+    /// (`watched`) is not waited for any more.
     func cancel(watched: Bool) {
         state.withLock { state -> Wakes in
             var wakes = state.release(1, limit: limit)

@@ -15,7 +15,7 @@ public struct StoreMaintenance: Sendable {
     public let store: any StoreUpkeep
     /// How long a finished or cancelled job is kept after its last change.
     public let retention: Duration
-    /// Time between two rounds.
+    /// Time between two passes.
     public let interval: Duration
     private let clock: any PushClock
     private let logger: Logger
@@ -33,7 +33,7 @@ public struct StoreMaintenance: Sendable {
         self.logger = logger
     }
 
-    /// One round: deletes the jobs expired at the clock's date, then compacts the store.
+    /// One pass: deletes the jobs expired at the clock's date, then compacts the store.
     @discardableResult
     public func runOnce() async -> RetentionSweep? {
         let cutoff = clock.date.addingTimeInterval(-JobRunner.seconds(retention))
@@ -57,7 +57,7 @@ public struct StoreMaintenance: Sendable {
         return sweep
     }
 
-    /// Runs a round now and then every ``interval`` until the task is cancelled.
+    /// Runs a pass now and then every ``interval`` until the task is cancelled.
     public func run() async {
         while !Task.isCancelled {
             let sweep = await runOnce()

@@ -46,8 +46,8 @@ final class WireMarks: Sendable {
     var waitingCount: Int { commits.waitingCount + checks.waitingCount }
 
     /// Marks the item on the wire, durably.
-    /// - Returns: false when the item is not to be sent (it has an outcome, or its lease is no
-    ///   longer this claimant's).
+    /// - Returns: false when the item is not to be sent (it has an outcome, or its lease is not
+    ///   this claimant's any more).
     /// - Throws: the store's error: the item must not be sent.
     func mark(_ index: Int) async throws -> Bool {
         try await commits.submit(index)

@@ -28,8 +28,8 @@ struct DirectoryFingerprint: Sendable, Hashable {
 
     /// This fingerprint for the files `take(directory:extraFiles:)` would look at now: stamps
     /// already taken are kept (a change since then still shows), extra files not seen yet (a CA
-    /// outside the directory that a reloaded tenant now reads) are stamped now, files no longer
-    /// looked at are dropped. New files in the directory stay unstamped, so they still show.
+    /// outside the directory that a reloaded tenant now reads) are stamped now, files not
+    /// looked at any more are dropped. New files in the directory stay unstamped, so they show.
     func covering(directory: String, extraFiles: [String]) -> DirectoryFingerprint {
         var inDirectory = Set<String>()
         Self.collect(directory, depth: 0, into: &inDirectory)

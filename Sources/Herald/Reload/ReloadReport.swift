@@ -51,7 +51,7 @@ public struct ReloadReport: Sendable, Hashable {
     /// Of ``added`` and ``reloaded``: tenants whose old runtime was revoked (its connections
     /// closed at once, unanswered sends resent once on the new credential).
     public var revoked: [TenantID] = []
-    /// Tenants whose file is gone: they no longer take sends; their runtime drained and closed.
+    /// Tenants whose file is gone: they take no more sends; their runtime drained and closed.
     public var removed: [TenantID] = []
     /// Tenants whose configuration did not change: untouched (their connections stay open).
     public var unchanged: [TenantID] = []

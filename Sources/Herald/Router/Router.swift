@@ -68,7 +68,7 @@ public final class Router: Sendable {
     public let lastHour = LastHourCounts()
     private let runtimes = Mutex<[TenantID: TenantRuntime]>([:])
     /// apns-ids for sends that bring none: a SplitMix64 sequence seeded once from the system
-    /// generator (two `getrandom` calls per send showed in the profile). They only need to be unique.
+    /// generator (rather than two `getrandom` calls per send). They only need to be unique.
     private let idGenerator = Mutex(NotificationIDGenerator())
 
     public init(configuration: RouterConfiguration) {

@@ -182,7 +182,7 @@ public final class TenantRuntime: Sendable {
 
     /// The end of a hooked send: the hooks after it, their follow-ups (in a task, when there are
     /// any), the revocation's error as ``send(_:environment:deadline:retriesInPipeline:)`` gives
-    /// it, and the send no longer counted in flight.
+    /// it, and the send taken off the count in flight.
     private func finishHooked(
         _ notification: Notification, context: PushContext, hooks: PushHooks, startedAt: ContinuousClock.Instant,
         outcome: Result<PushResult, any Error>, ran: Int, completion: @escaping @Sendable (Result<PushResult, any Error>) -> Void

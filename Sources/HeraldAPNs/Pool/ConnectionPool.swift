@@ -50,7 +50,7 @@ final class ConnectionPool: APNsConnectionDelegate, Sendable {
     /// Where a connection opens whenever none of the pool's connections runs there (the
     /// transport's home loop, where its busiest senders run; the others take the group's next),
     /// and where the pool's timers run. One loop chosen per pool, not two: with two calls of
-    /// `group.next()` a pool, every tenant's first connection landed on the same loop of two.
+    /// `group.next()` a pool, every tenant's first connection would land on the same loop of two.
     private let homeLoop: any EventLoop
     private let configuration: Configuration
     private let logger: Logger

@@ -19,7 +19,7 @@ public struct TransportConfiguration: Sendable {
     /// when every connection's streams are full. Against a remote APNs a tenant's rate is bound
     /// by its sends in flight over the round trip, not by one connection's event loop, so
     /// spreading would double its connections and take a second loop from the other tenants
-    /// for nothing; it pays where one loop's CPU is the bound (docs/measurements.md).
+    /// for nothing; it pays where one loop's CPU is the bound.
     public var openNextConnectionAt: Int? = nil
     /// Requests that may wait for a free stream; beyond this, sends fail at once with `queueFull`.
     public var maxQueued: Int = 10_000
@@ -37,8 +37,8 @@ public struct TransportConfiguration: Sendable {
     public var backoff = Backoff()
     /// The most streams Herald opens on one connection, whatever the server allows (APNs
     /// often allows 1000). libnghttp2 finds streams by hash, so open streams cost no more per
-    /// notification as they grow (swift-nio-http2's linear scans made 100 the old default);
-    /// requests beyond the ceiling wait in the pool's queue. The tenant's `pool.max_streams`.
+    /// notification as they grow; requests beyond the ceiling wait in the pool's queue. The
+    /// tenant's `pool.max_streams`.
     public var streamCeiling: Int = 1000
     /// How often connections and pools check deadlines, PINGs and idleness.
     public var housekeepingInterval: TimeAmount = .milliseconds(250)
@@ -46,8 +46,8 @@ public struct TransportConfiguration: Sendable {
     /// the stream an answer freed, or a completion sending the next notification) are written
     /// after every this many (~32 KB), not all at once when the read burst ends: the server
     /// starts on them meanwhile instead of waiting for the whole burst, so the two sides do not
-    /// take turns. 0: at the end of the burst. Measured with `scripts/bench-client-ab.sh`
-    /// (docs/measurements.md): 96 sent ~8% more a second than 0 at the same CPU a notification.
+    /// take turns. 0: at the end of the burst. 96 sends more a second than 0 at the same CPU a
+    /// notification (`scripts/bench-client-ab.sh` compares the two).
     public var writeAfterRequests: Int = 96
 
     public init() {}

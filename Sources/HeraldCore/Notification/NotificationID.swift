@@ -80,7 +80,7 @@ public struct NotificationID: Hashable, Sendable, CustomStringConvertible, Codab
     /// 16th are ignored; fewer give a shorter (non-canonical) id, so callers pass exactly 16.
     /// (Formatted by a non-generic loop over contiguous bytes, straight into the string's
     /// storage: the batch path makes one per item, and the generic form, called across the
-    /// module boundary unspecialized, showed in its profile.)
+    /// module boundary unspecialized, costs more.)
     public init(bytes: some Collection<UInt8>) {
         let string = bytes.withContiguousStorageIfAvailable(Self.canonical) ?? Array(bytes).withUnsafeBufferPointer(Self.canonical)
         self.init(uncheckedCanonical: string)

@@ -79,8 +79,8 @@ extension Notification {
         guard topic.utf8.count <= 255 else {
             throw NotificationValidationError(.badTopic, field: "topic", message: "the topic is longer than 255 bytes")
         }
-        // Byte by byte, with the ".." check in the same pass (Foundation's `contains` showed in
-        // the send path's profile).
+        // Byte by byte, with the ".." check in the same pass (Foundation's `contains` costs more
+        // on the send path).
         var previous: UInt8 = 0
         var doubleDot = false
         for byte in topic.utf8 {

@@ -7,7 +7,7 @@ public struct InvalidTokenRecord: Sendable, Hashable {
     public var topic: String
     public var environment: APNsEnvironment
     public var reason: APNsReason
-    /// With 410: when APNs last confirmed the token was no longer valid for the topic.
+    /// With 410: when APNs last confirmed the token is not valid for the topic any more.
     public var apnsTimestamp: Date?
     /// When Herald recorded it.
     public var recordedAt: Date

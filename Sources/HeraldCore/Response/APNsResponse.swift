@@ -6,7 +6,7 @@ public struct APNsResponse: Sendable, Hashable {
     public var status: Int
     public var apnsID: NotificationID?
     public var reason: APNsReason?
-    /// With 410: the last time APNs confirmed the token was no longer valid for the topic.
+    /// With 410: the last time APNs confirmed the token is not valid for the topic any more.
     public var timestamp: Date?
 
     public init(status: Int, apnsID: NotificationID?, reason: APNsReason? = nil, timestamp: Date? = nil) {

@@ -262,7 +262,7 @@ enum FieldPaths {
 enum Timestamps {
     /// RFC 3339 in UTC with milliseconds (`2026-11-25T17:39:47.360Z`), the date rounded to the
     /// nearest millisecond as the stores keep it. (Foundation's fractional-seconds style cuts the
-    /// fraction off instead: a stored …47.360 read back as 1764092387.3599999 s was shown as
+    /// fraction off instead: a stored …47.360, read back as 1764092387.3599999 s, would show as
     /// .359, half of all millisecond values one early.)
     static func iso8601(_ date: Date) -> String {
         let value = (date.timeIntervalSince1970 * 1000).rounded()

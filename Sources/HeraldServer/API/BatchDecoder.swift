@@ -4,7 +4,7 @@ import Synchronization
 
 /// Runs the CPU-heavy part of a batch POST (parsing up to 100,000 items, checking each, building
 /// the notifications) on NIO's blocking thread pool instead of Swift's cooperative pool, whose
-/// few threads also run every other tenant's requests: a big batch no longer stalls them. One
+/// few threads also run every other tenant's requests: a big batch does not stall them. One
 /// decode per tenant at a time: a tenant posting many batches at once queues behind its own,
 /// and the pool's threads stay free for the others.
 final class BatchDecoder: Sendable {

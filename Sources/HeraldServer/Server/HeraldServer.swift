@@ -36,7 +36,7 @@ public struct HeraldServerOptions: Sendable {
     public var watchInterval: Duration? = nil
     /// Posts the plugins' webhooks (tests put a recording sender here).
     public var webhooks: any WebhookSender = HTTPWebhookSender.shared
-    /// Time between two rounds of store upkeep (expired jobs deleted, WAL checkpointed).
+    /// Time between two passes of store upkeep (expired jobs deleted, WAL checkpointed).
     public var maintenanceInterval: Duration = .seconds(600)
     /// This instance's heartbeat in the store's instance registry, and how old another
     /// instance's heartbeat may get before it is taken for dead (its leases released).

@@ -43,9 +43,9 @@ func expectRecordMatches(
 
 @Suite("TenantTransport under APNs' connection management")
 struct TransportResilienceTests {
-    /// Alpha's transport with `pool`, waiting long for answers and handshakes: slow CI machines
-    /// take 10 s for a test's load, and a handshake past the 10 s connect timeout made the pool
-    /// open a connection more than the test expects (the sandbox counted 2).
+    /// Alpha's transport with `pool`, waiting long for answers and handshakes: a slow CI machine
+    /// can take 10 s for a test's load, and a handshake past the 10 s connect timeout would make
+    /// the pool open one connection more than the test expects.
     func patientTransport(_ harness: SandboxHarness, pool: PoolConfiguration) throws -> TenantTransport {
         try harness.transport(for: try harness.tokenTenant(.alpha, pool: pool)) {
             $0.requestTimeout = .seconds(600)

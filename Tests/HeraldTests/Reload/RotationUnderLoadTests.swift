@@ -11,7 +11,7 @@ import Testing
 /// send that starts after a swap uses the new credential, the old connections closed.
 ///
 /// One run carries all three rotations because a debug build spends about 2 ms of CPU per
-/// notification (client and sandbox together): three runs of 20,000 took minutes on 2 cores.
+/// notification (client and sandbox together): three runs of 20,000 would take minutes on 2 cores.
 @Suite("Credential rotation under load", .serialized)
 struct RotationUnderLoadTests {
     static let tokenCount = 14_000
