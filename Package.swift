@@ -225,7 +225,9 @@ let package = Package(
         .testTarget(
             name: "HeraldConfigTests",
             dependencies: [
-                "HeraldConfig", "HeraldAPNs",
+                // Herald and APNsSandbox: ConfigurationReferenceTests reads the plugin registry and
+                // the sandbox file's keys, to check docs/configuration.md against them.
+                "HeraldConfig", "HeraldAPNs", "Herald", "APNsSandbox",
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "X509", package: "swift-certificates"),
             ]

@@ -3,7 +3,7 @@ import Foundation
 import HeraldCore
 import Yams
 
-/// `config/sandbox.yaml`: the sandbox's configuration file (documented in the README).
+/// `config/sandbox.yaml`: the sandbox's configuration file (documented in docs/configuration.md).
 ///
 /// Relative paths are resolved against the file's own directory.
 public struct SandboxConfigFile: Sendable {
@@ -235,6 +235,36 @@ public struct SandboxConfigFile: Sendable {
 
     // MARK: The file's shape
 
+    /// Every key the file's decoder reads, as a dotted path: sections (`limits`), their keys
+    /// (`limits.token_lifetime`) and the keys of a list's entries (`token_keys[].team_id`). Built
+    /// from the coding keys below, so it cannot drift from what is read; the configuration
+    /// reference (docs/configuration.md) is checked against it. Other keys are not read.
+    public static let acceptedKeyPaths: [String] = Raw.CodingKeys.allCases.flatMap { section -> [String] in
+        let name = section.stringValue
+        switch section {
+        case .listen: return [name] + keyPaths(Listen.CodingKeys.self, under: name)
+        case .tls: return [name] + keyPaths(TLS.CodingKeys.self, under: name)
+        case .tokenKeys: return [name] + keyPaths(TokenKey.CodingKeys.self, under: name + "[]")
+        case .limits: return [name] + keyPaths(Limits.CodingKeys.self, under: name)
+        case .devices: return [name] + keyPaths(Device.CodingKeys.self, under: name + "[]")
+        case .record: return [name] + keyPaths(Record.CodingKeys.self, under: name)
+        case .faults:
+            return [name]
+                + Faults.CodingKeys.allCases.flatMap { key -> [String] in
+                    let path = name + "." + key.stringValue
+                    switch key {
+                    case .outages: return [path] + keyPaths(Outage.CodingKeys.self, under: path + "[]")
+                    case .seed, .fraction500, .fraction503, .addedLatencyMs, .goawayAfter, .goawayReason, .dropAfter, .scope:
+                        return [path]
+                    }
+                }
+        }
+    }
+
+    private static func keyPaths<Key: CodingKey & CaseIterable>(_: Key.Type, under prefix: String) -> [String] {
+        Key.allCases.map { prefix + "." + $0.stringValue }
+    }
+
     private struct Raw: Decodable {
         var listen: Listen?
         var tls: TLS?
@@ -244,7 +274,7 @@ public struct SandboxConfigFile: Sendable {
         var faults: Faults?
         var record: Record?
 
-        enum CodingKeys: String, CodingKey {
+        enum CodingKeys: String, CodingKey, CaseIterable {
             case listen, tls, limits, devices, faults, record
             case tokenKeys = "token_keys"
         }
@@ -253,6 +283,10 @@ public struct SandboxConfigFile: Sendable {
     private struct Listen: Decodable {
         var host: String?
         var port: Int?
+
+        enum CodingKeys: String, CodingKey, CaseIterable {
+            case host, port
+        }
     }
 
     private struct TLS: Decodable {
@@ -260,7 +294,7 @@ public struct SandboxConfigFile: Sendable {
         var caPrivateKey: String?
         var writeCATo: String?
 
-        enum CodingKeys: String, CodingKey {
+        enum CodingKeys: String, CodingKey, CaseIterable {
             case caCertificate = "ca_certificate"
             case caPrivateKey = "ca_private_key"
             case writeCATo = "write_ca_to"
@@ -274,7 +308,7 @@ public struct SandboxConfigFile: Sendable {
         var privateKey: String?
         var topics: [String]
 
-        enum CodingKeys: String, CodingKey {
+        enum CodingKeys: String, CodingKey, CaseIterable {
             case teamID = "team_id"
             case keyID = "key_id"
             case publicKey = "public_key"
@@ -292,7 +326,7 @@ public struct SandboxConfigFile: Sendable {
         var deviceRequestsPerSecond: Int?
         var maxHeaderListSize: Int?
 
-        enum CodingKeys: String, CodingKey {
+        enum CodingKeys: String, CodingKey, CaseIterable {
             case maxConcurrentStreams = "max_concurrent_streams"
             case tokenUpdateMinInterval = "token_update_min_interval"
             case tokenUpdateScope = "token_update_scope"
@@ -308,7 +342,7 @@ public struct SandboxConfigFile: Sendable {
         var unregisteredSince: String?
         var topic: String?
 
-        enum CodingKeys: String, CodingKey {
+        enum CodingKeys: String, CodingKey, CaseIterable {
             case token
             case unregisteredSince = "unregistered_since"
             case topic
@@ -326,7 +360,7 @@ public struct SandboxConfigFile: Sendable {
         var scope: String?
         var outages: [Outage]?
 
-        enum CodingKeys: String, CodingKey {
+        enum CodingKeys: String, CodingKey, CaseIterable {
             case seed
             case fraction500 = "fraction_500"
             case fraction503 = "fraction_503"
@@ -343,13 +377,17 @@ public struct SandboxConfigFile: Sendable {
         var start: String?
         var after: Double?
         var duration: Double
+
+        enum CodingKeys: String, CodingKey, CaseIterable {
+            case start, after, duration
+        }
     }
 
     private struct Record: Decodable {
         var inMemory: Bool?
         var file: String?
 
-        enum CodingKeys: String, CodingKey {
+        enum CodingKeys: String, CodingKey, CaseIterable {
             case inMemory = "in_memory"
             case file
         }
