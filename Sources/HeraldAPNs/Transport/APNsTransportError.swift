@@ -137,7 +137,7 @@ public struct APNsTransportError: Error, Sendable, CustomStringConvertible {
         case .queueFull:
             return .queueFull()
         case .poolClosed:
-            return PushError(code: .shuttingDown, message: "tenant '\(tenant)''s connections are closing", mayHaveReachedAPNs: false)
+            return PushError(code: .shuttingDown, message: "the connections of tenant '\(tenant)' are closing", mayHaveReachedAPNs: false)
         case .noEndpoint:
             return PushError(code: .environmentUnavailable, message: message, field: "environment")
         case .topicNotAllowed:
