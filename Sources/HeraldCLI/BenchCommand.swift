@@ -322,7 +322,8 @@ struct BenchCommand: AsyncParsableCommand {
                         while !flag.stop.load(ordering: .relaxed) {
                             index &+= 1
                             do {
-                                let response = try await noisy.send(noisyNotes[index % noisyNotes.count], environment: environment)
+                                let response = try await noisy.send(
+                                    BenchWorkload.withID(noisyNotes[index % noisyNotes.count]), environment: environment)
                                 if response.status == 200 { flag.answered.add(1, ordering: .relaxed) } else { flag.failed.add(1, ordering: .relaxed) }
                             } catch let error as PushError where error.code == .queueFull {
                                 flag.refused.add(1, ordering: .relaxed)
@@ -403,7 +404,7 @@ struct BenchCommand: AsyncParsableCommand {
         return await BenchLoad.run(
             workload, concurrency: concurrency, executors: callerMode == "loops" ? transport.eventLoopExecutors() : []
         ) { note in
-            try await transport.send(note, environment: environment)
+            try await transport.send(BenchWorkload.withID(note), environment: environment)
         }
     }
 

@@ -26,6 +26,17 @@ struct BenchWorkload: Sendable {
 
     static let defaultDevices = 1024
 
+    /// apns-ids for notes sent straight to a transport, made at each send as the router makes
+    /// them (one generator behind a lock): a transport takes a notification's apns-id as given.
+    static let transportIDs = Mutex(NotificationIDGenerator())
+
+    /// `note` with a new apns-id from ``transportIDs``, for a send straight to a transport.
+    static func withID(_ note: HeraldCore.Notification) -> HeraldCore.Notification {
+        var note = note
+        note.id = transportIDs.withLock { $0.nextID() }
+        return note
+    }
+
     /// The workload's device tokens: always the same ones for the same count (a fixed seed), so
     /// that a yardstick can be given the very same `:path`s (`herald bench --print-paths`).
     static func devices(_ count: Int) -> [DeviceToken] {
@@ -272,7 +283,7 @@ enum BenchCallbackLoad {
     /// The transport's callback form, sent straight to it.
     private static func transportStart(_ transport: TenantTransport, environment: APNsEnvironment?) -> Driver.Start {
         { note, completion in
-            transport.send(note, environment: environment) { result in completion(result.mapError { $0 }) }
+            transport.send(BenchWorkload.withID(note), environment: environment) { result in completion(result.mapError { $0 }) }
         }
     }
 

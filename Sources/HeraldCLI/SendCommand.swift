@@ -46,7 +46,7 @@ struct SendCommand: AsyncParsableCommand {
     @Option(name: .customLong("collapse-id"), help: "apns-collapse-id (at most 64 bytes).")
     var collapseID: String?
 
-    @Option(name: .customLong("apns-id"), help: "apns-id (a UUID; default: a new one).")
+    @Option(name: .customLong("apns-id"), help: "apns-id (a UUID; default: a new one, made by the router).")
     var apnsID: String?
 
     @Option(help: "production or development (default: the tenant's default).")
@@ -111,11 +111,14 @@ struct SendCommand: AsyncParsableCommand {
         }
 
         let outcome: SendOutcome
+        // The caller's --apns-id, or the one the router gave the send (known once it is answered).
+        var apnsID = notification.id
         do {
             let seconds = timeout ?? tenantConfiguration.pool.requestTimeout
             let deadline = ContinuousClock.now + .milliseconds(Int64(min(max(seconds, 0.001), 86_400) * 1000))
             let result = try await router.send(
                 tenant: tenantConfiguration.id, notification: notification, environment: environment, deadline: deadline)
+            apnsID = result.notificationID
             outcome = .response(result.response)
         } catch let error as PushError {
             outcome = .noAnswer(error)
@@ -124,7 +127,7 @@ struct SendCommand: AsyncParsableCommand {
         }
         await router.shutdown()
 
-        print(json ? outcome.json(apnsID: notification.id) : outcome.text(apnsID: notification.id))
+        print(json ? outcome.json(apnsID: apnsID) : outcome.text(apnsID: apnsID))
         switch outcome {
         case .response(let response) where response.status == 200:
             return
@@ -154,8 +157,6 @@ struct SendCommand: AsyncParsableCommand {
         note.collapseID = collapseID
         if let apnsID {
             do { note.id = try NotificationID(apnsID) } catch { throw CLIFailure("--apns-id: \(error.message)") }
-        } else {
-            note.id = NotificationID.random()
         }
         if let topic {
             guard tenantConfiguration.allows(topic: topic) else {

@@ -70,6 +70,8 @@ extension PostgresPushStore {
                         """, binds: binds), logger: logger)
             start = end
         }
+        // A batch item is admitted here: an item without an apns-id gets its one for every
+        // attempt, stored with it.
         var ids = NotificationIDGenerator()
         start = 0
         let perStatement = chunkItems * chunksPerInsert

@@ -172,7 +172,7 @@ enum ItemChunks {
         return items
     }
 
-    /// An apns-id's 16 bytes (its hex digits decoded, the hyphens skipped).
+    /// An apns-id's 16 bytes (``HeraldCore/UUIDText``).
     static func idBytes(_ id: NotificationID) throws -> [UInt8] {
         var out: [UInt8] = []
         out.reserveCapacity(16)
@@ -180,29 +180,11 @@ enum ItemChunks {
         return out
     }
 
-    /// Appends the apns-id's 16 bytes to `bytes` (a bad id appends nothing). One pass over the
-    /// contiguous bytes, with no array of its own (the POST stores every item's apns-id, and
-    /// each commit group every success's): 32 hex digits, dashes anywhere skipped.
+    /// Appends the apns-id's 16 bytes to `bytes` (a bad id appends nothing), with no array of
+    /// its own (the POST stores every item's apns-id, and each commit group every success's).
     static func appendIDBytes(_ id: NotificationID, to bytes: inout [UInt8]) throws {
-        var text = id.rawValue
-        var high: UInt64 = 0
-        var low: UInt64 = 0
-        try text.withUTF8 { digits in
-            var nibbles = 0
-            for digit in digits where digit != UInt8(ascii: "-") {
-                guard let nibble = HexDigits.value(digit) else { throw StoreError.invalidArgument("an apns-id is not hexadecimal") }
-                guard nibbles < 32 else { throw StoreError.invalidArgument("an apns-id is not 16 bytes") }
-                if nibbles < 16 {
-                    high = high &<< 4 | UInt64(nibble)
-                } else {
-                    low = low &<< 4 | UInt64(nibble)
-                }
-                nibbles &+= 1
-            }
-            guard nibbles == 32 else { throw StoreError.invalidArgument("an apns-id is not 16 bytes") }
-        }
-        withUnsafeBytes(of: high.bigEndian) { bytes.append(contentsOf: $0) }
-        withUnsafeBytes(of: low.bigEndian) { bytes.append(contentsOf: $0) }
+        guard let words = id.words else { throw StoreError.invalidArgument("an apns-id is not a UUID") }
+        words.append(to: &bytes)
     }
 
     /// An apns-id from its 16 bytes (canonical: lowercase, 8-4-4-4-12).

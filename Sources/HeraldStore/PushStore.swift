@@ -212,9 +212,10 @@ public struct JobID: Hashable, Sendable, Codable, CustomStringConvertible {
         self.rawValue = rawValue
     }
 
-    /// A new random id (a lowercase UUID).
+    /// A new random id (a version 4 UUID in ``HeraldCore/UUIDText``'s form).
     public static func random() -> JobID {
-        JobID(unchecked: UUID().uuidString.lowercased())
+        var system = SystemRandomNumberGenerator()
+        return JobID(unchecked: UUIDText.format(.random(using: &system)))
     }
 
     init(unchecked: String) { rawValue = unchecked }

@@ -113,6 +113,8 @@ extension SQLitePushStore {
         let chunkStatement = try db.makeStatement(sql: "INSERT INTO job_chunk (id, count, items) VALUES (?, ?, ?)")
         var payloadCount: Int64 = 0
         var lastPayload: [UInt8]? = nil
+        // A batch item is admitted here: an item without an apns-id gets its one for every
+        // attempt, stored with it (as its 16 bytes, never formatted on the way in).
         var ids = NotificationIDGenerator()
         var start = 0
         while start < notifications.count {

@@ -35,16 +35,38 @@ struct SandboxBasicsTests {
         await client.close()
     }
 
+    /// A request without an apns-id is answered with a new one: a version 4 UUID in canonical
+    /// (lowercase) form, a different one for every request.
     @Test func generatesAnApnsIDWhenTheRequestHasNone() async throws {
         let harness = try await SandboxHarness.start()
         defer { Task { await harness.stop() } }
         let client = try await harness.connect()
-        let response = try await client.roundTrip(try await harness.validRequest())
+        var ids: [String] = []
+        for _ in 0..<3 {
+            let response = try await client.roundTrip(try await harness.validRequest())
+            #expect(response.status == 200)
+            let id = try #require(response.apnsID)
+            #expect(try NotificationID(id).rawValue == id)
+            #expect(Array(id)[14] == "4" && "89ab".contains(Array(id)[19]))
+            ids.append(id)
+        }
+        #expect(Set(ids).count == 3)
+        #expect(harness.sandbox.requests.map(\.apnsID) == ids)
+        #expect(harness.sandbox.requests.allSatisfy { !$0.apnsIDFromRequest })
+        await client.close()
+    }
+
+    /// A request's own apns-id comes back as it was sent, upper case too.
+    @Test func echoesTheRequestsApnsIDAsSent() async throws {
+        let harness = try await SandboxHarness.start()
+        defer { Task { await harness.stop() } }
+        let client = try await harness.connect()
+        var request = try await harness.validRequest()
+        request.apnsID = "123E4567-E89B-42D3-A456-426655440000"
+        let response = try await client.roundTrip(request)
         #expect(response.status == 200)
-        let id = try #require(response.apnsID)
-        #expect((try? NotificationID(id)) != nil)
-        #expect(harness.sandbox.requests.first?.apnsID == id)
-        #expect(harness.sandbox.requests.first?.apnsIDFromRequest == false)
+        #expect(response.apnsID == "123E4567-E89B-42D3-A456-426655440000")
+        #expect(harness.sandbox.requests.first?.apnsIDFromRequest == true)
         await client.close()
     }
 

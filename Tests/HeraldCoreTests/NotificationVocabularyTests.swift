@@ -113,7 +113,7 @@ struct NotificationIDTests {
     }
 
     /// The 16-byte form: canonical for contiguous bytes, slices and other collections; bytes past
-    /// the 16th are ignored, fewer give a shorter string.
+    /// the 16th are ignored, missing ones read as zero (the id is always canonical).
     @Test func fromBytes() throws {
         let bytes: [UInt8] = [0xea, 0xbe, 0xae, 0x54, 0x14, 0xa8, 0x11, 0xe5, 0xb6, 0x0b, 0x16, 0x97, 0xf9, 0x25, 0xec, 0x7b]
         let expected = "eabeae54-14a8-11e5-b60b-1697f925ec7b"
@@ -122,32 +122,33 @@ struct NotificationIDTests {
         #expect(NotificationID(bytes: framed[1...]).rawValue == expected)  // a slice, 18 bytes: two ignored
         #expect(NotificationID(bytes: bytes.lazy.map { $0 }).rawValue == expected)  // not contiguous
         #expect(try NotificationID(NotificationID(bytes: bytes).rawValue) == NotificationID(bytes: bytes))
-        #expect(NotificationID(bytes: bytes.prefix(5)).rawValue == "eabeae54-14")
-        #expect(NotificationID(bytes: [UInt8]()).rawValue.isEmpty)
-        #expect(NotificationID(bytes: [UInt8](repeating: 0, count: 16)).rawValue == "00000000-0000-0000-0000-000000000000")
+        #expect(NotificationID(bytes: bytes.prefix(5)).rawValue == "eabeae54-1400-0000-0000-000000000000")
+        #expect(NotificationID(bytes: [UInt8]()).rawValue == "00000000-0000-0000-0000-000000000000")
+        #expect(NotificationID(bytes: bytes).words?.bytes == bytes)
     }
 
-    @Test func randomIDsAreVersion4AndParse() throws {
+    @Test func generatedIDsAreVersion4AndParse() throws {
+        var generator = NotificationIDGenerator()
         var seen = Set<NotificationID>()
-        for _ in 0..<100 {
-            let id = NotificationID.random()
+        for _ in 0..<1000 {
+            let id = generator.nextID()
             #expect(try NotificationID(id.rawValue) == id)
             let characters = Array(id.rawValue)
             #expect(characters[14] == "4")
             #expect("89ab".contains(characters[19]))
             seen.insert(id)
         }
-        #expect(seen.count == 100)
+        #expect(seen.count == 1000)
     }
 
-    /// The bytes a store keeps are those of the id the same draws make.
-    @Test func randomBytesAreTheRandomIDsBytes() {
-        var forBytes = SplitMix64(seed: 7)
-        var forID = SplitMix64(seed: 7)
+    /// The bytes a store keeps are those of the id the same generator would have made.
+    @Test func nextBytesAreTheNextIDsBytes() {
+        var forBytes = NotificationIDGenerator(seed: 7)
+        var forID = NotificationIDGenerator(seed: 7)
         for _ in 0..<100 {
-            let bytes = NotificationID.randomBytes(using: &forBytes)
+            let bytes = forBytes.nextBytes()
             #expect(bytes.count == 16 && bytes[6] >> 4 == 4 && bytes[8] >> 6 == 2)
-            #expect(NotificationID(bytes: bytes) == NotificationID.random(using: &forID))
+            #expect(NotificationID(bytes: bytes) == forID.nextID())
         }
     }
 }

@@ -338,7 +338,7 @@ struct PushHooksTests {
             ]))
         let (ran, refusal) = hooks.willSend(Fixtures.note(), context: Self.context)
         #expect(ran == 3 && refusal == nil)
-        let result = PushResult(notificationID: NotificationID.random(), environment: .production, response: APNsResponse(status: 200, apnsID: nil))
+        let result = PushResult(notificationID: Fixtures.apnsID(), environment: .production, response: APNsResponse(status: 200, apnsID: nil))
         let followUps = hooks.didSend(Fixtures.note(), context: Self.context, startedAt: .now, outcome: .success(result), ran: ran)
         #expect(calls.all == ["will a", "will b", "will c", "did c ok", "did b ok", "did a ok"])
         #expect(followUps.count == 2)
@@ -369,7 +369,8 @@ struct PushHooksTests {
 }
 
 /// A callback transport that holds every send until it is closed (then each fails as cut off,
-/// possibly processed), or answers 200 at once.
+/// possibly processed), or answers 200 at once. Its `async` form (counted in `awaited`) does the
+/// same.
 final class HoldingTransport: PushTransport {
     private struct State {
         var held: [@Sendable (Result<APNsResponse, PushError>) -> Void] = []
@@ -401,7 +402,9 @@ final class HoldingTransport: PushTransport {
         async throws -> APNsResponse
     {
         state.withLock { $0.awaited += 1 }
-        return APNsResponse(status: 200, apnsID: notification.id)
+        return try await withCheckedThrowingContinuation { continuation in
+            startSend(notification, environment: environment, deadline: deadline) { continuation.resume(with: $0) }
+        }
     }
 
     func shutdown() async { await close() }

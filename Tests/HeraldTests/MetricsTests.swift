@@ -65,7 +65,7 @@ struct MetricsTests {
         let middleware = MetricsMiddleware(
             factory: metrics, tenant: Fixtures.tenantID("m"), topics: ["com.example.app"], clock: ManualPushClock())
         var stray = Fixtures.note(topic: "com.unlisted")
-        stray.id = .random()
+        stray.id = Fixtures.apnsID()
         _ = try await middleware.send(
             stray,
             context: PushContext(

@@ -54,7 +54,7 @@ struct PipelineTests {
                     response: APNsResponse(status: 200, apnsID: notification.id))
             })
         var note = Fixtures.note()
-        note.id = .random()
+        note.id = Fixtures.apnsID()
         let result = try await pipeline.send(
             note,
             context: PushContext(tenant: Fixtures.tenantID("t"), environment: .production, deadline: .now + .seconds(5))

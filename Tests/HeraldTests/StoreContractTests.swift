@@ -117,7 +117,7 @@ struct StoreContractTests {
     private func checkJobs(_ store: any PushStore & JobReports) async throws {
         let id = try JobID("batch-7")
         var withID = Fixtures.note()
-        let fixedID = NotificationID.random()
+        let fixedID = Fixtures.apnsID()
         withID.id = fixedID
         let notes = [
             withID, Fixtures.note(topic: "com.example.app.voip", pushType: .voip), Fixtures.note(), Fixtures.note(),
@@ -969,7 +969,7 @@ struct StoreContractTests {
         let count = 40
         _ = try await store.createJob(
             tenant: acme, id: id, environment: nil, notifications: (0..<count).map { _ in Fixtures.note() }, createdAt: t0)
-        let apnsIDs = (0..<count).map { _ in NotificationID.random() }
+        let apnsIDs = (0..<count).map { _ in Fixtures.apnsID() }
         func sent(_ index: Int, attempts: Int = 1) -> JobItemResult {
             JobItemResult(
                 state: .sent, status: 200, reason: nil, apnsID: apnsIDs[index],

@@ -75,7 +75,7 @@ struct StoreTests {
                             VALUES (?, ?, ?, ?, 'com.example.app', 'alert', ?, ?, 'pending')
                             """,
                         arguments: [
-                            acme.rawValue, job.rawValue, index, Fixtures.token.hex, NotificationID.random().rawValue,
+                            acme.rawValue, job.rawValue, index, Fixtures.token.hex, Fixtures.apnsID().rawValue,
                             Data(#"{"aps":{"alert":"v1"}}"#.utf8),
                         ])
                 }
@@ -129,7 +129,7 @@ struct StoreTests {
     func migrateV9() async throws {
         let path = Fixtures.temporaryDirectory("herald-store") + "/herald.sqlite"
         let job = try JobID("job-v9")
-        let ids = (0..<6).map { _ in NotificationID.random() }
+        let ids = (0..<6).map { _ in Fixtures.apnsID() }
         do {
             let v9 = try SQLitePushStore(path: path, migratingUpTo: "v9-lean-job-items")
             #expect(try v9.appliedMigrations() == Array(StoreTests.allMigrations.prefix { $0 != "v10-sqlite-batch-items" }))
@@ -318,7 +318,7 @@ struct JobItemResultTests {
     @Test("APNs answers and local failures map to stored outcomes")
     func mapping() {
         let at = Date(timeIntervalSince1970: 1_700_000_000)
-        let id = NotificationID.random()
+        let id = Fixtures.apnsID()
         let ok = JobItemResult(
             PushResult(notificationID: id, environment: .production, response: APNsResponse(status: 200, apnsID: id)),
             finishedAt: at)

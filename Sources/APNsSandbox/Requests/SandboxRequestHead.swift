@@ -179,7 +179,7 @@ enum SandboxRules {
 
     /// apns-id, apns-priority, apns-expiration and apns-collapse-id, in that order.
     static func optionalHeaders(_ head: SandboxRequestHead) -> APNsReason? {
-        if let id = head.apnsID, !isCanonicalUUID(id) { return .badMessageId }
+        if let id = head.apnsID, !UUIDText.isUUID(id) { return .badMessageId }
         if let priority = head.priority, priority != "10", priority != "5", priority != "1" { return .badPriority }
         if let expiration = head.expiration, !isUnsignedInteger(expiration) { return .badExpirationDate }
         if let collapseID = head.collapseID, collapseID.utf8.count > Notification.maximumCollapseIDLength {
@@ -234,30 +234,6 @@ enum SandboxRules {
             if lowered != expected { return false }
         }
         return true
-    }
-
-    /// A UUID in the 8-4-4-4-12 form (either case, as APNs accepts it).
-    /// (A loop over the contiguous bytes: `utf8.enumerated()` runs as an unspecialized generic
-    /// iterator, a visible share of the sandbox's CPU under load.)
-    static func isCanonicalUUID(_ value: String) -> Bool {
-        var value = value
-        return value.withUTF8 { bytes in
-            guard bytes.count == 36 else { return false }
-            for i in 0..<36 {
-                let byte = bytes[i]
-                if i == 8 || i == 13 || i == 18 || i == 23 {
-                    guard byte == UInt8(ascii: "-") else { return false }
-                    continue
-                }
-                switch byte {
-                case UInt8(ascii: "0")...UInt8(ascii: "9"), UInt8(ascii: "a")...UInt8(ascii: "f"),
-                    UInt8(ascii: "A")...UInt8(ascii: "F"):
-                    continue
-                default: return false
-                }
-            }
-            return true
-        }
     }
 
     /// A non-negative integer of UNIX seconds that fits 32 bits (as `Expiration` reads it).

@@ -510,8 +510,8 @@ final class SandboxConnectionHandler: ChannelInboundHandler, HTTP2EngineDelegate
         guard let engine, let context, !closed else { return }
         streams.removeValue(forKey: streamID)
 
-        let requestID = stream.head.apnsID.flatMap { SandboxRules.isCanonicalUUID($0) ? $0 : nil }
-        let apnsID = requestID ?? newApnsID()
+        let requestID = stream.head.apnsID.flatMap { UUIDText.isUUID($0) ? $0 : nil }
+        let apnsID = requestID ?? idGenerator.nextID().rawValue
 
         // apns-id changes with every answer: never worth a dynamic table entry. Every value
         // here is the sandbox's own (a status, a canonical UUID): not re-validated.
@@ -614,34 +614,9 @@ final class SandboxConnectionHandler: ChannelInboundHandler, HTTP2EngineDelegate
         }
     }
 
-    /// apns-ids the sandbox assigns: random version-4 UUIDs from a per-connection generator
-    /// (seeded from the system's), without a system call per request.
-    private var idGenerator: SplitMix64 = {
-        var system = SystemRandomNumberGenerator()
-        return SplitMix64(seed: system.next())
-    }()
-
-    private func newApnsID() -> String {
-        var high = idGenerator.next()
-        var low = idGenerator.next()
-        high = (high & 0xffff_ffff_ffff_0fff) | 0x0000_0000_0000_4000  // version 4
-        low = (low & 0x3fff_ffff_ffff_ffff) | 0x8000_0000_0000_0000  // variant 10
-        return String(unsafeUninitializedCapacity: 36) { buffer in
-            let digits: StaticString = "0123456789abcdef"
-            var i = 0
-            for n in 0..<32 {
-                if n == 8 || n == 12 || n == 16 || n == 20 {
-                    buffer[i] = UInt8(ascii: "-")
-                    i += 1
-                }
-                let word = n < 16 ? high : low
-                let shift = UInt64(60 - 4 * (n % 16))
-                buffer[i] = digits.utf8Start[Int((word >> shift) & 0xf)]
-                i += 1
-            }
-            return i
-        }
-    }
+    /// apns-ids the sandbox assigns to requests that bring none: Herald's own generator, one per
+    /// connection (no lock: the connection's event loop is its only user).
+    private var idGenerator = NotificationIDGenerator()
 
     private func makeRecord(
         streamID: Int32, stream: Stream, outcome: Outcome?, apnsID: String, fromRequest: Bool,
@@ -672,7 +647,7 @@ final class SandboxConnectionHandler: ChannelInboundHandler, HTTP2EngineDelegate
     }
 
     private func recordCutOff(streamID: Int32, stream: Stream, cause: String) {
-        let requestID = stream.head.apnsID.flatMap { SandboxRules.isCanonicalUUID($0) ? $0 : nil }
+        let requestID = stream.head.apnsID.flatMap { UUIDText.isUUID($0) ? $0 : nil }
         core.recorder.record(processed: false, status: nil, reason: nil) {
             makeRecord(
                 streamID: streamID, stream: stream, outcome: nil, apnsID: requestID ?? "",

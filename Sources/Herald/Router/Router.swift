@@ -67,8 +67,8 @@ public final class Router: Sendable {
     /// Each tenant's sends and failures of the last hour (the console's tenant list).
     public let lastHour = LastHourCounts()
     private let runtimes = Mutex<[TenantID: TenantRuntime]>([:])
-    /// apns-ids for sends that bring none: a SplitMix64 sequence seeded once from the system
-    /// generator (rather than two `getrandom` calls per send). They only need to be unique.
+    /// apns-ids for sends that bring none (``apnsID(for:)``): one seeded sequence for every
+    /// tenant, behind a lock held for two words and a 36-byte format.
     private let idGenerator = Mutex(NotificationIDGenerator())
 
     public init(configuration: RouterConfiguration) {
@@ -205,8 +205,7 @@ public final class Router: Sendable {
         deadline: ContinuousClock.Instant? = nil, retriesInPipeline: Bool = true
     ) async throws -> PushResult {
         // One apns-id for every attempt, so that a resend on a new runtime is recognisably the same notification.
-        var notification = notification
-        if notification.id == nil { notification.id = idGenerator.withLock { $0.nextID() } }
+        let id = apnsID(for: notification)
         var attempt = 0
         var resentAfterRevocation = false
         while true {
@@ -214,13 +213,13 @@ public final class Router: Sendable {
             guard let runtime = runtime(for: tenant) else { throw PushError.unknownTenant(tenant.rawValue) }
             do {
                 let result = try await runtime.send(
-                    notification, environment: environment, deadline: deadline, retriesInPipeline: retriesInPipeline)
+                    notification, id: id, environment: environment, deadline: deadline, retriesInPipeline: retriesInPipeline)
                 lastHour.record(tenant, at: configuration.clock.date, failed: result.response.status != 200)
                 return result
             } catch is CancellationError {
                 throw CancellationError()
             } catch {
-                if shouldResend(tenant: tenant, notification: notification, after: error, attempt: attempt, resentAfterRevocation: &resentAfterRevocation) {
+                if shouldResend(tenant: tenant, id: id, after: error, attempt: attempt, resentAfterRevocation: &resentAfterRevocation) {
                     continue
                 }
                 lastHour.record(tenant, at: configuration.clock.date, failed: true)
@@ -229,11 +228,18 @@ public final class Router: Sendable {
         }
     }
 
+    /// The apns-id a send goes with: the caller's, or a new one. The one place a single send gets
+    /// its apns-id (a batch item has its own from the store since the POST); the runtime, the
+    /// pipeline and the transport take it as given.
+    private func apnsID(for notification: HeraldCore.Notification) -> NotificationID {
+        notification.id ?? idGenerator.withLock { $0.nextID() }
+    }
+
     /// True when a send that failed with `error` is made again on the tenant's runtime: one
     /// swapped out between lookup and send (nothing was sent; up to three attempts), or one whose
     /// credential was revoked under it with no answer (once, on the new credential).
     private func shouldResend(
-        tenant: TenantID, notification: HeraldCore.Notification, after error: any Error, attempt: Int, resentAfterRevocation: inout Bool
+        tenant: TenantID, id: NotificationID, after error: any Error, attempt: Int, resentAfterRevocation: inout Bool
     ) -> Bool {
         guard let error = error as? PushError else { return false }
         if error.code == .shuttingDown { return attempt < 3 }
@@ -242,7 +248,7 @@ public final class Router: Sendable {
         configuration.logger.debug(
             "resending after credential revocation",
             metadata: [
-                "herald.tenant": "\(tenant)", "herald.apns-id": "\(notification.id.map { $0.rawValue } ?? "")",
+                "herald.tenant": "\(tenant)", "herald.apns-id": "\(id)",
                 "herald.may-have-reached-apns": "\(error.mayHaveReachedAPNs)",
             ])
         return true
@@ -259,15 +265,13 @@ public final class Router: Sendable {
         deadline: ContinuousClock.Instant? = nil, retriesInPipeline: Bool = true,
         completion: @escaping @Sendable (Result<PushResult, any Error>) -> Void
     ) {
-        var notification = notification
-        if notification.id == nil { notification.id = idGenerator.withLock { $0.nextID() } }
         startAttempt(
-            1, resentAfterRevocation: false, tenant: tenant, notification: notification, environment: environment, deadline: deadline,
-            retriesInPipeline: retriesInPipeline, completion: completion)
+            1, resentAfterRevocation: false, tenant: tenant, notification: notification, id: apnsID(for: notification),
+            environment: environment, deadline: deadline, retriesInPipeline: retriesInPipeline, completion: completion)
     }
 
     private func startAttempt(
-        _ attempt: Int, resentAfterRevocation: Bool, tenant: TenantID, notification: HeraldCore.Notification,
+        _ attempt: Int, resentAfterRevocation: Bool, tenant: TenantID, notification: HeraldCore.Notification, id: NotificationID,
         environment: APNsEnvironment?, deadline: ContinuousClock.Instant?, retriesInPipeline: Bool,
         completion: @escaping @Sendable (Result<PushResult, any Error>) -> Void
     ) {
@@ -275,7 +279,9 @@ public final class Router: Sendable {
             completion(.failure(PushError.unknownTenant(tenant.rawValue)))
             return
         }
-        runtime.startSend(notification, environment: environment, deadline: deadline, retriesInPipeline: retriesInPipeline) { outcome in
+        runtime.startSend(
+            notification, id: id, environment: environment, deadline: deadline, retriesInPipeline: retriesInPipeline
+        ) { outcome in
             switch outcome {
             case .success(let result):
                 self.lastHour.record(tenant, at: self.configuration.clock.date, failed: result.response.status != 200)
@@ -284,10 +290,10 @@ public final class Router: Sendable {
                 completion(.failure(CancellationError()))
             case .failure(let error):
                 var resent = resentAfterRevocation
-                if self.shouldResend(tenant: tenant, notification: notification, after: error, attempt: attempt, resentAfterRevocation: &resent) {
+                if self.shouldResend(tenant: tenant, id: id, after: error, attempt: attempt, resentAfterRevocation: &resent) {
                     self.startAttempt(
-                        attempt + 1, resentAfterRevocation: resent, tenant: tenant, notification: notification, environment: environment,
-                        deadline: deadline, retriesInPipeline: retriesInPipeline, completion: completion)
+                        attempt + 1, resentAfterRevocation: resent, tenant: tenant, notification: notification, id: id,
+                        environment: environment, deadline: deadline, retriesInPipeline: retriesInPipeline, completion: completion)
                     return
                 }
                 self.lastHour.record(tenant, at: self.configuration.clock.date, failed: true)

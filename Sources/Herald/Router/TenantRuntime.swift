@@ -8,7 +8,9 @@ import Synchronization
 /// A runtime enforces the tenant's policy before anything reaches the pipeline
 /// (`TenantConfiguration.admit(_:environment:)`): the notification passes
 /// ``HeraldCore/Notification/validate(requireTopic:)``, the topic is one of the tenant's, the
-/// push type agrees with the topic, and the environment has an endpoint.
+/// push type agrees with the topic, and the environment has an endpoint. The admitted
+/// notification carries the apns-id its caller gives (the router's): the runtime, the pipeline
+/// and the transport never make one.
 public final class TenantRuntime: Sendable {
     public let configuration: TenantConfiguration
     public let pipeline: SendPipeline
@@ -53,10 +55,16 @@ public final class TenantRuntime: Sendable {
                 guard clock.now < context.deadline else {
                     throw PushError.deadlineExceeded("the deadline passed before the notification went out", mayHaveReachedAPNs: false)
                 }
+                // The runtime gives the notification its apns-id before the pipeline; one that a
+                // middleware took away is refused here, unsent.
+                guard let id = notification.id else {
+                    throw PushError.invalid(
+                        NotificationValidationError(
+                            .badMessageId, field: "apns_id", message: "a plugin removed the notification's apns-id"))
+                }
                 let response = try await transport.send(notification, environment: context.environment, deadline: context.deadline)
                 return PushResult(
-                    notificationID: notification.id ?? response.apnsID ?? NotificationID.random(),
-                    environment: context.environment, response: response, attempts: context.attempt)
+                    notificationID: id, environment: context.environment, response: response, attempts: context.attempt)
             })
     }
 
@@ -76,19 +84,20 @@ public final class TenantRuntime: Sendable {
     /// Sends one notification through the tenant's pipeline.
     ///
     /// - Parameters:
+    ///   - id: the notification's apns-id (the router's: the caller's own or a new one); it
+    ///     replaces `notification.id`, and every attempt goes with it.
     ///   - environment: nil sends to the tenant's default environment.
     ///   - deadline: nil allows the router's default time from now.
     ///   - retriesInPipeline: false when the caller retries itself (``PushContext/retriesInPipeline``).
     /// - Returns: APNs' answer (success or rejection).
     /// - Throws: ``PushError`` when the notification was refused locally or got no answer.
     nonisolated(nonsending) public func send(
-        _ notification: Notification, environment: APNsEnvironment? = nil, deadline: ContinuousClock.Instant? = nil,
-        retriesInPipeline: Bool = true
+        _ notification: Notification, id: NotificationID, environment: APNsEnvironment? = nil,
+        deadline: ContinuousClock.Instant? = nil, retriesInPipeline: Bool = true
     ) async throws -> PushResult {
         let checked = try configuration.admit(notification, environment: environment, topicRules: topicRules)
         var notification = checked.notification
         let environment = checked.environment
-        let id = notification.id ?? NotificationID.random()
         notification.id = id
 
         let admitted = state.withLock { state -> Bool in
@@ -111,22 +120,25 @@ public final class TenantRuntime: Sendable {
         }
     }
 
-    /// True when ``startSend(_:environment:deadline:retriesInPipeline:completion:)`` sends
+    /// True when ``startSend(_:id:environment:deadline:retriesInPipeline:completion:)`` sends
     /// without a task: every middleware has hooks and the transport a callback form.
     public var startsSendsByCallback: Bool { hooks != nil && transport.sendsByCallback }
 
-    /// Sends one notification as ``send(_:environment:deadline:retriesInPipeline:)`` does, and
+    /// Sends one notification as ``send(_:id:environment:deadline:retriesInPipeline:)`` does, and
     /// calls `completion` exactly once with the result or the error (possibly on a connection's
     /// event loop: it must not block). When ``startsSendsByCallback`` and every middleware
     /// agrees (``HeraldCore/SynchronousPushMiddleware/hooksApply(to:)``), the send goes through
     /// the middlewares' hooks and the transport's callback form, without a task; otherwise a task
     /// sends it through the pipeline. Callers bound how many they start (the job runner's permits).
     public func startSend(
-        _ notification: Notification, environment: APNsEnvironment? = nil, deadline: ContinuousClock.Instant? = nil,
-        retriesInPipeline: Bool = true, completion: @escaping @Sendable (Result<PushResult, any Error>) -> Void
+        _ notification: Notification, id: NotificationID, environment: APNsEnvironment? = nil,
+        deadline: ContinuousClock.Instant? = nil, retriesInPipeline: Bool = true,
+        completion: @escaping @Sendable (Result<PushResult, any Error>) -> Void
     ) {
         guard let hooks, transport.sendsByCallback else {
-            sendInTask(notification, environment: environment, deadline: deadline, retriesInPipeline: retriesInPipeline, completion: completion)
+            sendInTask(
+                notification, id: id, environment: environment, deadline: deadline, retriesInPipeline: retriesInPipeline,
+                completion: completion)
             return
         }
         let checked: (notification: Notification, environment: APNsEnvironment)
@@ -138,14 +150,15 @@ public final class TenantRuntime: Sendable {
         }
         var admitted = checked.notification
         let environment = checked.environment
-        let id = admitted.id ?? NotificationID.random()
         admitted.id = id
         let notification = admitted
         let context = PushContext(
             tenant: configuration.id, environment: environment, logger: pushLogger.withNotificationID(id), attempt: 1,
             deadline: deadline ?? clock.now.advanced(by: defaultDeadline), retriesInPipeline: retriesInPipeline)
         guard hooks.apply(to: context) else {
-            sendInTask(notification, environment: environment, deadline: deadline, retriesInPipeline: retriesInPipeline, completion: completion)
+            sendInTask(
+                notification, id: id, environment: environment, deadline: deadline, retriesInPipeline: retriesInPipeline,
+                completion: completion)
             return
         }
         let counted = state.withLock { state -> Bool in
@@ -181,7 +194,7 @@ public final class TenantRuntime: Sendable {
     }
 
     /// The end of a hooked send: the hooks after it, their follow-ups (in a task, when there are
-    /// any), the revocation's error as ``send(_:environment:deadline:retriesInPipeline:)`` gives
+    /// any), the revocation's error as ``send(_:id:environment:deadline:retriesInPipeline:)`` gives
     /// it, and the send taken off the count in flight.
     private func finishHooked(
         _ notification: Notification, context: PushContext, hooks: PushHooks, startedAt: ContinuousClock.Instant,
@@ -205,14 +218,17 @@ public final class TenantRuntime: Sendable {
         }
     }
 
-    /// The `async` pipeline's send, by a task, for ``startSend(_:environment:deadline:retriesInPipeline:completion:)``.
+    /// The `async` pipeline's send, by a task, for ``startSend(_:id:environment:deadline:retriesInPipeline:completion:)``.
     private func sendInTask(
-        _ notification: Notification, environment: APNsEnvironment?, deadline: ContinuousClock.Instant?, retriesInPipeline: Bool,
-        completion: @escaping @Sendable (Result<PushResult, any Error>) -> Void
+        _ notification: Notification, id: NotificationID, environment: APNsEnvironment?, deadline: ContinuousClock.Instant?,
+        retriesInPipeline: Bool, completion: @escaping @Sendable (Result<PushResult, any Error>) -> Void
     ) {
         Task {
             do {
-                completion(.success(try await self.send(notification, environment: environment, deadline: deadline, retriesInPipeline: retriesInPipeline)))
+                completion(
+                    .success(
+                        try await self.send(
+                            notification, id: id, environment: environment, deadline: deadline, retriesInPipeline: retriesInPipeline)))
             } catch {
                 completion(.failure(error))
             }

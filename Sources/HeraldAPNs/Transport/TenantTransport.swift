@@ -23,6 +23,10 @@ import Synchronization
 /// await transport.shutdown()
 /// ```
 ///
+/// A notification brings its apns-id (``HeraldCore/Notification/id``: the router gives every
+/// send one); the transport sends it as given and never makes one, and refuses a notification
+/// without one, unsent (`invalidRequest`, `InvalidNotification` to the router).
+///
 /// Every APNs answer comes back as an ``APNsResponse`` (a 400 or a 410 is not an error). When
 /// there is no answer, the `async` send throws ``PushError`` (which says whether a resend could
 /// duplicate the notification). A cancelled send lets go at once: out of the queue
@@ -69,7 +73,6 @@ public final class TenantTransport: PushTransport {
     /// connections runs here, and ``sendingExecutor`` runs tasks here.
     private let home: EventLoopTaskExecutor
     private let counters = Counters()
-    private let idGenerator = APNsIDGenerator()
 
     /// Makes the transport, unopened: no TLS context, connection or task until the first send.
     /// ``validate(tenant:credentials:)`` checks up front what the first send would build.
@@ -322,9 +325,13 @@ public final class TenantTransport: PushTransport {
         if let collapseID = notification.collapseID {
             try Self.checkFieldValue(collapseID, field: "collapse_id")
         }
+        // The apns-id is the caller's: the router gives every send one before it gets here, and
+        // the transport never makes one. A notification without one is refused, unsent.
+        guard let apnsID = notification.id else {
+            throw APNsTransportError.invalidRequest(field: "apns_id", "the notification has no apns-id")
+        }
         return Prepared(
-            notification: notification, apnsID: notification.id ?? idGenerator.next(), deadline: deadline,
-            pool: try pool(for: endpoint), cancellation: cancellation)
+            notification: notification, apnsID: apnsID, deadline: deadline, pool: try pool(for: endpoint), cancellation: cancellation)
     }
 
     private func submit(_ prepared: Prepared, authorization: String?, mayRetryExpired: Bool, completion: @escaping Completion) {

@@ -66,18 +66,12 @@ public struct DeviceToken: Hashable, Sendable, CustomStringConvertible, Codable 
         String(unsafeUninitializedCapacity: bytes.count * 2) { buffer in
             var at = 0
             for byte in bytes {
-                buffer[at] = hexDigit(byte &>> 4)
-                buffer[at &+ 1] = hexDigit(byte & 0x0f)
+                buffer[at] = HexDigits.digit(byte &>> 4)
+                buffer[at &+ 1] = HexDigits.digit(byte & 0x0f)
                 at &+= 2
             }
             return at
         }
-    }
-
-    /// The lowercase hex digit of a nibble (0–15).
-    @inline(__always)
-    static func hexDigit(_ nibble: UInt8) -> UInt8 {
-        nibble < 10 ? UInt8(ascii: "0") &+ nibble : UInt8(ascii: "a") &+ (nibble &- 10)
     }
 
     /// The raw bytes of the token.

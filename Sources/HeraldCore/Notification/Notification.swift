@@ -23,7 +23,8 @@ public struct Notification: Sendable, Hashable {
     public var expiration: Expiration?
     /// `apns-collapse-id`, at most 64 bytes.
     public var collapseID: String?
-    /// `apns-id`; `nil` lets the sender assign one before the first attempt.
+    /// `apns-id`: the caller's, kept as given. `nil` until the notification is admitted: the
+    /// router then gives a single send one, the store a batch item; every attempt keeps it.
     public var id: NotificationID?
     /// The JSON body, sent as-is.
     public var payload: [UInt8]

@@ -1,7 +1,7 @@
 /// A small, fast, seedable random number generator (SplitMix64): the same seed gives the same
 /// sequence. For jitter, fault injection and apns-ids, which must be unique, not secret; never
 /// for secrets. The one copy for every module (the transport's backoff, the sandbox's faults,
-/// the apns-id generators).
+/// ``NotificationIDGenerator``).
 public struct SplitMix64: RandomNumberGenerator, Sendable {
     private var state: UInt64
 

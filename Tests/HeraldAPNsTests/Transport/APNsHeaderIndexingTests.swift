@@ -12,8 +12,9 @@ struct APNsHeaderIndexingTests {
             deviceToken: try DeviceToken(hex: "00fc13adff785122b4ad28809a3420982341241421348097878e577c991de8f0"),
             topic: "com.example.app", pushType: .alert, priority: .immediate, expiration: expiration,
             collapseID: collapseID, payload: Array(#"{"aps":{"alert":"hi"}}"#.utf8))
+        var ids = NotificationIDGenerator()
         return APNsRequest(
-            notification: note, apnsID: NotificationID.random(), authorization: authorization, deadline: .now() + .seconds(5)
+            notification: note, apnsID: ids.nextID(), authorization: authorization, deadline: .now() + .seconds(5)
         ) { _ in }
     }
 

@@ -21,7 +21,8 @@ struct TransportEndToEndTests {
             #expect(response.reason == nil)
             let record = harness.sandbox.requests
             #expect(record.count == 1)
-            #expect(record.first?.apnsID == response.apnsID?.rawValue)
+            #expect(record.first?.apnsID == note.id?.rawValue)
+            #expect(response.apnsID == note.id)
             #expect(record.first?.apnsIDFromRequest == true)
             #expect(record.first?.authKind == .token)
             #expect(record.first?.teamID == "TEAMALPHA1")
@@ -306,6 +307,27 @@ struct TransportEndToEndTests {
             }
             #expect(harness.sandbox.requests.isEmpty)
             #expect(harness.sandbox.connectionCount == 0)
+            await transport.close()
+        }
+    }
+
+    @Test("the transport never makes an apns-id: a notification without one is refused, unsent, by both forms")
+    func noAPNsID() async throws {
+        try await withSandbox { harness in
+            let transport = try harness.transport(for: try harness.tokenTenant(.alpha))
+            var note = Notes.note(topic: "com.example.alpha")
+            note.id = nil
+            let error = await #expect(throws: PushError.self) { try await transport.send(note) }
+            #expect(error?.code == .invalidNotification && error?.mayHaveReachedAPNs == false)
+            let started = await withCheckedContinuation { continuation in
+                transport.startSend(note, environment: .development, deadline: .now + .seconds(30)) { continuation.resume(returning: $0) }
+            }
+            guard case .failure(let refused) = started else {
+                Issue.record("expected a refusal, got \(started)")
+                return
+            }
+            #expect(refused.code == .invalidNotification)
+            #expect(harness.sandbox.requests.isEmpty)
             await transport.close()
         }
     }

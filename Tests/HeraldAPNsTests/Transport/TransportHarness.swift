@@ -125,12 +125,17 @@ enum Notes {
 
     static let alertPayload = Array(#"{"aps":{"alert":"Hello from Herald"}}"#.utf8)
 
+    /// A notification with an apns-id of its own, as the router hands one to the transport.
     static func note(
         topic: String?, token: DeviceToken = deviceToken(), pushType: PushType = .alert, priority: Priority? = nil,
         collapseID: String? = nil, payload: [UInt8] = alertPayload
     ) -> HeraldCore.Notification {
-        HeraldCore.Notification(deviceToken: token, topic: topic, pushType: pushType, priority: priority, collapseID: collapseID, payload: payload)
+        HeraldCore.Notification(
+            deviceToken: token, topic: topic, pushType: pushType, priority: priority, collapseID: collapseID,
+            id: ids.withLock { $0.nextID() }, payload: payload)
     }
+
+    private static let ids = Mutex(NotificationIDGenerator())
 }
 
 /// The outcome of one send in a load.
@@ -184,12 +189,7 @@ func sendLoad(
 
 /// Many notes for `topic`, each with its own apns-id (so the sandbox record can be matched).
 func makeNotes(_ count: Int, topic: String) -> [HeraldCore.Notification] {
-    var generator = SplitMix64()
-    return (0..<count).map { _ in
-        var note = Notes.note(topic: topic)
-        note.id = NotificationID.random(using: &generator)
-        return note
-    }
+    (0..<count).map { _ in Notes.note(topic: topic) }
 }
 
 /// Polls `condition` (every 5 ms, at most ~5 s); a wait, not an assertion.

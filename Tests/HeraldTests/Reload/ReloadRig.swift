@@ -154,7 +154,7 @@ struct ReloadRig: Sendable {
         }
         var note = HeraldCore.Notification(
             deviceToken: DeviceToken(bytes: bytes), topic: topic, payload: Array(#"{"aps":{"alert":"reload"}}"#.utf8))
-        note.id = NotificationID.random()
+        note.id = Fixtures.apnsID()
         return note
     }
 

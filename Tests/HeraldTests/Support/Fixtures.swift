@@ -40,6 +40,12 @@ enum Fixtures {
             deviceToken: token, topic: topic, pushType: pushType, payload: Array(#"{"aps":{"alert":"hi"}}"#.utf8))
     }
 
+    /// A new apns-id, as the router would make one.
+    static func apnsID() -> NotificationID {
+        var ids = NotificationIDGenerator()
+        return ids.nextID()
+    }
+
     /// A fresh temporary directory.
     static func temporaryDirectory(_ name: String = "herald-tests") -> String {
         let path = NSTemporaryDirectory() + "\(name)-\(UUID().uuidString.prefix(8))"

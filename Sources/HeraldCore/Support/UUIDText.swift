@@ -1,0 +1,128 @@
+/// The one text form of a UUID in Herald and its one parser: 32 lowercase hex digits in groups
+/// of 8-4-4-4-12, as Foundation's `UUID` prints it lowercased. Apns-ids (``NotificationID``),
+/// the 16-byte apns-id columns of the stores, job ids and the sandbox's answers all go through
+/// here. The 16 bytes travel as two big-endian words (``Words``), so that neither direction
+/// needs an array.
+///
+/// ```swift
+/// let text = UUIDText.format(UUIDText.Words(high: 0x0123_4567_89ab_cdef, low: 0xfedc_ba98_7654_3210))
+/// // "01234567-89ab-cdef-fedc-ba9876543210"
+/// UUIDText.parse("01234567-89AB-CDEF-fedc-ba9876543210")?.high  // 0x0123_4567_89ab_cdef
+/// ```
+public enum UUIDText {
+    /// The 16 bytes of a UUID as two big-endian words.
+    public struct Words: Hashable, Sendable {
+        /// Bytes 0 to 7, the first byte in the top bits.
+        public var high: UInt64
+        /// Bytes 8 to 15.
+        public var low: UInt64
+
+        public init(high: UInt64, low: UInt64) {
+            self.high = high
+            self.low = low
+        }
+
+        /// The first 16 bytes of `bytes`; bytes past the 16th are ignored and missing ones read
+        /// as zero (callers pass exactly 16).
+        /// (A non-generic loop over contiguous bytes: a store decodes one per item.)
+        public init(bytes: some Collection<UInt8>) {
+            self =
+                bytes.withContiguousStorageIfAvailable(Self.init(buffer:))
+                ?? Array(bytes).withUnsafeBufferPointer(Self.init(buffer:))
+        }
+
+        private init(buffer: UnsafeBufferPointer<UInt8>) {
+            var high: UInt64 = 0
+            var low: UInt64 = 0
+            for index in 0..<Swift.min(buffer.count, 16) {
+                let shift = UInt64(56 &- 8 &* (index & 7))
+                if index < 8 {
+                    high |= UInt64(buffer[index]) &<< shift
+                } else {
+                    low |= UInt64(buffer[index]) &<< shift
+                }
+            }
+            self.init(high: high, low: low)
+        }
+
+        /// A random version 4 UUID (RFC 9562): two words of `generator` with the version and
+        /// variant bits set.
+        public static func random(using generator: inout some RandomNumberGenerator) -> Words {
+            Words(
+                high: generator.next() & ~0xf000 | 0x4000,
+                low: generator.next() & 0x3fff_ffff_ffff_ffff | 0x8000_0000_0000_0000)
+        }
+
+        /// The 16 bytes, in order.
+        public var bytes: [UInt8] {
+            var bytes: [UInt8] = []
+            bytes.reserveCapacity(16)
+            append(to: &bytes)
+            return bytes
+        }
+
+        /// Appends the 16 bytes to `bytes`.
+        public func append(to bytes: inout [UInt8]) {
+            withUnsafeBytes(of: high.bigEndian) { bytes.append(contentsOf: $0) }
+            withUnsafeBytes(of: low.bigEndian) { bytes.append(contentsOf: $0) }
+        }
+    }
+
+    /// The canonical text of a UUID: lowercase, 8-4-4-4-12. Written straight into the string's
+    /// storage (one allocation).
+    public static func format(_ words: Words) -> String {
+        String(unsafeUninitializedCapacity: 36) { buffer in
+            var at = 0
+            for index in 0..<16 {
+                if index == 4 || index == 6 || index == 8 || index == 10 {
+                    buffer[at] = UInt8(ascii: "-")
+                    at &+= 1
+                }
+                let word = index < 8 ? words.high : words.low
+                let byte = UInt8(truncatingIfNeeded: word &>> UInt64(56 &- 8 &* (index & 7)))
+                buffer[at] = HexDigits.digit(byte &>> 4)
+                buffer[at &+ 1] = HexDigits.digit(byte & 0x0f)
+                at &+= 2
+            }
+            return at
+        }
+    }
+
+    /// The UUID written as 32 hex digits in groups of 8-4-4-4-12, in either case (as APNs takes
+    /// an `apns-id`); nil for any other text.
+    public static func parse(_ text: String) -> Words? {
+        var text = text
+        var lowercase = true
+        return text.withUTF8 { parse($0, lowercase: &lowercase) }
+    }
+
+    /// True when `text` is a UUID that ``parse(_:)`` reads.
+    public static func isUUID(_ text: String) -> Bool {
+        parse(text) != nil
+    }
+
+    /// ``parse(_:)`` over the text's bytes; `lowercase` is set to false when a digit is upper
+    /// case (a caller that keeps canonical text keeps lowercase text as it is).
+    static func parse(_ utf8: UnsafeBufferPointer<UInt8>, lowercase: inout Bool) -> Words? {
+        guard utf8.count == 36 else { return nil }
+        var high: UInt64 = 0
+        var low: UInt64 = 0
+        var nibbles = 0
+        for at in 0..<36 {
+            let byte = utf8[at]
+            if at == 8 || at == 13 || at == 18 || at == 23 {
+                guard byte == UInt8(ascii: "-") else { return nil }
+                continue
+            }
+            guard let value = HexDigits.value(byte) else { return nil }
+            if byte >= UInt8(ascii: "A"), byte <= UInt8(ascii: "F") { lowercase = false }
+            if nibbles < 16 {
+                high = high &<< 4 | UInt64(value)
+            } else {
+                low = low &<< 4 | UInt64(value)
+            }
+            nibbles &+= 1
+        }
+        return Words(high: high, low: low)
+    }
+}
