@@ -14,18 +14,24 @@ import HeraldCore
 /// plugins:
 ///   - name: feedback
 ///     options:
-///       webhook: https://hooks.acme.example/apns
-///       secret: env:ACME_WEBHOOK_SECRET      # or file:secrets/webhook.key (relative to the tenant file)
 ///       refuse: [Unregistered]               # default; [] records only
-///       webhook_allow_private_addresses: false   # default; true lets the URL reach loopback/private hosts
+/// webhook:                                   # the tenant's webhook: every event goes there
+///   url: https://hooks.acme.example/apns
+///   secret: env:ACME_WEBHOOK_SECRET          # or file:secrets/webhook.key (relative to the tenant file)
 /// ```
 ///
-/// The webhook is a JSON POST signed with HMAC-SHA256: `X-Herald-Signature: sha256=<hex>` over
-/// `<X-Herald-Timestamp>.<body>`. It is retried with backoff on failures and 5xx/429 answers;
-/// redirects are not followed (a 3xx is a refusal). Unless the tenant file allows it, a URL
-/// whose host resolves to a loopback, link-local or private address is refused (the resolved
-/// address is checked, and the connection goes to that address). Under `herald serve` webhooks
-/// go through the store's outbox: a fixed number of senders, bounded per tenant, kept across restarts.
+/// Each recorded token is a `device_token.invalid` event to the tenant's webhook
+/// (``PluginEnvironment/webhook``, the tenant file's `webhook:` section), a JSON POST signed
+/// with HMAC-SHA256: `X-Herald-Signature: sha256=<hex>` over `<X-Herald-Timestamp>.<body>`. It is
+/// retried with backoff on failures and 5xx/429 answers; redirects are not followed (a 3xx is a
+/// refusal). Unless the tenant file allows it, a URL whose host resolves to a loopback,
+/// link-local or private address is refused (the resolved address is checked, and the
+/// connection goes to that address). Under `herald serve` webhooks go through the store's
+/// outbox: a fixed number of senders, bounded per tenant, kept across restarts.
+///
+/// The options `webhook`, `secret` and `webhook_*` are accepted and not read here: the tenant
+/// file loader reads them as the tenant's webhook when the file has no `webhook:` section, with
+/// a deprecation warning.
 public struct FeedbackPluginFactory: PluginFactory {
     public let name = "feedback"
 
@@ -34,7 +40,7 @@ public struct FeedbackPluginFactory: PluginFactory {
     public func make(options: JSONValue, environment: PluginEnvironment) throws(PluginOptionError) -> any PushMiddleware
     {
         FeedbackMiddleware(
-            configuration: try FeedbackConfiguration(options: options, secrets: environment.secrets),
+            configuration: try FeedbackConfiguration(options: options),
             environment: environment)
     }
 }
@@ -43,37 +49,17 @@ public struct FeedbackConfiguration: Sendable, Hashable {
     /// The reasons that get recorded.
     public static let recordedReasons: Set<APNsReason> = [.unregistered, .badDeviceToken, .deviceTokenNotForTopic]
 
-    public struct Webhook: Sendable, Hashable {
-        public var url: String
-        public var secret: Secret
-        public var attempts: Int = 5
-        public var timeout: Duration = .seconds(5)
-        public var initialBackoff: Duration = .milliseconds(500)
-        /// The URL may reach loopback, link-local and private addresses (`webhook_allow_private_addresses`).
-        public var allowPrivateAddresses = false
-
-        public init(url: String, secret: Secret) {
-            self.url = url
-            self.secret = secret
-        }
-    }
-
     /// Recorded reasons for which later sends are refused locally.
     public var refuse: Set<APNsReason> = [.unregistered]
-    public var webhook: Webhook?
 
-    public init(refuse: Set<APNsReason> = [.unregistered], webhook: Webhook? = nil) {
+    public init(refuse: Set<APNsReason> = [.unregistered]) {
         self.refuse = refuse
-        self.webhook = webhook
     }
 
-    public init(options: JSONValue, secrets: any SecretResolver) throws(PluginOptionError) {
-        let reader = try PluginOptions(
-            options,
-            allowed: [
-                "webhook", "secret", "refuse", "webhook_attempts", "webhook_timeout_ms", "webhook_backoff_ms",
-                "webhook_allow_private_addresses",
-            ])
+    /// Reads `refuse`. The webhook options (``TenantWebhook/feedbackOptionKeys``) are accepted
+    /// and left to the tenant file loader, which reads them as the tenant's webhook.
+    public init(options: JSONValue) throws(PluginOptionError) {
+        let reader = try PluginOptions(options, allowed: Set(["refuse"] + TenantWebhook.feedbackOptionKeys))
         if let reasons = try reader.strings("refuse") {
             var refuse = Set<APNsReason>()
             for name in reasons {
@@ -85,44 +71,6 @@ public struct FeedbackConfiguration: Sendable, Hashable {
                 refuse.insert(reason)
             }
             self.refuse = refuse
-        }
-        if let url = try reader.string("webhook", default: nil) {
-            guard let parsed = URL(string: url), let scheme = parsed.scheme?.lowercased(),
-                scheme == "https" || scheme == "http",
-                let host = parsed.host, !host.isEmpty
-            else {
-                throw reader.error("webhook", "must be an http:// or https:// URL")
-            }
-            guard let reference = try reader.string("secret", default: nil) else {
-                throw reader.error("secret", "is required with 'webhook' (env:NAME or file:PATH), to sign the webhook")
-            }
-            guard reference.hasPrefix("env:") || reference.hasPrefix("file:") else {
-                throw reader.error(
-                    "secret", "must be a reference, env:NAME or file:PATH (never the secret itself in the tenant file)")
-            }
-            let secret: Secret
-            do {
-                secret = try secrets.resolve(reference)
-            } catch {
-                throw reader.error("secret", "\(error)")
-            }
-            guard secret.bytes.count >= 16 else {
-                throw reader.error("secret", "the secret from \(secret.origin) is shorter than 16 bytes")
-            }
-            var webhook = Webhook(url: url, secret: secret)
-            webhook.attempts = try reader.int("webhook_attempts", default: 5, range: 1...20)
-            webhook.timeout = .milliseconds(try reader.int("webhook_timeout_ms", default: 5_000, range: 100...120_000))
-            webhook.initialBackoff = .milliseconds(
-                try reader.int("webhook_backoff_ms", default: 500, range: 1...60_000))
-            webhook.allowPrivateAddresses = try reader.bool("webhook_allow_private_addresses", default: false)
-            self.webhook = webhook
-        } else {
-            for key in [
-                "secret", "webhook_attempts", "webhook_timeout_ms", "webhook_backoff_ms", "webhook_allow_private_addresses",
-            ]
-            where reader.contains(key) {
-                throw reader.error(key, "only means something with 'webhook'")
-            }
         }
     }
 }
@@ -193,7 +141,7 @@ public struct FeedbackMiddleware: SynchronousPushMiddleware {
         return (reason, topic)
     }
 
-    /// Records the token invalid when APNs said so, and tells the tenant's webhook.
+    /// Records the token invalid when APNs said so, and tells the tenant's webhook (if it has one).
     private func recordIfInvalid(_ notification: HeraldCore.Notification, result: PushResult, context: PushContext) async {
         guard let (reason, topic) = Self.invalidity(notification, result) else { return }
         let record = InvalidTokenRecord(
@@ -207,7 +155,7 @@ public struct FeedbackMiddleware: SynchronousPushMiddleware {
         } catch {
             context.logger.error("recording an invalid device token failed", metadata: ["herald.error": "\(error)"])
         }
-        if let webhook = configuration.webhook {
+        if let webhook = environment.webhook {
             let delivery = WebhookDelivery.make(
                 record: record, tenant: context.tenant, apnsID: result.notificationID, webhook: webhook,
                 sentAt: environment.clock.date)

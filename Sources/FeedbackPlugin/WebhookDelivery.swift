@@ -13,7 +13,7 @@ struct WebhookDelivery: Sendable {
     static let timestampHeader = "X-Herald-Timestamp"
 
     static func make(
-        record: InvalidTokenRecord, tenant: TenantID, apnsID: NotificationID, webhook: FeedbackConfiguration.Webhook,
+        record: InvalidTokenRecord, tenant: TenantID, apnsID: NotificationID, webhook: TenantWebhook,
         sentAt: Date
     ) -> WebhookDelivery {
         var members: [(String, JSONValue)] = [
@@ -88,7 +88,7 @@ struct WebhookDelivery: Sendable {
     }
 }
 
-extension FeedbackConfiguration.Webhook {
+extension TenantWebhook {
     /// A POST of `body` to this webhook, signed: `X-Herald-Signature: sha256=<hex>` of
     /// HMAC-SHA256(secret, "<X-Herald-Timestamp>.<body>"), with `X-Herald-Event: <event>` and
     /// `X-Herald-Delivery: <delivery>` (the same for every attempt of one delivery).
@@ -108,7 +108,7 @@ extension FeedbackConfiguration.Webhook {
 
     /// A signed `credential.expiring` event for this webhook (Herald's credential health monitor
     /// sends it once a day from 14 days before the tenant's client certificate expires), signed
-    /// like the plugin's own events.
+    /// like every other event.
     ///
     /// Body: `{"event": "credential.expiring", "tenant", "kind": "certificate", "not_after"
     /// (milliseconds since 1970), "days_left", "sent_at"}`.

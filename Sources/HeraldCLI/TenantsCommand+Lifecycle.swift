@@ -70,8 +70,10 @@ struct TenantsCreateCommand: AsyncParsableCommand {
         abstract: "Onboard a tenant with its credential through the admin API; prints its first API key (once).",
         discussion: """
             Exactly one credential: --key FILE with --key-id (token), --certificate FILE (the PEM chain followed by its \
-            private key), or --pkcs12 FILE with --passphrase-env VARIABLE. The server validates everything before it \
-            writes anything; a refusal names the field. Exit status: 0 created, 1 refused, 2 on usage errors.
+            private key), or --pkcs12 FILE with --passphrase-env VARIABLE. A webhook: --webhook-url with its signing \
+            secret, --webhook-secret env:NAME|file:PATH (a reference the server resolves) or --webhook-secret-env \
+            VARIABLE (the secret itself, which the server writes to a 0600 file). The server validates everything \
+            before it writes anything; a refusal names the field. Exit status: 0 created, 1 refused, 2 on usage errors.
             """)
 
     @OptionGroup var api: AdminAPIOptions
@@ -89,9 +91,11 @@ struct TenantsCreateCommand: AsyncParsableCommand {
     @Option(name: .customLong("ca-file"), help: "An extra trust root (PEM) for a non-Apple endpoint (a path on the server).")
     var caFile: String?
     @Option(name: .customLong("api-key-name"), help: "The first API key's name (default: default).") var apiKeyName: String?
+    @OptionGroup var webhook: WebhookOptions
 
     func run() async throws {
         var body: [String: Any] = ["id": id, "team_id": teamID]
+        if let webhook = try webhook.member(requireSecret: true) { body["webhook"] = webhook }
         if !topics.isEmpty { body["topics"] = topics }
         var endpoints: [String: Any] = [:]
         if let development { endpoints["development"] = development }
@@ -140,18 +144,57 @@ struct TenantsShowCommand: AsyncParsableCommand {
     }
 }
 
-/// `herald tenants update ID --topic … | --pool-connections N | --settings FILE`
+/// The webhook's flags of `herald tenants create` and `update`.
+struct WebhookOptions: ParsableArguments {
+    @Option(name: .customLong("webhook-url"), help: "The URL the tenant's events are POSTed to, signed.") var url: String?
+    @Option(name: .customLong("webhook-secret"), help: "The webhook's signing secret as a reference: env:NAME or file:PATH (on the server).")
+    var secretReference: String?
+    @Option(
+        name: .customLong("webhook-secret-env"),
+        help: "The variable holding the webhook's signing secret (at least 16 bytes); the server writes it to a 0600 file.")
+    var secretVariable: String?
+
+    /// The `webhook` member these flags describe; nil when none is given. `requireSecret`: a new
+    /// webhook needs its secret (an update keeps the current one).
+    func member(requireSecret: Bool) throws -> [String: Any]? {
+        guard url != nil || secretReference != nil || secretVariable != nil else { return nil }
+        guard let url else { throw ValidationError("--webhook-secret and --webhook-secret-env need --webhook-url") }
+        var member: [String: Any] = ["url": url]
+        switch (secretReference, secretVariable) {
+        case (let reference?, nil):
+            member["secret"] = reference
+        case (nil, let variable?):
+            guard let value = ProcessInfo.processInfo.environment[variable], !value.isEmpty else {
+                throw ValidationError("\(variable) is not set")
+            }
+            member["secret_value"] = value
+        case (.some, .some):
+            throw ValidationError("give --webhook-secret or --webhook-secret-env, not both")
+        case (nil, nil):
+            if requireSecret { throw ValidationError("--webhook-url needs --webhook-secret or --webhook-secret-env") }
+        }
+        return member
+    }
+}
+
+/// `herald tenants update ID --topic … | --pool-connections N | --webhook-url URL | --settings FILE`
 struct TenantsUpdateCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "update",
-        abstract: "Change a tenant's topics, endpoints, pool or plugins through the admin API (validated, then swapped).")
+        abstract: "Change a tenant's topics, endpoints, pool, plugins or webhook through the admin API (validated, then swapped).",
+        discussion: """
+            --webhook-url sets the webhook (its other settings back to their defaults); without --webhook-secret or \
+            --webhook-secret-env it keeps the current secret. --remove-webhook takes the webhook out.
+            """)
     @OptionGroup var api: AdminAPIOptions
     @Argument(help: "The tenant ID.") var id: String
     @Option(name: .customLong("topic"), help: "The topics (repeat; replaces the list).") var topics: [String] = []
     @Option(name: .customLong("pool-connections"), help: "Connections per endpoint.") var connections: Int?
+    @OptionGroup var webhook: WebhookOptions
+    @Flag(name: .customLong("remove-webhook"), help: "Take the webhook out: the tenant is told about no event.") var removeWebhook = false
     @Option(
         name: .customLong("settings"),
-        help: "A JSON file with any of topics, endpoints, pool, plugins, as PATCH /admin/tenants/{id} takes (at most 64 KiB).")
+        help: "A JSON file with any of topics, endpoints, pool, plugins, webhook, as PATCH /admin/tenants/{id} takes (at most 64 KiB).")
     var settings: String?
 
     func run() async throws {
@@ -170,7 +213,13 @@ struct TenantsUpdateCommand: AsyncParsableCommand {
             pool["connections"] = connections
             body["pool"] = pool
         }
-        guard !body.isEmpty else { throw ValidationError("give --topic, --pool-connections or --settings") }
+        if let webhook = try webhook.member(requireSecret: false) {
+            guard !removeWebhook else { throw ValidationError("give --webhook-url or --remove-webhook, not both") }
+            body["webhook"] = webhook
+        } else if removeWebhook {
+            body["webhook"] = NSNull()
+        }
+        guard !body.isEmpty else { throw ValidationError("give --topic, --pool-connections, --webhook-url, --remove-webhook or --settings") }
         try await api.call(.PATCH, "/admin/tenants/\(TenantsPath.escape(id))", body: body, command: "update")
     }
 }

@@ -128,6 +128,7 @@ struct TenantReport {
                 ))
         }
         if !tenant.plugins.isEmpty { lines.append(("plugins", tenant.plugins.map(\.name).joined(separator: ", "))) }
+        if let webhook = tenant.webhook { lines.append(("webhook", "\(webhook.url), signed with the secret from \(webhook.secret.origin)")) }
         if !tenant.apiKeys.isEmpty { lines.append(("api keys", tenant.apiKeys.map(\.name).joined(separator: ", "))) }
         return lines
     }

@@ -35,6 +35,7 @@ struct ConsoleLifecycleTests {
             ("topics", edit.topics), ("production", edit.production), ("development", edit.development),
             ("default", edit.developmentIsDefault ? "development" : "production"), ("ca_file", edit.caFile),
             ("connections", edit.connections), ("max_queued", edit.maxQueued), ("plugins", edit.plugins),
+            ("webhook_url", edit.webhookURL),
         ]
     }
 

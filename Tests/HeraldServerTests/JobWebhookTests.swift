@@ -12,8 +12,9 @@ import Testing
 struct JobWebhookTests {
     static let secret = "job-webhook-secret-of-32-bytes-at-least"
 
-    /// `acme` has a feedback webhook (a local receiver); `globex` has none. A finished job and a
-    /// cancelled one are each told once, signed, with their counts; globex's job is told nothing.
+    /// `acme` has a webhook set by its feedback plugin's options (the deprecated form, still
+    /// read); `globex` has none. A finished job and a cancelled one are each told once, signed,
+    /// with their counts; globex's job is told nothing.
     @Test func finishedAndCancelledJobsAreToldOnceSigned() async throws {
         let receiver = try await WebhookTestServer()
         let world = try await Self.world(hookedTo: receiver, faults: SandboxFaults(addedLatency: 0.02))
@@ -160,8 +161,90 @@ extension JobWebhookTests {
         await world.close()
     }
 
-    /// `acme` (topic `com.acme.app`) with a feedback webhook to `receiver`, its secret in
-    /// `JOB_HOOK_SECRET` (give it in the server's environment); `globex` without one.
+    /// A tenant without the feedback plugin, with only its `webhook:` section, is told of its
+    /// job's end, signed with the section's secret.
+    @Test func theWebhookSectionAloneIsToldOfJobEnds() async throws {
+        let receiver = try await WebhookTestServer()
+        let world = try await Self.world(section: receiver, plugins: "", faults: .none)
+        let acme = world.tenant("acme")
+        let options = world.options { $0.environment["JOB_HOOK_SECRET"] = Self.secret }
+        try await LiveServer.with(options) { live async throws in
+            let client = live.client()
+            let shown = try await client.request(.get, "/admin/tenants/acme", key: "test-admin-token")
+            #expect(shown.json["plugins"] as? [String] == [], "no plugin: \(shown.text)")
+            let tokens = (0..<2).map { "\"\(Tokens.make(0x86, $0))\"" }.joined(separator: ",")
+            let batch = try await client.request(
+                .post, "/v1/notifications/batch", key: acme.apiKey,
+                json: #"{"job_id": "plain", "notification": {"topic": "com.acme.app", "aps": {"alert": "hi"}}, "device_tokens": [\#(tokens)]}"#)
+            #expect(batch.status == 202, "\(batch.text)")
+            _ = try await client.waitForJob("plain", key: acme.apiKey)
+            try await Self.waitFor(1, at: receiver)
+            let event = try #require(receiver.received.first)
+            #expect(event.headers["x-herald-event"] == "job.finished")
+            #expect(event.headers["x-herald-delivery"] == "acme-job-plain-finished")
+            try Self.expectSigned(event)
+            try OpenAPIEvents.check(event.body, headers: event.headers, as: "jobFinished")
+        }
+        try await receiver.shutdown()
+        await world.close()
+    }
+
+    /// The feedback plugin's `device_token.invalid` goes to the tenant's `webhook:` section when
+    /// the plugin has no webhook options.
+    @Test func aRefusedTokenIsToldThroughTheWebhookSection() async throws {
+        let receiver = try await WebhookTestServer()
+        let gone = Tokens.make(0x87, 1)
+        let world = try await Self.world(
+            section: receiver, plugins: "plugins:\n  - name: feedback\n    options: {refuse: []}\n", faults: .none,
+            devices: [.unregistered(gone, since: TestWorld.unregisteredSince)])
+        let acme = world.tenant("acme")
+        let options = world.options { $0.environment["JOB_HOOK_SECRET"] = Self.secret }
+        try await LiveServer.with(options) { live async throws in
+            let sent = try await live.client().request(
+                .post, "/v1/notifications", key: acme.apiKey,
+                json: #"{"device_token": "\#(gone)", "topic": "com.acme.app", "aps": {"alert": "hi"}}"#)
+            #expect(sent.status == 200 && sent.json["reason"] as? String == "Unregistered", "\(sent.text)")
+            try await Self.waitFor(1, at: receiver)
+            let event = try #require(receiver.received.first)
+            #expect(event.headers["x-herald-event"] == "device_token.invalid")
+            try Self.expectSigned(event)
+            try OpenAPIEvents.check(event.body, headers: event.headers, as: "deviceTokenInvalid")
+        }
+        try await receiver.shutdown()
+        await world.close()
+    }
+
+    /// The delivery is signed with ``secret`` over `<timestamp>.<body>`, and does not carry it.
+    static func expectSigned(_ delivery: WebhookTestServer.Received) throws {
+        let timestamp = try #require(delivery.headers["x-herald-timestamp"])
+        let expected = HMAC<SHA256>.authenticationCode(
+            for: Array(timestamp.utf8) + [UInt8(ascii: ".")] + delivery.body, using: SymmetricKey(data: Array(Self.secret.utf8)))
+        #expect(delivery.headers["x-herald-signature"] == "sha256=" + expected.map { String(format: "%02x", $0) }.joined())
+        #expect(!String(decoding: delivery.body, as: UTF8.self).contains(Self.secret))
+    }
+
+    /// `acme` (topic `com.acme.app`) with a `webhook:` section to `receiver` (its secret in
+    /// `JOB_HOOK_SECRET`) and the `plugins` section given; `globex` without a webhook.
+    static func world(section receiver: WebhookTestServer, plugins: String, faults: SandboxFaults, devices: [SandboxDevice] = [])
+        async throws -> TestWorld
+    {
+        let hooked = """
+            webhook:
+              url: \(receiver.url)
+              secret: env:JOB_HOOK_SECRET
+              allow_private_addresses: true
+              timeout_ms: 60000
+            \(plugins)
+            """
+        let acme = TestTenant.make(
+            id: "acme", teamID: "ACMETEAM01", keyID: "ACMEKEY001", topics: ["com.acme.app"], extraYAML: hooked)
+        let globex = TestTenant.make(id: "globex", teamID: "GLOBEXTM01", keyID: "GLOBEXKEY1", topics: ["com.globex.app"])
+        return try await TestWorld.make(tenants: [acme, globex], devices: devices, faults: faults, recordPayloads: false)
+    }
+
+    /// `acme` (topic `com.acme.app`) with a webhook to `receiver` set in its feedback plugin's
+    /// options (the deprecated form), its secret in `JOB_HOOK_SECRET` (give it in the server's
+    /// environment); `globex` without one.
     static func world(hookedTo receiver: WebhookTestServer, faults: SandboxFaults, devices: [SandboxDevice] = []) async throws
         -> TestWorld
     {

@@ -67,16 +67,14 @@ struct OpenAPITests {
         let document = try OpenAPIEvents.document()
         let webhooks = try #require(document["webhooks"] as? [String: Any])
         #expect(Set(webhooks.keys) == ["deviceTokenInvalid", "credentialExpiring", "jobFinished", "jobCancelled"])
-        let options = JSONValue.object([
-            ("webhook", .string("https://hooks.example.com/herald")), ("secret", .string("env:HOOK_SECRET")),
-        ])
-        let resolver = FileSecretResolver(baseDirectory: "/nonexistent", environment: ["HOOK_SECRET": "a-secret-of-some-length"])
-        let webhook = try #require(try FeedbackConfiguration(options: options, secrets: resolver).webhook)
+        let webhook = TenantWebhook(
+            url: "https://hooks.example.com/herald", secret: Secret(bytes: Array("a-secret-of-some-length".utf8), origin: "test"),
+            secretReference: "env:HOOK_SECRET")
         let now = Date()
         let tenant = try TenantID("acme")
         let expiring = webhook.credentialExpiringRequest(tenant: tenant, notAfter: now.addingTimeInterval(9 * 86_400), sentAt: now)
         try OpenAPIEvents.check(expiring.body, headers: Self.lowercased(expiring.headers), as: "credentialExpiring")
-        let end = FeedbackConfiguration.Webhook.JobEnd(
+        let end = TenantWebhook.JobEnd(
             state: "cancelled", jobID: "j", items: 10, sent: 3, failed: 1, unknown: 0, cancelled: 6, endedAt: now)
         let cancelled = webhook.jobEndedRequest(tenant: tenant, end: end, sentAt: now)
         try OpenAPIEvents.check(cancelled.body, headers: Self.lowercased(cancelled.headers), as: "jobCancelled")

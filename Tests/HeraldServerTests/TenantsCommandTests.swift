@@ -14,11 +14,13 @@ struct TenantsCommandTests {
 
     /// Runs `herald` with `arguments` and the admin token in its environment; waits for it
     /// without blocking a thread (the server answering it runs in this process).
-    static func herald(_ binary: String, _ arguments: [String], token: String) async throws -> Run {
+    static func herald(_ binary: String, _ arguments: [String], token: String, environment extra: [String: String] = [:])
+        async throws -> Run
+    {
         let process = Process()
         process.executableURL = URL(fileURLWithPath: binary)
         process.arguments = arguments
-        var environment = ProcessInfo.processInfo.environment
+        var environment = ProcessInfo.processInfo.environment.merging(extra) { $1 }
         environment["HERALD_ADMIN_TOKEN"] = token
         process.environment = environment
         let output = Pipe()
@@ -90,6 +92,21 @@ struct TenantsCommandTests {
             let pool = Self.json(fromFile.output)["pool"] as? [String: Any]
             #expect(pool?["connections_per_endpoint"] as? Int == 4, "\(fromFile.output)")
             #expect(Self.json(fromFile.output)["topics"] as? [String] == ["com.initech.app", "com.initech.other"])
+
+            // The webhook: its secret from this side's environment, written by the server to a 0600 file.
+            let hookSecret = "cli-webhook-secret-0123456789"
+            let hooked = try await Self.herald(
+                binary,
+                ["tenants", "update"] + server + [
+                    "initech", "--webhook-url", "https://hooks.initech.example/h", "--webhook-secret-env", "CLI_HOOK_SECRET",
+                ], token: token, environment: ["CLI_HOOK_SECRET": hookSecret])
+            #expect(hooked.status == 0, "\(hooked.errors)")
+            #expect((Self.json(hooked.output)["webhook"] as? [String: Any])?["url"] as? String == "https://hooks.initech.example/h")
+            #expect(!hooked.output.contains(hookSecret))
+            #expect(try String(contentsOfFile: world.tenantsDirectory + "/initech/webhook.secret", encoding: .utf8) == hookSecret)
+            let unhooked = try await Self.herald(binary, ["tenants", "update"] + server + ["initech", "--remove-webhook"], token: token)
+            #expect(unhooked.status == 0, "\(unhooked.errors)")
+            #expect(Self.json(unhooked.output)["webhook"] is NSNull, "\(unhooked.output)")
 
             let added = try await Self.herald(binary, ["tenants", "add-key"] + server + ["initech", "ci"], token: token)
             #expect(added.status == 0, "\(added.errors)")

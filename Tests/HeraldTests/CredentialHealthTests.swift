@@ -131,23 +131,19 @@ struct CredentialHealthTests {
         }
     }
 
-    @Test("the 14-day notice goes to the tenant's feedback webhook, signed; tenants without one get nothing")
-    func feedbackWebhookNotice() async throws {
+    @Test("the 14-day notice goes to the tenant's webhook, signed; tenants without one get nothing")
+    func webhookNotice() async throws {
         let now = Date()
         let ca = try SandboxCertificateAuthority.generate()
+        // The webhook alone, without the feedback plugin.
         var hooked = try Self.certificateTenant("hooked", ca: ca, expiresIn: 10 * 86_400, now: now)
-        hooked.plugins = [
-            PluginConfiguration(
-                name: "feedback",
-                options: .object([
-                    ("webhook", .string("https://hooks.example.com/herald")), ("secret", .string("env:HOOK_SECRET")),
-                ]),
-                location: SourceLocation(file: "tenants/hooked.yaml", line: 1, column: 1))
-        ]
+        hooked.webhook = TenantWebhook(
+            url: "https://hooks.example.com/herald", secret: Secret(bytes: Array("s3cret-value-of-32-bytes-or-more".utf8), origin: "env HOOK_SECRET"),
+            secretReference: "env:HOOK_SECRET")
+        #expect(hooked.plugins.isEmpty)
         let silent = try Self.certificateTenant("silent", ca: ca, expiresIn: 10 * 86_400, now: now)
         let queue = RecordingQueue()
-        let notifier = FeedbackWebhookExpiryNotifier(
-            queue: queue, environment: ["HOOK_SECRET": "s3cret-value-of-32-bytes-or-more"], logger: .init(label: "herald.tests.health"))
+        let notifier = TenantWebhookExpiryNotifier(queue: queue, logger: .init(label: "herald.tests.health"))
         let health = CredentialHealth(
             tenant: hooked.id, kind: .certificate, certificateNotAfter: now.addingTimeInterval(10 * 86_400), checkedAt: now)
         await notifier.certificateExpiring(health, tenant: hooked, now: now)

@@ -13,11 +13,17 @@ struct FeedbackTests {
     let apnsTime = Date(timeIntervalSince1970: 1_700_000_123.456)
     let secret = "0123456789abcdef-webhook-secret"
 
-    /// Writes the webhook secret next to a tenant file and returns the tenant file's path.
-    func tenantFile() throws -> String {
-        let directory = Fixtures.temporaryDirectory("herald-feedback")
-        try secret.write(toFile: directory + "/webhook.secret", atomically: true, encoding: .utf8)
-        return directory + "/fb.yaml"
+    /// The tenant's webhook (its `webhook:` section) pointing at `url`, signed with ``secret``.
+    func webhook(_ url: String) -> TenantWebhook {
+        var webhook = TenantWebhook(
+            url: url, secret: Secret(bytes: Array(secret.utf8), origin: "file webhook.secret"), secretReference: "file:webhook.secret")
+        webhook.initialBackoff = .milliseconds(10)
+        // Generous: a delivery that times out on a loaded machine is sent again (at least once),
+        // which would make a third request here.
+        webhook.timeout = .seconds(60)
+        // The test server listens on loopback: the tenant allows it explicitly.
+        webhook.allowPrivateAddresses = true
+        return webhook
     }
 
     @Test("a 410 is recorded with APNs' timestamp, later sends are refused until the token is registered again")
@@ -105,11 +111,10 @@ struct FeedbackTests {
     }
 
     @Test("delivers a signed webhook to the tenant's URL, retrying a 503")
-    func webhook() async throws {
+    func webhookDelivery() async throws {
         let server = try await WebhookTestServer(statuses: [503])
         let store = try Fixtures.store()
         let transport = ScriptedTransport([.respond(status: 410, reason: .unregistered, timestamp: apnsTime)])
-        let file = try tenantFile()
         var logger = Logging.Logger(label: "t")
         logger.logLevel = .critical
         let router = Router(
@@ -117,19 +122,14 @@ struct FeedbackTests {
                 store: store, transports: ScriptedTransports { _ in transport }, clock: ManualPushClock(),
                 logger: logger,
                 webhooks: HTTPWebhookSender(), environment: [:]))
-        let options: JSONValue = .obj([
-            "webhook": .string(server.url), "secret": .string("file:webhook.secret"), "webhook_backoff_ms": .int(10),
-            // Generous: a delivery that times out on a loaded machine is sent again (at least once),
-            // which would make a third request here.
-            "webhook_timeout_ms": .int(60_000),
-            // The test server listens on loopback: the tenant allows it explicitly.
-            "webhook_allow_private_addresses": .bool(true),
-        ])
-        await router.install([Fixtures.tenant("fb", plugins: [Fixtures.plugin("feedback", options)], file: file)])
+        // The plugin has no options: the tenant's webhook is its own setting.
+        var tenant = Fixtures.tenant("fb", plugins: [Fixtures.plugin("feedback")])
+        tenant.webhook = webhook(server.url)
+        await router.install([tenant])
 
         let result = try await router.send(tenant: Fixtures.tenantID("fb"), notification: Fixtures.note())
         await router.tasks.waitForAll()
-        await server.waitForRequests(2)
+        #expect(await eventually(timeout: .seconds(30)) { server.received.count >= 2 }, "the webhook and its retry came")
         try await server.shutdown()
 
         let received = server.received
@@ -158,49 +158,30 @@ struct FeedbackTests {
         #expect(json["apns_id"] as? String == result.notificationID.rawValue)
     }
 
-    @Test("options are checked: the webhook needs a secret reference, never a literal secret")
+    @Test("options are checked; the deprecated webhook options are accepted and left to the tenant file loader")
     func options() throws {
-        let resolver = FileSecretResolver(
-            baseDirectory: "/nonexistent", environment: ["HOOK_SECRET": "0123456789abcdef0123"])
-        #expect(
-            throws: PluginOptionError(
-                option: "secret", message: "is required with 'webhook' (env:NAME or file:PATH), to sign the webhook")
-        ) {
-            try FeedbackConfiguration(
-                options: .obj(["webhook": .string("https://hooks.example/apns")]), secrets: resolver)
-        }
-        #expect(
-            throws: PluginOptionError(
-                option: "secret",
-                message: "must be a reference, env:NAME or file:PATH (never the secret itself in the tenant file)")
-        ) {
-            try FeedbackConfiguration(
-                options: .obj([
-                    "webhook": .string("https://hooks.example/apns"), "secret": .string("hunter2hunter2hunter2"),
-                ]), secrets: resolver)
-        }
-        #expect(throws: PluginOptionError(option: "webhook", message: "must be an http:// or https:// URL")) {
-            try FeedbackConfiguration(
-                options: .obj(["webhook": .string("ftp://hooks.example/apns"), "secret": .string("env:HOOK_SECRET")]),
-                secrets: resolver)
-        }
-        #expect(throws: PluginOptionError(option: "secret", message: "environment variable MISSING is not set")) {
-            try FeedbackConfiguration(
-                options: .obj(["webhook": .string("https://hooks.example/apns"), "secret": .string("env:MISSING")]),
-                secrets: resolver)
-        }
         #expect(
             throws: PluginOptionError(
                 option: "refuse",
                 message:
                     "'Gone' is not a reason this plugin records (BadDeviceToken, DeviceTokenNotForTopic, Unregistered)")
         ) {
-            try FeedbackConfiguration(options: .obj(["refuse": .array([.string("Gone")])]), secrets: resolver)
+            try FeedbackConfiguration(options: .obj(["refuse": .array([.string("Gone")])]))
         }
-        let ok = try FeedbackConfiguration(
-            options: .obj(["webhook": .string("https://hooks.example/apns"), "secret": .string("env:HOOK_SECRET")]),
-            secrets: resolver)
-        #expect(ok.webhook?.secret.origin == "env HOOK_SECRET")
-        #expect(ok.refuse == [.unregistered])
+        #expect(throws: PluginOptionError.self) { try FeedbackConfiguration(options: .obj(["webhook_url": .string("x")])) }
+        let legacy = try FeedbackConfiguration(
+            options: .obj(["webhook": .string("https://hooks.example/apns"), "secret": .string("env:HOOK_SECRET")]))
+        #expect(legacy.refuse == [.unregistered])
+    }
+
+    @Test("without a webhook, a recorded token tells nobody")
+    func noWebhook() async throws {
+        let webhooks = RecordingWebhooks()
+        let transport = ScriptedTransport([.respond(status: 410, reason: .unregistered, timestamp: apnsTime)])
+        let router = try Fixtures.router(transports: ScriptedTransports { _ in transport }, webhooks: webhooks)
+        await router.install([Fixtures.tenant("fb", plugins: [Fixtures.plugin("feedback", .obj(["refuse": .array([])]))])])
+        _ = try await router.send(tenant: Fixtures.tenantID("fb"), notification: Fixtures.note())
+        await router.tasks.waitForAll()
+        #expect(webhooks.requests.isEmpty)
     }
 }

@@ -186,7 +186,6 @@ struct WebhookSafetyTests {
     func feedbackUsesTheOutbox() async throws {
         let store = try Fixtures.store()
         let directory = Fixtures.temporaryDirectory("herald-outbox")
-        try "0123456789abcdef-webhook-secret".write(toFile: directory + "/webhook.secret", atomically: true, encoding: .utf8)
         let sender = ScriptedSender()
         var configuration = WebhookOutbox.Configuration()
         configuration.pollInterval = .milliseconds(10)
@@ -199,8 +198,11 @@ struct WebhookSafetyTests {
             configuration: RouterConfiguration(
                 store: store, transports: ScriptedTransports { _ in transport }, logger: logger, webhooks: sender,
                 environment: [:], webhookQueue: outbox))
-        let options: JSONValue = .obj(["webhook": .string("https://hooks.example/apns"), "secret": .string("file:webhook.secret")])
-        await router.install([Fixtures.tenant("fb", plugins: [Fixtures.plugin("feedback", options)], file: directory + "/fb.yaml")])
+        var tenant = Fixtures.tenant("fb", plugins: [Fixtures.plugin("feedback")], file: directory + "/fb.yaml")
+        tenant.webhook = TenantWebhook(
+            url: "https://hooks.example/apns", secret: Secret(bytes: Array("0123456789abcdef-webhook-secret".utf8), origin: "test"),
+            secretReference: "file:webhook.secret")
+        await router.install([tenant])
         let result = try await router.send(tenant: Fixtures.tenantID("fb"), notification: Fixtures.note())
         #expect(result.status == 410)
         #expect(router.tasks.count == 0, "no task per webhook")

@@ -36,11 +36,11 @@ public protocol JobEndQueue: Sendable {
     func untoldJobEnds(endedBefore: Date, limit: Int) async throws -> [Job]
 }
 
-/// Tells the tenant through the webhook of its `feedback` plugin: a signed `job.finished` or
-/// `job.cancelled` event queued in the durable webhook outbox. A tenant without a feedback
-/// webhook, or not running any more, is told nothing (the job's report stays in `GET /v1/jobs/{id}`);
-/// its end is recorded as told all the same.
-public struct FeedbackWebhookJobNotifier: JobEndNotifier {
+/// Tells the tenant through its webhook (its tenant file's `webhook:` section): a signed
+/// `job.finished` or `job.cancelled` event queued in the durable webhook outbox. A tenant without
+/// a webhook, or not running any more, is told nothing (the job's report stays in
+/// `GET /v1/jobs/{id}`); its end is recorded as told all the same.
+public struct TenantWebhookJobNotifier: JobEndNotifier {
     let router: Router
     let queue: any JobEndQueue
     /// Where the sweep reads an untold job's counts.
@@ -62,12 +62,9 @@ public struct FeedbackWebhookJobNotifier: JobEndNotifier {
         var request: WebhookRequest? = nil
         var attempts = 1
         var backoff = Duration.seconds(1)
-        if let tenant = router.runtime(for: job.tenant)?.configuration,
-            let webhook = FeedbackWebhookTarget.webhook(
-                of: tenant, environment: router.configuration.environment, logger: logger, event: event)
-        {
+        if let tenant = router.runtime(for: job.tenant)?.configuration, let webhook = tenant.webhook {
             let cancelled = job.state == .cancelled ? progress.pending : 0
-            let end = FeedbackConfiguration.Webhook.JobEnd(
+            let end = TenantWebhook.JobEnd(
                 state: job.state.rawValue, jobID: job.id.rawValue, items: job.itemCount, sent: progress.sent, failed: progress.failed,
                 unknown: progress.unknown, cancelled: cancelled, endedAt: at)
             request = webhook.jobEndedRequest(tenant: tenant.id, end: end, sentAt: router.configuration.clock.date)

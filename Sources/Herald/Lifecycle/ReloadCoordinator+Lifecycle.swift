@@ -24,7 +24,8 @@ extension ReloadCoordinator {
     /// is loaded. Anything refused leaves the tenants directory as it was.
     ///
     /// Files: `<id>.yaml` and, under `<id>/`, `AuthKey_<key ID>.p8`, or `certificate.pem` and
-    /// `certificate.key`, or `bundle.p12` and `passphrase`; all mode 0600.
+    /// `certificate.key`, or `bundle.p12` and `passphrase`, and `webhook.secret` when the draft
+    /// uploads the webhook's secret; all mode 0600.
     ///
     /// - Throws: ``TenantLifecycleError``: `conflict` (the ID is taken), `invalid` (with the
     ///   field), `writeFailed`.
@@ -36,6 +37,18 @@ extension ReloadCoordinator {
         guard draft.credential.byteCount <= configuration.maximumUploadBytes else {
             throw .invalid("the credential is larger than \(configuration.maximumUploadBytes) bytes", field: "auth")
         }
+        var prepared = draft
+        var secretFiles: [CredentialFile] = []
+        if let secret = draft.webhookSecret {
+            try Self.checkWebhookSecret(secret)
+            let path = Self.webhookSecretPath(draft.id)
+            guard let index = prepared.sections.firstIndex(where: { $0.0 == "webhook" }) else {
+                throw .invalid("is required with the webhook's secret (the URL the events go to)", field: "webhook.url")
+            }
+            prepared.sections[index].1 = try Self.webhook(prepared.sections[index].1, secretReference: "file:" + path)
+            secretFiles.append(CredentialFile(relativePath: path, bytes: secret))
+        }
+        let draft = prepared
         return try await lock.withLock { () async throws(TenantLifecycleError) -> ReloadReport in
             let directory = configuration.tenantsDirectory
             try refuseTakenID(draft.id)
@@ -44,7 +57,7 @@ extension ReloadCoordinator {
 
             // 1. Write everything to the staging directory, laid out as it will be in place.
             let (auth, credentialFiles) = Self.credentialLayout(draft)
-            for file in credentialFiles {
+            for file in credentialFiles + secretFiles {
                 do {
                     try SecretFileWriter.write(file.bytes, to: staging + "/" + file.relativePath, permissions: 0o600)
                 } catch {
@@ -102,7 +115,9 @@ extension ReloadCoordinator {
     @discardableResult
     public func updateTenant(_ id: TenantID, _ change: TenantFileChange) async throws(TenantLifecycleError) -> ReloadReport {
         switch change {
-        case .sections(let sections): try TenantLifecycleRules.checkTopics(in: sections)
+        case .sections(let sections, let webhookSecret):
+            try TenantLifecycleRules.checkTopics(in: sections)
+            if let webhookSecret { try Self.checkWebhookSecret(webhookSecret) }
         case .addAPIKey(let name, _): try TenantLifecycleRules.checkKeyName(name)
         case .removeAPIKey: break
         }
@@ -122,12 +137,40 @@ extension ReloadCoordinator {
             } catch {
                 throw .invalid("the settings cannot be written as YAML: \(error)", field: nil)
             }
-            _ = try await check(yaml: text, file: file, expecting: id)
+            // An uploaded webhook secret goes in place first: the check reads it. Refused, it is
+            // put back as it was (and a directory made for it goes).
+            var secretBackup: SecretFileWriter.Backup? = nil
+            var madeDirectory: String? = nil
+            if case .sections(_, let secret?) = change {
+                let path = (Router.directory(of: file) as NSString).appendingPathComponent(Self.webhookSecretPath(id))
+                let directory = (path as NSString).deletingLastPathComponent
+                if !FileManager.default.fileExists(atPath: directory) { madeDirectory = directory }
+                secretBackup = SecretFileWriter.backup(path)
+                do {
+                    try SecretFileWriter.write(secret, to: path, permissions: 0o600)
+                } catch {
+                    throw .writeFailed("the webhook's secret could not be written: \(error)")
+                }
+            }
+            func putSecretBack() {
+                guard let secretBackup else { return }
+                try? SecretFileWriter.restore(secretBackup)
+                if let madeDirectory, (try? FileManager.default.contentsOfDirectory(atPath: madeDirectory))?.isEmpty == true {
+                    try? FileManager.default.removeItem(atPath: madeDirectory)
+                }
+            }
+            do throws(TenantLifecycleError) {
+                _ = try await check(yaml: text, file: file, expecting: id)
+            } catch {
+                putSecretBack()
+                throw error
+            }
 
             let backup = SecretFileWriter.backup(file)
             do {
                 try SecretFileWriter.write(Array(text.utf8), to: file, permissions: backup.permissions)
             } catch {
+                putSecretBack()
                 throw .writeFailed("\(error)")
             }
             do throws(ReloadError) {
@@ -136,6 +179,7 @@ extension ReloadCoordinator {
                 return report
             } catch {
                 try? SecretFileWriter.restore(backup)
+                putSecretBack()
                 throw Self.lifecycleError(error, file: file)
             }
         }
@@ -331,8 +375,22 @@ extension ReloadCoordinator {
     /// Applies a change to the tenant file's top-level mapping.
     static func apply(_ change: TenantFileChange, to mapping: inout Node.Mapping, tenant: TenantID) throws(TenantLifecycleError) {
         switch change {
-        case .sections(let sections):
+        case .sections(let sections, let webhookSecret):
+            if webhookSecret != nil, !sections.contains(where: { $0.0 == "webhook" && $0.1 != nil && $0.1 != .null }) {
+                throw .invalid("is required with the webhook's secret (the URL the events go to)", field: "webhook.url")
+            }
             for (name, value) in sections {
+                var value = value
+                if name == "webhook", let given = value, given != .null {
+                    if webhookSecret != nil {
+                        value = try webhook(given, secretReference: "file:" + webhookSecretPath(tenant))
+                    } else if case .object(let members) = given, !members.contains(where: { $0.0 == "secret" }),
+                        let current = mapping["webhook"]?.mapping?["secret"]?.string
+                    {
+                        // The secret stays as it is when only the other settings change.
+                        value = .object(members + [("secret", .string(current))])
+                    }
+                }
                 mapping[name] = value.map(TenantFileYAML.node)
             }
         case .addAPIKey(let name, let sha256Hex):
@@ -354,6 +412,31 @@ extension ReloadCoordinator {
             keys.remove(at: index)
             mapping["api_keys"] = .sequence(keys)
         }
+    }
+
+    // MARK: The webhook's secret
+
+    /// Where an uploaded webhook secret is written, relative to the tenant file.
+    static func webhookSecretPath(_ id: TenantID) -> String { "\(id.rawValue)/webhook.secret" }
+
+    /// An uploaded webhook secret: at least ``TenantWebhook/minimumSecretBytes`` bytes, at most 4 KiB.
+    static func checkWebhookSecret(_ secret: [UInt8]) throws(TenantLifecycleError) {
+        guard secret.count >= TenantWebhook.minimumSecretBytes else {
+            throw .invalid("must be at least \(TenantWebhook.minimumSecretBytes) bytes", field: "webhook.secret")
+        }
+        guard secret.count <= 4096 else { throw .invalid("must be at most 4096 bytes", field: "webhook.secret") }
+    }
+
+    /// The `webhook` section `value` with its `secret` set to `reference` (an uploaded secret's
+    /// file); refused when it is no mapping or gives a `secret` of its own.
+    static func webhook(_ value: JSONValue?, secretReference reference: String) throws(TenantLifecycleError) -> JSONValue {
+        guard case .object(let members)? = value else {
+            throw .invalid("must be a mapping with url (and the other webhook settings)", field: "webhook")
+        }
+        guard !members.contains(where: { $0.0 == "secret" }) else {
+            throw .invalid("give the webhook's secret either as a reference (env:NAME or file:PATH) or as a value, not both", field: "webhook.secret")
+        }
+        return .object(members + [("secret", .string(reference))])
     }
 
     static func standardized(_ path: String) -> String {

@@ -26,16 +26,20 @@ public struct TenantDraft: Sendable {
     public var id: TenantID
     public var teamID: String
     /// Further top-level sections of the tenant file, in the file's own terms (`topics`,
-    /// `endpoints`, `pool`, `plugins`, `delivery`), in order. The tenant file parser checks them
-    /// exactly as it checks a hand-written file.
+    /// `endpoints`, `pool`, `plugins`, `delivery`, `webhook`), in order. The tenant file parser
+    /// checks them exactly as it checks a hand-written file.
     public var sections: [(String, JSONValue)]
     public var credential: NewTenantCredential
     public var apiKeyName: String
     public var apiKeySHA256: String
+    /// The webhook's signing secret, as uploaded: written to `<id>/webhook.secret` (mode 0600),
+    /// which the `webhook` section (required with it, without a `secret` of its own) then refers
+    /// to. nil: the `webhook` section, if any, gives its `secret` as a reference.
+    public var webhookSecret: [UInt8]?
 
     public init(
         id: TenantID, teamID: String, sections: [(String, JSONValue)], credential: NewTenantCredential, apiKeyName: String,
-        apiKeySHA256: String
+        apiKeySHA256: String, webhookSecret: [UInt8]? = nil
     ) {
         self.id = id
         self.teamID = teamID
@@ -43,14 +47,18 @@ public struct TenantDraft: Sendable {
         self.credential = credential
         self.apiKeyName = apiKeyName
         self.apiKeySHA256 = apiKeySHA256
+        self.webhookSecret = webhookSecret
     }
 }
 
 /// A change to an existing tenant's file (``ReloadCoordinator/updateTenant(_:_:)``).
 public enum TenantFileChange: Sendable {
-    /// Sets top-level sections (`topics`, `endpoints`, `pool`, `plugins`); nil removes one (its
-    /// default applies).
-    case sections([(String, JSONValue?)])
+    /// Sets top-level sections (`topics`, `endpoints`, `pool`, `plugins`, `webhook`); nil removes
+    /// one (its default applies). A `webhook` without a `secret` keeps the file's current one.
+    /// With `webhookSecret`, that secret is written to `<id>/webhook.secret` (mode 0600) beside
+    /// the tenant file and the `webhook` section (required, without a `secret` of its own)
+    /// refers to it.
+    case sections([(String, JSONValue?)], webhookSecret: [UInt8]? = nil)
     /// Lists a new API key (by its SHA-256) under `name`.
     case addAPIKey(name: String, sha256Hex: String)
     /// Removes the API key listed under `name`.

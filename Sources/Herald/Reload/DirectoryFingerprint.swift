@@ -45,7 +45,7 @@ struct DirectoryFingerprint: Sendable, Hashable {
     }
 
     /// The files a tenant's configuration was read from besides its YAML: key, certificate,
-    /// PKCS#12 bundle and CA file.
+    /// PKCS#12 bundle, CA file and the webhook's secret.
     static func referencedFiles(of tenant: TenantConfiguration) -> [String] {
         var paths: [String] = []
         func add(secretOrigin origin: String) {
@@ -65,6 +65,7 @@ struct DirectoryFingerprint: Sendable, Hashable {
             }
             if let passphrase = certificate.passphrase { add(secretOrigin: passphrase.origin) }
         }
+        if let webhook = tenant.webhook { add(secretOrigin: webhook.secret.origin) }
         if let ca = tenant.endpoints.trustRootsOrigin {
             paths.append(ca.hasPrefix("file ") ? String(ca.dropFirst(5)) : ca)
         }

@@ -129,7 +129,7 @@ public final class Router: Sendable {
                     tenant: tenant.id, topics: tenant.topics, tenantFile: tenant.sourceFile, location: entry.location,
                     logger: entryLogger, clock: configuration.clock, invalidTokens: invalidTokens,
                     webhooks: configuration.webhooks, tasks: tasks, secrets: secrets,
-                    webhookQueue: configuration.webhookQueue)
+                    webhookQueue: configuration.webhookQueue, webhook: tenant.webhook)
             },
             clock: configuration.clock)
         let transport = try configuration.transports.makeTransport(for: tenant, logger: logger)

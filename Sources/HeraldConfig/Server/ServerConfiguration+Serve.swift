@@ -43,7 +43,7 @@ extension ServerConfiguration {
         public var maxPendingItemsPerTenant: Int = 1_000_000
         /// How long a finished or cancelled job (its report and items) is kept, in seconds.
         public var retention: Double = 7 * 24 * 3600
-        /// Webhooks (feedback plugin) posted at once, all tenants together.
+        /// Webhooks (the tenants' events) posted at once, all tenants together.
         public var webhookSenders: Int = 4
         /// Webhooks one tenant may have waiting in the outbox; beyond, new ones are refused and logged.
         public var webhookOutboxPerTenant: Int = 100_000

@@ -7,7 +7,7 @@ import Yams
 /// The keys each section allows are listed here, once; unknown keys are errors.
 struct TenantFileParser {
     enum Keys {
-        static let root = ["id", "team_id", "auth", "topics", "endpoints", "pool", "plugins", "api_keys", "delivery"]
+        static let root = ["id", "team_id", "auth", "topics", "endpoints", "pool", "plugins", "api_keys", "delivery", "webhook"]
         static let auth = ["token", "certificate"]
         static let token = ["key_id", "key_file", "key"]
         static let certificate = ["cert_file", "key_file", "key", "pkcs12_file", "passphrase"]
@@ -19,6 +19,7 @@ struct TenantFileParser {
             "guarantee", "max_retry_duration", "initial_backoff", "max_backoff", "jitter", "circuit_failure_threshold",
             "circuit_probe_interval", "circuit_max_probe_interval",
         ]
+        static let webhook = ["url", "secret", "attempts", "timeout_ms", "backoff_ms", "allow_private_addresses"]
     }
 
     /// The tenant file's path, as shown in errors and used to resolve relative paths.
@@ -76,16 +77,40 @@ struct TenantFileParser {
         let plugins = mapping["plugins"].map(parsePlugins) ?? []
         let apiKeys = mapping["api_keys"].map(parseAPIKeys) ?? []
         let delivery = mapping["delivery"].map(parseDelivery) ?? DeliveryPolicy()
+        let webhook = webhook(mapping)
 
         guard !diagnostics.hasErrors, let id, let teamID, let auth, let topics, let endpoints, let pool,
-            let plugins, let apiKeys, let delivery
+            let plugins, let apiKeys, let delivery, let webhook
         else {
             return outcome(nil, id: id, idLocation: idLocation)
         }
         let tenant = TenantConfiguration(
             id: id, teamID: teamID, auth: auth, topics: topics, endpoints: endpoints, pool: pool,
-            plugins: plugins, apiKeys: apiKeys, delivery: delivery, sourceFile: file)
+            plugins: plugins, apiKeys: apiKeys, delivery: delivery, webhook: webhook.webhook, sourceFile: file)
         return outcome(tenant, id: id, idLocation: idLocation)
+    }
+
+    /// The tenant's webhook: the `webhook:` section, or else the `feedback` plugin's deprecated
+    /// webhook options; nil when it is set in both places or does not parse (reported).
+    private func webhook(_ mapping: CheckedMapping) -> WebhookOutcome? {
+        let section = mapping["webhook"].map(parseWebhook) ?? .absent
+        let options = mapping["plugins"].map(parseFeedbackWebhook) ?? .absent
+        switch (section, options) {
+        case (.invalid, _), (_, .invalid):
+            return nil
+        case (.valid, .valid):
+            let option = diagnostics.locations.first { $0.key.hasPrefix("plugins[") && $0.key.hasSuffix(".options.webhook") }
+            let place = option.map { "\($0.key) (line \($0.value.line))" } ?? "the feedback plugin's options"
+            diagnostics.error(
+                at: mapping.keyNode("webhook"), "webhook",
+                "the webhook is set both here and in \(place); set the webhook in one place: keep this section and "
+                    + "remove webhook, secret and webhook_* from the feedback plugin's options")
+            return nil
+        case (.valid, .absent):
+            return section
+        case (.absent, _):
+            return options
+        }
     }
 
     private func outcome(_ tenant: TenantConfiguration?, id: TenantID?, idLocation: SourceLocation?) -> Outcome {

@@ -59,12 +59,15 @@ public struct PluginEnvironment: Sendable {
     public var webhookQueue: (any WebhookQueue)?
     /// Resolves a secret reference (`env:NAME` or `file:path`, relative to the tenant file).
     public var secrets: any SecretResolver
+    /// The tenant's webhook (its `webhook:` section), where a plugin tells the tenant about
+    /// events; nil when the tenant has none.
+    public var webhook: TenantWebhook?
 
     public init(
         tenant: TenantID, topics: [String], tenantFile: String, location: SourceLocation? = nil,
         logger: PushLogger = .disabled, clock: any PushClock = SystemPushClock(),
         invalidTokens: any InvalidTokenRecorder, webhooks: any WebhookSender, tasks: any PluginTaskRunner,
-        secrets: any SecretResolver, webhookQueue: (any WebhookQueue)? = nil
+        secrets: any SecretResolver, webhookQueue: (any WebhookQueue)? = nil, webhook: TenantWebhook? = nil
     ) {
         self.tenant = tenant
         self.topics = topics
@@ -77,6 +80,7 @@ public struct PluginEnvironment: Sendable {
         self.tasks = tasks
         self.secrets = secrets
         self.webhookQueue = webhookQueue
+        self.webhook = webhook
     }
 }
 

@@ -215,6 +215,8 @@ public struct TenantConfiguration: Sendable, Hashable {
     public var apiKeys: [APIKeyEntry]
     /// How its batch items are retried, and its circuit per endpoint (`delivery:`).
     public var delivery: DeliveryPolicy
+    /// Where Herald tells the tenant about events (`webhook:`); nil: the tenant is told nothing.
+    public var webhook: TenantWebhook?
     /// The tenant file's path.
     public var sourceFile: String
 
@@ -222,7 +224,7 @@ public struct TenantConfiguration: Sendable, Hashable {
         id: TenantID, teamID: String, auth: AuthConfiguration, topics: [String],
         endpoints: EndpointsConfiguration = EndpointsConfiguration(), pool: PoolConfiguration = PoolConfiguration(),
         plugins: [PluginConfiguration] = [], apiKeys: [APIKeyEntry] = [], delivery: DeliveryPolicy = DeliveryPolicy(),
-        sourceFile: String
+        webhook: TenantWebhook? = nil, sourceFile: String
     ) {
         self.id = id
         self.teamID = teamID
@@ -233,6 +235,7 @@ public struct TenantConfiguration: Sendable, Hashable {
         self.plugins = plugins
         self.apiKeys = apiKeys
         self.delivery = delivery
+        self.webhook = webhook
         self.sourceFile = sourceFile
     }
 

@@ -10,8 +10,10 @@ import Hummingbird
 protocol ConsoleLifecycle: Sendable {
     func create(_ draft: TenantDraft) async throws(ConsoleError)
     /// `PATCH /admin/tenants/{id}`: sets top-level sections of the tenant file (`topics`,
-    /// `endpoints`, `pool`, `plugins`), validated, written and swapped like a reload.
-    func update(tenant: TenantID, sections: [(String, JSONValue?)]) async throws(ConsoleError)
+    /// `endpoints`, `pool`, `plugins`, `webhook`), validated, written and swapped like a reload.
+    /// `webhookSecret`: the webhook's new signing secret (written to a 0600 file), as the API's
+    /// `webhook.secret_value`.
+    func update(tenant: TenantID, sections: [(String, JSONValue?)], webhookSecret: [UInt8]?) async throws(ConsoleError)
     func addAPIKey(tenant: TenantID, name: String, sha256Hex: String) async throws(ConsoleError)
     func removeAPIKey(tenant: TenantID, name: String) async throws(ConsoleError)
     func delete(tenant: TenantID) async throws(ConsoleError)
@@ -31,6 +33,7 @@ extension Console {
         typed.plugins = (try? form.text("plugins")) ?? ""
         typed.keyID = (try? form.text("key_id")) ?? ""
         typed.apiKeyName = (try? form.text("api_key_name")) ?? "default"
+        typed.webhookURL = (try? form.text("webhook_url")) ?? ""
         let key = APIKeys.generate()
         do throws(ConsoleError) {
             let draft = try Self.draft(form, apiKeySHA256: APIKeys.sha256Hex(of: key))
@@ -70,9 +73,18 @@ extension Console {
         if !endpoints.isEmpty { sections.append(("endpoints", .object(endpoints))) }
         let plugins = list(try form.text("plugins") ?? "")
         if !plugins.isEmpty { sections.append(("plugins", .array(plugins.map { .object([("name", .string($0))]) }))) }
+        let webhookSecret = try form.text("webhook_secret")
+        if let url = try form.text("webhook_url") {
+            guard webhookSecret != nil else {
+                throw ConsoleError.field("webhook_secret", "is required with the webhook URL (at least 16 bytes; it signs every event)")
+            }
+            sections.append(("webhook", .object([("url", .string(url))])))
+        } else if webhookSecret != nil {
+            throw ConsoleError.field("webhook_url", "is required with a webhook secret")
+        }
         return TenantDraft(
             id: id, teamID: try form.required("team_id"), sections: sections, credential: credential,
-            apiKeyName: apiKeyName, apiKeySHA256: apiKeySHA256)
+            apiKeyName: apiKeyName, apiKeySHA256: apiKeySHA256, webhookSecret: webhookSecret.map { Array($0.utf8) })
     }
 
     /// Items separated by commas or line breaks, trimmed, empty ones dropped.
@@ -91,7 +103,10 @@ extension Console {
         do throws(ConsoleError) {
             let sections = try Self.editedSections(form, current: tenant)
             changed = sections.map(\.0)
-            if !sections.isEmpty { try await lifecycle.update(tenant: tenant.id, sections: sections) }
+            let webhookSecret = try form.text("webhook_secret").map { Array($0.utf8) }
+            if !sections.isEmpty {
+                try await lifecycle.update(tenant: tenant.id, sections: sections, webhookSecret: webhookSecret)
+            }
         } catch {
             return try await tenantPage(session, id: id, error: error, typed: typed)
         }
@@ -110,7 +125,8 @@ extension Console {
             development: tenant.endpoints.development?.url ?? "",
             developmentIsDefault: tenant.endpoints.defaultEnvironment == .development,
             caFile: tenant.endpoints.trustRootsOrigin ?? "", connections: "\(tenant.pool.connections)",
-            maxQueued: "\(tenant.pool.maxQueued)", plugins: tenant.plugins.map(\.name).joined(separator: ", "))
+            maxQueued: "\(tenant.pool.maxQueued)", plugins: tenant.plugins.map(\.name).joined(separator: ", "),
+            webhookURL: tenant.webhook?.url ?? "")
     }
 
     /// What was typed into the settings form, to show it again with the refusal.
@@ -119,11 +135,14 @@ extension Console {
         return TenantPage.Edit(
             topics: text("topics"), production: text("production"), development: text("development"),
             developmentIsDefault: text("default") == "development", caFile: text("ca_file"),
-            connections: text("connections"), maxQueued: text("max_queued"), plugins: text("plugins"))
+            connections: text("connections"), maxQueued: text("max_queued"), plugins: text("plugins"),
+            webhookURL: text("webhook_url"))
     }
 
     /// The tenant-file sections the settings form changes, in the file's own terms; empty when
     /// nothing differs from `current`. A plugin kept by name keeps its options; a new one has none.
+    /// The webhook keeps its delivery settings and, when no new secret is typed, its secret; one
+    /// the feedback plugin's options set moves to the `webhook` section when it changes.
     static func editedSections(_ form: ConsoleForm, current: TenantConfiguration) throws(ConsoleError) -> [(String, JSONValue?)] {
         var sections: [(String, JSONValue?)] = []
         let topics = list(try form.required("topics"))
@@ -173,7 +192,60 @@ extension Console {
                         })
                 ))
         }
+
+        let webhookURL = try form.text("webhook_url")
+        let webhookSecret = try form.text("webhook_secret")
+        if webhookURL != current.webhook?.url || webhookSecret != nil {
+            if let webhookURL {
+                var members: [(String, JSONValue)] = [("url", .string(webhookURL))]
+                if let kept = current.webhook {
+                    if webhookSecret == nil, kept.origin == .feedbackOptions { members.append(("secret", .string(kept.secretReference))) }
+                    members += Self.deliverySettings(of: kept)
+                } else if webhookSecret == nil {
+                    throw ConsoleError.field("webhook_secret", "is required with a new webhook (at least 16 bytes; it signs every event)")
+                }
+                sections.append(("webhook", .object(members)))
+            } else {
+                if webhookSecret != nil { throw ConsoleError.field("webhook_url", "is required with a webhook secret") }
+                sections.append(("webhook", nil))
+            }
+            if current.webhook?.origin == .feedbackOptions {
+                // The feedback plugin's webhook options go: the webhook is set in one place.
+                let index = sections.firstIndex { $0.0 == "plugins" }
+                let plugins =
+                    index.flatMap { sections[$0].1 }
+                    ?? .array(current.plugins.map { .object([("name", .string($0.name)), ("options", $0.options)]) })
+                let stripped = Self.withoutWebhookOptions(plugins)
+                if let index { sections[index].1 = stripped } else { sections.append(("plugins", stripped)) }
+            }
+        }
         return sections
+    }
+
+    /// A webhook's delivery settings that differ from the defaults, in the tenant file's terms.
+    static func deliverySettings(of webhook: TenantWebhook) -> [(String, JSONValue)] {
+        let defaults = TenantWebhook(url: webhook.url, secret: webhook.secret, secretReference: webhook.secretReference)
+        var members: [(String, JSONValue)] = []
+        if webhook.attempts != defaults.attempts { members.append(("attempts", .int(Int64(webhook.attempts)))) }
+        if webhook.timeout != defaults.timeout { members.append(("timeout_ms", .int(webhook.timeoutMilliseconds))) }
+        if webhook.initialBackoff != defaults.initialBackoff { members.append(("backoff_ms", .int(webhook.backoffMilliseconds))) }
+        if webhook.allowPrivateAddresses { members.append(("allow_private_addresses", .bool(true))) }
+        return members
+    }
+
+    /// A `plugins` section with the `feedback` plugin's webhook options taken out.
+    static func withoutWebhookOptions(_ plugins: JSONValue) -> JSONValue {
+        guard case .array(let entries) = plugins else { return plugins }
+        return .array(
+            entries.map { entry in
+                guard case .object(let members) = entry, members.contains(where: { $0.0 == "name" && $0.1 == .string("feedback") })
+                else { return entry }
+                return .object(
+                    members.map { member in
+                        guard member.0 == "options", case .object(let options) = member.1 else { return member }
+                        return ("options", .object(options.filter { !TenantWebhook.feedbackOptionKeys.contains($0.0) }))
+                    })
+            })
     }
 
     /// A whole-number field (at most 9 digits: the tenant file's own limits are checked later).

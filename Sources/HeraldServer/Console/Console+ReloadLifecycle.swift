@@ -15,9 +15,9 @@ struct ReloadCoordinatorLifecycle: ConsoleLifecycle {
         }
     }
 
-    func update(tenant: TenantID, sections: [(String, JSONValue?)]) async throws(ConsoleError) {
+    func update(tenant: TenantID, sections: [(String, JSONValue?)], webhookSecret: [UInt8]?) async throws(ConsoleError) {
         do throws(TenantLifecycleError) {
-            try await reloader.updateTenant(tenant, .sections(sections))
+            try await reloader.updateTenant(tenant, .sections(sections, webhookSecret: webhookSecret))
         } catch {
             throw Self.formError(error)
         }
@@ -56,7 +56,8 @@ struct ReloadCoordinatorLifecycle: ConsoleLifecycle {
             ("endpoints.production", "production"), ("endpoints.development", "development"),
             ("endpoints.ca_file", "ca_file"), ("endpoints.default", "default"), ("endpoints", "production"),
             ("pool.max_queued", "max_queued"), ("pool", "connections"), ("topics", "topics"), ("plugins", "plugins"),
-            ("api_keys", "api_key_name"), ("team_id", "team_id"), ("id", "id"),
+            ("api_keys", "api_key_name"), ("team_id", "team_id"), ("id", "id"), ("webhook.secret", "webhook_secret"),
+            ("webhook", "webhook_url"),
         ] where field == prefix || field.hasPrefix(prefix + ".") || field.hasPrefix(prefix + "[") {
             return form
         }

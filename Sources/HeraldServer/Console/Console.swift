@@ -296,6 +296,10 @@ struct Console: Sendable {
                 defaultEnvironment: tenant.endpoints.defaultEnvironment.rawValue, pool: poolText(tenant, health: health),
                 plugins: tenant.plugins.map(\.name),
                 delivery: "\(tenant.delivery.guarantee.rawValue), retries for up to \(Int(tenant.delivery.maxRetryDuration.secondsValue)) s",
+                webhook: tenant.webhook.map { webhook in
+                    webhook.origin == .section
+                        ? webhook.url : "\(webhook.url) (set in the feedback plugin's options, deprecated: saving the settings moves it)"
+                },
                 lastError: lastError(tenant, health: health), sends: health?.sendsLastHour ?? 0,
                 failures: health?.failuresLastHour ?? 0,
                 apiKeys: tenant.apiKeys.map { TenantPage.APIKey(name: $0.name, tenantID: tenant.id.rawValue) },

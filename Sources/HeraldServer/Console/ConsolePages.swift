@@ -149,6 +149,8 @@ struct TenantPage {
         var connections: String
         var maxQueued: String
         var plugins: String
+        /// The webhook's URL (its secret is never shown: an empty secret field keeps it).
+        var webhookURL: String
     }
     struct Tenant {
         var id: String
@@ -164,6 +166,8 @@ struct TenantPage {
         var pool: String
         var plugins: [String]
         var delivery: String
+        /// The webhook's URL and where the file sets it; nil: none.
+        var webhook: String?
         var lastError: String?
         var sends: Int
         var failures: Int
@@ -193,6 +197,7 @@ struct OnboardPage {
         var plugins = ""
         var keyID = ""
         var apiKeyName = "default"
+        var webhookURL = ""
     }
     struct Created {
         var tenant: String

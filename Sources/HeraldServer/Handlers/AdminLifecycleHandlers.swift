@@ -16,12 +16,12 @@ struct AdminLifecycleHandlers: Sendable {
 
     /// The members of `POST /admin/tenants`.
     static let createMembers = [
-        "id", "team_id", "topics", "endpoints", "pool", "plugins", "delivery", "credential", "api_key_name",
+        "id", "team_id", "topics", "endpoints", "pool", "plugins", "delivery", "webhook", "credential", "api_key_name",
     ]
     /// The sections of the tenant file a create may set, besides ID, team and credential.
-    static let createSections = ["topics", "endpoints", "pool", "plugins", "delivery"]
+    static let createSections = ["topics", "endpoints", "pool", "plugins", "delivery", "webhook"]
     /// The members of `PATCH /admin/tenants/{id}`.
-    static let updateMembers = ["topics", "endpoints", "pool", "plugins"]
+    static let updateMembers = ["topics", "endpoints", "pool", "plugins", "webhook"]
     static let credentialMembers = ["kind", "key_id", "pem", "pkcs12_base64", "passphrase"]
 
     // MARK: POST /admin/tenants
@@ -56,19 +56,22 @@ struct AdminLifecycleHandlers: Sendable {
             let credential = try Self.credential(JSONObjectReader(credentialNode, path: "credential", allowed: Self.credentialMembers))
             let keyName = try reader.string("api_key_name") ?? "default"
             var sections: [(String, JSONValue)] = []
+            var webhookSecret: [UInt8]? = nil
             for name in Self.createSections {
-                if let value = try reader.json(name) { sections.append((name, value)) }
+                guard var value = try reader.json(name) else { continue }
+                if name == "webhook" { (value, webhookSecret) = try Self.webhook(value) }
+                sections.append((name, value))
             }
             draft = TenantDraft(
                 id: id, teamID: teamID, sections: sections, credential: credential, apiKeyName: keyName,
-                apiKeySHA256: APIKeys.sha256Hex(of: key))
+                apiKeySHA256: APIKeys.sha256Hex(of: key), webhookSecret: webhookSecret)
         } catch {
             throw Self.unprocessable(error)
         }
         do throws(TenantLifecycleError) {
             try await reloader.createTenant(draft)
         } catch {
-            throw Self.apiError(error, fields: Self.createFieldNames)
+            throw Self.apiError(error, fields: Self.createFieldNames.merging(Self.webhookFieldNames(draft.webhookSecret)) { $1 })
         }
         guard let configuration = router.runtime(for: draft.id)?.configuration else {
             throw APIError.internal("the tenant was written but is not loaded")
@@ -96,13 +99,19 @@ struct AdminLifecycleHandlers: Sendable {
         let id = try TenantPath.id(context)
         guard router.runtime(for: id) != nil else { throw APIError.notFound("tenant") }
         var sections: [(String, JSONValue?)] = []
+        var webhookSecret: [UInt8]? = nil
         do throws(APIError) {
             let body = try await RequestBodies.json(request, limit: 64 * 1024)
             let reader = try JSONObjectReader(body.root, path: "", allowed: Self.updateMembers)
             for name in Self.updateMembers {
-                guard let value = try reader.json(name) else { continue }
+                guard var value = try reader.json(name) else { continue }
                 // null: back to the default (the section is taken out of the file).
-                if case .null = value { sections.append((name, nil)) } else { sections.append((name, value)) }
+                if case .null = value {
+                    sections.append((name, nil))
+                    continue
+                }
+                if name == "webhook" { (value, webhookSecret) = try Self.webhook(value) }
+                sections.append((name, value))
             }
             guard !sections.isEmpty else {
                 throw APIError.missingField("(body)", "give at least one of \(Self.updateMembers.joined(separator: ", "))")
@@ -111,9 +120,9 @@ struct AdminLifecycleHandlers: Sendable {
             throw Self.unprocessable(error)
         }
         do throws(TenantLifecycleError) {
-            try await reloader.updateTenant(id, .sections(sections))
+            try await reloader.updateTenant(id, .sections(sections, webhookSecret: webhookSecret))
         } catch {
-            throw Self.apiError(error, fields: [:])
+            throw Self.apiError(error, fields: Self.webhookFieldNames(webhookSecret))
         }
         guard let configuration = router.runtime(for: id)?.configuration else { throw APIError.notFound("tenant") }
         RequestID.logger(logger).notice(
@@ -217,6 +226,29 @@ struct AdminLifecycleHandlers: Sendable {
         default:
             throw APIError.invalidField("credential.kind", "must be token, certificate or pkcs12")
         }
+    }
+
+    /// The `webhook` member as the tenant file's `webhook` section, and the secret's value when
+    /// the body gives it (`secret_value`, taken out: the lifecycle writes it to a 0600 file the
+    /// section then refers to). The section's own keys are the tenant file parser's to check.
+    static func webhook(_ value: JSONValue) throws(APIError) -> (section: JSONValue, secret: [UInt8]?) {
+        guard case .object(var members) = value, let index = members.firstIndex(where: { $0.0 == "secret_value" }) else {
+            return (value, nil)
+        }
+        guard case .string(let secret) = members[index].1, !secret.isEmpty else {
+            throw APIError.invalidField("webhook.secret_value", "must be a string: the webhook's signing secret")
+        }
+        guard !members.contains(where: { $0.0 == "secret" }) else {
+            throw APIError.invalidField(
+                "webhook.secret_value", "give either secret (a reference, env:NAME or file:PATH) or secret_value, not both")
+        }
+        members.remove(at: index)
+        return (.object(members), Array(secret.utf8))
+    }
+
+    /// With an uploaded webhook secret, the tenant file's `webhook.secret` is the body's `webhook.secret_value`.
+    static func webhookFieldNames(_ secret: [UInt8]?) -> [String: String] {
+        secret == nil ? [:] : ["webhook.secret": "webhook.secret_value"]
     }
 
     private static func refuse(_ reader: JSONObjectReader, _ members: [String], kind: String) throws(APIError) {

@@ -67,6 +67,26 @@ struct TenantView: ResponseEncodable, Sendable {
         var circuits: [Circuit]
     }
 
+    /// Where Herald tells the tenant about events: the URL and delivery settings, never the secret.
+    struct Webhook: Encodable, Sendable {
+        var url: String
+        var attempts: Int
+        var timeoutMs: Int64
+        var backoffMs: Int64
+        var allowPrivateAddresses: Bool
+        /// Where the tenant file sets it: `webhook`, or `plugins[feedback].options` (deprecated).
+        var setIn: String
+
+        init(_ webhook: TenantWebhook) {
+            url = webhook.url
+            attempts = webhook.attempts
+            timeoutMs = webhook.timeoutMilliseconds
+            backoffMs = webhook.backoffMilliseconds
+            allowPrivateAddresses = webhook.allowPrivateAddresses
+            setIn = webhook.origin.rawValue
+        }
+    }
+
     var id: String
     var file: String
     var auth: Auth
@@ -81,6 +101,8 @@ struct TenantView: ResponseEncodable, Sendable {
     @Nullable var lastError: LastError?
     @Nullable var reload: Reload?
     var delivery: Delivery
+    /// null: the tenant has no webhook, and is told about no event.
+    @Nullable var webhook: Webhook?
 
     init(
         _ tenant: TenantConfiguration, health: TenantHealth?, credential look: CredentialHealth?, reload status: TenantReloadStatus?,
@@ -126,6 +148,7 @@ struct TenantView: ResponseEncodable, Sendable {
                     Reload.Failure(message: message, at: status.lastErrorAt, consecutiveFailures: status.consecutiveFailures)
                 })
         }
+        webhook = tenant.webhook.map(Webhook.init)
         delivery = Delivery(
             guarantee: tenant.delivery.guarantee.rawValue, maxRetryDurationSeconds: tenant.delivery.maxRetryDuration.secondsValue,
             circuits: circuits.map { status in

@@ -308,7 +308,7 @@ public final class HeraldServer: Sendable {
             await closeSharedStore()
             throw HeraldServerError(message: "cannot load the console's templates: \(error)")
         }
-        let jobEvents = FeedbackWebhookJobNotifier(router: router, queue: outbox, store: sharedStore, logger: logger)
+        let jobEvents = TenantWebhookJobNotifier(router: router, queue: outbox, store: sharedStore, logger: logger)
         let runner = JobRunner(router: router, store: sharedStore, configuration: options.jobs, logger: logger, jobEnded: jobEvents)
         let cancellation = JobCancellation(
             store: sharedStore, runner: runner, notifier: sharedStore as? any StoreNotifier,
@@ -333,7 +333,7 @@ public final class HeraldServer: Sendable {
         let phase = ServerPhaseState()
         let credentialHealth = CredentialHealthMonitor(
             router: router, metricsFactory: options.pluginMetricsFactory,
-            notifier: FeedbackWebhookExpiryNotifier(queue: outbox, environment: options.environment, logger: logger),
+            notifier: TenantWebhookExpiryNotifier(queue: outbox, logger: logger),
             logger: logger)
         let adminTenants = AdminTenantHandlers(
             router: router, health: health, reloader: reloader, credentialHealth: credentialHealth)
