@@ -120,7 +120,7 @@ struct APNsIDAssignmentTests {
         #expect(await router.install([tenant]).failures.isEmpty)
 
         let sending = Task {
-            try await router.send(tenant: tenant.id, notification: Fixtures.note(), retriesInPipeline: false)
+            try await router.send(tenant: tenant.id, notification: Fixtures.note())
         }
         // Once the send is held on the old credential: swap the runtime and revoke the old one.
         while old.started.isEmpty { try await Task.sleep(for: .milliseconds(5)) }

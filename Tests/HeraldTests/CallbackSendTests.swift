@@ -433,8 +433,10 @@ final class TransportSequence: TransportProvider {
 
 @Suite("the router's callback form")
 struct RouterCallbackTests {
-    @Test("a send cut off by a credential revocation is sent once more, with its apns-id, on the tenant's new runtime")
-    func resentAfterRevocation() async throws {
+    @Test(
+        "a send cut off by a credential revocation, for a caller that retries itself, comes back as CredentialRevoked and is not sent again by the router"
+    )
+    func revocationHandedToTheCaller() async throws {
         let old = HoldingTransport(holds: true)
         let new = HoldingTransport(holds: false)
         let router = try Fixtures.router(transports: TransportSequence([old, new]), clock: SystemPushClock())
@@ -456,11 +458,14 @@ struct RouterCallbackTests {
                 }
             }
         }
-        let result = try outcome.get()
-        #expect(result.status == 200)
-        #expect(old.started.count == 1 && new.started.count == 1)
-        #expect(old.started.first.flatMap { $0 } != nil && old.started == new.started, "the same apns-id on both credentials")
-        #expect(old.awaited == 0 && new.awaited == 0, "both sends by callback")
+        #expect(throws: PushError.self) { try outcome.get() }
+        guard case .failure(let error as PushError) = outcome else { return }
+        #expect(error.code == .credentialRevoked && error.mayHaveReachedAPNs)
+        #expect(old.started.count == 1 && new.started.isEmpty, "the caller's delivery policy decides, not the router")
+        // What a batch item's policy makes of it: unknown (at-most-once reports it, at-least-once resends it).
+        #expect(DeliveryOutcome(error) == .unknown(reason: "CredentialRevoked"))
+        #expect(
+            DeliveryOutcome(PushError.credentialRevoked(id, mayHaveReachedAPNs: false)) == .deferred(reason: "CredentialRevoked"))
     }
 
     @Test("a transport with only the async form still takes startSend: its answer and its PushError, by a task")

@@ -219,7 +219,10 @@ public final class Router: Sendable {
             } catch is CancellationError {
                 throw CancellationError()
             } catch {
-                if shouldResend(tenant: tenant, id: id, after: error, attempt: attempt, resentAfterRevocation: &resentAfterRevocation) {
+                if shouldResend(
+                    tenant: tenant, id: id, after: error, attempt: attempt, retriesInPipeline: retriesInPipeline,
+                    resentAfterRevocation: &resentAfterRevocation)
+                {
                     continue
                 }
                 lastHour.record(tenant, at: configuration.clock.date, failed: true)
@@ -237,13 +240,17 @@ public final class Router: Sendable {
 
     /// True when a send that failed with `error` is made again on the tenant's runtime: one
     /// swapped out between lookup and send (nothing was sent; up to three attempts), or one whose
-    /// credential was revoked under it with no answer (once, on the new credential).
+    /// credential was revoked under it with no answer (once, on the new credential), when the caller does
+    /// not retry the send itself.
     private func shouldResend(
-        tenant: TenantID, id: NotificationID, after error: any Error, attempt: Int, resentAfterRevocation: inout Bool
+        tenant: TenantID, id: NotificationID, after error: any Error, attempt: Int, retriesInPipeline: Bool,
+        resentAfterRevocation: inout Bool
     ) -> Bool {
         guard let error = error as? PushError else { return false }
         if error.code == .shuttingDown { return attempt < 3 }
-        guard error.code == .credentialRevoked, !resentAfterRevocation else { return false }
+        // A caller that retries itself (a batch item, under its tenant's delivery policy) decides:
+        // at-most-once must not resend what may have reached APNs.
+        guard error.code == .credentialRevoked, retriesInPipeline, !resentAfterRevocation else { return false }
         resentAfterRevocation = true
         configuration.logger.debug(
             "resending after credential revocation",
@@ -290,7 +297,10 @@ public final class Router: Sendable {
                 completion(.failure(CancellationError()))
             case .failure(let error):
                 var resent = resentAfterRevocation
-                if self.shouldResend(tenant: tenant, id: id, after: error, attempt: attempt, resentAfterRevocation: &resent) {
+                if self.shouldResend(
+                    tenant: tenant, id: id, after: error, attempt: attempt, retriesInPipeline: retriesInPipeline,
+                    resentAfterRevocation: &resent)
+                {
                     self.startAttempt(
                         attempt + 1, resentAfterRevocation: resent, tenant: tenant, notification: notification, id: id,
                         environment: environment, deadline: deadline, retriesInPipeline: retriesInPipeline, completion: completion)

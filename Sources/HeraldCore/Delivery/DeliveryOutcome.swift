@@ -51,8 +51,12 @@ public enum DeliveryOutcome: Sendable, Hashable {
         }
         let reason = error.code.description
         switch error.code {
-        case .transport, .credentialRevoked:
+        case .transport:
             self = error.mayHaveReachedAPNs ? .unknown(reason: reason) : .transient(reason: reason, endpointFailure: true)
+        case .credentialRevoked:
+            // Cut off by the tenant's own credential change, not the endpoint's failure: sent
+            // again on the new credential as the guarantee allows.
+            self = error.mayHaveReachedAPNs ? .unknown(reason: reason) : .deferred(reason: reason)
         case .deadlineExceeded:
             // Timed out waiting for a stream (never written) is backpressure, not the endpoint's
             // failure; timed out after it was written is unknown.
