@@ -83,7 +83,7 @@ enum DeliveryRun {
     }
 }
 
-@Suite("Delivery: a 50,000-token batch across a 20-second outage", .serialized)
+@Suite("Delivery: a 50,000-token batch across an outage that outlasts the circuit's probes", .serialized)
 struct DeliveryOutageTests {
     @Test func everyDeviceGetsItExactlyOnce() async throws {
         try await withSandboxRig { rig in
@@ -93,9 +93,22 @@ struct DeliveryOutageTests {
             let job = try await DeliveryRun.createJob(rig, tenant: tenant.id, id: "outage", count: count, seed: 1_000_000)
             let runner = DeliveryRun.runner(rig)
             async let running: Void = runner.run()
-            // The outage begins once the batch is under way and lasts 20 seconds.
+            // The outage begins once the batch is under way and ends once the circuit opened and
+            // two of its probes failed (it opened three times), with items waiting for their
+            // retries: the circuit held the sends back, the probes' backoff grew, the retries wait.
             while rig.sandbox.requests.count < 2_000 { try await Task.sleep(for: .milliseconds(20)) }
-            rig.sandbox.setFaults(SandboxFaults(outages: [SandboxOutage(start: Date(), duration: 20)]))
+            rig.sandbox.setFaults(SandboxFaults(outages: [SandboxOutage(start: Date(), duration: 3600)]))
+            let ended = ContinuousClock.now.advanced(by: .seconds(600))
+            func openings() -> Int { rig.router.circuits.statuses(now: .now).map(\.openings).max() ?? 0 }
+            func outageDidItsPart() async throws -> Bool {
+                guard openings() >= 3 else { return false }
+                return try await rig.store.progress(tenant: tenant.id, job: job.id).map { $0.retrying > 0 } == true
+            }
+            while ContinuousClock.now < ended, try await !outageDidItsPart() {
+                try await Task.sleep(for: .milliseconds(20))
+            }
+            #expect(openings() >= 3, "the circuit reopened after failed probes")
+            rig.sandbox.setFaults(.none)
             let progress = try await DeliveryRun.waitFinished(rig, tenant: tenant.id, job: job.id, timeout: .seconds(1800))
             runner.stop()
             await running

@@ -57,8 +57,8 @@ struct PermitPoolTests {
 
     @Test("the driving task takes an eighth of the tenant's permits ahead, at least one")
     func takenAhead() {
-        #expect(JobRunner.permitsTakenAhead(ofPool: 100) == 12)
-        #expect(JobRunner.permitsTakenAhead(ofPool: 8) == 1)
-        #expect(JobRunner.permitsTakenAhead(ofPool: 3) == 1)
+        #expect(JobCallbackSender.permitsTakenAhead(ofPool: 100) == 12)
+        #expect(JobCallbackSender.permitsTakenAhead(ofPool: 8) == 1)
+        #expect(JobCallbackSender.permitsTakenAhead(ofPool: 3) == 1)
     }
 }

@@ -2,7 +2,7 @@ import HeraldStore
 import Synchronization
 
 /// The claimed items of one job being worked on, handed out one at a time to the job's send
-/// tasks. The job's feeder (``JobRunner``) adds the next claim once few of the last claim's items
+/// tasks. The job's feeder (``JobFeeder``) adds the next claim once few of the last claim's items
 /// are left to hand out (``waitUntilRemaining(atMost:)``), while the others are on the wire: the
 /// sends do not stop at each claim's end to wait for the claim that follows.
 ///

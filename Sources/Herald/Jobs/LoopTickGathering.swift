@@ -8,9 +8,9 @@ import Synchronization
 /// many sends, and they are handled as one; what another loop adds meanwhile joins them).
 /// Added off any event loop, an element is handled at once, alone.
 ///
-/// A job's driving task ends its sends through this (``JobRunner``): on its own, each ended send
-/// would take the runner's, the permit pool's, the feed's and the sends-under-way locks and
-/// could wake the driving task; gathered, each of those happens once for all the answers of a
+/// A job's driving task ends its sends through this (``JobCallbackSender``): on its own, each
+/// ended send would take the runner's, the permit pool's, the feed's and the sends-under-way locks
+/// and could wake the driving task; gathered, each of those happens once for all the answers of a
 /// read, which saves `herald serve` CPU on every batch notification.
 ///
 /// Bounded by what is added: the caller adds one element per send it holds a permit for, so at
