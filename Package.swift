@@ -151,7 +151,7 @@ let package = Package(
         .target(
             name: "HeraldServer",
             dependencies: [
-                "Herald", "HeraldCore", "HeraldConfig", "HeraldStore", "HeraldPostgres", "HeraldAPNs", "APNsSandbox",
+                "Herald", "HeraldCore", "HeraldConfig", "HeraldStore", "HeraldAPNs",
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "HummingbirdCore", package: "hummingbird"),
                 .product(name: "NIOPosix", package: "swift-nio"),
@@ -167,6 +167,20 @@ let package = Package(
             ],
             resources: [.copy("Resources/openapi.yaml"), .copy("Resources/console")]
         ),
+        // The process assembled in one place: the store, the router, the job runner, the HTTP API,
+        // the sandbox, as the services of one ServiceGroup with one shutdown order.
+        .target(
+            name: "HeraldProcess",
+            dependencies: [
+                "Herald", "HeraldCore", "HeraldConfig", "HeraldStore", "HeraldPostgres", "HeraldAPNs", "APNsSandbox",
+                "HeraldServer",
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+                .product(name: "UnixSignals", package: "swift-service-lifecycle"),
+                .product(name: "Prometheus", package: "swift-prometheus"),
+                .product(name: "Metrics", package: "swift-metrics"),
+                .product(name: "Logging", package: "swift-log"),
+            ]
+        ),
         // The `herald` command line.
         .executableTarget(
             name: "HeraldCLI",
@@ -177,6 +191,7 @@ let package = Package(
                 "APNsSandbox",
                 "Herald",
                 "HeraldServer",
+                "HeraldProcess",
                 "HeraldPostgres",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Histogram", package: "hdrhistogram-swift"),
@@ -279,8 +294,8 @@ let package = Package(
         .testTarget(
             name: "HeraldServerTests",
             dependencies: [
-                "HeraldServer", "Herald", "HeraldStore", "HeraldConfig", "HeraldCore", "APNsSandbox", "HeraldPostgres",
-                "HeraldTestSupport", "FeedbackPlugin",
+                "HeraldServer", "HeraldProcess", "Herald", "HeraldStore", "HeraldConfig", "HeraldCore", "APNsSandbox",
+                "HeraldPostgres", "HeraldTestSupport", "FeedbackPlugin",
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "HummingbirdTesting", package: "hummingbird"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),

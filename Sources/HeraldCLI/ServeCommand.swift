@@ -1,7 +1,7 @@
 import ArgumentParser
 import Foundation
 import HeraldConfig
-import HeraldServer
+import HeraldProcess
 import Logging
 
 #if canImport(Glibc)
@@ -71,7 +71,7 @@ struct ServeCommand: AsyncParsableCommand {
             handler.logLevel = level
             return handler
         }
-        var options = HeraldServerOptions(configuration: settings)
+        var options = HeraldProcessOptions(configuration: settings)
         options.logger = Logger(label: "herald")
         options.bootstrapMetricsSystem()
         options.reloadOnSIGHUP = settings.reload.sighup
@@ -81,9 +81,9 @@ struct ServeCommand: AsyncParsableCommand {
         }
         options.watchInterval = settings.reload.watch ? .milliseconds(Int64(settings.reload.watchInterval * 1000)) : nil
 
-        let server: HeraldServer
+        let server: HeraldProcess
         do {
-            server = try await HeraldServer.start(options)
+            server = try await HeraldProcess.start(options)
         } catch {
             FileHandle.standardError.write(Data("herald serve: \(error)\n".utf8))
             throw ExitStatus.invalid

@@ -1,4 +1,5 @@
 import Foundation
+import HeraldProcess
 import HeraldServer
 import Testing
 
@@ -80,7 +81,7 @@ struct BadInputTests {
         Case(name: "empty body", body: "", status: 400, code: "malformed_json", field: nil),
     ]
 
-    static func smallLimits(_ options: inout HeraldServerOptions) {
+    static func smallLimits(_ options: inout HeraldProcessOptions) {
         options.configuration.api.maxBodyBytes = 8 * 1024
         options.configuration.api.maxBatchBodyBytes = 64 * 1024
         options.configuration.api.maxBatchItems = 50

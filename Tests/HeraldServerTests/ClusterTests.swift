@@ -2,6 +2,7 @@ import APNsSandbox
 import Foundation
 import HeraldConfig
 import HeraldCore
+import HeraldProcess
 import HeraldServer
 import HeraldStore
 import HeraldTestSupport
@@ -42,7 +43,7 @@ struct ClusterTests {
 
     /// Options of one instance on the shared schema: heartbeats every 200 ms, dead after 2 s.
     static func options(_ world: TestWorld, settings: ServerConfiguration.PostgresSettings, rescan: Duration)
-        -> HeraldServerOptions
+        -> HeraldProcessOptions
     {
         world.options { options in
             options.configuration.storage = .postgres(settings)

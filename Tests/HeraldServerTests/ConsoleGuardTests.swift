@@ -5,6 +5,7 @@ import Herald
 import HeraldCore
 import Testing
 
+import HeraldProcess
 @testable import HeraldServer
 
 /// The console's guards over HTTP: login attempts bounded, every form behind the session's CSRF
@@ -41,7 +42,7 @@ struct ConsoleGuardTests {
             // slowly the requests go: from here no token is compared, the right one included,
             // and the answer says when to come back. (The bucket's arithmetic, on a manual
             // clock, is `failedLoginsEmptyTheBucketAndItRefills`.)
-            let sessions = live.server.console.sessions
+            let sessions = live.server.api.console.sessions
             for _ in 0..<(sessions.failedLoginBurst + 100) { sessions.loginFailed() }
             for token in ["another-guess", Self.admin] {
                 let refused = try await browser.login(token)

@@ -2,6 +2,7 @@ import APNsSandbox
 import Crypto
 import Foundation
 import HeraldCore
+import HeraldProcess
 import HeraldServer
 import HeraldStore
 import InMemoryLogging

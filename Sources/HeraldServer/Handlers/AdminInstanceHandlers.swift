@@ -7,12 +7,18 @@ import Logging
 
 /// What `GET /admin/instances` reads: the store's instance registry, this instance's id, and
 /// how old a heartbeat may be for its instance to count as live.
-struct InstanceDirectory: Sendable {
+public struct InstanceDirectory: Sendable {
     let registry: any InstanceRegistry
     /// This process's instance id.
     let instance: String
     /// An instance whose last heartbeat is older than this is not listed (it is taken for dead).
     let timeout: Duration
+
+    public init(registry: any InstanceRegistry, instance: String, timeout: Duration) {
+        self.registry = registry
+        self.instance = instance
+        self.timeout = timeout
+    }
 }
 
 /// `GET /admin/instances`: the live instances sharing the store, their last heartbeat and the

@@ -3,6 +3,7 @@ import Crypto
 import Foundation
 import HeraldConfig
 import HeraldCore
+import HeraldProcess
 import HeraldServer
 import Hummingbird
 import HummingbirdTesting
@@ -132,8 +133,8 @@ final class TestWorld: Sendable {
         return configuration
     }
 
-    func options(adminToken: String? = "test-admin-token", configure: (inout HeraldServerOptions) -> Void = { _ in }) -> HeraldServerOptions {
-        var options = HeraldServerOptions(configuration: serverConfiguration(), environment: [:])
+    func options(adminToken: String? = "test-admin-token", configure: (inout HeraldProcessOptions) -> Void = { _ in }) -> HeraldProcessOptions {
+        var options = HeraldProcessOptions(configuration: serverConfiguration(), environment: [:])
         options.adminToken = adminToken
         var logger = Logger(label: "test.herald")
         logger.logLevel = .error
@@ -157,14 +158,14 @@ final class TestWorld: Sendable {
 
 /// A running Herald server (in this process) and an HTTP client connected to it.
 struct LiveServer: Sendable {
-    let server: HeraldServer
+    let server: HeraldProcess
     let port: Int
 
     /// Starts the server, runs `body` with it, then shuts it down gracefully.
     static func with<T: Sendable>(
-        _ options: HeraldServerOptions, _ body: @Sendable (LiveServer) async throws -> T
+        _ options: HeraldProcessOptions, _ body: @Sendable (LiveServer) async throws -> T
     ) async throws -> T {
-        let server = try await HeraldServer.start(options)
+        let server = try await HeraldProcess.start(options)
         let (ports, portSink) = AsyncStream.makeStream(of: Int.self)
         let group = server.serviceGroup(gracefulShutdownSignals: [], onListening: { _, port in portSink.yield(port) })
         return try await withThrowingTaskGroup(of: Void.self) { tasks in

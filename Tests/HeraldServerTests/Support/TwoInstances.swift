@@ -1,5 +1,6 @@
 import Foundation
 import HeraldConfig
+import HeraldProcess
 import HeraldServer
 
 extension ClusterTests {
@@ -7,7 +8,7 @@ extension ClusterTests {
     /// world's tenants directory: `options` and a copy with its own instance ID. `body` runs once
     /// B listens for A's notifications; then both stop, the schema is dropped and the world closed.
     static func withTwoInstances(
-        _ world: TestWorld, settings: ServerConfiguration.PostgresSettings, options: HeraldServerOptions,
+        _ world: TestWorld, settings: ServerConfiguration.PostgresSettings, options: HeraldProcessOptions,
         _ body: @Sendable (_ a: LiveServer, _ b: LiveServer) async throws -> Void
     ) async throws {
         // Two processes each make their own options, so each its own instance ID.

@@ -64,40 +64,6 @@ struct JobRunnerService: Service {
     }
 }
 
-/// A gate that opens once and stays open: ``wait()`` returns when (or as soon as) it is open.
-final class OneShotGate: Sendable {
-    private struct State {
-        var open = false
-        var waiters: [CheckedContinuation<Void, Never>] = []
-    }
-
-    private let state = Mutex(State())
-
-    init() {}
-
-    func open() {
-        let waiters = state.withLock { state -> [CheckedContinuation<Void, Never>] in
-            state.open = true
-            defer { state.waiters.removeAll() }
-            return state.waiters
-        }
-        for waiter in waiters { waiter.resume() }
-    }
-
-    var isOpen: Bool { state.withLock { $0.open } }
-
-    func wait() async {
-        await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
-            let now = state.withLock { state -> Bool in
-                if state.open { return true }
-                state.waiters.append(continuation)
-                return false
-            }
-            if now { continuation.resume() }
-        }
-    }
-}
-
 /// Deletes expired jobs and checkpoints the WAL in the background; ends at graceful shutdown
 /// (a sweep in progress ends at its current transaction).
 struct StoreMaintenanceService: Service {
@@ -121,40 +87,5 @@ struct WebhookOutboxService: Service {
         } onGracefulShutdown: {
             outbox.stop()
         }
-    }
-}
-
-/// Says so when a graceful shutdown outlasted `shutdown_timeout` and what still ran was
-/// cancelled. It is the first service, so the last told of the shutdown: cancelled before that,
-/// and long after the shutdown began (the readiness service marks that, a moment after the
-/// group's own clock starts: half the timeout is the margin), it was the timeout that cancelled
-/// the group, not a service that failed at once.
-struct ShutdownTimeoutNotice: Service {
-    let phase: ServerPhaseState
-    let timeout: Double
-    let logger: Logger
-
-    func run() async throws {
-        await withTaskCancellationHandler {
-            try? await gracefulShutdown()
-        } onCancel: {
-            guard let since = phase.stoppingSince, ContinuousClock.now - since >= .milliseconds(Int64(timeout * 500)) else {
-                return
-            }
-            logger.warning(
-                "the graceful shutdown outlasted shutdown_timeout; what still runs is cancelled (job items whose outcome was not recorded stay leased and are sent again)",
-                metadata: ["herald.shutdown_timeout_seconds": "\(timeout)"])
-        }
-    }
-}
-
-/// Turns `/readyz` false as soon as graceful shutdown begins (it is the last service, so the
-/// first to be told).
-struct ReadinessService: Service {
-    let phase: ServerPhaseState
-
-    func run() async throws {
-        try? await gracefulShutdown()
-        phase.phase = .stopping
     }
 }

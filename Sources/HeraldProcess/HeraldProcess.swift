@@ -5,16 +5,16 @@ import HeraldConfig
 import HeraldCore
 import HeraldPostgres
 import HeraldStore
-import Hummingbird
 import Logging
 import Metrics
 import NIOCore
+import HeraldServer
 import Prometheus
 import ServiceLifecycle
 import UnixSignals
 
-/// What ``HeraldServer`` is built from: `config/herald.yaml` plus what a process provides.
-public struct HeraldServerOptions: Sendable {
+/// What ``HeraldProcess`` is built from: `config/herald.yaml` plus what a process provides.
+public struct HeraldProcessOptions: Sendable {
     /// Listen address, directories, API limits, job runner, sandbox.
     public var configuration: ServerConfiguration
     /// The admin token (nil or empty: the `/admin` routes answer 404). ``init(configuration:environment:)``
@@ -64,7 +64,7 @@ public struct HeraldServerOptions: Sendable {
 
     /// Makes swift-metrics report to ``metrics`` (what `/metrics` renders): the `metrics` plugin,
     /// Hummingbird's request metrics and every library that uses `MetricsSystem`. Call it once
-    /// per process, before ``HeraldServer/start(_:)``.
+    /// per process, before ``HeraldProcess/start(_:)``.
     public func bootstrapMetricsSystem() {
         MetricsSystem.bootstrap(PrometheusMetricsFactory(registry: metrics))
     }
@@ -90,35 +90,39 @@ public struct TenantFailure: Sendable, Hashable {
     }
 }
 
-/// Why the server could not start.
-public struct HeraldServerError: Error, Sendable, CustomStringConvertible {
+/// Why the process could not start.
+public struct HeraldProcessError: Error, Sendable, CustomStringConvertible {
     public var message: String
     public var description: String { message }
 }
 
-/// The whole platform in one process: the HTTP API (Hummingbird), the router with every tenant,
-/// the durable store, the job runner and, when configured, an APNsSandbox.
+
+/// The whole platform in one process, assembled in one place: the store, the router with every
+/// tenant, the job runner, the webhook outbox, the instance's heartbeat, the HTTP API
+/// (``APIServer``) and, when configured, an APNsSandbox.
 ///
 /// ```swift
-/// let server = try await HeraldServer.start(HeraldServerOptions(configuration: try .load()))
-/// try await server.run()      // until SIGTERM or SIGINT; then a graceful shutdown
+/// let process = try await HeraldProcess.start(HeraldProcessOptions(configuration: try .load()))
+/// try await process.run()      // until SIGTERM or SIGINT; then a graceful shutdown
 /// ```
 ///
-/// Each part is a swift-service-lifecycle `Service`. On graceful shutdown they stop in this
-/// order: readiness turns false; the HTTP server stops accepting and finishes the requests in
-/// flight (a send waits for APNs' answer); the job runner sends nothing new, lets the sends on
-/// the wire finish and records them (the rest stays pending in the store); the router drains
-/// every tenant's connections; the sandbox stops last. A shutdown that outlasts
-/// `shutdown_timeout` (25 s) cancels what still runs, e.g. a store call that gets no answer.
-public final class HeraldServer: Sendable {
-    public let options: HeraldServerOptions
+/// Each part is a swift-service-lifecycle `Service` of one `ServiceGroup`. On graceful shutdown
+/// they stop in this order: readiness turns false; the HTTP listener stops accepting and finishes
+/// the requests in flight (a send waits for APNs' answer); the job runner sends nothing new, lets
+/// the sends on the wire finish and records them (the rest stays pending in the store); the
+/// heartbeat releases this instance's leases; the router drains every tenant's connections; the
+/// outbox posts what is in flight; the store closes; the sandbox stops last. A shutdown that
+/// outlasts `shutdown_timeout` (25 s) cancels what still runs, e.g. a store call that gets no
+/// answer.
+public final class HeraldProcess: Sendable {
+    public let options: HeraldProcessOptions
     public let router: Herald.Router
     /// The store everything lives in (jobs, results, invalid tokens, reports, provider tokens,
     /// the webhook outbox, the instance registry): the SQLite file at `storage_path`, or the
     /// PostgreSQL database every instance shares (`storage.postgres`; then no SQLite file is
     /// opened).
     public let sharedStore: any ServerStore
-    /// Closes the shared store's connections when the server stops (nothing for SQLite).
+    /// Closes the shared store's connections when the process stops (nothing for SQLite).
     let closeSharedStore: @Sendable () async -> Void
     public let runner: JobRunner
     public let health: TenantHealthRegistry
@@ -129,11 +133,9 @@ public final class HeraldServer: Sendable {
     /// The tenants that loaded at start and the files that did not.
     public let loadedTenants: [TenantID]
     public let loadFailures: [TenantFailure]
-    /// The API's route groups and their handlers.
-    let routes: APIRoutes
-    /// Starting, ready or stopping (`/readyz`).
-    let phase: ServerPhaseState
-    /// SQLite only, held for the server's life: a second server on the same file refuses to
+    /// The HTTP API and the console.
+    public let api: APIServer
+    /// SQLite only, held for the process's life: a second process on the same file refuses to
     /// start. (On PostgreSQL several instances share the store: that is the point.)
     let storeLock: StoreLock?
     /// This instance's id (unique per process; in every claimant name, `<claimant>/<id>`).
@@ -143,6 +145,10 @@ public final class HeraldServer: Sendable {
     /// Open once this instance listens for the other instances' notifications (at once on SQLite,
     /// which has none).
     let peerListening = OneShotGate()
+    /// The plugins' webhooks, stored until posted.
+    public let outbox: WebhookOutbox
+    /// Certificate expiry and key age per tenant (gauges, warnings, the tenant's webhook).
+    public let credentialHealth: CredentialHealthMonitor
 
     /// Returns once this instance listens for other instances' notifications (new jobs, tenant
     /// changes): at once on SQLite; on PostgreSQL after the services started and LISTEN is done.
@@ -150,103 +156,107 @@ public final class HeraldServer: Sendable {
         if !(sharedStore is any StoreNotifier) { return }
         await peerListening.wait()
     }
-    /// The plugins' webhooks, stored until posted.
-    public let outbox: WebhookOutbox
-    /// Certificate expiry and key age per tenant (gauges, warnings, the tenant's webhook).
-    public let credentialHealth: CredentialHealthMonitor
-    /// The operator console (`/console`).
-    let console: Console
 
     private init(
-        options: HeraldServerOptions, router: Herald.Router,
-        sharedStore: any ServerStore, closeSharedStore: @escaping @Sendable () async -> Void,
-        runner: JobRunner, health: TenantHealthRegistry,
-        reloader: ReloadCoordinator, sandbox: APNsSandbox?, loadedTenants: [TenantID], loadFailures: [TenantFailure], routes: APIRoutes,
-        phase: ServerPhaseState, storeLock: StoreLock?, outbox: WebhookOutbox, credentialHealth: CredentialHealthMonitor,
-        heartbeat: InstanceHeartbeat, console: Console
+        options: HeraldProcessOptions, opened: Opened, store: any ServerStore, router: Herald.Router, runner: JobRunner,
+        health: TenantHealthRegistry, reloader: ReloadCoordinator, report: ReloadReport, api: APIServer,
+        heartbeat: InstanceHeartbeat, outbox: WebhookOutbox, credentialHealth: CredentialHealthMonitor
     ) {
         self.options = options
         self.router = router
-        self.sharedStore = sharedStore
-        self.closeSharedStore = closeSharedStore
+        sharedStore = store
+        closeSharedStore = opened.closeStore
         self.runner = runner
         self.health = health
         self.reloader = reloader
-        self.sandbox = sandbox
-        self.loadedTenants = loadedTenants
-        self.loadFailures = loadFailures
-        self.routes = routes
-        self.phase = phase
-        self.storeLock = storeLock
+        sandbox = opened.sandbox
+        loadedTenants = report.added
+        loadFailures = report.failures.map { TenantFailure(file: $0.file, tenant: $0.tenant, message: $0.message) }
+        self.api = api
+        storeLock = opened.storeLock
+        self.heartbeat = heartbeat
         self.outbox = outbox
         self.credentialHealth = credentialHealth
-        self.heartbeat = heartbeat
-        self.console = console
     }
 
-    /// Starts the sandbox (if enabled), opens the store and loads the tenants. Nothing listens
-    /// for API requests until ``run(gracefulShutdownSignals:onListening:)`` (or ``services(onListening:)``).
-    public static func start(_ options: HeraldServerOptions) async throws -> HeraldServer {
-        let configuration = options.configuration
+    /// What ``start(_:)`` has opened so far: on a failure it is closed again, in reverse order.
+    private struct Opened {
+        var storeLock: StoreLock?
+        var sandbox: APNsSandbox?
+        var closeStore: @Sendable () async -> Void = {}
 
+        func undo() async {
+            await closeStore()
+            try? await sandbox?.shutdown()
+            storeLock?.release()
+        }
+    }
+
+    /// Starts the sandbox (if enabled), opens the store, loads the tenants and builds every part.
+    /// Nothing listens for API requests until ``run(gracefulShutdownSignals:onListening:)`` (or
+    /// ``serviceGroup(gracefulShutdownSignals:onListening:)``).
+    public static func start(_ options: HeraldProcessOptions) async throws -> HeraldProcess {
         var logger = options.logger
         logger[metadataKey: "herald.instance"] = "\(options.jobs.instance)"
         logger.info(
             "herald instance starting",
             metadata: ["herald.claimant": "\(options.jobs.claimantName)", "herald.pid": "\(ProcessInfo.processInfo.processIdentifier)"])
+        var opened = Opened()
+        do {
+            return try await assemble(&opened, options: options, logger: logger)
+        } catch {
+            await opened.undo()
+            throw error
+        }
+    }
 
+    private static func assemble(_ opened: inout Opened, options: HeraldProcessOptions, logger: Logger) async throws
+        -> HeraldProcess
+    {
+        let configuration = options.configuration
         // Before anything else (the sandbox, the store, any send): one process per SQLite file.
-        var storeLock: StoreLock? = nil
         let directory = (configuration.storagePath as NSString).deletingLastPathComponent
         if case .sqlite = configuration.storage {
             do {
                 if !directory.isEmpty {
                     try SQLitePushStore.createPrivateDirectory(directory)
                 }
-                storeLock = try StoreLock(databasePath: configuration.storagePath)
+                opened.storeLock = try StoreLock(databasePath: configuration.storagePath)
             } catch {
-                throw HeraldServerError(message: "cannot start: \(error)")
+                throw HeraldProcessError(message: "cannot start: \(error)")
             }
         }
 
-        var sandbox: APNsSandbox? = nil
         if configuration.sandbox.enabled {
             do {
                 let file = try SandboxConfigFile.load(path: configuration.sandbox.configFile)
                 var sandboxLogger = logger
                 sandboxLogger[metadataKey: "herald.component"] = "sandbox"
-                sandbox = try await APNsSandbox.start(file.configuration, logger: sandboxLogger)
+                opened.sandbox = try await APNsSandbox.start(file.configuration, logger: sandboxLogger)
             } catch {
-                throw HeraldServerError(message: "cannot start the sandbox (\(configuration.sandbox.configFile)): \(error)")
+                throw HeraldProcessError(message: "cannot start the sandbox (\(configuration.sandbox.configFile)): \(error)")
             }
         }
 
-        let sharedStore: any ServerStore
-        let closeSharedStore: @Sendable () async -> Void
+        let store: any ServerStore
         switch configuration.storage {
         case .sqlite:
             do {
-                let store = try SQLitePushStore(path: configuration.storagePath)
-                for path in [directory.isEmpty ? "." : directory, configuration.storagePath] {
-                    if let mode = FilePermissions.groupOrOthersMode(path) {
-                        logger.warning(
-                            "the store can be read by group or others; it holds device tokens and payloads",
-                            metadata: ["herald.path": "\(path)", "herald.mode": "\(mode)"])
-                    }
-                }
-                (sharedStore, closeSharedStore) = (store, {})
+                store = try SQLitePushStore(path: configuration.storagePath)
             } catch {
-                try? await sandbox?.shutdown()
-                throw HeraldServerError(message: "cannot open the store \(configuration.storagePath): \(error)")
+                throw HeraldProcessError(message: "cannot open the store \(configuration.storagePath): \(error)")
+            }
+            for path in [directory.isEmpty ? "." : directory, configuration.storagePath] {
+                if let mode = FilePermissions.groupOrOthersMode(path) {
+                    logger.warning(
+                        "the store can be read by group or others; it holds device tokens and payloads",
+                        metadata: ["herald.path": "\(path)", "herald.mode": "\(mode)"])
+                }
             }
         case .postgres(let settings):
-            do {
-                let postgres = try await openPostgres(settings, logger: logger)
-                (sharedStore, closeSharedStore) = (postgres, { await postgres.close() })
-            } catch {
-                try? await sandbox?.shutdown()
-                throw error
-            }
+            let postgres = try await openPostgres(settings, logger: logger)
+            store = postgres
+            opened.closeStore = { await postgres.close() }
         }
         // Provider tokens go through the shared store: one token per key for every instance on one
         // PostgreSQL database, and kept across restarts on either backend.
@@ -259,7 +269,7 @@ public final class HeraldServer: Sendable {
                 timeout: min(SendPathLookups.standardTimeout, .seconds(settings.callTimeout)), logger: logger)
         }
         var transports = options.transports
-        if var apns = transports as? APNsTransportProvider, let tokens = sharedStore as? any ProviderTokenStore {
+        if var apns = transports as? APNsTransportProvider, let tokens = store as? any ProviderTokenStore {
             apns.tokenStore = sendPathLookups.map { GatedProviderTokens(tokens, lookups: $0) } ?? tokens
             transports = apns
         }
@@ -268,22 +278,20 @@ public final class HeraldServer: Sendable {
         outboxConfiguration.senders = configuration.jobs.webhookSenders
         outboxConfiguration.maxPerTenant = configuration.jobs.webhookOutboxPerTenant
         outboxConfiguration.exclusive = options.jobs.exclusiveStore
-        let outbox = WebhookOutbox(
-            store: sharedStore, sender: options.webhooks, configuration: outboxConfiguration, logger: logger)
+        let outbox = WebhookOutbox(store: store, sender: options.webhooks, configuration: outboxConfiguration, logger: logger)
         do {
             try await outbox.prepare()
         } catch {
-            try? await sandbox?.shutdown()
-            await closeSharedStore()
-            throw HeraldServerError(message: "cannot read the webhook outbox: \(error)")
+            throw HeraldProcessError(message: "cannot read the webhook outbox: \(error)")
         }
 
         let router = Herald.Router(
             configuration: RouterConfiguration(
-                registry: .standard(metricsFactory: options.pluginMetricsFactory), store: sharedStore,
+                registry: .standard(metricsFactory: options.pluginMetricsFactory), store: store,
                 transports: transports, logger: logger,
                 webhooks: options.webhooks, environment: options.environment, webhookQueue: outbox,
                 sendPathLookups: sendPathLookups))
+        let clock = router.configuration.clock
         let health = TenantHealthRegistry(router: router)
         // Every tenant is validated in full (credential, a signed token, TLS, plugins) before it serves.
         var reloadConfiguration = ReloadConfiguration(tenantsDirectory: configuration.tenantsDirectory)
@@ -293,88 +301,53 @@ public final class HeraldServer: Sendable {
         do {
             report = try await reloader.reloadAll(trigger: .startup)
         } catch {
-            try? await sandbox?.shutdown()
-            await closeSharedStore()
-            throw HeraldServerError(message: "cannot read the tenants directory: \(error)")
+            throw HeraldProcessError(message: "cannot read the tenants directory: \(error)")
         }
-        let failures = report.failures.map { TenantFailure(file: $0.file, tenant: $0.tenant, message: $0.message) }
-        logger.info("tenants loaded", metadata: ["herald.tenants": "\(report.added.count)", "herald.failed": "\(failures.count)"])
+        logger.info(
+            "tenants loaded", metadata: ["herald.tenants": "\(report.added.count)", "herald.failed": "\(report.failures.count)"])
 
-        let pages: ConsolePages
-        do {
-            pages = try await ConsolePages.load()
-        } catch {
-            try? await sandbox?.shutdown()
-            await closeSharedStore()
-            throw HeraldServerError(message: "cannot load the console's templates: \(error)")
-        }
-        let jobEvents = TenantWebhookJobNotifier(router: router, queue: outbox, store: sharedStore, logger: logger)
-        let runner = JobRunner(router: router, store: sharedStore, configuration: options.jobs, logger: logger, jobEnded: jobEvents)
-        let cancellation = JobCancellation(
-            store: sharedStore, runner: runner, notifier: sharedStore as? any StoreNotifier,
-            clock: router.configuration.clock, logger: logger, jobEnded: jobEvents)
-        let console = Console(
-            router: router, health: health, reloader: reloader, store: sharedStore, cancellation: cancellation,
-            adminToken: AdminToken(options.adminToken),
-            sessions: ConsoleSessions(now: { [clock = router.configuration.clock] in clock.now }),
-            pages: pages, lifecycle: ReloadCoordinatorLifecycle(reloader: reloader), logger: logger,
-            maxFormBytes: reloadConfiguration.maximumUploadBytes * 2 + 64 * 1024)
+        let jobEvents = TenantWebhookJobNotifier(router: router, queue: outbox, store: store, logger: logger)
+        let runner = JobRunner(router: router, store: store, configuration: options.jobs, logger: logger, jobEnded: jobEvents)
         let heartbeat = InstanceHeartbeat(
-            registry: sharedStore, instance: InstanceHeartbeat.record(for: options.jobs, startedAt: router.configuration.clock.date),
-            runner: runner, configuration: options.heartbeat, clock: router.configuration.clock, logger: logger)
+            registry: store, instance: InstanceHeartbeat.record(for: options.jobs, startedAt: clock.date),
+            runner: runner, configuration: options.heartbeat, clock: clock, logger: logger)
         do {
             try await heartbeat.register()
         } catch {
-            try? await sandbox?.shutdown()
-            await closeSharedStore()
-            throw HeraldServerError(message: "cannot register this instance in the store: \(error)")
+            throw HeraldProcessError(message: "cannot register this instance in the store: \(error)")
         }
-        let authenticator = APIKeyAuthenticator(router: router, rateLimit: configuration.http.rateLimit, logger: logger)
-        let phase = ServerPhaseState()
         let credentialHealth = CredentialHealthMonitor(
             router: router, metricsFactory: options.pluginMetricsFactory,
             notifier: TenantWebhookExpiryNotifier(queue: outbox, logger: logger),
             logger: logger)
-        let adminTenants = AdminTenantHandlers(
-            router: router, health: health, reloader: reloader, credentialHealth: credentialHealth)
-        let routes = APIRoutes(
-            health: HealthHandlers(
-                router: router, phase: phase, metrics: options.metrics, openAPIDocument: OpenAPIDocument.bytes,
-                runner: runner, storeCalls: sharedStore as? any UnansweredCallCounting),
-            notifications: NotificationHandlers(
-                router: router, store: sharedStore, runner: runner, limits: configuration.api,
-                jobLimits: JobLimits(
-                    maxActiveJobs: configuration.jobs.maxActiveJobsPerTenant,
-                    maxPendingItems: configuration.jobs.maxPendingItemsPerTenant),
-                logger: logger),
-            jobs: JobHandlers(store: sharedStore, reports: sharedStore, cancellation: cancellation),
-            devices: DeviceHandlers(store: sharedStore, clock: router.configuration.clock, limits: configuration.api),
-            adminTenants: adminTenants,
-            adminReload: AdminReloadHandlers(reloader: reloader, logger: logger),
-            instances: AdminInstanceHandlers(
-                directory: InstanceDirectory(registry: sharedStore, instance: options.jobs.instance, timeout: options.heartbeat.timeout),
-                clock: router.configuration.clock, logger: logger),
-            lifecycle: AdminLifecycleHandlers(router: router, reloader: reloader, tenants: adminTenants, logger: logger),
-            authenticator: authenticator, adminToken: AdminToken(options.adminToken), logger: logger,
-            maxBodyBytes: configuration.api.maxBodyBytes)
-        let notifier = sharedStore as? any StoreNotifier
+        let api: APIServer
+        do {
+            api = try await APIServer(
+                APIServer.Parts(
+                    router: router, store: store, runner: runner, health: health, reloader: reloader,
+                    credentialHealth: credentialHealth,
+                    instances: InstanceDirectory(registry: store, instance: options.jobs.instance, timeout: options.heartbeat.timeout),
+                    jobEnded: jobEvents, metrics: options.metrics),
+                configuration: configuration, adminToken: options.adminToken,
+                maxUploadBytes: reloadConfiguration.maximumUploadBytes, logger: logger)
+        } catch {
+            throw HeraldProcessError(message: "\(error)")
+        }
+        let notifier = store as? any StoreNotifier
         let instance = options.jobs.instance
-        let reloadLogger = logger
         // API keys follow each swap; resumed jobs of new tenants start. A change made through this
         // instance's admin API is told to the other instances (they read the tenants directory again).
         reloader.onChange { report in
-            authenticator.rebuild()
+            api.tenantsChanged()
             if report.changedRuntimes { runner.rescan() }
             if let notifier, report.trigger == .api || report.trigger == .upload {
-                PeerNotifications.tellTenantsChanged(
-                    notifier, instance: instance, revoked: !report.revoked.isEmpty, logger: reloadLogger)
+                PeerNotifications.tellTenantsChanged(notifier, instance: instance, revoked: !report.revoked.isEmpty, logger: logger)
             }
         }
-        return HeraldServer(
-            options: options, router: router, sharedStore: sharedStore,
-            closeSharedStore: closeSharedStore, runner: runner, health: health, reloader: reloader, sandbox: sandbox,
-            loadedTenants: report.added, loadFailures: failures, routes: routes, phase: phase, storeLock: storeLock,
-            outbox: outbox, credentialHealth: credentialHealth, heartbeat: heartbeat, console: console)
+        return HeraldProcess(
+            options: options, opened: opened, store: store, router: router, runner: runner, health: health,
+            reloader: reloader, report: report, api: api, heartbeat: heartbeat, outbox: outbox,
+            credentialHealth: credentialHealth)
     }
 
     /// Opens the shared PostgreSQL store (`storage.postgres`), migrated under an advisory lock.
@@ -395,44 +368,15 @@ public final class HeraldServer: Sendable {
                 metadata: ["herald.store": "\(settings.displayName)", "herald.pool_size": "\(settings.poolSize)"])
             return store
         } catch {
-            throw HeraldServerError(message: "cannot open the store (\(settings.displayName)): \(error)")
+            throw HeraldProcessError(message: "cannot open the store (\(settings.displayName)): \(error)")
         }
     }
 
-    /// The Hummingbird router of the API (every route of ``APIEndpoint``).
-    public func makeRouter() -> Hummingbird.Router<HeraldRequestContext> {
-        let router = routes.makeRouter()
-        console.addRoutes(to: router)
-        return router
-    }
-
-    /// The services of the server, in start order (they stop in the reverse order).
+    /// The services of the process, in start order (they stop in the reverse order).
     /// - Parameter onListening: called once the API listens, with its host and port.
     public func services(onListening: @escaping @Sendable (String, Int) async -> Void = { _, _ in }) -> [any Service] {
-        let listen = options.configuration.listen
-        let http = options.configuration.http
-        let phase = self.phase
         let listening = OneShotGate()
-        // The listener's own limits (`http:`): idle connections (and request heads that never
-        // finish) are closed after idle_timeout, bodies must arrive within body_timeout, and at
-        // most max_connections are open at once (more wait in the kernel's backlog).
-        let application = Application(
-            router: makeRouter(),
-            server: ListenerLimits.server(http),
-            configuration: ApplicationConfiguration(
-                address: .hostname(listen.host, port: listen.port), serverName: "Herald",
-                availableConnectionsDelegate: ListenerLimits.connectionCap(http, logger: options.logger)),
-            onServerRunning: { channel in
-                let port = channel.localAddress?.port ?? listen.port
-                phase.phase = .ready
-                // The job runner starts only now: a server that could not bind sends nothing.
-                listening.open()
-                await onListening(listen.host, port)
-            },
-            logger: options.logger)
-        var services: [any Service] = [
-            ShutdownTimeoutNotice(phase: phase, timeout: options.configuration.shutdownTimeout, logger: options.logger)
-        ]
+        var services: [any Service] = [api.shutdownTimeoutNotice()]
         if let sandbox { services.append(SandboxService(sandbox: sandbox)) }
         // Closed after the runner and the router stopped using it (services stop in reverse order).
         services.append(StoreService(close: closeSharedStore, lock: storeLock))
@@ -457,8 +401,13 @@ public final class HeraldServer: Sendable {
         }
         if options.reloadOnSIGHUP { services.append(ReloadSignalService(coordinator: reloader)) }
         services.append(credentialHealth)
-        services.append(application)
-        services.append(ReadinessService(phase: phase))
+        services.append(
+            api.listener { host, port in
+                // The job runner starts only now: a process that could not bind sends nothing.
+                listening.open()
+                await onListening(host, port)
+            })
+        services.append(api.readiness())
         return services
     }
 
