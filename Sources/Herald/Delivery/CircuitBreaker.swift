@@ -110,13 +110,8 @@ public struct CircuitBreaker: Sendable, Hashable {
     /// The wait after the `failedProbes`-th failed probe: the probe interval doubled each time,
     /// at most the maximum.
     static func probeWait(failedProbes: Int, policy: CircuitPolicy) -> Duration {
-        var wait = policy.probeInterval
-        var step = 0
-        while step < failedProbes, wait < policy.maxProbeInterval {
-            wait *= 2
-            step += 1
-        }
-        return min(wait, max(policy.maxProbeInterval, policy.probeInterval))
+        ExponentialBackoff(initial: policy.probeInterval, maximum: policy.maxProbeInterval, jitter: 0)
+            .delay(afterFailures: max(0, failedProbes) + 1)
     }
 
     /// `closed`, `open` or `half-open`.

@@ -1,6 +1,8 @@
+import HeraldCore
 import NIOCore
 
-/// How long to wait before connecting again after failures: exponential, capped, with jitter.
+/// How long to wait before connecting again after failures: exponential, capped, with jitter
+/// (``HeraldCore/ExponentialBackoff``, in NIO's time unit).
 ///
 /// APNs treats rapid connect/disconnect cycles as an attack, so every failed or short-lived
 /// connection doubles the wait (up to ``maximum``), and each wait is spread at random over
@@ -21,11 +23,10 @@ public struct Backoff: Sendable, Hashable {
 
     /// The wait before the next attempt after `failures` consecutive failures (0: none).
     public func delay(afterFailures failures: Int, using random: inout some RandomNumberGenerator) -> TimeAmount {
-        guard failures > 0 else { return .zero }
-        let exponent = Swift.min(failures - 1, 30)
-        let uncapped = Double(base.nanoseconds) * Double(1 << exponent)
-        let full = Swift.min(uncapped, Double(maximum.nanoseconds))
-        let fraction = 1 - jitter * Double.random(in: 0...1, using: &random)
-        return .nanoseconds(Int64(full * fraction))
+        let backoff = ExponentialBackoff(
+            initial: .nanoseconds(base.nanoseconds), maximum: .nanoseconds(maximum.nanoseconds), jitter: jitter)
+        let wait = backoff.wait(afterFailures: failures) { Double.random(in: $0, using: &random) }
+        let (seconds, attoseconds) = wait.components
+        return .nanoseconds(seconds * 1_000_000_000 + attoseconds / 1_000_000_000)
     }
 }

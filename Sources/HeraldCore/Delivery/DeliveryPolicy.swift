@@ -53,23 +53,20 @@ public struct DeliveryPolicy: Sendable, Hashable {
         self.circuit = circuit
     }
 
+    /// The backoff of a batch item's retries.
+    public var backoff: ExponentialBackoff {
+        ExponentialBackoff(initial: initialBackoff, maximum: maxBackoff, jitter: jitter)
+    }
+
     /// The wait after the `attempts`-th transient failure (1-based), before jitter:
     /// `initialBackoff × 2^(attempts−1)`, at most ``maxBackoff``.
     public func backoff(afterAttempts attempts: Int) -> Duration {
-        var delay = initialBackoff
-        var step = 1
-        while step < attempts, delay < maxBackoff {
-            delay *= 2
-            step += 1
-        }
-        return min(delay, maxBackoff)
+        backoff.delay(afterFailures: max(1, attempts))
     }
 
     /// `delay` with its jittered fraction drawn: `delay × (1 − jitter + draw)`, `draw` in `0...jitter`.
     public func jittered(_ delay: Duration, random: (ClosedRange<Double>) -> Double) -> Duration {
-        guard jitter > 0 else { return delay }
-        let draw = min(max(random(0...jitter), 0), jitter)
-        return delay * (1 - jitter + draw)
+        backoff.jittered(delay, random: random)
     }
 
     /// When a batch item that just failed transiently is tried next, or that it must give up.

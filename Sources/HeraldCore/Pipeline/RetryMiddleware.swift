@@ -51,15 +51,14 @@ public struct RetryPolicy: Sendable, Hashable {
         jitter = jitterValue
     }
 
+    /// The backoff between attempts.
+    public var backoff: ExponentialBackoff {
+        ExponentialBackoff(initial: initialBackoff, maximum: maxBackoff, jitter: jitter)
+    }
+
     /// The wait after attempt `attempt` failed (1-based), before jitter.
     public func backoff(after attempt: Int) -> Duration {
-        var delay = initialBackoff
-        var step = 1
-        while step < attempt, delay < maxBackoff {
-            delay *= 2
-            step += 1
-        }
-        return min(delay, maxBackoff)
+        backoff.delay(afterFailures: max(1, attempt))
     }
 
     /// True for answers APNs gave without delivering, where a later resend may succeed:
@@ -128,7 +127,7 @@ public struct RetryMiddleware: SynchronousPushMiddleware {
             case .success(let result): what = result.reason?.wireValue ?? String(result.status)
             case .failure(let error): what = (error as? PushError)?.code.description ?? "error"
             }
-            let wait = jittered(policy.backoff(after: attemptsMade))
+            let wait = policy.backoff.wait(afterFailures: attemptsMade, random: random)
             guard clock.now.advanced(by: wait) < context.deadline else {
                 context.logger.debug(
                     "not retrying: the backoff would pass the deadline",
@@ -144,13 +143,6 @@ public struct RetryMiddleware: SynchronousPushMiddleware {
             try await clock.sleep(until: clock.now.advanced(by: wait))
             context.attempt += 1
         }
-    }
-
-    private func jittered(_ delay: Duration) -> Duration {
-        guard policy.jitter > 0 else { return delay }
-        let keep = 1 - policy.jitter
-        let factor = keep + random(0...policy.jitter)
-        return delay * factor
     }
 }
 
