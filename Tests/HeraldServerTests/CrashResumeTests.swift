@@ -3,6 +3,7 @@ import Foundation
 import Herald
 import HeraldCore
 import HeraldStore
+import HeraldTestSupport
 import Synchronization
 import Testing
 
@@ -105,7 +106,7 @@ private let leftovers = Mutex<Set<Int32>>([])
 
 /// `herald serve --config DIR/config/herald.yaml` as a child process; its output goes to a file.
 struct ChildServer {
-    let process: Process
+    let process: ChildProcess
     let port: Int
 
     static func start(
@@ -114,18 +115,15 @@ struct ChildServer {
         let output = directory + "/serve-\(run).log"
         _ = FileManager.default.createFile(atPath: output, contents: nil)
         let handle = try FileHandle(forWritingTo: URL(fileURLWithPath: output))
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: binary)
-        process.arguments = ["serve", "--config", directory + "/config/herald.yaml"]
-        process.currentDirectoryURL = URL(fileURLWithPath: directory)
+        defer { try? handle.close() }
         var environment = ProcessInfo.processInfo.environment
         environment.removeValue(forKey: "HERALD_ADMIN_TOKEN")
         environment.merge(extra) { _, new in new }
-        process.environment = environment
-        process.standardOutput = handle
-        process.standardError = handle
-        try process.run()
-        leftovers.withLock { _ = $0.insert(process.processIdentifier) }
+        let process = try ChildProcess.spawn(
+            binary, arguments: ["serve", "--config", directory + "/config/herald.yaml"], environment: environment,
+            directory: directory, standardOutput: .descriptor(handle.fileDescriptor),
+            standardError: .descriptor(handle.fileDescriptor))
+        leftovers.withLock { _ = $0.insert(process.pid) }
         _ = Self.killLeftoversAtExit
         let deadline = Date().addingTimeInterval(60)
         while Date() < deadline {
@@ -138,7 +136,7 @@ struct ChildServer {
             guard process.isRunning else { throw HarnessError("herald serve exited: \(text)") }
             try await Task.sleep(for: .milliseconds(20))
         }
-        process.terminate()
+        process.signal(SIGTERM)
         throw HarnessError("herald serve did not start listening")
     }
 
@@ -156,9 +154,9 @@ struct ChildServer {
     }
 
     func kill9() {
-        kill(process.processIdentifier, SIGKILL)
+        process.signal(SIGKILL)
         process.waitUntilExit()
-        leftovers.withLock { _ = $0.remove(process.processIdentifier) }
+        leftovers.withLock { _ = $0.remove(process.pid) }
     }
 
     /// For `defer`: a test that failed half-way leaves no server running (SIGKILL if it still is).
@@ -175,9 +173,9 @@ struct ChildServer {
 
     /// SIGTERM, then waits: returns the exit status.
     func terminate() -> Int32 {
-        process.terminate()
-        process.waitUntilExit()
-        leftovers.withLock { _ = $0.remove(process.processIdentifier) }
-        return process.terminationStatus
+        process.signal(SIGTERM)
+        let status = process.waitUntilExit()
+        leftovers.withLock { _ = $0.remove(process.pid) }
+        return status
     }
 }

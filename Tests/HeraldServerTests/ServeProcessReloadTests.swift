@@ -71,7 +71,7 @@ struct ServeProcessReloadTests {
         // Unchanged until the signal: nothing watches the directory.
         try await Task.sleep(for: .milliseconds(300))
         #expect(try await Self.send(client, key: newKey, 2) == 401)
-        #expect(kill(child.process.processIdentifier, SIGHUP) == 0)
+        #expect(kill(child.process.pid, SIGHUP) == 0)
         #expect(try await Self.newKeyWorks(client, key: newKey, child: child, timeout: .seconds(30)))
         #expect(try await Self.send(client, key: oldKey, 3) == 401)
         #expect(child.process.isRunning, "SIGHUP must not stop the server")

@@ -1,5 +1,6 @@
 import Foundation
 import HeraldServer
+import HeraldTestSupport
 import Testing
 
 /// `herald tenants create|show|update|add-key|remove-key|delete`: the real `herald` executable
@@ -17,25 +18,18 @@ struct TenantsCommandTests {
     static func herald(_ binary: String, _ arguments: [String], token: String, environment extra: [String: String] = [:])
         async throws -> Run
     {
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: binary)
-        process.arguments = arguments
         var environment = ProcessInfo.processInfo.environment.merging(extra) { $1 }
         environment["HERALD_ADMIN_TOKEN"] = token
-        process.environment = environment
         let output = Pipe()
         let errors = Pipe()
-        process.standardOutput = output
-        process.standardError = errors
-        let status = try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Int32, any Error>) in
-            process.terminationHandler = { continuation.resume(returning: $0.terminationStatus) }
-            do {
-                try process.run()
-            } catch {
-                process.terminationHandler = nil
-                continuation.resume(throwing: error)
-            }
-        }
+        let process = try ChildProcess.spawn(
+            binary, arguments: arguments, environment: environment,
+            standardOutput: .descriptor(output.fileHandleForWriting.fileDescriptor),
+            standardError: .descriptor(errors.fileHandleForWriting.fileDescriptor))
+        // The child holds its own copies: with these closed, the reads below end at its exit.
+        try output.fileHandleForWriting.close()
+        try errors.fileHandleForWriting.close()
+        let status = await process.exit()
         // The answers are a few KiB, far below a pipe's buffer: the child never waited on them.
         return Run(
             status: status,
