@@ -5,7 +5,8 @@ import HeraldCore
 /// `feedback`: remembers the device tokens APNs reports invalid, refuses later sends to them,
 /// and tells the tenant by a signed webhook.
 ///
-/// On 410 Unregistered (and 400 BadDeviceToken / DeviceTokenNotForTopic) it records the token,
+/// On 410 Unregistered or ExpiredToken (a Live Activity's token after the activity ended), and
+/// on 400 BadDeviceToken / DeviceTokenNotForTopic, it records the token,
 /// topic, environment and APNs' timestamp in the tenant's store. Later sends to a recorded token
 /// are refused locally (`TokenRefused`, for the reasons listed in `refuse`) until the tenant
 /// registers the token again with a registration time later than APNs' timestamp.
@@ -14,7 +15,7 @@ import HeraldCore
 /// plugins:
 ///   - name: feedback
 ///     options:
-///       refuse: [Unregistered]               # default; [] records only
+///       refuse: [Unregistered, ExpiredToken] # default; [] records only
 /// webhook:                                   # the tenant's webhook: every event goes there
 ///   url: https://hooks.acme.example/apns
 ///   secret: env:ACME_WEBHOOK_SECRET          # or file:secrets/webhook.key (relative to the tenant file)
@@ -47,12 +48,17 @@ public struct FeedbackPluginFactory: PluginFactory {
 
 public struct FeedbackConfiguration: Sendable, Hashable {
     /// The reasons that get recorded.
-    public static let recordedReasons: Set<APNsReason> = [.unregistered, .badDeviceToken, .deviceTokenNotForTopic]
+    public static let recordedReasons: Set<APNsReason> = [
+        .unregistered, .expiredToken, .badDeviceToken, .deviceTokenNotForTopic,
+    ]
 
     /// Recorded reasons for which later sends are refused locally.
-    public var refuse: Set<APNsReason> = [.unregistered]
+    public var refuse: Set<APNsReason> = Self.defaultRefused
 
-    public init(refuse: Set<APNsReason> = [.unregistered]) {
+    /// The reasons refused when `refuse` is not given: the token is gone for good.
+    public static let defaultRefused: Set<APNsReason> = [.unregistered, .expiredToken]
+
+    public init(refuse: Set<APNsReason> = Self.defaultRefused) {
         self.refuse = refuse
     }
 

@@ -230,6 +230,7 @@ enum SendOutcome {
         switch self {
         case .response(let response):
             var lines = ["status: \(response.status)", "apns-id: \(response.apnsID?.rawValue ?? apnsID?.rawValue ?? "-")"]
+            if let uniqueID = response.uniqueID { lines.append("apns-unique-id: \(uniqueID)") }
             if let reason = response.reason { lines.append("reason: \(reason.wireValue)") }
             if let timestamp = response.timestamp {
                 lines.append("timestamp: \(Int64((timestamp.timeIntervalSince1970 * 1000).rounded())) (\(ISO8601DateFormatter().string(from: timestamp)))")
@@ -249,6 +250,7 @@ enum SendOutcome {
         case .response(let response):
             members.append(("status", .int(Int64(response.status))))
             members.append(("apns_id", (response.apnsID ?? apnsID).map { .string($0.rawValue) } ?? .null))
+            members.append(("apns_unique_id", response.uniqueID.map { .string($0) } ?? .null))
             members.append(("reason", response.reason.map { .string($0.wireValue) } ?? .null))
             members.append(("timestamp", response.timestamp.map { .int(Int64(($0.timeIntervalSince1970 * 1000).rounded())) } ?? .null))
         case .noAnswer(let error):

@@ -4,14 +4,17 @@ import Testing
 
 @Suite("APNs reasons and responses")
 struct APNsResponseTests {
-    /// Table 5 of Apple's "Sending notification requests to APNs", transcribed: status, reason.
+    /// The table of reasons of Apple's "Handling notification responses from APNs", transcribed:
+    /// status, reason (with the reasons Apple added for push types, environment- and
+    /// topic-restricted keys and expired Live Activity tokens).
     static let appleTable: [(Int, String)] = [
         (400, "BadCollapseId"), (400, "BadDeviceToken"), (400, "BadExpirationDate"), (400, "BadMessageId"),
         (400, "BadPriority"), (400, "BadTopic"), (400, "DeviceTokenNotForTopic"), (400, "DuplicateHeaders"),
-        (400, "IdleTimeout"), (400, "MissingDeviceToken"), (400, "MissingTopic"), (400, "PayloadEmpty"),
-        (400, "TopicDisallowed"), (403, "BadCertificate"), (403, "BadCertificateEnvironment"),
+        (400, "IdleTimeout"), (400, "InvalidPushType"), (400, "MissingDeviceToken"), (400, "MissingTopic"),
+        (400, "PayloadEmpty"), (400, "TopicDisallowed"), (403, "BadCertificate"), (403, "BadCertificateEnvironment"),
         (403, "ExpiredProviderToken"), (403, "Forbidden"), (403, "InvalidProviderToken"), (403, "MissingProviderToken"),
-        (404, "BadPath"), (405, "MethodNotAllowed"), (410, "Unregistered"), (413, "PayloadTooLarge"),
+        (403, "UnrelatedKeyIdInToken"), (403, "BadEnvironmentKeyIdInToken"), (403, "BadEnvironmentKeyInToken"),
+        (404, "BadPath"), (405, "MethodNotAllowed"), (410, "ExpiredToken"), (410, "Unregistered"), (413, "PayloadTooLarge"),
         (429, "TooManyProviderTokenUpdates"), (429, "TooManyRequests"), (500, "InternalServerError"),
         (503, "ServiceUnavailable"), (503, "Shutdown"),
     ]

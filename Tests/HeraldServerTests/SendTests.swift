@@ -25,6 +25,9 @@ struct SendTests {
             #expect(reply.json["apns_id"] as? String == apnsID)
             #expect(reply.json["reason"] is NSNull)
             #expect(reply.json["environment"] as? String == "development")
+            // The development environment's key to Apple's delivery log, as the sandbox answered it.
+            let uniqueID = try #require(reply.json["apns_unique_id"] as? String)
+            #expect(world.sandbox.requests.filter { $0.apnsID == apnsID }.map(\.uniqueID) == [uniqueID])
         }
         let seen = world.sandbox.requests.filter { $0.apnsID == apnsID }
         #expect(seen.count == 1)

@@ -164,14 +164,14 @@ struct FeedbackTests {
             throws: PluginOptionError(
                 option: "refuse",
                 message:
-                    "'Gone' is not a reason this plugin records (BadDeviceToken, DeviceTokenNotForTopic, Unregistered)")
+                    "'Gone' is not a reason this plugin records (BadDeviceToken, DeviceTokenNotForTopic, ExpiredToken, Unregistered)")
         ) {
             try FeedbackConfiguration(options: .obj(["refuse": .array([.string("Gone")])]))
         }
         #expect(throws: PluginOptionError.self) { try FeedbackConfiguration(options: .obj(["webhook_url": .string("x")])) }
         let legacy = try FeedbackConfiguration(
             options: .obj(["webhook": .string("https://hooks.example/apns"), "secret": .string("env:HOOK_SECRET")]))
-        #expect(legacy.refuse == [.unregistered])
+        #expect(legacy.refuse == [.unregistered, .expiredToken], "the tokens gone for good are refused by default")
     }
 
     @Test("without a webhook, a recorded token tells nobody")

@@ -69,6 +69,12 @@ public struct SandboxConfigFile: Sendable {
         }
 
         var configuration = SandboxConfiguration(certificateAuthority: ca)
+        if let environment = raw.environment {
+            guard let value = APNsEnvironment(rawValue: environment) else {
+                throw SandboxError.configuration("\(name): environment: development or production, got '\(environment)'")
+            }
+            configuration.environment = value
+        }
         if let listen = raw.listen {
             if let host = listen.host { configuration.host = host }
             if let port = listen.port {
@@ -133,17 +139,18 @@ public struct SandboxConfigFile: Sendable {
             guard case .ok = SandboxRules.deviceToken(fromPath: SandboxRules.devicePathPrefix + device.token) else {
                 throw SandboxError.configuration("\(name): \(field).token: not a hex device token")
             }
-            switch (device.unregisteredSince, device.topic) {
-            case (let since?, nil):
+            switch (device.unregisteredSince, device.expiredSince, device.topic) {
+            case (let since?, nil, nil), (nil, let since?, nil):
+                let key = device.unregisteredSince != nil ? "unregistered_since" : "expired_since"
                 guard let date = Self.date(since) else {
-                    throw SandboxError.configuration(
-                        "\(name): \(field).unregistered_since: an ISO 8601 date or UNIX milliseconds")
+                    throw SandboxError.configuration("\(name): \(field).\(key): an ISO 8601 date or UNIX milliseconds")
                 }
-                configuration.devices.append(.unregistered(device.token, since: date))
-            case (nil, let topic?):
+                configuration.devices.append(
+                    device.unregisteredSince != nil ? .unregistered(device.token, since: date) : .expired(device.token, since: date))
+            case (nil, nil, let topic?):
                 configuration.devices.append(.bound(device.token, topic: topic))
             default:
-                throw SandboxError.configuration("\(name): \(field): give either unregistered_since or topic")
+                throw SandboxError.configuration("\(name): \(field): give one of unregistered_since, expired_since or topic")
             }
         }
 
@@ -248,6 +255,7 @@ public struct SandboxConfigFile: Sendable {
         case .limits: return [name] + keyPaths(Limits.CodingKeys.self, under: name)
         case .devices: return [name] + keyPaths(Device.CodingKeys.self, under: name + "[]")
         case .record: return [name] + keyPaths(Record.CodingKeys.self, under: name)
+        case .environment: return [name]
         case .faults:
             return [name]
                 + Faults.CodingKeys.allCases.flatMap { key -> [String] in
@@ -273,9 +281,10 @@ public struct SandboxConfigFile: Sendable {
         var devices: [Device]?
         var faults: Faults?
         var record: Record?
+        var environment: String?
 
         enum CodingKeys: String, CodingKey, CaseIterable {
-            case listen, tls, limits, devices, faults, record
+            case listen, tls, limits, devices, faults, record, environment
             case tokenKeys = "token_keys"
         }
     }
@@ -340,11 +349,13 @@ public struct SandboxConfigFile: Sendable {
     private struct Device: Decodable {
         var token: String
         var unregisteredSince: String?
+        var expiredSince: String?
         var topic: String?
 
         enum CodingKeys: String, CodingKey, CaseIterable {
             case token
             case unregisteredSince = "unregistered_since"
+            case expiredSince = "expired_since"
             case topic
         }
     }

@@ -17,6 +17,9 @@ public struct SandboxConfiguration: Sendable {
     public var host: String = "127.0.0.1"
     /// The port to bind; 0 picks a free one (read it back from ``APNsSandbox/port``).
     public var port: Int = 0
+    /// The APNs environment it stands for. In `development` every answer carries an
+    /// `apns-unique-id` (Apple's key to its delivery log), as APNs' development servers do.
+    public var environment: APNsEnvironment = .development
     /// Signs the server certificate (issued at start for localhost, 127.0.0.1 and ::1) and is
     /// the CA that client certificates must chain to.
     public var certificateAuthority: SandboxCertificateAuthority
@@ -94,6 +97,9 @@ public struct SandboxDevice: Sendable, Hashable {
     public enum State: Sendable, Hashable {
         /// Unregistered since `since`: requests get 410 `Unregistered` with this timestamp.
         case unregistered(since: Date)
+        /// Expired since `since` (a Live Activity's push token after the activity ended):
+        /// requests get 410 `ExpiredToken` with this timestamp.
+        case expired(since: Date)
         /// Registered for this topic only; other topics get `DeviceTokenNotForTopic`.
         case boundToTopic(String)
     }
@@ -109,6 +115,10 @@ public struct SandboxDevice: Sendable, Hashable {
 
     public static func unregistered(_ token: String, since: Date) -> SandboxDevice {
         SandboxDevice(token: token, state: .unregistered(since: since))
+    }
+
+    public static func expired(_ token: String, since: Date) -> SandboxDevice {
+        SandboxDevice(token: token, state: .expired(since: since))
     }
 
     public static func bound(_ token: String, topic: String) -> SandboxDevice {

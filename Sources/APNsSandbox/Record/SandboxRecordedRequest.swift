@@ -35,6 +35,8 @@ public struct SandboxRecordedRequest: Sendable, Hashable, Codable {
     public var apnsID: String
     /// True when the request carried its own `apns-id`.
     public var apnsIDFromRequest: Bool
+    /// The `apns-unique-id` answered (a development-environment sandbox only).
+    public var uniqueID: String?
     public var method: String?
     public var path: String?
     public var pushType: String?

@@ -173,7 +173,7 @@ enum SandboxRules {
     /// The push type: omitted is `alert`; an unknown value is APNs' `InvalidPushType`.
     static func pushType(_ value: String?) -> Checked<PushType> {
         guard let value else { return .ok(.alert) }
-        guard let type = PushType(rawValue: value) else { return .rejected(.unknown("InvalidPushType")) }
+        guard let type = PushType(rawValue: value) else { return .rejected(.invalidPushType) }
         return .ok(type)
     }
 

@@ -391,6 +391,9 @@ final class SandboxConnectionHandler: ChannelInboundHandler, HTTP2EngineDelegate
             case .unregistered(let since):
                 outcome.reject(.unregistered, timestamp: since)
                 return outcome
+            case .expired(let since):
+                outcome.reject(.expiredToken, timestamp: since)
+                return outcome
             case .boundToTopic(let bound) where bound != topic:
                 outcome.reject(.deviceTokenNotForTopic)
                 return outcome
@@ -512,30 +515,31 @@ final class SandboxConnectionHandler: ChannelInboundHandler, HTTP2EngineDelegate
 
         let requestID = stream.head.apnsID.flatMap { UUIDText.isUUID($0) ? $0 : nil }
         let apnsID = requestID ?? idGenerator.nextID().rawValue
+        // The development environment's key to its delivery log, new for every answer.
+        let uniqueID = core.environment == .development ? idGenerator.nextID().rawValue : nil
 
-        // apns-id changes with every answer: never worth a dynamic table entry. Every value
-        // here is the sandbox's own (a status, a canonical UUID): not re-validated.
+        // apns-id and apns-unique-id change with every answer: never worth a dynamic table
+        // entry. Every value here is the sandbox's own (a status, a canonical UUID): not
+        // re-validated.
         do {
+            var headers: [HTTP2Header]
+            var body: ByteBuffer? = nil
             if let reason = outcome.reason {
-                let body = context.channel.allocator.buffer(
+                body = context.channel.allocator.buffer(
                     bytes: APNsErrorBody(reason: reason, timestamp: outcome.timestamp).encoded())
-                try engine.submitResponse(
-                    streamID: streamID,
-                    headers: [
-                        HTTP2Header(name: ":status", value: Self.statusText(outcome.status)),
-                        HTTP2Header(name: "content-type", value: "application/json"),
-                        HTTP2Header(name: "apns-id", value: apnsID, indexing: .neverIndexed),
-                    ],
-                    body: body, validatingHeaders: false)
+                headers = [
+                    HTTP2Header(name: ":status", value: Self.statusText(outcome.status)),
+                    HTTP2Header(name: "content-type", value: "application/json"),
+                    HTTP2Header(name: "apns-id", value: apnsID, indexing: .neverIndexed),
+                ]
             } else {
-                try engine.submitResponse(
-                    streamID: streamID,
-                    headers: [
-                        HTTP2Header(name: ":status", value: "200"),
-                        HTTP2Header(name: "apns-id", value: apnsID, indexing: .neverIndexed),
-                    ],
-                    body: nil, validatingHeaders: false)
+                headers = [
+                    HTTP2Header(name: ":status", value: "200"),
+                    HTTP2Header(name: "apns-id", value: apnsID, indexing: .neverIndexed),
+                ]
             }
+            if let uniqueID { headers.append(HTTP2Header(name: "apns-unique-id", value: uniqueID, indexing: .neverIndexed)) }
+            try engine.submitResponse(streamID: streamID, headers: headers, body: body, validatingHeaders: false)
             if !stream.endStreamReceived {
                 // Answered before the request ended (payload too large): the answer goes out
                 // first, then the rest of the request is reset (NO_ERROR): nghttp2 sends a reset
@@ -551,9 +555,11 @@ final class SandboxConnectionHandler: ChannelInboundHandler, HTTP2EngineDelegate
         }
 
         core.recorder.record(processed: true, status: outcome.status, reason: outcome.reason) {
-            makeRecord(
+            var record = makeRecord(
                 streamID: streamID, stream: stream, outcome: outcome, apnsID: apnsID,
                 fromRequest: requestID != nil, processed: true, cutOff: nil)
+            record.uniqueID = uniqueID
+            return record
         }
 
         processedCount += 1

@@ -13,6 +13,8 @@ final class SandboxCore: Sendable {
     let deviceRequestsPerSecond: Int?
     let clock: any WallClock
     let recordPayloads: Bool
+    /// The environment it stands for (development answers carry `apns-unique-id`).
+    let environment: APNsEnvironment
     let maximumHeaderListSize: Int
     let verifier: SandboxTokenVerifier
     /// The allowed topics, team ID and key ID of each token key, by the verifier's key index.
@@ -47,6 +49,7 @@ final class SandboxCore: Sendable {
         self.deviceRequestsPerSecond = configuration.deviceRequestsPerSecond
         self.clock = configuration.clock
         self.recordPayloads = configuration.recordPayloads
+        self.environment = configuration.environment
         self.maximumHeaderListSize = configuration.maximumHeaderListSize
         self.verifier = SandboxTokenVerifier(keys: configuration.tokenKeys)
         self.keyTopics = configuration.tokenKeys.map { Set($0.topics) }

@@ -35,6 +35,8 @@ final class APNsConnectionHandler: ChannelInboundHandler, HTTP2EngineDelegate {
         let request: APNsRequest
         var status: Int? = nil
         var apnsIDHeader: String? = nil
+        /// `apns-unique-id` (development environment), canonical.
+        var uniqueID: String? = nil
         var body: ByteBuffer? = nil
     }
 
@@ -143,6 +145,8 @@ final class APNsConnectionHandler: ChannelInboundHandler, HTTP2EngineDelegate {
                     if stream.status == nil { stream.status = Self.statusCode(value) }
                 } else if HTTP2HeaderBlock.bytesEqual(name, Self.apnsIDName) {
                     stream.apnsIDHeader = Self.sameBytes(value, sentID) ? sentID : String(decoding: value, as: UTF8.self)
+                } else if HTTP2HeaderBlock.bytesEqual(name, Self.uniqueIDName) {
+                    stream.uniqueID = APNsResponse.uniqueID(header: value)
                 }
             }
             if endStream {
@@ -209,6 +213,9 @@ final class APNsConnectionHandler: ChannelInboundHandler, HTTP2EngineDelegate {
 
     private static var statusName: UnsafeRawBufferPointer { UnsafeRawBufferPointer(start: (":status" as StaticString).utf8Start, count: 7) }
     private static var apnsIDName: UnsafeRawBufferPointer { UnsafeRawBufferPointer(start: ("apns-id" as StaticString).utf8Start, count: 7) }
+    private static var uniqueIDName: UnsafeRawBufferPointer {
+        UnsafeRawBufferPointer(start: ("apns-unique-id" as StaticString).utf8Start, count: 14)
+    }
 
     /// A `:status` value: three ASCII digits, else nil (the answer is then malformed).
     private static func statusCode(_ value: UnsafeRawBufferPointer) -> Int? {
@@ -332,11 +339,13 @@ final class APNsConnectionHandler: ChannelInboundHandler, HTTP2EngineDelegate {
             } else {
                 id = request.apnsID
             }
-            response = APNsResponse(status: 200, apnsID: id)
+            response = APNsResponse(status: 200, apnsID: id, uniqueID: stream.uniqueID)
         } else {
             var body = stream.body ?? ByteBuffer()
             let bytes = body.readBytes(length: body.readableBytes) ?? []
-            var decoded = APNsResponse(status: status, apnsIDHeader: stream.apnsIDHeader ?? request.apnsID.rawValue, body: bytes)
+            var decoded = APNsResponse(
+                status: status, apnsIDHeader: stream.apnsIDHeader ?? request.apnsID.rawValue, body: bytes,
+                uniqueID: stream.uniqueID)
             if decoded.apnsID == nil { decoded.apnsID = request.apnsID }
             response = decoded
         }

@@ -11,6 +11,8 @@ public enum APNsReason: Hashable, Sendable, CustomStringConvertible, Codable {
     case deviceTokenNotForTopic
     case duplicateHeaders
     case idleTimeout
+    /// 400: the `apns-push-type` value is not one APNs knows.
+    case invalidPushType
     case missingDeviceToken
     case missingTopic
     case payloadEmpty
@@ -21,8 +23,17 @@ public enum APNsReason: Hashable, Sendable, CustomStringConvertible, Codable {
     case forbidden
     case invalidProviderToken
     case missingProviderToken
+    /// 403: the token's key ID is not related to the team or the topic (a key restricted to
+    /// other topics, or another team's).
+    case unrelatedKeyIdInToken
+    /// 403: the token's key is restricted to the other environment (its key ID is known there).
+    case badEnvironmentKeyIdInToken
+    /// 403: the token was signed with a key restricted to the other environment.
+    case badEnvironmentKeyInToken
     case badPath
     case methodNotAllowed
+    /// 410: the device token has expired (a Live Activity's push token after the activity ended).
+    case expiredToken
     case unregistered
     case payloadTooLarge
     case tooManyProviderTokenUpdates
@@ -36,10 +47,11 @@ public enum APNsReason: Hashable, Sendable, CustomStringConvertible, Codable {
     /// Every reason in Apple's table, in the table's order.
     public static let known: [APNsReason] = [
         .badCollapseId, .badDeviceToken, .badExpirationDate, .badMessageId, .badPriority, .badTopic,
-        .deviceTokenNotForTopic, .duplicateHeaders, .idleTimeout, .missingDeviceToken, .missingTopic,
+        .deviceTokenNotForTopic, .duplicateHeaders, .idleTimeout, .invalidPushType, .missingDeviceToken, .missingTopic,
         .payloadEmpty, .topicDisallowed, .badCertificate, .badCertificateEnvironment,
-        .expiredProviderToken, .forbidden, .invalidProviderToken, .missingProviderToken, .badPath,
-        .methodNotAllowed, .unregistered, .payloadTooLarge, .tooManyProviderTokenUpdates,
+        .expiredProviderToken, .forbidden, .invalidProviderToken, .missingProviderToken,
+        .unrelatedKeyIdInToken, .badEnvironmentKeyIdInToken, .badEnvironmentKeyInToken, .badPath,
+        .methodNotAllowed, .expiredToken, .unregistered, .payloadTooLarge, .tooManyProviderTokenUpdates,
         .tooManyRequests, .internalServerError, .serviceUnavailable, .shutdown,
     ]
 
@@ -62,6 +74,7 @@ public enum APNsReason: Hashable, Sendable, CustomStringConvertible, Codable {
         case .deviceTokenNotForTopic: return "DeviceTokenNotForTopic"
         case .duplicateHeaders: return "DuplicateHeaders"
         case .idleTimeout: return "IdleTimeout"
+        case .invalidPushType: return "InvalidPushType"
         case .missingDeviceToken: return "MissingDeviceToken"
         case .missingTopic: return "MissingTopic"
         case .payloadEmpty: return "PayloadEmpty"
@@ -72,8 +85,12 @@ public enum APNsReason: Hashable, Sendable, CustomStringConvertible, Codable {
         case .forbidden: return "Forbidden"
         case .invalidProviderToken: return "InvalidProviderToken"
         case .missingProviderToken: return "MissingProviderToken"
+        case .unrelatedKeyIdInToken: return "UnrelatedKeyIdInToken"
+        case .badEnvironmentKeyIdInToken: return "BadEnvironmentKeyIdInToken"
+        case .badEnvironmentKeyInToken: return "BadEnvironmentKeyInToken"
         case .badPath: return "BadPath"
         case .methodNotAllowed: return "MethodNotAllowed"
+        case .expiredToken: return "ExpiredToken"
         case .unregistered: return "Unregistered"
         case .payloadTooLarge: return "PayloadTooLarge"
         case .tooManyProviderTokenUpdates: return "TooManyProviderTokenUpdates"
@@ -89,15 +106,16 @@ public enum APNsReason: Hashable, Sendable, CustomStringConvertible, Codable {
     public var status: Int? {
         switch self {
         case .badCollapseId, .badDeviceToken, .badExpirationDate, .badMessageId, .badPriority, .badTopic,
-            .deviceTokenNotForTopic, .duplicateHeaders, .idleTimeout, .missingDeviceToken, .missingTopic,
-            .payloadEmpty, .topicDisallowed:
+            .deviceTokenNotForTopic, .duplicateHeaders, .idleTimeout, .invalidPushType, .missingDeviceToken,
+            .missingTopic, .payloadEmpty, .topicDisallowed:
             return 400
         case .badCertificate, .badCertificateEnvironment, .expiredProviderToken, .forbidden,
-            .invalidProviderToken, .missingProviderToken:
+            .invalidProviderToken, .missingProviderToken, .unrelatedKeyIdInToken, .badEnvironmentKeyIdInToken,
+            .badEnvironmentKeyInToken:
             return 403
         case .badPath: return 404
         case .methodNotAllowed: return 405
-        case .unregistered: return 410
+        case .expiredToken, .unregistered: return 410
         case .payloadTooLarge: return 413
         case .tooManyProviderTokenUpdates, .tooManyRequests: return 429
         case .internalServerError: return 500

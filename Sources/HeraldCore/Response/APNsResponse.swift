@@ -8,20 +8,34 @@ public struct APNsResponse: Sendable, Hashable {
     public var reason: APNsReason?
     /// With 410: the last time APNs confirmed the token is not valid for the topic any more.
     public var timestamp: Date?
+    /// `apns-unique-id`: the development environment's key to the notification in Apple's
+    /// delivery log (canonical UUID text; nil in production, or when the header is not a UUID).
+    public var uniqueID: String?
 
-    public init(status: Int, apnsID: NotificationID?, reason: APNsReason? = nil, timestamp: Date? = nil) {
+    public init(
+        status: Int, apnsID: NotificationID?, reason: APNsReason? = nil, timestamp: Date? = nil, uniqueID: String? = nil
+    ) {
         self.status = status
         self.apnsID = apnsID
         self.reason = reason
         self.timestamp = timestamp
+        self.uniqueID = uniqueID
+    }
+
+    /// The `apns-unique-id` header's value in canonical form, or nil when it is not a UUID
+    /// (the header is untrusted: anything else is dropped, not passed on).
+    public static func uniqueID(header bytes: UnsafeRawBufferPointer) -> String? {
+        guard bytes.count == 36 else { return nil }
+        return UUIDText.parse(String(decoding: bytes, as: UTF8.self)).map(UUIDText.format)
     }
 
     public var isSuccess: Bool { status == 200 }
 
     /// Builds a response from the wire: the status, the apns-id header and the (possibly empty) body.
     /// A body that is not the JSON APNs documents still yields a response; its reason is then nil.
-    public init(status: Int, apnsIDHeader: String?, body: [UInt8]) {
+    public init(status: Int, apnsIDHeader: String?, body: [UInt8], uniqueID: String? = nil) {
         self.status = status
+        self.uniqueID = uniqueID
         self.apnsID = apnsIDHeader.flatMap { try? NotificationID($0) }
         let decoded = APNsErrorBody.decode(body)
         self.reason = decoded?.reason

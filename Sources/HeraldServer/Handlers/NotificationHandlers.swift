@@ -29,6 +29,8 @@ struct NotificationHandlers: Sendable {
         var success: Bool
         var status: Int
         var apnsID: String
+        /// `apns-unique-id`: APNs gives it in the development environment only.
+        @Nullable var apnsUniqueID: String?
         @Nullable var reason: String?
         @Nullable var timestamp: Date?
         var environment: String
@@ -50,7 +52,7 @@ struct NotificationHandlers: Sendable {
         }
         return SendAnswer(
             success: result.isSuccess, status: result.status, apnsID: result.notificationID.rawValue,
-            reason: result.reason?.wireValue, timestamp: result.response.timestamp,
+            apnsUniqueID: result.response.uniqueID, reason: result.reason?.wireValue, timestamp: result.response.timestamp,
             environment: result.environment.rawValue, attempts: result.attempts)
     }
 

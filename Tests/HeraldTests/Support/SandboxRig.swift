@@ -60,6 +60,13 @@ struct SandboxRig: Sendable {
     }
 
     func note(_ seed: Int, topic: String = SandboxRig.topics[0]) -> HeraldCore.Notification {
+        HeraldCore.Notification(
+            deviceToken: Self.deviceToken(seed), topic: topic, payload: Array(#"{"aps":{"alert":"rig"}}"#.utf8))
+    }
+
+    /// The device token of ``note(_:topic:)`` for `seed` (a sandbox's devices can be set up with
+    /// it before the rig starts).
+    static func deviceToken(_ seed: Int) -> DeviceToken {
         var bytes = [UInt8](repeating: 0, count: 32)
         var value = UInt64(seed) &* 0x9E37_79B9_7F4A_7C15 | 1
         for index in bytes.indices {
@@ -68,8 +75,7 @@ struct SandboxRig: Sendable {
             value ^= value << 17
             bytes[index] = UInt8(truncatingIfNeeded: value)
         }
-        return HeraldCore.Notification(
-            deviceToken: DeviceToken(bytes: bytes), topic: topic, payload: Array(#"{"aps":{"alert":"rig"}}"#.utf8))
+        return DeviceToken(bytes: bytes)
     }
 
     func shutdown() async {
