@@ -269,8 +269,11 @@ public final class HeraldProcess: Sendable {
                 timeout: min(SendPathLookups.standardTimeout, .seconds(settings.callTimeout)), logger: logger)
         }
         var transports = options.transports
-        if var apns = transports as? APNsTransportProvider, let tokens = store as? any ProviderTokenStore {
-            apns.tokenStore = sendPathLookups.map { GatedProviderTokens(tokens, lookups: $0) } ?? tokens
+        if var apns = transports as? APNsTransportProvider {
+            if let tokens = store as? any ProviderTokenStore {
+                apns.tokenStore = sendPathLookups.map { GatedProviderTokens(tokens, lookups: $0) } ?? tokens
+            }
+            apns.defaultProxy = configuration.proxy
             transports = apns
         }
 

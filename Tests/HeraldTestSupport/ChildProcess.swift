@@ -13,11 +13,15 @@ import Synchronization
 /// it, the open descriptors are read from `/proc/self/fd` by name pointer, never copied whole.
 public final class ChildProcess: Sendable {
     public let pid: pid_t
+    /// The child leads a process group of its own: ``signal(_:)`` reaches the processes it
+    /// forked too.
+    public let leadsGroup: Bool
     /// The `waitpid` status once the child has been reaped.
     private let reaped = Mutex<Int32?>(nil)
 
-    private init(pid: pid_t) {
+    private init(pid: pid_t, leadsGroup: Bool) {
         self.pid = pid
+        self.leadsGroup = leadsGroup
     }
 
     /// Where a child's standard output or error goes.
@@ -29,11 +33,19 @@ public final class ChildProcess: Sendable {
     }
 
     /// Spawns `executable` with `arguments` (the program's name is added as `argv[0]`) and
-    /// exactly `environment`, in `directory` when given.
+    /// exactly `environment`, in `directory` when given; `ownGroup`: in a process group of its
+    /// own (a daemon that forks workers, all stopped together).
     public static func spawn(
         _ executable: String, arguments: [String], environment: [String: String], directory: String? = nil,
-        standardOutput: Output = .discard, standardError: Output = .discard
+        standardOutput: Output = .discard, standardError: Output = .discard, ownGroup: Bool = false
     ) throws -> ChildProcess {
+        var attributes = posix_spawnattr_t()
+        try check(posix_spawnattr_init(&attributes), "posix_spawnattr_init")
+        defer { posix_spawnattr_destroy(&attributes) }
+        if ownGroup {
+            try check(posix_spawnattr_setflags(&attributes, Int16(POSIX_SPAWN_SETPGROUP)), "setflags")
+            try check(posix_spawnattr_setpgroup(&attributes, 0), "setpgroup")
+        }
         var actions = posix_spawn_file_actions_t()
         try check(posix_spawn_file_actions_init(&actions), "posix_spawn_file_actions_init")
         defer { posix_spawn_file_actions_destroy(&actions) }
@@ -62,11 +74,11 @@ public final class ChildProcess: Sendable {
         var pid: pid_t = 0
         let spawned = argv.withPointers { argvPointers in
             envp.withPointers { envPointers in
-                posix_spawn(&pid, executable, &actions, nil, argvPointers, envPointers)
+                posix_spawn(&pid, executable, &actions, &attributes, argvPointers, envPointers)
             }
         }
         try check(spawned, "posix_spawn \(executable)")
-        return ChildProcess(pid: pid)
+        return ChildProcess(pid: pid, leadsGroup: ownGroup)
     }
 
     /// True until the child has exited (it is reaped then).
@@ -80,10 +92,11 @@ public final class ChildProcess: Sendable {
         }
     }
 
-    /// Sends `signal` (SIGTERM by default) unless the child has been reaped.
+    /// Sends `signal` (SIGTERM by default) unless the child has been reaped; to its whole
+    /// group when it leads one.
     public func signal(_ signal: Int32 = SIGTERM) {
         reaped.withLock { status in
-            if status == nil { _ = kill(pid, signal) }
+            if status == nil { _ = kill(leadsGroup ? -pid : pid, signal) }
         }
     }
 

@@ -20,6 +20,9 @@ public struct APNsTransportProvider: TransportProvider {
     /// The most streams a transport opens on one connection, whatever APNs allows; nil: the
     /// transport's default (`herald bench --max-streams`).
     public var streamCeiling: Int?
+    /// The outbound proxy of every tenant whose file does not choose (`config/herald.yaml`'s
+    /// `proxy:`); nil: directly.
+    public var defaultProxy: EgressProxy?
     /// The credential providers made so far, per tenant and credential identity: a tenant that
     /// is reloaded with the same key or certificate keeps its provider (and its cached token),
     /// so a reload never signs a second token for a key within APNs' 20 minutes.
@@ -39,6 +42,11 @@ public struct APNsTransportProvider: TransportProvider {
             for: tenant, clock: clock, tokenRefresh: tokenRefresh, tokenStore: tokenStore)
         let credentials = credentialCache.provider(for: tenant.id, made)
         var configuration = TransportConfiguration(pool: tenant.pool)
+        switch tenant.proxy {
+        case .direct?: configuration.proxy = nil
+        case .proxy(let proxy)?: configuration.proxy = proxy
+        case nil: configuration.proxy = defaultProxy
+        }
         if let streamCeiling { configuration.streamCeiling = streamCeiling }
         return TenantTransport(
             tenant: tenant, credentials: credentials, configuration: configuration, eventLoopGroup: eventLoopGroup, logger: logger)

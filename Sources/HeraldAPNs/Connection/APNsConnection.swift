@@ -13,6 +13,8 @@ final class APNsConnection: Sendable {
     struct Configuration: Sendable {
         var stateMachine = APNsConnectionStateMachine.Configuration()
         var connectTimeout: TimeAmount = .seconds(10)
+        /// The outbound proxy the connection goes through (when it applies to the endpoint's host).
+        var proxy: EgressProxy? = nil
         var housekeepingInterval: TimeAmount = .milliseconds(250)
         /// The HTTP/2 engine (libnghttp2) under the connection: Herald's SETTINGS (no server
         /// push, no streams from the server, modest windows: APNs answers are small), bounds on
@@ -78,6 +80,7 @@ final class APNsConnection: Sendable {
         let delegate = self.delegate
         let logger = self.logger
         let id = self.id
+        let proxy = configuration.proxy.flatMap { $0.applies(to: host) ? $0 : nil }
         // The handlers the initializer made, by channel (a name with several addresses may start
         // more than one), kept here rather than looked up in the pipeline later: a channel the
         // peer closed before the connect callback ran has an empty pipeline, and its handler is
@@ -93,6 +96,10 @@ final class APNsConnection: Sendable {
                     let handler = APNsConnectionHandler(
                         connectionID: id, host: host, configuration: configuration.stateMachine,
                         housekeepingInterval: configuration.housekeepingInterval, engine: engine, delegate: delegate, logger: logger)
+                    if let proxy {
+                        try channel.pipeline.syncOperations.addHandlers(
+                            ProxyTunnel.handlers(proxy, host: host, port: self.endpoint.port, timeout: configuration.connectTimeout))
+                    }
                     try channel.pipeline.syncOperations.addHandlers([tls, engine, handler])
                     made.value[ObjectIdentifier(channel)] = handler
                     return channel.eventLoop.makeSucceededVoidFuture()
@@ -100,7 +107,8 @@ final class APNsConnection: Sendable {
                     return channel.eventLoop.makeFailedFuture(error)
                 }
             }
-        bootstrap.connect(host: host, port: endpoint.port).whenComplete { result in
+        let (connectHost, connectPort) = proxy.map { ($0.host, $0.port) } ?? (host, endpoint.port)
+        bootstrap.connect(host: connectHost, port: connectPort).whenComplete { result in
             switch result {
             case .success(let channel):
                 let handler = made.value[ObjectIdentifier(channel)]
@@ -121,8 +129,9 @@ final class APNsConnection: Sendable {
                     handler.drain()
                 }
             case .failure(let error):
-                logger.debug("APNs connect failed", metadata: ["herald.error": "\(error)"])
-                delegate.connectionClosed(id, failed: true, error: error)
+                let reported: any Error = proxy.map { ProxyTunnel.unreachable($0, error) } ?? error
+                logger.debug("APNs connect failed", metadata: ["herald.error": "\(reported)"])
+                delegate.connectionClosed(id, failed: true, error: reported)
             }
         }
     }

@@ -49,6 +49,8 @@ public struct TransportConfiguration: Sendable {
     /// take turns. 0: at the end of the burst. 96 sends more a second than 0 at the same CPU a
     /// notification (`scripts/bench-client-ab.sh` compares the two).
     public var writeAfterRequests: Int = 96
+    /// The outbound proxy the connections go through (nil: directly).
+    public var proxy: EgressProxy? = nil
 
     public init() {}
 
@@ -72,6 +74,7 @@ public struct TransportConfiguration: Sendable {
     var poolConfiguration: ConnectionPool.Configuration {
         var connection = APNsConnection.Configuration()
         connection.connectTimeout = connectTimeout
+        connection.proxy = proxy
         connection.housekeepingInterval = housekeepingInterval
         connection.stateMachine.streamCeiling = max(1, streamCeiling)
         connection.stateMachine.pingInterval = pingInterval

@@ -34,6 +34,9 @@ public struct ServerConfiguration: Sendable, Hashable {
     public var reload: ReloadSettings = ReloadSettings()
     /// The API listener's limits and the per-API-key request rate (`http:`).
     public var http: HTTPSettings = HTTPSettings()
+    /// The outbound proxy every tenant's APNs connections go through, unless a tenant file says
+    /// otherwise (`proxy:`); nil: directly.
+    public var proxy: EgressProxy?
     /// Seconds a graceful shutdown (SIGTERM, SIGINT) may take (`shutdown_timeout`): API requests
     /// and sends on the wire finish and are recorded within it; what is still running then is
     /// cancelled (a store call that gets no answer among it), so the process ends in time for
@@ -68,7 +71,7 @@ public struct ServerConfiguration: Sendable, Hashable {
 
     static let keys = [
         "tenants_dir", "listen", "storage_path", "storage", "log_level", "api", "jobs", "sandbox", "reload", "http",
-        "shutdown_timeout",
+        "shutdown_timeout", "proxy",
     ]
     static let shutdownTimeoutRange = 1.0...3600.0
     static let listenKeys = ["host", "port"]
@@ -165,6 +168,11 @@ public struct ServerConfiguration: Sendable, Hashable {
                 mapping, into: &configuration, base: base, environment: environment, diagnostics: diagnostics)
             parseReloadSection(mapping, into: &configuration, diagnostics: diagnostics)
             parseHTTPSection(mapping, into: &configuration, diagnostics: diagnostics)
+            if let node = mapping["proxy"] {
+                configuration.proxy = ProxyParsing.parse(
+                    node, path: FieldPath(text: "proxy"), allowNone: false, reader: SourceReader(environment: environment),
+                    baseDirectory: base, diagnostics: diagnostics)?.proxy
+            }
         }
         guard !diagnostics.hasErrors else { throw ConfigFailure(file: file, errors: diagnostics.sortedErrors) }
         configuration.tenantsDirectory = SourceReader.resolve(configuration.tenantsDirectory, against: base)

@@ -7,7 +7,7 @@ import Yams
 /// The keys each section allows are listed here, once; unknown keys are errors.
 struct TenantFileParser {
     enum Keys {
-        static let root = ["id", "team_id", "auth", "topics", "endpoints", "pool", "plugins", "api_keys", "delivery", "webhook"]
+        static let root = ["id", "team_id", "auth", "topics", "endpoints", "pool", "plugins", "api_keys", "delivery", "webhook", "proxy"]
         static let auth = ["token", "certificate"]
         static let token = ["key_id", "key_file", "key"]
         static let certificate = ["cert_file", "key_file", "key", "pkcs12_file", "passphrase"]
@@ -78,6 +78,11 @@ struct TenantFileParser {
         let apiKeys = mapping["api_keys"].map(parseAPIKeys) ?? []
         let delivery = mapping["delivery"].map(parseDelivery) ?? DeliveryPolicy()
         let webhook = webhook(mapping)
+        let proxy = mapping["proxy"].map {
+            ProxyParsing.parse(
+                $0, path: FieldPath(text: "proxy"), allowNone: true, reader: reader, baseDirectory: baseDirectory,
+                diagnostics: diagnostics)
+        }
 
         guard !diagnostics.hasErrors, let id, let teamID, let auth, let topics, let endpoints, let pool,
             let plugins, let apiKeys, let delivery, let webhook
@@ -86,7 +91,8 @@ struct TenantFileParser {
         }
         let tenant = TenantConfiguration(
             id: id, teamID: teamID, auth: auth, topics: topics, endpoints: endpoints, pool: pool,
-            plugins: plugins, apiKeys: apiKeys, delivery: delivery, webhook: webhook.webhook, sourceFile: file)
+            plugins: plugins, apiKeys: apiKeys, delivery: delivery, webhook: webhook.webhook, proxy: proxy ?? nil,
+            sourceFile: file)
         return outcome(tenant, id: id, idLocation: idLocation)
     }
 

@@ -217,6 +217,9 @@ public struct TenantConfiguration: Sendable, Hashable {
     public var delivery: DeliveryPolicy
     /// Where Herald tells the tenant about events (`webhook:`); nil: the tenant is told nothing.
     public var webhook: TenantWebhook?
+    /// How its connections to APNs leave the network (`proxy:`); nil: as `config/herald.yaml`'s
+    /// `proxy:` says (directly when it says nothing).
+    public var proxy: ProxySetting?
     /// The tenant file's path.
     public var sourceFile: String
 
@@ -224,7 +227,7 @@ public struct TenantConfiguration: Sendable, Hashable {
         id: TenantID, teamID: String, auth: AuthConfiguration, topics: [String],
         endpoints: EndpointsConfiguration = EndpointsConfiguration(), pool: PoolConfiguration = PoolConfiguration(),
         plugins: [PluginConfiguration] = [], apiKeys: [APIKeyEntry] = [], delivery: DeliveryPolicy = DeliveryPolicy(),
-        webhook: TenantWebhook? = nil, sourceFile: String
+        webhook: TenantWebhook? = nil, proxy: ProxySetting? = nil, sourceFile: String
     ) {
         self.id = id
         self.teamID = teamID
@@ -236,6 +239,7 @@ public struct TenantConfiguration: Sendable, Hashable {
         self.apiKeys = apiKeys
         self.delivery = delivery
         self.webhook = webhook
+        self.proxy = proxy
         self.sourceFile = sourceFile
     }
 

@@ -1,0 +1,151 @@
+#if canImport(Glibc)
+import Glibc
+#endif
+import Foundation
+
+/// A real outbound proxy from Debian's packages, started by a test on a free loopback port:
+/// `tinyproxy` (HTTP CONNECT, optionally with Basic authentication or limited to some ports)
+/// or `danted` (dante-server, SOCKS5 without authentication). Its log tells which tunnels it
+/// opened.
+public final class LocalProxy: Sendable {
+    public let port: Int
+    public let logFile: String
+    private let process: ChildProcess
+    private let directory: String
+
+    private init(port: Int, logFile: String, process: ChildProcess, directory: String) {
+        self.port = port
+        self.logFile = logFile
+        self.process = process
+        self.directory = directory
+    }
+
+    public static let tinyproxyPath = executable(["/usr/bin/tinyproxy", "/usr/sbin/tinyproxy"])
+    public static let dantePath = executable(["/usr/sbin/danted", "/usr/bin/danted"])
+
+    /// True where a test that needs a proxy must run even if the binary is missing (CI installs
+    /// both): it then fails, it does not skip.
+    public static var required: Bool { ProcessInfo.processInfo.environment["CI"] != nil }
+
+    /// tinyproxy: CONNECT to any port unless `connectPorts` limits them (others get 403), with
+    /// Basic authentication when `credentials` are given (others get 407).
+    public static func tinyproxy(credentials: (user: String, password: String)? = nil, connectPorts: [Int] = []) throws
+        -> LocalProxy
+    {
+        guard let binary = tinyproxyPath else { throw LocalProxyError("tinyproxy is not installed (apt-get install tinyproxy)") }
+        let directory = try temporaryDirectory("tinyproxy")
+        let port = try freePort()
+        var lines = [
+            "Port \(port)", "Listen 127.0.0.1", "Timeout 60", "LogFile \"\(directory)/proxy.log\"", "LogLevel Connect",
+            "PidFile \"\(directory)/proxy.pid\"", "MaxClients 64", "Allow 127.0.0.1",
+        ]
+        lines += connectPorts.map { "ConnectPort \($0)" }
+        if let credentials { lines.append("BasicAuth \(credentials.user) \(credentials.password)") }
+        try (lines.joined(separator: "\n") + "\n").write(toFile: directory + "/proxy.conf", atomically: true, encoding: .utf8)
+        let process = try ChildProcess.spawn(
+            binary, arguments: ["-d", "-c", directory + "/proxy.conf"], environment: [:],
+            standardOutput: .discard, standardError: .discard, ownGroup: true)
+        return try started(port: port, logFile: directory + "/proxy.log", process: process, directory: directory)
+    }
+
+    /// danted: SOCKS5 without authentication, from and to loopback.
+    public static func dante() throws -> LocalProxy {
+        guard let binary = dantePath else { throw LocalProxyError("danted is not installed (apt-get install dante-server)") }
+        let directory = try temporaryDirectory("dante")
+        let port = try freePort()
+        let unprivileged = getuid() == 0 ? "user.privileged: root\nuser.unprivileged: nobody\n" : ""
+        let config = """
+            logoutput: \(directory)/proxy.log
+            internal: 127.0.0.1 port = \(port)
+            external: 127.0.0.1
+            socksmethod: none
+            clientmethod: none
+            \(unprivileged)client pass { from: 127.0.0.0/8 to: 0.0.0.0/0 }
+            socks pass { from: 127.0.0.0/8 to: 0.0.0.0/0 log: connect error }
+
+            """
+        try config.write(toFile: directory + "/proxy.conf", atomically: true, encoding: .utf8)
+        let process = try ChildProcess.spawn(
+            binary, arguments: ["-f", directory + "/proxy.conf", "-p", directory + "/proxy.pid"], environment: [:],
+            standardOutput: .discard, standardError: .discard, ownGroup: true)
+        return try started(port: port, logFile: directory + "/proxy.log", process: process, directory: directory)
+    }
+
+    /// The proxy's log so far.
+    public var log: String { (try? String(contentsOfFile: logFile, encoding: .utf8)) ?? "" }
+
+    /// Stops the proxy at once (its tunnels drop; tinyproxy in the foreground does not end on
+    /// SIGTERM) and removes its directory.
+    public func stop() {
+        process.signal(SIGKILL)
+        process.waitUntilExit()
+        try? FileManager.default.removeItem(atPath: directory)
+    }
+
+    private static func started(port: Int, logFile: String, process: ChildProcess, directory: String) throws -> LocalProxy {
+        let proxy = LocalProxy(port: port, logFile: logFile, process: process, directory: directory)
+        let deadline = Date().addingTimeInterval(10)
+        while Date() < deadline {
+            if accepts(port: port) { return proxy }
+            guard process.isRunning else {
+                let log = proxy.log
+                proxy.stop()
+                throw LocalProxyError("the proxy exited at start: \(log)")
+            }
+            usleep(20_000)
+        }
+        proxy.stop()
+        throw LocalProxyError("the proxy did not listen on 127.0.0.1:\(port)")
+    }
+
+    private static func executable(_ candidates: [String]) -> String? {
+        candidates.first { FileManager.default.isExecutableFile(atPath: $0) }
+    }
+
+    private static func temporaryDirectory(_ name: String) throws -> String {
+        let path = NSTemporaryDirectory() + "herald-\(name)-\(UUID().uuidString)"
+        try FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: true)
+        return path
+    }
+
+    /// A loopback port nothing listens on now (the kernel's pick).
+    public static func freePort() throws -> Int {
+        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        guard fd >= 0 else { throw LocalProxyError("socket: \(errno)") }
+        defer { close(fd) }
+        var address = loopback(port: 0)
+        let bound = withUnsafePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+        }
+        guard bound == 0 else { throw LocalProxyError("bind: \(errno)") }
+        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
+        let named = withUnsafeMutablePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(fd, $0, &length) }
+        }
+        guard named == 0 else { throw LocalProxyError("getsockname: \(errno)") }
+        return Int(UInt16(bigEndian: address.sin_port))
+    }
+
+    private static func accepts(port: Int) -> Bool {
+        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        guard fd >= 0 else { return false }
+        defer { close(fd) }
+        var address = loopback(port: port)
+        return withUnsafePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+        } == 0
+    }
+
+    private static func loopback(port: Int) -> sockaddr_in {
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_port = UInt16(port).bigEndian
+        address.sin_addr.s_addr = UInt32(0x7f00_0001).bigEndian
+        return address
+    }
+}
+
+public struct LocalProxyError: Error, CustomStringConvertible {
+    public var description: String
+    init(_ description: String) { self.description = description }
+}

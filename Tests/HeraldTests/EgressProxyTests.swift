@@ -1,0 +1,134 @@
+import APNsSandbox
+import Foundation
+import Herald
+import HeraldAPNs
+import HeraldCore
+import HeraldTestSupport
+import Testing
+
+/// Tenants that reach APNs (the sandbox) through a real outbound proxy: tinyproxy for HTTP
+/// CONNECT, dante for SOCKS5. TLS to the sandbox runs inside the tunnel unchanged.
+@Suite("Outbound proxies: HTTP CONNECT and SOCKS5")
+struct EgressProxyTests {
+    static let tinyproxyRuns = LocalProxy.tinyproxyPath != nil || LocalProxy.required
+    static let danteRuns = LocalProxy.dantePath != nil || LocalProxy.required
+
+    static func proxied(_ tenant: TenantConfiguration, _ proxy: EgressProxy) -> TenantConfiguration {
+        var tenant = tenant
+        tenant.proxy = .proxy(proxy)
+        return tenant
+    }
+
+    static func http(_ local: LocalProxy, user: String? = nil, password: String? = nil) -> EgressProxy {
+        EgressProxy(
+            scheme: .http, host: "127.0.0.1", port: local.port, username: user,
+            password: password.map { Secret(bytes: Array($0.utf8), origin: "test password") })
+    }
+
+    /// The tunnels the proxy's log shows to the sandbox's port.
+    static func tunnels(_ local: LocalProxy, to port: Int) -> Int {
+        local.log.components(separatedBy: "\n").filter { $0.contains("CONNECT 127.0.0.1:\(port) ") }.count
+    }
+
+    @Test(
+        "through tinyproxy: sends succeed in a tunnel the proxy's log shows; a tenant with proxy none in the same process connects directly",
+        .enabled(if: tinyproxyRuns, "tinyproxy is not installed"))
+    func httpConnect() async throws {
+        let local = try LocalProxy.tinyproxy()
+        defer { local.stop() }
+        try await withSandboxRig { rig in
+            let proxied = Self.proxied(try rig.tenant("acme"), Self.http(local))
+            var direct = try rig.tenant("direct")
+            direct.proxy = .direct
+            await rig.router.install([proxied, direct])
+            for seed in 0..<5 {
+                #expect(try await rig.router.send(tenant: proxied.id, notification: rig.note(seed)).isSuccess)
+            }
+            #expect(try await rig.router.send(tenant: direct.id, notification: rig.note(9)).isSuccess)
+            #expect(rig.sandbox.requests.filter(\.delivered).count == 6)
+            #expect(Self.tunnels(local, to: rig.sandbox.port) == 1, "one connection for five sends, none for the direct tenant: \(local.log)")
+        }
+    }
+
+    @Test(
+        "a wrong proxy password fails the send naming the proxy and the refused credentials, never the password; the right one, reloaded, sends",
+        .enabled(if: tinyproxyRuns, "tinyproxy is not installed"))
+    func basicAuthentication() async throws {
+        let local = try LocalProxy.tinyproxy(credentials: ("herald", "right-proxy-password"))
+        defer { local.stop() }
+        try await withSandboxRig { rig in
+            let base = try rig.tenant("acme")
+            await rig.router.install([Self.proxied(base, Self.http(local, user: "herald", password: "wrong-proxy-password"))])
+            do {
+                _ = try await rig.router.send(tenant: base.id, notification: rig.note(1))
+                Issue.record("a send through a proxy that refused the credentials went out")
+            } catch let error as PushError {
+                let text = "\(error)"
+                #expect(error.code == .transport && !error.mayHaveReachedAPNs, "\(text)")
+                #expect(text.contains("http://127.0.0.1:\(local.port)") && text.contains("the proxy refused the username and password"), "\(text)")
+                #expect(!text.contains("wrong-proxy-password") && !text.contains("herald:"), "\(text)")
+            }
+            #expect(rig.sandbox.requests.isEmpty)
+            let health = try #require(rig.router.runtime(for: base.id)?.transport.status)
+            #expect(health.lastError?.contains("refused the username and password") == true, "\(health)")
+            #expect(health.lastError?.contains("wrong-proxy-password") == false)
+
+            await rig.router.install([Self.proxied(base, Self.http(local, user: "herald", password: "right-proxy-password"))])
+            #expect(try await rig.router.send(tenant: base.id, notification: rig.note(2)).isSuccess)
+            #expect(rig.sandbox.requests.filter(\.delivered).count == 1)
+        }
+    }
+
+    @Test(
+        "a proxy that refuses the target port (403) and one that is not there are told apart",
+        .enabled(if: tinyproxyRuns, "tinyproxy is not installed"))
+    func refusedAndUnreachable() async throws {
+        let local = try LocalProxy.tinyproxy(connectPorts: [443])
+        defer { local.stop() }
+        try await withSandboxRig { rig in
+            let refused = Self.proxied(try rig.tenant("refused"), Self.http(local))
+            let nowhere = Self.proxied(
+                try rig.tenant("nowhere"), EgressProxy(scheme: .http, host: "127.0.0.1", port: try LocalProxy.freePort()))
+            await rig.router.install([refused, nowhere])
+            for (tenant, expected) in [(refused.id, "403"), (nowhere.id, "cannot connect to the proxy")] {
+                do {
+                    _ = try await rig.router.send(tenant: tenant, notification: rig.note(1))
+                    Issue.record("\(tenant): a send went out")
+                } catch let error as PushError {
+                    #expect("\(error)".contains(expected), "\(tenant): \(error)")
+                }
+            }
+            #expect(rig.sandbox.requests.isEmpty)
+        }
+    }
+
+    @Test("through dante: SOCKS5 with the APNs host named to the proxy", .enabled(if: danteRuns, "danted is not installed"))
+    func socks5() async throws {
+        let local = try LocalProxy.dante()
+        defer { local.stop() }
+        try await withSandboxRig { rig in
+            let tenant = Self.proxied(
+                try rig.tenant("acme"), EgressProxy(scheme: .socks5, host: "127.0.0.1", port: local.port))
+            await rig.router.install([tenant])
+            for seed in 0..<3 {
+                #expect(try await rig.router.send(tenant: tenant.id, notification: rig.note(seed)).isSuccess)
+            }
+            #expect(rig.sandbox.requests.filter(\.delivered).count == 3)
+            #expect(local.log.contains("127.0.0.1.\(rig.sandbox.port)"), "the proxy's log shows the tunnel: \(local.log)")
+        }
+    }
+
+    @Test("no_proxy: a bypassed host is reached directly, names and domains matched as NO_PROXY does")
+    func bypass() {
+        var proxy = EgressProxy(scheme: .http, host: "proxy", port: 3128, bypass: ["localhost", ".internal", "example.org", "[::1]"])
+        #expect(!proxy.applies(to: "localhost") && !proxy.applies(to: "LOCALHOST."))
+        #expect(!proxy.applies(to: "apns.internal") && !proxy.applies(to: "a.b.internal"))
+        #expect(!proxy.applies(to: "example.org") && !proxy.applies(to: "api.example.org"))
+        #expect(!proxy.applies(to: "::1"))
+        #expect(proxy.applies(to: "api.push.apple.com") && proxy.applies(to: "notexample.org"))
+        proxy.bypass = ["*"]
+        #expect(!proxy.applies(to: "api.push.apple.com"))
+        #expect(proxy.address == "http://proxy:3128")
+        #expect(EgressProxy(scheme: .socks5, host: "::1", port: 1080).address == "socks5://[::1]:1080")
+    }
+}
