@@ -132,3 +132,41 @@ struct EgressProxyTests {
         #expect(EgressProxy(scheme: .socks5, host: "::1", port: 1080).address == "socks5://[::1]:1080")
     }
 }
+
+/// Endpoints given as IPv6 literals (`https://[::1]:PORT`), directly and through a proxy.
+@Suite("IPv6 endpoints")
+struct IPv6EndpointTests {
+    static func onLoopbackV6(_ tenant: TenantConfiguration, port: Int) throws -> TenantConfiguration {
+        var tenant = tenant
+        let endpoint = try #require(APNsEndpoint(url: "https://[::1]:\(port)"))
+        #expect(endpoint.host == "::1" && endpoint.url == "https://[::1]:\(port)")
+        tenant.endpoints.production = endpoint
+        tenant.endpoints.development = endpoint
+        return tenant
+    }
+
+    @Test("the sandbox on [::1]: a tenant whose endpoint is https://[::1]:PORT sends")
+    func direct() async throws {
+        try await withSandboxRig(configure: { $0.host = "::1" }) { rig in
+            let tenant = try Self.onLoopbackV6(try rig.tenant("acme"), port: rig.sandbox.port)
+            await rig.router.install([tenant])
+            #expect(try await rig.router.send(tenant: tenant.id, notification: rig.note(1)).isSuccess)
+            #expect(rig.sandbox.requests.filter(\.delivered).count == 1)
+        }
+    }
+
+    @Test(
+        "an IPv6 endpoint through an HTTP CONNECT proxy: the CONNECT names [::1]:PORT",
+        .enabled(if: EgressProxyTests.tinyproxyRuns, "tinyproxy is not installed"))
+    func throughAProxy() async throws {
+        let local = try LocalProxy.tinyproxy()
+        defer { local.stop() }
+        try await withSandboxRig(configure: { $0.host = "::1" }) { rig in
+            var tenant = try Self.onLoopbackV6(try rig.tenant("acme"), port: rig.sandbox.port)
+            tenant.proxy = .proxy(EgressProxyTests.http(local))
+            await rig.router.install([tenant])
+            #expect(try await rig.router.send(tenant: tenant.id, notification: rig.note(1)).isSuccess)
+            #expect(local.log.contains("CONNECT [::1]:\(rig.sandbox.port) "), "\(local.log)")
+        }
+    }
+}
