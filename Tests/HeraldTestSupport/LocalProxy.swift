@@ -29,12 +29,13 @@ public final class LocalProxy: Sendable {
 
     /// tinyproxy: CONNECT to any port unless `connectPorts` limits them (others get 403), with
     /// Basic authentication when `credentials` are given (others get 407).
-    public static func tinyproxy(credentials: (user: String, password: String)? = nil, connectPorts: [Int] = []) throws
-        -> LocalProxy
-    {
+    /// `port`: this one (a proxy started again where the last one was) rather than a free one.
+    public static func tinyproxy(
+        credentials: (user: String, password: String)? = nil, connectPorts: [Int] = [], port chosen: Int? = nil
+    ) throws -> LocalProxy {
         guard let binary = tinyproxyPath else { throw LocalProxyError("tinyproxy is not installed (apt-get install tinyproxy)") }
         let directory = try temporaryDirectory("tinyproxy")
-        let port = try freePort()
+        let port = try chosen ?? freePort()
         var lines = [
             "Port \(port)", "Listen 127.0.0.1", "Timeout 60", "LogFile \"\(directory)/proxy.log\"", "LogLevel Connect",
             "PidFile \"\(directory)/proxy.pid\"", "MaxClients 64", "Allow 127.0.0.1",

@@ -170,3 +170,42 @@ struct IPv6EndpointTests {
         }
     }
 }
+
+/// A batch whose proxy dies and comes back while the job runs.
+@Suite("Outbound proxies: the proxy killed mid-batch")
+struct EgressProxyOutageTests {
+    @Test(
+        "tinyproxy killed mid-batch and started again: the job finishes, every device delivered, duplicates within the sends in flight",
+        .enabled(if: EgressProxyTests.tinyproxyRuns, "tinyproxy is not installed"))
+    func proxyKilledMidBatch() async throws {
+        var local = try LocalProxy.tinyproxy()
+        let port = local.port
+        defer { local.stop() }
+        try await withSandboxRig { rig in
+            let tenant = EgressProxyTests.proxied(try DeliveryRun.tenant(rig, "acme"), EgressProxyTests.http(local))
+            await rig.router.install([tenant])
+            let count = 3_000
+            let concurrency = 50
+            let job = try await DeliveryRun.createJob(rig, tenant: tenant.id, id: "through-proxy", count: count, seed: 5_000)
+            let runner = DeliveryRun.runner(rig, concurrency: concurrency)
+            async let running: Void = runner.run()
+            while rig.sandbox.requests.count < 500 { try await Task.sleep(for: .milliseconds(10)) }
+            local.stop()
+            let atKill = rig.sandbox.requests.count
+            // Down long enough that sends fail and are deferred, then the proxy is back on its port.
+            try await Task.sleep(for: .milliseconds(500))
+            local = try LocalProxy.tinyproxy(port: port)
+            let progress = try await DeliveryRun.waitFinished(rig, tenant: tenant.id, job: job.id, timeout: .seconds(600))
+            runner.stop()
+            await running
+
+            #expect(atKill < count, "the kill came mid-batch")
+            #expect(progress.sent == count && progress.failed == 0 && progress.pending == 0, "\(progress)")
+            let delivered = DeliveryRun.byDevice(rig).mapValues { $0.filter(\.delivered).count }
+            #expect(delivered.count == count && delivered.values.allSatisfy { $0 >= 1 })
+            let twice = delivered.values.filter { $0 > 1 }.count
+            #expect(twice <= concurrency, "devices delivered twice: \(twice), at most the sends in flight at the kill")
+            #expect(EgressProxyTests.tunnels(local, to: rig.sandbox.port) >= 1, "the restarted proxy carried the rest")
+        }
+    }
+}
