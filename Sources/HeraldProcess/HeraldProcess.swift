@@ -281,7 +281,12 @@ public final class HeraldProcess: Sendable {
         outboxConfiguration.senders = configuration.jobs.webhookSenders
         outboxConfiguration.maxPerTenant = configuration.jobs.webhookOutboxPerTenant
         outboxConfiguration.exclusive = options.jobs.exclusiveStore
-        let outbox = WebhookOutbox(store: store, sender: options.webhooks, configuration: outboxConfiguration, logger: logger)
+        // `webhooks.proxy`: the posts of the default sender leave through it.
+        var webhookSender = options.webhooks
+        if let proxy = configuration.webhookProxy, webhookSender is HTTPWebhookSender {
+            webhookSender = HTTPWebhookSender(proxy: proxy)
+        }
+        let outbox = WebhookOutbox(store: store, sender: webhookSender, configuration: outboxConfiguration, logger: logger)
         do {
             try await outbox.prepare()
         } catch {
@@ -292,7 +297,7 @@ public final class HeraldProcess: Sendable {
             configuration: RouterConfiguration(
                 registry: .standard(metricsFactory: options.pluginMetricsFactory), store: store,
                 transports: transports, logger: logger,
-                webhooks: options.webhooks, environment: options.environment, webhookQueue: outbox,
+                webhooks: webhookSender, environment: options.environment, webhookQueue: outbox,
                 sendPathLookups: sendPathLookups))
         let clock = router.configuration.clock
         let health = TenantHealthRegistry(router: router)

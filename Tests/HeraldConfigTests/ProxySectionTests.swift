@@ -33,6 +33,12 @@ struct ProxySectionTests {
         let fromEnvironment = try ServerConfiguration.parse(yaml: "proxy: environment\n", file: Self.serverFile, environment: environment)
         #expect(fromEnvironment.proxy == EgressProxy(scheme: .socks5, host: "gateway", port: 1081, bypass: ["localhost", ".corp"]))
         #expect(try ServerConfiguration.parse(yaml: "proxy: environment\n", file: Self.serverFile, environment: [:]).proxy == nil)
+
+        // Webhook posts take a proxy of their own.
+        let hooks = try ServerConfiguration.parse(
+            yaml: "proxy: http://apns-proxy:3128\nwebhooks:\n  proxy: socks5://hook-proxy\n", file: Self.serverFile, environment: [:])
+        #expect(hooks.proxy == EgressProxy(scheme: .http, host: "apns-proxy", port: 3128))
+        #expect(hooks.webhookProxy == EgressProxy(scheme: .socks5, host: "hook-proxy", port: 1080))
     }
 
     @Test func aTenantFileOverridesOrGoesDirect() throws {

@@ -78,7 +78,7 @@ struct ServerConfigurationTests {
         } catch {
             #expect(
                 error.errors.map(\.description) == [
-                    "config/herald.yaml:1:1: tenant_dir: unknown key (did you mean 'tenants_dir'?); valid keys: tenants_dir, listen, storage_path, storage, log_level, api, jobs, sandbox, reload, http, shutdown_timeout, proxy",
+                    "config/herald.yaml:1:1: tenant_dir: unknown key (did you mean 'tenants_dir'?); valid keys: tenants_dir, listen, storage_path, storage, log_level, api, jobs, sandbox, reload, http, shutdown_timeout, proxy, webhooks",
                     "config/herald.yaml:3:9: listen.port: must be from 0 to 65535, not 70000",
                     "config/herald.yaml:4:12: log_level: must be one of trace, debug, info, notice, warning, error, critical, not 'verbose'",
                 ])

@@ -118,6 +118,36 @@ struct EgressProxyTests {
         }
     }
 
+    @Test(
+        "webhooks leave through webhooks.proxy; a private target the tenant does not allow is still refused, before the proxy is asked",
+        .enabled(if: tinyproxyRuns, "tinyproxy is not installed"))
+    func webhooksThroughAProxy() async throws {
+        let local = try LocalProxy.tinyproxy()
+        defer { local.stop() }
+        let server = try await WebhookTestServer()
+        let sender = HTTPWebhookSender(proxy: Self.http(local))
+        do {
+            let body = Array(#"{"event":"device_token.invalid"}"#.utf8)
+            let allowed = WebhookRequest(
+                url: server.url, headers: ["Content-Type": "application/json"], body: body, timeout: .seconds(10),
+                allowPrivateAddresses: true)
+            #expect(try await sender.post(allowed) == 200)
+            #expect(server.received.map(\.body) == [body])
+            let requests = local.log.components(separatedBy: "\n").filter { $0.contains("Request (file descriptor") }
+            #expect(requests.count == 1 && requests[0].contains("127.0.0.1:\(server.port)"), "\(local.log)")
+
+            var refused = allowed
+            refused.allowPrivateAddresses = false
+            await #expect(throws: WebhookError.self) { _ = try await sender.post(refused) }
+            #expect(server.received.count == 1)
+            #expect(local.log.components(separatedBy: "\n").filter { $0.contains("Request (file descriptor") }.count == 1)
+        } catch {
+            try await server.shutdown()
+            throw error
+        }
+        try await server.shutdown()
+    }
+
     @Test("no_proxy: a bypassed host is reached directly, names and domains matched as NO_PROXY does")
     func bypass() {
         var proxy = EgressProxy(scheme: .http, host: "proxy", port: 3128, bypass: ["localhost", ".internal", "example.org", "[::1]"])

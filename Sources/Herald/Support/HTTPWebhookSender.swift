@@ -20,6 +20,10 @@ import NIOPosix
 ///   refused before any connection. The resolved address is checked, and the connection goes
 ///   to that very address (TLS still verifies the URL's host name), so a DNS answer that
 ///   changes between the check and the connection cannot slip past it.
+///
+/// With a ``proxy`` (`webhooks.proxy` in `config/herald.yaml`) the posts leave through it: HTTP
+/// (an `https` target in a `CONNECT` tunnel) or SOCKS5. The target's address is still checked
+/// as above before anything is sent; the proxy then reaches the target by its name.
 public final class HTTPWebhookSender: WebhookSender {
     /// The sender `RouterConfiguration` uses by default.
     public static let shared = HTTPWebhookSender()
@@ -27,7 +31,12 @@ public final class HTTPWebhookSender: WebhookSender {
     /// The most of an answer's body read (then dropped): receivers cannot make Herald buffer more.
     static let maxAnswerBytes = 64 * 1024
 
-    public init() {}
+    /// The outbound proxy of every post; nil: directly.
+    public let proxy: EgressProxy?
+
+    public init(proxy: EgressProxy? = nil) {
+        self.proxy = proxy
+    }
 
     public func post(_ request: WebhookRequest) async throws -> Int {
         guard let url = URL(string: request.url), let scheme = url.scheme?.lowercased(), scheme == "http" || scheme == "https",
@@ -41,8 +50,12 @@ public final class HTTPWebhookSender: WebhookSender {
 
         var configuration = HTTPClient.Configuration()
         configuration.redirectConfiguration = .disallow
-        // Connect to the address that was checked, not to whatever the name resolves to next.
-        configuration.dnsOverride = [host: address]
+        if let proxy, proxy.applies(to: host) {
+            configuration.proxy = Self.clientProxy(proxy)
+        } else {
+            // Connect to the address that was checked, not to whatever the name resolves to next.
+            configuration.dnsOverride = [host: address]
+        }
         let timeout = TimeAmount.nanoseconds(max(100_000_000, Self.nanoseconds(request.timeout)))
         configuration.timeout = HTTPClient.Configuration.Timeout(connect: timeout, read: timeout)
         configuration.connectionPool = HTTPClient.Configuration.ConnectionPool(idleTimeout: .seconds(1))
@@ -59,6 +72,19 @@ public final class HTTPWebhookSender: WebhookSender {
         } catch {
             try? await client.shutdown()
             throw error
+        }
+    }
+
+    /// AsyncHTTPClient's form of the proxy.
+    static func clientProxy(_ proxy: EgressProxy) -> HTTPClient.Configuration.Proxy {
+        switch proxy.scheme {
+        case .http:
+            guard let user = proxy.username, let password = proxy.password else {
+                return .server(host: proxy.host, port: proxy.port)
+            }
+            return .server(host: proxy.host, port: proxy.port, authorization: .basic(username: user, password: password.text))
+        case .socks5:
+            return .socksServer(host: proxy.host, port: proxy.port)
         }
     }
 

@@ -37,6 +37,9 @@ public struct ServerConfiguration: Sendable, Hashable {
     /// The outbound proxy every tenant's APNs connections go through, unless a tenant file says
     /// otherwise (`proxy:`); nil: directly.
     public var proxy: EgressProxy?
+    /// The outbound proxy of webhook posts (`webhooks.proxy`); nil: directly. Separate from
+    /// ``proxy``: webhook receivers are the tenants' servers, not APNs.
+    public var webhookProxy: EgressProxy?
     /// Seconds a graceful shutdown (SIGTERM, SIGINT) may take (`shutdown_timeout`): API requests
     /// and sends on the wire finish and are recorded within it; what is still running then is
     /// cancelled (a store call that gets no answer among it), so the process ends in time for
@@ -71,7 +74,7 @@ public struct ServerConfiguration: Sendable, Hashable {
 
     static let keys = [
         "tenants_dir", "listen", "storage_path", "storage", "log_level", "api", "jobs", "sandbox", "reload", "http",
-        "shutdown_timeout", "proxy",
+        "shutdown_timeout", "proxy", "webhooks",
     ]
     static let shutdownTimeoutRange = 1.0...3600.0
     static let listenKeys = ["host", "port"]
@@ -168,6 +171,14 @@ public struct ServerConfiguration: Sendable, Hashable {
                 mapping, into: &configuration, base: base, environment: environment, diagnostics: diagnostics)
             parseReloadSection(mapping, into: &configuration, diagnostics: diagnostics)
             parseHTTPSection(mapping, into: &configuration, diagnostics: diagnostics)
+            if let node = mapping["webhooks"],
+                let webhooks = CheckedMapping(node, path: FieldPath(text: "webhooks"), allowedKeys: ["proxy"], diagnostics: diagnostics),
+                let proxyNode = webhooks["proxy"]
+            {
+                configuration.webhookProxy = ProxyParsing.parse(
+                    proxyNode, path: FieldPath(text: "webhooks.proxy"), allowNone: false,
+                    reader: SourceReader(environment: environment), baseDirectory: base, diagnostics: diagnostics)?.proxy
+            }
             if let node = mapping["proxy"] {
                 configuration.proxy = ProxyParsing.parse(
                     node, path: FieldPath(text: "proxy"), allowNone: false, reader: SourceReader(environment: environment),
