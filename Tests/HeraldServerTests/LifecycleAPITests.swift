@@ -194,6 +194,37 @@ struct LifecycleAPITests {
         await world.close()
     }
 
+    @Test func theProxyIsSetShownWithoutCredentialsAndTakenOut() async throws {
+        let world = try await Self.world()
+        try await LiveServer.with(world.options(adminToken: Self.admin)) { live async throws in
+            let client = live.client()
+            let file = world.tenantsDirectory + "/acme.yaml"
+            let shown = try await client.request(.get, "/admin/tenants/acme", key: Self.admin)
+            #expect(shown.json["proxy"] is NSNull, "\(shown.text)")
+
+            let set = try await client.request(
+                .patch, "/admin/tenants/acme", key: Self.admin,
+                json: #"{"proxy": {"url": "http://proxy.acme.example:8080", "username": "acme", "password": "env:ACME_PROXY_PASSWORD"}}"#)
+            // The password's variable is not set in this process: refused, naming the field.
+            #expect(set.status == 422 && set.errorField == "proxy.password", "\(set.text)")
+            let written = try String(contentsOfFile: file, encoding: .utf8)
+            #expect(!written.contains("proxy"))
+
+            let bare = try await client.request(
+                .patch, "/admin/tenants/acme", key: Self.admin, json: #"{"proxy": "socks5://[fd00::7]:1081"}"#)
+            #expect(bare.status == 200, "\(bare.text)")
+            #expect(bare.json["proxy"] as? String == "socks5://[fd00::7]:1081")
+            let direct = try await client.request(.patch, "/admin/tenants/acme", key: Self.admin, json: #"{"proxy": "none"}"#)
+            #expect(direct.json["proxy"] as? String == "none", "\(direct.text)")
+            let refused = try await client.request(.patch, "/admin/tenants/acme", key: Self.admin, json: #"{"proxy": "ftp://x"}"#)
+            #expect(refused.status == 422 && refused.errorField == "proxy", "\(refused.text)")
+            let removed = try await client.request(.patch, "/admin/tenants/acme", key: Self.admin, json: #"{"proxy": null}"#)
+            #expect(removed.status == 200 && removed.json["proxy"] is NSNull, "\(removed.text)")
+            #expect(!(try String(contentsOfFile: file, encoding: .utf8)).contains("proxy"))
+        }
+        await world.close()
+    }
+
     @Test func apiKeysAreAddedShownOnceListedByNameAndRevoked() async throws {
         let world = try await Self.world()
         let acme = world.tenant("acme")

@@ -54,7 +54,7 @@ public struct TenantLifecycleError: Error, Sendable, CustomStringConvertible {
             rest = rest.drop { $0 == " " }
         }
         let text = String(rest)
-        for section in ["auth", "endpoints", "plugins", "pool", "delivery", "topics", "webhook"] where text.hasPrefix(section) {
+        for section in ["auth", "endpoints", "plugins", "pool", "delivery", "topics", "webhook", "proxy"] where text.hasPrefix(section) {
             if let colon = text.firstIndex(of: ":") {
                 let field = String(text[..<colon])
                 if !field.contains(" ") {

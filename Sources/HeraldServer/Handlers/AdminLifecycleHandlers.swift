@@ -16,12 +16,13 @@ struct AdminLifecycleHandlers: Sendable {
 
     /// The members of `POST /admin/tenants`.
     static let createMembers = [
-        "id", "team_id", "topics", "endpoints", "pool", "plugins", "delivery", "webhook", "credential", "api_key_name",
+        "id", "team_id", "topics", "endpoints", "pool", "plugins", "delivery", "webhook", "proxy", "credential",
+        "api_key_name",
     ]
     /// The sections of the tenant file a create may set, besides ID, team and credential.
-    static let createSections = ["topics", "endpoints", "pool", "plugins", "delivery", "webhook"]
+    static let createSections = ["topics", "endpoints", "pool", "plugins", "delivery", "webhook", "proxy"]
     /// The members of `PATCH /admin/tenants/{id}`.
-    static let updateMembers = ["topics", "endpoints", "pool", "plugins", "webhook"]
+    static let updateMembers = ["topics", "endpoints", "pool", "plugins", "webhook", "proxy"]
     static let credentialMembers = ["kind", "key_id", "pem", "pkcs12_base64", "passphrase"]
 
     // MARK: POST /admin/tenants

@@ -103,6 +103,9 @@ struct TenantView: ResponseEncodable, Sendable {
     var delivery: Delivery
     /// null: the tenant has no webhook, and is told about no event.
     @Nullable var webhook: Webhook?
+    /// The tenant file's `proxy`: the proxy's address (never its credentials), `none` for
+    /// directly; null: as `config/herald.yaml` says.
+    @Nullable var proxy: String?
 
     init(
         _ tenant: TenantConfiguration, health: TenantHealth?, credential look: CredentialHealth?, reload status: TenantReloadStatus?,
@@ -120,6 +123,11 @@ struct TenantView: ResponseEncodable, Sendable {
         }
         id = tenant.id.rawValue
         file = tenant.sourceFile
+        switch tenant.proxy {
+        case .direct?: proxy = "none"
+        case .proxy(let chosen)?: proxy = chosen.address
+        case nil: proxy = nil
+        }
         self.auth = auth
         topics = tenant.topics
         var endpoints: [String: Nullable<String>] = [:]
