@@ -72,6 +72,7 @@ struct EgressProxyTests {
             let health = try #require(rig.router.runtime(for: base.id)?.transport.status)
             #expect(health.lastError?.contains("refused the username and password") == true, "\(health)")
             #expect(health.lastError?.contains("wrong-proxy-password") == false)
+            #expect((health.proxyFailures["authenticationRequired"] ?? 0) >= 1, "\(health.proxyFailures)")
 
             await rig.router.install([Self.proxied(base, Self.http(local, user: "herald", password: "right-proxy-password"))])
             #expect(try await rig.router.send(tenant: base.id, notification: rig.note(2)).isSuccess)

@@ -55,6 +55,8 @@ public final class TenantTransport: PushTransport {
         /// Milliseconds since 1970 of the last answer; 0: none yet.
         let lastAnswerMillis = Atomic<Int64>(0)
         let lastError = Mutex<(message: String, at: Date)?>(nil)
+        /// Sends that failed because the tenant's proxy did, by ``ProxyError/Kind``.
+        let proxyFailures = Mutex<[String: Int]>([:])
     }
 
     public let tenant: TenantConfiguration
@@ -202,6 +204,7 @@ public final class TenantTransport: PushTransport {
             status.lastError = last.message
             status.lastErrorAt = last.at
         }
+        status.proxyFailures = counters.proxyFailures.withLock { $0 }
         return status
     }
 
@@ -390,6 +393,9 @@ public final class TenantTransport: PushTransport {
             counters.errors.add(1, ordering: .relaxed)
             let message = error.description
             counters.lastError.withLock { $0 = (message, Date()) }
+            if let proxy = error.underlying as? ProxyError {
+                counters.proxyFailures.withLock { $0[proxy.kind.rawValue, default: 0] += 1 }
+            }
         }
     }
 

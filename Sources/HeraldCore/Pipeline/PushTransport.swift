@@ -90,6 +90,9 @@ public struct TransportStatus: Sendable, Hashable {
     public var lastError: String?
     public var lastErrorAt: Date?
     public var lastAnswerAt: Date?
+    /// Sends that failed because the tenant's outbound proxy did, by kind (`unreachable`,
+    /// `authenticationRequired`, `refused`, `targetUnreachable`, `timedOut`, `protocolError`).
+    public var proxyFailures: [String: Int] = [:]
 
     public init() {}
 

@@ -110,6 +110,7 @@ struct HealthHandlers: Sendable {
         updateCircuitGauges()
         updateJobGauges()
         updateStoreMetrics()
+        updateProxyMetrics()
         var headers = HTTPFields()
         headers[.contentType] = "text/plain; version=0.0.4; charset=utf-8"
         return Response(status: .ok, headers: headers, body: ResponseBody(byteBuffer: ByteBuffer(bytes: metrics.emitToBuffer())))
@@ -187,6 +188,22 @@ struct HealthHandlers: Sendable {
                     namespace: "herald", subsystem: "store", metricName: "lookups_skipped", unitName: "total",
                     helpText: "Send-path store lookups skipped because the store did not answer")
             ).increment(by: Int64(scrapedTotals.growth("lookups_skipped", total: lookups.skippedLookups)))
+        }
+    }
+
+    /// `herald_proxy_failures_total{tenant, kind}`: sends that failed because the tenant's
+    /// outbound proxy did (unreachable, authenticationRequired, refused, targetUnreachable,
+    /// timedOut, protocolError).
+    private func updateProxyMetrics() {
+        let descriptor = MetricNameDescriptor(
+            namespace: "herald", subsystem: "proxy", metricName: "failures", unitName: "total",
+            helpText: "Sends that failed because the tenant's outbound proxy did, by kind")
+        for tenant in router.tenantIDs {
+            guard let failures = router.runtime(for: tenant)?.transport.status.proxyFailures, !failures.isEmpty else { continue }
+            for (kind, total) in failures {
+                metrics.makeCounter(descriptor: descriptor, labels: [("tenant", tenant.rawValue), ("kind", kind)])
+                    .increment(by: Int64(scrapedTotals.growth("proxy/\(tenant.rawValue)/\(kind)", total: total)))
+            }
         }
     }
 
