@@ -109,6 +109,9 @@ struct BenchCommand: AsyncParsableCommand {
     /// The callers in effect: the option, or the default of the path.
     private var callerMode: String { callers ?? (path == "transport" ? "callbacks" : "loops") }
 
+    @Option(help: "Send through this outbound proxy (http://HOST:PORT or socks5://HOST:PORT), or none, whatever the tenant file says.")
+    var proxy: String?
+
     @Flag(help: "Start an in-process APNsSandbox and point the tenant at it.")
     var sandbox = false
 
@@ -173,6 +176,16 @@ struct BenchCommand: AsyncParsableCommand {
                     throw CLIFailure("--environment: '\(name)' must be production or development")
                 }
                 environment = parsed
+            }
+            if let proxy {
+                if proxy == "none" {
+                    tenantConfiguration.proxy = .direct
+                } else {
+                    guard let parsed = EgressProxy(url: proxy) else {
+                        throw CLIFailure("--proxy: '\(proxy)' must read http://HOST[:PORT], socks5://HOST[:PORT] or none")
+                    }
+                    tenantConfiguration.proxy = .proxy(parsed)
+                }
             }
         } catch let failure as CLIFailure {
             failure.print()
@@ -444,6 +457,7 @@ struct BenchCommand: AsyncParsableCommand {
             var configuration = TransportConfiguration(pool: tenant.pool)
             if let maxStreams { configuration.streamCeiling = maxStreams }
             if let writeAfter { configuration.writeAfterRequests = writeAfter }
+            configuration.proxy = tenant.proxy?.proxy
             try TenantTransport.validate(tenant: tenant, credentials: credentials)
             return TenantTransport(
                 tenant: tenant, credentials: credentials, configuration: configuration, eventLoopGroup: group, logger: logger)

@@ -83,31 +83,18 @@ enum ProxyParsing {
     /// bracketed IPv6 address; nothing else in the URL (credentials go in their own keys, so
     /// that none is ever written in the file or repeated in a message).
     static func url(_ text: String, at node: Node?, field: String, diagnostics: YAMLDiagnostics) -> EgressProxy? {
-        let shape = "must read http://HOST[:PORT] or socks5://HOST[:PORT]"
-        guard let components = URLComponents(string: text), let schemeName = components.scheme?.lowercased(),
-            let scheme = EgressProxy.Scheme(rawValue: schemeName)
-        else {
-            diagnostics.error(at: node, field, shape)
-            return nil
-        }
-        if components.user != nil || components.password != nil {
+        switch EgressProxy.parse(url: text) {
+        case .success(let proxy):
+            return proxy
+        case .failure(.shape):
+            diagnostics.error(at: node, field, "must read http://HOST[:PORT] or socks5://HOST[:PORT]")
+        case .failure(.credentials):
             diagnostics.error(
                 at: node, field, "must not hold credentials: give username and password (env:NAME or file:PATH) beside url")
-            return nil
-        }
-        guard var host = components.host, !host.isEmpty, components.path.isEmpty || components.path == "/",
-            components.query == nil, components.fragment == nil
-        else {
-            diagnostics.error(at: node, field, shape)
-            return nil
-        }
-        if host.hasPrefix("["), host.hasSuffix("]") { host = String(host.dropFirst().dropLast()) }
-        let port = components.port ?? EgressProxy.defaultPort(scheme)
-        guard (1...65_535).contains(port) else {
+        case .failure(.port):
             diagnostics.error(at: node, field, "the port must be 1 to 65535")
-            return nil
         }
-        return EgressProxy(scheme: scheme, host: host, port: port)
+        return nil
     }
 
     /// `proxy: environment`: `HTTPS_PROXY` (or `https_proxy`) and `NO_PROXY` (or `no_proxy`);

@@ -1,3 +1,5 @@
+import Foundation
+
 /// An outbound proxy that Herald's connections to APNs go through: HTTP `CONNECT` or SOCKS5
 /// (the APNs host name resolved by the proxy). TLS to APNs runs inside the tunnel, unchanged.
 ///
@@ -37,6 +39,38 @@ public struct EgressProxy: Sendable, Hashable, CustomStringConvertible {
         self.username = username
         self.password = password
         self.bypass = bypass
+    }
+
+    /// What is wrong with a proxy URL.
+    public enum URLProblem: Error, Sendable, Hashable {
+        /// Not `http://HOST[:PORT]` or `socks5://HOST[:PORT]` (a path, a query, another scheme).
+        case shape
+        /// It holds a user or password: credentials are given apart, never in the URL.
+        case credentials
+        /// The port is outside 1...65535.
+        case port
+    }
+
+    /// Reads `http://HOST[:PORT]` or `socks5://HOST[:PORT]` (an IPv6 host in brackets; the
+    /// scheme's usual port when none is given). Nothing else may be in the URL.
+    public static func parse(url text: String) -> Result<EgressProxy, URLProblem> {
+        guard let components = URLComponents(string: text), let schemeName = components.scheme?.lowercased(),
+            let scheme = Scheme(rawValue: schemeName)
+        else { return .failure(.shape) }
+        if components.user != nil || components.password != nil { return .failure(.credentials) }
+        guard var host = components.host, !host.isEmpty, components.path.isEmpty || components.path == "/",
+            components.query == nil, components.fragment == nil
+        else { return .failure(.shape) }
+        if host.hasPrefix("["), host.hasSuffix("]") { host = String(host.dropFirst().dropLast()) }
+        let port = components.port ?? defaultPort(scheme)
+        guard (1...65_535).contains(port) else { return .failure(.port) }
+        return .success(EgressProxy(scheme: scheme, host: host, port: port))
+    }
+
+    /// ``parse(url:)``, nil for a URL it refuses.
+    public init?(url: String) {
+        guard case .success(let proxy) = Self.parse(url: url) else { return nil }
+        self = proxy
     }
 
     /// The port a scheme's proxy listens on when the URL names none.
