@@ -121,7 +121,7 @@ sys.stdout.write(head + "x" * max(1, size - len(head) - len(tail)) + tail)
 EOF
 }
 
-template_batch() { # count topic [series] -> a template batch's JSON on stdout (the issue-13 scripts')
+template_batch() { # count topic [series] -> a template batch's JSON on stdout (the batch benchmarks')
     # COUNT device tokens 0xBA7C<<200 | series<<32 | i (series 0 by default, so that runs of one
     # script send the same tokens), one alert for all.
     python3 - "$1" "$2" "${3:-0}" <<'PY'

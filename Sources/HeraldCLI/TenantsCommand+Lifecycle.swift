@@ -92,10 +92,15 @@ struct TenantsCreateCommand: AsyncParsableCommand {
     var caFile: String?
     @Option(name: .customLong("api-key-name"), help: "The first API key's name (default: default).") var apiKeyName: String?
     @OptionGroup var webhook: WebhookOptions
+    @Option(
+        name: .customLong("proxy"),
+        help: "The tenant's outbound proxy: http://HOST:PORT, socks5://HOST:PORT, environment or none (default: the server's).")
+    var proxy: String?
 
     func run() async throws {
         var body: [String: Any] = ["id": id, "team_id": teamID]
         if let webhook = try webhook.member(requireSecret: true) { body["webhook"] = webhook }
+        if let proxy { body["proxy"] = proxy }
         if !topics.isEmpty { body["topics"] = topics }
         var endpoints: [String: Any] = [:]
         if let development { endpoints["development"] = development }
@@ -181,10 +186,12 @@ struct WebhookOptions: ParsableArguments {
 struct TenantsUpdateCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "update",
-        abstract: "Change a tenant's topics, endpoints, pool, plugins or webhook through the admin API (validated, then swapped).",
+        abstract: "Change a tenant's topics, endpoints, pool, plugins, webhook or proxy through the admin API (validated, then swapped).",
         discussion: """
             --webhook-url sets the webhook (its other settings back to their defaults); without --webhook-secret or \
-            --webhook-secret-env it keeps the current secret. --remove-webhook takes the webhook out.
+            --webhook-secret-env it keeps the current secret. --remove-webhook takes the webhook out. --proxy sets the \
+            tenant's outbound proxy (a proxy with credentials: --settings with its username and password reference); \
+            --remove-proxy goes back to the server's.
             """)
     @OptionGroup var api: AdminAPIOptions
     @Argument(help: "The tenant ID.") var id: String
@@ -192,6 +199,10 @@ struct TenantsUpdateCommand: AsyncParsableCommand {
     @Option(name: .customLong("pool-connections"), help: "Connections per endpoint.") var connections: Int?
     @OptionGroup var webhook: WebhookOptions
     @Flag(name: .customLong("remove-webhook"), help: "Take the webhook out: the tenant is told about no event.") var removeWebhook = false
+    @Option(
+        name: .customLong("proxy"), help: "The tenant's outbound proxy: http://HOST:PORT, socks5://HOST:PORT, environment or none.")
+    var proxy: String?
+    @Flag(name: .customLong("remove-proxy"), help: "Take the tenant's proxy out: the server's applies.") var removeProxy = false
     @Option(
         name: .customLong("settings"),
         help: "A JSON file with any of topics, endpoints, pool, plugins, webhook, as PATCH /admin/tenants/{id} takes (at most 64 KiB).")
@@ -219,7 +230,15 @@ struct TenantsUpdateCommand: AsyncParsableCommand {
         } else if removeWebhook {
             body["webhook"] = NSNull()
         }
-        guard !body.isEmpty else { throw ValidationError("give --topic, --pool-connections, --webhook-url, --remove-webhook or --settings") }
+        if let proxy {
+            guard !removeProxy else { throw ValidationError("give --proxy or --remove-proxy, not both") }
+            body["proxy"] = proxy
+        } else if removeProxy {
+            body["proxy"] = NSNull()
+        }
+        guard !body.isEmpty else {
+            throw ValidationError("give --topic, --pool-connections, --webhook-url, --remove-webhook, --proxy, --remove-proxy or --settings")
+        }
         try await api.call(.PATCH, "/admin/tenants/\(TenantsPath.escape(id))", body: body, command: "update")
     }
 }

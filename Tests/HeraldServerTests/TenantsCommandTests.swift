@@ -102,6 +102,12 @@ struct TenantsCommandTests {
             #expect(unhooked.status == 0, "\(unhooked.errors)")
             #expect(Self.json(unhooked.output)["webhook"] is NSNull, "\(unhooked.output)")
 
+            let proxied = try await Self.herald(
+                binary, ["tenants", "update"] + server + ["initech", "--proxy", "socks5://127.0.0.1:1081"], token: token)
+            #expect(proxied.status == 0 && Self.json(proxied.output)["proxy"] as? String == "socks5://127.0.0.1:1081", "\(proxied.output)")
+            let unproxied = try await Self.herald(binary, ["tenants", "update"] + server + ["initech", "--remove-proxy"], token: token)
+            #expect(Self.json(unproxied.output)["proxy"] is NSNull, "\(unproxied.output)")
+
             let added = try await Self.herald(binary, ["tenants", "add-key"] + server + ["initech", "ci"], token: token)
             #expect(added.status == 0, "\(added.errors)")
             let ciKey = try #require(Self.json(added.output)["key"] as? String, "\(added.output)")
