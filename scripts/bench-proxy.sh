@@ -90,10 +90,10 @@ for round in $(seq 1 "$ROUNDS"); do
     read -r s_rate s_cpu < <(run_bench "socks5://127.0.0.1:$SOCKS_PORT")
     printf "   round %d: direct %8.0f/s %5.1f us   tinyproxy %8.0f/s %5.1f us   danted %8.0f/s %5.1f us\n" \
         "$round" "$d_rate" "$d_cpu" "$h_rate" "$h_cpu" "$s_rate" "$s_cpu"
-    rate_ratios+=("$(awk -v a="$h_rate" -v b="$d_rate" 'BEGIN { printf "%.0f", b > 0 ? 100 * a / b : 0 }')")
-    cpu_ratios+=("$(awk -v a="$h_cpu" -v b="$d_cpu" 'BEGIN { printf "%.2f", b > 0 ? a / b : 0 }')")
-    socks_rate+=("$(awk -v a="$s_rate" -v b="$d_rate" 'BEGIN { printf "%.0f", b > 0 ? 100 * a / b : 0 }')")
-    socks_cpu+=("$(awk -v a="$s_cpu" -v b="$d_cpu" 'BEGIN { printf "%.2f", b > 0 ? a / b : 0 }')")
+    rate_ratios+=("$(awk -v a="$h_rate" -v b="$d_rate" 'BEGIN { printf "%.0f", (b > 0 ? 100 * a / b : 0) }')")
+    cpu_ratios+=("$(awk -v a="$h_cpu" -v b="$d_cpu" 'BEGIN { printf "%.2f", (b > 0 ? a / b : 0) }')")
+    socks_rate+=("$(awk -v a="$s_rate" -v b="$d_rate" 'BEGIN { printf "%.0f", (b > 0 ? 100 * a / b : 0) }')")
+    socks_cpu+=("$(awk -v a="$s_cpu" -v b="$d_cpu" 'BEGIN { printf "%.2f", (b > 0 ? a / b : 0) }')")
 done
 median() { printf "%s\n" "$@" | sort -n | awk '{ v[NR] = $1 } END { print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
 printf "through tinyproxy: %s%% of the direct rate, %sx herald's CPU a notification (medians of the rounds)\n" \
