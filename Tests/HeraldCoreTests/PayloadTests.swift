@@ -35,6 +35,16 @@ struct PayloadTests {
         #expect(PayloadInspection.isJSONObject(Payload(aps: aps).encoded()))
     }
 
+    @Test func pushToStartAndWidgetKeysInApplesSpelling() {
+        let start = APS(
+            timestamp: 1_700_000_000, event: .start, attributesType: "GameAttributes", attributes: .object([]),
+            inputPushToken: true)
+        #expect(text(Payload(aps: start)).contains(#""event":"start","attributes-type":"GameAttributes","attributes":{},"input-push-token":1"#))
+        let joined = APS(event: .start, inputPushChannel: "dHN0LXNyYy1jaGFubmVs")
+        #expect(text(Payload(aps: joined)) == #"{"aps":{"event":"start","input-push-channel":"dHN0LXNyYy1jaGFubmVs"}}"#)
+        #expect(text(Payload(aps: APS(contentChanged: true))) == #"{"aps":{"content-changed":true}}"#)
+    }
+
     @Test func criticalSoundIsADictionary() {
         let payload = Payload(aps: APS(alert: .text("Fire"), sound: .critical(name: "alarm.caf", volume: 0.8)))
         #expect(text(payload) == #"{"aps":{"alert":"Fire","sound":{"critical":1,"name":"alarm.caf","volume":0.8}}}"#)

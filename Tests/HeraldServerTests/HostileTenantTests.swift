@@ -89,6 +89,9 @@ struct HostileTenantTests {
                 (#"{\#(Self.target), "priority": 1e300, "payload": {"aps": {}}}"#, "priority"),
                 (#"{\#(Self.target), "aps": {"relevance-score": 1e999}}"#, "aps.relevance-score"),
                 (#"{\#(Self.target), "aps": {"stale-date": -1}}"#, "aps.stale-date"),
+                (#"{\#(Self.target), "aps": {"input-push-token": 2}}"#, "aps.input-push-token"),
+                (#"{\#(Self.target), "aps": {"content-changed": 1e400}}"#, "aps.content-changed"),
+                (#"{\#(Self.target), "aps": {"input-push-channel": ""}}"#, "aps.input-push-channel"),
             ]
             for (body, field) in numbers {
                 let reply = try await client.request(.post, "/v1/notifications", key: acme.apiKey, json: body)

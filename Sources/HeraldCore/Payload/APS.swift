@@ -29,6 +29,12 @@ public struct APS: Sendable, Hashable {
     /// Live Activities (start): the attributes type name and its attributes.
     public var attributesType: String?
     public var attributes: JSONValue?
+    /// Live Activities (push-to-start): ask the system for the new activity's push token.
+    public var inputPushToken: Bool
+    /// Live Activities (push-to-start): subscribe the new activity to this broadcast channel.
+    public var inputPushChannel: String?
+    /// Widgets (push type `widgets`): the widget's content changed; reload its timeline.
+    public var contentChanged: Bool
 
     public init(
         alert: Alert? = nil, badge: Int? = nil, sound: Sound? = nil, threadID: String? = nil,
@@ -36,7 +42,8 @@ public struct APS: Sendable, Hashable {
         targetContentID: String? = nil, interruptionLevel: InterruptionLevel? = nil,
         relevanceScore: Double? = nil, filterCriteria: String? = nil, staleDate: Int? = nil,
         contentState: JSONValue? = nil, timestamp: Int? = nil, event: LiveActivityEvent? = nil,
-        dismissalDate: Int? = nil, attributesType: String? = nil, attributes: JSONValue? = nil
+        dismissalDate: Int? = nil, attributesType: String? = nil, attributes: JSONValue? = nil,
+        inputPushToken: Bool = false, inputPushChannel: String? = nil, contentChanged: Bool = false
     ) {
         self.alert = alert
         self.badge = badge
@@ -56,6 +63,9 @@ public struct APS: Sendable, Hashable {
         self.dismissalDate = dismissalDate
         self.attributesType = attributesType
         self.attributes = attributes
+        self.inputPushToken = inputPushToken
+        self.inputPushChannel = inputPushChannel
+        self.contentChanged = contentChanged
     }
 
     /// The alert: a plain string, or a dictionary with title, subtitle, body and localized forms.
@@ -160,6 +170,9 @@ public struct APS: Sendable, Hashable {
         add("dismissal-date", dismissalDate.map { .int(Int64($0)) })
         add("attributes-type", attributesType.map(JSONValue.string))
         add("attributes", attributes)
+        if inputPushToken { add("input-push-token", .int(1)) }
+        add("input-push-channel", inputPushChannel.map(JSONValue.string))
+        if contentChanged { add("content-changed", .bool(true)) }
         return .object(members)
     }
 }

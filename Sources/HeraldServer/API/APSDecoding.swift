@@ -6,7 +6,7 @@ enum APSDecoding {
     static let apsKeys = [
         "alert", "badge", "sound", "thread-id", "category", "content-available", "mutable-content", "target-content-id",
         "interruption-level", "relevance-score", "filter-criteria", "stale-date", "content-state", "timestamp", "event",
-        "dismissal-date", "attributes-type", "attributes",
+        "dismissal-date", "attributes-type", "attributes", "input-push-token", "input-push-channel", "content-changed",
     ]
     static let alertKeys = [
         "title", "subtitle", "body", "launch-image", "title-loc-key", "title-loc-args", "subtitle-loc-key", "subtitle-loc-args",
@@ -90,6 +90,12 @@ enum APSDecoding {
         aps.dismissalDate = try reader.integer("dismissal-date", in: 0...Int64(UInt32.max)).map { Int($0) }
         aps.attributesType = try reader.string("attributes-type")
         aps.attributes = try reader.jsonObject("attributes")
+        aps.inputPushToken = try reader.flag("input-push-token") ?? false
+        aps.inputPushChannel = try reader.string("input-push-channel")
+        aps.contentChanged = try reader.flag("content-changed") ?? false
+        if let channel = aps.inputPushChannel, channel.isEmpty || channel.utf8.count > 256 {
+            throw APIError.invalidField(reader.path("input-push-channel"), "must be a channel ID of 1 to 256 bytes")
+        }
         return aps
     }
 }
