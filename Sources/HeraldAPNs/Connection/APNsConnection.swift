@@ -80,6 +80,7 @@ final class APNsConnection: Sendable {
         let delegate = self.delegate
         let logger = self.logger
         let id = self.id
+        let port = endpoint.port
         let proxy = configuration.proxy.flatMap { $0.applies(to: host) ? $0 : nil }
         // The handlers the initializer made, by channel (a name with several addresses may start
         // more than one), kept here rather than looked up in the pipeline later: a channel the
@@ -98,7 +99,7 @@ final class APNsConnection: Sendable {
                         housekeepingInterval: configuration.housekeepingInterval, engine: engine, delegate: delegate, logger: logger)
                     if let proxy {
                         try channel.pipeline.syncOperations.addHandlers(
-                            ProxyTunnel.handlers(proxy, host: host, port: self.endpoint.port, timeout: configuration.connectTimeout))
+                            ProxyTunnel.handlers(proxy, host: host, port: port, timeout: configuration.connectTimeout))
                     }
                     try channel.pipeline.syncOperations.addHandlers([tls, engine, handler])
                     made.value[ObjectIdentifier(channel)] = handler
@@ -107,7 +108,7 @@ final class APNsConnection: Sendable {
                     return channel.eventLoop.makeFailedFuture(error)
                 }
             }
-        let (connectHost, connectPort) = proxy.map { ($0.host, $0.port) } ?? (host, endpoint.port)
+        let (connectHost, connectPort) = proxy.map { ($0.host, $0.port) } ?? (host, port)
         bootstrap.connect(host: connectHost, port: connectPort).whenComplete { result in
             switch result {
             case .success(let channel):

@@ -205,6 +205,16 @@ final class SOCKSTunnelWatcher: ChannelInboundHandler, RemovableChannelHandler {
         context.fireChannelActive()
     }
 
+    func channelInactive(context: ChannelHandlerContext) {
+        if !done {
+            done = true
+            timer?.cancel()
+            context.fireErrorCaught(
+                ProxyError(.protocolError, proxy: proxy, detail: "the proxy closed the connection before the tunnel opened"))
+        }
+        context.fireChannelInactive()
+    }
+
     func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
         if event is SOCKSProxyEstablishedEvent, !done {
             done = true
