@@ -35,7 +35,7 @@ struct ConsoleLifecycleTests {
             ("topics", edit.topics), ("production", edit.production), ("development", edit.development),
             ("default", edit.developmentIsDefault ? "development" : "production"), ("ca_file", edit.caFile),
             ("connections", edit.connections), ("max_queued", edit.maxQueued), ("plugins", edit.plugins),
-            ("webhook_url", edit.webhookURL),
+            ("webhook_url", edit.webhookURL), ("proxy", edit.proxy),
         ]
     }
 
@@ -148,6 +148,19 @@ struct ConsoleLifecycleTests {
             #expect(running.plugins.map(\.name) == current.plugins.map(\.name))
             #expect(running.plugins.first { $0.name == "retry" }?.options == current.plugins.first { $0.name == "retry" }?.options)
             #expect(try String(contentsOfFile: file, encoding: .utf8).contains("com.acme.other"))
+
+            // The proxy: a URL is set and shown by its address; a bad one names the field; none goes direct.
+            fields = Self.fields(Console.editForm(running))
+            let proxied = try await browser.post(
+                "/console/tenants/acme/settings", fields.map { $0.0 == "proxy" ? ("proxy", "http://proxy.acme.example:8080") : $0 })
+            #expect(proxied.status == 200 && proxied.text.contains(#"id="proxy"><code>http://proxy.acme.example:8080"#), "\(proxied.text)")
+            #expect(live.server.router.runtime(for: acme)?.configuration.proxy?.proxy?.host == "proxy.acme.example")
+            let badProxy = try await browser.post(
+                "/console/tenants/acme/settings", fields.map { $0.0 == "proxy" ? ("proxy", "ftp://x") : $0 })
+            #expect(badProxy.status == 422 && badProxy.text.contains(#"id="error">proxy"#), "\(badProxy.text)")
+            let direct = try await browser.post(
+                "/console/tenants/acme/settings", fields.map { $0.0 == "proxy" ? ("proxy", "none") : $0 })
+            #expect(direct.status == 200 && live.server.router.runtime(for: acme)?.configuration.proxy == .direct, "\(direct.text)")
         }
         await world.close()
     }

@@ -121,4 +121,13 @@ public enum ProxySetting: Sendable, Hashable {
         if case .proxy(let proxy) = self { return proxy }
         return nil
     }
+
+    /// As a tenant file's `proxy:` reads in short: `none`, or the proxy's address (never its
+    /// credentials).
+    public var shown: String {
+        switch self {
+        case .direct: return "none"
+        case .proxy(let proxy): return proxy.address
+        }
+    }
 }

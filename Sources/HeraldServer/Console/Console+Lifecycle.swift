@@ -126,7 +126,7 @@ extension Console {
             developmentIsDefault: tenant.endpoints.defaultEnvironment == .development,
             caFile: tenant.endpoints.trustRootsOrigin ?? "", connections: "\(tenant.pool.connections)",
             maxQueued: "\(tenant.pool.maxQueued)", plugins: tenant.plugins.map(\.name).joined(separator: ", "),
-            webhookURL: tenant.webhook?.url ?? "")
+            webhookURL: tenant.webhook?.url ?? "", proxy: tenant.proxy?.shown ?? "")
     }
 
     /// What was typed into the settings form, to show it again with the refusal.
@@ -136,7 +136,7 @@ extension Console {
             topics: text("topics"), production: text("production"), development: text("development"),
             developmentIsDefault: text("default") == "development", caFile: text("ca_file"),
             connections: text("connections"), maxQueued: text("max_queued"), plugins: text("plugins"),
-            webhookURL: text("webhook_url"))
+            webhookURL: text("webhook_url"), proxy: text("proxy"))
     }
 
     /// The tenant-file sections the settings form changes, in the file's own terms; empty when
@@ -191,6 +191,13 @@ extension Console {
                             return .object([("name", .string(name)), ("options", kept.options)])
                         })
                 ))
+        }
+
+        // The proxy as a URL, `none` or `environment`; empty: the server's. Left as shown, it is
+        // left alone (a proxy whose file gives credentials keeps them).
+        let proxy = try form.text("proxy")
+        if form.parts["proxy"] != nil, proxy != current.proxy?.shown {
+            sections.append(("proxy", proxy.map(JSONValue.string)))
         }
 
         let webhookURL = try form.text("webhook_url")

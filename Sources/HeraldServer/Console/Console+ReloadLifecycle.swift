@@ -57,7 +57,7 @@ struct ReloadCoordinatorLifecycle: ConsoleLifecycle {
             ("endpoints.ca_file", "ca_file"), ("endpoints.default", "default"), ("endpoints", "production"),
             ("pool.max_queued", "max_queued"), ("pool", "connections"), ("topics", "topics"), ("plugins", "plugins"),
             ("api_keys", "api_key_name"), ("team_id", "team_id"), ("id", "id"), ("webhook.secret", "webhook_secret"),
-            ("webhook", "webhook_url"),
+            ("webhook", "webhook_url"), ("proxy", "proxy"),
         ] where field == prefix || field.hasPrefix(prefix + ".") || field.hasPrefix(prefix + "[") {
             return form
         }

@@ -300,6 +300,7 @@ struct Console: Sendable {
                     webhook.origin == .section
                         ? webhook.url : "\(webhook.url) (set in the feedback plugin's options, deprecated: saving the settings moves it)"
                 },
+                proxy: tenant.proxy.map { $0.shown == "none" ? "none: directly" : $0.shown } ?? "the server's (config/herald.yaml)",
                 lastError: lastError(tenant, health: health), sends: health?.sendsLastHour ?? 0,
                 failures: health?.failuresLastHour ?? 0,
                 apiKeys: tenant.apiKeys.map { TenantPage.APIKey(name: $0.name, tenantID: tenant.id.rawValue) },

@@ -151,6 +151,9 @@ struct TenantPage {
         var plugins: String
         /// The webhook's URL (its secret is never shown: an empty secret field keeps it).
         var webhookURL: String
+        /// The tenant's proxy as its file sets it in short (`none`, or its address); empty: the
+        /// server's.
+        var proxy: String
     }
     struct Tenant {
         var id: String
@@ -168,6 +171,8 @@ struct TenantPage {
         var delivery: String
         /// The webhook's URL and where the file sets it; nil: none.
         var webhook: String?
+        /// The tenant's outbound proxy, never its credentials.
+        var proxy: String
         var lastError: String?
         var sends: Int
         var failures: Int

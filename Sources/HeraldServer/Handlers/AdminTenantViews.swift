@@ -123,11 +123,7 @@ struct TenantView: ResponseEncodable, Sendable {
         }
         id = tenant.id.rawValue
         file = tenant.sourceFile
-        switch tenant.proxy {
-        case .direct?: proxy = "none"
-        case .proxy(let chosen)?: proxy = chosen.address
-        case nil: proxy = nil
-        }
+        proxy = tenant.proxy?.shown
         self.auth = auth
         topics = tenant.topics
         var endpoints: [String: Nullable<String>] = [:]
