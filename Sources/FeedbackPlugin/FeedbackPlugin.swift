@@ -82,7 +82,7 @@ public struct FeedbackConfiguration: Sendable, Hashable {
 }
 
 /// The `feedback` middleware for one tenant.
-public struct FeedbackMiddleware: SynchronousPushMiddleware {
+public struct FeedbackMiddleware: PushMiddleware {
     public let configuration: FeedbackConfiguration
     private let environment: PluginEnvironment
 
@@ -91,24 +91,24 @@ public struct FeedbackMiddleware: SynchronousPushMiddleware {
         self.environment = environment
     }
 
-    nonisolated(nonsending) public func send(_ notification: HeraldCore.Notification, context: PushContext, next: PushHandler) async throws
-        -> PushResult
-    {
-        if !configuration.refuse.isEmpty, let topic = notification.topic {
+    /// With tokens to refuse (``FeedbackConfiguration/refuse``): a check of the token in the
+    /// tenant's store before the send (the pipeline awaits it), refusing one recorded invalid.
+    public func willSend(_ notification: inout HeraldCore.Notification, context: PushContext) throws -> PushDecision {
+        guard !configuration.refuse.isEmpty, let topic = notification.topic else { return .proceed }
+        let (token, refuse, invalidTokens) = (notification.deviceToken, configuration.refuse, environment.invalidTokens)
+        return .check {
             let record: InvalidTokenRecord?
             do {
-                record = try await environment.invalidTokens.invalidToken(
-                    notification.deviceToken, topic: topic, environment: context.environment)
+                record = try await invalidTokens.invalidToken(token, topic: topic, environment: context.environment)
             } catch is StoreLookupSkipped {
                 // The store failed a lookup moments ago (logged once then): send without waiting.
                 record = nil
             } catch {
                 // The store is down: sending to a possibly invalid token is the lesser harm.
-                context.logger.warning(
-                    "invalid-token lookup failed; sending anyway", metadata: ["herald.error": "\(error)"])
+                context.logger.warning("invalid-token lookup failed; sending anyway", metadata: ["herald.error": "\(error)"])
                 record = nil
             }
-            if let record, record.isInvalid, configuration.refuse.contains(record.reason) {
+            if let record, record.isInvalid, refuse.contains(record.reason) {
                 throw PushError(
                     code: .tokenRefused,
                     message:
@@ -117,17 +117,9 @@ public struct FeedbackMiddleware: SynchronousPushMiddleware {
                     reason: record.reason, field: "device_token")
             }
         }
-
-        let result = try await next.send(notification, context: context)
-        await recordIfInvalid(notification, result: result, context: context)
-        return result
     }
 
-    /// The hooks' form, for a tenant that refuses no token (``FeedbackConfiguration/refuse``
-    /// empty): refusing reads the store, which only the `async` form can.
-    public var offersHooks: Bool { configuration.refuse.isEmpty }
-
-    /// Records the token (and queues the webhook) as the `async` form does, as a follow-up:
+    /// Records the token (and queues the webhook) when APNs said it is invalid, as a follow-up:
     /// the send's outcome is handed on once it is recorded.
     public func didSend(
         _ notification: HeraldCore.Notification, context: PushContext, startedAt: ContinuousClock.Instant,

@@ -102,7 +102,7 @@ struct BenchCommand: AsyncParsableCommand {
             How notifications are sent: loops (async sends from tasks on the event loops; the default through the router), \
             global (async sends from tasks on Swift's global executor) or callbacks (the callback API: each completion, on \
             a connection's event loop, sends the next; the default through the transport; through the router, one attempt \
-            each, as the job runner sends a batch item, by the middlewares' hooks when every plugin has them).
+            each, as the job runner sends a batch item).
             """)
     var callers: String?
 
@@ -241,10 +241,10 @@ struct BenchCommand: AsyncParsableCommand {
             }
             if callerMode == "callbacks" {
                 // As the job runner sends a batch item: one attempt (its retries are the caller's),
-                // through the middlewares' hooks when every one has them.
+                // through the one pipeline without a task.
                 let start: @Sendable (HeraldCore.Notification, @escaping @Sendable (Result<APNsResponse, any Error>) -> Void) -> Void = {
                     note, completion in
-                    router.startSend(tenant: tenantID, notification: note, environment: environment, retriesInPipeline: false) {
+                    router.startSend(tenant: tenantID, notification: note, environment: environment, retries: false) {
                         completion($0.map(\.response))
                     }
                 }

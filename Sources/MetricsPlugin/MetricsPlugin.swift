@@ -36,7 +36,7 @@ public struct MetricsPluginFactory: PluginFactory {
 }
 
 /// The `metrics` middleware for one tenant.
-public final class MetricsMiddleware: SynchronousPushMiddleware {
+public final class MetricsMiddleware: PushMiddleware {
     public static let counterLabel = "herald_notifications_total"
     public static let timerLabel = "herald_send_duration"
     static let knownStatuses: Set<Int> = [200, 400, 403, 404, 405, 410, 413, 429, 500, 503]
@@ -86,19 +86,7 @@ public final class MetricsMiddleware: SynchronousPushMiddleware {
         self.clock = clock
     }
 
-    nonisolated(nonsending) public func send(_ notification: Notification, context: PushContext, next: PushHandler) async throws -> PushResult {
-        let start = clock.now
-        do {
-            let result = try await next.send(notification, context: context)
-            observe(notification, outcome: .success(result), startedAt: start)
-            return result
-        } catch {
-            observe(notification, outcome: .failure(error), startedAt: start)
-            throw error
-        }
-    }
-
-    /// The hooks' form: the same counter and timer, timed from when the send's hooks began.
+    /// Counts the attempt and times it from when the pipeline began.
     public func didSend(
         _ notification: Notification, context: PushContext, startedAt: ContinuousClock.Instant,
         outcome: Result<PushResult, any Error>

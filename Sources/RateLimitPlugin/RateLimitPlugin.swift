@@ -2,8 +2,9 @@ import HeraldCore
 import Synchronization
 
 /// `rate-limit`: a per-tenant token bucket, and optionally one per topic. A send over the limit
-/// waits for its slot if that comes before its deadline (and within `max_wait_ms`), and fails
-/// with `RateLimited` otherwise, without reaching APNs.
+/// is given its slot (``HeraldCore/PushDecision/notBefore(_:)``: the pipeline waits for it, the
+/// middleware never sleeps) if that comes before its deadline (and within `max_wait_ms`), and
+/// fails with `RateLimited` otherwise, without reaching APNs.
 ///
 /// ```yaml
 /// plugins:
@@ -85,7 +86,7 @@ public final class RateLimitMiddleware: PushMiddleware {
                 topicRate: configuration.perTopic.map { ($0.perSecond, $0.burst) }))
     }
 
-    nonisolated(nonsending) public func send(_ notification: Notification, context: PushContext, next: PushHandler) async throws -> PushResult {
+    public func willSend(_ notification: inout Notification, context: PushContext) throws -> PushDecision {
         let now = clock.now
         var latest = context.deadline
         if let maxWait = configuration.maxWait { latest = min(latest, now.advanced(by: maxWait)) }
@@ -101,10 +102,7 @@ public final class RateLimitMiddleware: PushMiddleware {
                     + "): the next slot is \(Int((nextSlot.secondsValue * 1000).rounded(.up))) ms away, past the send's deadline"
                     + (configuration.maxWait == nil ? "" : " or max_wait_ms"))
         case .granted(let slot):
-            if slot > now {
-                try await clock.sleep(until: slot)
-            }
-            return try await next.send(notification, context: context)
+            return slot > now ? .notBefore(slot) : .proceed
         }
     }
 

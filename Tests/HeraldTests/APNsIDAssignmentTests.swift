@@ -11,13 +11,10 @@ private struct IDProbe: PushMiddleware {
     let seen: Mutex<[String]>.Box
     let remove: Bool
 
-    func send(_ notification: HeraldCore.Notification, context: PushContext, next: PushHandler) async throws
-        -> PushResult
-    {
+    func willSend(_ notification: inout HeraldCore.Notification, context: PushContext) throws -> PushDecision {
         seen.append("\(notification.id?.rawValue ?? "none") \(context.logger[metadataKey: "herald.apns-id"] ?? "none")")
-        var notification = notification
         if remove { notification.id = nil }
-        return try await next.send(notification, context: context)
+        return .proceed
     }
 }
 
@@ -64,7 +61,7 @@ struct APNsIDAssignmentTests {
         // The callback form gives its send an apns-id in the same way; each send its own.
         let started = await withCheckedContinuation {
             (done: CheckedContinuation<Result<PushResult, any Error>, Never>) in
-            router.startSend(tenant: tenant, notification: Fixtures.note(), retriesInPipeline: false) {
+            router.startSend(tenant: tenant, notification: Fixtures.note(), retries: false) {
                 done.resume(returning: $0)
             }
         }
@@ -88,7 +85,7 @@ struct APNsIDAssignmentTests {
         #expect(try await router.send(tenant: tenant, notification: note).notificationID == given)
         let started = await withCheckedContinuation {
             (done: CheckedContinuation<Result<PushResult, any Error>, Never>) in
-            router.startSend(tenant: tenant, notification: note, retriesInPipeline: false) {
+            router.startSend(tenant: tenant, notification: note, retries: false) {
                 done.resume(returning: $0)
             }
         }
@@ -111,7 +108,7 @@ struct APNsIDAssignmentTests {
     }
 
     @Test(
-        "a send cut off by a credential revocation is resent on the tenant's new runtime with its apns-id (async form)")
+        "a send cut off by a credential revocation is resent on the tenant's new runtime with its apns-id")
     func resentWithTheSameID() async throws {
         let old = HoldingTransport(holds: true)
         let new = HoldingTransport(holds: false)
@@ -130,7 +127,7 @@ struct APNsIDAssignmentTests {
         let result = try await sending.value
         #expect(result.status == 200)
         #expect(old.started == [result.notificationID] && new.started == [result.notificationID])
-        #expect(old.awaited == 1 && new.awaited == 1, "both sends by the async form")
+        #expect(result.attempts == 2)
     }
 
     @Test("against APNsSandbox: the apns-id APNs gets is the router's, or the caller's, and comes back in the result")

@@ -12,8 +12,8 @@ import Synchronization
 import Testing
 
 /// A transport whose answer depends only on the device token and how often it was sent, with or
-/// without the callback form: a batch sent through the hooks (``HeraldCore/PushHooks``) and the
-/// same batch through the `async` pipeline get the same answers, whatever order they go in.
+/// without the callback form: a batch sent by callback and the same batch through a transport
+/// with only the `async` form get the same answers, whatever order they go in.
 final class DeviceScriptTransport: PushTransport, TransportProvider {
     enum Form: Sendable, CustomStringConvertible {
         /// Only the `async` form.
@@ -93,6 +93,11 @@ final class DeviceScriptTransport: PushTransport, TransportProvider {
         _ notification: HeraldCore.Notification, environment: APNsEnvironment, deadline: ContinuousClock.Instant,
         completion: @escaping @Sendable (Result<APNsResponse, PushError>) -> Void
     ) {
+        guard sendsByCallback else {
+            // What a transport with only the `async` form does: a task that awaits it.
+            Task { completion(answer(notification, callback: false)) }
+            return
+        }
         if loop?.inEventLoop == true { state.withLock { $0.startedOnLoop += 1 } }
         let result = answer(notification, callback: true)
         switch form {
@@ -106,19 +111,24 @@ final class DeviceScriptTransport: PushTransport, TransportProvider {
     func makeTransport(for tenant: TenantConfiguration, logger: Logger) throws -> any PushTransport { self }
 }
 
-/// A plugin with only the `async` form: a tenant that lists it never sends through the hooks.
-struct PassThroughPluginFactory: PluginFactory {
+/// A plugin that makes every send wait a moment (``PushDecision/notBefore(_:)``) or check
+/// something first (``PushDecision/check(_:)``), by the token's second-to-last byte.
+struct PausingPluginFactory: PluginFactory {
     struct Middleware: PushMiddleware {
-        func send(_ notification: HeraldCore.Notification, context: PushContext, next: PushHandler) async throws -> PushResult {
-            try await next.send(notification, context: context)
+        func willSend(_ notification: inout HeraldCore.Notification, context: PushContext) throws -> PushDecision {
+            switch Int(notification.deviceToken.bytes[30]) % 3 {
+            case 0: .notBefore(ContinuousClock.now.advanced(by: .milliseconds(1)))
+            case 1: .check { await Task.yield() }
+            default: .proceed
+            }
         }
     }
 
-    let name = "pass-through"
+    let name = "pausing"
     func make(options: JSONValue, environment: PluginEnvironment) throws(PluginOptionError) -> any PushMiddleware { Middleware() }
 }
 
-@Suite("batch items sent by callback through the middlewares' hooks")
+@Suite("batch items sent by callback through the one pipeline")
 struct CallbackSendTests {
     /// What one batch came to: each device's outcome, the tokens recorded invalid, the metrics.
     struct Run: Equatable {
@@ -144,7 +154,7 @@ struct CallbackSendTests {
     ) async throws -> Run {
         let metrics = TestMetrics()
         var registry = PluginRegistry.standard(metricsFactory: metrics)
-        registry.register(PassThroughPluginFactory())
+        registry.register(PausingPluginFactory())
         let opened = try await backend.open()
         let store = opened.store
         let router = try Fixtures.router(transports: transport, store: store, clock: SystemPushClock(), registry: registry)
@@ -210,7 +220,7 @@ struct CallbackSendTests {
         return Run(outcomes: outcomes, invalid: Set(invalid), counters: counters)
     }
 
-    @Test("the same batch ends the same through the hooks and through the async pipeline", arguments: [
+    @Test("the same batch ends the same by callback and through a transport with only the async form", arguments: [
         DeviceScriptTransport.Form.inline, .otherThread,
     ])
     func sameOutcomes(form: DeviceScriptTransport.Form) async throws {
@@ -269,47 +279,58 @@ struct CallbackSendTests {
         #expect(there == elsewhere)
     }
 
-    @Test("a tenant with a plugin that has no hooks sends every item through the async pipeline")
-    func pluginWithoutHooks() async throws {
+    @Test("a plugin that makes sends wait or check first keeps them off tasks of their own, with the same outcomes")
+    func pluginThatWaitsOrChecks() async throws {
         let transport = DeviceScriptTransport(.otherThread)
-        let run = try await Self.run(transport, extra: [Fixtures.plugin("pass-through")])
-        #expect(transport.callbackSends == 0 && transport.asyncSends > Self.count)
-        let sent = (0..<Self.count).filter { ![1, 2].contains(($0 & 0xFF) % 6) }.count
-        #expect(run.outcomes.values.filter { $0.state == .sent }.count == sent)
+        let run = try await Self.run(transport, extra: [Fixtures.plugin("pausing")])
+        let plain = try await Self.run(DeviceScriptTransport(.asyncOnly))
+        #expect(transport.asyncSends == 0 && transport.callbackSends > Self.count)
+        #expect(run == plain)
     }
 
-    @Test("a tenant whose feedback refuses tokens keeps the async pipeline (refusing reads the store)")
+    @Test("a tenant whose feedback refuses tokens sends by callback too, its store check awaited before each send")
     func feedbackThatRefuses() async throws {
         let transport = DeviceScriptTransport(.otherThread)
         let run = try await Self.run(transport, refuse: [.string("Unregistered")])
-        #expect(transport.callbackSends == 0 && transport.asyncSends > Self.count)
+        #expect(transport.asyncSends == 0 && transport.callbackSends > Self.count)
         #expect(run.invalid.count == (0..<Self.count).filter { [1, 2].contains(($0 & 0xFF) % 6) }.count)
     }
 }
 
-/// The hooks run in the pipeline's order: a refusal is seen after the send by the middlewares
-/// before the one that refused, not by those after it.
-@Suite("push hooks")
-struct PushHooksTests {
+/// The pipeline runs the hooks in order: a refusal is seen after the send by the middlewares
+/// before the one that refused, not by those after it; waits and checks hold the send, not a thread.
+@Suite("send pipeline")
+struct SendPipelineTests {
     final class Calls: Sendable {
         let list = Mutex<[String]>([])
         func add(_ call: String) { list.withLock { $0.append(call) } }
         var all: [String] { list.withLock { $0 } }
     }
 
-    struct Recording: SynchronousPushMiddleware {
+    struct Recording: PushMiddleware {
+        enum Before: Sendable {
+            case proceed, refuse, wait(Duration), check(refuses: Bool)
+        }
         let name: String
         let calls: Calls
-        var refuses = false
+        var before = Before.proceed
         var followUp = false
+        var clock: any PushClock = SystemPushClock()
 
-        func send(_ notification: HeraldCore.Notification, context: PushContext, next: PushHandler) async throws -> PushResult {
-            try await next.send(notification, context: context)
-        }
-
-        func willSend(_ notification: HeraldCore.Notification, context: PushContext) throws {
+        func willSend(_ notification: inout HeraldCore.Notification, context: PushContext) throws -> PushDecision {
             calls.add("will \(name)")
-            if refuses { throw PushError(code: .rateLimited, message: "refused by \(name)") }
+            switch before {
+            case .proceed: return .proceed
+            case .refuse: throw PushError(code: .rateLimited, message: "refused by \(name)")
+            case .wait(let wait): return .notBefore(clock.now.advanced(by: wait))
+            case .check(let refuses):
+                let (calls, name) = (calls, name)
+                return .check {
+                    await Task.yield()
+                    calls.add("check \(name)")
+                    if refuses { throw PushError(code: .tokenRefused, message: "checked by \(name)") }
+                }
+            }
         }
 
         func didSend(
@@ -322,60 +343,119 @@ struct PushHooksTests {
             }
             guard followUp else { return nil }
             let (calls, name) = (calls, name)
-            return { calls.add("follow-up \(name)") }
+            return {
+                await Task.yield()
+                calls.add("follow-up \(name)")
+            }
         }
     }
 
-    static let context = PushContext(tenant: Fixtures.tenantID("h"), environment: .production, deadline: .now + .seconds(5))
+    static var context: PushContext { PushContext(tenant: Fixtures.tenantID("h"), environment: .production, deadline: .now + .seconds(60)) }
 
-    @Test("outermost first before the send, innermost first after it")
-    func order() throws {
+    /// Runs `middlewares` around a terminal that logs `wire` and answers 200.
+    static func run(_ middlewares: [any PushMiddleware], calls: Calls, clock: any PushClock = SystemPushClock(),
+                    context: PushContext = context) async -> Result<PushResult, any Error> {
+        var note = Fixtures.note()
+        note.id = Fixtures.apnsID()
+        let sent = note
+        return await withCheckedContinuation { done in
+            SendPipeline(middlewares, clock: clock).start(sent, context: context) { notification, context, completion in
+                calls.add("wire")
+                completion(
+                    .success(
+                        PushResult(
+                            notificationID: notification.id!, environment: context.environment,
+                            response: APNsResponse(status: 200, apnsID: notification.id))))
+            } completion: { outcome in
+                calls.add("done")
+                done.resume(returning: outcome)
+            }
+        }
+    }
+
+    @Test("outermost first before the send, innermost first after it; follow-ups end before the outcome is handed on")
+    func order() async throws {
         let calls = Calls()
-        let hooks = try #require(
-            PushHooks([
+        let outcome = await Self.run(
+            [
                 Recording(name: "a", calls: calls), Recording(name: "b", calls: calls, followUp: true),
                 Recording(name: "c", calls: calls, followUp: true),
-            ]))
-        let (ran, refusal) = hooks.willSend(Fixtures.note(), context: Self.context)
-        #expect(ran == 3 && refusal == nil)
-        let result = PushResult(notificationID: Fixtures.apnsID(), environment: .production, response: APNsResponse(status: 200, apnsID: nil))
-        let followUps = hooks.didSend(Fixtures.note(), context: Self.context, startedAt: .now, outcome: .success(result), ran: ran)
-        #expect(calls.all == ["will a", "will b", "will c", "did c ok", "did b ok", "did a ok"])
-        #expect(followUps.count == 2)
+            ], calls: calls)
+        #expect(try outcome.get().isSuccess)
+        #expect(
+            calls.all == ["will a", "will b", "will c", "wire", "did c ok", "did b ok", "did a ok", "follow-up c", "follow-up b", "done"])
     }
 
-    @Test("a refusal stops the hooks after it; those before it see the failure")
+    @Test("a refusal stops the pipeline there; those before it see the failure, the send is not made")
     func refusal() async throws {
         let calls = Calls()
-        let hooks = try #require(
-            PushHooks([
-                Recording(name: "a", calls: calls, followUp: true), Recording(name: "b", calls: calls, refuses: true),
+        let outcome = await Self.run(
+            [
+                Recording(name: "a", calls: calls, followUp: true), Recording(name: "b", calls: calls, before: .refuse),
                 Recording(name: "c", calls: calls),
-            ]))
-        let (ran, refusal) = hooks.willSend(Fixtures.note(), context: Self.context)
-        #expect(ran == 1)
-        #expect((refusal as? PushError)?.code == .rateLimited)
-        let followUps = hooks.didSend(
-            Fixtures.note(), context: Self.context, startedAt: .now, outcome: .failure(try #require(refusal)), ran: ran)
-        for followUp in followUps { await followUp() }
-        #expect(calls.all == ["will a", "will b", "did a failed", "follow-up a"])
+            ], calls: calls)
+        #expect(throws: PushError.self) { try outcome.get() }
+        #expect(calls.all == ["will a", "will b", "did a failed", "follow-up a", "done"])
     }
 
-    @Test("a pipeline with a middleware that has only the async form has no hooks")
-    func asyncOnly() {
-        #expect(PushHooks([PassThroughPluginFactory.Middleware()]) == nil)
-        #expect(PushHooks([RetryMiddleware(policy: RetryPolicy())]) != nil)
+    @Test("a check is awaited before the next middleware; one that refuses stops the send like a thrown refusal")
+    func checks() async throws {
+        let calls = Calls()
+        let passed = await Self.run(
+            [Recording(name: "a", calls: calls, before: .check(refuses: false)), Recording(name: "b", calls: calls)], calls: calls)
+        #expect(try passed.get().isSuccess)
+        #expect(calls.all == ["will a", "check a", "will b", "wire", "did b ok", "did a ok", "done"])
+
+        let refusedCalls = Calls()
+        let refused = await Self.run(
+            [
+                Recording(name: "a", calls: refusedCalls), Recording(name: "b", calls: refusedCalls, before: .check(refuses: true)),
+                Recording(name: "c", calls: refusedCalls),
+            ], calls: refusedCalls)
+        guard case .failure(let error as PushError) = refused else {
+            Issue.record("expected the check's refusal, got \(refused)")
+            return
+        }
+        #expect(error.code == .tokenRefused)
+        #expect(refusedCalls.all == ["will a", "will b", "check b", "did a failed", "done"])
+    }
+
+    @Test("a middleware's 'not before' is waited on the pipeline's clock, and the rest goes on after it")
+    func notBefore() async throws {
+        let calls = Calls()
+        let clock = ManualPushClock()
+        let context = PushContext(tenant: Fixtures.tenantID("h"), environment: .production, deadline: clock.now.advanced(by: .seconds(5)))
+        let outcome = await Self.run(
+            [Recording(name: "a", calls: calls, before: .wait(.milliseconds(750)), clock: clock), Recording(name: "b", calls: calls)],
+            calls: calls, clock: clock, context: context)
+        #expect(try outcome.get().isSuccess)
+        #expect(clock.totalSlept == .milliseconds(750) && clock.sleepCount == 1)
+        #expect(calls.all == ["will a", "will b", "wire", "did b ok", "did a ok", "done"])
+    }
+
+    @Test("a send whose deadline passed while it waited is not made; every middleware sees DeadlineExceeded")
+    func deadlinePassed() async throws {
+        let calls = Calls()
+        let clock = ManualPushClock()
+        let context = PushContext(tenant: Fixtures.tenantID("h"), environment: .production, deadline: clock.now.advanced(by: .seconds(1)))
+        let outcome = await Self.run(
+            [Recording(name: "a", calls: calls), Recording(name: "b", calls: calls, before: .wait(.seconds(2)), clock: clock)],
+            calls: calls, clock: clock, context: context)
+        guard case .failure(let error as PushError) = outcome else {
+            Issue.record("expected DeadlineExceeded, got \(outcome)")
+            return
+        }
+        #expect(error.code == .deadlineExceeded && !error.mayHaveReachedAPNs)
+        #expect(calls.all == ["will a", "will b", "did b failed", "did a failed", "done"])
     }
 }
 
 /// A callback transport that holds every send until it is closed (then each fails as cut off,
-/// possibly processed), or answers 200 at once. Its `async` form (counted in `awaited`) does the
-/// same.
+/// possibly processed), or answers 200 at once. Its `async` form does the same.
 final class HoldingTransport: PushTransport {
     private struct State {
         var held: [@Sendable (Result<APNsResponse, PushError>) -> Void] = []
         var started: [NotificationID?] = []
-        var awaited = 0
     }
     private let state = Mutex(State())
     let holds: Bool
@@ -383,7 +463,6 @@ final class HoldingTransport: PushTransport {
     init(holds: Bool) { self.holds = holds }
 
     var started: [NotificationID?] { state.withLock { $0.started } }
-    var awaited: Int { state.withLock { $0.awaited } }
     var sendsByCallback: Bool { true }
 
     func startSend(
@@ -401,8 +480,7 @@ final class HoldingTransport: PushTransport {
     func send(_ notification: HeraldCore.Notification, environment: APNsEnvironment, deadline: ContinuousClock.Instant)
         async throws -> APNsResponse
     {
-        state.withLock { $0.awaited += 1 }
-        return try await withCheckedThrowingContinuation { continuation in
+        try await withCheckedThrowingContinuation { continuation in
             startSend(notification, environment: environment, deadline: deadline) { continuation.resume(with: $0) }
         }
     }
@@ -446,7 +524,7 @@ struct RouterCallbackTests {
         #expect(router.runtime(for: id)?.startsSendsByCallback == true)
 
         let outcome = await withCheckedContinuation { (done: CheckedContinuation<Result<PushResult, any Error>, Never>) in
-            router.startSend(tenant: id, notification: Fixtures.note(), retriesInPipeline: false) { done.resume(returning: $0) }
+            router.startSend(tenant: id, notification: Fixtures.note(), retries: false) { done.resume(returning: $0) }
             Task {
                 // Once the send is held on the old credential: swap the runtime and revoke the old one.
                 while old.started.isEmpty { try? await Task.sleep(for: .milliseconds(5)) }

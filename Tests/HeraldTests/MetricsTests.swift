@@ -66,15 +66,14 @@ struct MetricsTests {
             factory: metrics, tenant: Fixtures.tenantID("m"), topics: ["com.example.app"], clock: ManualPushClock())
         var stray = Fixtures.note(topic: "com.unlisted")
         stray.id = Fixtures.apnsID()
-        _ = try await middleware.send(
+        _ = try await SendPipeline([middleware]).send(
             stray,
-            context: PushContext(
-                tenant: Fixtures.tenantID("m"), environment: .production, deadline: .now + .seconds(1)),
-            next: PushHandler { n, c in
-                PushResult(
-                    notificationID: n.id!, environment: c.environment, response: APNsResponse(status: 299, apnsID: n.id)
-                )
-            })
+            context: PushContext(tenant: Fixtures.tenantID("m"), environment: .production, deadline: .now + .seconds(1))
+        ) { n, c, completion in
+            completion(
+                .success(
+                    PushResult(notificationID: n.id!, environment: c.environment, response: APNsResponse(status: 299, apnsID: n.id))))
+        }
         #expect(
             metrics.counterTotal(
                 label: "herald_notifications_total",

@@ -9,13 +9,17 @@ struct TraceMiddleware: PushMiddleware {
     let name: String
     let log: Mutex<[String]>.Box
 
-    func send(_ notification: HeraldCore.Notification, context: PushContext, next: PushHandler) async throws
-        -> PushResult
-    {
+    func willSend(_ notification: inout HeraldCore.Notification, context: PushContext) throws -> PushDecision {
         log.append("\(name)>\(context.attempt)")
-        let result = try await next.send(notification, context: context)
+        return .proceed
+    }
+
+    func didSend(
+        _ notification: HeraldCore.Notification, context: PushContext, startedAt: ContinuousClock.Instant,
+        outcome: Result<PushResult, any Error>
+    ) -> PushFollowUp? {
         log.append("<\(name)")
-        return result
+        return nil
     }
 }
 
@@ -42,28 +46,28 @@ struct PipelineTests {
     @Test("middlewares run in the order given, the first outermost, ending in the terminal")
     func order() async throws {
         let log = Mutex<[String]>.Box()
-        let pipeline = SendPipeline(
-            [
-                TraceMiddleware(name: "a", log: log), TraceMiddleware(name: "b", log: log),
-                TraceMiddleware(name: "c", log: log),
-            ],
-            terminal: PushHandler { notification, context in
-                log.append("wire")
-                return PushResult(
-                    notificationID: notification.id!, environment: context.environment,
-                    response: APNsResponse(status: 200, apnsID: notification.id))
-            })
+        let pipeline = SendPipeline([
+            TraceMiddleware(name: "a", log: log), TraceMiddleware(name: "b", log: log),
+            TraceMiddleware(name: "c", log: log),
+        ])
         var note = Fixtures.note()
         note.id = Fixtures.apnsID()
         let result = try await pipeline.send(
             note,
             context: PushContext(tenant: Fixtures.tenantID("t"), environment: .production, deadline: .now + .seconds(5))
-        )
+        ) { notification, context, completion in
+            log.append("wire")
+            completion(
+                .success(
+                    PushResult(
+                        notificationID: notification.id!, environment: context.environment,
+                        response: APNsResponse(status: 200, apnsID: notification.id))))
+        }
         #expect(result.isSuccess)
         #expect(log.values == ["a>1", "b>1", "c>1", "wire", "<c", "<b", "<a"])
     }
 
-    @Test("a tenant's plugins run in its YAML order, with retry outermost unless it is listed")
+    @Test("a tenant's plugins run in its YAML order, and every resend of the retry passes through all of them, wherever retry is listed")
     func tenantOrder() async throws {
         let log = Mutex<[String]>.Box()
         var registry = PluginRegistry()
@@ -90,8 +94,8 @@ struct PipelineTests {
         let innerLog = log.values.count
         let inner = try await router.send(tenant: Fixtures.tenantID("inner"), notification: Fixtures.note())
         #expect(inner.isSuccess && inner.attempts == 2)
-        // Retry placed between them: "two" sees the notification once, "one" on every attempt.
-        #expect(Array(log.values.dropFirst(innerLog)) == ["two>1", "one>1", "<one", "one>2", "<one", "<two"])
+        // Retry listed between them sets its options only: the router resends around the pipeline.
+        #expect(Array(log.values.dropFirst(innerLog)) == ["two>1", "one>1", "<one", "<two", "two>2", "one>2", "<one", "<two"])
     }
 
     @Test("the context names the tenant and environment, and the apns-id is set before the pipeline")
@@ -99,13 +103,11 @@ struct PipelineTests {
         let seen = Mutex<[String]>.Box()
         struct Probe: PushMiddleware {
             let seen: Mutex<[String]>.Box
-            func send(_ notification: HeraldCore.Notification, context: PushContext, next: PushHandler) async throws
-                -> PushResult
-            {
+            func willSend(_ notification: inout HeraldCore.Notification, context: PushContext) throws -> PushDecision {
                 seen.append(
                     "\(context.tenant) \(context.environment) \(notification.id != nil) \(context.logger[metadataKey: "herald.apns-id"] == notification.id?.rawValue)"
                 )
-                return try await next.send(notification, context: context)
+                return .proceed
             }
         }
         struct ProbeFactory: PluginFactory {

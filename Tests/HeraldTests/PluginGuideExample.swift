@@ -36,31 +36,15 @@ public struct DeviceBlocklistPluginFactory: PluginFactory {
     }
 }
 
-/// The `device-blocklist` middleware of one tenant. It has both forms: `send` for sends that
-/// take the `async` pipeline, `willSend`/`didSend` for sends made by callback (batch items).
-public struct DeviceBlocklistMiddleware: SynchronousPushMiddleware {
+/// The `device-blocklist` middleware of one tenant: a decision before each send, from memory
+/// (it never waits, so it needs neither `.notBefore` nor `.check`, and nothing after the send).
+public struct DeviceBlocklistMiddleware: PushMiddleware {
     let blocked: Set<DeviceToken>
 
-    /// Throws the refusal when the notification's device is on the list.
-    private func check(_ notification: Notification) throws(PushError) {
-        guard blocked.contains(notification.deviceToken) else { return }
+    public func willSend(_ notification: inout Notification, context: PushContext) throws -> PushDecision {
+        guard blocked.contains(notification.deviceToken) else { return .proceed }
+        context.logger.debug("device on the blocklist: refused")
         throw PushError(
             code: .tokenRefused, message: "the device token is on the tenant's blocklist", field: "device_token")
-    }
-
-    public func send(_ notification: Notification, context: PushContext, next: PushHandler) async throws -> PushResult {
-        try check(notification)
-        return try await next.send(notification, context: context)
-    }
-
-    public func willSend(_ notification: Notification, context: PushContext) throws {
-        try check(notification)
-    }
-
-    public func didSend(
-        _ notification: Notification, context: PushContext, startedAt: ContinuousClock.Instant,
-        outcome: Result<PushResult, any Error>
-    ) -> PushFollowUp? {
-        nil
     }
 }

@@ -46,7 +46,7 @@ struct PluginGuideTests {
         #expect(transport.asyncSends == 1, "only the other device's send reached the transport")
     }
 
-    @Test("a listed device is refused by the hook on a send made by callback, as a batch item is sent")
+    @Test("a listed device is refused on a send made by callback, as a batch item is sent")
     func callbackSend() async throws {
         let transport = DeviceScriptTransport(.inline)
         let router = try Self.router(transport: transport)
@@ -56,7 +56,7 @@ struct PluginGuideTests {
 
         func start(_ token: DeviceToken) async -> Result<PushResult, any Error> {
             await withCheckedContinuation { done in
-                router.startSend(tenant: tenant, notification: Fixtures.note(token: token), retriesInPipeline: false) {
+                router.startSend(tenant: tenant, notification: Fixtures.note(token: token), retries: false) {
                     done.resume(returning: $0)
                 }
             }

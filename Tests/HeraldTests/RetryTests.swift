@@ -9,7 +9,7 @@ struct RetryTests {
 
     func run(
         _ script: [ScriptedTransport.Step], retry: JSONValue? = nil, clock: ManualPushClock = ManualPushClock(),
-        deadline: Duration? = nil, retriesInPipeline: Bool = true
+        deadline: Duration? = nil, retries: Bool = true
     ) async throws -> (Result<PushResult, any Error>, ScriptedTransport) {
         let transport = ScriptedTransport(script)
         let router = try Fixtures.router(transports: ScriptedTransports { _ in transport }, clock: clock)
@@ -20,7 +20,7 @@ struct RetryTests {
             result = .success(
                 try await router.send(
                     tenant: tenant, notification: Fixtures.note(), deadline: deadline.map { clock.now.advanced(by: $0) },
-                    retriesInPipeline: retriesInPipeline))
+                    retries: retries))
         } catch {
             result = .failure(error)
         }
@@ -50,13 +50,13 @@ struct RetryTests {
     func callerRetries() async throws {
         let clock = ManualPushClock()
         let (result, transport) = try await run(
-            [.respond(status: 503, reason: .serviceUnavailable)], clock: clock, retriesInPipeline: false)
+            [.respond(status: 503, reason: .serviceUnavailable)], clock: clock, retries: false)
         let pushed = try result.get()
         #expect(pushed.status == 503 && pushed.reason == .serviceUnavailable && pushed.attempts == 1)
         #expect(transport.attempts.count == 1)
         #expect(clock.sleepCount == 0)
         let (failed, again) = try await run(
-            [.fail(.transport("connection refused", surelyNotProcessed: true))], retriesInPipeline: false)
+            [.fail(.transport("connection refused", surelyNotProcessed: true))], retries: false)
         #expect(throws: PushError.self) { try failed.get() }
         #expect(again.attempts.count == 1)
     }

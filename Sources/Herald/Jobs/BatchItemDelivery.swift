@@ -114,7 +114,7 @@ struct BatchItemDelivery: Sendable {
             // One attempt: the item's retries are the delivery policy's (below), not the pipeline's.
             outcome = .success(
                 try await router.send(
-                    tenant: job.tenant, notification: item.notification, environment: job.environment, retriesInPipeline: false))
+                    tenant: job.tenant, notification: item.notification, environment: job.environment, retries: false))
         } catch {
             outcome = .failure(error)
         }
@@ -126,7 +126,7 @@ struct BatchItemDelivery: Sendable {
     /// the caller has just checked that the item's lease is still its claimant's
     /// (`leaseChecked`: the job runner checks a group of items in one read before it starts
     /// them). `completion` gets the step, possibly on a connection's event loop
-    /// (``Router/startSend(tenant:notification:environment:deadline:retriesInPipeline:completion:)``).
+    /// (``Router/startSend(tenant:notification:environment:deadline:retries:completion:)``).
     /// - Returns: false, having done nothing, when the item needs the `async` form.
     func start(
         _ item: JobItem, of job: Job, routes: Routes, leaseChecked: Bool = false, logger: Logger,
@@ -139,7 +139,7 @@ struct BatchItemDelivery: Sendable {
         case .step(let step):
             completion(step)
         case .send(let attempt):
-            router.startSend(tenant: job.tenant, notification: item.notification, environment: job.environment, retriesInPipeline: false) {
+            router.startSend(tenant: job.tenant, notification: item.notification, environment: job.environment, retries: false) {
                 outcome in
                 completion(self.finish(item, of: job, attempt, outcome: outcome, logger: logger))
             }

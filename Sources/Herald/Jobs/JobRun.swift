@@ -85,8 +85,8 @@ struct JobRun: Sendable {
         let key = JobRunnerState.JobKey(tenant: job.tenant, job: job.id)
         state.register(key, JobRunnerState.RunningJob(feed: feed, retryWait: retryWait))
         defer { state.unregister(key) }
-        // Sends without a task each when the tenant's runtime can (every middleware has hooks,
-        // the transport a callback form) and the items need no wire mark (``BatchItemDelivery/start``;
+        // Sends without a task each when the tenant's transport has a callback form and the
+        // items need no wire mark (``BatchItemDelivery/start``;
         // on a shared store the driving task checks their leases itself, a group at a time).
         let runtime = router.runtime(for: job.tenant)
         let byCallbacks =

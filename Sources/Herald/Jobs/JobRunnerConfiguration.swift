@@ -34,7 +34,7 @@ public struct JobRunnerConfiguration: Sendable, Hashable {
     /// This runner's instance, unique per process (a random id unless a test sets one).
     public var instance: String = String(UUID().uuidString.lowercased().prefix(8))
     /// True: a job whose items can be sent by callback (``JobCallbackSender``: at-least-once,
-    /// every middleware with hooks, a transport with a callback form; on a shared store the
+    /// a transport with a callback form; on a shared store the
     /// driving task checks its items' leases a group at a time) is sent that way, by one task,
     /// instead of by send tasks. On by default and in `herald serve`; false keeps send tasks for
     /// every job (tests compare the two paths).

@@ -6,8 +6,9 @@ import RateLimitPlugin
 
 /// Maps plugin names, as tenants write them under `plugins:`, to the factories that build them.
 ///
-/// `retry` is reserved for the built-in retry: listing it sets the retry's options and its place
-/// in the pipeline; a tenant that does not list it gets ``RetryPolicy``'s defaults, outermost.
+/// `retry` is reserved for the built-in retry: listing it sets the retry's options (``RetryPolicy``;
+/// the router resends around the whole pipeline, wherever the entry is); a tenant that does not
+/// list it gets the defaults.
 ///
 /// ```swift
 /// var registry = PluginRegistry.standard()
@@ -42,15 +43,13 @@ public struct PluginRegistry: Sendable {
     /// Every name a tenant may use, sorted, `retry` included.
     public var names: [String] { (Array(factories.keys) + [Self.retryName]).sorted() }
 
-    /// Builds a tenant's middlewares in the order its YAML lists them, with the retry added in
-    /// front if the tenant did not place it.
+    /// Builds a tenant's middlewares in the order its YAML lists them, and its retry policy.
     /// - Throws: ``PluginConfigurationError`` for the first entry that is unknown or has bad options.
-    public func makeMiddlewares(
-        for tenant: TenantConfiguration, environment makeEnvironment: (PluginConfiguration) -> PluginEnvironment,
-        clock: any PushClock
-    ) throws(PluginConfigurationError) -> [any PushMiddleware] {
+    public func makePlugins(
+        for tenant: TenantConfiguration, environment makeEnvironment: (PluginConfiguration) -> PluginEnvironment
+    ) throws(PluginConfigurationError) -> TenantPlugins {
         var middlewares: [any PushMiddleware] = []
-        var retryPlaced = false
+        var retry = RetryPolicy()
         var seen: [String: SourceLocation] = [:]
         for (index, entry) in tenant.plugins.enumerated() {
             if let first = seen[entry.name] {
@@ -61,9 +60,7 @@ public struct PluginRegistry: Sendable {
             seen[entry.name] = entry.location
             if entry.name == Self.retryName {
                 do {
-                    let policy = try RetryPolicy(options: entry.options)
-                    middlewares.append(RetryMiddleware(policy: policy, clock: clock))
-                    retryPlaced = true
+                    retry = try RetryPolicy(options: entry.options)
                 } catch {
                     throw PluginConfigurationError(
                         location: entry.location, index: index, plugin: entry.name, option: error.option,
@@ -84,10 +81,18 @@ public struct PluginRegistry: Sendable {
                     message: error.message)
             }
         }
-        if !retryPlaced {
-            middlewares.insert(RetryMiddleware(policy: RetryPolicy(), clock: clock), at: 0)
-        }
-        return middlewares
+        return TenantPlugins(middlewares: middlewares, retry: retry)
+    }
+}
+
+/// A tenant's `plugins:` as built: its middlewares, outermost first, and its retry policy.
+public struct TenantPlugins: Sendable {
+    public var middlewares: [any PushMiddleware]
+    public var retry: RetryPolicy
+
+    public init(middlewares: [any PushMiddleware] = [], retry: RetryPolicy = RetryPolicy()) {
+        self.middlewares = middlewares
+        self.retry = retry
     }
 }
 

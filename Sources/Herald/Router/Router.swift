@@ -47,7 +47,8 @@ public struct RouterConfiguration: Sendable {
 }
 
 /// The one entry point for sending: tenant id → ``TenantRuntime`` → pipeline → APNs. The HTTP
-/// API, the CLI and the job runner all send through ``send(tenant:notification:environment:deadline:)``.
+/// API, the CLI and the job runner all send through
+/// ``startSend(tenant:notification:environment:deadline:retries:completion:)``.
 ///
 /// Runtimes are swapped atomically (``replace(_:)``, ``remove(tenant:)``): a send uses the runtime
 /// it found; the old one drains after the swap.
@@ -120,7 +121,7 @@ public final class Router: Sendable {
         let invalidTokens: any InvalidTokenRecorder =
             configuration.sendPathLookups.map { GatedInvalidTokens(base: tenantTokens, lookups: $0) } ?? tenantTokens
         let secrets = FileSecretResolver(baseDirectory: Self.directory(of: tenant.sourceFile), environment: configuration.environment)
-        let middlewares = try configuration.registry.makeMiddlewares(
+        let plugins = try configuration.registry.makePlugins(
             for: tenant,
             environment: { entry in
                 var entryLogger = pushLogger
@@ -130,11 +131,10 @@ public final class Router: Sendable {
                     logger: entryLogger, clock: configuration.clock, invalidTokens: invalidTokens,
                     webhooks: configuration.webhooks, tasks: tasks, secrets: secrets,
                     webhookQueue: configuration.webhookQueue, webhook: tenant.webhook)
-            },
-            clock: configuration.clock)
+            })
         let transport = try configuration.transports.makeTransport(for: tenant, logger: logger)
         return TenantRuntime(
-            configuration: tenant, middlewares: middlewares, transport: transport, clock: configuration.clock,
+            configuration: tenant, plugins: plugins, transport: transport, clock: configuration.clock,
             logger: logger, defaultDeadline: configuration.defaultDeadline)
     }
 
@@ -189,46 +189,47 @@ public final class Router: Sendable {
 
     // MARK: Sending
 
-    /// Sends one notification for a tenant. The one entry point of the API, the CLI and the job runner.
+    /// Sends one notification for a tenant: ``startSend(tenant:notification:environment:deadline:retries:completion:)``, awaited.
     ///
-    /// - Parameters:
-    ///   - environment: nil: the tenant's default environment.
-    ///   - deadline: nil: ``RouterConfiguration/defaultDeadline`` from now.
-    ///   - retriesInPipeline: false when the caller retries the notification itself (the job
-    ///     runner, under the tenant's delivery policy): the pipeline's retry makes one attempt.
     /// - Returns: APNs' answer (a success or APNs' rejection, with its reason).
     /// - Throws: ``PushError`` for local refusals (unknown tenant, `TopicDisallowed`, push type vs
     ///   topic, no endpoint, invalid notification, rate limit, refused token) and for failures
     ///   without an APNs answer.
-    nonisolated(nonsending) public func send(
+    public func send(
         tenant: TenantID, notification: HeraldCore.Notification, environment: APNsEnvironment? = nil,
-        deadline: ContinuousClock.Instant? = nil, retriesInPipeline: Bool = true
+        deadline: ContinuousClock.Instant? = nil, retries: Bool = true
     ) async throws -> PushResult {
-        // One apns-id for every attempt, so that a resend on a new runtime is recognisably the same notification.
-        let id = apnsID(for: notification)
-        var attempt = 0
-        var resentAfterRevocation = false
-        while true {
-            attempt += 1
-            guard let runtime = runtime(for: tenant) else { throw PushError.unknownTenant(tenant.rawValue) }
-            do {
-                let result = try await runtime.send(
-                    notification, id: id, environment: environment, deadline: deadline, retriesInPipeline: retriesInPipeline)
-                lastHour.record(tenant, at: configuration.clock.date, failed: result.response.status != 200)
-                return result
-            } catch is CancellationError {
-                throw CancellationError()
-            } catch {
-                if shouldResend(
-                    tenant: tenant, id: id, after: error, attempt: attempt, retriesInPipeline: retriesInPipeline,
-                    resentAfterRevocation: &resentAfterRevocation)
-                {
-                    continue
-                }
-                lastHour.record(tenant, at: configuration.clock.date, failed: true)
-                throw error
+        try await withCheckedThrowingContinuation { continuation in
+            startSend(tenant: tenant, notification: notification, environment: environment, deadline: deadline, retries: retries) {
+                continuation.resume(with: $0)
             }
         }
+    }
+
+    /// Sends one notification for a tenant, the one entry point of the API, the CLI and the job
+    /// runner, and calls `completion` exactly once with APNs' answer or the error. No task is
+    /// made for it when the tenant's transport sends by callback
+    /// (``TenantRuntime/startsSendsByCallback``): `completion` then runs on a connection's event
+    /// loop and must not block. Callers that keep many sends in flight bound them (the job
+    /// runner's permits).
+    ///
+    /// Every attempt goes with the same apns-id, and the router alone decides whether to make
+    /// another (``resend(_:after:policy:)``).
+    ///
+    /// - Parameters:
+    ///   - environment: nil: the tenant's default environment.
+    ///   - deadline: nil: ``RouterConfiguration/defaultDeadline`` from now; resends never pass it.
+    ///   - retries: false when the caller retries the notification itself (the job runner, under
+    ///     the tenant's delivery policy): one attempt, whatever its outcome.
+    public func startSend(
+        tenant: TenantID, notification: HeraldCore.Notification, environment: APNsEnvironment? = nil,
+        deadline: ContinuousClock.Instant? = nil, retries: Bool = true,
+        completion: @escaping @Sendable (Result<PushResult, any Error>) -> Void
+    ) {
+        let send = RoutedSend(
+            tenant: tenant, notification: notification, id: apnsID(for: notification), environment: environment,
+            deadline: deadline ?? configuration.clock.now.advanced(by: configuration.defaultDeadline), retries: retries)
+        attempt(send, Resends(), completion: completion)
     }
 
     /// The apns-id a send goes with: the caller's, or a new one. The one place a single send gets
@@ -238,78 +239,118 @@ public final class Router: Sendable {
         notification.id ?? idGenerator.withLock { $0.nextID() }
     }
 
-    /// True when a send that failed with `error` is made again on the tenant's runtime: one
-    /// swapped out between lookup and send (nothing was sent; up to three attempts), or one whose
-    /// credential was revoked under it with no answer (once, on the new credential), when the caller does
-    /// not retry the send itself.
-    private func shouldResend(
-        tenant: TenantID, id: NotificationID, after error: any Error, attempt: Int, retriesInPipeline: Bool,
-        resentAfterRevocation: inout Bool
-    ) -> Bool {
-        guard let error = error as? PushError else { return false }
-        if error.code == .shuttingDown { return attempt < 3 }
-        // A caller that retries itself (a batch item, under its tenant's delivery policy) decides:
-        // at-most-once must not resend what may have reached APNs.
-        guard error.code == .credentialRevoked, retriesInPipeline, !resentAfterRevocation else { return false }
-        resentAfterRevocation = true
-        configuration.logger.debug(
-            "resending after credential revocation",
-            metadata: [
-                "herald.tenant": "\(tenant)", "herald.apns-id": "\(id)",
-                "herald.may-have-reached-apns": "\(error.mayHaveReachedAPNs)",
-            ])
-        return true
+    /// One send as the router holds it across its attempts.
+    private struct RoutedSend: Sendable {
+        let tenant: TenantID
+        let notification: HeraldCore.Notification
+        let id: NotificationID
+        let environment: APNsEnvironment?
+        let deadline: ContinuousClock.Instant
+        let retries: Bool
     }
 
-    /// Sends one notification as ``send(tenant:notification:environment:deadline:retriesInPipeline:)``
-    /// does (the same resends and counts) and calls `completion` exactly once with the result or
-    /// the error. When the tenant's runtime sends by callback
-    /// (``TenantRuntime/startsSendsByCallback``) no task is made: `completion` then runs on a
-    /// connection's event loop and must not block. For callers that keep many sends in flight
-    /// under their own bound (the job runner's permits).
-    public func startSend(
-        tenant: TenantID, notification: HeraldCore.Notification, environment: APNsEnvironment? = nil,
-        deadline: ContinuousClock.Instant? = nil, retriesInPipeline: Bool = true,
-        completion: @escaping @Sendable (Result<PushResult, any Error>) -> Void
-    ) {
-        startAttempt(
-            1, resentAfterRevocation: false, tenant: tenant, notification: notification, id: apnsID(for: notification),
-            environment: environment, deadline: deadline, retriesInPipeline: retriesInPipeline, completion: completion)
+    /// What a send has been through so far.
+    private struct Resends: Sendable {
+        /// The pipeline attempt this is, from 1 (``HeraldCore/PushContext/attempt``).
+        var attempt = 1
+        /// Times it met a runtime that was shutting down.
+        var swaps = 0
+        var resentAfterRevocation = false
     }
 
-    private func startAttempt(
-        _ attempt: Int, resentAfterRevocation: Bool, tenant: TenantID, notification: HeraldCore.Notification, id: NotificationID,
-        environment: APNsEnvironment?, deadline: ContinuousClock.Instant?, retriesInPipeline: Bool,
-        completion: @escaping @Sendable (Result<PushResult, any Error>) -> Void
+    /// Whether a send is made again, and when.
+    private enum Resend: Sendable {
+        case no
+        case now(Resends)
+        case after(Duration, Resends)
+    }
+
+    private func attempt(
+        _ send: RoutedSend, _ resends: Resends, completion: @escaping @Sendable (Result<PushResult, any Error>) -> Void
     ) {
-        guard let runtime = runtime(for: tenant) else {
-            completion(.failure(PushError.unknownTenant(tenant.rawValue)))
+        guard let runtime = runtime(for: send.tenant) else {
+            completion(.failure(PushError.unknownTenant(send.tenant.rawValue)))
             return
         }
         runtime.startSend(
-            notification, id: id, environment: environment, deadline: deadline, retriesInPipeline: retriesInPipeline
+            send.notification, id: send.id, environment: send.environment, deadline: send.deadline, attempt: resends.attempt
         ) { outcome in
-            switch outcome {
-            case .success(let result):
-                self.lastHour.record(tenant, at: self.configuration.clock.date, failed: result.response.status != 200)
-                completion(.success(result))
-            case .failure(let error) where error is CancellationError:
-                completion(.failure(CancellationError()))
-            case .failure(let error):
-                var resent = resentAfterRevocation
-                if self.shouldResend(
-                    tenant: tenant, id: id, after: error, attempt: attempt, retriesInPipeline: retriesInPipeline,
-                    resentAfterRevocation: &resent)
-                {
-                    self.startAttempt(
-                        attempt + 1, resentAfterRevocation: resent, tenant: tenant, notification: notification, id: id,
-                        environment: environment, deadline: deadline, retriesInPipeline: retriesInPipeline, completion: completion)
-                    return
+            switch self.resend(send, after: outcome, resends: resends, policy: runtime.retryPolicy) {
+            case .now(let next):
+                self.attempt(send, next, completion: completion)
+            case .after(let wait, let next):
+                let clock = self.configuration.clock
+                Task {
+                    try? await clock.sleep(until: clock.now.advanced(by: wait))
+                    self.attempt(send, next, completion: completion)
                 }
-                self.lastHour.record(tenant, at: self.configuration.clock.date, failed: true)
-                completion(.failure(error))
+            case .no:
+                switch outcome {
+                case .success(let result):
+                    self.lastHour.record(send.tenant, at: self.configuration.clock.date, failed: result.response.status != 200)
+                case .failure(let error) where !(error is CancellationError):
+                    self.lastHour.record(send.tenant, at: self.configuration.clock.date, failed: true)
+                case .failure:
+                    break
+                }
+                completion(outcome)
             }
         }
+    }
+
+    /// The resend policy of single sends, in one place:
+    /// - a runtime swapped out between lookup and send (`ShuttingDown`: nothing was sent) is
+    ///   passed by at once, up to three runtimes in all;
+    /// - a send cut off by a credential revocation (`CredentialRevoked`) is made once more, at
+    ///   once, on the new credential;
+    /// - an answer or failure the tenant's ``HeraldCore/RetryPolicy`` calls retryable is made
+    ///   again after its backoff, up to its attempts, never past the deadline.
+    ///
+    /// A caller that retries itself (`retries` false: a batch item, under its tenant's delivery
+    /// policy) gets only the first: at-most-once must not resend what may have reached APNs.
+    private func resend(_ send: RoutedSend, after outcome: Result<PushResult, any Error>, resends: Resends, policy: RetryPolicy)
+        -> Resend
+    {
+        var next = resends
+        switch outcome {
+        case .success(let result):
+            guard send.retries, RetryPolicy.isRetryable(result.response) else { return .no }
+        case .failure(let error as PushError) where error.code == .shuttingDown:
+            next.swaps += 1
+            return next.swaps < 3 ? .now(next) : .no
+        case .failure(let error as PushError) where error.code == .credentialRevoked:
+            guard send.retries, !resends.resentAfterRevocation else { return .no }
+            next.resentAfterRevocation = true
+            next.attempt += 1
+            configuration.logger.debug(
+                "resending after credential revocation",
+                metadata: [
+                    "herald.tenant": "\(send.tenant)", "herald.apns-id": "\(send.id)",
+                    "herald.may-have-reached-apns": "\(error.mayHaveReachedAPNs)",
+                ])
+            return .now(next)
+        case .failure(let error):
+            guard send.retries, RetryPolicy.isRetryable(error) else { return .no }
+        }
+        guard resends.attempt < policy.maxAttempts else { return .no }
+        let wait = policy.backoff.wait(afterFailures: resends.attempt) { Double.random(in: $0) }
+        let what: String
+        switch outcome {
+        case .success(let result): what = result.reason?.wireValue ?? String(result.status)
+        case .failure(let error): what = (error as? PushError)?.code.description ?? "error"
+        }
+        let metadata: Logger.Metadata = [
+            "herald.tenant": "\(send.tenant)", "herald.apns-id": "\(send.id)", "herald.attempt": "\(resends.attempt)",
+            "herald.outcome": "\(what)",
+        ]
+        guard configuration.clock.now.advanced(by: wait) < send.deadline else {
+            configuration.logger.debug("not retrying: the backoff would pass the deadline", metadata: metadata)
+            return .no
+        }
+        configuration.logger.debug(
+            "retrying", metadata: metadata.merging(["herald.backoff-ms": "\(Int(wait.secondsValue * 1000))"]) { $1 })
+        next.attempt += 1
+        return .after(wait, next)
     }
 
     /// Closes every runtime (draining in-flight sends) and waits for plugin work (webhooks).

@@ -6,25 +6,19 @@ public struct PushContext: Sendable {
     public var environment: APNsEnvironment
     /// A logger whose metadata already names the tenant and the apns-id.
     public var logger: PushLogger
-    /// 1 for the first attempt; the retry middleware raises it for each resend.
+    /// 1 for the first attempt; raised for each resend of the built-in retry (``RetryPolicy``).
     public var attempt: Int
     /// When the notification must be answered by. Waits (backoff, rate limits) never go past it.
     public var deadline: ContinuousClock.Instant
-    /// False when the caller retries the notification itself, under its own rules: the job
-    /// runner, whose items follow their tenant's delivery policy (backoff, give-up time, circuit).
-    /// ``RetryMiddleware`` then makes one attempt and returns what it got; a second layer of
-    /// resends would hold a send slot through its backoff and hide attempts from the policy.
-    public var retriesInPipeline: Bool
 
     public init(
         tenant: TenantID, environment: APNsEnvironment, logger: PushLogger = .disabled, attempt: Int = 1,
-        deadline: ContinuousClock.Instant, retriesInPipeline: Bool = true
+        deadline: ContinuousClock.Instant
     ) {
         self.tenant = tenant
         self.environment = environment
         self.logger = logger
         self.attempt = attempt
         self.deadline = deadline
-        self.retriesInPipeline = retriesInPipeline
     }
 }

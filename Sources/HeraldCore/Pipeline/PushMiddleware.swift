@@ -1,34 +1,69 @@
-/// One step of a tenant's send pipeline: it may look at or change the notification, refuse it,
-/// wait, call `next` (once or, for retry, several times) and look at the result.
+/// One step of a tenant's send pipeline, as two hooks around the send: ``willSend(_:context:)``
+/// before it, ``didSend(_:context:startedAt:outcome:)`` after it.
+///
+/// Before the send a middleware may look at or change the notification, refuse it (throw a
+/// ``PushError``), ask the caller not to send it before a given time (``PushDecision/notBefore(_:)``,
+/// the rate limit's answer: the caller waits, no middleware sleeps), or ask for something only an
+/// `async` call gives (``PushDecision/check(_:)``, a store read that may refuse). After the send it
+/// sees the outcome and may leave work that must end before the outcome is handed on (recording an
+/// invalid token), as a ``PushFollowUp``.
 ///
 /// ```swift
-/// struct StampMiddleware: PushMiddleware {
-///     func send(_ notification: Notification, context: PushContext, next: PushHandler) async throws -> PushResult {
-///         context.logger.debug("sending")
-///         let result = try await next.send(notification, context: context)
-///         context.logger.debug("answered", metadata: ["herald.status": "\(result.status)"])
-///         return result
+/// struct CountingMiddleware: PushMiddleware {
+///     let delivered: Counter
+///     func didSend(_ notification: Notification, context: PushContext, startedAt: ContinuousClock.Instant,
+///                  outcome: Result<PushResult, any Error>) -> PushFollowUp? {
+///         if case .success(let result) = outcome, result.isSuccess { delivered.increment() }
+///         return nil
 ///     }
 /// }
 /// ```
 ///
-/// `send` runs on its caller's executor (`nonisolated(nonsending)`): a pipeline's steps follow one
-/// another without an executor switch at each step. A plugin written without the attribute still
-/// conforms (its steps then switch to the global executor, as plain async functions do).
+/// The hooks run in the pipeline's order (``SendPipeline``): every `willSend` outermost first,
+/// then the send, then every `didSend` innermost first. A middleware whose `willSend` refused is
+/// not asked after the send; those before it see the refusal as the outcome. Every attempt of a
+/// resend passes through every middleware again, with ``PushContext/attempt`` raised.
+///
+/// Both hooks run on the caller's thread or on a connection's event loop: they must not block,
+/// sleep or wait for a lock held across a suspension. Many sends are in flight at once without a
+/// task each; a task is made only for a decision that waits or checks, and for follow-ups.
 public protocol PushMiddleware: Sendable {
-    nonisolated(nonsending) func send(_ notification: Notification, context: PushContext, next: PushHandler) async throws -> PushResult
+    /// Before the send. Defaults to ``PushDecision/proceed``.
+    /// - Throws: a ``PushError`` to refuse the send (it never reaches APNs).
+    func willSend(_ notification: inout Notification, context: PushContext) throws -> PushDecision
+    /// After the send (or a refusal by a later middleware), with its outcome. Returns the work
+    /// that must end before the outcome is handed on, or nil (the default).
+    /// - Parameter startedAt: when the pipeline began (before the first `willSend`).
+    func didSend(
+        _ notification: Notification, context: PushContext, startedAt: ContinuousClock.Instant,
+        outcome: Result<PushResult, any Error>
+    ) -> PushFollowUp?
 }
 
-/// The rest of the pipeline, as seen from one middleware: the next middlewares and, at the end,
-/// the transport.
-public struct PushHandler: Sendable {
-    private let body: nonisolated(nonsending) @Sendable (Notification, PushContext) async throws -> PushResult
+extension PushMiddleware {
+    public func willSend(_ notification: inout Notification, context: PushContext) throws -> PushDecision { .proceed }
 
-    public init(_ body: nonisolated(nonsending) @escaping @Sendable (Notification, PushContext) async throws -> PushResult) {
-        self.body = body
-    }
-
-    nonisolated(nonsending) public func send(_ notification: Notification, context: PushContext) async throws -> PushResult {
-        try await body(notification, context)
-    }
+    public func didSend(
+        _ notification: Notification, context: PushContext, startedAt: ContinuousClock.Instant,
+        outcome: Result<PushResult, any Error>
+    ) -> PushFollowUp? { nil }
 }
+
+/// What a middleware's ``PushMiddleware/willSend(_:context:)`` decides about a send it lets go on.
+public enum PushDecision: Sendable {
+    /// Go on to the next middleware now.
+    case proceed
+    /// Go on, but not before this instant (a slot the middleware has reserved). The pipeline
+    /// waits without blocking a thread; the wait ends before the send's deadline or the middleware
+    /// refuses instead.
+    case notBefore(ContinuousClock.Instant)
+    /// Go on once this check has returned; it throws a ``PushError`` to refuse the send.
+    case check(PushCheck)
+}
+
+/// Something a middleware asks before a send that only an `async` call can answer (a store read).
+public typealias PushCheck = @Sendable () async throws -> Void
+
+/// Work a ``PushMiddleware/didSend(_:context:startedAt:outcome:)`` leaves to do before the send's
+/// outcome is handed on.
+public typealias PushFollowUp = @Sendable () async -> Void

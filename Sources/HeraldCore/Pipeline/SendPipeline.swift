@@ -1,29 +1,126 @@
-/// A tenant's middlewares, composed in the order its YAML lists them, ending in the transport.
+/// A tenant's middlewares, run in the order its YAML lists them around the send.
 ///
-/// The first middleware is the outermost: it sees the notification first and the result last.
+/// The first middleware is the outermost: its ``PushMiddleware/willSend(_:context:)`` runs first
+/// and its ``PushMiddleware/didSend(_:context:startedAt:outcome:)`` last. The send itself is the
+/// caller's (`terminal`: the tenant's transport), started once every middleware has let the
+/// notification go on, unless the deadline has passed by then.
 ///
 /// ```swift
-/// let pipeline = SendPipeline([retry, rateLimit, feedback], terminal: transportHandler)
-/// let result = try await pipeline.send(notification, context: context)
+/// let pipeline = SendPipeline([rateLimit, feedback, metrics], clock: clock)
+/// pipeline.start(notification, context: context, terminal: send) { outcome in … }
 /// ```
+///
+/// A send goes through without a task of its own: a task is made only while a decision waits
+/// (``PushDecision/notBefore(_:)``) or checks (``PushDecision/check(_:)``), and to run follow-ups.
 public struct SendPipeline: Sendable {
     /// The middlewares, outermost first.
     public let middlewares: [any PushMiddleware]
-    private let entry: PushHandler
+    private let clock: any PushClock
 
-    public init(_ middlewares: [any PushMiddleware], terminal: PushHandler) {
+    /// The send at the end of the pipeline: it gets the notification as the middlewares left it
+    /// and calls its completion exactly once, possibly on another thread.
+    public typealias Terminal = @Sendable (
+        _ notification: Notification, _ context: PushContext,
+        _ completion: @escaping @Sendable (Result<PushResult, any Error>) -> Void
+    ) -> Void
+
+    public init(_ middlewares: [any PushMiddleware], clock: any PushClock = SystemPushClock()) {
         self.middlewares = middlewares
-        var handler = terminal
-        for middleware in middlewares.reversed() {
-            let next = handler
-            handler = PushHandler { notification, context in
-                try await middleware.send(notification, context: context, next: next)
-            }
-        }
-        self.entry = handler
+        self.clock = clock
     }
 
-    nonisolated(nonsending) public func send(_ notification: Notification, context: PushContext) async throws -> PushResult {
-        try await entry.send(notification, context: context)
+    /// Runs the middlewares and the send, and calls `completion` exactly once with the outcome
+    /// (possibly on a connection's event loop: it must not block).
+    public func start(
+        _ notification: Notification, context: PushContext, terminal: @escaping Terminal,
+        completion: @escaping @Sendable (Result<PushResult, any Error>) -> Void
+    ) {
+        run(from: 0, notification, context: context, startedAt: clock.now, terminal: terminal, completion: completion)
+    }
+
+    /// ``start(_:context:terminal:completion:)``, awaited.
+    public func send(_ notification: Notification, context: PushContext, terminal: @escaping Terminal) async throws -> PushResult {
+        try await withCheckedThrowingContinuation { continuation in
+            start(notification, context: context, terminal: terminal) { continuation.resume(with: $0) }
+        }
+    }
+
+    /// The `willSend`s from middleware `first` on, then the send; it stops at a decision that
+    /// waits or checks and goes on from the next middleware in a task once that is done.
+    private func run(
+        from first: Int, _ notification: Notification, context: PushContext, startedAt: ContinuousClock.Instant,
+        terminal: @escaping Terminal, completion: @escaping @Sendable (Result<PushResult, any Error>) -> Void
+    ) {
+        var notification = notification
+        var index = first
+        while index < middlewares.count {
+            let decision: PushDecision
+            do {
+                decision = try middlewares[index].willSend(&notification, context: context)
+            } catch {
+                finish(notification, context: context, startedAt: startedAt, outcome: .failure(error), ran: index, completion: completion)
+                return
+            }
+            index += 1
+            let next = index
+            let held = notification
+            switch decision {
+            case .proceed:
+                continue
+            case .notBefore(let instant):
+                guard instant > clock.now else { continue }
+                let clock = clock
+                Task {
+                    do {
+                        try await clock.sleep(until: instant)
+                    } catch {
+                        finish(held, context: context, startedAt: startedAt, outcome: .failure(error), ran: next, completion: completion)
+                        return
+                    }
+                    run(from: next, held, context: context, startedAt: startedAt, terminal: terminal, completion: completion)
+                }
+                return
+            case .check(let check):
+                Task {
+                    do {
+                        try await check()
+                    } catch {
+                        // The middleware that asked refused: it is not asked after the send.
+                        finish(held, context: context, startedAt: startedAt, outcome: .failure(error), ran: next - 1, completion: completion)
+                        return
+                    }
+                    run(from: next, held, context: context, startedAt: startedAt, terminal: terminal, completion: completion)
+                }
+                return
+            }
+        }
+        guard clock.now < context.deadline else {
+            let late = PushError.deadlineExceeded("the deadline passed before the notification went out", mayHaveReachedAPNs: false)
+            finish(notification, context: context, startedAt: startedAt, outcome: .failure(late), ran: index, completion: completion)
+            return
+        }
+        let sent = notification
+        terminal(sent, context) { outcome in
+            finish(sent, context: context, startedAt: startedAt, outcome: outcome, ran: middlewares.count, completion: completion)
+        }
+    }
+
+    /// The `didSend`s of the first `ran` middlewares, innermost first; then their follow-ups (in
+    /// a task, when there are any); then `completion`.
+    private func finish(
+        _ notification: Notification, context: PushContext, startedAt: ContinuousClock.Instant,
+        outcome: Result<PushResult, any Error>, ran: Int, completion: @escaping @Sendable (Result<PushResult, any Error>) -> Void
+    ) {
+        var followUps: [PushFollowUp] = []
+        for middleware in middlewares.prefix(ran).reversed() {
+            if let followUp = middleware.didSend(notification, context: context, startedAt: startedAt, outcome: outcome) {
+                followUps.append(followUp)
+            }
+        }
+        guard !followUps.isEmpty else { return completion(outcome) }
+        Task {
+            for followUp in followUps { await followUp() }
+            completion(outcome)
+        }
     }
 }
