@@ -81,6 +81,47 @@ struct EgressProxyTests {
     }
 
     @Test(
+        "a tenant file's proxy password file, wrong then fixed: the reload reads the file again and sending resumes",
+        .enabled(if: tinyproxyRuns, "tinyproxy is not installed"))
+    func passwordFixedByReload() async throws {
+        let local = try LocalProxy.tinyproxy(credentials: ("herald", "right-proxy-password"))
+        defer { local.stop() }
+        let rig = try await ReloadRig.start()
+        do {
+            try rig.write("wrong-proxy-password\n", to: "proxy.password")
+            try rig.writeTokenTenant(
+                "acme",
+                extra: """
+                    proxy:
+                      url: http://127.0.0.1:\(local.port)
+                      username: herald
+                      password: file:proxy.password
+                    """)
+            #expect(try await rig.coordinator.reloadAll().failures.isEmpty)
+            let tenant = try TenantID("acme")
+            do {
+                _ = try await rig.router.send(tenant: tenant, notification: rig.note(1))
+                Issue.record("a send through a proxy that refused the credentials went out")
+            } catch let error as PushError {
+                #expect("\(error)".contains("the proxy refused the username and password"), "\(error)")
+                #expect(!"\(error)".contains("wrong-proxy-password"), "\(error)")
+            }
+            #expect(rig.sandbox.requests.isEmpty)
+            #expect(rig.router.runtime(for: tenant)?.transport.status.proxyFailures["authenticationRequired"] ?? 0 >= 1)
+
+            try rig.write("right-proxy-password\n", to: "proxy.password")
+            let report = try await rig.coordinator.reloadAll()
+            #expect(report.failures.isEmpty, "\(report.failures)")
+            #expect(try await rig.router.send(tenant: tenant, notification: rig.note(2)).isSuccess)
+            #expect(rig.sandbox.requests.filter(\.delivered).count == 1)
+        } catch {
+            await rig.shutdown()
+            throw error
+        }
+        await rig.shutdown()
+    }
+
+    @Test(
         "a proxy that refuses the target port (403) and one that is not there are told apart",
         .enabled(if: tinyproxyRuns, "tinyproxy is not installed"))
     func refusedAndUnreachable() async throws {

@@ -256,7 +256,16 @@ final class ConnectionPool: APNsConnectionDelegate, Sendable {
             if let error { state.lastConnectError = error }
             return resolve(state.machine.connectionClosed(id, failed: failed, now: now), in: &state)
         }
-        if failed {
+        if let proxy = (error as? ProxyError) ?? ((error as? APNsTransportError)?.underlying as? ProxyError) {
+            // Every failed tunnel, once per connection attempt (attempts back off): the proxy's
+            // address and what it did, never its credentials.
+            logger.warning(
+                "outbound proxy failed",
+                metadata: [
+                    "herald.connection": "\(id)", "herald.proxy": "\(proxy.proxy)", "herald.proxy-failure": "\(proxy.kind.rawValue)",
+                    "herald.error": "\(proxy.detail)",
+                ])
+        } else if failed {
             logger.debug("APNs connection closed", metadata: ["herald.connection": "\(id)"])
         }
         run(effects)
