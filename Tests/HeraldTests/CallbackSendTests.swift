@@ -128,6 +128,57 @@ struct PausingPluginFactory: PluginFactory {
     func make(options: JSONValue, environment: PluginEnvironment) throws(PluginOptionError) -> any PushMiddleware { Middleware() }
 }
 
+/// A plugin that makes each middleware decision, by the token's last byte (independently of
+/// ``DeviceScriptTransport``'s answer, which reads that byte modulo 6): refuses, answers "not
+/// before" a moment later, asks an `async` check first, or lets the send go and leaves a
+/// follow-up that the outcome waits for (counted in ``followUps`` once it has run).
+struct DecisionsPluginFactory: PluginFactory {
+    enum Decision: Int, CaseIterable {
+        case refuse, notBefore, check, followUp
+    }
+
+    static func decision(_ token: DeviceToken) -> Decision {
+        Decision(rawValue: (Int(token.bytes[31]) / 6) % 4) ?? .followUp
+    }
+
+    final class FollowUps: Sendable {
+        private let done = Mutex<[String: Int]>([:])
+        func add(_ token: DeviceToken) { done.withLock { $0[token.hex, default: 0] += 1 } }
+        var byToken: [String: Int] { done.withLock { $0 } }
+    }
+
+    struct Middleware: PushMiddleware {
+        let followUps: FollowUps
+
+        func willSend(_ notification: inout HeraldCore.Notification, context: PushContext) throws -> PushDecision {
+            switch DecisionsPluginFactory.decision(notification.deviceToken) {
+            case .refuse: throw PushError(code: .tokenRefused, message: "refused by the decisions plugin", field: "device_token")
+            case .notBefore: return .notBefore(ContinuousClock.now.advanced(by: .milliseconds(2)))
+            case .check: return .check { try await Task.sleep(for: .milliseconds(1)) }
+            case .followUp: return .proceed
+            }
+        }
+
+        func didSend(
+            _ notification: HeraldCore.Notification, context: PushContext, startedAt: ContinuousClock.Instant,
+            outcome: Result<PushResult, any Error>
+        ) -> PushFollowUp? {
+            guard DecisionsPluginFactory.decision(notification.deviceToken) == .followUp else { return nil }
+            let (followUps, token) = (followUps, notification.deviceToken)
+            return {
+                try? await Task.sleep(for: .milliseconds(1))
+                followUps.add(token)
+            }
+        }
+    }
+
+    let name = "decisions"
+    let followUps: FollowUps
+    func make(options: JSONValue, environment: PluginEnvironment) throws(PluginOptionError) -> any PushMiddleware {
+        Middleware(followUps: followUps)
+    }
+}
+
 @Suite("batch items sent by callback through the one pipeline")
 struct CallbackSendTests {
     /// What one batch came to: each device's outcome, the tokens recorded invalid, the metrics.
@@ -150,11 +201,13 @@ struct CallbackSendTests {
     /// (PostgreSQL as a shared store: each item's lease is checked before its send).
     static func run(
         _ transport: DeviceScriptTransport, extra: [PluginConfiguration] = [], refuse: [JSONValue] = [],
-        drivesOnConnectionLoop: Bool = true, backend: StoreBackend = .sqlite
+        drivesOnConnectionLoop: Bool = true, backend: StoreBackend = .sqlite,
+        followUps: DecisionsPluginFactory.FollowUps = .init()
     ) async throws -> Run {
         let metrics = TestMetrics()
         var registry = PluginRegistry.standard(metricsFactory: metrics)
         registry.register(PausingPluginFactory())
+        registry.register(DecisionsPluginFactory(followUps: followUps))
         let opened = try await backend.open()
         let store = opened.store
         let router = try Fixtures.router(transports: transport, store: store, clock: SystemPushClock(), registry: registry)
@@ -286,6 +339,60 @@ struct CallbackSendTests {
         let plain = try await Self.run(DeviceScriptTransport(.asyncOnly))
         #expect(transport.asyncSends == 0 && transport.callbackSends > Self.count)
         #expect(run == plain)
+    }
+
+    @Test("each middleware decision (refuse, not before, check, follow-up) does the same to a batch item and to a single send")
+    func decisionsOnBothPaths() async throws {
+        let batchFollowUps = DecisionsPluginFactory.FollowUps()
+        let batchTransport = DeviceScriptTransport(.otherThread)
+        let batch = try await Self.run(batchTransport, extra: [Fixtures.plugin("decisions")], followUps: batchFollowUps)
+
+        let singleFollowUps = DecisionsPluginFactory.FollowUps()
+        let singleTransport = DeviceScriptTransport(.otherThread)
+        var registry = PluginRegistry.standard()
+        registry.register(DecisionsPluginFactory(followUps: singleFollowUps))
+        let router = try Fixtures.router(transports: singleTransport, clock: SystemPushClock(), registry: registry)
+        #expect(await router.install([Fixtures.tenant("cb", plugins: [Fixtures.plugin("decisions")])]).failures.isEmpty)
+        var refusedSingles = Set<String>()
+        var sentSingles = Set<String>()
+        for seed in 0..<Self.count {
+            var bytes = [UInt8](repeating: 0xA5, count: 32)
+            bytes[30] = UInt8(truncatingIfNeeded: seed >> 8)
+            bytes[31] = UInt8(truncatingIfNeeded: seed)
+            let note = HeraldCore.Notification(
+                deviceToken: DeviceToken(bytes: bytes), topic: "com.example.app", payload: Array(#"{"aps":{"alert":"cb"}}"#.utf8))
+            do {
+                _ = try await router.send(tenant: Fixtures.tenantID("cb"), notification: note, retries: false)
+                sentSingles.insert(note.deviceToken.hex)
+            } catch let error as PushError where error.code == .tokenRefused {
+                refusedSingles.insert(note.deviceToken.hex)
+            } catch {
+                sentSingles.insert(note.deviceToken.hex)  // the transport's scripted failure: it was sent
+            }
+        }
+        await router.shutdown()
+
+        let decisions = Dictionary(grouping: batch.outcomes.keys) { DecisionsPluginFactory.decision(try! DeviceToken(hex: $0)) }
+        for decision in DecisionsPluginFactory.Decision.allCases {
+            #expect(!(decisions[decision] ?? []).isEmpty, "no token takes \(decision)")
+        }
+        // Refused: never sent, failed with the plugin's code, on both paths.
+        let refused = Set(decisions[.refuse] ?? [])
+        #expect(refused == refusedSingles)
+        for token in refused {
+            #expect(batch.outcomes[token]?.state == .failed && batch.outcomes[token]?.reason == "TokenRefused")
+        }
+        // Every other token reached the transport after its wait or check, on both paths.
+        #expect(sentSingles == Set(batch.outcomes.keys).subtracting(refused))
+        #expect(batchTransport.callbackSends >= sentSingles.count && batchTransport.asyncSends == 0)
+        #expect(singleTransport.callbackSends == sentSingles.count)
+        // Each follow-up ran before its send's outcome was handed on: once per attempt.
+        let followed = Set(decisions[.followUp] ?? [])
+        #expect(Set(singleFollowUps.byToken.keys) == followed && singleFollowUps.byToken.values.allSatisfy { $0 == 1 })
+        #expect(Set(batchFollowUps.byToken.keys) == followed)
+        for token in followed {
+            #expect(batchFollowUps.byToken[token] == batch.outcomes[token]?.attempts, "\(token)")
+        }
     }
 
     @Test("a tenant whose feedback refuses tokens sends by callback too, its store check awaited before each send")
