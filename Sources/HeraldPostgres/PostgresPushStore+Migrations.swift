@@ -270,6 +270,8 @@ extension PostgresPushStore {
                     WHERE end_told_ms IS NULL AND state IN ('finished', 'cancelled')
                 """,
             ]),
+        // APNs' apns-unique-id of an item's answer, as SQLite's v12.
+        Migration(name: "v12-item-unique-id", statements: ["ALTER TABLE job_item ADD COLUMN result_unique_id TEXT"]),
     ]
 
     /// Applies the migrations not applied yet (up to and including `lastMigration`; all when nil),

@@ -217,10 +217,10 @@ extension PostgresPushStore {
     }
 
     /// A result with nothing to keep but its apns-id, finish time and attempts: sent with 200, no
-    /// reason, message or timestamp (nearly every item of a batch).
+    /// reason, message, timestamp or apns-unique-id (nearly every item of a batch in production).
     static func isPlainSuccess(_ result: JobItemResult) -> Bool {
         result.state == .sent && result.status == 200 && result.reason == nil && result.message == nil
-            && result.apnsTimestamp == nil
+            && result.apnsTimestamp == nil && result.uniqueID == nil
     }
 
     /// ``updateResults(_:)`` for one job's plain successes (``isPlainSuccess(_:)``), the usual
@@ -299,6 +299,7 @@ extension PostgresPushStore {
         var hasTimestamp: [Bool] = []
         var finished: [Int64] = []
         var attempts: [Int32] = []
+        var uniqueIDs: [String] = []
         tenants.reserveCapacity(rows)
         jobs.reserveCapacity(rows)
         indexes.reserveCapacity(rows)
@@ -328,8 +329,10 @@ extension PostgresPushStore {
             hasTimestamp.append(result.apnsTimestamp != nil)
             finished.append(millis(result.finishedAt))
             attempts.append(Self.count(result.attempts))
+            // A unique id is a UUID, never empty: '' stands for none (NULLIF below).
+            uniqueIDs.append(result.uniqueID ?? "")
         }
-        var binds = PostgresBindings(capacity: 16)
+        var binds = PostgresBindings(capacity: 17)
         binds.append(tenants)
         binds.append(jobs)
         binds.append(indexes)
@@ -346,6 +349,7 @@ extension PostgresPushStore {
         binds.append(hasTimestamp)
         binds.append(finished)
         binds.append(attempts)
+        binds.append(uniqueIDs)
         // The outcomes written are counted in `job_outcome` by the same statement (one commit:
         // a count never runs ahead of or behind its items).
         let sql = """
@@ -355,12 +359,13 @@ extension PostgresPushStore {
                 result_apns_id = CASE WHEN t.has_apns_id THEN t.apns_id END,
                 apns_timestamp_ms = CASE WHEN t.has_timestamp THEN t.apns_timestamp END,
                 finished_at_ms = t.finished_at, claimant = NULL, lease_until_ms = NULL,
-                attempts = greatest(item.attempts, t.attempts), next_attempt_ms = NULL
+                attempts = greatest(item.attempts, t.attempts), next_attempt_ms = NULL,
+                result_unique_id = NULLIF(t.unique_id, '')
             FROM unnest($1::text[], $2::text[], $3::bigint[], $4::text[], $5::int[], $6::bool[], $7::text[],
                         $8::bool[], $9::text[], $10::bool[], $11::text[], $12::bool[], $13::bigint[], $14::bool[],
-                        $15::bigint[], $16::int[])
+                        $15::bigint[], $16::int[], $17::text[])
                  AS t(tenant, job_id, idx, state, status, has_status, reason, has_reason, message, has_message,
-                      apns_id, has_apns_id, apns_timestamp, has_timestamp, finished_at, attempts)
+                      apns_id, has_apns_id, apns_timestamp, has_timestamp, finished_at, attempts, unique_id)
             WHERE item.tenant = t.tenant AND item.job_id = t.job_id AND item.idx = t.idx
               AND item.state IN ('pending', 'retrying')
             RETURNING item.tenant, item.job_id, item.idx, item.state, item.status, item.reason

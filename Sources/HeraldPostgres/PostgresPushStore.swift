@@ -722,7 +722,7 @@ public final class PostgresPushStore: PushStore, JobReports, UnansweredCallCount
         \(p)job_id, \(p)idx, \(p)device_token, \(p)topic, \(p)push_type, \(p)priority, \(p)expiration, \
         \(p)collapse_id, \(p)apns_id, \(payload ?? shared), \(p)state, \(p)status, \(p)reason, \(p)message, \
         \(p)result_apns_id, \(p)apns_timestamp_ms, \(p)finished_at_ms, \(p)claimant, \(p)lease_until_ms, \
-        \(p)attempts, \(p)first_attempt_ms, \(p)next_attempt_ms, \(p)last_error, \(p)wire_at_ms
+        \(p)attempts, \(p)first_attempt_ms, \(p)next_attempt_ms, \(p)last_error, \(p)wire_at_ms, \(p)result_unique_id
         """
     }
 
@@ -755,7 +755,8 @@ public final class PostgresPushStore: PushStore, JobReports, UnansweredCallCount
                 message: try cells[13].decode(String?.self),
                 apnsID: try cells[14].decode(String?.self).flatMap { try? NotificationID($0) },
                 apnsTimestamp: try cells[15].decode(Int64?.self).map(date),
-                finishedAt: date(try cells[16].decode(Int64?.self) ?? 0), attempts: attempts)
+                finishedAt: date(try cells[16].decode(Int64?.self) ?? 0), attempts: attempts,
+                uniqueID: try cells[24].decode(String?.self))
         }
         let rawJob = try cells[0].decode(String.self)
         guard let job = try? JobID(rawJob) else { throw StoreError.corrupt("job item row with an invalid job id") }

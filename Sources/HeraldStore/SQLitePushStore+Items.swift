@@ -33,6 +33,7 @@ struct ItemRow {
     var nextAttemptMillis: Int64?
     var lastError: String?
     var wireMillis: Int64?
+    var uniqueID: String?
 }
 
 /// One claimant's lease on a job's items (`job_claim`).
@@ -144,7 +145,7 @@ extension SQLitePushStore {
 
     static let itemRowColumns = """
         idx, state, status, reason, message, result_apns_id, apns_timestamp_ms, finished_at_ms, attempts, \
-        first_attempt_ms, next_attempt_ms, last_error, wire_at_ms
+        first_attempt_ms, next_attempt_ms, last_error, wire_at_ms, result_unique_id
         """
 
     static func itemRow(_ row: Row) throws -> (Int, ItemRow) {
@@ -157,7 +158,7 @@ extension SQLitePushStore {
                 state: state, status: row[2], reason: row[3], message: row[4],
                 resultID: resultID.flatMap { $0.count == 16 ? ItemChunks.id($0) : nil }, timestampMillis: row[6],
                 finishedMillis: row[7], attempts: row[8], firstAttemptMillis: row[9], nextAttemptMillis: row[10],
-                lastError: row[11], wireMillis: row[12])
+                lastError: row[11], wireMillis: row[12], uniqueID: row[13])
         )
     }
 
@@ -291,7 +292,7 @@ extension SQLitePushStore {
                 result = JobItemResult(
                     state: row.state, status: row.status, reason: row.reason, message: row.message, apnsID: row.resultID,
                     apnsTimestamp: row.timestampMillis.map(date), finishedAt: date(row.finishedMillis ?? 0),
-                    attempts: row.attempts)
+                    attempts: row.attempts, uniqueID: row.uniqueID)
             }
             let held = row.state.isFinal ? nil : lease
             return JobItem(
@@ -455,19 +456,21 @@ extension SQLitePushStore {
         }
     }
 
-    /// True for an outcome kept as a plain success record: 200 with nothing else to say.
+    /// True for an outcome kept as a plain success record: 200 with nothing else to say (an
+    /// answer with an `apns-unique-id`, from the development environment, gets a row).
     static func isPlain(_ result: JobItemResult) -> Bool {
         result.state == .sent && result.status == 200 && result.reason == nil && result.message == nil
-            && result.apnsTimestamp == nil
+            && result.apnsTimestamp == nil && result.uniqueID == nil
     }
 
     static let outcomeRowSQL = """
         INSERT INTO job_item (job_key, idx, state, status, reason, message, result_apns_id, apns_timestamp_ms,
-                              finished_at_ms, attempts)
-        VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, max(0, ?))
+                              finished_at_ms, attempts, result_unique_id)
+        VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, max(0, ?), ?)
         ON CONFLICT (job_key, idx) DO UPDATE SET state = excluded.state, status = excluded.status,
             reason = excluded.reason, message = excluded.message, result_apns_id = excluded.result_apns_id,
             apns_timestamp_ms = excluded.apns_timestamp_ms, finished_at_ms = excluded.finished_at_ms,
+            result_unique_id = excluded.result_unique_id,
             attempts = max(job_item.attempts, excluded.attempts), next_attempt_ms = NULL
         """
 
@@ -534,7 +537,7 @@ extension SQLitePushStore {
                     try db.cachedStatement(sql: outcomeRowSQL).execute(arguments: [
                         job.key, index, result.state.rawValue, result.status, result.reason, result.message,
                         try result.apnsID.map { Data(try ItemChunks.idBytes($0)) }, result.apnsTimestamp.map(clampedMillis),
-                        change.finishedMillis, result.attempts,
+                        change.finishedMillis, result.attempts, result.uniqueID,
                     ])
                     states[index] = result.state
                 }

@@ -215,6 +215,11 @@ extension SQLitePushStore {
                         WHERE end_told_ms IS NULL AND state IN ('finished', 'cancelled');
                     """)
         }
+        // APNs' apns-unique-id of an item's answer (the development environment's delivery-log
+        // key), kept in the item's row; a plain success without one stays a `job_sent` record.
+        migrator.registerMigration("v12-item-unique-id") { db in
+            try db.execute(sql: "ALTER TABLE job_item ADD COLUMN result_unique_id TEXT")
+        }
         return migrator
     }
 }

@@ -90,6 +90,8 @@ struct BatchTests {
                     #expect(item["status"] as? Int == answer.status)
                     #expect(item["reason"] as? String == answer.reason?.wireValue)
                     #expect(item["apns_id"] as? String == answer.apnsID)
+                    // The development environment's delivery-log key of that answer.
+                    #expect(item["apns_unique_id"] as? String == answer.uniqueID && answer.uniqueID != nil)
                     let index = try #require(item["index"] as? Int)
                     #expect(index > failedAfter)
                     #expect(tokens[index] == token)

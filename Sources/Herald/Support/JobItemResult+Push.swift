@@ -8,7 +8,7 @@ extension JobItemResult {
         self.init(
             state: result.isSuccess ? .sent : .failed, status: result.status, reason: result.reason?.wireValue,
             message: nil, apnsID: result.notificationID, apnsTimestamp: result.response.timestamp,
-            finishedAt: finishedAt)
+            finishedAt: finishedAt, uniqueID: result.response.uniqueID)
     }
 
     /// The stored outcome of a notification that got no APNs answer: refused by Herald (reason is

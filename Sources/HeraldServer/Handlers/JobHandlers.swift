@@ -43,6 +43,7 @@ struct JobHandlers: Sendable {
             var index: Int
             var deviceToken: String
             @Nullable var apnsID: String?
+            @Nullable var apnsUniqueID: String?
             @Nullable var status: Int?
             @Nullable var reason: String?
             @Nullable var message: String?
@@ -234,7 +235,8 @@ struct JobHandlers: Sendable {
             failedItems: failedItems.map { item in
                 JobAnswer.FailedItem(
                     index: item.index, deviceToken: item.notification.deviceToken.hex,
-                    apnsID: item.result?.apnsID?.rawValue ?? item.notification.id?.rawValue, status: item.result?.status,
+                    apnsID: item.result?.apnsID?.rawValue ?? item.notification.id?.rawValue,
+                    apnsUniqueID: item.result?.uniqueID, status: item.result?.status,
                     reason: item.result?.reason, message: item.result?.message, timestamp: item.result?.apnsTimestamp,
                     finishedAt: item.result?.finishedAt, attempts: item.attempts, lastError: item.lastError)
             },
