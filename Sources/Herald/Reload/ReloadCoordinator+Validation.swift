@@ -1,3 +1,4 @@
+import Foundation
 import HeraldAPNs
 import HeraldCore
 
@@ -6,6 +7,34 @@ extension ReloadCoordinator {
         case valid(TenantRuntime)
         /// What is wrong, naming the file and field, never secret material.
         case invalid(String)
+    }
+
+    /// ``validate(_:)`` for each tenant, in their order, spread over the cores: at most two
+    /// validations a core run at once (parsing keys, signing a token and building a TLS context
+    /// are CPU work of their own per tenant).
+    func validateAll(_ tenants: [TenantConfiguration]) async -> [Validation] {
+        if tenants.count == 1 { return [await validate(tenants[0])] }
+        let width = max(1, 2 * ProcessInfo.processInfo.activeProcessorCount)
+        var results = [Validation?](repeating: nil, count: tenants.count)
+        await withTaskGroup(of: (Int, Validation).self) { group in
+            var next = 0
+            while next < tenants.count, next < width {
+                let (index, tenant) = (next, tenants[next])
+                group.addTask { (index, await self.validate(tenant)) }
+                next += 1
+            }
+            for await (index, validation) in group {
+                results[index] = validation
+                if next < tenants.count {
+                    let (index, tenant) = (next, tenants[next])
+                    group.addTask { (index, await self.validate(tenant)) }
+                    next += 1
+                }
+            }
+        }
+        return zip(tenants, results).map { tenant, result in
+            result ?? .invalid("\(tenant.sourceFile): internal error: the tenant was not validated")
+        }
     }
 
     /// Checks a new or changed tenant configuration in full and builds its runtime, touching

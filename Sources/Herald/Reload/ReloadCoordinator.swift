@@ -247,22 +247,28 @@ public final class ReloadCoordinator: Sendable {
                 ReloadFailure(file: failure.file, tenant: failure.tenantID, message: failure.description, at: now))
         }
         var swaps: [Swap] = []
+        var changed: [TenantConfiguration] = []
         for tenant in load.tenants where scope.covers(tenant.id) {
-            let current = router.runtime(for: tenant.id)
-            if let current, Self.sameMeaning(current.configuration, tenant) {
+            if let current = router.runtime(for: tenant.id), Self.sameMeaning(current.configuration, tenant) {
                 if revoke, case .tenant = scope { throw .credentialUnchanged(tenant.id) }
                 report.unchanged.append(tenant.id)
                 continue
             }
-            switch await validate(tenant) {
+            changed.append(tenant)
+        }
+        let validations = await validateAll(changed)
+        for (index, (tenant, validation)) in zip(changed, validations).enumerated() {
+            switch validation {
             case .invalid(let message):
                 report.failures.append(
                     ReloadFailure(file: tenant.sourceFile, tenant: tenant.id, message: message, at: now))
             case .valid(let runtime):
+                let current = router.runtime(for: tenant.id)
                 let rotated = current.map { $0.credentialIdentity != runtime.credentialIdentity } ?? false
                 if revoke, !rotated, current != nil, case .tenant = scope {
-                    await runtime.shutdown()  // never opened: nothing to drain
+                    // Never opened: nothing to drain.
                     for swap in swaps { await swap.runtime.shutdown() }
+                    for case .valid(let unused) in validations[index...] { await unused.shutdown() }
                     throw .credentialUnchanged(tenant.id)
                 }
                 swaps.append(Swap(runtime: runtime, revokePrevious: revoke && rotated))
