@@ -189,7 +189,8 @@ public final class Router: Sendable {
 
     // MARK: Sending
 
-    /// Sends one notification for a tenant: ``startSend(tenant:notification:environment:deadline:retries:completion:)``, awaited.
+    /// Sends one notification for a tenant: ``startSend(tenant:notification:environment:deadline:retries:completion:)``,
+    /// awaited (its completion is called exactly once).
     ///
     /// - Returns: APNs' answer (a success or APNs' rejection, with its reason).
     /// - Throws: ``PushError`` for local refusals (unknown tenant, `TopicDisallowed`, push type vs
@@ -199,7 +200,7 @@ public final class Router: Sendable {
         tenant: TenantID, notification: HeraldCore.Notification, environment: APNsEnvironment? = nil,
         deadline: ContinuousClock.Instant? = nil, retries: Bool = true
     ) async throws -> PushResult {
-        try await withCheckedThrowingContinuation { continuation in
+        try await withUnsafeThrowingContinuation { continuation in
             startSend(tenant: tenant, notification: notification, environment: environment, deadline: deadline, retries: retries) {
                 continuation.resume(with: $0)
             }
@@ -239,14 +240,27 @@ public final class Router: Sendable {
         notification.id ?? idGenerator.withLock { $0.nextID() }
     }
 
-    /// One send as the router holds it across its attempts.
-    private struct RoutedSend: Sendable {
+    /// One send as the router holds it across its attempts (a reference: each attempt's
+    /// closure holds it without copying the notification).
+    private final class RoutedSend: Sendable {
         let tenant: TenantID
         let notification: HeraldCore.Notification
         let id: NotificationID
         let environment: APNsEnvironment?
         let deadline: ContinuousClock.Instant
         let retries: Bool
+
+        init(
+            tenant: TenantID, notification: HeraldCore.Notification, id: NotificationID, environment: APNsEnvironment?,
+            deadline: ContinuousClock.Instant, retries: Bool
+        ) {
+            self.tenant = tenant
+            self.notification = notification
+            self.id = id
+            self.environment = environment
+            self.deadline = deadline
+            self.retries = retries
+        }
     }
 
     /// What a send has been through so far.

@@ -138,12 +138,13 @@ public final class TenantRuntime: Sendable {
         }
     }
 
-    /// ``startSend(_:id:environment:deadline:attempt:completion:)``, awaited.
+    /// ``startSend(_:id:environment:deadline:attempt:completion:)``, awaited (its completion is
+    /// called exactly once).
     public func send(
         _ notification: Notification, id: NotificationID, environment: APNsEnvironment? = nil,
         deadline: ContinuousClock.Instant? = nil, attempt: Int = 1
     ) async throws -> PushResult {
-        try await withCheckedThrowingContinuation { continuation in
+        try await withUnsafeThrowingContinuation { continuation in
             startSend(notification, id: id, environment: environment, deadline: deadline, attempt: attempt) {
                 continuation.resume(with: $0)
             }

@@ -38,9 +38,9 @@ public struct SendPipeline: Sendable {
         run(from: 0, notification, context: context, startedAt: clock.now, terminal: terminal, completion: completion)
     }
 
-    /// ``start(_:context:terminal:completion:)``, awaited.
+    /// ``start(_:context:terminal:completion:)``, awaited (its completion is called exactly once).
     public func send(_ notification: Notification, context: PushContext, terminal: @escaping Terminal) async throws -> PushResult {
-        try await withCheckedThrowingContinuation { continuation in
+        try await withUnsafeThrowingContinuation { continuation in
             start(notification, context: context, terminal: terminal) { continuation.resume(with: $0) }
         }
     }
@@ -63,13 +63,12 @@ public struct SendPipeline: Sendable {
             }
             index += 1
             let next = index
-            let held = notification
             switch decision {
             case .proceed:
                 continue
             case .notBefore(let instant):
                 guard instant > clock.now else { continue }
-                let clock = clock
+                let (clock, held) = (clock, notification)
                 Task {
                     do {
                         try await clock.sleep(until: instant)
@@ -81,6 +80,7 @@ public struct SendPipeline: Sendable {
                 }
                 return
             case .check(let check):
+                let held = notification
                 Task {
                     do {
                         try await check()
