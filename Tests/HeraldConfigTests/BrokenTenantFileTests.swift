@@ -467,6 +467,42 @@ let brokenCases: [BrokenCase] = [
             topics: com.acme.app
             """,
         line: 7, column: 9, field: "topics", fragment: "must be a list of topics (bundle IDs), not a string"),
+    BrokenCase(
+        name: "team_id given as ~",
+        yaml: """
+            id: acme
+            team_id: ~
+            auth:
+              token:
+                key_id: ABC123DEFG
+                key_file: keys/AuthKey_ABC123DEFG.p8
+            topics: [com.acme.app]
+            """,
+        line: 2, column: 10, field: "team_id", fragment: "must be a string, not empty"),
+    BrokenCase(
+        name: "team_id given as Null",
+        yaml: """
+            id: acme
+            team_id: Null
+            auth:
+              token:
+                key_id: ABC123DEFG
+                key_file: keys/AuthKey_ABC123DEFG.p8
+            topics: [com.acme.app]
+            """,
+        line: 2, column: 10, field: "team_id", fragment: "must be a string, not empty"),
+    BrokenCase(
+        name: "team_id given as !!str ~ (a string, not null)",
+        yaml: """
+            id: acme
+            team_id: !!str ~
+            auth:
+              token:
+                key_id: ABC123DEFG
+                key_file: keys/AuthKey_ABC123DEFG.p8
+            topics: [com.acme.app]
+            """,
+        line: 2, column: 10, field: "team_id", fragment: "must be exactly 10 characters (A-Z, 0-9); this team ID has 1"),
 ]
 
 @Suite("Broken tenant files")

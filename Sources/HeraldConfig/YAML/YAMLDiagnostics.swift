@@ -95,8 +95,18 @@ extension Node {
     var tagName: Tag.Name { Tag.Name(rawValue: tag.rawValue) }
 
     /// True for `~`, `null` and an empty plain value.
+    ///
+    /// A scalar whose tag is still to be resolved is matched here as the resolver's null rule
+    /// would match it (`~`, `null`, `Null`, `NULL` or nothing): every string read asks this, and
+    /// resolving the tag runs the resolver's regular expressions, most of a tenant file's parse.
     var isNull: Bool {
-        guard case .scalar(let scalar) = self else { return false }
-        return scalar.style != .singleQuoted && scalar.style != .doubleQuoted && tagName == .null
+        guard case .scalar(let scalar) = self, scalar.style != .singleQuoted, scalar.style != .doubleQuoted else { return false }
+        if scalar.tag.description == Tag.Name.implicit.rawValue {
+            switch scalar.string {
+            case "", "~", "null", "Null", "NULL": return true
+            default: return false
+            }
+        }
+        return tagName == .null
     }
 }
