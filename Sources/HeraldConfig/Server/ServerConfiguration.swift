@@ -112,7 +112,7 @@ public struct ServerConfiguration: Sendable, Hashable {
 
         let root: Node?
         do {
-            root = try Yams.compose(yaml: yaml, .default, .default, .utf8)
+            root = try Yams.compose(yaml: yaml, Node.composeResolver, .default, .utf8)
         } catch {
             diagnostics.syntaxError(error)
             throw ConfigFailure(file: file, errors: diagnostics.sortedErrors)

@@ -51,7 +51,7 @@ struct TenantFileParser {
     func parse(yaml: String) -> Outcome {
         let root: Node?
         do {
-            root = try Yams.compose(yaml: yaml, .default, .default, .utf8)
+            root = try Yams.compose(yaml: yaml, Node.composeResolver, .default, .utf8)
         } catch {
             diagnostics.syntaxError(error)
             return outcome(nil, id: fileNameID(), idLocation: nil)

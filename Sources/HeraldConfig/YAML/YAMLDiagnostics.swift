@@ -91,8 +91,20 @@ extension Node {
         }
     }
 
-    /// The node's resolved tag name (`tag:yaml.org,2002:int`, …).
-    var tagName: Tag.Name { Tag.Name(rawValue: tag.rawValue) }
+    /// The resolver configuration files are composed with: none of the YAML core schema's rules,
+    /// so that composing a file (which hashes every mapping key, with its tag, to find duplicate
+    /// keys) runs no regular expression; a plain scalar is typed by ``tagName`` when a reader
+    /// asks for its type.
+    static let composeResolver = Resolver.basic
+
+    /// The node's tag name (`tag:yaml.org,2002:int`, …): an explicit tag as written; a plain
+    /// scalar's as the YAML core schema's rules type its text (Yams' default resolver).
+    var tagName: Tag.Name {
+        if case .scalar(let scalar) = self, scalar.tag.description == Tag.Name.implicit.rawValue {
+            return Resolver.default.resolveTag(of: self)
+        }
+        return Tag.Name(rawValue: tag.rawValue)
+    }
 
     /// True for `~`, `null` and an empty plain value.
     ///
