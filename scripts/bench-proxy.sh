@@ -68,17 +68,7 @@ run_bench() { # proxy-argument -> "rate cpu_us"
     local out
     out=$(timeout 600 "$HERALD" bench --tenants "$WORK/tenants" --tenant "$TENANT" --count "$COUNT" \
         --connections "$CONNECTIONS" --concurrency "$CONCURRENCY" --proxy "$1" --json 2>&1) || true
-    python3 -c '
-import json, sys
-text = sys.stdin.read()
-try:
-    figures = json.loads(text.strip().splitlines()[-1])
-except Exception:
-    sys.stderr.write("herald bench failed:\n" + text + "\n"); print("0 0"); sys.exit()
-if figures["failed"]:
-    sys.stderr.write("herald bench failures: %s\n" % figures["failed_by_reason"]); print("0 0"); sys.exit()
-print("%.0f %.1f" % (figures["notifications_per_second"], figures["cpu_us_per_notification"]))
-' <<<"$out"
+    bench_rate_cpu <<<"$out"
 }
 
 echo "== $COUNT notifications through the router, $CONNECTIONS connection(s), $CONCURRENCY in flight, $ROUNDS rounds, cores $(nproc)"
@@ -95,7 +85,6 @@ for round in $(seq 1 "$ROUNDS"); do
     socks_rate+=("$(awk -v a="$s_rate" -v b="$d_rate" 'BEGIN { printf "%.0f", (b > 0 ? 100 * a / b : 0) }')")
     socks_cpu+=("$(awk -v a="$s_cpu" -v b="$d_cpu" 'BEGIN { printf "%.2f", (b > 0 ? a / b : 0) }')")
 done
-median() { printf "%s\n" "$@" | sort -n | awk '{ v[NR] = $1 } END { print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
 printf "through tinyproxy: %s%% of the direct rate, %sx herald's CPU a notification (medians of the rounds)\n" \
     "$(median "${rate_ratios[@]}")" "$(median "${cpu_ratios[@]}")"
 printf "through danted:    %s%% of the direct rate, %sx herald's CPU a notification (medians of the rounds)\n" \

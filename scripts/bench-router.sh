@@ -38,21 +38,10 @@ run_bench() { # extra herald bench arguments -> "rate cpu_us"
     local out
     out=$(timeout 600 "$HERALD" bench --tenants "$WORK/tenants" --tenant "$TENANT" --count "$COUNT" \
         --connections "$CONNECTIONS" --concurrency "$CONCURRENCY" --json "$@" 2>&1) || true
-    python3 -c '
-import json, sys
-text = sys.stdin.read()
-try:
-    figures = json.loads(text.strip().splitlines()[-1])
-except Exception:
-    sys.stderr.write("herald bench failed:\n" + text + "\n"); print("0 0"); sys.exit()
-if figures["failed"]:
-    sys.stderr.write("herald bench failures: %s\n" % figures["failed_by_reason"]); print("0 0"); sys.exit()
-print("%.0f %.1f" % (figures["notifications_per_second"], figures["cpu_us_per_notification"]))
-' <<<"$out"
+    bench_rate_cpu <<<"$out"
 }
 
 ratio() { awk -v a="$1" -v b="$2" -v f="$3" 'BEGIN { printf f, (b > 0 ? a / b : 0) }'; }
-median() { printf "%s\n" "$@" | sort -n | awk '{ v[NR] = $1 } END { print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
 
 echo "== $COUNT notifications, $CONNECTIONS connection(s), $CONCURRENCY in flight, $ROUNDS rounds, cores $(nproc)"
 run_bench --through transport > /dev/null   # warm-up

@@ -136,3 +136,24 @@ PY
 best_of() { # a b -> the larger
     awk -v a="$1" -v b="$2" 'BEGIN {print (b > a) ? b : a}'
 }
+
+# bench_rate_cpu: reads `herald bench --json`'s output on stdin and prints "rate cpu_us" (its last
+# line's notifications a second and CPU a notification), or "0 0" with the reason on stderr when
+# the run failed or had failures.
+bench_rate_cpu() {
+    python3 -c '
+import json, sys
+text = sys.stdin.read()
+try:
+    figures = json.loads(text.strip().splitlines()[-1])
+except Exception:
+    sys.stderr.write("herald bench failed:\n" + text + "\n"); print("0 0"); sys.exit()
+if figures["failed"]:
+    sys.stderr.write("herald bench failures: %s\n" % figures["failed_by_reason"]); print("0 0"); sys.exit()
+print("%.0f %.1f" % (figures["notifications_per_second"], figures["cpu_us_per_notification"]))
+'
+}
+
+median() { # numbers... -> their median
+    printf "%s\n" "$@" | sort -n | awk '{ v[NR] = $1 } END { print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }'
+}
