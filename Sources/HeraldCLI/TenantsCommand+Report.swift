@@ -31,14 +31,19 @@ struct TenantReport {
     /// A certificate that expires sooner than this (seconds) is flagged.
     static let expiryWarning: TimeInterval = 30 * 24 * 3600
 
-    init(load: TenantDirectoryLoad, clock: any WallClock) {
+    /// - Parameter plugins: a later check of a tenant whose credential loads (its plugins built
+    /// from their options), returning the field and message of what is wrong; nil: none.
+    init(
+        load: TenantDirectoryLoad, clock: any WallClock,
+        plugins: ((TenantConfiguration) -> (field: String, message: String)?)? = nil
+    ) {
         now = clock.now
         warnings = load.warnings
         var summaries: [TenantID: CredentialSummary] = [:]
         let checked = load.checking { tenant in
             do {
                 summaries[tenant.id] = try CredentialProviders.make(for: tenant, clock: clock).summary
-                return nil
+                return plugins?(tenant)
             } catch let error as CredentialError {
                 return (error.field, error.message)
             } catch {

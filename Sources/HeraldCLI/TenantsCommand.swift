@@ -1,8 +1,11 @@
 import ArgumentParser
 import Foundation
+import Herald
 import HeraldAPNs
 import HeraldConfig
 import HeraldCore
+import HeraldStore
+import Logging
 
 /// `herald tenants validate|list`: check and show the tenant files; `create|show|update|delete|
 /// add-key|remove-key`: the tenant lifecycle through a running server's admin API.
@@ -59,7 +62,38 @@ struct TenantSourceOptions: ParsableArguments {
         } else {
             load = loader.loadFiles([path])
         }
-        return (path, TenantReport(load: load, clock: SystemWallClock()))
+        let storeDirectory = NSTemporaryDirectory() + "herald-validate-\(UUID().uuidString)"
+        defer { try? FileManager.default.removeItem(atPath: storeDirectory) }
+        return (path, TenantReport(load: load, clock: SystemWallClock(), plugins: Self.pluginCheck(storeDirectory: storeDirectory)))
+    }
+
+    /// Builds each tenant's plugins from their options, as a reload does (``Router/makeRuntime(for:)``
+    /// on a router over a store in `storeDirectory`, which the caller removes; no connection is
+    /// opened). Nil, said on standard error, when that store cannot be made: the plugins are then
+    /// not checked.
+    static func pluginCheck(storeDirectory: String) -> ((TenantConfiguration) -> (field: String, message: String)?)? {
+        let store: SQLitePushStore
+        do {
+            store = try SQLitePushStore(directory: storeDirectory)
+        } catch {
+            printError("herald tenants: plugins not checked: no scratch store in \(storeDirectory) (\(error))")
+            return nil
+        }
+        var logger = Logger(label: "herald.validate")
+        logger.logLevel = .critical
+        let router = Router(
+            configuration: RouterConfiguration(store: store, transports: APNsTransportProvider(), logger: logger))
+        return { tenant in
+            do {
+                _ = try router.makeRuntime(for: tenant)
+                return nil
+            } catch let error as PluginConfigurationError {
+                return (error.field, "plugin '\(error.plugin)': \(error.message)")
+            } catch {
+                // The credential check before this one reports credential problems.
+                return nil
+            }
+        }
     }
 }
 

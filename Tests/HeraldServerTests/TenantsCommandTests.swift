@@ -1,3 +1,4 @@
+import Crypto
 import Foundation
 import HeraldServer
 import HeraldTestSupport
@@ -39,6 +40,43 @@ struct TenantsCommandTests {
 
     static func json(_ text: String) -> [String: Any] {
         (try? JSONSerialization.jsonObject(with: Data(text.utf8))) as? [String: Any] ?? [:]
+    }
+
+    @Test(
+        "herald tenants validate builds each tenant's plugins as a reload does: bad options are named with file:line",
+        .enabled(if: CrashResumeTests.heraldBinary != nil, "the herald executable is not built"))
+    func validateChecksPlugins() async throws {
+        let binary = try #require(CrashResumeTests.heraldBinary)
+        let directory = NSTemporaryDirectory() + "herald-validate-test-\(UUID().uuidString)"
+        try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        try P256.Signing.PrivateKey().pemRepresentation.write(toFile: directory + "/key.p8", atomically: true, encoding: .utf8)
+        func tenant(_ id: String, plugins: String) -> String {
+            """
+            id: \(id)
+            team_id: ABCDE12345
+            auth:
+              token:
+                key_id: ABC123DEFG
+                key_file: key.p8
+            topics: [com.acme.app]
+            plugins:
+            \(plugins)
+            """
+        }
+        try tenant("good", plugins: "  - name: rate-limit\n    options: {per_second: 50}\n  - metrics")
+            .write(toFile: directory + "/good.yaml", atomically: true, encoding: .utf8)
+        try tenant("bad", plugins: "  - metrics\n  - name: rate-limit\n    options: {per_second: -5}")
+            .write(toFile: directory + "/bad.yaml", atomically: true, encoding: .utf8)
+
+        let run = try await Self.herald(binary, ["tenants", "validate", directory], token: "unused")
+        #expect(run.status == 1, "\(run.output)\(run.errors)")
+        #expect(
+            run.output.contains(
+                "\(directory)/bad.yaml:11:5: plugins[1].options.per_second: plugin 'rate-limit': must be greater than 0, got -5"),
+            "\(run.output)")
+        #expect(run.output.contains("ok       good  \(directory)/good.yaml"), "\(run.output)")
+        #expect(run.output.contains("1 valid, 1 invalid"), "\(run.output)")
     }
 
     @Test(.enabled(if: CrashResumeTests.heraldBinary != nil, "the herald executable is not built"))
