@@ -59,6 +59,9 @@ public final class MetricsMiddleware: PushMiddleware {
     private struct Cache {
         var counters: [CounterKey: Counter] = [:]
         var timers: [TimerKey: CoreMetrics.Timer] = [:]
+        /// The last send's labels and metrics: most sends have the same as the one before, and
+        /// comparing two keys costs less than hashing one.
+        var last: (counterKey: CounterKey, counter: Counter, timerKey: TimerKey, timer: CoreMetrics.Timer)?
     }
     private static let otherTopic = -1
     private static let allTopics = -2
@@ -140,6 +143,9 @@ public final class MetricsMiddleware: PushMiddleware {
             topic: topicIndex(notification.topic), pushType: notification.pushType, status: status, reason: reason)
         let timerKey = TimerKey(pushType: notification.pushType, status: status)
         let (counter, timer) = cache.withLock { cache in
+            if let last = cache.last, last.counterKey == counterKey, last.timerKey == timerKey {
+                return (last.counter, last.timer)
+            }
             let counter =
                 cache.counters[counterKey]
                 ?? {
@@ -167,6 +173,7 @@ public final class MetricsMiddleware: PushMiddleware {
                     cache.timers[timerKey] = made
                     return made
                 }()
+            cache.last = (counterKey, counter, timerKey, timer)
             return (counter, timer)
         }
         counter.increment()
