@@ -540,8 +540,8 @@ struct SendPipelineTests {
         #expect(calls.all == ["will a", "will b", "wire", "did b ok", "did a ok", "done"])
     }
 
-    @Test("a send whose deadline passed while it waited is not made; every middleware sees DeadlineExceeded")
-    func deadlinePassed() async throws {
+    @Test("a 'not before' past the deadline is not waited for: the send fails at once with DeadlineExceeded, seen by every middleware that ran")
+    func waitPastTheDeadline() async throws {
         let calls = Calls()
         let clock = ManualPushClock()
         let context = PushContext(tenant: Fixtures.tenantID("h"), environment: .production, deadline: clock.now.advanced(by: .seconds(1)))
@@ -553,7 +553,31 @@ struct SendPipelineTests {
             return
         }
         #expect(error.code == .deadlineExceeded && !error.mayHaveReachedAPNs)
+        #expect(clock.totalSlept == .zero && clock.sleepCount == 0)
         #expect(calls.all == ["will a", "will b", "did b failed", "did a failed", "done"])
+    }
+
+    @Test("a send whose deadline passed during a check is not made; every middleware sees DeadlineExceeded")
+    func deadlinePassedDuringACheck() async throws {
+        struct SlowCheck: PushMiddleware {
+            let clock: ManualPushClock
+            func willSend(_ notification: inout HeraldCore.Notification, context: PushContext) throws -> PushDecision {
+                let clock = clock
+                return .check { clock.advance(by: .seconds(2)) }
+            }
+        }
+        let calls = Calls()
+        let clock = ManualPushClock()
+        let context = PushContext(tenant: Fixtures.tenantID("h"), environment: .production, deadline: clock.now.advanced(by: .seconds(1)))
+        let outcome = await Self.run(
+            [Recording(name: "a", calls: calls), SlowCheck(clock: clock), Recording(name: "c", calls: calls)],
+            calls: calls, clock: clock, context: context)
+        guard case .failure(let error as PushError) = outcome else {
+            Issue.record("expected DeadlineExceeded, got \(outcome)")
+            return
+        }
+        #expect(error.code == .deadlineExceeded && !error.mayHaveReachedAPNs)
+        #expect(calls.all == ["will a", "will c", "did c failed", "did a failed", "done"])
     }
 }
 

@@ -54,8 +54,8 @@ public enum PushDecision: Sendable {
     /// Go on to the next middleware now.
     case proceed
     /// Go on, but not before this instant (a slot the middleware has reserved). The pipeline
-    /// waits without blocking a thread; the wait ends before the send's deadline or the middleware
-    /// refuses instead.
+    /// waits without blocking a thread; an instant at or past the send's deadline fails the send
+    /// at once with `DeadlineExceeded` (a middleware that knows it refuses instead, with its reason).
     case notBefore(ContinuousClock.Instant)
     /// Go on once this check has returned; it throws a ``PushError`` to refuse the send.
     case check(PushCheck)

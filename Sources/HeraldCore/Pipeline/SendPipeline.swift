@@ -68,6 +68,13 @@ public struct SendPipeline: Sendable {
                 continue
             case .notBefore(let instant):
                 guard instant > clock.now else { continue }
+                guard instant < context.deadline else {
+                    // Not worth the wait: the send could not go out before its deadline.
+                    let late = PushError.deadlineExceeded(
+                        "a plugin's wait would pass the deadline; the notification did not go out", mayHaveReachedAPNs: false)
+                    finish(notification, context: context, startedAt: startedAt, outcome: .failure(late), ran: next, completion: completion)
+                    return
+                }
                 let (clock, held) = (clock, notification)
                 Task {
                     do {
