@@ -5,6 +5,7 @@ import HeraldConfig
 import HeraldCore
 import HeraldProcess
 import HeraldServer
+import HeraldTestSupport
 import Hummingbird
 import HummingbirdTesting
 import Logging
@@ -60,7 +61,7 @@ final class TestWorld: Sendable {
         tenants: [TestTenant], devices: [SandboxDevice], faults: SandboxFaults, recordPayloads: Bool,
         tokenUpdateScope: SandboxTokenUpdateScope = .connection
     ) async throws -> TestWorld {
-        let directory = NSTemporaryDirectory() + "herald-server-tests-" + UUID().uuidString.prefix(8)
+        let directory = try ScratchDirectories.make("herald-server-tests")
         try FileManager.default.createDirectory(atPath: directory + "/tenants/keys", withIntermediateDirectories: true)
         try FileManager.default.createDirectory(atPath: directory + "/config", withIntermediateDirectories: true)
 

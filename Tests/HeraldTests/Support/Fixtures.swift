@@ -2,6 +2,7 @@ import Foundation
 import Herald
 import HeraldCore
 import HeraldStore
+import HeraldTestSupport
 import Logging
 
 enum Fixtures {
@@ -46,11 +47,9 @@ enum Fixtures {
         return ids.nextID()
     }
 
-    /// A fresh temporary directory.
+    /// A fresh temporary directory, removed when the test process exits.
     static func temporaryDirectory(_ name: String = "herald-tests") -> String {
-        let path = NSTemporaryDirectory() + "\(name)-\(UUID().uuidString.prefix(8))"
-        try! FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: true)
-        return path
+        try! ScratchDirectories.make(name)
     }
 
     static func store() throws -> SQLitePushStore {
