@@ -5,9 +5,8 @@
 # to the first instance, the job read through the last), against `herald bench`'s transport rate
 # to a sandbox on the same machine (measured before the batches and right after the SQLite one;
 # the ratio is to their mean). With each transport measurement the router's callback form is
-# measured too (`herald bench --through router --callers callbacks`: the tenant's plugins by their
-# hooks and the retry, one attempt each, as the job runner sends a batch item, but no store and no
-# runner): the batch's ceiling on this machine, so that each run shows how much of the gap is
+# measured too (`herald bench --through router --callers callbacks`: the tenant's plugins, one
+# attempt each, as the job runner sends a batch item, but no store and no runner): the batch's ceiling on this machine, so that each run shows how much of the gap is
 # the router's and how much the store's and the runner's.
 #
 #   scripts/bench-batch.sh                          # BATCH=100000, modes "sqlite pg1 pg3"

@@ -217,10 +217,11 @@ extension PostgresPushStore {
     }
 
     /// A result with nothing to keep but its apns-id, finish time and attempts: sent with 200, no
-    /// reason, message, timestamp or apns-unique-id (nearly every item of a batch in production).
+    /// reason, message or timestamp (nearly every item of a batch). A success's `apns-unique-id`
+    /// (development) is not kept, as on SQLite: the API shows it for failed items.
     static func isPlainSuccess(_ result: JobItemResult) -> Bool {
         result.state == .sent && result.status == 200 && result.reason == nil && result.message == nil
-            && result.apnsTimestamp == nil && result.uniqueID == nil
+            && result.apnsTimestamp == nil
     }
 
     /// ``updateResults(_:)`` for one job's plain successes (``isPlainSuccess(_:)``), the usual

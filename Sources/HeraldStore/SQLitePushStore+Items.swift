@@ -456,11 +456,11 @@ extension SQLitePushStore {
         }
     }
 
-    /// True for an outcome kept as a plain success record: 200 with nothing else to say (an
-    /// answer with an `apns-unique-id`, from the development environment, gets a row).
+    /// True for an outcome kept as a plain success record: 200 with nothing else to say. A
+    /// success's `apns-unique-id` (development) is not kept: the API shows it for failed items.
     static func isPlain(_ result: JobItemResult) -> Bool {
         result.state == .sent && result.status == 200 && result.reason == nil && result.message == nil
-            && result.apnsTimestamp == nil && result.uniqueID == nil
+            && result.apnsTimestamp == nil
     }
 
     static let outcomeRowSQL = """
