@@ -330,8 +330,9 @@ extension PostgresPushStore {
             hasTimestamp.append(result.apnsTimestamp != nil)
             finished.append(millis(result.finishedAt))
             attempts.append(Self.count(result.attempts))
-            // A unique id is a UUID, never empty: '' stands for none (NULLIF below).
-            uniqueIDs.append(result.uniqueID ?? "")
+            // A unique id is a UUID, never empty: '' stands for none (NULLIF below). A plain
+            // success keeps none, whichever statement writes it.
+            uniqueIDs.append(Self.isPlainSuccess(result) ? "" : result.uniqueID ?? "")
         }
         var binds = PostgresBindings(capacity: 17)
         binds.append(tenants)

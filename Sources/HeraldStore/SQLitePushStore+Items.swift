@@ -537,7 +537,7 @@ extension SQLitePushStore {
                     try db.cachedStatement(sql: outcomeRowSQL).execute(arguments: [
                         job.key, index, result.state.rawValue, result.status, result.reason, result.message,
                         try result.apnsID.map { Data(try ItemChunks.idBytes($0)) }, result.apnsTimestamp.map(clampedMillis),
-                        change.finishedMillis, result.attempts, result.uniqueID,
+                        change.finishedMillis, result.attempts, isPlain(result) ? nil : result.uniqueID,
                     ])
                     states[index] = result.state
                 }
