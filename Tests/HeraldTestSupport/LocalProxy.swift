@@ -127,6 +127,34 @@ public final class LocalProxy: Sendable {
         return Int(UInt16(bigEndian: address.sin_port))
     }
 
+    /// A port of 127.0.0.1 that refuses every connection while the value lives: a socket bound to
+    /// it and never listening, so that no other listener (another test's server) can take it.
+    public final class ClosedPort: Sendable {
+        public let port: Int
+        private let descriptor: Int32
+
+        public init() throws {
+            let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+            guard fd >= 0 else { throw LocalProxyError("socket: \(errno)") }
+            var address = LocalProxy.loopback(port: 0)
+            let bound = withUnsafePointer(to: &address) {
+                $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+            }
+            var length = socklen_t(MemoryLayout<sockaddr_in>.size)
+            let named = withUnsafeMutablePointer(to: &address) {
+                $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(fd, $0, &length) }
+            }
+            guard bound == 0, named == 0 else {
+                close(fd)
+                throw LocalProxyError("bind or getsockname: \(errno)")
+            }
+            descriptor = fd
+            port = Int(UInt16(bigEndian: address.sin_port))
+        }
+
+        deinit { close(descriptor) }
+    }
+
     private static func accepts(port: Int) -> Bool {
         let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
         guard fd >= 0 else { return false }
@@ -137,7 +165,7 @@ public final class LocalProxy: Sendable {
         } == 0
     }
 
-    private static func loopback(port: Int) -> sockaddr_in {
+    fileprivate static func loopback(port: Int) -> sockaddr_in {
         var address = sockaddr_in()
         address.sin_family = sa_family_t(AF_INET)
         address.sin_port = UInt16(port).bigEndian

@@ -127,10 +127,12 @@ struct EgressProxyTests {
     func refusedAndUnreachable() async throws {
         let local = try LocalProxy.tinyproxy(connectPorts: [443])
         defer { local.stop() }
+        // Held for the whole test: a port that refuses connections, which no other test's listener can take.
+        let closed = try LocalProxy.ClosedPort()
         try await withSandboxRig { rig in
             let refused = Self.proxied(try rig.tenant("refused"), Self.http(local))
             let nowhere = Self.proxied(
-                try rig.tenant("nowhere"), EgressProxy(scheme: .http, host: "127.0.0.1", port: try LocalProxy.freePort()))
+                try rig.tenant("nowhere"), EgressProxy(scheme: .http, host: "127.0.0.1", port: closed.port))
             await rig.router.install([refused, nowhere])
             for (tenant, expected) in [(refused.id, "403"), (nowhere.id, "cannot connect to the proxy")] {
                 do {
@@ -142,6 +144,7 @@ struct EgressProxyTests {
             }
             #expect(rig.sandbox.requests.isEmpty)
         }
+        withExtendedLifetime(closed) {}
     }
 
     @Test("through dante: SOCKS5 with the APNs host named to the proxy", .enabled(if: danteRuns, "danted is not installed"))
