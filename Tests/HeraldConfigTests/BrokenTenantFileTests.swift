@@ -467,47 +467,35 @@ let brokenCases: [BrokenCase] = [
             topics: com.acme.app
             """,
         line: 7, column: 9, field: "topics", fragment: "must be a list of topics (bundle IDs), not a string"),
+]
+
+/// A tenant file whose `team_id` is written as `value`.
+private func teamIDCase(_ name: String, _ value: String, _ fragment: String) -> BrokenCase {
     BrokenCase(
-        name: "team_id given as ~",
+        name: name,
         yaml: """
             id: acme
-            team_id: ~
+            team_id: \(value)
             auth:
               token:
                 key_id: ABC123DEFG
                 key_file: keys/AuthKey_ABC123DEFG.p8
             topics: [com.acme.app]
             """,
-        line: 2, column: 10, field: "team_id", fragment: "must be a string, not empty"),
-    BrokenCase(
-        name: "team_id given as Null",
-        yaml: """
-            id: acme
-            team_id: Null
-            auth:
-              token:
-                key_id: ABC123DEFG
-                key_file: keys/AuthKey_ABC123DEFG.p8
-            topics: [com.acme.app]
-            """,
-        line: 2, column: 10, field: "team_id", fragment: "must be a string, not empty"),
-    BrokenCase(
-        name: "team_id given as !!str ~ (a string, not null)",
-        yaml: """
-            id: acme
-            team_id: !!str ~
-            auth:
-              token:
-                key_id: ABC123DEFG
-                key_file: keys/AuthKey_ABC123DEFG.p8
-            topics: [com.acme.app]
-            """,
-        line: 2, column: 10, field: "team_id", fragment: "must be exactly 10 characters (A-Z, 0-9); this team ID has 1"),
+        line: 2, column: 10, field: "team_id", fragment: fragment)
+}
+
+/// Null written two ways, and a null's text tagged as a string.
+let nullTeamIDCases = [
+    teamIDCase("team_id given as ~", "~", "must be a string, not empty"),
+    teamIDCase("team_id given as Null", "Null", "must be a string, not empty"),
+    teamIDCase(
+        "team_id given as !!str ~ (a string, not null)", "!!str ~", "must be exactly 10 characters (A-Z, 0-9); this team ID has 1"),
 ]
 
 @Suite("Broken tenant files")
 struct BrokenTenantFileTests {
-    @Test(arguments: brokenCases)
+    @Test(arguments: brokenCases + nullTeamIDCases)
     func reportsTheExactError(_ broken: BrokenCase) throws {
         #expect(brokenCases.count >= 15)
         let fixture = try TenantFixture()

@@ -459,6 +459,11 @@ struct SendPipelineTests {
 
     static var context: PushContext { PushContext(tenant: Fixtures.tenantID("h"), environment: .production, deadline: .now + .seconds(60)) }
 
+    /// A context whose deadline is `deadline` from `clock`'s now.
+    static func context(_ clock: ManualPushClock, deadline: Duration) -> PushContext {
+        PushContext(tenant: Fixtures.tenantID("h"), environment: .production, deadline: clock.now.advanced(by: deadline))
+    }
+
     /// Runs `middlewares` around a terminal that logs `wire` and answers 200.
     static func run(_ middlewares: [any PushMiddleware], calls: Calls, clock: any PushClock = SystemPushClock(),
                     context: PushContext = context) async -> Result<PushResult, any Error> {
@@ -468,11 +473,7 @@ struct SendPipelineTests {
         return await withCheckedContinuation { done in
             SendPipeline(middlewares, clock: clock).start(sent, context: context) { notification, context, completion in
                 calls.add("wire")
-                completion(
-                    .success(
-                        PushResult(
-                            notificationID: notification.id!, environment: context.environment,
-                            response: APNsResponse(status: 200, apnsID: notification.id))))
+                completion(Fixtures.accepted(notification, context))
             } completion: { outcome in
                 calls.add("done")
                 done.resume(returning: outcome)
@@ -531,7 +532,7 @@ struct SendPipelineTests {
     func notBefore() async throws {
         let calls = Calls()
         let clock = ManualPushClock()
-        let context = PushContext(tenant: Fixtures.tenantID("h"), environment: .production, deadline: clock.now.advanced(by: .seconds(5)))
+        let context = Self.context(clock, deadline: .seconds(5))
         let outcome = await Self.run(
             [Recording(name: "a", calls: calls, before: .wait(.milliseconds(750)), clock: clock), Recording(name: "b", calls: calls)],
             calls: calls, clock: clock, context: context)
@@ -544,7 +545,7 @@ struct SendPipelineTests {
     func waitPastTheDeadline() async throws {
         let calls = Calls()
         let clock = ManualPushClock()
-        let context = PushContext(tenant: Fixtures.tenantID("h"), environment: .production, deadline: clock.now.advanced(by: .seconds(1)))
+        let context = Self.context(clock, deadline: .seconds(1))
         let outcome = await Self.run(
             [Recording(name: "a", calls: calls), Recording(name: "b", calls: calls, before: .wait(.seconds(2)), clock: clock)],
             calls: calls, clock: clock, context: context)
@@ -568,7 +569,7 @@ struct SendPipelineTests {
         }
         let calls = Calls()
         let clock = ManualPushClock()
-        let context = PushContext(tenant: Fixtures.tenantID("h"), environment: .production, deadline: clock.now.advanced(by: .seconds(1)))
+        let context = Self.context(clock, deadline: .seconds(1))
         let outcome = await Self.run(
             [Recording(name: "a", calls: calls), SlowCheck(clock: clock), Recording(name: "c", calls: calls)],
             calls: calls, clock: clock, context: context)

@@ -47,6 +47,14 @@ enum Fixtures {
         return ids.nextID()
     }
 
+    /// APNs' 200 to `notification` (which has its apns-id), for a pipeline's terminal in tests.
+    static func accepted(_ notification: HeraldCore.Notification, _ context: PushContext) -> Result<PushResult, any Error> {
+        .success(
+            PushResult(
+                notificationID: notification.id!, environment: context.environment,
+                response: APNsResponse(status: 200, apnsID: notification.id)))
+    }
+
     /// A fresh temporary directory, removed when the test process exits.
     static func temporaryDirectory(_ name: String = "herald-tests") -> String {
         try! ScratchDirectories.make(name)
