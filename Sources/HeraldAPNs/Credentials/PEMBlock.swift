@@ -1,3 +1,5 @@
+import Foundation
+
 /// One `-----BEGIN LABEL-----` … `-----END LABEL-----` block found in a text that may carry other
 /// lines around it (our demo keys start with a comment line).
 struct PEMBlock: Sendable {
@@ -11,21 +13,52 @@ struct PEMBlock: Sendable {
         label.hasPrefix("ENCRYPTED") || text.contains("Proc-Type: 4,ENCRYPTED")
     }
 
+    /// The bytes the block's base64 body holds (its DER); nil when the body is not base64 or
+    /// carries header lines (`Proc-Type:`, as a legacy encrypted key does).
+    var der: [UInt8]? {
+        var body = ""
+        for line in text.split(whereSeparator: \.isNewline).dropFirst().dropLast() {
+            if line.contains(":") { return nil }
+            body += line.trimmingCharacters(in: .whitespaces)
+        }
+        return Data(base64Encoded: body).map { [UInt8]($0) }
+    }
+
+    private static let begin = Array("-----BEGIN ".utf8)
+    private static let dashes = Array("-----".utf8)
+
     /// The blocks of `text`, in order. Text outside the blocks is ignored.
     static func all(in text: String) -> [PEMBlock] {
+        let bytes = Array(text.utf8)
         var blocks: [PEMBlock] = []
-        var rest = text[...]
-        while let begin = rest.range(of: "-----BEGIN ") {
-            let afterBegin = rest[begin.upperBound...]
-            guard let labelEnd = afterBegin.range(of: "-----") else { break }
-            let label = String(afterBegin[..<labelEnd.lowerBound])
-            let endMarker = "-----END \(label)-----"
-            guard !label.isEmpty, !label.contains("\n"),
-                let end = rest[labelEnd.upperBound...].range(of: endMarker)
+        var position = 0
+        while let start = find(begin, in: bytes, from: position) {
+            let labelStart = start + begin.count
+            guard let labelEnd = find(dashes, in: bytes, from: labelStart) else { break }
+            let label = bytes[labelStart..<labelEnd]
+            let endMarker = Array("-----END ".utf8) + label + dashes
+            guard !label.isEmpty, !label.contains(UInt8(ascii: "\n")),
+                let end = find(endMarker, in: bytes, from: labelEnd + dashes.count)
             else { break }
-            blocks.append(PEMBlock(label: label, text: String(rest[begin.lowerBound..<end.upperBound]) + "\n"))
-            rest = rest[end.upperBound...]
+            let blockEnd = end + endMarker.count
+            blocks.append(
+                PEMBlock(
+                    label: String(decoding: label, as: UTF8.self),
+                    text: String(decoding: bytes[start..<blockEnd], as: UTF8.self) + "\n"))
+            position = blockEnd
         }
         return blocks
+    }
+
+    /// The first position at or after `from` where `needle` starts in `bytes`.
+    private static func find(_ needle: [UInt8], in bytes: [UInt8], from: Int) -> Int? {
+        guard let first = needle.first, from <= bytes.count - needle.count else { return nil }
+        var index = from
+        let last = bytes.count - needle.count
+        while index <= last {
+            if bytes[index] == first, bytes[index..<(index + needle.count)].elementsEqual(needle) { return index }
+            index += 1
+        }
+        return nil
     }
 }

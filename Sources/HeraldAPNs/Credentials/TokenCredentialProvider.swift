@@ -182,13 +182,14 @@ public final class TokenCredentialProvider: CredentialProvider {
                 file: file, field: field,
                 message: "\(secret.origin) is an encrypted key; APNs .p8 signing keys are not encrypted")
         }
-        do {
-            return try P256.Signing.PrivateKey(pemRepresentation: block.text)
-        } catch {
+        // From the DER the block holds: swift-crypto's PEM reader splits and joins the text
+        // through Foundation, several times the cost of the key itself.
+        guard let der = block.der, let key = try? P256.Signing.PrivateKey(derRepresentation: der) else {
             throw .invalidTokenKey(
                 file: file, field: field,
                 message: "\(secret.origin) is not a P-256 (ES256) private key in PKCS#8 PEM")
         }
+        return key
     }
 }
 

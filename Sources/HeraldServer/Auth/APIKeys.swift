@@ -61,12 +61,7 @@ public enum APIKeys {
         return out
     }
 
-    static func base64URL(_ bytes: [UInt8]) -> String {
-        Data(bytes).base64EncodedString()
-            .replacingOccurrences(of: "+", with: "-")
-            .replacingOccurrences(of: "/", with: "_")
-            .replacingOccurrences(of: "=", with: "")
-    }
+    static func base64URL(_ bytes: [UInt8]) -> String { Base64URL.encode(bytes) }
 
     /// The key of an `Authorization: Bearer <key>` header value; nil for any other form.
     static func bearer(_ header: String?) -> String? {
