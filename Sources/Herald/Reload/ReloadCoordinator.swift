@@ -187,9 +187,9 @@ public final class ReloadCoordinator: Sendable {
     /// written. Returns the load and the fingerprint it corresponds to.
     private func loadStableDirectory() throws(ReloadError) -> (TenantDirectoryLoad, DirectoryFingerprint) {
         for _ in 0..<Self.stableReadAttempts {
-            let before = currentFingerprint()
+            let before = currentFingerprint(reusing: lastFingerprint)
             let load = try loadDirectory()
-            if currentFingerprint() == before { return (load, before) }
+            if currentFingerprint(reusing: before) == before { return (load, before) }
         }
         logger.warning(
             "tenant files kept changing while they were read; reload skipped",
@@ -446,8 +446,10 @@ public final class ReloadCoordinator: Sendable {
     // MARK: Fingerprints (for the watcher)
 
     /// What the directory and the running tenants' key, certificate and CA files look like now.
-    func currentFingerprint() -> DirectoryFingerprint {
-        DirectoryFingerprint.take(directory: configuration.tenantsDirectory, extraFiles: runningReferences())
+    /// The directory's fingerprint now; files `earlier` stamped and nobody wrote since are not read again.
+    func currentFingerprint(reusing earlier: DirectoryFingerprint? = nil) -> DirectoryFingerprint {
+        DirectoryFingerprint.take(
+            directory: configuration.tenantsDirectory, extraFiles: runningReferences(), reusing: earlier)
     }
 
     private func runningReferences() -> [String] {

@@ -43,8 +43,9 @@ public struct TenantDirectoryWatcher: Service {
     /// - Returns: the reload's report, nil when nothing changed (or the reload could not read the directory).
     @discardableResult
     public func checkOnce() async -> ReloadReport? {
-        var seen = coordinator.currentFingerprint()
-        guard seen != coordinator.lastFingerprint else { return nil }
+        let last = coordinator.lastFingerprint
+        var seen = coordinator.currentFingerprint(reusing: last)
+        guard seen != last else { return nil }
         // Wait until the files stop changing.
         while true {
             do {
@@ -52,7 +53,7 @@ public struct TenantDirectoryWatcher: Service {
             } catch {
                 return nil
             }
-            let again = coordinator.currentFingerprint()
+            let again = coordinator.currentFingerprint(reusing: seen)
             if again == seen { break }
             seen = again
         }
