@@ -10,20 +10,31 @@ struct PEMBlock: Sendable {
     /// True when the block is an encrypted key (PKCS#8 `ENCRYPTED PRIVATE KEY` or a legacy
     /// `Proc-Type: 4,ENCRYPTED` header).
     var isEncrypted: Bool {
-        label.hasPrefix("ENCRYPTED") || text.contains("Proc-Type: 4,ENCRYPTED")
+        label.hasPrefix("ENCRYPTED") || Self.find(Self.encryptedHeader, in: Array(text.utf8), from: 0) != nil
     }
 
     /// The bytes the block's base64 body holds (its DER); nil when the body is not base64 or
     /// carries header lines (`Proc-Type:`, as a legacy encrypted key does).
     var der: [UInt8]? {
-        var body = ""
-        for line in text.split(whereSeparator: \.isNewline).dropFirst().dropLast() {
-            if line.contains(":") { return nil }
-            body += line.trimmingCharacters(in: .whitespaces)
+        let bytes = Array(text.utf8)
+        // The lines between the BEGIN line and the END line.
+        guard let bodyStart = bytes.firstIndex(of: UInt8(ascii: "\n")).map({ $0 + 1 }),
+            let endLine = Self.find(Self.end, in: bytes, from: bodyStart)
+        else { return nil }
+        var body: [UInt8] = []
+        body.reserveCapacity(endLine - bodyStart)
+        for byte in bytes[bodyStart..<endLine] {
+            switch byte {
+            case UInt8(ascii: ":"): return nil
+            case UInt8(ascii: "\n"), UInt8(ascii: "\r"), UInt8(ascii: " "), UInt8(ascii: "\t"): continue
+            default: body.append(byte)
+            }
         }
-        return Data(base64Encoded: body).map { [UInt8]($0) }
+        return Data(base64Encoded: Data(body)).map { [UInt8]($0) }
     }
 
+    private static let encryptedHeader = Array("Proc-Type: 4,ENCRYPTED".utf8)
+    private static let end = Array("-----END ".utf8)
     private static let begin = Array("-----BEGIN ".utf8)
     private static let dashes = Array("-----".utf8)
 
