@@ -131,32 +131,35 @@ extension PostgresPushStore: StoreUpkeep {
                 connection -> (Int, Bool, Bool) in
                 let rows = try await connection.query(
                     """
-                    SELECT tenant, id, materialized FROM job
+                    SELECT tenant, id, EXISTS (SELECT 1 FROM job_chunk c WHERE c.tenant = job.tenant AND c.job_id = job.id)
+                    FROM job
                     WHERE state IN ('finished', 'cancelled') AND updated_at_ms < \(cutoffMillis)
                     ORDER BY updated_at_ms LIMIT 1
-                    FOR UPDATE SKIP LOCKED
+                    FOR UPDATE OF job SKIP LOCKED
                     """, logger: logger
                 ).collect()
                 guard let row = rows.first else { return (0, false, false) }
                 let cells = row.makeRandomAccess()
                 let tenant = try cells[0].decode(String.self)
                 let id = try cells[1].decode(String.self)
-                let materialized = try cells[2].decode(Int32.self)
-                let items = try await connection.query(
+                // A job written as chunk rows (v9.1-pg) is counted by its chunks, whose items may
+                // also have rows; an older job's items are its rows.
+                let chunked = try cells[2].decode(Bool.self)
+                let rowsDeleted = try await connection.query(
                     """
                     DELETE FROM job_item WHERE tenant = \(tenant) AND job_id = \(id) AND idx IN (
                         SELECT idx FROM job_item WHERE tenant = \(tenant) AND job_id = \(id) ORDER BY idx LIMIT \(step))
                     RETURNING 1
                     """, logger: logger
                 ).collect().count
-                guard items < step else { return (items, false, true) }
-                // Then its chunk rows, one a transaction (v9.1-pg: up to 1,000 items each, of
-                // which those without an item row of their own are counted here).
+                let items = chunked ? 0 : rowsDeleted
+                guard rowsDeleted < step else { return (items, false, true) }
+                // Then its chunk rows, one a transaction (up to 1,000 items each).
                 let chunks = try await connection.query(
                     """
                     DELETE FROM job_chunk WHERE tenant = \(tenant) AND job_id = \(id) AND first_idx = (
                         SELECT min(first_idx) FROM job_chunk WHERE tenant = \(tenant) AND job_id = \(id))
-                    RETURNING greatest(0, first_idx + count - greatest(first_idx, \(materialized)))
+                    RETURNING count
                     """, logger: logger
                 ).collect()
                 if let chunk = chunks.first {
@@ -220,40 +223,86 @@ extension PostgresPushStore: InstanceRegistry {
 
     @discardableResult
     public func releaseLeases(heldBy claimant: String) async throws -> Int {
-        try await client.query(
-            """
-            UPDATE job_item SET claimant = NULL, lease_until_ms = NULL
-            WHERE claimant = \(claimant) AND state IN ('pending', 'retrying')
-            RETURNING 1
-            """, logger: logger
-        ).collect().count
+        let logger = self.logger
+        var released = 0
+        // Its claim ranges, a job at a time (each takeover holds its job).
+        for row in try await client.query(
+            "SELECT DISTINCT tenant, job_id FROM job_claim_range WHERE claimant = \(claimant)", logger: logger
+        ).collect() {
+            let cells = row.makeRandomAccess()
+            guard let tenant = try? TenantID(try cells[0].decode(String.self)),
+                let job = try? JobID(try cells[1].decode(String.self))
+            else { throw StoreError.corrupt("claim range of an invalid tenant or job id") }
+            released += try await client.withTransaction(logger: logger) { connection in
+                guard try await Self.lockJob(connection, tenant: tenant, job: job, runnable: false, logger: logger) != nil
+                else { return 0 }
+                return try await Self.takeOverRanges(connection, tenant: tenant, job: job, .claimant(claimant), logger: logger)
+            }
+        }
+        return released
+            + (try await client.query(
+                """
+                UPDATE job_item SET claimant = NULL, lease_until_ms = NULL
+                WHERE claimant = \(claimant) AND state IN ('pending', 'retrying')
+                RETURNING 1
+                """, logger: logger
+            ).collect().count)
     }
 
+    /// Items leased and still open per claimant: rows, and the items of live claim ranges of
+    /// unfinished jobs that have neither a row nor a plain success record.
     public func leasedItemCounts(now: Date) async throws -> [String: Int] {
         var counts: [String: Int] = [:]
+        let nowMillis = Self.millis(now)
         for row in try await client.query(
             """
             SELECT claimant, count(*) FROM job_item
-            WHERE claimant IS NOT NULL AND state IN ('pending', 'retrying') AND lease_until_ms > \(Self.millis(now))
+            WHERE claimant IS NOT NULL AND state IN ('pending', 'retrying') AND lease_until_ms > \(nowMillis)
             GROUP BY claimant
+            UNION ALL
+            SELECT r.claimant, sum(\(unescaped: Self.openItemsOfRange))::bigint
+            FROM job_claim_range r JOIN job j ON j.tenant = r.tenant AND j.id = r.job_id
+            WHERE j.state IN ('accepted', 'running') AND r.lease_until_ms > \(nowMillis)
+            GROUP BY r.claimant
             """, logger: logger
         ).collect() {
             let cells = row.makeRandomAccess()
-            counts[try cells[0].decode(String.self)] = try cells[1].decode(Int.self)
+            let held = try cells[1].decode(Int.self)
+            if held > 0 { counts[try cells[0].decode(String.self), default: 0] += held }
         }
         return counts
     }
 
+    /// The items of a claim range `r` still open: neither a row nor a plain success record.
+    static let openItemsOfRange = """
+        greatest(0, (r.end_idx - r.first_idx)
+            - (SELECT count(*) FROM job_item i
+               WHERE i.tenant = r.tenant AND i.job_id = r.job_id AND i.idx >= r.first_idx AND i.idx < r.end_idx)
+            - (SELECT count(*) FROM job_sent s, unnest(s.idxs) AS x
+               WHERE s.tenant = r.tenant AND s.job_id = r.job_id
+                 AND s.block BETWEEN r.first_idx >> \(sentBlockShift) AND (r.end_idx - 1) >> \(sentBlockShift)
+                 AND x >= r.first_idx AND x < r.end_idx))
+        """
+
     @discardableResult
     public func renewLeases(tenant: TenantID, job: JobID, claimant: String, leaseUntil: Date) async throws -> Int {
-        try await client.query(
+        let until = Self.millis(leaseUntil)
+        let ranges = try await client.query(
             """
-            UPDATE job_item SET lease_until_ms = greatest(lease_until_ms, \(Self.millis(leaseUntil)))
-            WHERE claimant = \(claimant) AND tenant = \(tenant.rawValue) AND job_id = \(job.rawValue)
-              AND state IN ('pending', 'retrying')
-            RETURNING 1
+            UPDATE job_claim_range r SET lease_until_ms = greatest(r.lease_until_ms, \(until))
+            WHERE r.claimant = \(claimant) AND r.tenant = \(tenant.rawValue) AND r.job_id = \(job.rawValue)
+            RETURNING \(unescaped: Self.openItemsOfRange)
             """, logger: logger
-        ).collect().count
+        ).collect().reduce(0) { $0 + ((try? $1.makeRandomAccess()[0].decode(Int.self)) ?? 0) }
+        return ranges
+            + (try await client.query(
+                """
+                UPDATE job_item SET lease_until_ms = greatest(lease_until_ms, \(until))
+                WHERE claimant = \(claimant) AND tenant = \(tenant.rawValue) AND job_id = \(job.rawValue)
+                  AND state IN ('pending', 'retrying')
+                RETURNING 1
+                """, logger: logger
+            ).collect().count)
     }
 }
 

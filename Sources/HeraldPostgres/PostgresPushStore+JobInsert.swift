@@ -4,17 +4,14 @@ import Logging
 import PostgresNIO
 
 // A new job's items as chunk rows (migration v9.1-pg): the transaction that creates the job
-// writes its items as `job_chunk` rows of up to `chunkItems` items each (one array per field),
-// and an item gets its own `job_item` row only when it is first needed — when a claim leases it
-// (inserted already leased: the claim writes it once instead of updating a row the POST wrote),
-// or when an outcome, a deferral or a read names it. `job.materialized` counts the items that
-// have their row (always a prefix of the job: items 0 ..< materialized).
+// writes its items as `job_chunk` rows of up to `chunkItems` items each (one array per field).
+// While the job runs, its items are claimed in ranges and their outcomes kept apart (see
+// `PostgresPushStore+ClaimRanges.swift`); an item gets a `job_item` row of its own only when it
+// has more to keep than its chunk and a plain success record.
 //
 // Why: inserting a row per item costs the server close to a second of CPU for a 100,000-item
 // job (the heap, the primary key and the pending index about equally), and the 202 would wait
-// for all of it. A hundred chunk rows of arrays cost a few milliseconds of the server's time,
-// and the item rows are written during the run, by the claims, which write every one of them
-// anyway.
+// for all of it. A hundred chunk rows of arrays cost a few milliseconds of the server's time.
 
 extension PostgresPushStore {
     /// Items per `job_chunk` row: a claim of 500 reads one or two rows.
@@ -172,138 +169,5 @@ extension PostgresPushStore {
                                        expirations, collapse_ids, apns_ids, payload_refs, nulls)
                 VALUES \(values.joined(separator: ", "))
                 """, binds: binds)
-    }
-
-    /// Which items ``materialize(_:tenant:job:target:logger:)`` gives their rows.
-    enum MaterializeTarget {
-        /// A claim's share: the next `count` items without a row from `from` on, leased to
-        /// `claimant` until `leaseUntil` (Unix milliseconds); items without a row below `from`
-        /// get theirs unleased.
-        case claim(count: Int, from: Int, claimant: String, leaseUntil: Int64)
-        /// Every item below this index, unleased.
-        case upTo(Int)
-    }
-
-    /// Gives items of the job their `job_item` rows, from `job.materialized` on, and returns the
-    /// leased ones (the ``jobItemColumns(prefix:payload:)``). Holds the job's row
-    /// (`FOR NO KEY UPDATE`) until the transaction ends: instances materializing at once take
-    /// turns, each after the other's items.
-    static func materialize(
-        _ connection: PostgresConnection, tenant: TenantID, job: JobID, target: MaterializeTarget, logger: Logger
-    ) async throws -> [PostgresRow] {
-        let rows = try await connection.query(
-            """
-            SELECT materialized, item_count FROM job WHERE tenant = \(tenant.rawValue) AND id = \(job.rawValue)
-            FOR NO KEY UPDATE
-            """, logger: logger
-        ).collect()
-        guard let row = rows.first else { return [] }
-        let cells = row.makeRandomAccess()
-        let start = try cells[0].decode(Int.self)
-        let itemCount = try cells[1].decode(Int.self)
-        let end: Int
-        let leasedFrom: Int
-        var claimant: String? = nil
-        var leaseUntil: Int64? = nil
-        switch target {
-        case .claim(let count, let from, let holder, let until):
-            leasedFrom = max(start, from)
-            end = min(itemCount, leasedFrom + max(0, min(count, itemCount)))
-            (claimant, leaseUntil) = (holder, until)
-        case .upTo(let index):
-            end = min(itemCount, index)
-            leasedFrom = end
-        }
-        guard start < end else { return [] }
-        let (a, b, leased) = (Int32(clamping: start), Int32(clamping: end), Int32(clamping: leasedFrom))
-        return try await connection.query(
-            """
-            WITH moved AS (
-                UPDATE job SET materialized = \(b) WHERE tenant = \(tenant.rawValue) AND id = \(job.rawValue)
-            ), made AS (
-                INSERT INTO job_item (tenant, job_id, idx, device_token, topic, push_type, priority, expiration,
-                                      collapse_id, apns_id, payload, payload_ref, state, claimant, lease_until_ms)
-                SELECT c.tenant, c.job_id, t.idx, t.token, CASE WHEN t.nulls & 1 = 0 THEN t.topic END, t.push_type,
-                       CASE WHEN t.nulls & 2 = 0 THEN t.priority END, CASE WHEN t.nulls & 4 = 0 THEN t.expiration END,
-                       CASE WHEN t.nulls & 8 = 0 THEN t.collapse_id END, t.apns_id, ''::bytea, t.payload_ref, 'pending',
-                       CASE WHEN t.idx >= \(leased) THEN \(claimant)::text END,
-                       CASE WHEN t.idx >= \(leased) THEN \(leaseUntil)::bigint END
-                FROM job_chunk c
-                CROSS JOIN LATERAL (
-                    SELECT c.first_idx + u.n::int - 1 AS idx, u.*
-                    FROM unnest(c.tokens, c.topics, c.push_types, c.priorities, c.expirations, c.collapse_ids,
-                                c.apns_ids, c.payload_refs, c.nulls)
-                         WITH ORDINALITY AS u(token, topic, push_type, priority, expiration, collapse_id, apns_id,
-                                              payload_ref, nulls, n)
-                ) AS t
-                WHERE c.tenant = \(tenant.rawValue) AND c.job_id = \(job.rawValue)
-                  AND c.first_idx < \(b) AND c.first_idx + c.count > \(a) AND t.idx >= \(a) AND t.idx < \(b)
-                RETURNING *
-            )
-            SELECT \(unescaped: jobItemColumns(prefix: "made.")) FROM made WHERE made.claimant IS NOT NULL
-            """, logger: logger
-        ).collect()
-    }
-
-    /// The index after `index` (an index is a caller's value: `Int.max` stays, never traps).
-    static func after(_ index: Int) -> Int { index == .max ? .max : index + 1 }
-
-    struct MaterializedKey: Hashable, Sendable {
-        var tenant: String
-        var job: String
-    }
-
-    /// Jobs remembered in ``materializedFloors`` at most (then it starts again, empty). A job id
-    /// made again after the retention sweep deleted it is forgotten when this store creates it;
-    /// made again through another instance, only the job runner's writes (of items it claimed,
-    /// which have rows) reach this store before a claim raises the floor anyway.
-    static let materializedFloorLimit = 4_096
-
-    /// Remembers that the job's items below `index` have their rows.
-    func noteMaterialized(tenant: TenantID, job: JobID, upTo index: Int) {
-        let key = MaterializedKey(tenant: tenant.rawValue, job: job.rawValue)
-        materializedFloors.withLock { floors in
-            if floors[key] == nil, floors.count >= Self.materializedFloorLimit { floors.removeAll() }
-            floors[key] = max(floors[key] ?? 0, index)
-        }
-    }
-
-    /// True when the job's items below `index` are known to have their rows.
-    func knownMaterialized(tenant: TenantID, job: JobID, upTo index: Int) -> Bool {
-        let key = MaterializedKey(tenant: tenant.rawValue, job: job.rawValue)
-        return materializedFloors.withLock { $0[key].map { index <= $0 } ?? false }
-    }
-
-    /// Gives every item below `index` its row (unleased), in a transaction of its own, unless
-    /// it has one: before a deferral or a read names items a claim has not reached.
-    func materialize(tenant: TenantID, job: JobID, upTo index: Int) async throws {
-        try await Self.materialize(client, needs: [(tenant, job, index)], logger: logger)
-    }
-
-    /// For each job, gives its items below the index their rows if they have none, each job in a
-    /// transaction of its own; one read when none needs it (the job runner records outcomes and
-    /// defers only items it claimed: tests and tools need not).
-    static func materialize(
-        _ client: BoundedPostgresClient, needs: [(tenant: TenantID, job: JobID, upTo: Int)], logger: Logger
-    ) async throws {
-        guard !needs.isEmpty else { return }
-        let rows = try await client.query(
-            """
-            SELECT w.tenant, w.job_id, w.up_to FROM unnest(\(needs.map(\.tenant.rawValue)), \(needs.map(\.job.rawValue)),
-                                                  \(needs.map { Int64($0.upTo) })) AS w(tenant, job_id, up_to)
-            JOIN job ON job.tenant = w.tenant AND job.id = w.job_id
-            WHERE job.materialized < least(job.item_count, w.up_to)
-            """, logger: logger
-        ).collect()
-        for row in rows {
-            let cells = row.makeRandomAccess()
-            guard let tenant = try? TenantID(try cells[0].decode(String.self)),
-                let job = try? JobID(try cells[1].decode(String.self))
-            else { throw StoreError.corrupt("job row with an invalid tenant or id") }
-            let upTo = try cells[2].decode(Int.self)
-            _ = try await client.withTransaction(logger: logger) { connection in
-                try await materialize(connection, tenant: tenant, job: job, target: .upTo(upTo), logger: logger)
-            }
-        }
     }
 }

@@ -272,6 +272,44 @@ extension PostgresPushStore {
             ]),
         // APNs' apns-unique-id of an item's answer, as SQLite's v12.
         Migration(name: "v12-item-unique-id", statements: ["ALTER TABLE job_item ADD COLUMN result_unique_id TEXT"]),
+        // PostgreSQL only: a claim leases a range of items from the job's frontier
+        // (`job.materialized` from now on: every item below it was claimed once) as one
+        // `job_claim_range` row instead of a row per item, and plain successes are kept as
+        // `job_sent` rows of arrays, one a commit group and block of 1,024 indexes; an item has a
+        // `job_item` row only when it has more to keep. Items of running jobs below their frontier
+        // all have rows already, which the new shape reads as it reads any row.
+        Migration(
+            name: "v12.1-pg-claim-ranges",
+            statements: [
+                """
+                CREATE TABLE job_claim_range (
+                    tenant TEXT NOT NULL,
+                    job_id TEXT NOT NULL,
+                    first_idx INTEGER NOT NULL,
+                    end_idx INTEGER NOT NULL,
+                    claimant TEXT NOT NULL,
+                    lease_until_ms BIGINT NOT NULL,
+                    PRIMARY KEY (tenant, job_id, first_idx),
+                    FOREIGN KEY (tenant, job_id) REFERENCES job (tenant, id) ON DELETE CASCADE
+                )
+                """,
+                "CREATE INDEX job_claim_range_by_claimant ON job_claim_range (claimant)",
+                """
+                CREATE TABLE job_sent (
+                    tenant TEXT NOT NULL,
+                    job_id TEXT NOT NULL,
+                    id BIGINT GENERATED ALWAYS AS IDENTITY,
+                    block INTEGER NOT NULL,
+                    idxs INTEGER[] NOT NULL,
+                    attempts INTEGER[] NOT NULL,
+                    finished_ms BIGINT[] NOT NULL,
+                    apns_ids TEXT[] NOT NULL,
+                    PRIMARY KEY (tenant, job_id, id),
+                    FOREIGN KEY (tenant, job_id) REFERENCES job (tenant, id) ON DELETE CASCADE
+                )
+                """,
+                "CREATE INDEX job_sent_by_block ON job_sent (tenant, job_id, block)",
+            ]),
     ]
 
     /// Applies the migrations not applied yet (up to and including `lastMigration`; all when nil),

@@ -56,10 +56,10 @@ extension PostgresPushStore {
         return false
     }
 
-    /// One commit group of the job runner: every outcome in one `UPDATE … FROM unnest(…)` (the
-    /// statement ``writeResults(_:client:logger:)`` uses, with its counts) and every retry in
-    /// another, in one transaction when there are both. Checked before anything is written.
-    /// An index named twice takes its first outcome, or, without one, its last retry.
+    /// One commit group of the job runner in one transaction (``applyChanges(_:tenant:job:outcomes:retries:logger:)``):
+    /// plain successes as `job_sent` records, other outcomes and retries on the items' rows.
+    /// Checked before anything is written. An index named twice takes its first outcome, or,
+    /// without one, its last retry.
     public func recordChanges(tenant: TenantID, job: JobID, _ changes: [JobItemChange]) async throws -> Int {
         guard !changes.isEmpty else { return 0 }
         for change in changes {
@@ -70,9 +70,7 @@ extension PostgresPushStore {
         var outcomes: [ResultWrite] = []
         var retries: [Int: JobItemRetry] = [:]
         var decided = Set<Int>()
-        var top = 0
         for change in changes {
-            top = max(top, Self.after(change.index))
             switch change.change {
             case .outcome(let result):
                 guard decided.insert(change.index).inserted else { continue }
@@ -83,35 +81,17 @@ extension PostgresPushStore {
             }
         }
         let logger = self.logger
-        if !knownMaterialized(tenant: tenant, job: job, upTo: top) {
-            try await Self.materialize(client, needs: [(tenant, job, top)], logger: logger)
-            noteMaterialized(tenant: tenant, job: job, upTo: top)
-        }
-        let retryQuery = retries.isEmpty ? nil : Self.deferItems(tenant: tenant, job: job, retries)
-        let outcomeQuery: PostgresQuery?
-        if outcomes.isEmpty {
-            outcomeQuery = nil
-        } else if outcomes.allSatisfy({ Self.isPlainSuccess($0.result) }) {
-            outcomeQuery = Self.updatePlainSuccesses(tenant: tenant, job: job, outcomes)
-        } else {
-            outcomeQuery = Self.updateResults(outcomes)
-        }
-        switch (outcomeQuery, retryQuery) {
-        case (let outcomes?, let retries?):
-            return try await client.withTransaction(logger: logger) { connection in
-                let recorded = try await connection.query(outcomes, logger: logger).collect().count
-                return recorded + (try await connection.query(retries, logger: logger).collect().count)
-            }
-        case (let only?, nil), (nil, let only?):
-            return try await client.query(only, logger: logger).collect().count
-        case (nil, nil):
-            return 0
+        let (decidedOutcomes, deferred) = (outcomes, retries)
+        return try await client.withTransaction(logger: logger) { connection in
+            try await Self.applyChanges(
+                connection, tenant: tenant, job: job, outcomes: decidedOutcomes, retries: deferred, logger: logger
+            ).count
         }
     }
 
     /// One `UPDATE … FROM unnest(…)` putting items without an outcome back to wait, as
     /// ``deferItem(tenant:job:index:retry:)`` does one.
-    private static func deferItems(tenant: TenantID, job: JobID, _ retries: [Int: JobItemRetry]) -> PostgresQuery {
+    static func deferItems(tenant: TenantID, job: JobID, _ retries: [Int: JobItemRetry]) -> PostgresQuery {
         var indexes: [Int32] = []
         var attempts: [Int32] = []
         var first: [Int64] = []
@@ -144,7 +124,7 @@ extension PostgresPushStore {
                 FROM unnest($3::int[], $4::int[], $5::bigint[], $6::bigint[], $7::text[], $8::bool[])
                      AS t(idx, attempts, first_attempt, next_attempt, error, has_error)
                 WHERE item.tenant = $1 AND item.job_id = $2 AND item.idx = t.idx AND item.state IN ('pending', 'retrying')
-                RETURNING 1
+                RETURNING item.idx
                 """, binds: binds)
     }
 
@@ -154,60 +134,58 @@ extension PostgresPushStore {
         var index: Int
     }
 
-    /// Writes a batch of outcomes in one statement: each item without an outcome takes its own;
-    /// an item that already has one (recorded by another instance, or twice in this batch: the
-    /// first wins) keeps it. The items whose callers want them are read back afterwards (an
-    /// outcome, once written, never changes).
+    /// Writes a batch of outcomes, one transaction a job (``applyChanges(_:tenant:job:outcomes:retries:logger:)``):
+    /// each item without an outcome takes its own; an item that already has one (recorded by
+    /// another instance, or twice in this batch: the first wins) keeps it. The items whose callers
+    /// want them are read back afterwards (an outcome, once written, never changes).
     static func writeResults(_ batch: [ResultWrite], client: BoundedPostgresClient, logger: Logger) async
         -> [Result<ResultAnswer, any Error>]
     {
         var first: [ItemKey: Int] = [:]
-        var writes: [ResultWrite] = []
-        writes.reserveCapacity(batch.count)
+        var byJob: [ItemKey: [ResultWrite]] = [:]
+        var jobOrder: [ItemKey] = []
         for (offset, write) in batch.enumerated() {
             let key = ItemKey(tenant: write.tenant.rawValue, job: write.job.rawValue, index: write.index)
-            if first[key] == nil {
-                first[key] = offset
-                writes.append(write)
-            }
+            guard first[key] == nil else { continue }
+            first[key] = offset
+            let jobKey = ItemKey(tenant: write.tenant.rawValue, job: write.job.rawValue, index: 0)
+            if byJob[jobKey] == nil { jobOrder.append(jobKey) }
+            byJob[jobKey, default: []].append(write)
         }
         var written: Set<ItemKey> = []
-        do {
-            var needs: [ItemKey: (tenant: TenantID, job: JobID, upTo: Int)] = [:]
-            for write in writes {
-                let key = ItemKey(tenant: write.tenant.rawValue, job: write.job.rawValue, index: 0)
-                needs[key] = (write.tenant, write.job, max(needs[key]?.upTo ?? 0, Self.after(write.index)))
+        var failures: [ItemKey: any Error] = [:]
+        for jobKey in jobOrder {
+            guard let writes = byJob[jobKey], let sample = writes.first else { continue }
+            do {
+                let recorded = try await client.withTransaction(logger: logger) { connection in
+                    try await applyChanges(
+                        connection, tenant: sample.tenant, job: sample.job, outcomes: writes, retries: [:], logger: logger)
+                }
+                for index in recorded { written.insert(ItemKey(tenant: jobKey.tenant, job: jobKey.job, index: index)) }
+            } catch {
+                // One transaction: nothing of this job's outcomes was committed.
+                failures[jobKey] = (error as? PostgresTransactionError)?.closureError ?? error
             }
-            try await materialize(client, needs: Array(needs.values), logger: logger)
-            for row in try await client.query(updateResults(writes), logger: logger).collect() {
-                let cells = row.makeRandomAccess()
-                written.insert(
-                    ItemKey(
-                        tenant: try cells[0].decode(String.self), job: try cells[1].decode(String.self),
-                        index: try cells[2].decode(Int.self)))
-            }
-        } catch {
-            // One statement: nothing of it was committed. Every caller gets the error.
-            return batch.map { _ in .failure(error) }
         }
         var answers: [Result<ResultAnswer, any Error>] = []
         answers.reserveCapacity(batch.count)
         for (offset, write) in batch.enumerated() {
             let key = ItemKey(tenant: write.tenant.rawValue, job: write.job.rawValue, index: write.index)
+            if let failure = failures[ItemKey(tenant: key.tenant, job: key.job, index: 0)] {
+                answers.append(.failure(failure))
+                continue
+            }
             let recorded = first[key] == offset && written.contains(key)
             guard write.readBack else {
                 answers.append(.success(recorded ? .recorded(nil) : .alreadyRecorded(nil)))
                 continue
             }
             do {
-                let rows = try await client.query(
-                    """
-                    SELECT \(unescaped: jobItemColumns(prefix: "")) FROM job_item
-                    WHERE tenant = \(write.tenant.rawValue) AND job_id = \(write.job.rawValue) AND idx = \(write.index)
-                    """, logger: logger
-                ).collect()
-                guard let row = rows.first else { throw StoreError.notFound("item \(write.index) of job \(write.job)") }
-                let item = try jobItem(from: row)
+                guard
+                    let item = try await readItems(
+                        client: client, tenant: write.tenant, job: write.job, fromIndex: write.index, limit: 1, logger: logger
+                    ).first, item.index == write.index
+                else { throw StoreError.notFound("item \(write.index) of job \(write.job)") }
                 answers.append(.success(recorded ? .recorded(item) : .alreadyRecorded(item)))
             } catch {
                 answers.append(.failure(error))
@@ -222,62 +200,6 @@ extension PostgresPushStore {
     static func isPlainSuccess(_ result: JobItemResult) -> Bool {
         result.state == .sent && result.status == 200 && result.reason == nil && result.message == nil
             && result.apnsTimestamp == nil
-    }
-
-    /// ``updateResults(_:)`` for one job's plain successes (``isPlainSuccess(_:)``), the usual
-    /// commit group of a batch: the same row changes and the same counter row, with the job as
-    /// two parameters and four arrays instead of sixteen (the statement the server spends most of
-    /// a PostgreSQL batch's time on; the arrays are most of what the client encodes for it).
-    ///
-    /// The job reaches the join as a column of every row (`array_fill`), not as a constant: with
-    /// `item.tenant = $1 AND item.job_id = $2`, a job inserted moments ago (no statistics yet,
-    /// one row estimated) is planned as a hash join over all of the job's items (100,000 rows
-    /// read for each group of ~50, several times the server's CPU a notification); joined on the
-    /// rows' own columns it stays a primary-key lookup per row, as in ``updateResults(_:)``.
-    static func updatePlainSuccesses(tenant: TenantID, job: JobID, _ writes: [ResultWrite]) -> PostgresQuery {
-        var indexes: [Int64] = []
-        var apnsIDs: [String] = []
-        var finished: [Int64] = []
-        var attempts: [Int32] = []
-        indexes.reserveCapacity(writes.count)
-        apnsIDs.reserveCapacity(writes.count)
-        finished.reserveCapacity(writes.count)
-        attempts.reserveCapacity(writes.count)
-        for write in writes {
-            indexes.append(Int64(write.index))
-            // An apns-id is a UUID, never empty: '' stands for none (NULLIF below).
-            apnsIDs.append(write.result.apnsID?.rawValue ?? "")
-            finished.append(millis(write.result.finishedAt))
-            attempts.append(Self.count(write.result.attempts))
-        }
-        var binds = PostgresBindings(capacity: 6)
-        binds.append(tenant.rawValue)
-        binds.append(job.rawValue)
-        binds.append(indexes)
-        binds.append(apnsIDs)
-        binds.append(finished)
-        binds.append(attempts)
-        let sql = """
-            WITH written AS (
-            UPDATE job_item AS item SET state = 'sent', status = 200, reason = NULL, message = NULL,
-                result_apns_id = NULLIF(t.apns_id, ''), apns_timestamp_ms = NULL, finished_at_ms = t.finished_at,
-                claimant = NULL, lease_until_ms = NULL, attempts = greatest(item.attempts, t.attempts),
-                next_attempt_ms = NULL
-            FROM unnest(array_fill($1::text, ARRAY[cardinality($3::bigint[])]),
-                        array_fill($2::text, ARRAY[cardinality($3::bigint[])]),
-                        $3::bigint[], $4::text[], $5::bigint[], $6::int[])
-                 AS t(tenant, job_id, idx, apns_id, finished_at, attempts)
-            WHERE item.tenant = t.tenant AND item.job_id = t.job_id AND item.idx = t.idx
-              AND item.state IN ('pending', 'retrying')
-            RETURNING item.idx
-            ), counted AS (
-                INSERT INTO job_outcome AS o (tenant, job_id, state, status, reason, n)
-                SELECT $1, $2, 'sent', 200, NULL, count(*) FROM written HAVING count(*) > 0
-                ON CONFLICT (tenant, job_id, state, status, reason) DO UPDATE SET n = o.n + excluded.n
-            )
-            SELECT idx FROM written
-            """
-        return PostgresQuery(unsafeSQL: sql, binds: binds)
     }
 
     /// One `UPDATE … FROM unnest(…)` of outcomes: a column per array bind, the nullable columns

@@ -97,10 +97,6 @@ public final class PostgresPushStore: PushStore, JobReports, UnansweredCallCount
     private let runner: Task<Void, Never>
     /// Outcomes recorded together (``recordResult(tenant:job:index:result:)``).
     let resultCommits: GroupCommit<ResultWrite, ResultAnswer>
-    /// Items known to have their rows (v9.1-pg), per job: `job.materialized` only grows, and a
-    /// claim this store made shows a lower bound, so the job runner's commit groups (which
-    /// write only claimed items) skip the check. Bounded (``materializedFloorLimit``).
-    let materializedFloors = Mutex<[MaterializedKey: Int]>([:])
 
     private init(configuration: Configuration, client: PostgresClient, logger: Logger, runner: Task<Void, Never>) {
         self.configuration = configuration
@@ -263,8 +259,6 @@ public final class PostgresPushStore: PushStore, JobReports, UnansweredCallCount
     ) async throws -> JobCreation {
         let created = Self.millis(createdAt)
         let logger = self.logger
-        // A job of this id deleted by the retention sweep and made again starts without rows.
-        materializedFloors.withLock { _ = $0.removeValue(forKey: MaterializedKey(tenant: tenant.rawValue, job: id.rawValue)) }
         do {
             return try await createJobTransaction(
                 tenant: tenant, id: id, environment: environment, notifications: notifications, created: created,
@@ -415,38 +409,35 @@ public final class PostgresPushStore: PushStore, JobReports, UnansweredCallCount
     /// Pending items are searched from the hint only (`StoreContractTests` checks it).
     public var claimsFromIndexStrictly: Bool { true }
 
-    /// One transaction of two statements: the picked items' indexes are selected (and locked),
-    /// then updated through `idx = ANY($1)` with the list as a bound array — a primary-key lookup
-    /// per item whatever the planner believes. Joined `FROM picked`, a job inserted moments ago
-    /// (no statistics yet, every estimate 1 row) is planned as a nested loop over all the job's
-    /// items for each picked one (seconds for one claim of 500 in a 20,000-item job); with
-    /// `ANY(ARRAY(SELECT …))` in one statement the array stays a filter over the job's
-    /// primary-key range (nearly every item of the job read per claim).
+    /// One transaction, holding the job's row: other claimants' claim ranges whose lease ran
+    /// out are taken over (their open items get rows); then the picked items' indexes are
+    /// selected (and locked) and updated through `idx = ANY($1)` with the list as a bound array
+    /// — a primary-key lookup per item whatever the planner believes. Joined `FROM picked`, a
+    /// job inserted moments ago (no statistics yet, every estimate 1 row) is planned as a nested
+    /// loop over all the job's items for each picked one; with `ANY(ARRAY(SELECT …))` in one
+    /// statement the array stays a filter over the job's primary-key range. What is left of
+    /// `limit` is leased from the frontier as one claim range (v12.1-pg), without a row an item.
     ///
-    /// Items without a `job_item` row yet (v9.1-pg: a new job's items are chunk rows until a
-    /// claim reaches them) come after the items that have one: the claim gives the next ones
-    /// their rows, leased to it, in the same transaction.
-    ///
-    /// With `fromIndex` the search of pending items starts there in `job_item_pending`: every
-    /// outcome leaves a dead index entry of the item's `pending` version behind it (the state is
-    /// indexed, so the update is not HOT) until a vacuum, and a search from the job's first item
-    /// walks them all — seconds per claim late in a 100,000-item job.
+    /// With `fromIndex` the search of pending rows starts there in `job_item_pending`: every
+    /// outcome on a row leaves a dead index entry of its `pending` version behind it until a
+    /// vacuum, and a search from the job's first item would walk them all.
     public func claimPendingItems(
         tenant: TenantID, job: JobID, limit: Int, claimant: String, now: Date, leaseUntil: Date, fromIndex: Int
     ) async throws -> [JobItem] {
         guard limit > 0 else { return [] }
         let from = Int32(clamping: max(0, fromIndex))
         let nowMillis = Self.millis(now)
+        let untilMillis = Self.millis(leaseUntil)
         let logger = self.logger
-        let rows = try await client.withTransaction(logger: logger) { connection -> [PostgresRow] in
+        let items = try await client.withTransaction(logger: logger) { connection -> [JobItem] in
             // A finished or cancelled job's items are not claimed (a cancel stops every
             // instance's claims, whether or not it heard of the cancel).
-            let runnable = try await connection.query(
-                """
-                SELECT 1 FROM job WHERE tenant = \(tenant.rawValue) AND id = \(job.rawValue) AND state IN ('accepted', 'running')
-                """, logger: logger
-            ).collect()
-            if runnable.isEmpty { return [] }
+            guard
+                let (frontier, itemCount) = try await Self.lockJob(
+                    connection, tenant: tenant, job: job, runnable: true, logger: logger)
+            else { return [] }
+            try await Self.takeOverRanges(
+                connection, tenant: tenant, job: job, .expired(except: claimant, now: nowMillis), logger: logger)
             // The rows are locked by the SELECT until the transaction ends.
             let picked = try await connection.query(
                 """
@@ -471,34 +462,28 @@ public final class PostgresPushStore: PushStore, JobReports, UnansweredCallCount
                 SELECT idx FROM due UNION ALL SELECT idx FROM fresh
                 """, logger: logger
             ).collect().map { try $0.makeRandomAccess()[0].decode(Int32.self) }
-            var rows: [PostgresRow] = []
+            var items: [JobItem] = []
             if !picked.isEmpty {
-                rows = try await connection.query(
+                items = try await connection.query(
                     """
-                    UPDATE job_item AS item SET claimant = \(claimant), lease_until_ms = \(Self.millis(leaseUntil))
+                    UPDATE job_item AS item SET claimant = \(claimant), lease_until_ms = \(untilMillis)
                     WHERE item.tenant = \(tenant.rawValue) AND item.job_id = \(job.rawValue) AND item.idx = ANY(\(picked))
                     RETURNING \(unescaped: Self.jobItemColumns(prefix: "item."))
                     """, logger: logger
-                ).collect()
+                ).collect().map(Self.jobItem(from:))
             }
-            // The rest from items without a row yet, inserted already leased (v9.1-pg); those
-            // below the hint get their rows unleased (a runner's hint is never above the items
-            // that have rows: it claimed them).
-            if picked.count < limit {
-                rows += try await Self.materialize(
-                    connection, tenant: tenant, job: job,
-                    target: .claim(
-                        count: limit - picked.count, from: Int(from), claimant: claimant,
-                        leaseUntil: Self.millis(leaseUntil)),
+            items += try await Self.reclaimOwnRanges(
+                connection, tenant: tenant, job: job, claimant: claimant, from: Int(from), limit: limit - items.count,
+                leaseUntil: untilMillis, logger: logger)
+            if items.count < limit {
+                items += try await Self.claimRange(
+                    connection, tenant: tenant, job: job, frontier: frontier, itemCount: itemCount,
+                    count: limit - items.count, from: Int(from), claimant: claimant, leaseUntil: untilMillis,
                     logger: logger)
             }
-            return rows
+            return items
         }
         // Due retries first, earliest first; then pending items in index order.
-        let items = try rows.map(Self.jobItem(from:))
-        if let top = items.map(\.index).max() {
-            noteMaterialized(tenant: tenant, job: job, upTo: top + 1)
-        }
         return items.sorted { a, b in
             switch (a.state == .retrying, b.state == .retrying) {
             case (true, false): return true
@@ -511,24 +496,32 @@ public final class PostgresPushStore: PushStore, JobReports, UnansweredCallCount
         }
     }
 
+    /// The marked items get rows first where they have none (leased as their claim range is).
     public func markOnWire(tenant: TenantID, job: JobID, indexes: [Int], claimant: String, at: Date) async throws
         -> Set<Int>
     {
         guard !indexes.isEmpty else { return [] }
         let list = Set(indexes).map { Int32(clamping: $0) }
-        let rows = try await client.query(
-            """
-            UPDATE job_item SET wire_at_ms = \(Self.millis(at))
-            WHERE tenant = \(tenant.rawValue) AND job_id = \(job.rawValue) AND idx = ANY(\(list))
-              AND state IN ('pending', 'retrying') AND claimant = \(claimant)
-              AND EXISTS (SELECT 1 FROM job WHERE tenant = \(tenant.rawValue) AND id = \(job.rawValue)
-                          AND state IN ('accepted', 'running'))
-            RETURNING idx
-            """, logger: logger
-        ).collect()
-        return try Self.indexes(rows)
+        let logger = self.logger
+        return try await client.withTransaction(logger: logger) { connection in
+            guard try await Self.lockJob(connection, tenant: tenant, job: job, runnable: true, logger: logger) != nil
+            else { return [] }
+            try await Self.ensureRows(connection, tenant: tenant, job: job, indexes: Array(Set(indexes)), logger: logger)
+            let rows = try await connection.query(
+                """
+                UPDATE job_item SET wire_at_ms = \(Self.millis(at))
+                WHERE tenant = \(tenant.rawValue) AND job_id = \(job.rawValue) AND idx = ANY(\(list))
+                  AND state IN ('pending', 'retrying') AND claimant = \(claimant)
+                RETURNING idx
+                """, logger: logger
+            ).collect()
+            return try Self.indexes(rows)
+        }
     }
 
+    /// Items leased to `claimant`: its rows without an outcome, and the items of its claim
+    /// ranges without a row (a plain success among them is still in its range, as a claim's
+    /// items are on SQLite).
     public func leasedItems(tenant: TenantID, job: JobID, indexes: [Int], claimant: String) async throws -> Set<Int> {
         guard !indexes.isEmpty else { return [] }
         let list = Set(indexes).map { Int32(clamping: $0) }
@@ -537,6 +530,14 @@ public final class PostgresPushStore: PushStore, JobReports, UnansweredCallCount
             SELECT idx FROM job_item
             WHERE tenant = \(tenant.rawValue) AND job_id = \(job.rawValue) AND idx = ANY(\(list))
               AND state IN ('pending', 'retrying') AND claimant = \(claimant)
+              AND EXISTS (SELECT 1 FROM job WHERE tenant = \(tenant.rawValue) AND id = \(job.rawValue)
+                          AND state IN ('accepted', 'running'))
+            UNION ALL
+            SELECT x FROM unnest(\(list)::int[]) AS x
+            JOIN job_claim_range r ON r.tenant = \(tenant.rawValue) AND r.job_id = \(job.rawValue)
+              AND r.claimant = \(claimant) AND x >= r.first_idx AND x < r.end_idx
+            WHERE NOT EXISTS (SELECT 1 FROM job_item i WHERE i.tenant = \(tenant.rawValue) AND i.job_id = \(job.rawValue)
+                              AND i.idx = x)
               AND EXISTS (SELECT 1 FROM job WHERE tenant = \(tenant.rawValue) AND id = \(job.rawValue)
                           AND state IN ('accepted', 'running'))
             """, logger: logger
@@ -559,45 +560,108 @@ public final class PostgresPushStore: PushStore, JobReports, UnansweredCallCount
     }
 
     public func deferItem(tenant: TenantID, job: JobID, index: Int, retry: JobItemRetry) async throws -> Bool {
-        try await materialize(tenant: tenant, job: job, upTo: Self.after(index))
-        return try await !client.query(
-            """
-            UPDATE job_item SET state = 'retrying', attempts = greatest(attempts, \(Self.count(retry.attempts))),
-                first_attempt_ms = coalesce(first_attempt_ms, \(Self.millis(retry.firstAttemptAt))),
-                next_attempt_ms = \(Self.millis(retry.nextAttemptAt)), last_error = \(retry.lastError),
-                claimant = NULL, lease_until_ms = NULL, wire_at_ms = NULL
-            WHERE tenant = \(tenant.rawValue) AND job_id = \(job.rawValue) AND idx = \(index)
-              AND state IN ('pending', 'retrying')
-            RETURNING 1
-            """, logger: logger
-        ).collect().isEmpty
+        let logger = self.logger
+        return try await client.withTransaction(logger: logger) { connection in
+            try await !Self.applyChanges(
+                connection, tenant: tenant, job: job, outcomes: [], retries: [index: retry], logger: logger
+            ).isEmpty
+        }
     }
 
     @discardableResult
     public func releaseLeases(tenant: TenantID, job: JobID, claimantBase: String, keeping: String) async throws -> Int {
-        try await client.query(
-            """
-            UPDATE job_item SET claimant = NULL, lease_until_ms = NULL
-            WHERE tenant = \(tenant.rawValue) AND job_id = \(job.rawValue) AND state IN ('pending', 'retrying')
-              AND claimant IS NOT NULL AND claimant <> \(keeping)
-              AND (claimant = \(claimantBase) OR left(claimant, \(claimantBase.unicodeScalars.count + 1)::int) = \(claimantBase + "/"))
-            RETURNING 1
-            """, logger: logger
-        ).collect().count
+        let logger = self.logger
+        return try await client.withTransaction(logger: logger) { connection in
+            guard try await Self.lockJob(connection, tenant: tenant, job: job, runnable: false, logger: logger) != nil
+            else { return 0 }
+            let held = try await Self.takeOverRanges(
+                connection, tenant: tenant, job: job, .instances(base: claimantBase, keeping: keeping), logger: logger)
+            return held
+                + (try await connection.query(
+                    """
+                    UPDATE job_item SET claimant = NULL, lease_until_ms = NULL
+                    WHERE tenant = \(tenant.rawValue) AND job_id = \(job.rawValue) AND state IN ('pending', 'retrying')
+                      AND claimant IS NOT NULL AND claimant <> \(keeping)
+                      AND (claimant = \(claimantBase) OR left(claimant, \(claimantBase.unicodeScalars.count + 1)::int) = \(claimantBase + "/"))
+                    RETURNING 1
+                    """, logger: logger
+                ).collect().count)
+        }
     }
 
-    /// Gives the items read their rows first, if a claim has not (v9.1-pg): the job runner never
-    /// reads items this way, tests and the generic reports do.
+    /// Items in index order, each from its row, its plain success record or its chunk.
     public func items(tenant: TenantID, job: JobID, fromIndex: Int, limit: Int) async throws -> [JobItem] {
-        let (end, overflow) = max(0, fromIndex).addingReportingOverflow(max(0, limit))
-        try await materialize(tenant: tenant, job: job, upTo: overflow ? Int.max : end)
-        return try await client.query(
-            """
-            SELECT \(unescaped: Self.jobItemColumns(prefix: "")) FROM job_item
-            WHERE tenant = \(tenant.rawValue) AND job_id = \(job.rawValue) AND idx >= \(fromIndex)
-            ORDER BY idx LIMIT \(max(0, limit))
-            """, logger: logger
-        ).collect().map(Self.jobItem(from:))
+        try await Self.readItems(client: client, tenant: tenant, job: job, fromIndex: fromIndex, limit: limit, logger: logger)
+    }
+
+    static func readItems(
+        client: BoundedPostgresClient, tenant: TenantID, job: JobID, fromIndex: Int, limit: Int, logger: Logger
+    ) async throws -> [JobItem] {
+        try await client.withConnection { connection in
+            let counts = try await connection.query(
+                "SELECT item_count FROM job WHERE tenant = \(tenant.rawValue) AND id = \(job.rawValue)", logger: logger
+            ).collect()
+            guard let itemCount = try counts.first?.makeRandomAccess()[0].decode(Int.self) else { return [] }
+            let start = min(max(0, fromIndex), itemCount)
+            let end = start + min(max(0, limit), itemCount - start)
+            guard start < end else { return [] }
+            let (a, b) = (Int32(clamping: start), Int32(clamping: end))
+            var rows: [Int: JobItem] = [:]
+            for row in try await connection.query(
+                """
+                SELECT \(unescaped: jobItemColumns(prefix: "")) FROM job_item
+                WHERE tenant = \(tenant.rawValue) AND job_id = \(job.rawValue) AND idx >= \(a) AND idx < \(b)
+                """, logger: logger
+            ).collect() {
+                let item = try jobItem(from: row)
+                rows[item.index] = item
+            }
+            var binds = PostgresBindings(capacity: 4)
+            binds.append(tenant.rawValue)
+            binds.append(job.rawValue)
+            binds.append(a)
+            binds.append(b)
+            let chunkRows = try await connection.query(
+                PostgresQuery(
+                    unsafeSQL: """
+                        SELECT \(chunkItemColumns) FROM \(chunkItemsFrom)
+                          AND NOT EXISTS (SELECT 1 FROM job_item i WHERE i.tenant = $1 AND i.job_id = $2 AND i.idx = t.idx)
+                        """, binds: binds), logger: logger
+            ).collect()
+            let notes = Dictionary(
+                try await chunkItems(connection, tenant: tenant, job: job, rows: chunkRows, logger: logger),
+                uniquingKeysWith: { first, _ in first })
+            let sent = try await sentRecords(connection, tenant: tenant, job: job, low: start, high: end, logger: logger)
+            var ranges: [(first: Int, end: Int, claimant: String, until: Int64)] = []
+            for row in try await connection.query(
+                """
+                SELECT first_idx, end_idx, claimant, lease_until_ms FROM job_claim_range
+                WHERE tenant = \(tenant.rawValue) AND job_id = \(job.rawValue) AND first_idx < \(b) AND end_idx > \(a)
+                """, logger: logger
+            ).collect() {
+                let cells = row.makeRandomAccess()
+                ranges.append(
+                    (try cells[0].decode(Int.self), try cells[1].decode(Int.self), try cells[2].decode(String.self),
+                     try cells[3].decode(Int64.self)))
+            }
+            return try (start..<end).map { index in
+                if let row = rows[index] { return row }
+                guard let notification = notes[index] else { throw StoreError.corrupt("job \(job) lacks item \(index)") }
+                if let record = sent[index] {
+                    let result = JobItemResult(
+                        state: .sent, status: 200, reason: nil, message: nil,
+                        apnsID: record.apnsID.isEmpty ? nil : try? NotificationID(record.apnsID), apnsTimestamp: nil,
+                        finishedAt: date(record.finished), attempts: record.attempts)
+                    return JobItem(
+                        job: job, index: index, notification: notification, state: .sent, result: result,
+                        attempts: record.attempts)
+                }
+                let lease = ranges.first { $0.first <= index && index < $0.end }
+                return JobItem(
+                    job: job, index: index, notification: notification, state: .pending, result: nil,
+                    claimant: lease?.claimant, leaseUntil: lease.map { date($0.until) })
+            }
+        }
     }
 
     public func progress(tenant: TenantID, job: JobID) async throws -> JobProgress? {

@@ -160,8 +160,15 @@ struct ClusterTests {
             try await Task.sleep(for: .milliseconds(300))
             #expect(world.sandbox.requests.count == requestsAfter, "sent after both stopped")
 
-            // Read through B: the same report, every item accounted for, none sent twice.
-            let report = try await b.client().request(.get, "/v1/jobs/cluster-cancel", key: acme.apiKey)
+            // Read through B: the same report, every item accounted for, none sent twice. The
+            // outcomes of the last sends are written after their permits went back: read until
+            // they are in.
+            let processed = world.sandbox.requests.filter(\.processed).count
+            var report = try await b.client().request(.get, "/v1/jobs/cluster-cancel", key: acme.apiKey)
+            try await Self.eventually("the outcomes of every processed send are recorded") {
+                report = try await b.client().request(.get, "/v1/jobs/cluster-cancel", key: acme.apiKey)
+                return ((report.json["counts"] as? [String: Int])?["sent"] ?? -1) >= processed
+            }
             #expect(report.json["state"] as? String == "cancelled")
             let counts = try #require(report.json["counts"] as? [String: Int])
             let sent = counts["sent"] ?? -1

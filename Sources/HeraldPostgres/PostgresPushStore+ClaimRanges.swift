@@ -1,0 +1,458 @@
+import HeraldCore
+import HeraldStore
+import Logging
+import PostgresNIO
+
+// A job's items as the store keeps them while it runs (migration v12.1-pg-claim-ranges). Its
+// notifications are the chunk rows the POST wrote (`job_chunk`). Below the job's frontier
+// (`job.materialized`: every item under it has been claimed once) an item is one of:
+// - in a claim range (`job_claim_range`): leased, with the rest of the range, to the claimant
+//   that took it from the frontier, one row for a claim of hundreds;
+// - a plain success (200, nothing else to say) in a `job_sent` row: the indexes, attempts,
+//   finish times and apns-ids of one commit group within one block of 1,024 indexes;
+// - its own `job_item` row, for anything else: another outcome, a retry, an on-the-wire mark,
+//   an item of an expired range taken over. Wherever an item has a row, the row decides.
+// Above the frontier an item has neither (unless a deferral or a mark named it). Each change of
+// a job's items runs in a transaction holding the job's row (`FOR NO KEY UPDATE`): claims,
+// outcome groups and takeovers of one job take turns, so a range taken over and an outcome for
+// one of its items never cross (the later one sees the row the earlier wrote).
+//
+// Why: a row per item written at its claim and again at its outcome cost the server more CPU
+// a batch notification than Herald's own; a claim range and a success record cost it once a
+// group.
+
+extension PostgresPushStore {
+    /// Indexes per `job_sent` block: a lookup reads the blocks its indexes fall in.
+    static let sentBlockShift = 10
+
+    // MARK: Locking a job
+
+    /// The job's frontier and item count, its row held until the transaction ends; nil when the
+    /// job is gone or, with `runnable`, finished or cancelled.
+    static func lockJob(
+        _ connection: PostgresConnection, tenant: TenantID, job: JobID, runnable: Bool, logger: Logger
+    ) async throws -> (frontier: Int, count: Int)? {
+        let rows = try await connection.query(
+            """
+            SELECT materialized, item_count, state IN ('accepted', 'running') FROM job
+            WHERE tenant = \(tenant.rawValue) AND id = \(job.rawValue)
+            FOR NO KEY UPDATE
+            """, logger: logger
+        ).collect()
+        guard let row = rows.first else { return nil }
+        let cells = row.makeRandomAccess()
+        if runnable, try !cells[2].decode(Bool.self) { return nil }
+        return (try cells[0].decode(Int.self), try cells[1].decode(Int.self))
+    }
+
+    // MARK: Item rows on demand
+
+    /// The chunk columns of one item, as `t.…` of ``chunkItems(where:)``.
+    static let chunkItemColumns = """
+        t.idx, t.token, CASE WHEN t.nulls & 1 = 0 THEN t.topic END, t.push_type,
+        CASE WHEN t.nulls & 2 = 0 THEN t.priority END, CASE WHEN t.nulls & 4 = 0 THEN t.expiration END,
+        CASE WHEN t.nulls & 8 = 0 THEN t.collapse_id END, t.apns_id, t.payload_ref
+        """
+
+    /// The job's chunk items (`c`, `t`) between two bounds (`$3` inclusive, `$4` exclusive).
+    static let chunkItemsFrom = """
+        job_chunk c
+        CROSS JOIN LATERAL (
+            SELECT c.first_idx + u.n::int - 1 AS idx, u.*
+            FROM unnest(c.tokens, c.topics, c.push_types, c.priorities, c.expirations, c.collapse_ids,
+                        c.apns_ids, c.payload_refs, c.nulls)
+                 WITH ORDINALITY AS u(token, topic, push_type, priority, expiration, collapse_id, apns_id,
+                                      payload_ref, nulls, n)
+        ) AS t
+        WHERE c.tenant = $1 AND c.job_id = $2 AND c.first_idx < $4 AND c.first_idx + c.count > $3
+          AND t.idx >= $3 AND t.idx < $4
+        """
+
+    /// True of an item (`t.idx`) that a `job_sent` row holds.
+    static let inSentRow = """
+        EXISTS (SELECT 1 FROM job_sent s WHERE s.tenant = $1 AND s.job_id = $2
+                AND s.block = t.idx >> \(sentBlockShift) AND t.idx = ANY(s.idxs))
+        """
+
+    /// Gives the named items their `job_item` rows where they have none and are not plain
+    /// successes: pending, leased as their claim range is (or not at all). In the caller's
+    /// transaction, which holds the job.
+    static func ensureRows(
+        _ connection: PostgresConnection, tenant: TenantID, job: JobID, indexes: [Int], logger: Logger
+    ) async throws {
+        guard let low = indexes.min(), let high = indexes.max() else { return }
+        var binds = PostgresBindings(capacity: 5)
+        binds.append(tenant.rawValue)
+        binds.append(job.rawValue)
+        binds.append(Int32(clamping: low))
+        binds.append(Int32(clamping: min(high, Int(Int32.max) - 1) + 1))
+        binds.append(indexes.map { Int32(clamping: $0) })
+        try await connection.query(
+            PostgresQuery(
+                unsafeSQL: """
+                    INSERT INTO job_item (tenant, job_id, idx, device_token, topic, push_type, priority, expiration,
+                                          collapse_id, apns_id, payload, payload_ref, state, claimant, lease_until_ms)
+                    SELECT c.tenant, c.job_id, t.idx, t.token, CASE WHEN t.nulls & 1 = 0 THEN t.topic END, t.push_type,
+                           CASE WHEN t.nulls & 2 = 0 THEN t.priority END, CASE WHEN t.nulls & 4 = 0 THEN t.expiration END,
+                           CASE WHEN t.nulls & 8 = 0 THEN t.collapse_id END, t.apns_id, ''::bytea, t.payload_ref, 'pending',
+                           (SELECT r.claimant FROM job_claim_range r WHERE r.tenant = $1 AND r.job_id = $2
+                                   AND r.first_idx <= t.idx AND r.end_idx > t.idx LIMIT 1),
+                           (SELECT r.lease_until_ms FROM job_claim_range r WHERE r.tenant = $1 AND r.job_id = $2
+                                   AND r.first_idx <= t.idx AND r.end_idx > t.idx LIMIT 1)
+                    FROM \(chunkItemsFrom)
+                      AND t.idx = ANY($5::int[]) AND NOT \(inSentRow)
+                    ON CONFLICT (tenant, job_id, idx) DO NOTHING
+                    """, binds: binds), logger: logger)
+    }
+
+    /// Which claim ranges ``takeOverRanges(_:tenant:job:_:logger:)`` ends.
+    enum RangeOwners {
+        /// Every other claimant's whose lease ran out by this time (Unix milliseconds).
+        case expired(except: String, now: Int64)
+        /// Those of this claimant and of its earlier instances (`base` or `base/…`) but one.
+        case instances(base: String, keeping: String)
+        /// Those of one claimant.
+        case claimant(String)
+    }
+
+    /// Ends the chosen claim ranges of the job: their items still without a row or an outcome
+    /// get rows, unleased, so that any claimant takes them next. In the caller's transaction,
+    /// which holds the job.
+    /// - Returns: how many items the ranges still held.
+    @discardableResult
+    static func takeOverRanges(
+        _ connection: PostgresConnection, tenant: TenantID, job: JobID, _ owners: RangeOwners, logger: Logger
+    ) async throws -> Int {
+        let ranges: [PostgresRow]
+        switch owners {
+        case .expired(let claimant, let now):
+            ranges = try await connection.query(
+                """
+                DELETE FROM job_claim_range WHERE tenant = \(tenant.rawValue) AND job_id = \(job.rawValue)
+                  AND claimant <> \(claimant) AND lease_until_ms <= \(now)
+                RETURNING first_idx, end_idx
+                """, logger: logger
+            ).collect()
+        case .instances(let base, let keeping):
+            ranges = try await connection.query(
+                """
+                DELETE FROM job_claim_range WHERE tenant = \(tenant.rawValue) AND job_id = \(job.rawValue)
+                  AND claimant <> \(keeping)
+                  AND (claimant = \(base) OR left(claimant, \(base.unicodeScalars.count + 1)::int) = \(base + "/"))
+                RETURNING first_idx, end_idx
+                """, logger: logger
+            ).collect()
+        case .claimant(let claimant):
+            ranges = try await connection.query(
+                """
+                DELETE FROM job_claim_range WHERE tenant = \(tenant.rawValue) AND job_id = \(job.rawValue)
+                  AND claimant = \(claimant)
+                RETURNING first_idx, end_idx
+                """, logger: logger
+            ).collect()
+        }
+        var held = 0
+        for range in ranges {
+            let cells = range.makeRandomAccess()
+            let (first, end) = (try cells[0].decode(Int32.self), try cells[1].decode(Int32.self))
+            guard first < end else { continue }
+            var binds = PostgresBindings(capacity: 4)
+            binds.append(tenant.rawValue)
+            binds.append(job.rawValue)
+            binds.append(first)
+            binds.append(end)
+            held += try await connection.query(
+                PostgresQuery(
+                    unsafeSQL: """
+                        INSERT INTO job_item (tenant, job_id, idx, device_token, topic, push_type, priority, expiration,
+                                              collapse_id, apns_id, payload, payload_ref, state)
+                        SELECT c.tenant, c.job_id, t.idx, t.token, CASE WHEN t.nulls & 1 = 0 THEN t.topic END,
+                               t.push_type, CASE WHEN t.nulls & 2 = 0 THEN t.priority END,
+                               CASE WHEN t.nulls & 4 = 0 THEN t.expiration END,
+                               CASE WHEN t.nulls & 8 = 0 THEN t.collapse_id END, t.apns_id, ''::bytea, t.payload_ref,
+                               'pending'
+                        FROM \(chunkItemsFrom) AND NOT \(inSentRow)
+                        ON CONFLICT (tenant, job_id, idx) DO NOTHING
+                        RETURNING 1
+                        """, binds: binds), logger: logger
+            ).collect().count
+        }
+        return held
+    }
+
+    // MARK: Claiming from the frontier
+
+    /// Leases the next items from the frontier (from `from` when that is higher: the items
+    /// between get rows, unleased) as one claim range, and returns them, pending and leased.
+    /// In the caller's transaction, which holds the job.
+    static func claimRange(
+        _ connection: PostgresConnection, tenant: TenantID, job: JobID, frontier: Int, itemCount: Int, count: Int,
+        from: Int, claimant: String, leaseUntil: Int64, logger: Logger
+    ) async throws -> [JobItem] {
+        let first = max(frontier, min(from, itemCount))
+        if frontier < first {
+            try await ensureRows(
+                connection, tenant: tenant, job: job, indexes: Array(frontier..<first), logger: logger)
+        }
+        let end = min(itemCount, first + max(0, min(count, itemCount)))
+        let (a, b) = (Int32(clamping: first), Int32(clamping: end))
+        if frontier < end {
+            try await connection.query(
+                """
+                UPDATE job SET materialized = \(b) WHERE tenant = \(tenant.rawValue) AND id = \(job.rawValue)
+                """, logger: logger)
+        }
+        guard first < end else { return [] }
+        try await connection.query(
+            """
+            INSERT INTO job_claim_range (tenant, job_id, first_idx, end_idx, claimant, lease_until_ms)
+            VALUES (\(tenant.rawValue), \(job.rawValue), \(a), \(b), \(claimant), \(leaseUntil))
+            """, logger: logger)
+        // Items of the range with a row of their own (a deferral or a mark named them before
+        // any claim) are claimed through their rows, not here.
+        var binds = PostgresBindings(capacity: 4)
+        binds.append(tenant.rawValue)
+        binds.append(job.rawValue)
+        binds.append(a)
+        binds.append(b)
+        let rows = try await connection.query(
+            PostgresQuery(
+                unsafeSQL: """
+                    SELECT \(chunkItemColumns) FROM \(chunkItemsFrom)
+                      AND NOT EXISTS (SELECT 1 FROM job_item i WHERE i.tenant = $1 AND i.job_id = $2 AND i.idx = t.idx)
+                    ORDER BY t.idx
+                    """, binds: binds), logger: logger
+        ).collect()
+        let lease = (claimant, date(leaseUntil))
+        return try await chunkItems(connection, tenant: tenant, job: job, rows: rows, logger: logger).map { index, note in
+            JobItem(
+                job: job, index: index, notification: note, state: .pending, result: nil, claimant: lease.0,
+                leaseUntil: lease.1)
+        }
+    }
+
+    /// The claimant's own claim ranges from `from` on, leased again until `leaseUntil`: their
+    /// items still without a row or an outcome, at most `limit`, in index order (a run resuming
+    /// its job gets back what it had not finished). In the caller's transaction, which holds the job.
+    static func reclaimOwnRanges(
+        _ connection: PostgresConnection, tenant: TenantID, job: JobID, claimant: String, from: Int, limit: Int,
+        leaseUntil: Int64, logger: Logger
+    ) async throws -> [JobItem] {
+        guard limit > 0 else { return [] }
+        let ranges = try await connection.query(
+            """
+            UPDATE job_claim_range SET lease_until_ms = \(leaseUntil)
+            WHERE tenant = \(tenant.rawValue) AND job_id = \(job.rawValue) AND claimant = \(claimant)
+              AND end_idx > \(Int32(clamping: from))
+            RETURNING first_idx, end_idx
+            """, logger: logger
+        ).collect().map { row in
+            let cells = row.makeRandomAccess()
+            return (try cells[0].decode(Int32.self), try cells[1].decode(Int32.self))
+        }.sorted { $0.0 < $1.0 }
+        var rows: [PostgresRow] = []
+        for (first, end) in ranges where rows.count < limit {
+            var binds = PostgresBindings(capacity: 5)
+            binds.append(tenant.rawValue)
+            binds.append(job.rawValue)
+            binds.append(max(first, Int32(clamping: from)))
+            binds.append(end)
+            binds.append(Int32(clamping: limit - rows.count))
+            rows += try await connection.query(
+                PostgresQuery(
+                    unsafeSQL: """
+                        SELECT \(chunkItemColumns) FROM \(chunkItemsFrom)
+                          AND NOT EXISTS (SELECT 1 FROM job_item i WHERE i.tenant = $1 AND i.job_id = $2 AND i.idx = t.idx)
+                          AND NOT \(inSentRow)
+                        ORDER BY t.idx LIMIT $5
+                        """, binds: binds), logger: logger
+            ).collect()
+        }
+        let until = date(leaseUntil)
+        return try await chunkItems(connection, tenant: tenant, job: job, rows: rows, logger: logger).map { index, note in
+            JobItem(
+                job: job, index: index, notification: note, state: .pending, result: nil, claimant: claimant,
+                leaseUntil: until)
+        }
+    }
+
+    /// Notifications from ``chunkItemColumns`` rows, their payloads read once each.
+    static func chunkItems(
+        _ connection: PostgresConnection, tenant: TenantID, job: JobID, rows: [PostgresRow], logger: Logger
+    ) async throws -> [(Int, HeraldCore.Notification)] {
+        var decoded: [(Int, HeraldCore.Notification, Int32)] = []
+        decoded.reserveCapacity(rows.count)
+        for row in rows {
+            let cells = row.makeRandomAccess()
+            do {
+                guard let pushType = PushType(rawValue: try cells[3].decode(String.self)) else {
+                    throw StoreError.corrupt("job chunk with an invalid push type")
+                }
+                let expiration = try cells[5].decode(Int64?.self)
+                let notification = HeraldCore.Notification(
+                    deviceToken: try DeviceToken(hex: try cells[1].decode(String.self)),
+                    topic: try cells[2].decode(String?.self), pushType: pushType,
+                    priority: try cells[4].decode(Int?.self).flatMap(Priority.init(rawValue:)),
+                    expiration: expiration.map { $0 == 0 ? .immediately : .at(UInt32(clamping: $0)) },
+                    collapseID: try cells[6].decode(String?.self), id: try NotificationID(try cells[7].decode(String.self)),
+                    payload: [])
+                decoded.append((try cells[0].decode(Int.self), notification, try cells[8].decode(Int32.self)))
+            } catch let error as StoreError {
+                throw error
+            } catch {
+                throw StoreError.corrupt("job chunk with an invalid device token or apns-id")
+            }
+        }
+        let refs = Array(Set(decoded.map(\.2)))
+        var payloads: [Int32: [UInt8]] = [:]
+        if !refs.isEmpty {
+            for row in try await connection.query(
+                """
+                SELECT id, payload FROM job_payload
+                WHERE tenant = \(tenant.rawValue) AND job_id = \(job.rawValue) AND id = ANY(\(refs))
+                """, logger: logger
+            ).collect() {
+                let cells = row.makeRandomAccess()
+                payloads[try cells[0].decode(Int32.self)] = Array(buffer: try cells[1].decode(ByteBuffer.self))
+            }
+        }
+        return try decoded.map { index, notification, ref in
+            guard let payload = payloads[ref] else { throw StoreError.corrupt("job \(job) lacks the payload of item \(index)") }
+            var notification = notification
+            notification.payload = payload
+            return (index, notification)
+        }
+    }
+
+    // MARK: Plain successes
+
+    /// The plain success records of items in `low ..< high`: attempts, finish time, apns-id.
+    static func sentRecords(
+        _ connection: PostgresConnection, tenant: TenantID, job: JobID, low: Int, high: Int, logger: Logger
+    ) async throws -> [Int: (attempts: Int, finished: Int64, apnsID: String)] {
+        guard low < high else { return [:] }
+        let (a, b) = (Int32(clamping: low >> sentBlockShift), Int32(clamping: (high - 1) >> sentBlockShift))
+        var records: [Int: (attempts: Int, finished: Int64, apnsID: String)] = [:]
+        for row in try await connection.query(
+            """
+            SELECT u.idx, u.attempts, u.finished, u.apns_id
+            FROM job_sent s, unnest(s.idxs, s.attempts, s.finished_ms, s.apns_ids) AS u(idx, attempts, finished, apns_id)
+            WHERE s.tenant = \(tenant.rawValue) AND s.job_id = \(job.rawValue) AND s.block BETWEEN \(a) AND \(b)
+              AND u.idx >= \(Int32(clamping: low)) AND u.idx < \(Int32(clamping: high))
+            """, logger: logger
+        ).collect() {
+            let cells = row.makeRandomAccess()
+            let index = try cells[0].decode(Int.self)
+            // The first record of an index is its outcome (a later one is never written).
+            if records[index] == nil {
+                records[index] = (try cells[1].decode(Int.self), try cells[2].decode(Int64.self), try cells[3].decode(String.self))
+            }
+        }
+        return records
+    }
+
+    /// Writes plain successes of one job as `job_sent` rows (one a block) and counts them in
+    /// `job_outcome`, in one statement.
+    static func insertSent(
+        _ connection: PostgresConnection, tenant: TenantID, job: JobID, _ writes: [ResultWrite], logger: Logger
+    ) async throws {
+        guard !writes.isEmpty else { return }
+        var blocks: [Int32] = []
+        var indexes: [Int32] = []
+        var attempts: [Int32] = []
+        var finished: [Int64] = []
+        var apnsIDs: [String] = []
+        for write in writes.sorted(by: { $0.index < $1.index }) {
+            blocks.append(Int32(clamping: write.index >> sentBlockShift))
+            indexes.append(Int32(clamping: write.index))
+            attempts.append(count(write.result.attempts))
+            finished.append(millis(write.result.finishedAt))
+            // An apns-id is a UUID, never empty: '' stands for none.
+            apnsIDs.append(write.result.apnsID?.rawValue ?? "")
+        }
+        var binds = PostgresBindings(capacity: 7)
+        binds.append(tenant.rawValue)
+        binds.append(job.rawValue)
+        binds.append(blocks)
+        binds.append(indexes)
+        binds.append(attempts)
+        binds.append(finished)
+        binds.append(apnsIDs)
+        try await connection.query(
+            PostgresQuery(
+                unsafeSQL: """
+                    WITH sent AS (
+                        INSERT INTO job_sent (tenant, job_id, block, idxs, attempts, finished_ms, apns_ids)
+                        SELECT $1, $2, u.block, array_agg(u.idx ORDER BY u.idx), array_agg(u.attempts ORDER BY u.idx),
+                               array_agg(u.finished ORDER BY u.idx), array_agg(u.apns_id ORDER BY u.idx)
+                        FROM unnest($3::int[], $4::int[], $5::int[], $6::bigint[], $7::text[])
+                             AS u(block, idx, attempts, finished, apns_id)
+                        GROUP BY u.block
+                    )
+                    INSERT INTO job_outcome AS o (tenant, job_id, state, status, reason, n)
+                    VALUES ($1, $2, 'sent', 200, NULL, cardinality($4::int[]))
+                    ON CONFLICT (tenant, job_id, state, status, reason) DO UPDATE SET n = o.n + excluded.n
+                    """, binds: binds), logger: logger)
+    }
+
+    // MARK: Outcomes and retries of one job
+
+    /// Records one job's outcomes (the first for an index wins) and retries in the caller's
+    /// transaction: plain successes of items without a row as `job_sent` records, everything
+    /// else on the item's row (made first where it has none). Items already decided keep their
+    /// outcome. - Returns: the indexes whose outcome or retry was written.
+    static func applyChanges(
+        _ connection: PostgresConnection, tenant: TenantID, job: JobID, outcomes: [ResultWrite],
+        retries: [Int: JobItemRetry], logger: Logger
+    ) async throws -> Set<Int> {
+        guard try await lockJob(connection, tenant: tenant, job: job, runnable: false, logger: logger) != nil else {
+            return []
+        }
+        let named = outcomes.map(\.index) + retries.keys
+        let wanted = named.map { Int32(clamping: $0) }
+        let blocks = Array(Set(named.map { Int32(clamping: $0 >> sentBlockShift) }))
+        // The named items with a row (true), and those a plain success record holds (false).
+        var rowed = Set<Int>()
+        var sent = Set<Int>()
+        for row in try await connection.query(
+            """
+            SELECT idx, true FROM job_item
+            WHERE tenant = \(tenant.rawValue) AND job_id = \(job.rawValue) AND idx = ANY(\(wanted))
+            UNION ALL
+            SELECT x, false FROM job_sent s, unnest(s.idxs) AS x
+            WHERE s.tenant = \(tenant.rawValue) AND s.job_id = \(job.rawValue) AND s.block = ANY(\(blocks)) AND x = ANY(\(wanted))
+            """, logger: logger
+        ).collect() {
+            let cells = row.makeRandomAccess()
+            let index = try cells[0].decode(Int.self)
+            if try cells[1].decode(Bool.self) { rowed.insert(index) } else { sent.insert(index) }
+        }
+        // A row decides for its item.
+        sent.subtract(rowed)
+        var plain: [ResultWrite] = []
+        var others: [ResultWrite] = []
+        for outcome in outcomes where !sent.contains(outcome.index) {
+            if !rowed.contains(outcome.index), isPlainSuccess(outcome.result) {
+                plain.append(outcome)
+            } else {
+                others.append(outcome)
+            }
+        }
+        let deferred = retries.filter { !sent.contains($0.key) }
+        let needRows = (others.map(\.index) + deferred.keys).filter { !rowed.contains($0) }
+        try await ensureRows(connection, tenant: tenant, job: job, indexes: needRows, logger: logger)
+        var written = Set(plain.map(\.index))
+        try await insertSent(connection, tenant: tenant, job: job, plain, logger: logger)
+        if !others.isEmpty {
+            for row in try await connection.query(updateResults(others), logger: logger).collect() {
+                written.insert(try row.makeRandomAccess()[2].decode(Int.self))
+            }
+        }
+        if !deferred.isEmpty {
+            for row in try await connection.query(deferItems(tenant: tenant, job: job, deferred), logger: logger).collect() {
+                written.insert(try row.makeRandomAccess()[0].decode(Int.self))
+            }
+        }
+        return written
+    }
+}
