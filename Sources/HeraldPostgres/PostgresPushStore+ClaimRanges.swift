@@ -13,9 +13,11 @@ import PostgresNIO
 // - its own `job_item` row, for anything else: another outcome, a retry, an on-the-wire mark,
 //   an item of an expired range taken over. Wherever an item has a row, the row decides.
 // Above the frontier an item has neither (unless a deferral or a mark named it). Each change of
-// a job's items runs in a transaction holding the job's row (`FOR NO KEY UPDATE`): claims,
-// outcome groups and takeovers of one job take turns, so a range taken over and an outcome for
-// one of its items never cross (the later one sees the row the earlier wrote).
+// a job's items runs in a transaction that first locks the job's row: claims and takeovers
+// exclusively (`FOR NO KEY UPDATE`), outcome groups, retries and marks shared (`FOR SHARE`, so
+// instances write theirs at once). A range taken over and an outcome for one of its items never
+// cross: the later one sees the row the earlier wrote. Only a range's claimant writes plain
+// successes of the items without a row.
 //
 // Why: a row per item written at its claim and again at its outcome cost the server more CPU
 // a batch notification than Herald's own; a claim range and a success record cost it once a
@@ -27,17 +29,25 @@ extension PostgresPushStore {
 
     // MARK: Locking a job
 
-    /// The job's frontier and item count, its row held until the transaction ends; nil when the
-    /// job is gone or, with `runnable`, finished or cancelled.
+    /// The job's frontier and item count, its row locked until the transaction ends (`exclusive`:
+    /// against every other change of its items; otherwise against claims and takeovers only);
+    /// nil when the job is gone or, with `runnable`, finished or cancelled.
     static func lockJob(
-        _ connection: PostgresConnection, tenant: TenantID, job: JobID, runnable: Bool, logger: Logger
+        _ connection: PostgresConnection, tenant: TenantID, job: JobID, runnable: Bool, exclusive: Bool = true,
+        logger: Logger
     ) async throws -> (frontier: Int, count: Int)? {
         let rows = try await connection.query(
-            """
-            SELECT materialized, item_count, state IN ('accepted', 'running') FROM job
-            WHERE tenant = \(tenant.rawValue) AND id = \(job.rawValue)
-            FOR NO KEY UPDATE
-            """, logger: logger
+            exclusive
+                ? """
+                SELECT materialized, item_count, state IN ('accepted', 'running') FROM job
+                WHERE tenant = \(tenant.rawValue) AND id = \(job.rawValue)
+                FOR NO KEY UPDATE
+                """
+                : """
+                SELECT materialized, item_count, state IN ('accepted', 'running') FROM job
+                WHERE tenant = \(tenant.rawValue) AND id = \(job.rawValue)
+                FOR SHARE
+                """, logger: logger
         ).collect()
         guard let row = rows.first else { return nil }
         let cells = row.makeRandomAccess()
@@ -68,11 +78,76 @@ extension PostgresPushStore {
           AND t.idx >= $3 AND t.idx < $4
         """
 
-    /// True of an item (`t.idx`) that a `job_sent` row holds.
-    static let inSentRow = """
-        EXISTS (SELECT 1 FROM job_sent s WHERE s.tenant = $1 AND s.job_id = $2
-                AND s.block = t.idx >> \(sentBlockShift) AND t.idx = ANY(s.idxs))
-        """
+    /// Of the items in `low ..< high`, those with a row and those a plain success record holds.
+    static func settledIndexes(
+        _ connection: PostgresConnection, tenant: TenantID, job: JobID, low: Int, high: Int, logger: Logger
+    ) async throws -> (rowed: Set<Int>, sent: Set<Int>) {
+        guard low < high else { return ([], []) }
+        let (a, b) = (Int32(clamping: low), Int32(clamping: high))
+        let (firstBlock, lastBlock) = (Int32(clamping: low >> sentBlockShift), Int32(clamping: (high - 1) >> sentBlockShift))
+        var rowed = Set<Int>()
+        var sent = Set<Int>()
+        for row in try await connection.query(
+            """
+            SELECT idx, true FROM job_item
+            WHERE tenant = \(tenant.rawValue) AND job_id = \(job.rawValue) AND idx >= \(a) AND idx < \(b)
+            UNION ALL
+            SELECT x, false FROM job_sent s, unnest(s.idxs) AS x
+            WHERE s.tenant = \(tenant.rawValue) AND s.job_id = \(job.rawValue) AND s.block BETWEEN \(firstBlock) AND \(lastBlock)
+              AND x >= \(a) AND x < \(b)
+            """, logger: logger
+        ).collect() {
+            let cells = row.makeRandomAccess()
+            let index = try cells[0].decode(Int.self)
+            if try cells[1].decode(Bool.self) { rowed.insert(index) } else { sent.insert(index) }
+        }
+        return (rowed, sent)
+    }
+
+    /// Inserts `job_item` rows for the items at `indexes` from their chunks, pending, each leased
+    /// as `leases` says (claimant and Unix milliseconds; none: unleased); an item that has a row
+    /// keeps it. - Returns: how many rows were made.
+    @discardableResult
+    static func insertRows(
+        _ connection: PostgresConnection, tenant: TenantID, job: JobID, indexes: [Int],
+        leases: [Int: (claimant: String, until: Int64)] = [:], logger: Logger
+    ) async throws -> Int {
+        guard let low = indexes.min(), let high = indexes.max() else { return 0 }
+        var claimants: [String] = []
+        var until: [Int64] = []
+        var leased: [Bool] = []
+        for index in indexes {
+            let lease = leases[index]
+            claimants.append(lease?.claimant ?? "")
+            until.append(lease?.until ?? 0)
+            leased.append(lease != nil)
+        }
+        var binds = PostgresBindings(capacity: 8)
+        binds.append(tenant.rawValue)
+        binds.append(job.rawValue)
+        binds.append(Int32(clamping: low))
+        binds.append(Int32(clamping: min(high, Int(Int32.max) - 1) + 1))
+        binds.append(indexes.map { Int32(clamping: $0) })
+        binds.append(claimants)
+        binds.append(until)
+        binds.append(leased)
+        return try await connection.query(
+            PostgresQuery(
+                unsafeSQL: """
+                    INSERT INTO job_item (tenant, job_id, idx, device_token, topic, push_type, priority, expiration,
+                                          collapse_id, apns_id, payload, payload_ref, state, claimant, lease_until_ms)
+                    SELECT c.tenant, c.job_id, t.idx, t.token, CASE WHEN t.nulls & 1 = 0 THEN t.topic END, t.push_type,
+                           CASE WHEN t.nulls & 2 = 0 THEN t.priority END, CASE WHEN t.nulls & 4 = 0 THEN t.expiration END,
+                           CASE WHEN t.nulls & 8 = 0 THEN t.collapse_id END, t.apns_id, ''::bytea, t.payload_ref, 'pending',
+                           CASE WHEN ($8::bool[])[array_position($5::int[], t.idx)] THEN ($6::text[])[array_position($5::int[], t.idx)] END,
+                           CASE WHEN ($8::bool[])[array_position($5::int[], t.idx)] THEN ($7::bigint[])[array_position($5::int[], t.idx)] END
+                    FROM \(chunkItemsFrom)
+                      AND t.idx = ANY($5::int[])
+                    ON CONFLICT (tenant, job_id, idx) DO NOTHING
+                    RETURNING 1
+                    """, binds: binds), logger: logger
+        ).collect().count
+    }
 
     /// Gives the named items their `job_item` rows where they have none and are not plain
     /// successes: pending, leased as their claim range is (or not at all). In the caller's
@@ -81,28 +156,24 @@ extension PostgresPushStore {
         _ connection: PostgresConnection, tenant: TenantID, job: JobID, indexes: [Int], logger: Logger
     ) async throws {
         guard let low = indexes.min(), let high = indexes.max() else { return }
-        var binds = PostgresBindings(capacity: 5)
-        binds.append(tenant.rawValue)
-        binds.append(job.rawValue)
-        binds.append(Int32(clamping: low))
-        binds.append(Int32(clamping: min(high, Int(Int32.max) - 1) + 1))
-        binds.append(indexes.map { Int32(clamping: $0) })
-        try await connection.query(
-            PostgresQuery(
-                unsafeSQL: """
-                    INSERT INTO job_item (tenant, job_id, idx, device_token, topic, push_type, priority, expiration,
-                                          collapse_id, apns_id, payload, payload_ref, state, claimant, lease_until_ms)
-                    SELECT c.tenant, c.job_id, t.idx, t.token, CASE WHEN t.nulls & 1 = 0 THEN t.topic END, t.push_type,
-                           CASE WHEN t.nulls & 2 = 0 THEN t.priority END, CASE WHEN t.nulls & 4 = 0 THEN t.expiration END,
-                           CASE WHEN t.nulls & 8 = 0 THEN t.collapse_id END, t.apns_id, ''::bytea, t.payload_ref, 'pending',
-                           (SELECT r.claimant FROM job_claim_range r WHERE r.tenant = $1 AND r.job_id = $2
-                                   AND r.first_idx <= t.idx AND r.end_idx > t.idx LIMIT 1),
-                           (SELECT r.lease_until_ms FROM job_claim_range r WHERE r.tenant = $1 AND r.job_id = $2
-                                   AND r.first_idx <= t.idx AND r.end_idx > t.idx LIMIT 1)
-                    FROM \(chunkItemsFrom)
-                      AND t.idx = ANY($5::int[]) AND NOT \(inSentRow)
-                    ON CONFLICT (tenant, job_id, idx) DO NOTHING
-                    """, binds: binds), logger: logger)
+        let end = high == Int.max ? high : high + 1
+        let settled = try await settledIndexes(connection, tenant: tenant, job: job, low: low, high: end, logger: logger)
+        let missing = Set(indexes).subtracting(settled.rowed).subtracting(settled.sent)
+        guard !missing.isEmpty else { return }
+        var leases: [Int: (claimant: String, until: Int64)] = [:]
+        for row in try await connection.query(
+            """
+            SELECT first_idx, end_idx, claimant, lease_until_ms FROM job_claim_range
+            WHERE tenant = \(tenant.rawValue) AND job_id = \(job.rawValue)
+              AND first_idx <= \(Int32(clamping: high)) AND end_idx > \(Int32(clamping: low))
+            """, logger: logger
+        ).collect() {
+            let cells = row.makeRandomAccess()
+            let (first, rangeEnd) = (try cells[0].decode(Int.self), try cells[1].decode(Int.self))
+            let lease = (try cells[2].decode(String.self), try cells[3].decode(Int64.self))
+            for index in missing where first <= index && index < rangeEnd { leases[index] = lease }
+        }
+        try await insertRows(connection, tenant: tenant, job: job, indexes: missing.sorted(), leases: leases, logger: logger)
     }
 
     /// Which claim ranges ``takeOverRanges(_:tenant:job:_:logger:)`` ends.
@@ -154,28 +225,10 @@ extension PostgresPushStore {
         var held = 0
         for range in ranges {
             let cells = range.makeRandomAccess()
-            let (first, end) = (try cells[0].decode(Int32.self), try cells[1].decode(Int32.self))
-            guard first < end else { continue }
-            var binds = PostgresBindings(capacity: 4)
-            binds.append(tenant.rawValue)
-            binds.append(job.rawValue)
-            binds.append(first)
-            binds.append(end)
-            held += try await connection.query(
-                PostgresQuery(
-                    unsafeSQL: """
-                        INSERT INTO job_item (tenant, job_id, idx, device_token, topic, push_type, priority, expiration,
-                                              collapse_id, apns_id, payload, payload_ref, state)
-                        SELECT c.tenant, c.job_id, t.idx, t.token, CASE WHEN t.nulls & 1 = 0 THEN t.topic END,
-                               t.push_type, CASE WHEN t.nulls & 2 = 0 THEN t.priority END,
-                               CASE WHEN t.nulls & 4 = 0 THEN t.expiration END,
-                               CASE WHEN t.nulls & 8 = 0 THEN t.collapse_id END, t.apns_id, ''::bytea, t.payload_ref,
-                               'pending'
-                        FROM \(chunkItemsFrom) AND NOT \(inSentRow)
-                        ON CONFLICT (tenant, job_id, idx) DO NOTHING
-                        RETURNING 1
-                        """, binds: binds), logger: logger
-            ).collect().count
+            let (first, end) = (try cells[0].decode(Int.self), try cells[1].decode(Int.self))
+            let settled = try await settledIndexes(connection, tenant: tenant, job: job, low: first, high: end, logger: logger)
+            let open = (first..<max(first, end)).filter { !settled.rowed.contains($0) && !settled.sent.contains($0) }
+            held += try await insertRows(connection, tenant: tenant, job: job, indexes: open, logger: logger)
         }
         return held
     }
@@ -250,22 +303,32 @@ extension PostgresPushStore {
             let cells = row.makeRandomAccess()
             return (try cells[0].decode(Int32.self), try cells[1].decode(Int32.self))
         }.sorted { $0.0 < $1.0 }
+        var open: [Int] = []
+        for (first, end) in ranges where open.count < limit {
+            let low = max(Int(first), from)
+            let settled = try await settledIndexes(connection, tenant: tenant, job: job, low: low, high: Int(end), logger: logger)
+            let left = (low..<max(low, Int(end))).filter { !settled.rowed.contains($0) && !settled.sent.contains($0) }
+            if left.isEmpty, low == Int(first) {
+                // Every item of the range is decided: the range has nothing left to lease.
+                try await connection.query(
+                    """
+                    DELETE FROM job_claim_range WHERE tenant = \(tenant.rawValue) AND job_id = \(job.rawValue) AND first_idx = \(first)
+                    """, logger: logger)
+            }
+            open += left.prefix(limit - open.count)
+        }
         var rows: [PostgresRow] = []
-        for (first, end) in ranges where rows.count < limit {
+        if let low = open.first, let high = open.last {
             var binds = PostgresBindings(capacity: 5)
             binds.append(tenant.rawValue)
             binds.append(job.rawValue)
-            binds.append(max(first, Int32(clamping: from)))
-            binds.append(end)
-            binds.append(Int32(clamping: limit - rows.count))
-            rows += try await connection.query(
+            binds.append(Int32(clamping: low))
+            binds.append(Int32(clamping: high + 1))
+            binds.append(open.map { Int32(clamping: $0) })
+            rows = try await connection.query(
                 PostgresQuery(
-                    unsafeSQL: """
-                        SELECT \(chunkItemColumns) FROM \(chunkItemsFrom)
-                          AND NOT EXISTS (SELECT 1 FROM job_item i WHERE i.tenant = $1 AND i.job_id = $2 AND i.idx = t.idx)
-                          AND NOT \(inSentRow)
-                        ORDER BY t.idx LIMIT $5
-                        """, binds: binds), logger: logger
+                    unsafeSQL: "SELECT \(chunkItemColumns) FROM \(chunkItemsFrom) AND t.idx = ANY($5::int[]) ORDER BY t.idx",
+                    binds: binds), logger: logger
             ).collect()
         }
         let until = date(leaseUntil)
@@ -405,9 +468,9 @@ extension PostgresPushStore {
         _ connection: PostgresConnection, tenant: TenantID, job: JobID, outcomes: [ResultWrite],
         retries: [Int: JobItemRetry], logger: Logger
     ) async throws -> Set<Int> {
-        guard try await lockJob(connection, tenant: tenant, job: job, runnable: false, logger: logger) != nil else {
-            return []
-        }
+        guard
+            try await lockJob(connection, tenant: tenant, job: job, runnable: false, exclusive: false, logger: logger) != nil
+        else { return [] }
         let named = outcomes.map(\.index) + retries.keys
         let wanted = named.map { Int32(clamping: $0) }
         let blocks = Array(Set(named.map { Int32(clamping: $0 >> sentBlockShift) }))

@@ -504,7 +504,9 @@ public final class PostgresPushStore: PushStore, JobReports, UnansweredCallCount
         let list = Set(indexes).map { Int32(clamping: $0) }
         let logger = self.logger
         return try await client.withTransaction(logger: logger) { connection in
-            guard try await Self.lockJob(connection, tenant: tenant, job: job, runnable: true, logger: logger) != nil
+            guard
+                try await Self.lockJob(
+                    connection, tenant: tenant, job: job, runnable: true, exclusive: false, logger: logger) != nil
             else { return [] }
             try await Self.ensureRows(connection, tenant: tenant, job: job, indexes: Array(Set(indexes)), logger: logger)
             let rows = try await connection.query(
