@@ -13,9 +13,9 @@ import PostgresNIO
 // - its own `job_item` row, for anything else: another outcome, a retry, an on-the-wire mark,
 //   an item of an expired range taken over. Wherever an item has a row, the row decides.
 // Above the frontier an item has neither (unless a deferral or a mark named it). Each change of
-// a job's items runs in a transaction that first locks the job's row: claims and takeovers
-// exclusively (`FOR NO KEY UPDATE`), outcome groups, retries and marks shared (`FOR SHARE`, so
-// instances write theirs at once). A range taken over and an outcome for one of its items never
+// a job's items runs in a transaction that first takes the job's advisory lock: claims and
+// takeovers exclusively, outcome groups, retries and marks shared (instances write theirs at
+// once). A range taken over and an outcome for one of its items never
 // cross: the later one sees the row the earlier wrote. Only a range's claimant writes plain
 // successes of the items without a row.
 //
@@ -29,25 +29,38 @@ extension PostgresPushStore {
 
     // MARK: Locking a job
 
-    /// The job's frontier and item count, its row locked until the transaction ends (`exclusive`:
-    /// against every other change of its items; otherwise against claims and takeovers only);
-    /// nil when the job is gone or, with `runnable`, finished or cancelled.
+    /// The first key of the advisory lock of a job's items ("HItm" in ASCII); the second hashes
+    /// the schema, tenant and job.
+    static let itemLockNamespace: Int32 = 0x4849_746d
+
+    /// Locks the job's items until the transaction ends (`exclusive`: against every other change
+    /// of them; otherwise against claims and takeovers only), with an advisory lock, which
+    /// writes nothing (a row lock shared by several would write the row each time), and returns
+    /// the job's frontier and item count, read after the lock; nil when the job is gone or,
+    /// with `runnable`, finished or cancelled.
     static func lockJob(
         _ connection: PostgresConnection, tenant: TenantID, job: JobID, runnable: Bool, exclusive: Bool = true,
         logger: Logger
     ) async throws -> (frontier: Int, count: Int)? {
-        let rows = try await connection.query(
-            exclusive
-                ? """
-                SELECT materialized, item_count, state IN ('accepted', 'running') FROM job
-                WHERE tenant = \(tenant.rawValue) AND id = \(job.rawValue)
-                FOR NO KEY UPDATE
+        let key = tenant.rawValue + "/" + job.rawValue
+        if exclusive {
+            try await connection.query(
                 """
-                : """
-                SELECT materialized, item_count, state IN ('accepted', 'running') FROM job
-                WHERE tenant = \(tenant.rawValue) AND id = \(job.rawValue)
-                FOR SHARE
-                """, logger: logger
+                SELECT pg_advisory_xact_lock(\(itemLockNamespace), hashtext(current_schema() || '/' || \(key)))
+                """, logger: logger)
+        } else {
+            try await connection.query(
+                """
+                SELECT pg_advisory_xact_lock_shared(\(itemLockNamespace), hashtext(current_schema() || '/' || \(key)))
+                """, logger: logger)
+        }
+        // A statement of its own: its snapshot is taken after the lock (the frontier a claim
+        // moved before is seen).
+        let rows = try await connection.query(
+            """
+            SELECT materialized, item_count, state IN ('accepted', 'running') FROM job
+            WHERE tenant = \(tenant.rawValue) AND id = \(job.rawValue)
+            """, logger: logger
         ).collect()
         guard let row = rows.first else { return nil }
         let cells = row.makeRandomAccess()

@@ -523,28 +523,42 @@ public final class PostgresPushStore: PushStore, JobReports, UnansweredCallCount
 
     /// Items leased to `claimant`: its rows without an outcome, and the items of its claim
     /// ranges without a row (a plain success among them is still in its range, as a claim's
-    /// items are on SQLite).
+    /// items are on SQLite). One read of the job's state, the claimant's ranges over the
+    /// indexes and the indexes' rows; the answer is put together here.
     public func leasedItems(tenant: TenantID, job: JobID, indexes: [Int], claimant: String) async throws -> Set<Int> {
-        guard !indexes.isEmpty else { return [] }
+        guard let low = indexes.min(), let high = indexes.max() else { return [] }
         let list = Set(indexes).map { Int32(clamping: $0) }
-        let rows = try await client.query(
+        var runnable = false
+        var ranges: [Range<Int>] = []
+        var rows: [Int: Bool] = [:]
+        for row in try await client.query(
             """
-            SELECT idx FROM job_item
-            WHERE tenant = \(tenant.rawValue) AND job_id = \(job.rawValue) AND idx = ANY(\(list))
-              AND state IN ('pending', 'retrying') AND claimant = \(claimant)
-              AND EXISTS (SELECT 1 FROM job WHERE tenant = \(tenant.rawValue) AND id = \(job.rawValue)
-                          AND state IN ('accepted', 'running'))
+            SELECT 0, 0, 0, true FROM job WHERE tenant = \(tenant.rawValue) AND id = \(job.rawValue)
+              AND state IN ('accepted', 'running')
             UNION ALL
-            SELECT x FROM unnest(\(list)::int[]) AS x
-            JOIN job_claim_range r ON r.tenant = \(tenant.rawValue) AND r.job_id = \(job.rawValue)
-              AND r.claimant = \(claimant) AND x >= r.first_idx AND x < r.end_idx
-            WHERE NOT EXISTS (SELECT 1 FROM job_item i WHERE i.tenant = \(tenant.rawValue) AND i.job_id = \(job.rawValue)
-                              AND i.idx = x)
-              AND EXISTS (SELECT 1 FROM job WHERE tenant = \(tenant.rawValue) AND id = \(job.rawValue)
-                          AND state IN ('accepted', 'running'))
+            SELECT 1, first_idx, end_idx, true FROM job_claim_range
+            WHERE tenant = \(tenant.rawValue) AND job_id = \(job.rawValue) AND claimant = \(claimant)
+              AND first_idx <= \(Int32(clamping: high)) AND end_idx > \(Int32(clamping: low))
+            UNION ALL
+            SELECT 2, idx, 0, state IN ('pending', 'retrying') AND claimant IS NOT DISTINCT FROM \(claimant) FROM job_item
+            WHERE tenant = \(tenant.rawValue) AND job_id = \(job.rawValue) AND idx = ANY(\(list))
             """, logger: logger
-        ).collect()
-        return try Self.indexes(rows)
+        ).collect() {
+            let cells = row.makeRandomAccess()
+            switch try cells[0].decode(Int.self) {
+            case 0: runnable = true
+            case 1:
+                let (first, end) = (try cells[1].decode(Int.self), try cells[2].decode(Int.self))
+                if first < end { ranges.append(first..<end) }
+            default: rows[try cells[1].decode(Int.self)] = try cells[3].decode(Bool.self)
+            }
+        }
+        guard runnable else { return [] }
+        return Set(
+            indexes.filter { index in
+                if let mine = rows[index] { return mine }
+                return ranges.contains { $0.contains(index) }
+            })
     }
 
     /// The item indexes of rows whose first column is one.
