@@ -13,9 +13,9 @@ import PostgresNIO
 // - its own `job_item` row, for anything else: another outcome, a retry, an on-the-wire mark,
 //   an item of an expired range taken over. Wherever an item has a row, the row decides.
 // Above the frontier an item has neither (unless a deferral or a mark named it). Each change of
-// a job's items runs in a transaction that first takes the job's advisory lock: claims and
-// takeovers exclusively, outcome groups, retries and marks shared (instances write theirs at
-// once). A range taken over and an outcome for one of its items never
+// a job's items runs in a transaction that first takes the job's advisory item lock: takeovers
+// exclusively; claims, outcome groups, retries and marks shared (instances write theirs at
+// once), claims behind a claim lock of their own as well (one moves the frontier at a time). A range taken over and an outcome for one of its items never
 // cross: the later one sees the row the earlier wrote. Only a range's claimant writes plain
 // successes of the items without a row.
 //
@@ -32,6 +32,18 @@ extension PostgresPushStore {
     /// The first key of the advisory lock of a job's items ("HItm" in ASCII); the second hashes
     /// the schema, tenant and job.
     static let itemLockNamespace: Int32 = 0x4849_746d
+
+    /// The first key of the advisory lock of a job's claims ("HClm"): one claim of a job at a
+    /// time moves its frontier.
+    static let claimLockNamespace: Int32 = 0x4843_6c6d
+
+    /// Takes the job's claim lock until the transaction ends.
+    static func lockClaims(_ connection: PostgresConnection, tenant: TenantID, job: JobID, logger: Logger) async throws {
+        try await connection.query(
+            """
+            SELECT pg_advisory_xact_lock(\(claimLockNamespace), hashtext(current_schema() || '/' || \(tenant.rawValue + "/" + job.rawValue)))
+            """, logger: logger)
+    }
 
     /// Locks the job's items until the transaction ends (`exclusive`: against every other change
     /// of them; otherwise against claims and takeovers only), with an advisory lock, which

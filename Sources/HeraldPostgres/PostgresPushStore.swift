@@ -409,8 +409,8 @@ public final class PostgresPushStore: PushStore, JobReports, UnansweredCallCount
     /// Pending items are searched from the hint only (`StoreContractTests` checks it).
     public var claimsFromIndexStrictly: Bool { true }
 
-    /// One transaction, holding the job's row: other claimants' claim ranges whose lease ran
-    /// out are taken over (their open items get rows); then the picked items' indexes are
+    /// One transaction, holding the job's claim lock (and its item lock): other claimants' claim
+    /// ranges whose lease ran out are taken over (their open items get rows); then the picked items' indexes are
     /// selected (and locked) and updated through `idx = ANY($1)` with the list as a bound array
     /// — a primary-key lookup per item whatever the planner believes. Joined `FROM picked`, a
     /// job inserted moments ago (no statistics yet, every estimate 1 row) is planned as a nested
@@ -430,14 +430,25 @@ public final class PostgresPushStore: PushStore, JobReports, UnansweredCallCount
         let untilMillis = Self.millis(leaseUntil)
         let logger = self.logger
         let items = try await client.withTransaction(logger: logger) { connection -> [JobItem] in
+            // One claim of the job at a time; the item lock exclusive only when another
+            // claimant's range is to be taken over (writers of outcomes go on meanwhile).
+            try await Self.lockClaims(connection, tenant: tenant, job: job, logger: logger)
+            let expired = try await !connection.query(
+                """
+                SELECT 1 FROM job_claim_range WHERE tenant = \(tenant.rawValue) AND job_id = \(job.rawValue)
+                  AND claimant <> \(claimant) AND lease_until_ms <= \(nowMillis) LIMIT 1
+                """, logger: logger
+            ).collect().isEmpty
             // A finished or cancelled job's items are not claimed (a cancel stops every
             // instance's claims, whether or not it heard of the cancel).
             guard
                 let (frontier, itemCount) = try await Self.lockJob(
-                    connection, tenant: tenant, job: job, runnable: true, logger: logger)
+                    connection, tenant: tenant, job: job, runnable: true, exclusive: expired, logger: logger)
             else { return [] }
-            try await Self.takeOverRanges(
-                connection, tenant: tenant, job: job, .expired(except: claimant, now: nowMillis), logger: logger)
+            if expired {
+                try await Self.takeOverRanges(
+                    connection, tenant: tenant, job: job, .expired(except: claimant, now: nowMillis), logger: logger)
+            }
             // The rows are locked by the SELECT until the transaction ends.
             let picked = try await connection.query(
                 """
