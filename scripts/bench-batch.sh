@@ -128,7 +128,7 @@ run_mode() { # mode -> RESULT[mode]
             -d "{\"device_token\": \"$DEMO_DEVICE\", \"topic\": \"$DEMO_TOPIC\", \"payload\": {\"aps\": {}}}")
         grep -q '"status":200' <<<"$reply" || { echo "$mode: the warm-up send through $port failed: $reply" >&2; exit 1; }
     done
-    local cpu_start pg_start pg_end start accepted accepted_at code job state deadline finished_at cpu_end
+    local cpu_start pg_start pg_end peak_mb start accepted accepted_at code job state deadline finished_at cpu_end
     cpu_start=$(cpu_of "${serve_pids[@]}")
     pg_start=$(postgres_cpu)
     start=$(now)
@@ -144,8 +144,10 @@ run_mode() { # mode -> RESULT[mode]
         "$WORK/$mode/job.json" "$POLL_INTERVAL" "$BATCH_TIMEOUT") || state="not finished"
     cpu_end=$(cpu_of "${serve_pids[@]}")
     pg_end=$(postgres_cpu)
+    # The largest peak resident set of the instances (VmHWM), in MB.
+    peak_mb=$(for pid in "${serve_pids[@]}"; do awk '/^VmHWM:/ {print $2}' "/proc/$pid/status"; done | sort -n | tail -n1 | awk '{printf "%.0f", $1 / 1024}')
     [[ "$state" == finished ]] || { echo "$mode: the job did not finish (state $state) within ${BATCH_TIMEOUT}s" >&2; exit 1; }
-    RESULT[$mode]=$(python3 - "$WORK/$mode/job.json" "$start" "$accepted_at" "$finished_at" "$BATCH" "$cpu_start" "$cpu_end" "$pg_start" "$pg_end" <<'PY'
+    RESULT[$mode]=$(python3 - "$WORK/$mode/job.json" "$start" "$accepted_at" "$finished_at" "$BATCH" "$cpu_start" "$cpu_end" "$pg_start" "$pg_end" "$peak_mb" <<'PY'
 import datetime, json, sys
 job = json.load(open(sys.argv[1]))
 start, accepted, finished, count = float(sys.argv[2]), float(sys.argv[3]), float(sys.argv[4]), int(sys.argv[5])
@@ -156,8 +158,8 @@ too_many = sum(o["count"] for o in job["outcomes"] if o.get("reason") == "TooMan
 # When the server marked the job finished (its updated_at, same machine and clock, in ms): the
 # poll sees it up to POLL_INTERVAL later. Shown beside the polled figure, which the verdict uses.
 marked = datetime.datetime.fromisoformat(job["updated_at"].replace("Z", "+00:00")).timestamp()
-print("accept_s=%.3f complete_s=%.3f rate=%.0f cpu_us=%.0f pg_us=%.0f sent=%d failed=%d pending=%d token429=%d send_rate=%.0f marked_s=%.3f" % (
-    accepted - start, finished - start, count / (finished - start), cpu * 1e6 / count, postgres_cpu * 1e6 / count,
+print("accept_s=%.3f complete_s=%.3f rate=%.0f cpu_us=%.0f pg_us=%.0f peak_mb=%s sent=%d failed=%d pending=%d token429=%d send_rate=%.0f marked_s=%.3f" % (
+    accepted - start, finished - start, count / (finished - start), cpu * 1e6 / count, postgres_cpu * 1e6 / count, sys.argv[10],
     counts["sent"], counts["failed"], counts["pending"], too_many,
     count / (finished - accepted), marked - start))
 PY
@@ -181,11 +183,11 @@ share() { awk -v a="$1" -v t="$2" 'BEGIN { if (t > 0) printf "%.0f", 100 * a / t
 field() { sed -n "s/.*[ ]$1=\([^ ]*\).*/\1/p" <<<" $2"; }
 echo
 echo "== summary: a batch of $BATCH from POST to finished (cores $(nproc), load average now $(cut -d' ' -f1-3 /proc/loadavg))"
-printf "   %-7s %10s %12s %14s %12s %12s %8s %8s %10s\n" mode "202 (s)" "finished(s)" "notif./s" "serve us/n" "postgres us/n" sent failed "429 token"
+printf "   %-7s %10s %12s %10s %11s %14s %13s %8s %8s %10s\n" mode "202 (s)" "finished(s)" "notif./s" "serve us/n" "postgres us/n" "peak RSS (MB)" sent failed "429 token"
 for mode in $MODES; do
     r=${RESULT[$mode]}
-    printf "   %-7s %10s %12s %14s %12s %12s %8s %8s %10s\n" "$mode" "$(field accept_s "$r")" "$(field complete_s "$r")" \
-        "$(field rate "$r")" "$(field cpu_us "$r")" "$(field pg_us "$r")" "$(field sent "$r")" "$(field failed "$r")" "$(field token429 "$r")"
+    printf "   %-7s %10s %12s %10s %11s %14s %13s %8s %8s %10s\n" "$mode" "$(field accept_s "$r")" "$(field complete_s "$r")" \
+        "$(field rate "$r")" "$(field cpu_us "$r")" "$(field pg_us "$r")" "$(field peak_mb "$r")" "$(field sent "$r")" "$(field failed "$r")" "$(field token429 "$r")"
 done
 echo "   transport (herald bench): $TRANSPORT_RATE notifications/s (the mean of $TRANSPORT_BEFORE before and $TRANSPORT_AFTER after) at $TRANSPORT_CPU us of CPU a notification (the mean of $TRANSPORT_CPU_BEFORE and $TRANSPORT_CPU_AFTER)"
 echo "   router, callbacks, no store (herald bench): $ROUTER_RATE notifications/s (the mean of $ROUTER_BEFORE and $ROUTER_AFTER): $(share "$ROUTER_RATE" "$TRANSPORT_RATE")% of the transport, the batch's ceiling"
