@@ -12,6 +12,8 @@ import PostgresNIO
 //   finish times and apns-ids of one commit group within one block of 1,024 indexes;
 // - its own `job_item` row, for anything else: another outcome, a retry, an on-the-wire mark,
 //   an item of an expired range taken over. Wherever an item has a row, the row decides.
+// Ranges do not overlap: the ranges over an index span are the last one starting at or before
+// the span and those starting inside it, two reads of the primary key however many the job has.
 // Above the frontier an item has neither (unless a deferral or a mark named it). Each change of
 // a job's items runs in a transaction that first takes the job's advisory item lock: takeovers
 // exclusively; claims, outcome groups, retries and marks shared (instances write theirs at
@@ -191,6 +193,9 @@ extension PostgresPushStore {
             SELECT first_idx, end_idx, claimant, lease_until_ms FROM job_claim_range
             WHERE tenant = \(tenant.rawValue) AND job_id = \(job.rawValue)
               AND first_idx <= \(Int32(clamping: high)) AND end_idx > \(Int32(clamping: low))
+              AND first_idx >= coalesce(
+                  (SELECT max(first_idx) FROM job_claim_range WHERE tenant = \(tenant.rawValue) AND job_id = \(job.rawValue)
+                     AND first_idx <= \(Int32(clamping: low))), \(Int32(clamping: low)))
             """, logger: logger
         ).collect() {
             let cells = row.makeRandomAccess()
@@ -322,6 +327,9 @@ extension PostgresPushStore {
             UPDATE job_claim_range SET lease_until_ms = \(leaseUntil)
             WHERE tenant = \(tenant.rawValue) AND job_id = \(job.rawValue) AND claimant = \(claimant)
               AND end_idx > \(Int32(clamping: from))
+              AND first_idx >= coalesce(
+                  (SELECT max(first_idx) FROM job_claim_range WHERE tenant = \(tenant.rawValue) AND job_id = \(job.rawValue)
+                     AND claimant = \(claimant) AND first_idx <= \(Int32(clamping: from))), \(Int32(clamping: from)))
             RETURNING first_idx, end_idx
             """, logger: logger
         ).collect().map { row in

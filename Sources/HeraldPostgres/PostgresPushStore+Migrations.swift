@@ -294,6 +294,7 @@ extension PostgresPushStore {
                 )
                 """,
                 "CREATE INDEX job_claim_range_by_claimant ON job_claim_range (claimant)",
+                "CREATE INDEX job_claim_range_by_lease ON job_claim_range (tenant, job_id, lease_until_ms)",
                 """
                 CREATE TABLE job_sent (
                     tenant TEXT NOT NULL,

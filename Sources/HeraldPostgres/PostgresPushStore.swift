@@ -550,6 +550,9 @@ public final class PostgresPushStore: PushStore, JobReports, UnansweredCallCount
             SELECT 1, first_idx, end_idx, true FROM job_claim_range
             WHERE tenant = \(tenant.rawValue) AND job_id = \(job.rawValue) AND claimant = \(claimant)
               AND first_idx <= \(Int32(clamping: high)) AND end_idx > \(Int32(clamping: low))
+              AND first_idx >= coalesce(
+                  (SELECT max(first_idx) FROM job_claim_range WHERE tenant = \(tenant.rawValue) AND job_id = \(job.rawValue)
+                     AND claimant = \(claimant) AND first_idx <= \(Int32(clamping: low))), \(Int32(clamping: low)))
             UNION ALL
             SELECT 2, idx, 0, state IN ('pending', 'retrying') AND claimant IS NOT DISTINCT FROM \(claimant) FROM job_item
             WHERE tenant = \(tenant.rawValue) AND job_id = \(job.rawValue) AND idx = ANY(\(list))
@@ -664,6 +667,9 @@ public final class PostgresPushStore: PushStore, JobReports, UnansweredCallCount
                 """
                 SELECT first_idx, end_idx, claimant, lease_until_ms FROM job_claim_range
                 WHERE tenant = \(tenant.rawValue) AND job_id = \(job.rawValue) AND first_idx < \(b) AND end_idx > \(a)
+                  AND first_idx >= coalesce(
+                      (SELECT max(first_idx) FROM job_claim_range WHERE tenant = \(tenant.rawValue)
+                         AND job_id = \(job.rawValue) AND first_idx <= \(a)), \(a))
                 """, logger: logger
             ).collect() {
                 let cells = row.makeRandomAccess()
