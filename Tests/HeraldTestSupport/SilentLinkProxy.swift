@@ -14,11 +14,25 @@ public final class SilentLinkProxy: Sendable {
     private struct State {
         var silent = false
         var open: [any Channel] = []
+        var heldBack = 0
     }
 
     public var silent: Bool {
         get { state.withLock { $0.silent } }
         set { state.withLock { $0.silent = newValue } }
+    }
+
+    /// Bytes either side sent while the link was silent (never forwarded): a call's request
+    /// reached the link once this grows.
+    public var heldBackBytes: Int { state.withLock { $0.heldBack } }
+
+    /// True (and the bytes counted) when the link is silent.
+    fileprivate func holdBack(_ count: Int) -> Bool {
+        state.withLock { state in
+            guard state.silent else { return false }
+            state.heldBack += count
+            return true
+        }
     }
 
     private init(server: any Channel, port: Int) {
@@ -89,7 +103,7 @@ public final class SilentLinkProxy: Sendable {
 
         func channelRead(context: ChannelHandlerContext, data: NIOAny) {
             let bytes = unwrapInboundIn(data)
-            guard proxy.value?.silent != true else { return }
+            if proxy.value?.holdBack(bytes.readableBytes) == true { return }
             partner.writeAndFlush(bytes, promise: nil)
         }
 

@@ -168,7 +168,12 @@ struct PostgresStoreTests {
             // The query goes out and its answer never comes; then the connection goes.
             proxy.silent = true
             let call = Task { try await store.jobs(tenant: tenant, states: nil, limit: 10) }
-            try await Task.sleep(for: .milliseconds(300))
+            // The query reached the link (under load its task may start late: cut before, the
+            // call would go out on a new connection and wait for the call timeout instead).
+            let clock = ContinuousClock()
+            let patience = clock.now.advanced(by: .seconds(20))
+            while proxy.heldBackBytes == 0, clock.now < patience { try await Task.sleep(for: .milliseconds(10)) }
+            #expect(proxy.heldBackBytes > 0, "the query never reached the link")
             let started = ContinuousClock.now
             proxy.cutConnections()
             do {
