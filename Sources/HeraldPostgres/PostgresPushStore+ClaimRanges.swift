@@ -293,19 +293,7 @@ extension PostgresPushStore {
             """, logger: logger)
         // Items of the range with a row of their own (a deferral or a mark named them before
         // any claim) are claimed through their rows, not here.
-        var binds = PostgresBindings(capacity: 4)
-        binds.append(tenant.rawValue)
-        binds.append(job.rawValue)
-        binds.append(a)
-        binds.append(b)
-        let rows = try await connection.query(
-            PostgresQuery(
-                unsafeSQL: """
-                    SELECT \(chunkItemColumns) FROM \(chunkItemsFrom)
-                      AND NOT EXISTS (SELECT 1 FROM job_item i WHERE i.tenant = $1 AND i.job_id = $2 AND i.idx = t.idx)
-                    ORDER BY t.idx
-                    """, binds: binds), logger: logger
-        ).collect()
+        let rows = try await chunkRowsWithoutItemRows(connection, tenant: tenant, job: job, low: a, end: b, logger: logger)
         let lease = (claimant, date(leaseUntil))
         return try await chunkItems(connection, tenant: tenant, job: job, rows: rows, logger: logger).map { index, note in
             JobItem(
@@ -370,6 +358,26 @@ extension PostgresPushStore {
                 job: job, index: index, notification: note, state: .pending, result: nil, claimant: claimant,
                 leaseUntil: until)
         }
+    }
+
+    /// The ``chunkItemColumns`` of the job's items in `low ..< end` without a `job_item` row, in
+    /// index order.
+    static func chunkRowsWithoutItemRows(
+        _ connection: PostgresConnection, tenant: TenantID, job: JobID, low: Int32, end: Int32, logger: Logger
+    ) async throws -> [PostgresRow] {
+        var binds = PostgresBindings(capacity: 4)
+        binds.append(tenant.rawValue)
+        binds.append(job.rawValue)
+        binds.append(low)
+        binds.append(end)
+        return try await connection.query(
+            PostgresQuery(
+                unsafeSQL: """
+                    SELECT \(chunkItemColumns) FROM \(chunkItemsFrom)
+                      AND NOT EXISTS (SELECT 1 FROM job_item i WHERE i.tenant = $1 AND i.job_id = $2 AND i.idx = t.idx)
+                    ORDER BY t.idx
+                    """, binds: binds), logger: logger
+        ).collect()
     }
 
     /// Notifications from ``chunkItemColumns`` rows, their payloads read once each.

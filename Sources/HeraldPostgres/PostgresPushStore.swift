@@ -646,18 +646,8 @@ public final class PostgresPushStore: PushStore, JobReports, UnansweredCallCount
                 let item = try jobItem(from: row)
                 rows[item.index] = item
             }
-            var binds = PostgresBindings(capacity: 4)
-            binds.append(tenant.rawValue)
-            binds.append(job.rawValue)
-            binds.append(a)
-            binds.append(b)
-            let chunkRows = try await connection.query(
-                PostgresQuery(
-                    unsafeSQL: """
-                        SELECT \(chunkItemColumns) FROM \(chunkItemsFrom)
-                          AND NOT EXISTS (SELECT 1 FROM job_item i WHERE i.tenant = $1 AND i.job_id = $2 AND i.idx = t.idx)
-                        """, binds: binds), logger: logger
-            ).collect()
+            let chunkRows = try await chunkRowsWithoutItemRows(
+                connection, tenant: tenant, job: job, low: a, end: b, logger: logger)
             let notes = Dictionary(
                 try await chunkItems(connection, tenant: tenant, job: job, rows: chunkRows, logger: logger),
                 uniquingKeysWith: { first, _ in first })

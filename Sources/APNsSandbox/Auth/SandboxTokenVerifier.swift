@@ -199,32 +199,6 @@ struct StrictTokenTracker: Sendable {
     }
 }
 
-/// Base64url without padding, as JWTs use it.
-enum Base64URL {
-    static func decode(_ input: some Collection<UInt8>) -> [UInt8]? {
-        var text = [UInt8]()
-        text.reserveCapacity(input.count + 3)
-        for byte in input {
-            switch byte {
-            case UInt8(ascii: "-"): text.append(UInt8(ascii: "+"))
-            case UInt8(ascii: "_"): text.append(UInt8(ascii: "/"))
-            case UInt8(ascii: "="): continue
-            default: text.append(byte)
-            }
-        }
-        while text.count % 4 != 0 { text.append(UInt8(ascii: "=")) }
-        guard let data = Data(base64Encoded: Data(text)) else { return nil }
-        return Array(data)
-    }
-
-    static func encode(_ bytes: some Sequence<UInt8>) -> String {
-        Data(bytes).base64EncodedString()
-            .replacingOccurrences(of: "+", with: "-")
-            .replacingOccurrences(of: "/", with: "_")
-            .replacingOccurrences(of: "=", with: "")
-    }
-}
-
 /// Makes provider tokens: for `herald sandbox demo-token`, demos and tests.
 public enum SandboxJWT {
     /// A signed ES256 provider token (`header.claims.signature`, without `bearer `).

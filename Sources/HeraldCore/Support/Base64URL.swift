@@ -17,4 +17,20 @@ public enum Base64URL {
         }
         return String(decoding: out, as: UTF8.self)
     }
+
+    /// The bytes of base64url text, padded or not; nil when it is not base64url.
+    public static func decode(_ input: some Collection<UInt8>) -> [UInt8]? {
+        var text = [UInt8]()
+        text.reserveCapacity(input.count + 3)
+        for byte in input {
+            switch byte {
+            case UInt8(ascii: "-"): text.append(UInt8(ascii: "+"))
+            case UInt8(ascii: "_"): text.append(UInt8(ascii: "/"))
+            case UInt8(ascii: "="): continue
+            default: text.append(byte)
+            }
+        }
+        while text.count % 4 != 0 { text.append(UInt8(ascii: "=")) }
+        return Data(base64Encoded: Data(text)).map { Array($0) }
+    }
 }
