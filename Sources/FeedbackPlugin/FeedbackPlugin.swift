@@ -93,9 +93,10 @@ public struct FeedbackMiddleware: PushMiddleware {
 
     /// With tokens to refuse (``FeedbackConfiguration/refuse``): a check of the token in the
     /// tenant's store before the send (the pipeline awaits it), refusing one recorded invalid.
-    public func willSend(_ notification: inout HeraldCore.Notification, context: PushContext) throws -> PushDecision {
-        guard !configuration.refuse.isEmpty, let topic = notification.topic else { return .proceed }
-        let (token, refuse, invalidTokens) = (notification.deviceToken, configuration.refuse, environment.invalidTokens)
+    public func willSend(_ notification: AdmittedNotification, context: PushContext) throws -> PushDecision {
+        guard !configuration.refuse.isEmpty else { return .proceed }
+        let (token, topic) = (notification.deviceToken, notification.topic)
+        let (refuse, invalidTokens) = (configuration.refuse, environment.invalidTokens)
         return .check {
             let record: InvalidTokenRecord?
             do {
@@ -122,7 +123,7 @@ public struct FeedbackMiddleware: PushMiddleware {
     /// Records the token (and queues the webhook) when APNs said it is invalid, as a follow-up:
     /// the send's outcome is handed on once it is recorded.
     public func didSend(
-        _ notification: HeraldCore.Notification, context: PushContext, startedAt: ContinuousClock.Instant,
+        _ notification: AdmittedNotification, context: PushContext, startedAt: ContinuousClock.Instant,
         outcome: Result<PushResult, any Error>
     ) -> PushFollowUp? {
         guard case .success(let result) = outcome, Self.invalidity(notification, result) != nil else { return nil }
@@ -131,16 +132,15 @@ public struct FeedbackMiddleware: PushMiddleware {
 
     /// APNs' reason and the notification's topic when the answer says the token is invalid for
     /// that topic (a reason `feedback` records); nil otherwise.
-    private static func invalidity(_ notification: HeraldCore.Notification, _ result: PushResult)
+    private static func invalidity(_ notification: AdmittedNotification, _ result: PushResult)
         -> (reason: APNsReason, topic: String)?
     {
-        guard let reason = result.reason, FeedbackConfiguration.recordedReasons.contains(reason), let topic = notification.topic
-        else { return nil }
-        return (reason, topic)
+        guard let reason = result.reason, FeedbackConfiguration.recordedReasons.contains(reason) else { return nil }
+        return (reason, notification.topic)
     }
 
     /// Records the token invalid when APNs said so, and tells the tenant's webhook (if it has one).
-    private func recordIfInvalid(_ notification: HeraldCore.Notification, result: PushResult, context: PushContext) async {
+    private func recordIfInvalid(_ notification: AdmittedNotification, result: PushResult, context: PushContext) async {
         guard let (reason, topic) = Self.invalidity(notification, result) else { return }
         let record = InvalidTokenRecord(
             token: notification.deviceToken, topic: topic, environment: context.environment, reason: reason,

@@ -248,23 +248,23 @@ struct BenchCommand: AsyncParsableCommand {
                         completion($0.map(\.response))
                     }
                 }
-                if warmup > 0 { _ = await BenchCallbackLoad.run(warmupLoad, concurrency: min(concurrency, warmup), start: start) }
-                figures = await BenchCallbackLoad.run(workload, concurrency: concurrency, start: start)
+                if warmup > 0 { _ = await BenchCallbackLoad.run(warmupLoad.notes, concurrency: min(concurrency, warmup), start: start) }
+                figures = await BenchCallbackLoad.run(workload.notes, concurrency: concurrency, start: start)
             } else {
                 let executors = callerMode == "loops" ? group.makeIterator().map { EventLoopTaskExecutor($0) } : []
                 if warmup > 0 {
-                    _ = await BenchLoad.run(warmupLoad, concurrency: min(concurrency, warmup), executors: executors, send: send)
+                    _ = await BenchLoad.run(warmupLoad.notes, concurrency: min(concurrency, warmup), executors: executors, send: send)
                 }
-                figures = await BenchLoad.run(workload, concurrency: concurrency, executors: executors, send: send)
+                figures = await BenchLoad.run(workload.notes, concurrency: concurrency, executors: executors, send: send)
             }
             await router.shutdown()
             try? FileManager.default.removeItem(atPath: dataDirectory)
         } else {
             let transport = try makeTransport(tenantConfiguration, group: group)
             if warmup > 0 {
-                _ = await load(warmupLoad, through: transport, environment: environment, concurrency: min(concurrency, warmup))
+                _ = try await load(warmupLoad, through: transport, environment: environment, concurrency: min(concurrency, warmup))
             }
-            figures = await load(workload, through: transport, environment: environment, concurrency: concurrency)
+            figures = try await load(workload, through: transport, environment: environment, concurrency: concurrency)
             await transport.close()
         }
         let rss = ProcessUsage.now().peakRSSBytes
@@ -317,16 +317,17 @@ struct BenchCommand: AsyncParsableCommand {
         let quiet = try makeTransport(quietTenant)
         let workload = BenchWorkload(count: count, topic: topic, payloadBytes: payloadBytes)
         if warmup > 0 {
-            _ = await load(
+            _ = try await load(
                 BenchWorkload(count: warmup, topic: topic, payloadBytes: payloadBytes), through: quiet, environment: environment,
                 concurrency: min(concurrency, warmup))
         }
-        let solo = await quietLoad(workload, through: quiet, environment: environment)
+        let solo = try await quietLoad(workload, through: quiet, environment: environment)
 
         // The neighbour: as many sends as it can, each retried a moment after a queueFull.
         let noisy = try makeTransport(noisyTenant)
         let flag = NoisyCounters()
-        let noisyNotes = BenchWorkload(count: 1024, topic: topic, payloadBytes: payloadBytes).notes
+        let noisyNotes = try BenchWorkload(count: 1024, topic: topic, payloadBytes: payloadBytes)
+            .admitted(by: noisyTenant, environment: environment)
         let noisyLoad = Task {
             await withTaskGroup(of: Void.self) { group in
                 for worker in 0..<noisyConcurrency {
@@ -335,8 +336,7 @@ struct BenchCommand: AsyncParsableCommand {
                         while !flag.stop.load(ordering: .relaxed) {
                             index &+= 1
                             do {
-                                let response = try await noisy.send(
-                                    BenchWorkload.withID(noisyNotes[index % noisyNotes.count]), environment: environment)
+                                let response = try await noisy.send(noisyNotes[index % noisyNotes.count])
                                 if response.status == 200 { flag.answered.add(1, ordering: .relaxed) } else { flag.failed.add(1, ordering: .relaxed) }
                             } catch let error as PushError where error.code == .queueFull {
                                 flag.refused.add(1, ordering: .relaxed)
@@ -357,7 +357,7 @@ struct BenchCommand: AsyncParsableCommand {
             try await Task.sleep(for: .milliseconds(10))
         }
         let noisyStatus = noisy.poolStatus
-        let withNeighbour = await quietLoad(workload, through: quiet, environment: environment)
+        let withNeighbour = try await quietLoad(workload, through: quiet, environment: environment)
         flag.stop.store(true, ordering: .relaxed)
         await noisy.close()
         await noisyLoad.value
@@ -403,21 +403,26 @@ struct BenchCommand: AsyncParsableCommand {
 
     // MARK: Helpers
 
-    private func quietLoad(_ workload: BenchWorkload, through transport: TenantTransport, environment: APNsEnvironment?) async -> BenchFigures {
-        guard quietRate > 0 else { return await load(workload, through: transport, environment: environment, concurrency: concurrency) }
-        return await BenchCallbackLoad.runPaced(workload, through: transport, environment: environment, rate: quietRate)
+    private func quietLoad(_ workload: BenchWorkload, through transport: TenantTransport, environment: APNsEnvironment?) async throws
+        -> BenchFigures
+    {
+        guard quietRate > 0 else { return try await load(workload, through: transport, environment: environment, concurrency: concurrency) }
+        let notes = try workload.admitted(by: transport.tenant, environment: environment)
+        return await BenchCallbackLoad.runPaced(notes, through: transport, rate: quietRate)
     }
 
+    /// Sends the workload straight to the transport, its notes admitted before the clock starts.
     private func load(
         _ workload: BenchWorkload, through transport: TenantTransport, environment: APNsEnvironment?, concurrency: Int
-    ) async -> BenchFigures {
+    ) async throws -> BenchFigures {
+        let notes = try workload.admitted(by: transport.tenant, environment: environment)
         if callerMode == "callbacks" {
-            return await BenchCallbackLoad.run(workload, through: transport, environment: environment, concurrency: concurrency)
+            return await BenchCallbackLoad.run(notes, through: transport, concurrency: concurrency)
         }
         return await BenchLoad.run(
-            workload, concurrency: concurrency, executors: callerMode == "loops" ? transport.eventLoopExecutors() : []
+            notes, concurrency: concurrency, executors: callerMode == "loops" ? transport.eventLoopExecutors() : []
         ) { note in
-            try await transport.send(BenchWorkload.withID(note), environment: environment)
+            try await transport.send(note)
         }
     }
 

@@ -26,15 +26,12 @@ struct BenchWorkload: Sendable {
 
     static let defaultDevices = 1024
 
-    /// apns-ids for notes sent straight to a transport, made at each send as the router makes
-    /// them (one generator behind a lock): a transport takes a notification's apns-id as given.
-    static let transportIDs = Mutex(NotificationIDGenerator())
-
-    /// `note` with a new apns-id from ``transportIDs``, for a send straight to a transport.
-    static func withID(_ note: HeraldCore.Notification) -> HeraldCore.Notification {
-        var note = note
-        note.id = transportIDs.withLock { $0.nextID() }
-        return note
+    /// The notes admitted by `tenant`, each with an apns-id of its own, for sends straight to a
+    /// transport (which takes only admitted notifications). Admitted before the run, so that
+    /// the transport's figures are the transport's alone; a tenant runtime admits each send.
+    func admitted(by tenant: TenantConfiguration, environment: APNsEnvironment?) throws -> [AdmittedNotification] {
+        var ids = NotificationIDGenerator()
+        return try notes.map { try tenant.admit($0, id: ids.nextID(), environment: environment) }
     }
 
     /// The workload's device tokens: always the same ones for the same count (a fixed seed), so
@@ -132,12 +129,11 @@ enum BenchLoad {
     ///   - send: one send (through the router, or straight to a transport).
     ///   - executors: the event loops' task executors to run the senders on; empty: Swift's
     ///     global executor.
-    static func run(
-        _ workload: BenchWorkload, concurrency: Int, executors: [EventLoopTaskExecutor],
-        send: @escaping @Sendable (HeraldCore.Notification) async throws -> APNsResponse
+    static func run<Note: Sendable>(
+        _ notes: [Note], concurrency: Int, executors: [EventLoopTaskExecutor],
+        send: @escaping @Sendable (Note) async throws -> APNsResponse
     ) async -> BenchFigures {
         let cursor = Cursor()
-        let notes = workload.notes
         let cpuBefore = ProcessUsage.now()
         let start = ContinuousClock.now
         let results = await withTaskGroup(of: WorkerResult.self) { group in
@@ -192,7 +188,7 @@ enum BenchLoad {
 /// Runs a workload with the callback API: `concurrency` notifications in flight, each
 /// completion (on a connection's event loop) records its latency and sends the next one.
 enum BenchCallbackLoad {
-    private final class Driver: Sendable {
+    private final class Driver<Note: Sendable>: Sendable {
         struct Tally: Sendable {
             var latency = Histogram<UInt64>(highestTrackableValue: 600_000_000, numberOfSignificantValueDigits: .three)
             var succeeded = 0
@@ -208,9 +204,9 @@ enum BenchCallbackLoad {
         }
 
         /// Starts one send; the completion gets APNs' answer or the failure.
-        typealias Start = @Sendable (HeraldCore.Notification, @escaping @Sendable (Result<APNsResponse, any Error>) -> Void) -> Void
+        typealias Start = @Sendable (Note, @escaping @Sendable (Result<APNsResponse, any Error>) -> Void) -> Void
 
-        let notes: [HeraldCore.Notification]
+        let notes: [Note]
         let start: Start
         let next = Atomic<Int>(0)
         let done = Atomic<Int>(0)
@@ -229,7 +225,7 @@ enum BenchCallbackLoad {
         /// Open loop: notifications go out on a schedule, completions send nothing.
         let paced: Bool
 
-        init(notes: [HeraldCore.Notification], paced: Bool = false, start: @escaping Start) {
+        init(notes: [Note], paced: Bool = false, start: @escaping Start) {
             self.notes = notes
             self.paced = paced
             self.start = start
@@ -281,37 +277,33 @@ enum BenchCallbackLoad {
     }
 
     /// The transport's callback form, sent straight to it.
-    private static func transportStart(_ transport: TenantTransport, environment: APNsEnvironment?) -> Driver.Start {
+    private static func transportStart(_ transport: TenantTransport) -> Driver<AdmittedNotification>.Start {
         { note, completion in
-            transport.send(BenchWorkload.withID(note), environment: environment) { result in completion(result.mapError { $0 }) }
+            transport.send(note) { result in completion(result.mapError { $0 }) }
         }
     }
 
-    static func run(
-        _ workload: BenchWorkload, through transport: TenantTransport, environment: APNsEnvironment?, concurrency: Int
-    ) async -> BenchFigures {
-        await run(workload, concurrency: concurrency, start: transportStart(transport, environment: environment))
+    static func run(_ notes: [AdmittedNotification], through transport: TenantTransport, concurrency: Int) async -> BenchFigures {
+        await run(notes, concurrency: concurrency, start: transportStart(transport))
     }
 
     /// Closed loop by callbacks: `concurrency` sends in flight, each answer starting the next.
-    static func run(
-        _ workload: BenchWorkload, concurrency: Int,
-        start: @escaping @Sendable (HeraldCore.Notification, @escaping @Sendable (Result<APNsResponse, any Error>) -> Void) -> Void
+    static func run<Note: Sendable>(
+        _ notes: [Note], concurrency: Int,
+        start: @escaping @Sendable (Note, @escaping @Sendable (Result<APNsResponse, any Error>) -> Void) -> Void
     ) async -> BenchFigures {
-        let driver = Driver(notes: workload.notes, start: start)
+        let driver = Driver(notes: notes, start: start)
         return await measure(driver) {
-            for _ in 0..<max(1, min(concurrency, workload.notes.count)) { driver.sendNext() }
+            for _ in 0..<max(1, min(concurrency, notes.count)) { driver.sendNext() }
         }
     }
 
     /// Open loop at a fixed rate: notification `i` goes out at `start + i / rate` whatever the
     /// answers do (a tenant with a steady, modest flow), so the figures show whether it keeps its
     /// rate and how its latency changes, rather than how much CPU it can grab.
-    static func runPaced(
-        _ workload: BenchWorkload, through transport: TenantTransport, environment: APNsEnvironment?, rate: Double
-    ) async -> BenchFigures {
-        let driver = Driver(notes: workload.notes, paced: true, start: transportStart(transport, environment: environment))
-        let total = workload.notes.count
+    static func runPaced(_ notes: [AdmittedNotification], through transport: TenantTransport, rate: Double) async -> BenchFigures {
+        let driver = Driver(notes: notes, paced: true, start: transportStart(transport))
+        let total = notes.count
         return await measure(driver) {
             Task {
                 let start = ContinuousClock.now
@@ -328,7 +320,7 @@ enum BenchCallbackLoad {
         }
     }
 
-    private static func measure(_ driver: Driver, start body: () -> Void) async -> BenchFigures {
+    private static func measure<Note: Sendable>(_ driver: Driver<Note>, start body: () -> Void) async -> BenchFigures {
         let cpuBefore = ProcessUsage.now()
         let start = ContinuousClock.now
         await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in

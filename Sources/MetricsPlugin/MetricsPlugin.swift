@@ -91,14 +91,14 @@ public final class MetricsMiddleware: PushMiddleware {
 
     /// Counts the attempt and times it from when the pipeline began.
     public func didSend(
-        _ notification: Notification, context: PushContext, startedAt: ContinuousClock.Instant,
+        _ notification: AdmittedNotification, context: PushContext, startedAt: ContinuousClock.Instant,
         outcome: Result<PushResult, any Error>
     ) -> PushFollowUp? {
         observe(notification, outcome: outcome, startedAt: startedAt)
         return nil
     }
 
-    private func observe(_ notification: Notification, outcome: Result<PushResult, any Error>, startedAt: ContinuousClock.Instant) {
+    private func observe(_ notification: AdmittedNotification, outcome: Result<PushResult, any Error>, startedAt: ContinuousClock.Instant) {
         let elapsed = startedAt.duration(to: clock.now)
         switch outcome {
         case .success(let result):
@@ -138,7 +138,7 @@ public final class MetricsMiddleware: PushMiddleware {
         }
     }
 
-    private func observe(_ notification: Notification, status: Int, reason: String, elapsed: Duration) {
+    private func observe(_ notification: AdmittedNotification, status: Int, reason: String, elapsed: Duration) {
         let counterKey = CounterKey(
             topic: topicIndex(notification.topic), pushType: notification.pushType, status: status, reason: reason)
         let timerKey = TimerKey(pushType: notification.pushType, status: status)

@@ -86,7 +86,7 @@ public final class RateLimitMiddleware: PushMiddleware {
                 topicRate: configuration.perTopic.map { ($0.perSecond, $0.burst) }))
     }
 
-    public func willSend(_ notification: inout Notification, context: PushContext) throws -> PushDecision {
+    public func willSend(_ notification: AdmittedNotification, context: PushContext) throws -> PushDecision {
         let now = clock.now
         var latest = context.deadline
         if let maxWait = configuration.maxWait { latest = min(latest, now.advanced(by: maxWait)) }

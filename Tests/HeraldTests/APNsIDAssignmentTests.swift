@@ -6,14 +6,12 @@ import Synchronization
 import Testing
 
 /// Records, for every attempt it sees, the apns-id of the notification and the one its logger
-/// names; a plugin made with `remove: true` takes the apns-id away before the rest of the pipeline.
+/// names.
 private struct IDProbe: PushMiddleware {
     let seen: Mutex<[String]>.Box
-    let remove: Bool
 
-    func willSend(_ notification: inout HeraldCore.Notification, context: PushContext) throws -> PushDecision {
-        seen.append("\(notification.id?.rawValue ?? "none") \(context.logger[metadataKey: "herald.apns-id"] ?? "none")")
-        if remove { notification.id = nil }
+    func willSend(_ notification: AdmittedNotification, context: PushContext) throws -> PushDecision {
+        seen.append("\(notification.id.rawValue) \(context.logger[metadataKey: "herald.apns-id"] ?? "none")")
         return .proceed
     }
 }
@@ -23,20 +21,18 @@ private struct IDProbeFactory: PluginFactory {
     let name = "id-probe"
 
     func make(options: JSONValue, environment: PluginEnvironment) throws(PluginOptionError) -> any PushMiddleware {
-        let options = try PluginOptions(options, allowed: ["remove"])
-        return IDProbe(seen: seen, remove: try options.bool("remove", default: false))
+        _ = try PluginOptions(options, allowed: [])
+        return IDProbe(seen: seen)
     }
 }
 
 @Suite("apns-id: assigned once, the same at every layer")
 struct APNsIDAssignmentTests {
-    private func router(
-        _ seen: Mutex<[String]>.Box, transport: ScriptedTransport, remove: Bool = false
-    ) async throws -> Router {
+    private func router(_ seen: Mutex<[String]>.Box, transport: ScriptedTransport) async throws -> Router {
         var registry = PluginRegistry.standard()
         registry.register(IDProbeFactory(seen: seen))
         let router = try Fixtures.router(transports: ScriptedTransports { _ in transport }, registry: registry)
-        let probe = Fixtures.plugin("id-probe", .obj(["remove": .bool(remove)]))
+        let probe = Fixtures.plugin("id-probe")
         let retry = Fixtures.plugin("retry", .obj(["initial_backoff_ms": .int(1), "max_backoff_ms": .int(1)]))
         #expect(await router.install([Fixtures.tenant("ids", plugins: [retry, probe])]).failures.isEmpty)
         return router
@@ -94,21 +90,8 @@ struct APNsIDAssignmentTests {
         #expect(seen.values == ["\(given) \(given)", "\(given) \(given)"])
     }
 
-    @Test("no layer past the router makes an apns-id: one a plugin takes away is refused, unsent")
-    func neverMadeAgain() async throws {
-        let seen = Mutex<[String]>.Box()
-        let transport = ScriptedTransport()
-        let router = try await router(seen, transport: transport, remove: true)
-        let error = await #expect(throws: PushError.self) {
-            try await router.send(tenant: Fixtures.tenantID("ids"), notification: Fixtures.note())
-        }
-        #expect(error?.code == .invalidNotification)
-        #expect(transport.attempts.isEmpty)
-        #expect(seen.values.count == 1)
-    }
-
     @Test(
-        "a send cut off by a credential revocation is resent on the tenant's new runtime with its apns-id")
+        "a send cut off by a credential revocation is resent on the tenant's new runtime with its apns-id, under its generation")
     func resentWithTheSameID() async throws {
         let old = HoldingTransport(holds: true)
         let new = HoldingTransport(holds: false)
@@ -128,6 +111,9 @@ struct APNsIDAssignmentTests {
         #expect(result.status == 200)
         #expect(old.started == [result.notificationID] && new.started == [result.notificationID])
         #expect(result.attempts == 2)
+        let generations = old.generations + new.generations
+        #expect(generations.count == 2 && generations[0] != generations[1])
+        #expect(router.runtime(for: tenant.id)?.credentialGeneration == generations[1])
     }
 
     @Test("against APNsSandbox: the apns-id APNs gets is the router's, or the caller's, and comes back in the result")

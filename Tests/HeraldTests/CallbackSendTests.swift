@@ -60,7 +60,7 @@ final class DeviceScriptTransport: PushTransport, TransportProvider {
 
     /// By the token's last byte: 410, 400, 503 then 200, a reset that may have reached APNs then
     /// 200, else 200.
-    private func answer(_ notification: HeraldCore.Notification, callback: Bool) -> Result<APNsResponse, PushError> {
+    private func answer(_ notification: AdmittedNotification, callback: Bool) -> Result<APNsResponse, PushError> {
         let attempt = state.withLock { state -> Int in
             if callback { state.callbackSends += 1 } else { state.asyncSends += 1 }
             state.attempts[notification.deviceToken.hex, default: 0] += 1
@@ -76,9 +76,7 @@ final class DeviceScriptTransport: PushTransport, TransportProvider {
         }
     }
 
-    func send(_ notification: HeraldCore.Notification, environment: APNsEnvironment, deadline: ContinuousClock.Instant)
-        async throws -> APNsResponse
-    {
+    func send(_ notification: AdmittedNotification, deadline: ContinuousClock.Instant) async throws -> APNsResponse {
         try answer(notification, callback: false).get()
     }
 
@@ -90,7 +88,7 @@ final class DeviceScriptTransport: PushTransport, TransportProvider {
     }
 
     func startSend(
-        _ notification: HeraldCore.Notification, environment: APNsEnvironment, deadline: ContinuousClock.Instant,
+        _ notification: AdmittedNotification, deadline: ContinuousClock.Instant,
         completion: @escaping @Sendable (Result<APNsResponse, PushError>) -> Void
     ) {
         guard sendsByCallback else {
@@ -115,7 +113,7 @@ final class DeviceScriptTransport: PushTransport, TransportProvider {
 /// something first (``PushDecision/check(_:)``), by the token's second-to-last byte.
 struct PausingPluginFactory: PluginFactory {
     struct Middleware: PushMiddleware {
-        func willSend(_ notification: inout HeraldCore.Notification, context: PushContext) throws -> PushDecision {
+        func willSend(_ notification: AdmittedNotification, context: PushContext) throws -> PushDecision {
             switch Int(notification.deviceToken.bytes[30]) % 3 {
             case 0: .notBefore(ContinuousClock.now.advanced(by: .milliseconds(1)))
             case 1: .check { await Task.yield() }
@@ -150,7 +148,7 @@ struct DecisionsPluginFactory: PluginFactory {
     struct Middleware: PushMiddleware {
         let followUps: FollowUps
 
-        func willSend(_ notification: inout HeraldCore.Notification, context: PushContext) throws -> PushDecision {
+        func willSend(_ notification: AdmittedNotification, context: PushContext) throws -> PushDecision {
             switch DecisionsPluginFactory.decision(notification.deviceToken) {
             case .refuse: throw PushError(code: .tokenRefused, message: "refused by the decisions plugin", field: "device_token")
             case .notBefore: return .notBefore(ContinuousClock.now.advanced(by: .milliseconds(2)))
@@ -160,7 +158,7 @@ struct DecisionsPluginFactory: PluginFactory {
         }
 
         func didSend(
-            _ notification: HeraldCore.Notification, context: PushContext, startedAt: ContinuousClock.Instant,
+            _ notification: AdmittedNotification, context: PushContext, startedAt: ContinuousClock.Instant,
             outcome: Result<PushResult, any Error>
         ) -> PushFollowUp? {
             guard DecisionsPluginFactory.decision(notification.deviceToken) == .followUp else { return nil }
@@ -424,7 +422,7 @@ struct SendPipelineTests {
         var followUp = false
         var clock: any PushClock = SystemPushClock()
 
-        func willSend(_ notification: inout HeraldCore.Notification, context: PushContext) throws -> PushDecision {
+        func willSend(_ notification: AdmittedNotification, context: PushContext) throws -> PushDecision {
             calls.add("will \(name)")
             switch before {
             case .proceed: return .proceed
@@ -441,7 +439,7 @@ struct SendPipelineTests {
         }
 
         func didSend(
-            _ notification: HeraldCore.Notification, context: PushContext, startedAt: ContinuousClock.Instant,
+            _ notification: AdmittedNotification, context: PushContext, startedAt: ContinuousClock.Instant,
             outcome: Result<PushResult, any Error>
         ) -> PushFollowUp? {
             switch outcome {
@@ -467,9 +465,7 @@ struct SendPipelineTests {
     /// Runs `middlewares` around a terminal that logs `wire` and answers 200.
     static func run(_ middlewares: [any PushMiddleware], calls: Calls, clock: any PushClock = SystemPushClock(),
                     context: PushContext = context) async -> Result<PushResult, any Error> {
-        var note = Fixtures.note()
-        note.id = Fixtures.apnsID()
-        let sent = note
+        let sent = Fixtures.admitted()
         return await withCheckedContinuation { done in
             SendPipeline(middlewares, clock: clock).start(sent, context: context) { notification, context, completion in
                 calls.add("wire")
@@ -562,7 +558,7 @@ struct SendPipelineTests {
     func deadlinePassedDuringACheck() async throws {
         struct SlowCheck: PushMiddleware {
             let clock: ManualPushClock
-            func willSend(_ notification: inout HeraldCore.Notification, context: PushContext) throws -> PushDecision {
+            func willSend(_ notification: AdmittedNotification, context: PushContext) throws -> PushDecision {
                 let clock = clock
                 return .check { clock.advance(by: .seconds(2)) }
             }
@@ -588,6 +584,7 @@ final class HoldingTransport: PushTransport {
     private struct State {
         var held: [@Sendable (Result<APNsResponse, PushError>) -> Void] = []
         var started: [NotificationID?] = []
+        var generations: [UInt64] = []
     }
     private let state = Mutex(State())
     let holds: Bool
@@ -595,25 +592,26 @@ final class HoldingTransport: PushTransport {
     init(holds: Bool) { self.holds = holds }
 
     var started: [NotificationID?] { state.withLock { $0.started } }
+    /// The credential generation each send was admitted under.
+    var generations: [UInt64] { state.withLock { $0.generations } }
     var sendsByCallback: Bool { true }
 
     func startSend(
-        _ notification: HeraldCore.Notification, environment: APNsEnvironment, deadline: ContinuousClock.Instant,
+        _ notification: AdmittedNotification, deadline: ContinuousClock.Instant,
         completion: @escaping @Sendable (Result<APNsResponse, PushError>) -> Void
     ) {
         let answerNow = state.withLock { state -> Bool in
             state.started.append(notification.id)
+            state.generations.append(notification.credentialGeneration)
             if holds { state.held.append(completion) }
             return !holds
         }
         if answerNow { completion(.success(APNsResponse(status: 200, apnsID: notification.id))) }
     }
 
-    func send(_ notification: HeraldCore.Notification, environment: APNsEnvironment, deadline: ContinuousClock.Instant)
-        async throws -> APNsResponse
-    {
+    func send(_ notification: AdmittedNotification, deadline: ContinuousClock.Instant) async throws -> APNsResponse {
         try await withCheckedThrowingContinuation { continuation in
-            startSend(notification, environment: environment, deadline: deadline) { continuation.resume(with: $0) }
+            startSend(notification, deadline: deadline) { continuation.resume(with: $0) }
         }
     }
 
@@ -684,7 +682,7 @@ struct RouterCallbackTests {
         #expect(!transport.sendsByCallback)
         func start() async -> Result<APNsResponse, PushError> {
             await withCheckedContinuation { done in
-                transport.startSend(Fixtures.note(), environment: .production, deadline: .now + .seconds(5)) {
+                transport.startSend(Fixtures.admitted(), deadline: .now + .seconds(5)) {
                     done.resume(returning: $0)
                 }
             }

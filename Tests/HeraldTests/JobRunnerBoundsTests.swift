@@ -25,7 +25,7 @@ struct JobRunnerBoundsTests {
         ///     sends), the first one's first send is answered 503 ServiceUnavailable.
         ///   - holdFirstSends: when given, a notification's first send waits for it instead of
         ///     `delay` (later sends still take `delay`).
-        ///   - byCallback: it says it has a callback form (``PushTransport/startSend(_:environment:deadline:completion:)``'s
+        ///   - byCallback: it says it has a callback form (``PushTransport/startSend(_:deadline:completion:)``'s
         ///     default, a task awaiting `send`), so that the job runner may send by callback.
         init(
             delay: Duration = .milliseconds(1), failFirstOfEvery: Int? = nil, byCallback: Bool = false,
@@ -43,11 +43,10 @@ struct JobRunnerBoundsTests {
         var finished: Int { returned.withLock { $0 } }
         private let returned = Mutex(0)
 
-        func send(_ notification: HeraldCore.Notification, environment: APNsEnvironment, deadline: ContinuousClock.Instant)
-            async throws -> APNsResponse
-        {
+        func send(_ admitted: AdmittedNotification, deadline: ContinuousClock.Instant) async throws -> APNsResponse {
+            let notification = admitted.notification
             let (fail, first) = sent.withLock { sent -> (Bool, Bool) in
-                let id = notification.id?.rawValue ?? ""
+                let id = admitted.id.rawValue
                 let earlier = sent[id] ?? 0
                 sent[id] = earlier + 1
                 guard let every = failFirstOfEvery, earlier == 0 else { return (false, earlier == 0) }

@@ -1,6 +1,6 @@
 import Foundation
 import Herald
-import HeraldCore
+@_spi(Testing) import HeraldCore
 import MetricsPlugin
 import MetricsTestKit
 import Testing
@@ -64,15 +64,15 @@ struct MetricsTests {
 
         let middleware = MetricsMiddleware(
             factory: metrics, tenant: Fixtures.tenantID("m"), topics: ["com.example.app"], clock: ManualPushClock())
-        var stray = Fixtures.note(topic: "com.unlisted")
-        stray.id = Fixtures.apnsID()
+        // A topic the tenant does not list (one its configuration gained after the metrics were made).
+        let stray = AdmittedNotification(unchecked: Fixtures.note(topic: "com.unlisted"), id: Fixtures.apnsID(), environment: .production)
         _ = try await SendPipeline([middleware]).send(
             stray,
             context: PushContext(tenant: Fixtures.tenantID("m"), environment: .production, deadline: .now + .seconds(1))
         ) { n, c, completion in
             completion(
                 .success(
-                    PushResult(notificationID: n.id!, environment: c.environment, response: APNsResponse(status: 299, apnsID: n.id))))
+                    PushResult(notificationID: n.id, environment: c.environment, response: APNsResponse(status: 299, apnsID: n.id))))
         }
         #expect(
             metrics.counterTotal(

@@ -41,7 +41,7 @@ public struct DeviceBlocklistPluginFactory: PluginFactory {
 public struct DeviceBlocklistMiddleware: PushMiddleware {
     let blocked: Set<DeviceToken>
 
-    public func willSend(_ notification: inout Notification, context: PushContext) throws -> PushDecision {
+    public func willSend(_ notification: AdmittedNotification, context: PushContext) throws -> PushDecision {
         guard blocked.contains(notification.deviceToken) else { return .proceed }
         context.logger.debug("device on the blocklist: refused")
         throw PushError(

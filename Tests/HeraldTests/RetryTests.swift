@@ -64,7 +64,7 @@ struct RetryTests {
     @Test(
         "never resends an answer APNs gave for good",
         arguments: [
-            (400, APNsReason.badDeviceToken), (403, .expiredProviderToken), (410, .unregistered),
+            (400, APNsReason.badDeviceToken), (403, .invalidProviderToken), (410, .unregistered),
             (413, .payloadTooLarge),
             (429, .tooManyProviderTokenUpdates), (404, .badPath),
         ])
@@ -73,6 +73,24 @@ struct RetryTests {
         let pushed = try result.get()
         #expect(pushed.status == status && pushed.reason == reason && pushed.attempts == 1)
         #expect(transport.attempts.count == 1)
+    }
+
+    @Test(
+        "403 ExpiredProviderToken is sent again once, at once, with the same apns-id, by a caller that retries itself too",
+        arguments: [true, false])
+    func expiredProviderToken(retries: Bool) async throws {
+        let clock = ManualPushClock()
+        let expired = ScriptedTransport.Step.respond(status: 403, reason: .expiredProviderToken)
+        let (result, transport) = try await run([expired], clock: clock, retries: retries)
+        let pushed = try result.get()
+        #expect(pushed.isSuccess && pushed.attempts == 2)
+        #expect(transport.attempts.count == 2 && Set(transport.attempts.map(\.notification.id)) == [pushed.notificationID])
+        #expect(clock.sleepCount == 0)
+        // Expired again on the resend: that answer is the outcome.
+        let (twice, again) = try await run([expired, expired], clock: clock, retries: retries)
+        let answered = try twice.get()
+        #expect(answered.status == 403 && answered.reason == .expiredProviderToken && answered.attempts == 2)
+        #expect(again.attempts.count == 2)
     }
 
     @Test("resends after a connection failure that surely was not processed")

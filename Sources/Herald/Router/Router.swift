@@ -270,6 +270,7 @@ public final class Router: Sendable {
         /// Times it met a runtime that was shutting down.
         var swaps = 0
         var resentAfterRevocation = false
+        var resentAfterExpiredToken = false
     }
 
     /// Whether a send is made again, and when.
@@ -317,16 +318,27 @@ public final class Router: Sendable {
     ///   passed by at once, up to three runtimes in all;
     /// - a send cut off by a credential revocation (`CredentialRevoked`) is made once more, at
     ///   once, on the new credential;
+    /// - a send APNs answered 403 `ExpiredProviderToken` is made once more, at once: the
+    ///   transport has told the credential, so it goes with a fresh token, and APNs did not
+    ///   accept the first attempt, so it cannot arrive twice (also for a caller that retries
+    ///   itself);
     /// - an answer or failure the tenant's ``HeraldCore/RetryPolicy`` calls retryable is made
     ///   again after its backoff, up to its attempts, never past the deadline.
     ///
     /// A caller that retries itself (`retries` false: a batch item, under its tenant's delivery
-    /// policy) gets only the first: at-most-once must not resend what may have reached APNs.
+    /// policy) gets only the first two: at-most-once must not resend what may have reached APNs.
     private func resend(_ send: RoutedSend, after outcome: Result<PushResult, any Error>, resends: Resends, policy: RetryPolicy)
         -> Resend
     {
         var next = resends
         switch outcome {
+        case .success(let result) where result.status == 403 && result.reason == .expiredProviderToken:
+            guard !resends.resentAfterExpiredToken else { return .no }
+            next.resentAfterExpiredToken = true
+            next.attempt += 1
+            configuration.logger.debug(
+                "resending with a fresh provider token", metadata: ["herald.tenant": "\(send.tenant)", "herald.apns-id": "\(send.id)"])
+            return .now(next)
         case .success(let result):
             guard send.retries, RetryPolicy.isRetryable(result.response) else { return .no }
         case .failure(let error as PushError) where error.code == .shuttingDown:

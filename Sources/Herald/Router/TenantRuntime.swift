@@ -5,18 +5,24 @@ import Synchronization
 /// Everything one tenant sends with: its configuration, its transport (credentials and
 /// connection pools, opened at the first send) and its send pipeline.
 ///
-/// A runtime enforces the tenant's policy before anything reaches the pipeline
-/// (`TenantConfiguration.admit(_:environment:)`): the notification passes
-/// ``HeraldCore/Notification/validate(requireTopic:)``, the topic is one of the tenant's, the
-/// push type agrees with the topic, and the environment has an endpoint. The admitted
-/// notification carries the apns-id its caller gives (the router's): the runtime, the pipeline
-/// and the transport never make one. Every send takes the one pipeline
-/// (``HeraldCore/SendPipeline``) and the transport's callback form.
+/// A runtime admits every send once, before anything reaches the pipeline
+/// (``HeraldCore/TenantConfiguration/admit(_:id:environment:credentialGeneration:topicRules:)``):
+/// the notification passes ``HeraldCore/Notification/validate(requireTopic:)``, the topic is one
+/// of the tenant's, the push type agrees with the topic, and the environment has an endpoint.
+/// The ``HeraldCore/AdmittedNotification`` carries the apns-id its caller gives (the router's)
+/// and the runtime's ``credentialGeneration``; the pipeline and the transport take it as it is.
+/// Every send takes the one pipeline (``HeraldCore/SendPipeline``) and the transport's callback
+/// form.
 public final class TenantRuntime: Sendable {
     public let configuration: TenantConfiguration
     public let pipeline: SendPipeline
     /// How the router resends this tenant's single sends (the `retry` entry of its `plugins:`).
     public let retryPolicy: RetryPolicy
+    /// This runtime's generation, distinct from every other runtime's in the process: each
+    /// runtime has a transport and a credential of its own, so a notification's generation
+    /// (``HeraldCore/AdmittedNotification/credentialGeneration``) says which credential it went
+    /// under. A resend after a revocation goes under another.
+    public let credentialGeneration: UInt64
     /// The tenant's transport: its connections, counters and credential (``PushTransport/status``).
     public let transport: any PushTransport
     private let clock: any PushClock
@@ -37,6 +43,9 @@ public final class TenantRuntime: Sendable {
 
     public var id: TenantID { configuration.id }
 
+    /// The last generation given to a runtime.
+    private static let generations = Atomic<UInt64>(0)
+
     init(
         configuration: TenantConfiguration, plugins: TenantPlugins, transport: any PushTransport,
         clock: any PushClock, logger: Logger, defaultDeadline: Duration
@@ -51,22 +60,15 @@ public final class TenantRuntime: Sendable {
         self.pushLogger = pushLogger
         self.defaultDeadline = defaultDeadline
         self.retryPolicy = plugins.retry
+        self.credentialGeneration = Self.generations.add(1, ordering: .relaxed).newValue
         self.pipeline = SendPipeline(plugins.middlewares, clock: clock)
         self.terminal = { notification, context, completion in
-            // The runtime gives the notification its apns-id before the pipeline; one that a
-            // middleware took away is refused here, unsent.
-            guard let id = notification.id else {
+            transport.startSend(notification, deadline: context.deadline) { answer in
                 completion(
-                    .failure(
-                        PushError.invalid(
-                            NotificationValidationError(
-                                .badMessageId, field: "apns_id", message: "a plugin removed the notification's apns-id"))))
-                return
-            }
-            transport.startSend(notification, environment: context.environment, deadline: context.deadline) { answer in
-                completion(
-                    answer.map { PushResult(notificationID: id, environment: context.environment, response: $0, attempts: context.attempt) }
-                        .mapError { $0 })
+                    answer.map {
+                        PushResult(notificationID: notification.id, environment: notification.environment, response: $0, attempts: context.attempt)
+                    }
+                    .mapError { $0 })
             }
         }
     }
@@ -104,15 +106,14 @@ public final class TenantRuntime: Sendable {
         deadline: ContinuousClock.Instant? = nil, attempt: Int = 1,
         completion: @escaping @Sendable (Result<PushResult, any Error>) -> Void
     ) {
-        let checked: (notification: Notification, environment: APNsEnvironment)
+        let admitted: AdmittedNotification
         do {
-            checked = try configuration.admit(notification, environment: environment, topicRules: topicRules)
+            admitted = try configuration.admit(
+                notification, id: id, environment: environment, credentialGeneration: credentialGeneration, topicRules: topicRules)
         } catch {
             completion(.failure(error))
             return
         }
-        var admitted = checked.notification
-        admitted.id = id
         let counted = state.withLock { state -> Bool in
             guard !state.closed else { return false }
             state.inFlight += 1
@@ -123,7 +124,7 @@ public final class TenantRuntime: Sendable {
             return
         }
         let context = PushContext(
-            tenant: configuration.id, environment: checked.environment, logger: pushLogger.withNotificationID(id),
+            tenant: configuration.id, environment: admitted.environment, logger: pushLogger.withNotificationID(id),
             attempt: attempt, deadline: deadline ?? clock.now.advanced(by: defaultDeadline))
         pipeline.start(admitted, context: context, terminal: terminal) { outcome in
             var outcome = outcome

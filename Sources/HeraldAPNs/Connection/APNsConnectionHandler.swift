@@ -263,7 +263,7 @@ final class APNsConnectionHandler: ChannelInboundHandler, HTTP2EngineDelegate {
                 // stream opened here goes through both.
                 // Not re-validated field by field: every value is built from checked input
                 // (the device token, apns-id, push type, priority and expiration by their
-                // types; topic and collapse-id by TenantTransport.checkFieldValue; the token we
+                // types; topic and collapse-id by the tenant's admission; the token we
                 // signed; the host once per connection, below).
                 guard hostIsValid else { throw HTTP2EngineError.invalidHeader }
                 let streamID = try engine.submitRequest(headerScratch, bytes: request.payload, validatingHeaders: false)

@@ -24,7 +24,6 @@ public struct APNsTransportError: Error, Sendable, CustomStringConvertible {
         case streamReset
         case poolClosed
         case noEndpoint
-        case topicNotAllowed
         case invalidConfiguration
         case invalidRequest
         case protocolError
@@ -77,18 +76,12 @@ public struct APNsTransportError: Error, Sendable, CustomStringConvertible {
         APNsTransportError(.noEndpoint, mayHaveBeenProcessed: false, detail: "the tenant has no \(environment.rawValue) endpoint")
     }
 
-    /// The topic is not one of the tenant's. Nothing was sent.
-    public static func topicNotAllowed(_ topic: String) -> APNsTransportError {
-        APNsTransportError(.topicNotAllowed, mayHaveBeenProcessed: false, detail: "topic '\(topic)' is not one of the tenant's topics")
-    }
-
     /// The TLS or credential configuration could not be used. Nothing was sent.
     public static func invalidConfiguration(_ detail: String, underlying: (any Error)? = nil) -> APNsTransportError {
         APNsTransportError(.invalidConfiguration, mayHaveBeenProcessed: false, detail: detail, underlying: underlying)
     }
 
-    /// A header value cannot go into an HTTP/2 request (control characters, surrounding
-    /// whitespace). Nothing was sent.
+    /// A header cannot go into an HTTP/2 request (bytes HTTP/2 forbids). Nothing was sent.
     public static func invalidRequest(field: String, _ detail: String) -> APNsTransportError {
         APNsTransportError(.invalidRequest, mayHaveBeenProcessed: false, detail: "\(field): \(detail)")
     }
@@ -123,7 +116,6 @@ public struct APNsTransportError: Error, Sendable, CustomStringConvertible {
     public var isPoolClosed: Bool { code == .poolClosed }
     public var isConnectionFailed: Bool { code == .connectionFailed }
     public var isConnectionClosed: Bool { code == .connectionClosed }
-    public var isTopicNotAllowed: Bool { code == .topicNotAllowed }
     public var isInvalidRequest: Bool { code == .invalidRequest }
     public var isCancelled: Bool { code == .cancelled }
 
@@ -140,8 +132,6 @@ public struct APNsTransportError: Error, Sendable, CustomStringConvertible {
             return PushError(code: .shuttingDown, message: "the connections of tenant '\(tenant)' are closing", mayHaveReachedAPNs: false)
         case .noEndpoint:
             return PushError(code: .environmentUnavailable, message: message, field: "environment")
-        case .topicNotAllowed:
-            return PushError(code: .topicDisallowed, message: message, reason: .topicDisallowed, field: "topic")
         case .invalidRequest:
             return PushError(code: .invalidNotification, message: message)
         case .connectionFailed, .connectionClosed, .streamReset, .invalidConfiguration, .protocolError, .cancelled:

@@ -19,22 +19,24 @@ import Synchronization
 /// let credentials = try CredentialProviders.make(for: tenant, clock: SystemWallClock())
 /// try TenantTransport.validate(tenant: tenant, credentials: credentials)   // TLS builds
 /// let transport = TenantTransport(tenant: tenant, credentials: credentials, logger: logger)
-/// let response = try await transport.send(notification, environment: .production, deadline: .now + .seconds(30))
+/// let admitted = try tenant.admit(notification, id: ids.nextID(), environment: .production)
+/// let response = try await transport.send(admitted, deadline: .now + .seconds(30))
 /// await transport.shutdown()
 /// ```
 ///
-/// A notification brings its apns-id (``HeraldCore/Notification/id``: the router gives every
-/// send one); the transport sends it as given and never makes one, and refuses a notification
-/// without one, unsent (`invalidRequest`, `InvalidNotification` to the router).
+/// It takes only notifications the tenant admitted (``HeraldCore/AdmittedNotification``): the
+/// apns-id, topic, headers and environment are sent as the admission fixed them, unchecked.
 ///
 /// Every APNs answer comes back as an ``APNsResponse`` (a 400 or a 410 is not an error). When
 /// there is no answer, the `async` send throws ``PushError`` (which says whether a resend could
 /// duplicate the notification). A cancelled send lets go at once: out of the queue
 /// (`CancellationError`: nothing was sent), or its stream reset (`PushError`, may have reached
-/// APNs, so that at-most-once callers never send it again). A 403 `ExpiredProviderToken` is
-/// handled here: the credential is told, and the notification is sent once more with a fresh
-/// token (APNs did not accept the first attempt). The provider token is read from the
-/// credential's own cache on every send (a lock and a comparison); nothing here caches it again.
+/// APNs, so that at-most-once callers never send it again). The transport sends each
+/// notification once and reports what happened; whether to send again is the router's decision.
+/// On a 403 `ExpiredProviderToken` it tells the credential (which drops that token) before it
+/// hands the answer on, so that a resend goes with a fresh token. The provider token is read
+/// from the credential's own cache on every send (a lock and a comparison); nothing here caches
+/// it again.
 public final class TenantTransport: PushTransport {
     /// The pools, one per endpoint. A transport has one credential, so this is "per endpoint ×
     /// credential"; a rotated credential gets a new transport (and new pools). At most two
@@ -64,11 +66,6 @@ public final class TenantTransport: PushTransport {
     private let credentials: any CredentialProvider
     private let group: any EventLoopGroup
     private let logger: Logger
-    private let topics: Set<String>
-    /// The tenant's topics that are valid HTTP/2 field values (checked once here, not per send),
-    /// searched linearly when there are few (cheaper than hashing the topic on every send).
-    private let checkedTopics: [String]
-    private let checkedTopicSet: Set<String>
     private let pools = Mutex(Pools())
     /// The transport's home loop, one of the group's (chosen when the transport is made, so
     /// tenants spread over the loops): each pool opens a connection here whenever none of its
@@ -96,9 +93,6 @@ public final class TenantTransport: PushTransport {
         var logger = logger
         logger[metadataKey: "herald.tenant"] = "\(tenant.id)"
         self.logger = logger
-        self.topics = Set(tenant.topics)
-        self.checkedTopics = tenant.topics.filter { HeraldCore.Notification.headerValueProblem($0) == nil }
-        self.checkedTopicSet = Set(checkedTopics)
     }
 
     /// Checks that the tenant's transport can be opened: its TLS context builds with the trust
@@ -116,15 +110,13 @@ public final class TenantTransport: PushTransport {
     ///   failures); `CancellationError` when the calling task was cancelled before the request
     ///   was written (it left the queue). Cancelled after it was written, its stream is reset and
     ///   the send throws `PushError` `.transport` with `mayHaveReachedAPNs` (APNs may have it).
-    public func send(_ notification: HeraldCore.Notification, environment: APNsEnvironment, deadline: ContinuousClock.Instant) async throws -> APNsResponse {
-        try await send(notification, environment: environment, deadline: Self.nioDeadline(deadline))
+    public func send(_ notification: AdmittedNotification, deadline: ContinuousClock.Instant) async throws -> APNsResponse {
+        try await send(notification, deadline: Self.nioDeadline(deadline))
     }
 
-    /// ``send(_:environment:deadline:)`` to the tenant's default environment, with the
-    /// tenant's request timeout when `deadline` is nil.
-    public func send(_ notification: HeraldCore.Notification, environment: APNsEnvironment? = nil, deadline: NIODeadline? = nil) async throws -> APNsResponse {
-        let environment = environment ?? tenant.endpoints.defaultEnvironment
-        let result = await outcome(notification, environment: environment, deadline: deadline ?? (NIODeadline.now() + configuration.requestTimeout))
+    /// ``send(_:deadline:)`` with the tenant's request timeout when `deadline` is nil.
+    public func send(_ notification: AdmittedNotification, deadline: NIODeadline? = nil) async throws -> APNsResponse {
+        let result = await outcome(notification, deadline: deadline ?? (NIODeadline.now() + configuration.requestTimeout))
         switch result {
         case .success(let response):
             return response
@@ -136,7 +128,7 @@ public final class TenantTransport: PushTransport {
     }
 
     /// One send's outcome, cancellable by the calling task.
-    private func outcome(_ notification: HeraldCore.Notification, environment: APNsEnvironment, deadline: NIODeadline) async
+    private func outcome(_ notification: AdmittedNotification, deadline: NIODeadline) async
         -> Result<APNsResponse, APNsTransportError>
     {
         let cancellation = SendCancellation()
@@ -147,7 +139,7 @@ public final class TenantTransport: PushTransport {
         return await withTaskCancellationHandler {
             // Unsafe (unchecked) continuation: the completion runs exactly once (see `send(…completion:)`).
             await withUnsafeContinuation { (continuation: UnsafeContinuation<Result<APNsResponse, APNsTransportError>, Never>) in
-                start(notification, environment: environment, deadline: deadline, cancellation: cancellation) { result in
+                start(notification, deadline: deadline, cancellation: cancellation) { result in
                     continuation.resume(returning: result)
                 }
             }
@@ -221,27 +213,23 @@ public final class TenantTransport: PushTransport {
     /// Sends one notification and calls `completion` exactly once with APNs' answer or the
     /// error. For callers that keep many notifications in flight without a task each (the
     /// completion runs on a connection's event loop: keep it short, and sending the next
-    /// notification from it is cheap). Same rules as the `async` form, including the single
-    /// resend after 403 ExpiredProviderToken; not cancellable.
-    public func send(
-        _ notification: HeraldCore.Notification, environment: APNsEnvironment? = nil, deadline: NIODeadline? = nil,
-        completion: @escaping Completion
-    ) {
+    /// notification from it is cheap). Same rules as the `async` form; not cancellable.
+    public func send(_ notification: AdmittedNotification, deadline: NIODeadline? = nil, completion: @escaping Completion) {
         start(
-            notification, environment: environment ?? tenant.endpoints.defaultEnvironment,
-            deadline: deadline ?? (NIODeadline.now() + configuration.requestTimeout), cancellation: nil, completion: completion)
+            notification, deadline: deadline ?? (NIODeadline.now() + configuration.requestTimeout), cancellation: nil,
+            completion: completion)
     }
 
-    /// ``PushTransport``'s callback form: ``send(_:environment:deadline:completion:)`` with the
+    /// ``PushTransport``'s callback form: ``send(_:deadline:completion:)`` with the
     /// failures translated as the `async` form translates them.
     public var sendsByCallback: Bool { true }
 
     public func startSend(
-        _ notification: HeraldCore.Notification, environment: APNsEnvironment, deadline: ContinuousClock.Instant,
+        _ notification: AdmittedNotification, deadline: ContinuousClock.Instant,
         completion: @escaping @Sendable (Result<APNsResponse, PushError>) -> Void
     ) {
         let tenant = tenant.id
-        start(notification, environment: environment, deadline: Self.nioDeadline(deadline), cancellation: nil) { result in
+        start(notification, deadline: Self.nioDeadline(deadline), cancellation: nil) { result in
             completion(result.mapError { $0.pushError(tenant: tenant) })
         }
     }
@@ -258,22 +246,22 @@ public final class TenantTransport: PushTransport {
 
     // MARK: Internals
 
-    /// A checked notification on its way to one pool.
+    /// An admitted notification on its way to one pool.
     private struct Prepared: Sendable {
-        var notification: HeraldCore.Notification
-        var apnsID: NotificationID
+        var notification: AdmittedNotification
         var deadline: NIODeadline
         var pool: ConnectionPool
         var cancellation: SendCancellation?
     }
 
     private func start(
-        _ notification: HeraldCore.Notification, environment: APNsEnvironment, deadline: NIODeadline, cancellation: SendCancellation?,
-        completion: @escaping Completion
+        _ notification: AdmittedNotification, deadline: NIODeadline, cancellation: SendCancellation?, completion: @escaping Completion
     ) {
         let prepared: Prepared
         do {
-            prepared = try prepare(notification, environment: environment, deadline: deadline, cancellation: cancellation)
+            prepared = Prepared(
+                notification: notification, deadline: deadline, pool: try pool(for: notification.environment),
+                cancellation: cancellation)
         } catch let error as APNsTransportError {
             count(.failure(error))
             completion(.failure(error))
@@ -285,23 +273,16 @@ public final class TenantTransport: PushTransport {
             return
         }
         if credentials.kind != .token {
-            submit(prepared, authorization: nil, mayRetryExpired: true, completion: completion)
+            submit(prepared, authorization: nil, completion: completion)
         } else if let authorization = credentials.cachedAuthorization() {
-            submit(prepared, authorization: authorization, mayRetryExpired: true, completion: completion)
+            submit(prepared, authorization: authorization, completion: completion)
         } else {
-            Task { await self.submitWithCurrentAuthorization(prepared, mayRetryExpired: true, completion: completion) }
+            Task { await self.submitWithCurrentAuthorization(prepared, completion: completion) }
         }
     }
 
-    /// True when `topic` is one of the tenant's topics and a valid field value.
-    private func isCheckedTopic(_ topic: String) -> Bool {
-        if checkedTopics.count > 8 { return checkedTopicSet.contains(topic) }
-        for known in checkedTopics where known == topic { return true }
-        return false
-    }
-
     /// Gets the authorization (signing a token when needed) and submits, or completes with the error.
-    private func submitWithCurrentAuthorization(_ prepared: Prepared, mayRetryExpired: Bool, completion: @escaping Completion) async {
+    private func submitWithCurrentAuthorization(_ prepared: Prepared, completion: @escaping Completion) async {
         let authorization: String?
         do {
             authorization = try await credentials.authorization()
@@ -311,41 +292,18 @@ public final class TenantTransport: PushTransport {
             completion(.failure(failure))
             return
         }
-        submit(prepared, authorization: authorization, mayRetryExpired: mayRetryExpired, completion: completion)
+        submit(prepared, authorization: authorization, completion: completion)
     }
 
-    private func prepare(
-        _ notification: HeraldCore.Notification, environment: APNsEnvironment, deadline: NIODeadline, cancellation: SendCancellation?
-    ) throws -> Prepared {
-        guard let endpoint = tenant.endpoints.endpoint(for: environment) else {
-            throw APNsTransportError.noEndpoint(environment)
-        }
-        if let topic = notification.topic, !isCheckedTopic(topic) {
-            guard topics.contains(topic) else { throw APNsTransportError.topicNotAllowed(topic) }
-            // One of the tenant's topics that HTTP/2 cannot carry (a tenant not read from a file).
-            try Self.checkFieldValue(topic, field: "topic")
-        }
-        if let collapseID = notification.collapseID {
-            try Self.checkFieldValue(collapseID, field: "collapse_id")
-        }
-        // The apns-id is the caller's: the router gives every send one before it gets here, and
-        // the transport never makes one. A notification without one is refused, unsent.
-        guard let apnsID = notification.id else {
-            throw APNsTransportError.invalidRequest(field: "apns_id", "the notification has no apns-id")
-        }
-        return Prepared(
-            notification: notification, apnsID: apnsID, deadline: deadline, pool: try pool(for: endpoint), cancellation: cancellation)
-    }
-
-    private func submit(_ prepared: Prepared, authorization: String?, mayRetryExpired: Bool, completion: @escaping Completion) {
+    private func submit(_ prepared: Prepared, authorization: String?, completion: @escaping Completion) {
         let request = APNsRequest(
-            notification: prepared.notification, apnsID: prepared.apnsID, authorization: authorization, deadline: prepared.deadline,
-            cancellable: prepared.cancellation != nil
+            notification: prepared.notification.notification, apnsID: prepared.notification.id, authorization: authorization,
+            deadline: prepared.deadline, cancellable: prepared.cancellation != nil
         ) { result in
-            if mayRetryExpired, let authorization, case .success(let response) = result, response.status == 403,
+            if let authorization, case .success(let response) = result, response.status == 403,
                 response.reason == .expiredProviderToken
             {
-                self.resendWithFreshToken(prepared, rejected: authorization, completion: completion)
+                self.reportExpiredToken(authorization, apnsID: prepared.notification.id, result: result, completion: completion)
                 return
             }
             self.count(result)
@@ -358,15 +316,16 @@ public final class TenantTransport: PushTransport {
         prepared.pool.submit(request)
     }
 
-    /// The token expired under us: tell the credential, get a fresh token and resend once
-    /// (APNs did not accept the first attempt, so this cannot duplicate it).
-    private func resendWithFreshToken(_ prepared: Prepared, rejected: String, completion: @escaping Completion) {
-        logger.info(
-            "APNs rejected the provider token as expired; resending with a fresh one",
-            metadata: ["herald.apns-id": "\(prepared.apnsID)"])
+    /// APNs rejected the provider token as expired: the credential is told (it drops the token,
+    /// so the next send signs or reads a fresh one) before the answer is handed on.
+    private func reportExpiredToken(
+        _ rejected: String, apnsID: NotificationID, result: Result<APNsResponse, APNsTransportError>, completion: @escaping Completion
+    ) {
+        logger.info("APNs rejected the provider token as expired", metadata: ["herald.apns-id": "\(apnsID)"])
         Task {
             await self.credentials.tokenRejectedAsExpired(rejected)
-            await self.submitWithCurrentAuthorization(prepared, mayRetryExpired: false, completion: completion)
+            self.count(result)
+            completion(result)
         }
     }
 
@@ -399,15 +358,13 @@ public final class TenantTransport: PushTransport {
         }
     }
 
-    /// The values a caller chooses must be valid HTTP/2 field values (RFC 9113 8.2.1): no
-    /// control characters, no whitespace at either end. The connections do not re-validate
-    /// every header block (the rest is built here and known to be valid), so this is the check.
-    static func checkFieldValue(_ value: String, field: String) throws(APNsTransportError) {
-        if let problem = HeraldCore.Notification.headerValueProblem(value) { throw .invalidRequest(field: field, problem) }
-    }
-
-    private func pool(for endpoint: APNsEndpoint) throws -> ConnectionPool {
-        try pools.withLock { pools in
+    /// The pool of the environment's endpoint, made at its first send.
+    private func pool(for environment: APNsEnvironment) throws -> ConnectionPool {
+        // The admission checked that the tenant has this endpoint; the same configuration is here.
+        guard let endpoint = tenant.endpoints.endpoint(for: environment) else {
+            throw APNsTransportError.noEndpoint(environment)
+        }
+        return try pools.withLock { pools in
             guard !pools.closed else { throw APNsTransportError.poolClosed }
             for entry in pools.byEndpoint where entry.endpoint == endpoint { return entry.pool }
             let sslContext = try pools.sslContext ?? Self.makeSSLContext(tenant: tenant, credentials: credentials)
@@ -489,8 +446,7 @@ public final class TenantTransport: PushTransport {
 }
 
 
-/// Links an `async` send to the request carrying it (a second one after ExpiredProviderToken),
-/// so that cancelling the task lets go of whichever request is current.
+/// Links an `async` send to the request carrying it, so that cancelling the task lets go of it.
 final class SendCancellation: Sendable {
     private struct State {
         var cancelled = false

@@ -1,17 +1,18 @@
 /// One step of a tenant's send pipeline, as two hooks around the send: ``willSend(_:context:)``
 /// before it, ``didSend(_:context:startedAt:outcome:)`` after it.
 ///
-/// Before the send a middleware may look at or change the notification, refuse it (throw a
-/// ``PushError``), ask the caller not to send it before a given time (``PushDecision/notBefore(_:)``,
-/// the rate limit's answer: the caller waits, no middleware sleeps), or ask for something only an
-/// `async` call gives (``PushDecision/check(_:)``, a store read that may refuse). After the send it
-/// sees the outcome and may leave work that must end before the outcome is handed on (recording an
+/// Before the send a middleware may look at the notification as its tenant admitted it
+/// (``AdmittedNotification``: it does not change it), refuse it (throw a ``PushError``), ask the
+/// caller not to send it before a given time (``PushDecision/notBefore(_:)``, the rate limit's
+/// answer: the caller waits, no middleware sleeps), or ask for something only an `async` call
+/// gives (``PushDecision/check(_:)``, a store read that may refuse). After the send it sees the
+/// outcome and may leave work that must end before the outcome is handed on (recording an
 /// invalid token), as a ``PushFollowUp``.
 ///
 /// ```swift
 /// struct CountingMiddleware: PushMiddleware {
 ///     let delivered: Counter
-///     func didSend(_ notification: Notification, context: PushContext, startedAt: ContinuousClock.Instant,
+///     func didSend(_ notification: AdmittedNotification, context: PushContext, startedAt: ContinuousClock.Instant,
 ///                  outcome: Result<PushResult, any Error>) -> PushFollowUp? {
 ///         if case .success(let result) = outcome, result.isSuccess { delivered.increment() }
 ///         return nil
@@ -30,21 +31,21 @@
 public protocol PushMiddleware: Sendable {
     /// Before the send. Defaults to ``PushDecision/proceed``.
     /// - Throws: a ``PushError`` to refuse the send (it never reaches APNs).
-    func willSend(_ notification: inout Notification, context: PushContext) throws -> PushDecision
+    func willSend(_ notification: AdmittedNotification, context: PushContext) throws -> PushDecision
     /// After the send (or a refusal by a later middleware), with its outcome. Returns the work
     /// that must end before the outcome is handed on, or nil (the default).
     /// - Parameter startedAt: when the pipeline began (before the first `willSend`).
     func didSend(
-        _ notification: Notification, context: PushContext, startedAt: ContinuousClock.Instant,
+        _ notification: AdmittedNotification, context: PushContext, startedAt: ContinuousClock.Instant,
         outcome: Result<PushResult, any Error>
     ) -> PushFollowUp?
 }
 
 extension PushMiddleware {
-    public func willSend(_ notification: inout Notification, context: PushContext) throws -> PushDecision { .proceed }
+    public func willSend(_ notification: AdmittedNotification, context: PushContext) throws -> PushDecision { .proceed }
 
     public func didSend(
-        _ notification: Notification, context: PushContext, startedAt: ContinuousClock.Instant,
+        _ notification: AdmittedNotification, context: PushContext, startedAt: ContinuousClock.Instant,
         outcome: Result<PushResult, any Error>
     ) -> PushFollowUp? { nil }
 }

@@ -3,7 +3,9 @@ import Foundation
 /// The wire, as a tenant runtime sees it: sends one notification to APNs and returns its answer.
 ///
 /// A transport belongs to one tenant (its credentials, its connections). It must open nothing
-/// (no connection, no task) until its first `send`, so that idle tenants cost little.
+/// (no connection, no task) until its first `send`, so that idle tenants cost little. It takes
+/// only notifications the tenant admitted (``AdmittedNotification``): their apns-id, topic and
+/// environment are as the admission fixed them, and the transport checks none of it again.
 ///
 /// Failures without an APNs answer are thrown as ``PushError`` (code `.transport`,
 /// `.deadlineExceeded`, `.queueFull` or `.shuttingDown`), with `mayHaveReachedAPNs` false only
@@ -11,7 +13,7 @@ import Foundation
 /// task is cancelled frees its place in the queue (and throws `CancellationError`) or its stream
 /// (and throws a `.transport` error that may have reached APNs).
 public protocol PushTransport: Sendable {
-    func send(_ notification: Notification, environment: APNsEnvironment, deadline: ContinuousClock.Instant) async throws -> APNsResponse
+    func send(_ notification: AdmittedNotification, deadline: ContinuousClock.Instant) async throws -> APNsResponse
     /// Stops taking sends, lets in-flight ones finish, then closes every connection.
     func shutdown() async
     /// Stops taking sends and closes every connection at once: in-flight sends fail without an
@@ -22,15 +24,15 @@ public protocol PushTransport: Sendable {
     var credentialIdentity: String? { get }
     /// The transport's connections and counters as they are now (for the admin API).
     var status: TransportStatus { get }
-    /// True when ``startSend(_:environment:deadline:completion:)`` sends without a task of its
+    /// True when ``startSend(_:deadline:completion:)`` sends without a task of its
     /// own; false when the transport has only the `async` form (then `startSend` makes a task
     /// that awaits it). Defaults to false.
     var sendsByCallback: Bool { get }
     /// Starts one send and calls `completion` exactly once with APNs' answer or the failure (the
     /// same ``PushError``s as the `async` form; never cancelled), possibly on another thread:
-    /// it must not block. The default awaits ``send(_:environment:deadline:)`` in a task.
+    /// it must not block. The default awaits ``send(_:deadline:)`` in a task.
     func startSend(
-        _ notification: Notification, environment: APNsEnvironment, deadline: ContinuousClock.Instant,
+        _ notification: AdmittedNotification, deadline: ContinuousClock.Instant,
         completion: @escaping @Sendable (Result<APNsResponse, PushError>) -> Void)
     /// Where a task that starts many sends by callback should run: the executor of the thread
     /// the transport's connections answer on, so that the task's own steps and the sends' ends
@@ -43,12 +45,12 @@ extension PushTransport {
     public var sendsByCallback: Bool { false }
     public var sendingExecutor: (any TaskExecutor)? { nil }
     public func startSend(
-        _ notification: Notification, environment: APNsEnvironment, deadline: ContinuousClock.Instant,
+        _ notification: AdmittedNotification, deadline: ContinuousClock.Instant,
         completion: @escaping @Sendable (Result<APNsResponse, PushError>) -> Void
     ) {
         Task {
             do {
-                completion(.success(try await send(notification, environment: environment, deadline: deadline)))
+                completion(.success(try await send(notification, deadline: deadline)))
             } catch let error as PushError {
                 completion(.failure(error))
             } catch {

@@ -17,10 +17,10 @@ public struct SendPipeline: Sendable {
     public let middlewares: [any PushMiddleware]
     private let clock: any PushClock
 
-    /// The send at the end of the pipeline: it gets the notification as the middlewares left it
-    /// and calls its completion exactly once, possibly on another thread.
+    /// The send at the end of the pipeline: it gets the admitted notification once every
+    /// middleware let it go on, and calls its completion exactly once, possibly on another thread.
     public typealias Terminal = @Sendable (
-        _ notification: Notification, _ context: PushContext,
+        _ notification: AdmittedNotification, _ context: PushContext,
         _ completion: @escaping @Sendable (Result<PushResult, any Error>) -> Void
     ) -> Void
 
@@ -32,14 +32,14 @@ public struct SendPipeline: Sendable {
     /// Runs the middlewares and the send, and calls `completion` exactly once with the outcome
     /// (possibly on a connection's event loop: it must not block).
     public func start(
-        _ notification: Notification, context: PushContext, terminal: @escaping Terminal,
+        _ notification: AdmittedNotification, context: PushContext, terminal: @escaping Terminal,
         completion: @escaping @Sendable (Result<PushResult, any Error>) -> Void
     ) {
         run(from: 0, notification, context: context, startedAt: clock.now, terminal: terminal, completion: completion)
     }
 
     /// ``start(_:context:terminal:completion:)``, awaited (its completion is called exactly once).
-    public func send(_ notification: Notification, context: PushContext, terminal: @escaping Terminal) async throws -> PushResult {
+    public func send(_ notification: AdmittedNotification, context: PushContext, terminal: @escaping Terminal) async throws -> PushResult {
         try await withUnsafeThrowingContinuation { continuation in
             start(notification, context: context, terminal: terminal) { continuation.resume(with: $0) }
         }
@@ -48,15 +48,14 @@ public struct SendPipeline: Sendable {
     /// The `willSend`s from middleware `first` on, then the send; it stops at a decision that
     /// waits or checks and goes on from the next middleware in a task once that is done.
     private func run(
-        from first: Int, _ notification: Notification, context: PushContext, startedAt: ContinuousClock.Instant,
+        from first: Int, _ notification: AdmittedNotification, context: PushContext, startedAt: ContinuousClock.Instant,
         terminal: @escaping Terminal, completion: @escaping @Sendable (Result<PushResult, any Error>) -> Void
     ) {
-        var notification = notification
         var index = first
         while index < middlewares.count {
             let decision: PushDecision
             do {
-                decision = try middlewares[index].willSend(&notification, context: context)
+                decision = try middlewares[index].willSend(notification, context: context)
             } catch {
                 finish(notification, context: context, startedAt: startedAt, outcome: .failure(error), ran: index, completion: completion)
                 return
@@ -75,28 +74,27 @@ public struct SendPipeline: Sendable {
                     finish(notification, context: context, startedAt: startedAt, outcome: .failure(late), ran: next, completion: completion)
                     return
                 }
-                let (clock, held) = (clock, notification)
+                let clock = clock
                 Task {
                     do {
                         try await clock.sleep(until: instant)
                     } catch {
-                        finish(held, context: context, startedAt: startedAt, outcome: .failure(error), ran: next, completion: completion)
+                        finish(notification, context: context, startedAt: startedAt, outcome: .failure(error), ran: next, completion: completion)
                         return
                     }
-                    run(from: next, held, context: context, startedAt: startedAt, terminal: terminal, completion: completion)
+                    run(from: next, notification, context: context, startedAt: startedAt, terminal: terminal, completion: completion)
                 }
                 return
             case .check(let check):
-                let held = notification
                 Task {
                     do {
                         try await check()
                     } catch {
                         // The middleware that asked refused: it is not asked after the send.
-                        finish(held, context: context, startedAt: startedAt, outcome: .failure(error), ran: next - 1, completion: completion)
+                        finish(notification, context: context, startedAt: startedAt, outcome: .failure(error), ran: next - 1, completion: completion)
                         return
                     }
-                    run(from: next, held, context: context, startedAt: startedAt, terminal: terminal, completion: completion)
+                    run(from: next, notification, context: context, startedAt: startedAt, terminal: terminal, completion: completion)
                 }
                 return
             }
@@ -107,16 +105,15 @@ public struct SendPipeline: Sendable {
             finish(notification, context: context, startedAt: startedAt, outcome: .failure(late), ran: index, completion: completion)
             return
         }
-        let sent = notification
-        terminal(sent, context) { outcome in
-            finish(sent, context: context, startedAt: startedAt, outcome: outcome, ran: middlewares.count, completion: completion)
+        terminal(notification, context) { outcome in
+            finish(notification, context: context, startedAt: startedAt, outcome: outcome, ran: middlewares.count, completion: completion)
         }
     }
 
     /// The `didSend`s of the first `ran` middlewares, innermost first; then their follow-ups (in
     /// a task, when there are any); then `completion`.
     private func finish(
-        _ notification: Notification, context: PushContext, startedAt: ContinuousClock.Instant,
+        _ notification: AdmittedNotification, context: PushContext, startedAt: ContinuousClock.Instant,
         outcome: Result<PushResult, any Error>, ran: Int, completion: @escaping @Sendable (Result<PushResult, any Error>) -> Void
     ) {
         var followUps: [PushFollowUp] = []

@@ -182,7 +182,7 @@ struct NotificationHandlers: Sendable {
         var template = try NotificationDecoding.template(templateReader, body: body)
         // The shared fields are checked once, against a stand-in token.
         do {
-            template.topic = try tenant.admit(template.notification(for: DeviceToken(bytes: [0])), environment: environment)
+            template.topic = try tenant.admissionCheck(template.notification(for: DeviceToken(bytes: [0])), environment: environment)
                 .notification.topic
         } catch {
             throw APIError.push(error, prefix: "notification")
@@ -225,7 +225,7 @@ struct NotificationHandlers: Sendable {
                 let token = try NotificationDecoding.deviceToken(item)
                 let notification = try NotificationDecoding.template(item, body: body).notification(for: token)
                 do {
-                    notifications.append(try tenant.admit(notification, environment: environment).notification)
+                    notifications.append(try tenant.admissionCheck(notification, environment: environment).notification)
                 } catch {
                     throw APIError.push(error, prefix: path)
                 }

@@ -20,9 +20,9 @@ struct TenantIsolationTests {
             #expect(await alphaOutcomes.allSatisfy { $0.status == 200 })
             #expect(await betaOutcomes.allSatisfy { $0.status == 200 })
 
-            // Neither transport sends to the other's topics…
-            await #expect(throws: PushError.self) { _ = try await alpha.send(Notes.note(topic: "com.example.beta")) }
-            await #expect(throws: PushError.self) { _ = try await beta.send(Notes.note(topic: "com.example.alpha")) }
+            // Neither tenant admits the other's topics (nothing unadmitted reaches a transport)…
+            #expect(throws: PushError.self) { try alpha.tenant.admit(Notes.note(topic: "com.example.beta"), id: Notes.nextID(), environment: nil) }
+            #expect(throws: PushError.self) { try beta.tenant.admit(Notes.note(topic: "com.example.alpha"), id: Notes.nextID(), environment: nil) }
             // …and a tenant file that claims another team's topic gets APNs' refusal, not a push.
             let claimant = try harness.transport(for: try harness.tokenTenant(.alpha, topics: ["com.example.beta"]))
             let refused = try await claimant.send(Notes.note(topic: "com.example.beta"))

@@ -1,6 +1,6 @@
 import APNsSandbox
 import Foundation
-import HeraldCore
+@_spi(Testing) import HeraldCore
 import NIOCore
 import NIOPosix
 import Synchronization
@@ -134,7 +134,7 @@ struct TransportEndToEndTests {
         }
     }
 
-    @Test("403 ExpiredProviderToken: the token is refreshed and the notification resent once")
+    @Test("403 ExpiredProviderToken is handed on as APNs' answer once the credential is told: the same notification sent again goes with a fresh token")
     func expiredProviderTokenIsRefreshed() async throws {
         let clock = ManualWallClock(Date())
         try await withSandbox(clock: clock, configure: { configuration in
@@ -144,12 +144,14 @@ struct TransportEndToEndTests {
             let transport = try harness.transport(for: try harness.tokenTenant(.alpha))
             #expect(try await transport.send(Notes.note(topic: "com.example.alpha")).status == 200)
             clock.advance(by: 120)  // the token is now stale for the sandbox, not yet for the provider's schedule
-            let note = Notes.note(topic: "com.example.alpha")
+            let note = transport.unchecked(Notes.note(topic: "com.example.alpha"))
+            let expired = try await transport.send(note)
+            #expect(expired.status == 403 && expired.reason == .expiredProviderToken)
+            // What the router does with that answer: the same admitted notification, once more.
             let response = try await transport.send(note)
             #expect(response.status == 200)
-            let attempts = harness.sandbox.requests.filter { $0.apnsID == response.apnsID?.rawValue }
+            let attempts = harness.sandbox.requests.filter { $0.apnsID == note.id.rawValue }
             #expect(attempts.map(\.status) == [403, 200])
-            #expect(attempts.first?.reason == .expiredProviderToken)
             await transport.close()
             harness.expectCleanAudit()
         }
@@ -294,53 +296,30 @@ struct TransportEndToEndTests {
         await transport.close()
     }
 
-    @Test("a topic that is not the tenant's is refused before anything is sent")
+    @Test("a topic that is not the tenant's is not admitted: nothing reaches the transport")
     func foreignTopicRefusedLocally() async throws {
         try await withSandbox { harness in
-            let transport = try harness.transport(for: try harness.tokenTenant(.alpha))
-            do {
-                _ = try await transport.send(Notes.note(topic: "com.example.beta"))
-                Issue.record("expected topicNotAllowed")
-            } catch let error as PushError {
-                #expect(error.code == .topicDisallowed)
-                #expect(!error.mayHaveReachedAPNs)
+            let tenant = try harness.tokenTenant(.alpha)
+            let error = #expect(throws: PushError.self) {
+                try tenant.admit(Notes.note(topic: "com.example.beta"), id: Notes.nextID(), environment: nil)
             }
+            #expect(error?.code == .topicDisallowed && error?.mayHaveReachedAPNs == false)
+            let admitted = try tenant.admit(Notes.note(topic: "com.example.alpha"), id: Notes.nextID(), environment: nil)
+            #expect(admitted.topic == "com.example.alpha" && admitted.environment == .development)
             #expect(harness.sandbox.requests.isEmpty)
-            #expect(harness.sandbox.connectionCount == 0)
-            await transport.close()
         }
     }
 
-    @Test("the transport never makes an apns-id: a notification without one is refused, unsent, by both forms")
-    func noAPNsID() async throws {
-        try await withSandbox { harness in
-            let transport = try harness.transport(for: try harness.tokenTenant(.alpha))
-            var note = Notes.note(topic: "com.example.alpha")
-            note.id = nil
-            let error = await #expect(throws: PushError.self) { try await transport.send(note) }
-            #expect(error?.code == .invalidNotification && error?.mayHaveReachedAPNs == false)
-            let started = await withCheckedContinuation { continuation in
-                transport.startSend(note, environment: .development, deadline: .now + .seconds(30)) { continuation.resume(returning: $0) }
-            }
-            guard case .failure(let refused) = started else {
-                Issue.record("expected a refusal, got \(started)")
-                return
-            }
-            #expect(refused.code == .invalidNotification)
-            #expect(harness.sandbox.requests.isEmpty)
-            await transport.close()
-        }
-    }
-
-    @Test("PushTransport's callback form: the answer, and a local refusal as the same PushError the async form throws")
+    @Test("PushTransport's callback form: the answer, and a refusal of its own as the same PushError the async form throws")
     func callbackForm() async throws {
         try await withSandbox { harness in
             let transport: any PushTransport = try harness.transport(for: try harness.tokenTenant(.alpha))
             #expect(transport.sendsByCallback)
             let deadline = ContinuousClock.now.advanced(by: .seconds(30))
             func start(_ note: HeraldCore.Notification) async -> Result<APNsResponse, PushError> {
-                await withCheckedContinuation { continuation in
-                    transport.startSend(note, environment: .development, deadline: deadline) { continuation.resume(returning: $0) }
+                let admitted = AdmittedNotification(unchecked: note, id: note.id ?? Notes.nextID(), environment: .development)
+                return await withCheckedContinuation { continuation in
+                    transport.startSend(admitted, deadline: deadline) { continuation.resume(returning: $0) }
                 }
             }
             let note = Notes.note(topic: "com.example.alpha")
@@ -348,14 +327,20 @@ struct TransportEndToEndTests {
             #expect(answer.status == 200)
             #expect(harness.sandbox.requests.map(\.deviceToken) == [note.deviceToken.hex])
 
-            let refused = await start(Notes.note(topic: "com.example.beta"))
+            await transport.close()
+            let refused = await start(Notes.note(topic: "com.example.alpha"))
             guard case .failure(let error) = refused else {
-                Issue.record("expected topicDisallowed, got \(refused)")
+                Issue.record("expected ShuttingDown, got \(refused)")
                 return
             }
-            #expect(error.code == .topicDisallowed && !error.mayHaveReachedAPNs)
+            #expect(error.code == .shuttingDown && !error.mayHaveReachedAPNs)
+            let thrown = await #expect(throws: PushError.self) {
+                try await transport.send(
+                    AdmittedNotification(unchecked: Notes.note(topic: "com.example.alpha"), id: Notes.nextID(), environment: .development),
+                    deadline: deadline)
+            }
+            #expect(thrown?.code == error.code && thrown?.message == error.message)
             #expect(harness.sandbox.requests.count == 1)
-            await transport.close()
             harness.expectCleanAudit()
         }
     }
@@ -383,7 +368,7 @@ struct TransportEndToEndTests {
                 let executor = try #require(transport.sendingExecutor as? EventLoopTaskExecutor)
                 homes.append(ObjectIdentifier(executor.eventLoop))
                 let (answer, onHome) = await withCheckedContinuation { continuation in
-                    transport.startSend(Notes.note(topic: "com.example.alpha"), environment: .development, deadline: deadline) { answer in
+                    transport.startSend(transport.unchecked(Notes.note(topic: "com.example.alpha")), deadline: deadline) { answer in
                         continuation.resume(returning: (answer, executor.eventLoop.inEventLoop))
                     }
                 }

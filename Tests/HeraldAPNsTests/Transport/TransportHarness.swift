@@ -1,7 +1,7 @@
 import APNsSandbox
 import Crypto
 import Foundation
-import HeraldCore
+@_spi(Testing) import HeraldCore
 import Logging
 import NIOCore
 import Synchronization
@@ -132,8 +132,10 @@ enum Notes {
     ) -> HeraldCore.Notification {
         HeraldCore.Notification(
             deviceToken: token, topic: topic, pushType: pushType, priority: priority, collapseID: collapseID,
-            id: ids.withLock { $0.nextID() }, payload: payload)
+            id: nextID(), payload: payload)
     }
+
+    static func nextID() -> NotificationID { ids.withLock { $0.nextID() } }
 
     private static let ids = Mutex(NotificationIDGenerator())
 }
@@ -205,4 +207,25 @@ func waitUntil(_ condition: () -> Bool) async {
 final class LoadCounters: Sendable {
     let next = Atomic<Int>(0)
     let completed = Atomic<Int>(0)
+}
+
+/// The transport takes only admitted notifications. Its tests put notes on the wire as they
+/// are, without the tenant's checks (some are notes APNs must refuse):
+/// ``HeraldCore/AdmittedNotification/init(unchecked:id:environment:)``.
+extension TenantTransport {
+    func unchecked(_ notification: HeraldCore.Notification, environment: APNsEnvironment? = nil) -> AdmittedNotification {
+        AdmittedNotification(
+            unchecked: notification, id: notification.id ?? Notes.nextID(),
+            environment: environment ?? tenant.endpoints.defaultEnvironment)
+    }
+
+    func send(_ notification: HeraldCore.Notification, environment: APNsEnvironment? = nil, deadline: NIODeadline? = nil) async throws
+        -> APNsResponse
+    {
+        try await send(unchecked(notification, environment: environment), deadline: deadline)
+    }
+
+    func send(_ notification: HeraldCore.Notification, environment: APNsEnvironment? = nil, completion: @escaping Completion) {
+        send(unchecked(notification, environment: environment), completion: completion)
+    }
 }

@@ -1,6 +1,7 @@
 import Foundation
+import Testing
 import Herald
-import HeraldCore
+@_spi(Testing) import HeraldCore
 import HeraldStore
 import HeraldTestSupport
 import Logging
@@ -47,12 +48,23 @@ enum Fixtures {
         return ids.nextID()
     }
 
-    /// APNs' 200 to `notification` (which has its apns-id), for a pipeline's terminal in tests.
-    static func accepted(_ notification: HeraldCore.Notification, _ context: PushContext) -> Result<PushResult, any Error> {
+    /// APNs' 200 to `notification`, for a pipeline's terminal in tests.
+    static func accepted(_ notification: AdmittedNotification, _ context: PushContext) -> Result<PushResult, any Error> {
         .success(
             PushResult(
-                notificationID: notification.id!, environment: context.environment,
+                notificationID: notification.id, environment: notification.environment,
                 response: APNsResponse(status: 200, apnsID: notification.id)))
+    }
+
+    /// `note` admitted by a fixture tenant (``tenant(_:topics:plugins:production:development:defaultEnvironment:file:)``)
+    /// with a new apns-id, as a tenant runtime admits a send.
+    static func admitted(_ note: HeraldCore.Notification = note(), environment: APNsEnvironment = .production) -> AdmittedNotification {
+        do {
+            return try tenant("admitted").admit(note, id: note.id ?? apnsID(), environment: environment)
+        } catch {
+            Issue.record("the fixture note was not admitted: \(error)")
+            return AdmittedNotification(unchecked: note, id: note.id ?? apnsID(), environment: environment)
+        }
     }
 
     /// A fresh temporary directory, removed when the test process exits.

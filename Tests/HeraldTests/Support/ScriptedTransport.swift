@@ -34,11 +34,10 @@ final class ScriptedTransport: PushTransport {
     var attempts: [Attempt] { state.withLock { $0.attempts } }
     var isShutDown: Bool { state.withLock { $0.shutdown } }
 
-    func send(_ notification: HeraldCore.Notification, environment: APNsEnvironment, deadline: ContinuousClock.Instant)
-        async throws -> APNsResponse
-    {
+    func send(_ admitted: AdmittedNotification, deadline: ContinuousClock.Instant) async throws -> APNsResponse {
+        let notification = admitted.notification
         let step = state.withLock { state -> Step in
-            state.attempts.append(Attempt(notification: notification, environment: environment))
+            state.attempts.append(Attempt(notification: notification, environment: admitted.environment))
             return state.script.isEmpty ? fallback : state.script.removeFirst()
         }
         switch step {
