@@ -28,10 +28,10 @@ struct RetryTests {
     }
 
     @Test(
-        "resends on 500, 503 and 429 TooManyRequests with the same apns-id",
+        "resends what the delivery policy calls transient (500, 503, 429) with the same apns-id",
         arguments: [
             (500, APNsReason.internalServerError), (503, .serviceUnavailable), (503, .shutdown),
-            (429, .tooManyRequests),
+            (429, .tooManyRequests), (429, .tooManyProviderTokenUpdates),
         ])
     func retryable(status: Int, reason: APNsReason) async throws {
         let clock = ManualPushClock()
@@ -65,8 +65,7 @@ struct RetryTests {
         "never resends an answer APNs gave for good",
         arguments: [
             (400, APNsReason.badDeviceToken), (403, .invalidProviderToken), (410, .unregistered),
-            (413, .payloadTooLarge),
-            (429, .tooManyProviderTokenUpdates), (404, .badPath),
+            (413, .payloadTooLarge), (404, .badPath),
         ])
     func final(status: Int, reason: APNsReason) async throws {
         let (result, transport) = try await run([.respond(status: status, reason: reason)])
