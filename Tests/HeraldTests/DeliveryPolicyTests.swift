@@ -28,18 +28,35 @@ struct DeliveryPolicyTests {
         #expect(policy.jittered(.seconds(4), random: { _ in 0.3 }) == .seconds(4))
     }
 
-    @Test func retriesUntilTheRetryTimeRunsOut() {
-        var policy = DeliveryPolicy()
-        policy.maxRetryDuration = .seconds(60)
-        policy.initialBackoff = .seconds(10)
-        policy.maxBackoff = .seconds(40)
-        policy.jitter = 0
-        let first = Date(timeIntervalSince1970: 1_000)
-        #expect(policy.retry(afterAttempts: 1, firstAttempt: first, now: first) == .retry(at: first.addingTimeInterval(10)))
-        let later = first.addingTimeInterval(30)
-        #expect(policy.retry(afterAttempts: 3, firstAttempt: first, now: later) == .giveUp)  // 30 + 40 > 60
-        #expect(policy.retry(afterAttempts: 2, firstAttempt: first, now: later) == .retry(at: later.addingTimeInterval(20)))
-        #expect(policy.retry(afterAttempts: 1, firstAttempt: first, now: first.addingTimeInterval(61)) == .giveUp)
+    @Test("one resend rule: each outcome class decides the same for a single send and a batch item as documented")
+    func resendRule() {
+        let backoff = ExponentialBackoff(initial: .seconds(10), maximum: .seconds(40), jitter: 0)
+        let single = ResendRule(caller: .singleSend(maxAttempts: 3), backoff: backoff)
+        let leastOnce = ResendRule(caller: .batchItem(.atLeastOnce), backoff: backoff)
+        let mostOnce = ResendRule(caller: .batchItem(.atMostOnce), backoff: backoff)
+        let transient = DeliveryOutcome.transient(reason: "ServiceUnavailable", endpointFailure: true)
+        let unknown = DeliveryOutcome.unknown(reason: "Transport")
+        for rule in [single, leastOnce, mostOnce] {
+            #expect(rule.decide(.delivered, attempts: 1) == .final)
+            #expect(rule.decide(.permanent(reason: "BadDeviceToken"), attempts: 1) == .final)
+            #expect(rule.decide(transient, attempts: 1) == .again(after: .seconds(10)))
+            #expect(rule.decide(transient, attempts: 2) == .again(after: .seconds(20)))
+        }
+        // A single send stops at its attempts; a batch item at its give-up time (the caller's).
+        #expect(single.decide(transient, attempts: 3) == .final)
+        #expect(leastOnce.decide(transient, attempts: 9) == .again(after: .seconds(40)))
+        // What may have reached APNs: at once under at-least-once, never again otherwise.
+        #expect(single.decide(unknown, attempts: 1) == .unknown)
+        #expect(mostOnce.decide(unknown, attempts: 1) == .unknown)
+        #expect(leastOnce.decide(unknown, attempts: 1) == .again(after: .zero))
+        // Nothing sent: a batch item waits without an attempt counted; a single send resends only
+        // after a full queue.
+        #expect(leastOnce.decide(.deferred(reason: "RateLimited"), attempts: 1) == .deferred(after: ResendRule.localRefusalDelay))
+        #expect(single.decide(.deferred(reason: "RateLimited"), attempts: 1) == .final)
+        #expect(single.decide(DeliveryOutcome(PushError.queueFull()), attempts: 1) == .again(after: .seconds(10)))
+        // Jitter is drawn from the rule's backoff.
+        let jittered = ResendRule(caller: .batchItem(.atLeastOnce), backoff: ExponentialBackoff(initial: .seconds(4), maximum: .seconds(4), jitter: 0.5))
+        #expect(jittered.decide(transient, attempts: 1, random: { $0.lowerBound }) == .again(after: .seconds(2)))
     }
 
     // MARK: Outcome classes

@@ -13,7 +13,7 @@ import Synchronization
 /// permit is free, or ``start(_:of:routes:leaseChecked:logger:completion:)`` when it sends the job by callback;
 /// both run the same checks before the send (`prepare`) and the same decisions after it
 /// (`finish`). The decisions are the policy's values (``HeraldCore/DeliveryOutcome``,
-/// ``HeraldCore/DeliveryPolicy/retry(afterAttempts:firstAttempt:now:random:)``,
+/// ``HeraldCore/ResendRule``, the same rule the router resends single sends by,
 /// ``CircuitBreaker``); this type only runs them.
 struct BatchItemDelivery: Sendable {
     let router: Router
@@ -40,8 +40,6 @@ struct BatchItemDelivery: Sendable {
         case pause
     }
 
-    /// A local refusal (rate limit, full queue, reload) is tried again after this.
-    static let localRefusalDelay: Duration = .milliseconds(500)
 
     /// What every item of one job shares while its tenant's runtime stays the same: the
     /// delivery policy and the circuit key of the job's environment (resolved once, not per
@@ -240,8 +238,9 @@ struct BatchItemDelivery: Sendable {
         }
 
         let finished = clock.date
-        switch outcome {
-        case .delivered, .permanent:
+        if case .deferred = outcome, let error = failure as? PushError, error.code == .unknownTenant { return .pause }
+        switch ResendRule.batchItem(policy: policy).decide(outcome, attempts: attempts, random: random) {
+        case .final:
             if let answer {
                 var result = JobItemResult(answer, finishedAt: finished)
                 result.attempts = attempts
@@ -253,47 +252,41 @@ struct BatchItemDelivery: Sendable {
             result.attempts = attempts
             return record(item, of: job, result, logger: logger)
 
-        case .transient(let reason, _):
-            switch policy.retry(afterAttempts: attempts, firstAttempt: firstAttempt, now: finished, random: random) {
-            case .retry(let at):
-                return deferItem(
-                    item, of: job,
-                    JobItemRetry(attempts: attempts, firstAttemptAt: firstAttempt, nextAttemptAt: at, lastError: reason),
-                    logger: logger)
-            case .giveUp:
+        case .again(let wait):
+            let reason = Self.reason(outcome)
+            let next = finished.addingTimeInterval(wait.secondsValue)
+            guard next <= giveUpAt else {
                 return giveUp(item, of: job, status: answer?.status, lastError: reason, attempts: attempts, logger: logger)
             }
+            return deferItem(
+                item, of: job,
+                JobItemRetry(attempts: attempts, firstAttemptAt: firstAttempt, nextAttemptAt: next, lastError: reason),
+                logger: logger)
 
-        case .unknown(let reason):
-            switch policy.guarantee {
-            case .atMostOnce:
-                return record(
-                    item, of: job,
-                    JobItemResult(
-                        state: .unknown, status: nil, reason: DeliveryReason.unknown,
-                        message: "the request may have reached APNs (\(reason)) and got no answer; at-most-once: not sent again",
-                        apnsID: item.notification.id, finishedAt: finished, attempts: attempts), logger: logger)
-            case .atLeastOnce:
-                guard finished <= giveUpAt else {
-                    return giveUp(item, of: job, status: nil, lastError: reason, attempts: attempts, logger: logger)
-                }
-                // At once, same apns-id; the lost connection is gone, so it goes on another.
-                return deferItem(
-                    item, of: job,
-                    JobItemRetry(attempts: attempts, firstAttemptAt: firstAttempt, nextAttemptAt: finished, lastError: reason),
-                    logger: logger)
-            }
+        case .unknown:
+            return record(
+                item, of: job,
+                JobItemResult(
+                    state: .unknown, status: nil, reason: DeliveryReason.unknown,
+                    message: "the request may have reached APNs (\(Self.reason(outcome))) and got no answer; at-most-once: not sent again",
+                    apnsID: item.notification.id, finishedAt: finished, attempts: attempts), logger: logger)
 
-        case .deferred(let reason):
-            if let error = failure as? PushError, error.code == .unknownTenant { return .pause }
+        case .deferred(let wait):
             // Not the notification's fault and nothing was sent: no attempt counted, never failed.
-            let delay = policy.jittered(Self.localRefusalDelay, random: random)
             return deferItem(
                 item, of: job,
                 JobItemRetry(
                     attempts: item.attempts, firstAttemptAt: firstAttempt,
-                    nextAttemptAt: finished.addingTimeInterval(delay.secondsValue), lastError: reason),
+                    nextAttemptAt: finished.addingTimeInterval(wait.secondsValue), lastError: Self.reason(outcome)),
                 logger: logger)
+        }
+    }
+
+    /// The outcome's reason, for an item's last error.
+    private static func reason(_ outcome: DeliveryOutcome) -> String {
+        switch outcome {
+        case .delivered: "Delivered"
+        case .permanent(let reason), .transient(let reason, _), .unknown(let reason), .deferred(let reason): reason
         }
     }
 

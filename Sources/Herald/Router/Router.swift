@@ -322,8 +322,9 @@ public final class Router: Sendable {
     ///   transport has told the credential, so it goes with a fresh token, and APNs did not
     ///   accept the first attempt, so it cannot arrive twice (also for a caller that retries
     ///   itself);
-    /// - an answer or failure the tenant's ``HeraldCore/RetryPolicy`` calls retryable is made
-    ///   again after its backoff, up to its attempts, never past the deadline.
+    /// - otherwise the tenant's ``HeraldCore/ResendRule`` for single sends decides (what a batch
+    ///   item's policy calls transient, and a full queue, after the `retry` entry's backoff, up to
+    ///   its attempts), never past the deadline.
     ///
     /// A caller that retries itself (`retries` false: a batch item, under its tenant's delivery
     /// policy) gets only the first two: at-most-once must not resend what may have reached APNs.
@@ -339,8 +340,8 @@ public final class Router: Sendable {
             configuration.logger.debug(
                 "resending with a fresh provider token", metadata: ["herald.tenant": "\(send.tenant)", "herald.apns-id": "\(send.id)"])
             return .now(next)
-        case .success(let result):
-            guard send.retries, RetryPolicy.isRetryable(result.response) else { return .no }
+        case .success:
+            break
         case .failure(let error as PushError) where error.code == .shuttingDown:
             next.swaps += 1
             return next.swaps < 3 ? .now(next) : .no
@@ -355,11 +356,18 @@ public final class Router: Sendable {
                     "herald.may-have-reached-apns": "\(error.mayHaveReachedAPNs)",
                 ])
             return .now(next)
-        case .failure(let error):
-            guard send.retries, RetryPolicy.isRetryable(error) else { return .no }
+        case .failure:
+            break
         }
-        guard resends.attempt < policy.maxAttempts else { return .no }
-        let wait = policy.backoff.wait(afterFailures: resends.attempt) { Double.random(in: $0) }
+        guard send.retries else { return .no }
+        let classified: DeliveryOutcome
+        switch outcome {
+        case .success(let result): classified = DeliveryOutcome(result.response)
+        case .failure(let error): classified = DeliveryOutcome(error)
+        }
+        guard case .again(let wait) = ResendRule.singleSend(policy: policy).decide(classified, attempts: resends.attempt) else {
+            return .no
+        }
         let what: String
         switch outcome {
         case .success(let result): what = result.reason?.wireValue ?? String(result.status)

@@ -68,31 +68,6 @@ public struct DeliveryPolicy: Sendable, Hashable {
     public func jittered(_ delay: Duration, random: (ClosedRange<Double>) -> Double) -> Duration {
         backoff.jittered(delay, random: random)
     }
-
-    /// When a batch item that just failed transiently is tried next, or that it must give up.
-    ///
-    /// - Parameters:
-    ///   - attempts: the attempts made so far, the one that just failed included.
-    ///   - firstAttempt: when the item was first tried.
-    ///   - now: wall-clock now.
-    ///   - random: draws the jitter (injected so that tests are exact).
-    public func retry(
-        afterAttempts attempts: Int, firstAttempt: Date, now: Date,
-        random: (ClosedRange<Double>) -> Double = { Double.random(in: $0) }
-    ) -> RetryDecision {
-        let giveUpAt = firstAttempt.addingTimeInterval(maxRetryDuration.secondsValue)
-        let next = now.addingTimeInterval(jittered(backoff(afterAttempts: attempts), random: random).secondsValue)
-        guard next <= giveUpAt else { return .giveUp }
-        return .retry(at: next)
-    }
-}
-
-/// What ``DeliveryPolicy/retry(afterAttempts:firstAttempt:now:random:)`` decided.
-public enum RetryDecision: Sendable, Hashable {
-    /// Try again at this time.
-    case retry(at: Date)
-    /// The next attempt would fall after the item's retry time: it fails with `RetryTimeExceeded`.
-    case giveUp
 }
 
 /// When a tenant's circuit to an APNs endpoint opens, and how it probes before closing again.

@@ -63,22 +63,4 @@ public struct RetryPolicy: Sendable, Hashable {
     public func backoff(after attempt: Int) -> Duration {
         backoff.delay(afterFailures: max(1, attempt))
     }
-
-    /// True for answers the delivery policy also calls transient (``DeliveryOutcome``, the one
-    /// classification of outcomes): 500 InternalServerError, 503 ServiceUnavailable/Shutdown,
-    /// 429 TooManyRequests and TooManyProviderTokenUpdates, 403 ExpiredProviderToken. APNs
-    /// delivered none of them, and a later resend may succeed.
-    public static func isRetryable(_ response: APNsResponse) -> Bool {
-        if case .transient = DeliveryOutcome(response) { return true }
-        return false
-    }
-
-    /// True for failures where the notification surely did not reach APNs' processing: what the
-    /// delivery policy calls transient (a connection failure that says so), and a full pool
-    /// queue (nothing was sent). Anything that may have been processed is never resent.
-    public static func isRetryable(_ error: any Error) -> Bool {
-        if let error = error as? PushError, error.code == .queueFull { return true }
-        if case .transient = DeliveryOutcome(error) { return true }
-        return false
-    }
 }
