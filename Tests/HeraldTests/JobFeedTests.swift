@@ -103,21 +103,23 @@ struct JobFeedTests {
                     for item in items where item.state == .pending { claims.of[item.notification.id?.rawValue ?? ""] = claims.begun }
                 }
             }
-            // A new item's first send ends only once the runner begins its next claim (or after
-            // 5 s): a runner that waits for the sends before it claims again waits the 5 s. (The
-            // 5 s leaves room for a full run with PostgreSQL beside the other suites, where a
-            // shorter wait lets first sends outlast it.)
+            // A new item's first send ends only once the runner begins its next claim, or once
+            // every item has been claimed (the last claim's items: no claim of new items follows),
+            // or after 5 s: a runner that waits for the sends before it claims again waits the
+            // 5 s. (The 5 s leaves room for a full run with PostgreSQL beside the other suites,
+            // where a shorter wait lets first sends outlast it.)
+            let count = 80
             let released = Mutex((byClaim: 0, byTimeout: 0))
             let transport = Bounds.CountingTransport(delay: .milliseconds(1), failFirstOfEvery: 5) { notification in
                 let claimedBy = claims.withLock { $0.of[notification.id?.rawValue ?? ""] ?? 0 }
                 let deadline = ContinuousClock.now + .seconds(5)
-                while claims.withLock({ $0.begun }) <= claimedBy, ContinuousClock.now < deadline {
+                func goesOn() -> Bool { claims.withLock { $0.begun > claimedBy || $0.of.count == count } }
+                while !goesOn(), ContinuousClock.now < deadline {
                     try? await Task.sleep(for: .milliseconds(1))
                 }
-                let byClaim = claims.withLock { $0.begun } > claimedBy
+                let byClaim = goesOn()
                 released.withLock { byClaim ? ($0.byClaim += 1) : ($0.byTimeout += 1) }
             }
-            let count = 80
             let (router, id) = try await Self.retryingJob("retries-claim-ahead", count: count, seed: 7, store, transport)
             // Claims of 8 for 8 send tasks: every claim is handed out at once, and from the third on
             // nearly every one holds due retries (one item in five is answered 503 at first).
