@@ -54,7 +54,7 @@ struct BenchTenantsCommand: AsyncParsableCommand {
             directory: tenantsDirectory, dataDirectory: root + "/data-startup")
         print(
             String(
-                format: "serve start:        %.3f s  (%d loaded, %d failed; full validation: key, signed token, TLS context, plugins)",
+                format: "serve start:        %.3f s  (%d loaded, %d failed; full validation: key, TLS context, plugins)",
                 startup.seconds, startup.tenants, startup.failed))
         await validated.shutdown()
         if figures.failed > 0 || startup.failed > 0 { throw ExitCode(1) }

@@ -301,7 +301,7 @@ public final class HeraldProcess: Sendable {
                 sendPathLookups: sendPathLookups))
         let clock = router.configuration.clock
         let health = TenantHealthRegistry(router: router)
-        // Every tenant is validated in full (credential, a signed token, TLS, plugins) before it serves.
+        // Every tenant is validated in full (credential, TLS, plugins) before it serves.
         var reloadConfiguration = ReloadConfiguration(tenantsDirectory: configuration.tenantsDirectory)
         reloadConfiguration.metricsFactory = options.pluginMetricsFactory
         let reloader = ReloadCoordinator(router: router, configuration: reloadConfiguration)

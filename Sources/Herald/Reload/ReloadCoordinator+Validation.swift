@@ -10,8 +10,8 @@ extension ReloadCoordinator {
     }
 
     /// ``validate(_:)`` for each tenant, in their order, spread over the cores: at most two
-    /// validations a core run at once (parsing keys, signing a token and building a TLS context
-    /// are CPU work of their own per tenant).
+    /// validations a core run at once (parsing keys and building a TLS context are CPU work of
+    /// their own per tenant).
     func validateAll(_ tenants: [TenantConfiguration]) async -> [Validation] {
         if tenants.count == 1 { return [await validate(tenants[0])] }
         let width = max(1, 2 * ProcessInfo.processInfo.activeProcessorCount)
@@ -38,9 +38,10 @@ extension ReloadCoordinator {
     }
 
     /// Checks a new or changed tenant configuration in full and builds its runtime, touching
-    /// nothing that runs: the credential loads (and, for certificates, is valid now and covers
-    /// every topic), a provider token signs, the TLS context builds with the trust roots and
-    /// the client identity, and every plugin builds from its options. Opens no connection.
+    /// nothing that runs: the credential loads (a token key is a P-256 key its ES256 signer
+    /// takes, so its first token, signed at the first send, cannot fail; a certificate is valid
+    /// now and covers every topic), the TLS context builds with the trust roots and the client
+    /// identity, and every plugin builds from its options. Opens no connection and signs nothing.
     ///
     /// - Returns: the runtime, ready to swap in, or the error (file and field named, no secret).
     func validate(_ tenant: TenantConfiguration) async -> Validation {
@@ -50,13 +51,6 @@ extension ReloadCoordinator {
                 probe = try CredentialProviders.make(for: tenant, clock: configuration.credentialClock)
             } catch {
                 return .invalid("\(error)")
-            }
-            if probe.kind == .token {
-                do {
-                    _ = try await probe.authorization()
-                } catch {
-                    return .invalid("\(tenant.sourceFile): auth.token: a provider token could not be signed (\(error))")
-                }
             }
             do {
                 try TenantTransport.validate(tenant: tenant, credentials: probe)

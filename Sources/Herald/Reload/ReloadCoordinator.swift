@@ -37,7 +37,7 @@ public struct ReloadConfiguration: Sendable {
 /// - **unchanged** configuration (same YAML meaning, same key or certificate bytes): nothing
 ///   happens; its runtime and connections stay.
 /// - **changed or new**: the new configuration is validated in full first (YAML, the key or
-///   certificate loads, a provider token signs, the certificate covers the tenant's topics, the
+///   certificate loads as a signing key or identity, the certificate covers the tenant's topics, the
 ///   TLS context builds, the plugins build). Only then is the new runtime swapped in, atomically:
 ///   sends that start after the swap use it. The old runtime drains (its in-flight streams get
 ///   their answers) and closes its connections. With `revoke`, the old runtime's connections are
