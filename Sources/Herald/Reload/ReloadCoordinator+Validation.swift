@@ -41,30 +41,35 @@ extension ReloadCoordinator {
     /// nothing that runs: the credential loads (a token key is a P-256 key its ES256 signer
     /// takes, so its first token, signed at the first send, cannot fail; a certificate is valid
     /// now and covers every topic), the TLS context builds with the trust roots and the client
-    /// identity, and every plugin builds from its options. Opens no connection and signs nothing.
+    /// identity, and every plugin builds from its options. Opens no connection and signs nothing;
+    /// the key or certificate is read once, by the runtime's transport.
     ///
     /// - Returns: the runtime, ready to swap in, or the error (file and field named, no secret).
     func validate(_ tenant: TenantConfiguration) async -> Validation {
-        if configuration.verifyCredentials {
-            let probe: any CredentialProvider
-            do {
-                probe = try CredentialProviders.make(for: tenant, clock: configuration.credentialClock)
-            } catch {
-                return .invalid("\(error)")
-            }
-            do {
-                try TenantTransport.validate(tenant: tenant, credentials: probe)
-            } catch {
-                return .invalid("\(tenant.sourceFile): \(error)")
-            }
-        }
+        let runtime: TenantRuntime
         do {
-            return .valid(try router.makeRuntime(for: tenant))
+            runtime = try router.makeRuntime(for: tenant)
         } catch let error as PluginConfigurationError {
             return .invalid(error.description)
         } catch {
             let text = "\(error)"
             return .invalid(text.hasPrefix(tenant.sourceFile) ? text : "\(tenant.sourceFile): \(text)")
         }
+        guard configuration.verifyCredentials else { return .valid(runtime) }
+        do {
+            if let transport = runtime.transport as? TenantTransport {
+                // Its credential loaded with it (a key or certificate that does not fails above).
+                try transport.validate()
+            } else {
+                // A transport of another kind (a bench's, a test's): the credential as APNs'
+                // transport would load it.
+                let probe = try CredentialProviders.make(for: tenant, clock: configuration.credentialClock)
+                try TenantTransport.validate(tenant: tenant, credentials: probe)
+            }
+        } catch {
+            let text = "\(error)"
+            return .invalid(text.hasPrefix(tenant.sourceFile) ? text : "\(tenant.sourceFile): \(text)")
+        }
+        return .valid(runtime)
     }
 }

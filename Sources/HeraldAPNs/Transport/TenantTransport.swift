@@ -102,6 +102,11 @@ public final class TenantTransport: PushTransport {
         _ = try makeSSLContext(tenant: tenant, credentials: credentials)
     }
 
+    /// ``validate(tenant:credentials:)`` with this transport's own tenant and credential.
+    public func validate() throws {
+        try Self.validate(tenant: tenant, credentials: credentials)
+    }
+
     // MARK: PushTransport
 
     /// Sends one notification and returns APNs' answer (any status).
