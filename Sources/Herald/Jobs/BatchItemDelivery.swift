@@ -40,7 +40,6 @@ struct BatchItemDelivery: Sendable {
         case pause
     }
 
-
     /// What every item of one job shares while its tenant's runtime stays the same: the
     /// delivery policy and the circuit key of the job's environment (resolved once, not per
     /// item: the key's endpoint URL is a string built from the endpoint).

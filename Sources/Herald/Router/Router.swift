@@ -333,6 +333,8 @@ public final class Router: Sendable {
     {
         var next = resends
         switch outcome {
+        case .success(let result) where result.isSuccess:
+            return .no
         case .success(let result) where result.status == 403 && result.reason == .expiredProviderToken:
             guard !resends.resentAfterExpiredToken else { return .no }
             next.resentAfterExpiredToken = true
