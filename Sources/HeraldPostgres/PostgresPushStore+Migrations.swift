@@ -311,6 +311,46 @@ extension PostgresPushStore {
                 """,
                 "CREATE INDEX job_sent_by_block ON job_sent (tenant, job_id, block)",
             ]),
+        // Admin accounts, their tokens (kept as SHA-256) and the audit log, as SQLite's v13.
+        Migration(
+            name: "v13-admin-accounts",
+            statements: [
+                """
+                CREATE TABLE admin_account (
+                    name TEXT PRIMARY KEY,
+                    role TEXT NOT NULL,
+                    created_at_ms BIGINT NOT NULL
+                )
+                """,
+                """
+                CREATE TABLE admin_token (
+                    id TEXT PRIMARY KEY,
+                    account TEXT NOT NULL REFERENCES admin_account (name) ON DELETE CASCADE,
+                    name TEXT NOT NULL,
+                    sha256 TEXT NOT NULL UNIQUE,
+                    created_at_ms BIGINT NOT NULL,
+                    expires_at_ms BIGINT,
+                    revoked_at_ms BIGINT
+                )
+                """,
+                "CREATE INDEX admin_token_by_account ON admin_token (account, created_at_ms)",
+                """
+                CREATE TABLE audit_log (
+                    id BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+                    at_ms BIGINT NOT NULL,
+                    account TEXT NOT NULL,
+                    source TEXT,
+                    request_id TEXT,
+                    action TEXT NOT NULL,
+                    tenant TEXT,
+                    object TEXT,
+                    details TEXT NOT NULL
+                )
+                """,
+                "CREATE INDEX audit_log_by_at ON audit_log (at_ms)",
+                "CREATE INDEX audit_log_by_tenant ON audit_log (tenant, id)",
+                "CREATE INDEX audit_log_by_account ON audit_log (account, id)",
+            ]),
     ]
 
     /// Applies the migrations not applied yet (up to and including `lastMigration`; all when nil),

@@ -220,6 +220,41 @@ extension SQLitePushStore {
         migrator.registerMigration("v12-item-unique-id") { db in
             try db.execute(sql: "ALTER TABLE job_item ADD COLUMN result_unique_id TEXT")
         }
+        // Admin accounts, their tokens (kept as SHA-256) and the audit log (`AdminDirectory`).
+        migrator.registerMigration("v13-admin-accounts") { db in
+            try db.execute(
+                sql: """
+                    CREATE TABLE admin_account (
+                        name TEXT PRIMARY KEY NOT NULL,
+                        role TEXT NOT NULL,
+                        created_at_ms INTEGER NOT NULL
+                    ) WITHOUT ROWID;
+                    CREATE TABLE admin_token (
+                        id TEXT PRIMARY KEY NOT NULL,
+                        account TEXT NOT NULL REFERENCES admin_account (name) ON DELETE CASCADE,
+                        name TEXT NOT NULL,
+                        sha256 TEXT NOT NULL UNIQUE,
+                        created_at_ms INTEGER NOT NULL,
+                        expires_at_ms INTEGER,
+                        revoked_at_ms INTEGER
+                    ) WITHOUT ROWID;
+                    CREATE INDEX admin_token_by_account ON admin_token (account, created_at_ms);
+                    CREATE TABLE audit_log (
+                        id INTEGER PRIMARY KEY AUTOINCREMENT,
+                        at_ms INTEGER NOT NULL,
+                        account TEXT NOT NULL,
+                        source TEXT,
+                        request_id TEXT,
+                        action TEXT NOT NULL,
+                        tenant TEXT,
+                        object TEXT,
+                        details TEXT NOT NULL
+                    );
+                    CREATE INDEX audit_log_by_at ON audit_log (at_ms);
+                    CREATE INDEX audit_log_by_tenant ON audit_log (tenant, id);
+                    CREATE INDEX audit_log_by_account ON audit_log (account, id);
+                    """)
+        }
         return migrator
     }
 }

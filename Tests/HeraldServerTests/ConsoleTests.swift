@@ -357,7 +357,7 @@ struct ConsoleValueTests {
     @Test func sessionsExpireWhenIdleAndAtTheirLifetime() {
         let clock = FakeClock()
         let sessions = ConsoleSessions(capacity: 4, idleTimeout: .seconds(60), lifetime: .seconds(300), now: { clock.now })
-        let session = sessions.open()
+        let session = sessions.open(actor: .breakGlass(source: nil), credentialSHA256: nil)
         #expect(session.id.count == 43 && session.csrf != session.id)
         clock.advance(.seconds(50))
         #expect(sessions.session(for: session.id) != nil)
@@ -366,7 +366,7 @@ struct ConsoleValueTests {
         clock.advance(.seconds(61))
         #expect(sessions.session(for: session.id) == nil)
 
-        let long = sessions.open()
+        let long = sessions.open(actor: .breakGlass(source: nil), credentialSHA256: nil)
         for _ in 0..<6 {
             clock.advance(.seconds(55))
             _ = sessions.session(for: long.id)
@@ -382,7 +382,7 @@ struct ConsoleValueTests {
         var opened: [ConsoleSessions.Session] = []
         for _ in 0..<10 {
             clock.advance(.seconds(1))
-            opened.append(sessions.open())
+            opened.append(sessions.open(actor: .breakGlass(source: nil), credentialSHA256: nil))
         }
         #expect(sessions.count == 3)
         #expect(sessions.session(for: opened[0].id) == nil)
@@ -408,7 +408,7 @@ struct ConsoleValueTests {
         // A successful login takes nothing: only failures are counted.
         clock.advance(.seconds(30))
         #expect(sessions.loginWait() == nil)
-        _ = sessions.open()
+        _ = sessions.open(actor: .breakGlass(source: nil), credentialSHA256: nil)
         #expect(sessions.loginWait() == nil)
     }
 

@@ -29,6 +29,15 @@ public enum APIEndpoint: String, CaseIterable, Sendable {
     case adminInstances
     case adminJobs
     case adminCancelJob
+    case adminWhoAmI
+    case adminAccounts
+    case adminCreateAccount
+    case adminUpdateAccount
+    case adminDeleteAccount
+    case adminAccountTokens
+    case adminCreateAccountToken
+    case adminRevokeAccountToken
+    case adminAudit
 
     /// Who may call a route.
     public enum Access: Sendable {
@@ -36,22 +45,27 @@ public enum APIEndpoint: String, CaseIterable, Sendable {
         case open
         /// A tenant, with one of its API keys as `Authorization: Bearer <key>`.
         case tenant
-        /// The operator, with the admin token (`/admin/…` and `/metrics`); the routes do not exist
-        /// while no token is set.
-        case admin
+        /// An operator with an admin credential whose role has the permission (`/admin/…` and
+        /// `/metrics`); the routes do not exist while neither the admin token nor an account is set.
+        case admin(AdminPermission)
+
+        var isAdmin: Bool {
+            if case .admin = self { return true }
+            return false
+        }
     }
 
     public var method: HTTPRequest.Method {
         switch self {
         case .healthz, .readyz, .metrics, .openAPI, .jobs, .job, .invalidDevices, .adminTenants, .adminTenant, .adminInstances,
-            .adminJobs:
+            .adminJobs, .adminWhoAmI, .adminAccounts, .adminAccountTokens, .adminAudit:
             return .get
         case .sendNotification, .sendBatch, .cancelJob, .adminReload, .adminReloadTenant, .adminCreateTenant, .adminCreateAPIKey,
-            .adminCancelJob:
+            .adminCancelJob, .adminCreateAccount, .adminCreateAccountToken:
             return .post
         case .registerDevice, .adminUploadCredentials: return .put
-        case .adminUpdateTenant: return .patch
-        case .adminDeleteTenant, .adminDeleteAPIKey: return .delete
+        case .adminUpdateTenant, .adminUpdateAccount: return .patch
+        case .adminDeleteTenant, .adminDeleteAPIKey, .adminDeleteAccount, .adminRevokeAccountToken: return .delete
         }
     }
 
@@ -80,6 +94,12 @@ public enum APIEndpoint: String, CaseIterable, Sendable {
         case .adminInstances: return "/admin/instances"
         case .adminJobs: return "/admin/tenants/{id}/jobs"
         case .adminCancelJob: return "/admin/tenants/{id}/jobs/{job}/cancel"
+        case .adminWhoAmI: return "/admin/me"
+        case .adminAccounts, .adminCreateAccount: return "/admin/accounts"
+        case .adminUpdateAccount, .adminDeleteAccount: return "/admin/accounts/{name}"
+        case .adminAccountTokens, .adminCreateAccountToken: return "/admin/accounts/{name}/tokens"
+        case .adminRevokeAccountToken: return "/admin/accounts/{name}/tokens/{token}"
+        case .adminAudit: return "/admin/audit"
         }
     }
 
@@ -88,10 +108,22 @@ public enum APIEndpoint: String, CaseIterable, Sendable {
         case .healthz, .readyz, .openAPI: return .open
         case .sendNotification, .sendBatch, .jobs, .job, .cancelJob, .invalidDevices, .registerDevice: return .tenant
         // Metrics name tenants, topics and volumes: not for tenants or anonymous callers.
-        case .metrics, .adminTenants, .adminReload, .adminReloadTenant, .adminUploadCredentials, .adminCreateTenant, .adminTenant,
-            .adminUpdateTenant, .adminDeleteTenant, .adminCreateAPIKey, .adminDeleteAPIKey, .adminInstances, .adminJobs, .adminCancelJob:
-            return .admin
+        case .metrics, .adminTenants, .adminTenant, .adminInstances, .adminJobs, .adminAudit, .adminWhoAmI:
+            return .admin(.read)
+        case .adminReload, .adminReloadTenant, .adminUploadCredentials, .adminCreateTenant, .adminUpdateTenant, .adminDeleteTenant,
+            .adminCreateAPIKey, .adminDeleteAPIKey, .adminCancelJob:
+            return .admin(.operate)
+        // An account's own tokens are also its own to list, make and revoke (``APIRoutes``).
+        case .adminAccounts, .adminCreateAccount, .adminUpdateAccount, .adminDeleteAccount, .adminAccountTokens,
+            .adminCreateAccountToken, .adminRevokeAccountToken:
+            return .admin(.accounts)
         }
+    }
+
+    /// Whether an account may call this route on its own account (`{name}`) without the route's
+    /// permission: its own tokens.
+    var isSelfService: Bool {
+        self == .adminAccountTokens || self == .adminCreateAccountToken || self == .adminRevokeAccountToken
     }
 
     /// The path in Hummingbird's router syntax (`:name`), relative to a group mounted at `prefix`.
@@ -106,7 +138,7 @@ public enum APIEndpoint: String, CaseIterable, Sendable {
     /// (`/v1/devices/invalid`) belongs to that route only, not also to the parameterised ones it
     /// happens to match (`/v1/devices/{token}`). Admin routes count only while they are enabled.
     static func methods(at requestPath: String, adminEnabled: Bool) -> [HTTPRequest.Method] {
-        let candidates = allCases.filter { adminEnabled || $0.access != .admin }
+        let candidates = allCases.filter { adminEnabled || !$0.access.isAdmin }
         let literal = candidates.filter { !$0.path.contains("{") && $0.match(requestPath) != nil }
         if !literal.isEmpty { return literal.map(\.method) }
         return candidates.filter { $0.match(requestPath) != nil }.map(\.method)

@@ -124,6 +124,16 @@ public struct APIError: Error, Sendable, HTTPResponseError, CustomStringConverti
         return error
     }
 
+    /// 403: the caller is authenticated but its role lacks the permission the message names.
+    static func forbidden(_ message: String) -> APIError {
+        APIError(status: .forbidden, code: "forbidden", message: message)
+    }
+
+    /// 409: the change would break a rule of the current state (the message names it).
+    static func conflict(_ message: String) -> APIError {
+        APIError(status: .conflict, code: "conflict", message: message)
+    }
+
     static func notFound(_ what: String) -> APIError {
         APIError(status: .notFound, code: "not_found", message: "\(what) not found")
     }

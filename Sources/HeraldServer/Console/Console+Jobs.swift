@@ -30,6 +30,7 @@ extension Console {
                     throw ConsoleError.field("job", "names no job of tenant \(tenant.id)")
                 }
                 job = try await cancellation.cancel(found, by: "the console")
+                await audit.record(.jobCancel, tenant: tenant.id.rawValue, object: jobID.rawValue)
             } catch let error as ConsoleError {
                 throw error
             } catch {

@@ -4,8 +4,11 @@ import HeraldCore
 /// The console's lifecycle actions on the admin API's service: ``ReloadCoordinator``'s
 /// `createTenant`, `updateTenant` (settings and API keys) and `deleteTenant`, with their refusals turned into
 /// form errors (the tenant file's field names mapped to the form's).
+///
+/// Each change that succeeded is written to the audit log, under the session's account.
 struct ReloadCoordinatorLifecycle: ConsoleLifecycle {
     let reloader: ReloadCoordinator
+    let audit: AuditTrail
 
     func create(_ draft: TenantDraft) async throws(ConsoleError) {
         do throws(TenantLifecycleError) {
@@ -13,6 +16,7 @@ struct ReloadCoordinatorLifecycle: ConsoleLifecycle {
         } catch {
             throw Self.formError(error)
         }
+        await audit.record(.tenantCreate, tenant: draft.id.rawValue, details: AuditTrail.details(draft))
     }
 
     func update(tenant: TenantID, sections: [(String, JSONValue?)], webhookSecret: [UInt8]?) async throws(ConsoleError) {
@@ -21,6 +25,8 @@ struct ReloadCoordinatorLifecycle: ConsoleLifecycle {
         } catch {
             throw Self.formError(error)
         }
+        await audit.record(
+            .tenantUpdate, tenant: tenant.rawValue, details: AuditTrail.details(sections: sections, webhookSecret: webhookSecret))
     }
 
     func addAPIKey(tenant: TenantID, name: String, sha256Hex: String) async throws(ConsoleError) {
@@ -29,6 +35,7 @@ struct ReloadCoordinatorLifecycle: ConsoleLifecycle {
         } catch {
             throw Self.formError(error, keyForm: true)
         }
+        await audit.record(.apiKeyCreate, tenant: tenant.rawValue, object: name)
     }
 
     func removeAPIKey(tenant: TenantID, name: String) async throws(ConsoleError) {
@@ -37,11 +44,13 @@ struct ReloadCoordinatorLifecycle: ConsoleLifecycle {
         } catch {
             throw Self.formError(error, keyForm: true)
         }
+        await audit.record(.apiKeyRevoke, tenant: tenant.rawValue, object: name)
     }
 
     func delete(tenant: TenantID) async throws(ConsoleError) {
         do throws(TenantLifecycleError) {
-            _ = try await reloader.deleteTenant(tenant)
+            let deletion = try await reloader.deleteTenant(tenant)
+            await audit.record(.tenantDelete, tenant: tenant.rawValue, details: ["archive": deletion.archiveDirectory])
         } catch {
             throw Self.formError(error)
         }

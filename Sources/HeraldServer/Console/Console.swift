@@ -8,7 +8,7 @@ import Hummingbird
 import Logging
 
 /// The operator console at `/console`: server-rendered pages (swift-mustache, no script) behind a
-/// login with the admin token.
+/// login with an admin credential: an admin account's token, or the break-glass admin token.
 ///
 /// A login opens a session (``ConsoleSessions``): an HttpOnly, SameSite=Strict cookie scoped to
 /// `/console`, Secure when the request came over TLS (or through a proxy that says
@@ -17,8 +17,11 @@ import Logging
 /// bounded (``ConsoleSessions/loginWait()``). The console reads and changes tenants only through
 /// what the admin API uses: the router and health registry for what runs, the store for jobs and
 /// invalid tokens, ``ReloadCoordinator`` for credential rotation, and the tenant lifecycle for
-/// onboarding, settings, API keys and deletion. While no admin token is set, the console does not
-/// exist (404, like `/admin`).
+/// onboarding, settings, API keys and deletion. A session acts as the account it was opened with:
+/// its role is checked again on every request (a revoked token or deleted account ends the
+/// session at once), a change needs the `operator` role, and every change is written to the
+/// audit log under the account. While neither the admin token is set nor an account exists, the
+/// console does not exist (404, like `/admin`).
 struct Console: Sendable {
     let router: Herald.Router
     let health: TenantHealthRegistry
@@ -26,7 +29,8 @@ struct Console: Sendable {
     let store: any PushStore
     /// The jobs' cancel, the admin API's own path.
     let cancellation: JobCancellation
-    let adminToken: AdminToken?
+    let authenticator: AdminAuthenticator
+    let audit: AuditTrail
     let sessions: ConsoleSessions
     let pages: ConsolePages
     /// The tenant lifecycle the admin API uses (create, settings, API keys, delete).
@@ -43,18 +47,24 @@ struct Console: Sendable {
     /// Adds the console's routes to the API's router.
     func addRoutes<Context: RequestContext>(to router: Hummingbird.Router<Context>) {
         let console = router.group("console")
-        console.get { request, _ in try await self.guarded(request) { _ in ConsolePages.redirect("/console/tenants") } }
+        console.get { request, context in
+            try await self.guarded(request, context) { _ in ConsolePages.redirect("/console/tenants") }
+        }
         console.get("console.css") { _, _ in
-            guard self.adminToken != nil else { throw APIError.routeNotFound }
+            guard try await self.authenticator.isEnabled() else { throw APIError.routeNotFound }
             return self.pages.css()
         }
-        console.get("login") { request, _ in try self.loginPage(request) }
-        console.post("login") { request, _ in try await self.login(request) }
-        console.post("logout") { request, _ in try await self.form(request) { session, _ in self.logout(session) } }
-        console.get("tenants") { request, _ in try await self.guarded(request) { session in await self.tenantsPage(session) } }
+        console.get("login") { request, _ in try await self.loginPage(request) }
+        console.post("login") { request, context in try await self.login(request, source: AdminActor.source(of: context)) }
+        console.post("logout") { request, context in
+            try await self.form(request, context, needs: .read) { session, _ in await self.logout(session) }
+        }
+        console.get("tenants") { request, context in
+            try await self.guarded(request, context) { session in await self.tenantsPage(session) }
+        }
         console.get("tenants/:id") { request, context in
             let id = context.parameters.get("id") ?? ""
-            return try await self.guarded(request) { session in try await self.tenantPage(session, id: id) }
+            return try await self.guarded(request, context) { session in try await self.tenantPage(session, id: id) }
         }
         // The forms of a tenant's page: each needs a session, the same origin and the CSRF token.
         let tenantForms: [(String, @Sendable (Console, ConsoleSessions.Session, String, ConsoleForm) async throws -> Response)] = [
@@ -69,21 +79,24 @@ struct Console: Sendable {
         for (path, handler) in tenantForms {
             console.post(RouterPath("tenants/:id/" + path)) { request, context in
                 let id = context.parameters.get("id") ?? ""
-                return try await self.form(request) { session, form in try await handler(self, session, id, form) }
+                return try await self.form(request, context) { session, form in try await handler(self, session, id, form) }
             }
         }
-        console.get("onboard") { request, _ in
-            try await self.guarded(request) { session in self.pages.render("onboard", OnboardPage(csrf: session.csrf)) }
+        console.get("onboard") { request, context in
+            try await self.guarded(request, context) { session in
+                guard session.actor.may(.operate) else { throw ConsoleError.lacks(.operate, session.actor) }
+                return self.pages.render("onboard", OnboardPage(csrf: session.csrf))
+            }
         }
-        console.post("onboard") { request, _ in
-            try await self.form(request) { session, form in await self.onboard(session, form: form) }
+        console.post("onboard") { request, context in
+            try await self.form(request, context) { session, form in await self.onboard(session, form: form) }
         }
     }
 
     // MARK: Login
 
-    private func loginPage(_ request: Request, error: String? = nil, status: HTTPResponse.Status = .ok) throws -> Response {
-        guard adminToken != nil else { throw APIError.routeNotFound }
+    private func loginPage(_ request: Request, error: String? = nil, status: HTTPResponse.Status = .ok) async throws -> Response {
+        guard try await authenticator.isEnabled() else { throw APIError.routeNotFound }
         if error == nil, sessions.session(for: request.cookies[Self.sessionCookie]?.value) != nil {
             return ConsolePages.redirect("/console/tenants")
         }
@@ -93,8 +106,10 @@ struct Console: Sendable {
         return response
     }
 
-    private func login(_ request: Request) async throws -> Response {
-        guard let adminToken else { throw APIError.routeNotFound }
+    private func login(_ request: Request, source: String?) async throws -> Response {
+        guard try await authenticator.isEnabled() else { throw APIError.routeNotFound }
+        let actor: AdminActor
+        let credential: String?
         do {
             try checkOrigin(request)
             let form = try await ConsoleForm.read(request, limit: 8192)
@@ -104,20 +119,25 @@ struct Console: Sendable {
             if let wait = sessions.loginWait() {
                 let seconds = APIKeyRateLimiter.retryAfterSeconds(wait)
                 logger.notice("console login refused: too many failed logins", metadata: ["herald.component": "console"])
-                var response = try loginPage(
+                var response = try await loginPage(
                     request, error: "Too many failed logins; try again in \(seconds) s.", status: .tooManyRequests)
                 response.headers[.retryAfter] = "\(seconds)"
                 return response
             }
-            guard let token = try form.text("token"), adminToken.matches(token) else {
+            guard let token = try form.text("token"), let found = try await authenticator.authenticate(token, source: source)
+            else {
                 sessions.loginFailed()
                 logger.notice("console login refused: wrong admin token", metadata: ["herald.component": "console"])
-                return try loginPage(request, error: "The admin token is wrong.", status: .unauthorized)
+                await audit.record(.loginFailed, details: ["via": "console"], actor: AdminActor(account: "unknown", role: .viewer, source: source))
+                return try await loginPage(request, error: "The admin token is wrong.", status: .unauthorized)
             }
+            actor = found
+            credential = found.account == AuditEntry.breakGlass ? nil : APIKeys.sha256Hex(of: token)
         } catch let error as ConsoleError {
-            return try loginPage(request, error: error.message, status: error.status)
+            return try await loginPage(request, error: error.message, status: error.status)
         }
-        let session = sessions.open()
+        let session = sessions.open(actor: actor, credentialSHA256: credential)
+        await audit.record(.login, details: ["via": "console"], actor: actor)
         logger.info("console login", metadata: ["herald.component": "console", "herald.sessions": "\(sessions.count)"])
         var response = ConsolePages.redirect("/console/tenants")
         response.setCookie(cookie(Self.sessionCookie, session.id, request: request, maxAge: nil))
@@ -125,8 +145,9 @@ struct Console: Sendable {
         return response
     }
 
-    private func logout(_ session: ConsoleSessions.Session) -> Response {
+    private func logout(_ session: ConsoleSessions.Session) async -> Response {
         sessions.close(session.id)
+        await audit.record(.logout, details: ["via": "console"])
         var response = ConsolePages.redirect("/console/login")
         response.setCookie(Cookie(name: Self.sessionCookie, value: "", maxAge: 0, path: "/console", httpOnly: true, sameSite: .strict))
         return response
@@ -147,26 +168,43 @@ struct Console: Sendable {
 
     // MARK: Guards
 
-    /// A page that needs a session: without one, the login page.
+    /// A page that needs a session: without one, the login page. The session's account is
+    /// looked up again (its role may have changed; a revoked token or deleted account ends the
+    /// session), and the page is served as that account (``AdminActor/current``).
     private func guarded(
-        _ request: Request, _ body: (ConsoleSessions.Session) async throws -> Response
+        _ request: Request, _ context: some RequestContext, _ body: (ConsoleSessions.Session) async throws -> Response
     ) async throws -> Response {
-        guard adminToken != nil else { throw APIError.routeNotFound }
-        guard let session = sessions.session(for: request.cookies[Self.sessionCookie]?.value) else {
+        guard try await authenticator.isEnabled() else { throw APIError.routeNotFound }
+        guard var session = sessions.session(for: request.cookies[Self.sessionCookie]?.value) else {
             return ConsolePages.redirect("/console/login")
         }
-        do {
-            return try await body(session)
-        } catch let error as ConsoleError {
-            return messagePage(session, error)
+        if let credential = session.credentialSHA256 {
+            guard let (account, _) = try await authenticator.directory.authenticateAdminToken(
+                sha256: credential, now: router.configuration.clock.date)
+            else {
+                sessions.close(session.id)
+                return ConsolePages.redirect("/console/login")
+            }
+            session.actor.role = account.role
+        }
+        session.actor.source = AdminActor.source(of: context)
+        return try await AdminActor.$current.withValue(session.actor) {
+            do {
+                return try await body(session)
+            } catch let error as ConsoleError {
+                return messagePage(session, error)
+            }
         }
     }
 
-    /// A form post: a session, a same-origin request, and the session's CSRF token in the form.
+    /// A form post: a session whose role has `permission` (a change needs `operator`), a
+    /// same-origin request, and the session's CSRF token in the form.
     private func form(
-        _ request: Request, _ body: (ConsoleSessions.Session, ConsoleForm) async throws -> Response
+        _ request: Request, _ context: some RequestContext, needs permission: AdminPermission = .operate,
+        _ body: (ConsoleSessions.Session, ConsoleForm) async throws -> Response
     ) async throws -> Response {
-        try await guarded(request) { session in
+        try await guarded(request, context) { session in
+            guard session.actor.may(permission) else { throw ConsoleError.lacks(permission, session.actor) }
             try checkOrigin(request)
             let form = try await ConsoleForm.read(request, limit: maxFormBytes)
             guard ConsoleSessions.tokensMatch(try form.text("csrf"), session.csrf) else {
@@ -371,6 +409,7 @@ struct Console: Sendable {
             return try await tenantPage(
                 session, id: id, error: ConsoleError(status: .unprocessableContent, message: "\(field): \(error.message)", field: field))
         }
+        await audit.record(.credentialUpload, tenant: tenant.id.rawValue, details: AuditTrail.details(upload, revoke: revoke))
         logger.notice(
             "tenant credential replaced through the console", metadata: ["herald.tenant": "\(tenant.id)", "herald.revoke": "\(revoke)"])
         return try await tenantPage(

@@ -154,4 +154,10 @@ struct ConsoleError: Error, Sendable {
     static let forbidden = ConsoleError(
         status: .forbidden, message: "the form is stale or did not come from this console; reload the page and try again")
     static let notFound = ConsoleError(status: .notFound, message: "no such page or tenant")
+    /// The session's account lacks `permission` (its role is too low).
+    static func lacks(_ permission: AdminPermission, _ actor: AdminActor) -> ConsoleError {
+        ConsoleError(
+            status: .forbidden,
+            message: "\(permission.rawValue) is required: account \(actor.account) has the \(actor.role.rawValue) role.")
+    }
 }

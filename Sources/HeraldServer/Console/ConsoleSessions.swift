@@ -13,7 +13,7 @@ import Synchronization
 ///
 /// ```swift
 /// let sessions = ConsoleSessions(now: { clock.now })
-/// let session = sessions.open()                 // after the admin token matched
+/// let session = sessions.open(actor: actor, credentialSHA256: nil)  // after a credential matched
 /// sessions.session(for: cookieValue)?.csrf      // on each request
 /// ```
 final class ConsoleSessions: Sendable {
@@ -24,6 +24,11 @@ final class ConsoleSessions: Sendable {
         var csrf: String
         var openedAt: ContinuousClock.Instant
         var lastSeen: ContinuousClock.Instant
+        /// Who logged in: the session acts as this account.
+        var actor: AdminActor
+        /// The SHA-256 of the account token it logged in with (nil: the break-glass admin token),
+        /// looked up again on every request.
+        var credentialSHA256: String?
     }
 
     let capacity: Int
@@ -72,10 +77,13 @@ final class ConsoleSessions: Sendable {
         }
     }
 
-    /// A new session (the admin token was presented).
-    func open() -> Session {
+    /// A new session for `actor`, who presented an admin credential (`credentialSHA256`: an
+    /// account token's SHA-256; nil for the break-glass admin token).
+    func open(actor: AdminActor, credentialSHA256: String?) -> Session {
         let instant = now()
-        let session = Session(id: Self.randomToken(), csrf: Self.randomToken(), openedAt: instant, lastSeen: instant)
+        let session = Session(
+            id: Self.randomToken(), csrf: Self.randomToken(), openedAt: instant, lastSeen: instant, actor: actor,
+            credentialSHA256: credentialSHA256)
         sessions.withLock { sessions in
             sessions = sessions.filter { isLive($0.value, at: instant) }
             while sessions.count >= capacity, let oldest = sessions.values.min(by: { $0.lastSeen < $1.lastSeen }) {

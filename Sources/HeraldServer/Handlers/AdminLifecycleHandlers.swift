@@ -12,6 +12,7 @@ struct AdminLifecycleHandlers: Sendable {
     let router: Herald.Router
     let reloader: ReloadCoordinator
     let tenants: AdminTenantHandlers
+    let audit: AuditTrail
     let logger: Logger
 
     /// The members of `POST /admin/tenants`.
@@ -77,6 +78,7 @@ struct AdminLifecycleHandlers: Sendable {
         guard let configuration = router.runtime(for: draft.id)?.configuration else {
             throw APIError.internal("the tenant was written but is not loaded")
         }
+        await audit.record(.tenantCreate, tenant: draft.id.rawValue, details: AuditTrail.details(draft))
         RequestID.logger(logger).notice(
             "tenant created through the admin API", metadata: ["herald.tenant": "\(draft.id)", "herald.key": "\(draft.apiKeyName)"])
         var headers = HTTPFields()
@@ -125,6 +127,8 @@ struct AdminLifecycleHandlers: Sendable {
         } catch {
             throw Self.apiError(error, fields: Self.webhookFieldNames(webhookSecret))
         }
+        await audit.record(
+            .tenantUpdate, tenant: id.rawValue, details: AuditTrail.details(sections: sections, webhookSecret: webhookSecret))
         guard let configuration = router.runtime(for: id)?.configuration else { throw APIError.notFound("tenant") }
         RequestID.logger(logger).notice(
             "tenant settings changed through the admin API",
@@ -149,6 +153,7 @@ struct AdminLifecycleHandlers: Sendable {
         } catch {
             throw Self.apiError(error, fields: [:])
         }
+        await audit.record(.tenantDelete, tenant: id.rawValue, details: ["archive": deletion.archiveDirectory])
         RequestID.logger(logger).notice("tenant deleted through the admin API", metadata: ["herald.tenant": "\(id)"])
         return Deleted(deleted: id.rawValue, archive: deletion.archiveDirectory, archivedFiles: deletion.archivedFiles.count)
     }
@@ -173,6 +178,7 @@ struct AdminLifecycleHandlers: Sendable {
         } catch {
             throw Self.apiError(error, fields: ["api_keys": "name"])
         }
+        await audit.record(.apiKeyCreate, tenant: id.rawValue, object: name)
         RequestID.logger(logger).notice("API key added through the admin API", metadata: ["herald.tenant": "\(id)", "herald.key": "\(name)"])
         return EditedResponse(status: .created, response: NewAPIKey(name: name, key: key))
     }
@@ -187,6 +193,7 @@ struct AdminLifecycleHandlers: Sendable {
         } catch {
             throw Self.apiError(error, fields: [:])
         }
+        await audit.record(.apiKeyRevoke, tenant: id.rawValue, object: name)
         RequestID.logger(logger).notice("API key removed through the admin API", metadata: ["herald.tenant": "\(id)", "herald.key": "\(name)"])
         return Response(status: .noContent)
     }

@@ -10,6 +10,7 @@ import Logging
 /// upload for one tenant. One at a time, inside ``ReloadCoordinator``.
 struct AdminReloadHandlers: Sendable {
     let reloader: ReloadCoordinator
+    let audit: AuditTrail
     let logger: Logger
 
     // MARK: POST /admin/reload
@@ -21,11 +22,14 @@ struct AdminReloadHandlers: Sendable {
     /// current runtime and is reported.
     func reloadAll(_ request: Request, context: some RequestContext) async throws -> ReloadAnswer {
         let revoke = try await Self.revokeFlag(request)
+        let report: ReloadReport
         do throws(ReloadError) {
-            return ReloadAnswer(try await reloader.reloadAll(revoke: revoke, trigger: .api))
+            report = try await reloader.reloadAll(revoke: revoke, trigger: .api)
         } catch {
             throw APIError.reload(error)
         }
+        await audit.record(.reloadAll, details: AuditTrail.details(report, revoke: revoke))
+        return ReloadAnswer(report)
     }
 
     // MARK: POST /admin/tenants/{id}/reload
@@ -36,11 +40,14 @@ struct AdminReloadHandlers: Sendable {
     func reloadTenant(_ request: Request, context: some RequestContext) async throws -> ReloadAnswer {
         let id = try TenantPath.id(context)
         let revoke = try await Self.revokeFlag(request)
+        let report: ReloadReport
         do throws(ReloadError) {
-            return ReloadAnswer(try await reloader.reload(tenant: id, revoke: revoke, trigger: .api))
+            report = try await reloader.reload(tenant: id, revoke: revoke, trigger: .api)
         } catch {
             throw APIError.reload(error)
         }
+        await audit.record(.tenantReload, tenant: id.rawValue, details: AuditTrail.details(report, revoke: revoke))
+        return ReloadAnswer(report)
     }
 
     // MARK: PUT /admin/tenants/{id}/credentials
@@ -66,6 +73,7 @@ struct AdminReloadHandlers: Sendable {
         do throws(ReloadError) {
             let report = try await reloader.uploadCredentials(tenant: id, upload, revoke: revoke)
             logger.notice("tenant credential replaced through the admin API", metadata: ["herald.tenant": "\(id)"])
+            await audit.record(.credentialUpload, tenant: id.rawValue, details: AuditTrail.details(upload, revoke: revoke))
             return ReloadAnswer(report)
         } catch {
             var refusal = APIError.reload(error)

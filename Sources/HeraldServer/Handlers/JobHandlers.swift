@@ -14,11 +14,14 @@ struct JobHandlers: Sendable {
     let reports: any JobReports
     /// The cancel's one path (shared with the console).
     let cancellation: JobCancellation
+    /// Where an operator's cancel is recorded.
+    let audit: AuditTrail
 
-    init(store: any PushStore, reports: any JobReports, cancellation: JobCancellation? = nil) {
+    init(store: any PushStore, reports: any JobReports, cancellation: JobCancellation, audit: AuditTrail) {
         self.store = store
         self.reports = reports
-        self.cancellation = cancellation ?? JobCancellation(store: store)
+        self.cancellation = cancellation
+        self.audit = audit
     }
 
     struct JobAnswer: ResponseEncodable {
@@ -173,7 +176,9 @@ struct JobHandlers: Sendable {
         else {
             throw APIError.notFound("job")
         }
-        return try await cancel(job, by: "the admin API")
+        let answer = try await cancel(job, by: "the admin API")
+        await audit.record(.jobCancel, tenant: tenant.rawValue, object: jobID.rawValue)
+        return answer
     }
 
     /// Cancels `job` (``JobCancellation``) and answers it as `GET` does; 409 when it finished

@@ -7,7 +7,8 @@ import Logging
 /// - the open routes (`/healthz`, `/readyz`, `/openapi.yaml`);
 /// - `/v1`, behind ``TenantAuthMiddleware``, with handlers on ``TenantRequestContext`` (the
 ///   authenticated tenant);
-/// - `/admin` and `/metrics`, behind ``AdminAuthMiddleware``.
+/// - `/admin` and `/metrics`, behind ``AdminAuthMiddleware``; each route checks that the
+///   caller's role has the route's permission (``APIEndpoint/access``) before its handler runs.
 ///
 /// ``APIMiddleware`` wraps everything (request IDs, error answers, 404/405). Every route is a
 /// case of ``APIEndpoint`` (what the OpenAPI document is checked against).
@@ -20,8 +21,9 @@ struct APIRoutes: Sendable {
     let adminReload: AdminReloadHandlers
     let instances: AdminInstanceHandlers
     let lifecycle: AdminLifecycleHandlers
+    let accounts: AdminAccountHandlers
     let authenticator: APIKeyAuthenticator
-    let adminToken: AdminToken?
+    let adminAuthenticator: AdminAuthenticator
     let logger: Logger
     /// The body limit named by a 413 that Hummingbird itself raises.
     let maxBodyBytes: Int
@@ -29,7 +31,7 @@ struct APIRoutes: Sendable {
     func makeRouter() -> Hummingbird.Router<HeraldRequestContext> {
         let router = Hummingbird.Router(context: HeraldRequestContext.self)
         router.add(middleware: APIMiddleware<HeraldRequestContext>(
-            logger: logger, maxBodyBytes: maxBodyBytes, adminEnabled: adminToken != nil))
+            logger: logger, maxBodyBytes: maxBodyBytes, adminAuthenticator: adminAuthenticator))
         router.add(middleware: MetricsMiddleware())
 
         let health = self.health
@@ -52,26 +54,37 @@ struct APIRoutes: Sendable {
         tenant.on(.registerDevice, under: "/v1") { try await devices.registerDevice($0, context: $1) }
 
         // Metrics name tenants, topics and volumes: not for tenants or anonymous callers.
-        router.group().add(middleware: AdminAuthMiddleware(token: adminToken)).on(.metrics) { health.metricsText($0, context: $1) }
+        let adminAuth = AdminAuthMiddleware<HeraldRequestContext>(authenticator: adminAuthenticator)
+        router.group().add(middleware: adminAuth).onAdmin(.metrics, under: "") { health.metricsText($0, context: $1) }
 
-        let admin = router.group("admin").add(middleware: AdminAuthMiddleware(token: adminToken))
+        let admin = router.group("admin").add(middleware: adminAuth)
         let tenants = self.adminTenants
         let reload = self.adminReload
-        admin.on(.adminTenants, under: "/admin") { tenants.list($0, context: $1) }
-        admin.on(.adminReload, under: "/admin") { try await reload.reloadAll($0, context: $1) }
-        admin.on(.adminReloadTenant, under: "/admin") { try await reload.reloadTenant($0, context: $1) }
-        admin.on(.adminUploadCredentials, under: "/admin") { try await reload.uploadCredentials($0, context: $1) }
+        admin.onAdmin(.adminTenants) { tenants.list($0, context: $1) }
+        admin.onAdmin(.adminReload) { try await reload.reloadAll($0, context: $1) }
+        admin.onAdmin(.adminReloadTenant) { try await reload.reloadTenant($0, context: $1) }
+        admin.onAdmin(.adminUploadCredentials) { try await reload.uploadCredentials($0, context: $1) }
         let instances = self.instances
-        admin.on(.adminInstances, under: "/admin") { try await instances.list($0, context: $1) }
-        admin.on(.adminJobs, under: "/admin") { try await jobs.adminList($0, context: $1) }
-        admin.on(.adminCancelJob, under: "/admin") { try await jobs.adminCancel($0, context: $1) }
+        admin.onAdmin(.adminInstances) { try await instances.list($0, context: $1) }
+        admin.onAdmin(.adminJobs) { try await jobs.adminList($0, context: $1) }
+        admin.onAdmin(.adminCancelJob) { try await jobs.adminCancel($0, context: $1) }
         let lifecycle = self.lifecycle
-        admin.on(.adminCreateTenant, under: "/admin") { try await lifecycle.create($0, context: $1) }
-        admin.on(.adminTenant, under: "/admin") { try lifecycle.show($0, context: $1) }
-        admin.on(.adminUpdateTenant, under: "/admin") { try await lifecycle.update($0, context: $1) }
-        admin.on(.adminDeleteTenant, under: "/admin") { try await lifecycle.delete($0, context: $1) }
-        admin.on(.adminCreateAPIKey, under: "/admin") { try await lifecycle.addAPIKey($0, context: $1) }
-        admin.on(.adminDeleteAPIKey, under: "/admin") { try await lifecycle.removeAPIKey($0, context: $1) }
+        admin.onAdmin(.adminCreateTenant) { try await lifecycle.create($0, context: $1) }
+        admin.onAdmin(.adminTenant) { try lifecycle.show($0, context: $1) }
+        admin.onAdmin(.adminUpdateTenant) { try await lifecycle.update($0, context: $1) }
+        admin.onAdmin(.adminDeleteTenant) { try await lifecycle.delete($0, context: $1) }
+        admin.onAdmin(.adminCreateAPIKey) { try await lifecycle.addAPIKey($0, context: $1) }
+        admin.onAdmin(.adminDeleteAPIKey) { try await lifecycle.removeAPIKey($0, context: $1) }
+        let accounts = self.accounts
+        admin.onAdmin(.adminWhoAmI) { try accounts.whoAmI($0, context: $1) }
+        admin.onAdmin(.adminAccounts) { try await accounts.list($0, context: $1) }
+        admin.onAdmin(.adminCreateAccount) { try await accounts.create($0, context: $1) }
+        admin.onAdmin(.adminUpdateAccount) { try await accounts.update($0, context: $1) }
+        admin.onAdmin(.adminDeleteAccount) { try await accounts.delete($0, context: $1) }
+        admin.onAdmin(.adminAccountTokens) { try await accounts.tokens($0, context: $1) }
+        admin.onAdmin(.adminCreateAccountToken) { try await accounts.createToken($0, context: $1) }
+        admin.onAdmin(.adminRevokeAccountToken) { try await accounts.revokeToken($0, context: $1) }
+        admin.onAdmin(.adminAudit) { try await accounts.audit($0, context: $1) }
         return router
     }
 }
@@ -84,5 +97,31 @@ extension RouterMethods {
         use handler: @Sendable @escaping (Request, Context) async throws -> some ResponseGenerator
     ) -> Self {
         on(RouterPath(endpoint.routerPath(under: prefix)), method: endpoint.method, use: handler)
+    }
+
+    /// Adds an admin route: its handler runs only when the caller (``AdminActor/current``, set by
+    /// ``AdminAuthMiddleware``) has the route's permission, or the route is one of an account's
+    /// own (``APIEndpoint/isSelfService``) and `{name}` is the caller's account; else 403.
+    @discardableResult
+    func onAdmin(
+        _ endpoint: APIEndpoint, under prefix: String = "/admin",
+        use handler: @Sendable @escaping (Request, Context) async throws -> some ResponseGenerator
+    ) -> Self {
+        on(endpoint, under: prefix) { request, context in
+            try APIEndpoint.authorize(endpoint, account: context.parameters.get("name"))
+            return try await handler(request, context)
+        }
+    }
+}
+
+extension APIEndpoint {
+    /// Whether the current admin actor may call `endpoint` (`account`: the route's `{name}`).
+    static func authorize(_ endpoint: APIEndpoint, account: String?) throws(APIError) {
+        guard case .admin(let permission) = endpoint.access, let actor = AdminActor.current else {
+            throw APIError.unauthorized("an admin token is required: Authorization: Bearer <token>")
+        }
+        if actor.may(permission) { return }
+        if endpoint.isSelfService, let account, account == actor.account { return }
+        throw permission.refusal(actor)
     }
 }

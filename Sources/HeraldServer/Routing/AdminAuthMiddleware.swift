@@ -1,10 +1,11 @@
+import HeraldStore
 import Hummingbird
 
 /// The admin token, held only as its SHA-256 digest.
 struct AdminToken: Sendable {
     private let digest: [UInt8]
 
-    /// nil when `token` is nil or empty: the admin routes are then disabled.
+    /// nil when `token` is nil or empty.
     init?(_ token: String?) {
         guard let token, !token.isEmpty else { return nil }
         digest = APIKeys.digest(of: token)
@@ -15,17 +16,21 @@ struct AdminToken: Sendable {
     }
 }
 
-/// Guards the operator's routes (`/admin/…`, `/metrics`): the admin token as
-/// `Authorization: Bearer <token>`, else 401. While no admin token is set the routes do not
-/// exist (404, as for any unknown path).
+/// Guards the operator's routes (`/admin/…`, `/metrics`): an admin credential as
+/// `Authorization: Bearer <token>` (an account's token, or the break-glass admin token), else
+/// 401. The actor it authenticates is ``AdminActor/current`` for the rest of the request; each
+/// route then checks its own permission (``APIEndpoint/access``). While neither the admin token
+/// is set nor an account exists, the routes do not exist (404, as for any unknown path).
 struct AdminAuthMiddleware<Context: RequestContext>: RouterMiddleware {
-    let token: AdminToken?
+    let authenticator: AdminAuthenticator
 
     func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws -> Response {
-        guard let token else { throw APIError.routeNotFound }
-        guard let key = APIKeys.bearer(request.headers[.authorization]), token.matches(key) else {
-            throw APIError.unauthorized("the admin token is missing or wrong")
+        guard try await authenticator.isEnabled() else { throw APIError.routeNotFound }
+        guard let presented = APIKeys.bearer(request.headers[.authorization]),
+            let actor = try await authenticator.authenticate(presented, source: AdminActor.source(of: context))
+        else {
+            throw APIError.unauthorized("an admin token is required: Authorization: Bearer <token>")
         }
-        return try await next(request, context)
+        return try await AdminActor.$current.withValue(actor) { try await next(request, context) }
     }
 }

@@ -2,16 +2,20 @@ import Herald
 import HeraldCore
 import Hummingbird
 import Logging
+import NIOCore
 
 /// The request context of every route: Hummingbird's core storage, and the tenant once
 /// ``TenantAuthMiddleware`` has authenticated the request's API key.
-public struct HeraldRequestContext: RequestContext {
+public struct HeraldRequestContext: RequestContext, RemoteAddressRequestContext {
     public var coreContext: CoreRequestContextStorage
+    /// The caller's address (the audit log's `source`).
+    public let remoteAddress: SocketAddress?
     /// The tenant the request's API key belongs to (set only under `/v1`, by ``TenantAuthMiddleware``).
     var tenant: TenantConfiguration?
 
     public init(source: ApplicationRequestContextSource) {
         coreContext = CoreRequestContextStorage(source: source)
+        remoteAddress = source.channel.remoteAddress
     }
 
     /// Answers are JSON in the API's own spelling (``APIResponseEncoder``).

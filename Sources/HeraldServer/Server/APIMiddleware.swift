@@ -15,8 +15,9 @@ struct APIMiddleware<Context: RequestContext>: RouterMiddleware {
     let logger: Logger
     /// The limit a 413 raised by Hummingbird itself names.
     let maxBodyBytes: Int
-    /// Whether the admin routes exist (an admin token is set): they count for 405 only then.
-    let adminEnabled: Bool
+    /// Whether the admin routes exist (an admin token is set or an account exists): they count
+    /// for 405 only then.
+    let adminAuthenticator: AdminAuthenticator
 
     func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws -> Response {
         let id = RequestID.accept(request.headers[RequestID.header])
@@ -32,7 +33,7 @@ struct APIMiddleware<Context: RequestContext>: RouterMiddleware {
             do {
                 return try await next(request, context)
             } catch let error as HTTPError where error.status == .notFound {
-                let allowed = APIEndpoint.methods(at: request.uri.path, adminEnabled: adminEnabled)
+                let allowed = APIEndpoint.methods(at: request.uri.path, adminEnabled: adminAuthenticator.wasEnabled)
                 throw allowed.isEmpty ? APIError.routeNotFound : APIError.methodNotAllowed(allowed)
             }
         } catch let error as APIError {

@@ -56,7 +56,8 @@ public final class APIServer: Sendable {
 
     /// Builds the routes and the console (its templates are read here: a broken template stops
     /// the start, not a page view).
-    /// - Parameter adminToken: nil or empty: the `/admin` routes and the console answer 404.
+    /// - Parameter adminToken: the break-glass admin token. Nil or empty while the store holds no
+    ///   admin account: the `/admin` routes and the console answer 404.
     public init(
         _ parts: Parts, configuration: ServerConfiguration, adminToken: String?, maxUploadBytes: Int, logger: Logger
     ) async throws {
@@ -72,11 +73,13 @@ public final class APIServer: Sendable {
         let cancellation = JobCancellation(
             store: store, runner: runner, notifier: store as? any StoreNotifier, clock: clock, logger: logger,
             jobEnded: parts.jobEnded)
-        let admin = AdminToken(adminToken)
+        let adminAuthenticator = AdminAuthenticator(
+            breakGlass: AdminToken(adminToken), directory: store, now: { clock.date })
+        let audit = AuditTrail(directory: store, now: { clock.date }, logger: logger)
         console = Console(
             router: router, health: parts.health, reloader: parts.reloader, store: store, cancellation: cancellation,
-            adminToken: admin, sessions: ConsoleSessions(now: { clock.now }),
-            pages: pages, lifecycle: ReloadCoordinatorLifecycle(reloader: parts.reloader), logger: logger,
+            authenticator: adminAuthenticator, audit: audit, sessions: ConsoleSessions(now: { clock.now }),
+            pages: pages, lifecycle: ReloadCoordinatorLifecycle(reloader: parts.reloader, audit: audit), logger: logger,
             maxFormBytes: maxUploadBytes * 2 + 64 * 1024)
         authenticator = APIKeyAuthenticator(router: router, rateLimit: configuration.http.rateLimit, logger: logger)
         let adminTenants = AdminTenantHandlers(
@@ -91,13 +94,16 @@ public final class APIServer: Sendable {
                     maxActiveJobs: configuration.jobs.maxActiveJobsPerTenant,
                     maxPendingItems: configuration.jobs.maxPendingItemsPerTenant),
                 logger: logger),
-            jobs: JobHandlers(store: store, reports: store, cancellation: cancellation),
+            jobs: JobHandlers(store: store, reports: store, cancellation: cancellation, audit: audit),
             devices: DeviceHandlers(store: store, clock: clock, limits: configuration.api),
             adminTenants: adminTenants,
-            adminReload: AdminReloadHandlers(reloader: parts.reloader, logger: logger),
+            adminReload: AdminReloadHandlers(reloader: parts.reloader, audit: audit, logger: logger),
             instances: AdminInstanceHandlers(directory: parts.instances, clock: clock, logger: logger),
-            lifecycle: AdminLifecycleHandlers(router: router, reloader: parts.reloader, tenants: adminTenants, logger: logger),
-            authenticator: authenticator, adminToken: admin, logger: logger,
+            lifecycle: AdminLifecycleHandlers(
+                router: router, reloader: parts.reloader, tenants: adminTenants, audit: audit, logger: logger),
+            accounts: AdminAccountHandlers(
+                directory: store, authenticator: adminAuthenticator, audit: audit, now: { clock.date }, logger: logger),
+            authenticator: authenticator, adminAuthenticator: adminAuthenticator, logger: logger,
             maxBodyBytes: configuration.api.maxBodyBytes)
     }
 

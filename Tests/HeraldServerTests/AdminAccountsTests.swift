@@ -1,0 +1,226 @@
+import Foundation
+import HTTPTypes
+import HeraldStore
+import Testing
+
+@testable import HeraldServer
+
+/// Named admin accounts: roles on every admin route and console form, tokens that stop working
+/// when revoked, and the audit log of every change.
+@Suite("API: admin accounts, roles and audit")
+struct AdminAccountsTests {
+    static let admin = "accounts-admin-token"
+
+    /// Makes an account with `role` through the API and one token for it; returns the token.
+    static func account(_ name: String, _ role: AdminRole, client: APIClient) async throws -> String {
+        let created = try await client.request(
+            .post, "/admin/accounts", key: admin, json: #"{"name": "\#(name)", "role": "\#(role.rawValue)"}"#)
+        #expect(created.status == 201, "\(created.text)")
+        let token = try await client.request(.post, "/admin/accounts/\(name)/tokens", key: admin, json: #"{"name": "tests"}"#)
+        #expect(token.status == 201, "\(token.text)")
+        return try #require(token.json["secret"] as? String)
+    }
+
+    /// A path of `endpoint` with its parameters filled with names that exist nowhere: a call
+    /// that passes the role check changes nothing (404, or 400/422 for its empty body).
+    static func harmlessPath(_ endpoint: APIEndpoint) -> String {
+        endpoint.path.replacingOccurrences(of: "{id}", with: "nosuchtenant")
+            .replacingOccurrences(of: "{name}", with: "nosuchaccount").replacingOccurrences(of: "{job}", with: "nosuchjob")
+            .replacingOccurrences(of: "{token}", with: "at_0000000000000000")
+    }
+
+    @Test func everyAdminRouteChecksTheCallersRole() async throws {
+        let world = try await TestWorld.make()
+        try await LiveServer.with(world.options(adminToken: Self.admin)) { live async throws in
+            let client = live.client()
+            let tokens: [AdminRole: String] = [
+                .viewer: try await Self.account("vera", .viewer, client: client),
+                .operator: try await Self.account("otto", .operator, client: client),
+                .owner: try await Self.account("olga", .owner, client: client),
+            ]
+            for endpoint in APIEndpoint.allCases {
+                guard case .admin(let permission) = endpoint.access else { continue }
+                // The ones who may not call it first: a 403 changes nothing.
+                for role in AdminRole.allCases.sorted() {
+                    let reply = try await client.request(
+                        endpoint.method, Self.harmlessPath(endpoint), key: tokens[role],
+                        json: endpoint.method == .get || endpoint.method == .delete ? nil : "{}")
+                    if role >= permission.role {
+                        #expect(reply.status != 403 && reply.status != 401, "\(endpoint) as \(role): \(reply.status) \(reply.text)")
+                    } else {
+                        #expect(reply.status == 403, "\(endpoint) as \(role): \(reply.status)")
+                        #expect(reply.errorCode == "forbidden")
+                        #expect((reply.error["message"] as? String)?.contains(permission.rawValue) == true, "\(reply.text)")
+                    }
+                }
+            }
+            // An account's own tokens are its own, whatever its role; another's are not.
+            let own = try await client.request(.post, "/admin/accounts/vera/tokens", key: tokens[.viewer], json: #"{"name": "mine"}"#)
+            #expect(own.status == 201, "\(own.text)")
+            #expect(try await client.request(.get, "/admin/accounts/vera/tokens", key: tokens[.viewer]).status == 200)
+            #expect(try await client.request(.get, "/admin/accounts/otto/tokens", key: tokens[.viewer]).status == 403)
+            let me = try await client.request(.get, "/admin/me", key: tokens[.operator])
+            #expect(me.json["account"] as? String == "otto" && me.json["role"] as? String == "operator")
+            #expect(me.json["permissions"] as? [String] == ["admin:read", "admin:operate"])
+            // Without a credential, or with a wrong one: 401 as before.
+            #expect(try await client.request(.get, "/admin/tenants").status == 401)
+            #expect(try await client.request(.get, "/admin/tenants", key: "hat_wrong").status == 401)
+        }
+        await world.close()
+    }
+
+    @Test func accountsAndTokensFollowTheirRules() async throws {
+        let world = try await TestWorld.make()
+        try await LiveServer.with(world.options(adminToken: Self.admin)) { live async throws in
+            let client = live.client()
+            let olga = try await Self.account("olga", .owner, client: client)
+            for (body, field) in [
+                (#"{"name": "Bad Name", "role": "viewer"}"#, "name"), (#"{"name": "ok", "role": "root"}"#, "role"),
+                (#"{"role": "viewer"}"#, "name"),
+            ] {
+                let refused = try await client.request(.post, "/admin/accounts", key: olga, json: body)
+                #expect(refused.status == 422 || refused.status == 400, "\(body): \(refused.text)")
+                #expect(refused.errorField == field, "\(body): \(refused.text)")
+            }
+            #expect(try await client.request(.post, "/admin/accounts", key: olga, json: #"{"name": "olga", "role": "viewer"}"#).status == 409)
+            // The last owner stays.
+            let demote = try await client.request(.patch, "/admin/accounts/olga", key: olga, json: #"{"role": "viewer"}"#)
+            #expect(demote.status == 409, "\(demote.text)")
+            #expect(try await client.request(.delete, "/admin/accounts/olga", key: Self.admin).status == 409)
+            let list = try await client.request(.get, "/admin/accounts", key: olga)
+            #expect((list.json["accounts"] as? [[String: Any]])?.compactMap { $0["name"] as? String } == ["olga"])
+
+            // A token: shown once, listed without its secret, revoked at once.
+            let made = try await client.request(
+                .post, "/admin/accounts/olga/tokens", key: olga, json: #"{"name": "laptop", "expires_in_days": 30}"#)
+            #expect(made.status == 201)
+            let secret = try #require(made.json["secret"] as? String)
+            let id = try #require((made.json["token"] as? [String: Any])?["id"] as? String)
+            #expect((made.json["token"] as? [String: Any])?["expires_at"] is String)
+            #expect(try await client.request(.get, "/admin/me", key: secret).status == 200)
+            let listed = try await client.request(.get, "/admin/accounts/olga/tokens", key: olga)
+            #expect(!listed.text.contains(secret) && listed.text.contains(id))
+            let revoked = try await client.request(.delete, "/admin/accounts/olga/tokens/\(id)", key: olga)
+            #expect(revoked.status == 200 && revoked.json["revoked_at"] is String, "\(revoked.text)")
+            #expect(try await client.request(.get, "/admin/me", key: secret).status == 401)
+            #expect(try await client.request(.delete, "/admin/accounts/olga/tokens/\(id)", key: olga).status == 404)
+
+            // A deleted account's tokens stop working with it.
+            let vera = try await Self.account("vera", .viewer, client: client)
+            #expect(try await client.request(.get, "/admin/me", key: vera).status == 200)
+            #expect(try await client.request(.delete, "/admin/accounts/vera", key: olga).status == 200)
+            #expect(try await client.request(.get, "/admin/me", key: vera).status == 401)
+            // A role change applies to the next call.
+            let otto = try await Self.account("otto", .operator, client: client)
+            #expect(try await client.request(.post, "/admin/reload", key: otto).status == 200)
+            #expect(try await client.request(.patch, "/admin/accounts/otto", key: olga, json: #"{"role": "viewer"}"#).status == 200)
+            #expect(try await client.request(.post, "/admin/reload", key: otto).status == 403)
+        }
+        await world.close()
+    }
+
+    @Test func everyChangeIsAuditedUnderItsAccountAndNoSecretIsWritten() async throws {
+        let world = try await TestWorld.make()
+        let acme = world.tenant("acme")
+        try await LiveServer.with(world.options(adminToken: Self.admin)) { live async throws in
+            var secrets: [String] = [Self.admin, acme.apiKey]
+            let client = live.client()
+            let otto = try await Self.account("otto", .operator, client: client)
+            secrets.append(otto)
+            var headers = HTTPFields()
+            headers[HTTPField.Name("x-request-id")!] = "audit-req-1"
+            let key = try await client.request(
+                .post, "/admin/tenants/acme/api-keys", key: otto, json: #"{"name": "ci"}"#, headers: headers)
+            #expect(key.status == 201, "\(key.text)")
+            secrets.append(try #require(key.json["key"] as? String))
+            let patched = try await client.request(
+                .patch, "/admin/tenants/acme", key: otto, json: #"{"topics": ["com.acme.app", "com.acme.other"]}"#)
+            #expect(patched.status == 200, "\(patched.text)")
+            #expect(try await client.request(.delete, "/admin/tenants/acme/api-keys/ci", key: otto).status == 204)
+            #expect(try await client.request(.post, "/admin/tenants/acme/reload", key: otto).status == 200)
+
+            // Through the console, as the same account.
+            var browser = ConsoleBrowser(client: client)
+            #expect(try await browser.login(otto).status == 303)
+            let consoleKey = try await browser.post("/console/tenants/acme/api-keys", [("name", "console-key")])
+            #expect(consoleKey.status == 200, "\(consoleKey.text)")
+
+            let audit = try await client.request(.get, "/admin/audit?tenant=acme", key: Self.admin)
+            #expect(audit.status == 200, "\(audit.text)")
+            let entries = try #require(audit.json["entries"] as? [[String: Any]])
+            #expect(
+                entries.compactMap { $0["action"] as? String }
+                    == ["api_key.create", "tenant.reload", "api_key.revoke", "tenant.update", "api_key.create"], "\(audit.text)")
+            #expect(entries.allSatisfy { $0["account"] as? String == "otto" })
+            let first = try #require(entries.last)
+            #expect(first["request_id"] as? String == "audit-req-1" && first["object"] as? String == "ci")
+            #expect(first["source"] as? String == "127.0.0.1")
+            #expect((entries[3]["details"] as? [String: String])?["topics"] == "set")
+            #expect(entries[0]["object"] as? String == "console-key")
+
+            // Filters and paging.
+            let page = try await client.request(.get, "/admin/audit?account=otto&limit=2", key: Self.admin)
+            let paged = try #require(page.json["entries"] as? [[String: Any]])
+            #expect(paged.count == 2)
+            let before = try #require(page.json["next_before"] as? Int)
+            let next = try await client.request(.get, "/admin/audit?account=otto&limit=2&before=\(before)", key: Self.admin)
+            #expect((next.json["entries"] as? [[String: Any]])?.first?["id"] as? Int ?? .max < before)
+            #expect(try await client.request(.get, "/admin/audit?bogus=1", key: Self.admin).status == 400)
+            #expect(try await client.request(.get, "/admin/audit?from=yesterday", key: Self.admin).status == 400)
+            let logins = try await client.request(.get, "/admin/audit?action=login", key: Self.admin)
+            #expect((logins.json["entries"] as? [[String: Any]])?.first?["account"] as? String == "otto")
+            let accounts = try await client.request(.get, "/admin/audit?action=account.create", key: Self.admin)
+            #expect((accounts.json["entries"] as? [[String: Any]])?.first?["account"] as? String == AuditEntry.breakGlass)
+
+            // No entry holds a secret: no admin token, account token or API key.
+            let everything = try await client.request(.get, "/admin/audit?limit=500", key: Self.admin)
+            for secret in secrets { #expect(!everything.text.contains(secret)) }
+        }
+        await world.close()
+    }
+
+    @Test func aViewersConsoleSessionReadsButChangesNothing() async throws {
+        let world = try await TestWorld.make()
+        try await LiveServer.with(world.options(adminToken: Self.admin)) { live async throws in
+            let client = live.client()
+            let vera = try await Self.account("vera", .viewer, client: client)
+            var browser = ConsoleBrowser(client: client)
+            #expect(try await browser.login(vera).status == 303)
+            #expect(try await browser.get("/console/tenants/acme").status == 200)
+            let refused = try await browser.post("/console/tenants/acme/api-keys", [("name", "nope")])
+            #expect(refused.status == 403)
+            #expect(refused.text.contains("admin:operate"))
+            let page = try await client.request(.get, "/admin/tenants/acme", key: Self.admin)
+            #expect(page.json["api_keys"] as? [String] == ["test"])
+
+            // Revoking the token ends the session at once.
+            let tokens = try await client.request(.get, "/admin/accounts/vera/tokens", key: Self.admin)
+            let id = try #require((tokens.json["tokens"] as? [[String: Any]])?.first?["id"] as? String)
+            #expect(try await client.request(.delete, "/admin/accounts/vera/tokens/\(id)", key: Self.admin).status == 200)
+            let after = try await browser.get("/console/tenants")
+            #expect(after.status == 303 && after.headers[.location] == "/console/login")
+        }
+        await world.close()
+    }
+
+    @Test func anAccountInTheStoreEnablesTheAdminAPIWithoutTheAdminToken() async throws {
+        let world = try await TestWorld.make()
+        let (secret, id) = AdminTokens.generate()
+        do {
+            // Closed when it goes out of scope, before the server opens the file.
+            let store = try SQLitePushStore(directory: (world.storagePath as NSString).deletingLastPathComponent)
+            let now = Date()
+            #expect(try await store.createAdminAccount(AdminAccount(name: "first", role: .owner, createdAt: now)))
+            try await store.addAdminToken(
+                AdminTokenRecord(id: id, account: "first", name: "bootstrap", createdAt: now, expiresAt: nil),
+                sha256: APIKeys.sha256Hex(of: secret))
+        }
+        try await LiveServer.with(world.options(adminToken: nil)) { live async throws in
+            let client = live.client()
+            #expect(try await client.request(.get, "/admin/tenants").status == 401)
+            let me = try await client.request(.get, "/admin/me", key: secret)
+            #expect(me.status == 200 && me.json["account"] as? String == "first", "\(me.text)")
+        }
+        await world.close()
+    }
+}
