@@ -8,6 +8,7 @@ struct HeraldCommand: AsyncParsableCommand {
         abstract: "Herald: a multi-tenant Apple Push Notification service provider platform.",
         subcommands: [
             TenantsCommand.self,
+            AdminCommand.self,
             SendCommand.self,
             BenchCommand.self,
             BenchTenantsCommand.self,

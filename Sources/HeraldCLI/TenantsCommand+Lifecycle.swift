@@ -50,7 +50,7 @@ struct AdminAPIOptions: ParsableArguments {
             response = try await HTTPClient.shared.execute(request, timeout: .seconds(120))
             bytes = try await response.body.collect(upTo: 16 * 1024 * 1024)
         } catch {
-            FileHandle.standardError.write(Data("herald tenants \(command): \(base) cannot be reached: \(error)\n".utf8))
+            FileHandle.standardError.write(Data("herald \(command): \(base) cannot be reached: \(error)\n".utf8))
             throw ExitStatus.invalid
         }
         let text = String(buffer: bytes)
@@ -58,7 +58,7 @@ struct AdminAPIOptions: ParsableArguments {
             if !text.isEmpty { print(text, terminator: text.hasSuffix("\n") ? "" : "\n") }
             return
         }
-        FileHandle.standardError.write(Data("herald tenants \(command): \(response.status.code) \(text)".utf8))
+        FileHandle.standardError.write(Data("herald \(command): \(response.status.code) \(text)".utf8))
         throw ExitStatus.rejected
     }
 }
@@ -110,7 +110,7 @@ struct TenantsCreateCommand: AsyncParsableCommand {
         if !endpoints.isEmpty { body["endpoints"] = endpoints }
         if let apiKeyName { body["api_key_name"] = apiKeyName }
         body["credential"] = try credential()
-        try await api.call(.POST, "/admin/tenants", body: body, command: "create")
+        try await api.call(.POST, "/admin/tenants", body: body, command: "tenants create")
     }
 
     private func credential() throws -> [String: Any] {
@@ -145,7 +145,7 @@ struct TenantsShowCommand: AsyncParsableCommand {
     @Argument(help: "The tenant ID.") var id: String
 
     func run() async throws {
-        try await api.call(.GET, "/admin/tenants/\(TenantsPath.escape(id))", command: "show")
+        try await api.call(.GET, "/admin/tenants/\(TenantsPath.escape(id))", command: "tenants show")
     }
 }
 
@@ -239,7 +239,7 @@ struct TenantsUpdateCommand: AsyncParsableCommand {
         guard !body.isEmpty else {
             throw ValidationError("give --topic, --pool-connections, --webhook-url, --remove-webhook, --proxy, --remove-proxy or --settings")
         }
-        try await api.call(.PATCH, "/admin/tenants/\(TenantsPath.escape(id))", body: body, command: "update")
+        try await api.call(.PATCH, "/admin/tenants/\(TenantsPath.escape(id))", body: body, command: "tenants update")
     }
 }
 
@@ -251,7 +251,7 @@ struct TenantsDeleteCommand: AsyncParsableCommand {
     @Argument(help: "The tenant ID.") var id: String
 
     func run() async throws {
-        try await api.call(.DELETE, "/admin/tenants/\(TenantsPath.escape(id))", command: "delete")
+        try await api.call(.DELETE, "/admin/tenants/\(TenantsPath.escape(id))", command: "tenants delete")
     }
 }
 
@@ -264,7 +264,7 @@ struct TenantsAddKeyCommand: AsyncParsableCommand {
     @Argument(help: "The key's name.") var name: String
 
     func run() async throws {
-        try await api.call(.POST, "/admin/tenants/\(TenantsPath.escape(id))/api-keys", body: ["name": name], command: "add-key")
+        try await api.call(.POST, "/admin/tenants/\(TenantsPath.escape(id))/api-keys", body: ["name": name], command: "tenants add-key")
     }
 }
 
@@ -278,7 +278,7 @@ struct TenantsRemoveKeyCommand: AsyncParsableCommand {
 
     func run() async throws {
         try await api.call(
-            .DELETE, "/admin/tenants/\(TenantsPath.escape(id))/api-keys/\(TenantsPath.escape(name))", command: "remove-key")
+            .DELETE, "/admin/tenants/\(TenantsPath.escape(id))/api-keys/\(TenantsPath.escape(name))", command: "tenants remove-key")
     }
 }
 

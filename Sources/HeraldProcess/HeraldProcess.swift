@@ -359,7 +359,7 @@ public final class HeraldProcess: Sendable {
     }
 
     /// Opens the shared PostgreSQL store (`storage.postgres`), migrated under an advisory lock.
-    static func openPostgres(_ settings: ServerConfiguration.PostgresSettings, logger: Logger) async throws
+    public static func openPostgres(_ settings: ServerConfiguration.PostgresSettings, logger: Logger) async throws
         -> PostgresPushStore
     {
         var storeLogger = logger
@@ -403,6 +403,7 @@ public final class HeraldProcess: Sendable {
             StoreMaintenanceService(
                 maintenance: StoreMaintenance(
                     store: sharedStore, retention: .milliseconds(Int64(options.configuration.jobs.retention * 1000)),
+                    audit: (sharedStore, .milliseconds(Int64(options.configuration.api.auditRetention * 1000))),
                     interval: options.maintenanceInterval, clock: router.configuration.clock, logger: options.logger)))
         if let interval = options.watchInterval {
             services.append(TenantDirectoryWatcher(coordinator: reloader, interval: interval))

@@ -129,6 +129,28 @@ public struct AuditEntry: Sendable, Hashable {
     }
 }
 
+/// What an audit entry records (``AuditEntry/action``).
+public enum AuditAction: String, Sendable, CaseIterable {
+    case tenantCreate = "tenant.create"
+    case tenantUpdate = "tenant.update"
+    case tenantDelete = "tenant.delete"
+    case tenantReload = "tenant.reload"
+    case reloadAll = "tenants.reload"
+    case credentialUpload = "credential.upload"
+    case apiKeyCreate = "api_key.create"
+    case apiKeyRevoke = "api_key.revoke"
+    case jobCancel = "job.cancel"
+    case testSend = "notification.test"
+    case accountCreate = "account.create"
+    case accountUpdate = "account.update"
+    case accountDelete = "account.delete"
+    case tokenCreate = "token.create"
+    case tokenRevoke = "token.revoke"
+    case login = "login"
+    case loginFailed = "login.failed"
+    case logout = "logout"
+}
+
 /// Which audit entries to list: every filter is optional; newest first, `limit` at a time,
 /// `before` an entry's ID to page on.
 public struct AuditQuery: Sendable, Hashable {

@@ -224,3 +224,49 @@ struct AdminAccountsTests {
         await world.close()
     }
 }
+
+/// `herald admin`: the first owner made on the store itself, then accounts through the API as
+/// that owner; both in the audit log under who made them.
+@Suite("herald admin: accounts from the command line")
+struct AdminCommandTests {
+    @Test func theFirstOwnerIsMadeOnTheStoreAndTheNextAccountsThroughTheAPI() async throws {
+        let binary = try #require(CrashResumeTests.heraldBinary)
+        let world = try await TestWorld.make()
+        let config = world.directory + "/cli-herald.yaml"
+        try "tenants_dir: tenants\nlisten: {host: 127.0.0.1, port: 1}\nstorage_path: \(world.storagePath)\n"
+            .write(toFile: config, atomically: true, encoding: .utf8)
+        let bootstrap = try await TenantsCommandTests.herald(
+            binary, ["admin", "accounts", "create", "first", "--role", "owner", "--store", "--config", config], token: "")
+        #expect(bootstrap.status == 0, "\(bootstrap.errors)")
+        let secret = try #require(TenantsCommandTests.json(bootstrap.output)["secret"] as? String, "\(bootstrap.output)")
+        #expect(secret.hasPrefix("hat_"))
+        let taken = try await TenantsCommandTests.herald(
+            binary, ["admin", "accounts", "create", "first", "--role", "viewer", "--store", "--config", config], token: "")
+        #expect(taken.status == 1 && taken.errors.contains("exists"), "\(taken.errors)")
+
+        try await LiveServer.with(world.options(adminToken: nil)) { live async throws in
+            let server = ["--config", config, "--server", "http://127.0.0.1:\(live.port)"]
+            // With the store held by herald serve, --store is refused.
+            let held = try await TenantsCommandTests.herald(
+                binary, ["admin", "accounts", "create", "x", "--role", "viewer", "--store", "--config", config], token: "")
+            #expect(held.status == 2, "\(held.output) \(held.errors)")
+            let vera = try await TenantsCommandTests.herald(
+                binary, ["admin", "accounts", "create"] + server + ["vera", "--role", "viewer"], token: secret)
+            #expect(vera.status == 0, "\(vera.errors)")
+            let token = try await TenantsCommandTests.herald(
+                binary, ["admin", "tokens", "create"] + server + ["vera", "--name", "cli", "--expires-in-days", "7"], token: secret)
+            #expect(token.status == 0, "\(token.errors)")
+            let veraSecret = try #require(TenantsCommandTests.json(token.output)["secret"] as? String)
+            let refused = try await TenantsCommandTests.herald(
+                binary, ["admin", "accounts", "delete"] + server + ["first"], token: veraSecret)
+            #expect(refused.status == 1 && refused.errors.contains("admin:accounts"), "\(refused.errors)")
+            let list = try await TenantsCommandTests.herald(binary, ["admin", "accounts", "list"] + server, token: veraSecret)
+            #expect(list.status == 1, "a viewer may not list accounts: \(list.output)")
+
+            let audit = try await live.client().request(.get, "/admin/audit?action=account.create", key: secret)
+            let entries = try #require(audit.json["entries"] as? [[String: Any]])
+            #expect(entries.map { "\($0["account"] ?? "")/\($0["object"] ?? "")" } == ["first/vera", "store/first"])
+        }
+        await world.close()
+    }
+}

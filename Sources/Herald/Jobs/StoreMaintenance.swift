@@ -3,9 +3,10 @@ import HeraldCore
 import HeraldStore
 import Logging
 
-/// The store's upkeep, in the background: deletes finished jobs after `jobs.retention` and
-/// compacts the store (SQLite: checkpoints the WAL), at start and then every ``interval``. On a
-/// shared store every instance sweeps; each transaction takes a job no other sweep holds.
+/// The store's upkeep, in the background: deletes finished jobs after `jobs.retention` and audit
+/// log entries after `api.audit_retention`, and compacts the store (SQLite: checkpoints the WAL),
+/// at start and then every ``interval``. On a shared store every instance sweeps; each
+/// transaction takes a job no other sweep holds.
 ///
 /// ```swift
 /// let maintenance = StoreMaintenance(store: store, retention: .seconds(7 * 86_400))
@@ -15,17 +16,20 @@ public struct StoreMaintenance: Sendable {
     public let store: any StoreUpkeep
     /// How long a finished or cancelled job is kept after its last change.
     public let retention: Duration
+    /// The audit log and how long its entries are kept (nil: not swept here).
+    public let audit: (log: any AdminDirectory, retention: Duration)?
     /// Time between two passes.
     public let interval: Duration
     private let clock: any PushClock
     private let logger: Logger
 
     public init(
-        store: any StoreUpkeep, retention: Duration, interval: Duration = .seconds(600), clock: any PushClock = SystemPushClock(),
-        logger: Logger = Logger(label: "herald")
+        store: any StoreUpkeep, retention: Duration, audit: (log: any AdminDirectory, retention: Duration)? = nil,
+        interval: Duration = .seconds(600), clock: any PushClock = SystemPushClock(), logger: Logger = Logger(label: "herald")
     ) {
         self.store = store
         self.retention = retention
+        self.audit = audit
         self.interval = interval
         self.clock = clock
         var logger = logger
@@ -48,6 +52,15 @@ public struct StoreMaintenance: Sendable {
             }
         } catch {
             logger.storeFailure("cannot delete expired jobs", error: error)
+        }
+        if let audit {
+            do {
+                let pruned = try await audit.log.pruneAudit(
+                    before: clock.date.addingTimeInterval(-JobRunner.seconds(audit.retention)))
+                if pruned > 0 { logger.info("expired audit entries deleted", metadata: ["herald.entries": "\(pruned)"]) }
+            } catch {
+                logger.storeFailure("cannot delete expired audit entries", error: error)
+            }
         }
         do {
             try await store.compact()

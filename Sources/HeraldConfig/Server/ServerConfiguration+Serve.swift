@@ -12,9 +12,11 @@ extension ServerConfiguration {
         public var maxBatchBodyBytes: Int = 32 * 1024 * 1024
         /// The most notifications one batch may hold.
         public var maxBatchItems: Int = 100_000
-        /// The environment variable that holds the admin token. While it is unset or empty, the
-        /// `/admin` routes answer 404.
+        /// The environment variable that holds the break-glass admin token. While it is unset or
+        /// empty and the store holds no admin account, the `/admin` routes answer 404.
         public var adminTokenVariable: String = "HERALD_ADMIN_TOKEN"
+        /// How long an audit log entry is kept, in seconds (one year).
+        public var auditRetention: Double = 365 * 86_400
 
         public init() {}
     }
@@ -65,7 +67,7 @@ extension ServerConfiguration {
         public init() {}
     }
 
-    static let apiKeys = ["max_body_bytes", "max_batch_body_bytes", "max_batch_items", "admin_token_env"]
+    static let apiKeys = ["max_body_bytes", "max_batch_body_bytes", "max_batch_items", "admin_token_env", "audit_retention"]
     static let jobsKeys = [
         "concurrency_per_tenant", "claim_size", "lease", "claimant", "jobs_per_tenant", "max_active_jobs_per_tenant",
         "max_pending_items_per_tenant", "retention", "webhook_senders", "webhook_outbox_per_tenant", "heartbeat_interval",
@@ -98,6 +100,15 @@ extension ServerConfiguration {
                     configuration.api.adminTokenVariable = value
                 } else {
                     diagnostics.error(at: node, "api.admin_token_env", "must be an environment variable name (A-Z, a-z, 0-9, _), not '\(value)'")
+                }
+            }
+            if let node = api["audit_retention"],
+                let value = diagnostics.duration(node, FieldPath(text: "api.audit_retention"), minimum: 86_400, allowZero: false)
+            {
+                if value <= 3_650 * 86_400 {
+                    configuration.api.auditRetention = value
+                } else {
+                    diagnostics.error(at: node, "api.audit_retention", "must be at most 10 years (3650d)")
                 }
             }
         }

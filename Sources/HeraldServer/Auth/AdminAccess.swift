@@ -98,10 +98,11 @@ final class AdminAuthenticator: Sendable {
 
 /// Admin account tokens: `hat_` and 32 random bytes (base64url), shown once; the store keeps
 /// their SHA-256 and a public handle (`at_` and 16 hex digits) that lists and revokes name.
-enum AdminTokens {
-    static let prefix = "hat_"
+public enum AdminTokens {
+    public static let prefix = "hat_"
 
-    static func generate() -> (token: String, id: String) {
+    /// A new token and its public handle.
+    public static func generate() -> (token: String, id: String) {
         var generator = SystemRandomNumberGenerator()
         let bytes = (0..<32).map { _ in UInt8.random(in: 0...255, using: &generator) }
         let handle = UInt64.random(in: 0...UInt64.max, using: &generator)

@@ -15,27 +15,7 @@ struct AuditTrail: Sendable {
     let now: @Sendable () -> Date
     let logger: Logger
 
-    /// Actions the audit log names.
-    enum Action: String, Sendable, CaseIterable {
-        case tenantCreate = "tenant.create"
-        case tenantUpdate = "tenant.update"
-        case tenantDelete = "tenant.delete"
-        case tenantReload = "tenant.reload"
-        case reloadAll = "tenants.reload"
-        case credentialUpload = "credential.upload"
-        case apiKeyCreate = "api_key.create"
-        case apiKeyRevoke = "api_key.revoke"
-        case jobCancel = "job.cancel"
-        case testSend = "notification.test"
-        case accountCreate = "account.create"
-        case accountUpdate = "account.update"
-        case accountDelete = "account.delete"
-        case tokenCreate = "token.create"
-        case tokenRevoke = "token.revoke"
-        case login = "login"
-        case loginFailed = "login.failed"
-        case logout = "logout"
-    }
+    typealias Action = AuditAction
 
     func record(
         _ action: Action, tenant: String? = nil, object: String? = nil, details: [String: String] = [:],

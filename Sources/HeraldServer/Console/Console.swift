@@ -364,6 +364,9 @@ struct Console: Sendable {
         } catch {
             return try await tenantPage(session, id: id, error: error)
         }
+        await audit.record(
+            .testSend, tenant: tenant.id.rawValue, object: result.notificationID.rawValue,
+            details: ["status": String(result.status), "environment": result.environment.rawValue])
         logger.info(
             "console test notification sent",
             metadata: ["herald.tenant": "\(tenant.id)", "herald.status": "\(result.status)", "herald.apns-id": "\(result.notificationID)"])
