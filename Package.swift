@@ -32,6 +32,7 @@ let package = Package(
         .package(url: "https://github.com/vapor/postgres-nio.git", from: "1.33.2"),
         .package(url: "https://github.com/swift-server/async-http-client.git", from: "1.37.0"),
         .package(url: "https://github.com/hummingbird-project/swift-mustache.git", from: "2.1.1"),
+        .package(url: "https://github.com/hummingbird-project/hummingbird-auth.git", from: "2.5.0"),
         .package(url: "https://github.com/vapor/multipart-kit.git", from: "4.7.1"),
         .package(url: "https://github.com/apple/swift-nio-extras.git", from: "1.35.2"),
     ],
@@ -167,6 +168,8 @@ let package = Package(
                 // The operator console: server-rendered pages, and the credential uploads of its forms.
                 .product(name: "Mustache", package: "swift-mustache"),
                 .product(name: "MultipartKit", package: "multipart-kit"),
+                // Admin accounts' console passwords, stored as bcrypt hashes.
+                .product(name: "HummingbirdBcrypt", package: "hummingbird-auth"),
             ],
             resources: [.copy("Resources/openapi.yaml"), .copy("Resources/console")]
         ),

@@ -16,13 +16,13 @@ extension PostgresPushStore: AdminDirectory {
     }
 
     public func adminAccounts() async throws -> [AdminAccount] {
-        try await client.query("SELECT name, role, created_at_ms FROM admin_account ORDER BY name", logger: logger)
+        try await client.query("SELECT name, role, created_at_ms, password_hash IS NOT NULL FROM admin_account ORDER BY name", logger: logger)
             .collect().map { try Self.account($0.makeRandomAccess()) }
     }
 
     public func adminAccount(named name: String) async throws -> AdminAccount? {
         try await client.query(
-            "SELECT name, role, created_at_ms FROM admin_account WHERE name = \(name)", logger: logger
+            "SELECT name, role, created_at_ms, password_hash IS NOT NULL FROM admin_account WHERE name = \(name)", logger: logger
         ).collect().first.map { try Self.account($0.makeRandomAccess()) }
     }
 
@@ -36,6 +36,52 @@ extension PostgresPushStore: AdminDirectory {
         // The account's tokens go with it (ON DELETE CASCADE).
         try await !client.query("DELETE FROM admin_account WHERE name = \(name) RETURNING 1", logger: logger)
             .collect().isEmpty
+    }
+
+    public func setAdminPassword(hash: String?, account name: String) async throws -> Bool {
+        try await !client.query(
+            """
+            UPDATE admin_account SET password_hash = \(hash), failed_logins = 0, locked_until_ms = NULL
+            WHERE name = \(name) RETURNING 1
+            """, logger: logger
+        ).collect().isEmpty
+    }
+
+    public func adminLoginState(account name: String) async throws -> AdminLoginState? {
+        guard
+            let row = try await client.query(
+                """
+                SELECT name, role, created_at_ms, password_hash IS NOT NULL, password_hash, locked_until_ms
+                FROM admin_account WHERE name = \(name)
+                """, logger: logger
+            ).collect().first
+        else { return nil }
+        let cells = row.makeRandomAccess()
+        return AdminLoginState(
+            account: try Self.account(cells), passwordHash: try cells[4].decode(String?.self),
+            lockedUntil: try cells[5].decode(Int64?.self).map(Self.date))
+    }
+
+    public func recordAdminLoginFailure(account name: String, at: Date, threshold: Int, lockFor: Duration) async throws -> Date? {
+        let until = at.addingTimeInterval(Double(OutboxWebhook.millis(lockFor)) / 1000)
+        // One statement: the count and the lock move together whatever other instances do.
+        let rows = try await client.query(
+            """
+            UPDATE admin_account SET
+                failed_logins = CASE WHEN failed_logins + 1 >= \(Int32(clamping: max(1, threshold))) THEN 0 ELSE failed_logins + 1 END,
+                locked_until_ms = CASE WHEN failed_logins + 1 >= \(Int32(clamping: max(1, threshold)))
+                    THEN \(Self.millis(until)) ELSE locked_until_ms END
+            WHERE name = \(name)
+            RETURNING failed_logins = 0
+            """, logger: logger
+        ).collect()
+        guard let row = rows.first, try row.makeRandomAccess()[0].decode(Bool.self) else { return nil }
+        return until
+    }
+
+    public func recordAdminLoginSuccess(account name: String) async throws {
+        try await client.query(
+            "UPDATE admin_account SET failed_logins = 0, locked_until_ms = NULL WHERE name = \(name)", logger: logger)
     }
 
     public func addAdminToken(_ token: AdminTokenRecord, sha256: String) async throws {
@@ -74,7 +120,7 @@ extension PostgresPushStore: AdminDirectory {
             let row = try await client.query(
                 """
                 SELECT t.id, t.account, t.name, t.created_at_ms, t.expires_at_ms, t.revoked_at_ms,
-                       a.name, a.role, a.created_at_ms
+                       a.name, a.role, a.created_at_ms, a.password_hash IS NOT NULL
                 FROM admin_token t JOIN admin_account a ON a.name = t.account
                 WHERE t.sha256 = \(sha256)
                 """, logger: logger
@@ -136,7 +182,8 @@ extension PostgresPushStore: AdminDirectory {
             throw StoreError.corrupt("admin account with an unknown role")
         }
         return AdminAccount(
-            name: try cells[first].decode(String.self), role: role, createdAt: date(try cells[first + 2].decode(Int64.self)))
+            name: try cells[first].decode(String.self), role: role, createdAt: date(try cells[first + 2].decode(Int64.self)),
+            hasPassword: try cells[first + 3].decode(Bool.self))
     }
 
     private static func token(_ cells: PostgresRandomAccessRow) throws -> AdminTokenRecord {

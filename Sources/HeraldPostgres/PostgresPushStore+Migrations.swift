@@ -311,7 +311,8 @@ extension PostgresPushStore {
                 """,
                 "CREATE INDEX job_sent_by_block ON job_sent (tenant, job_id, block)",
             ]),
-        // Admin accounts, their tokens (kept as SHA-256) and the audit log, as SQLite's v13.
+        // Admin accounts (a console password as its bcrypt hash, failed logins and a lock), their
+        // tokens (kept as SHA-256) and the audit log, as SQLite's v13.
         Migration(
             name: "v13-admin-accounts",
             statements: [
@@ -319,7 +320,10 @@ extension PostgresPushStore {
                 CREATE TABLE admin_account (
                     name TEXT PRIMARY KEY,
                     role TEXT NOT NULL,
-                    created_at_ms BIGINT NOT NULL
+                    created_at_ms BIGINT NOT NULL,
+                    password_hash TEXT,
+                    failed_logins INTEGER NOT NULL DEFAULT 0,
+                    locked_until_ms BIGINT
                 )
                 """,
                 """

@@ -27,11 +27,14 @@ public struct AdminAccount: Sendable, Hashable {
     public var name: String
     public var role: AdminRole
     public var createdAt: Date
+    /// Whether it has a console password (only its bcrypt hash is stored).
+    public var hasPassword: Bool
 
-    public init(name: String, role: AdminRole, createdAt: Date) {
+    public init(name: String, role: AdminRole, createdAt: Date, hasPassword: Bool = false) {
         self.name = name
         self.role = role
         self.createdAt = createdAt
+        self.hasPassword = hasPassword
     }
 
     /// Whether `name` is an account name: 1 to 64 of `a-z 0-9 . _ -`, starting with a letter or
@@ -146,9 +149,26 @@ public enum AuditAction: String, Sendable, CaseIterable {
     case accountDelete = "account.delete"
     case tokenCreate = "token.create"
     case tokenRevoke = "token.revoke"
+    case passwordSet = "account.password"
     case login = "login"
     case loginFailed = "login.failed"
+    case accountLocked = "account.locked"
     case logout = "logout"
+}
+
+/// What a console password login needs of an account.
+public struct AdminLoginState: Sendable, Hashable {
+    public var account: AdminAccount
+    /// The password's bcrypt hash; nil when the account has no password.
+    public var passwordHash: String?
+    /// While in the future, password logins are refused (tokens keep working).
+    public var lockedUntil: Date?
+
+    public init(account: AdminAccount, passwordHash: String?, lockedUntil: Date?) {
+        self.account = account
+        self.passwordHash = passwordHash
+        self.lockedUntil = lockedUntil
+    }
 }
 
 /// Which audit entries to list: every filter is optional; newest first, `limit` at a time,
@@ -189,6 +209,17 @@ public protocol AdminDirectory: Sendable {
     func setAdminRole(_ role: AdminRole, account name: String) async throws -> Bool
     /// Deletes an account and its tokens; false when there is no such account.
     func deleteAdminAccount(named name: String) async throws -> Bool
+    /// Sets (or with nil removes) an account's console password hash, and ends any lock; false
+    /// when there is no such account.
+    func setAdminPassword(hash: String?, account name: String) async throws -> Bool
+    /// The account's password hash and lock, for a console login; nil when there is no such account.
+    func adminLoginState(account name: String) async throws -> AdminLoginState?
+    /// Counts a failed password login at `at`; the `threshold`-th failure in a row locks password
+    /// logins until `at + lockFor` (and starts the count again). Returns the lock's end when this
+    /// failure set one.
+    func recordAdminLoginFailure(account name: String, at: Date, threshold: Int, lockFor: Duration) async throws -> Date?
+    /// A successful login: the count of failures starts again.
+    func recordAdminLoginSuccess(account name: String) async throws
     /// Stores a new token of an existing account, kept as `sha256` (64 lowercase hex digits).
     /// - Throws: ``StoreError/notFound(_:)`` when the account does not exist.
     func addAdminToken(_ token: AdminTokenRecord, sha256: String) async throws

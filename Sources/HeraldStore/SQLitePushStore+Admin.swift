@@ -15,13 +15,13 @@ extension SQLitePushStore: AdminDirectory {
 
     public func adminAccounts() async throws -> [AdminAccount] {
         try await pool.read { db in
-            try Row.fetchAll(db, sql: "SELECT name, role, created_at_ms FROM admin_account ORDER BY name").map { try Self.account($0) }
+            try Row.fetchAll(db, sql: "SELECT name, role, created_at_ms, password_hash IS NOT NULL FROM admin_account ORDER BY name").map { try Self.account($0) }
         }
     }
 
     public func adminAccount(named name: String) async throws -> AdminAccount? {
         try await pool.read { db in
-            try Row.fetchOne(db, sql: "SELECT name, role, created_at_ms FROM admin_account WHERE name = ?", arguments: [name])
+            try Row.fetchOne(db, sql: "SELECT name, role, created_at_ms, password_hash IS NOT NULL FROM admin_account WHERE name = ?", arguments: [name])
                 .map { try Self.account($0) }
         }
     }
@@ -38,6 +38,52 @@ extension SQLitePushStore: AdminDirectory {
             try db.execute(sql: "DELETE FROM admin_token WHERE account = ?", arguments: [name])
             try db.execute(sql: "DELETE FROM admin_account WHERE name = ?", arguments: [name])
             return db.changesCount == 1
+        }
+    }
+
+    public func setAdminPassword(hash: String?, account name: String) async throws -> Bool {
+        try await pool.write { db in
+            try db.execute(
+                sql: "UPDATE admin_account SET password_hash = ?, failed_logins = 0, locked_until_ms = NULL WHERE name = ?",
+                arguments: [hash, name])
+            return db.changesCount == 1
+        }
+    }
+
+    public func adminLoginState(account name: String) async throws -> AdminLoginState? {
+        try await pool.read { db in
+            guard
+                let row = try Row.fetchOne(
+                    db,
+                    sql: """
+                        SELECT name, role, created_at_ms, password_hash IS NOT NULL, password_hash, locked_until_ms
+                        FROM admin_account WHERE name = ?
+                        """,
+                    arguments: [name])
+            else { return nil }
+            let locked: Int64? = row[5]
+            return AdminLoginState(account: try Self.account(row), passwordHash: row[4], lockedUntil: locked.map(Self.date))
+        }
+    }
+
+    public func recordAdminLoginFailure(account name: String, at: Date, threshold: Int, lockFor: Duration) async throws -> Date? {
+        let until = at.addingTimeInterval(Double(OutboxWebhook.millis(lockFor)) / 1000)
+        let untilMillis = Self.clampedMillis(until)
+        return try await pool.write { db -> Date? in
+            try db.execute(sql: "UPDATE admin_account SET failed_logins = failed_logins + 1 WHERE name = ?", arguments: [name])
+            guard let failed = try Int.fetchOne(db, sql: "SELECT failed_logins FROM admin_account WHERE name = ?", arguments: [name]),
+                failed >= max(1, threshold)
+            else { return nil }
+            try db.execute(
+                sql: "UPDATE admin_account SET failed_logins = 0, locked_until_ms = ? WHERE name = ?", arguments: [untilMillis, name])
+            return until
+        }
+    }
+
+    public func recordAdminLoginSuccess(account name: String) async throws {
+        try await pool.write { db in
+            try db.execute(
+                sql: "UPDATE admin_account SET failed_logins = 0, locked_until_ms = NULL WHERE name = ?", arguments: [name])
         }
     }
 
@@ -86,7 +132,7 @@ extension SQLitePushStore: AdminDirectory {
                     db,
                     sql: """
                         SELECT t.id, t.account, t.name, t.created_at_ms, t.expires_at_ms, t.revoked_at_ms,
-                               a.name, a.role, a.created_at_ms
+                               a.name, a.role, a.created_at_ms, a.password_hash IS NOT NULL
                         FROM admin_token t JOIN admin_account a ON a.name = t.account
                         WHERE t.sha256 = ?
                         """,
@@ -168,11 +214,12 @@ extension SQLitePushStore: AdminDirectory {
         }
     }
 
-    /// The account in `row`'s columns `first` (name), `first + 1` (role) and `first + 2` (created).
+    /// The account in `row`'s columns `first` (name), `first + 1` (role), `first + 2` (created)
+    /// and `first + 3` (whether it has a password).
     private static func account(_ row: Row, from first: Int = 0) throws -> AdminAccount {
         let role: String = row[first + 1]
         guard let parsed = AdminRole(rawValue: role) else { throw StoreError.corrupt("admin account with an unknown role") }
-        return AdminAccount(name: row[first], role: parsed, createdAt: date(row[first + 2]))
+        return AdminAccount(name: row[first], role: parsed, createdAt: date(row[first + 2]), hasPassword: row[first + 3])
     }
 
     private static func token(_ row: Row) throws -> AdminTokenRecord {

@@ -220,14 +220,18 @@ extension SQLitePushStore {
         migrator.registerMigration("v12-item-unique-id") { db in
             try db.execute(sql: "ALTER TABLE job_item ADD COLUMN result_unique_id TEXT")
         }
-        // Admin accounts, their tokens (kept as SHA-256) and the audit log (`AdminDirectory`).
+        // Admin accounts (a console password as its bcrypt hash, failed logins and a lock), their
+        // tokens (kept as SHA-256) and the audit log (`AdminDirectory`).
         migrator.registerMigration("v13-admin-accounts") { db in
             try db.execute(
                 sql: """
                     CREATE TABLE admin_account (
                         name TEXT PRIMARY KEY NOT NULL,
                         role TEXT NOT NULL,
-                        created_at_ms INTEGER NOT NULL
+                        created_at_ms INTEGER NOT NULL,
+                        password_hash TEXT,
+                        failed_logins INTEGER NOT NULL DEFAULT 0,
+                        locked_until_ms INTEGER
                     ) WITHOUT ROWID;
                     CREATE TABLE admin_token (
                         id TEXT PRIMARY KEY NOT NULL,

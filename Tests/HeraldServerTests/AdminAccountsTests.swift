@@ -203,6 +203,73 @@ struct AdminAccountsTests {
         await world.close()
     }
 
+    /// Logs in to the console with an account and password; returns the login answer.
+    static func passwordLogin(_ browser: inout ConsoleBrowser, account: String, password: String) async throws -> APIClient.Reply {
+        let page = try await browser.client.request(.get, "/console/login", contentType: nil)
+        var headers = HTTPFields()
+        headers[.cookie] = "herald_console_login=\(ConsoleBrowser.cookies(page)["herald_console_login"] ?? "")"
+        let reply = try await browser.client.request(
+            .post, "/console/login",
+            body: ConsoleBrowser.form([
+                ("csrf", ConsoleBrowser.csrf(in: page.text) ?? ""), ("account", account), ("password", password),
+            ]),
+            contentType: "multipart/form-data; boundary=\(ConsoleBrowser.boundary)", headers: headers)
+        if let session = ConsoleBrowser.cookies(reply)["herald_console"], !session.isEmpty {
+            browser.session = session
+            browser.csrf = ConsoleBrowser.csrf(in: try await browser.get("/console/tenants").text)
+        }
+        return reply
+    }
+
+    @Test func aPasswordLogsInAsTheAccountAndRepeatedFailuresLockOnlyThePassword() async throws {
+        let world = try await TestWorld.make()
+        try await LiveServer.with(world.options(adminToken: Self.admin)) { live async throws in
+            let client = live.client()
+            let vera = try await Self.account("vera", .viewer, client: client)
+            let short = try await client.request(.put, "/admin/accounts/vera/password", key: vera, json: #"{"password": "short"}"#)
+            #expect(short.status == 422 && short.errorField == "password", "\(short.text)")
+            let password = "correct horse battery staple"
+            // An account sets its own password; another's it may not.
+            #expect(try await client.request(.put, "/admin/accounts/vera/password", key: vera, json: #"{"password": "\#(password)"}"#).status == 204)
+            #expect(try await client.request(.put, "/admin/accounts/olga/password", key: vera, json: #"{"password": "\#(password)"}"#).status == 403)
+            let listed = try await client.request(.get, "/admin/accounts", key: Self.admin)
+            #expect((listed.json["accounts"] as? [[String: Any]])?.first?["password_set"] as? Bool == true)
+            #expect(!listed.text.contains("$2"), "no hash in an answer")
+
+            // The console as a viewer: who is logged in, no form that changes anything.
+            var browser = ConsoleBrowser(client: client)
+            #expect(try await Self.passwordLogin(&browser, account: "vera", password: password).status == 303)
+            let page = try await browser.get("/console/tenants/acme")
+            #expect(page.status == 200)
+            #expect(page.text.contains(#"id="who">vera · viewer"#), "\(page.text.prefix(1200))")
+            #expect(!page.text.contains("api-key-form") && !page.text.contains("rotate-form") && !page.text.contains("/console/onboard"))
+            #expect(try await browser.get("/console/onboard").status == 403)
+            let audit = try await browser.get("/console/audit")
+            #expect(audit.status == 200 && audit.text.contains("account.password") && audit.text.contains("login"), "\(audit.text)")
+
+            // Five wrong passwords in a row lock the password, not the account's tokens.
+            var other = ConsoleBrowser(client: client)
+            for attempt in 0..<AdminPasswords.lockThreshold {
+                let wrong = try await Self.passwordLogin(&other, account: "vera", password: "wrong password \(attempt)")
+                #expect(wrong.status == 401 && wrong.text.contains("The account or password is wrong"))
+            }
+            let locked = try await Self.passwordLogin(&other, account: "vera", password: password)
+            #expect(locked.status == 429 && locked.text.contains("locked"), "\(locked.text)")
+            #expect(other.session == nil)
+            #expect(try await client.request(.get, "/admin/me", key: vera).status == 200)
+            // An unknown account answers as a wrong password does.
+            let unknown = try await Self.passwordLogin(&other, account: "nobody", password: password)
+            #expect(unknown.status == 401 && unknown.text.contains("The account or password is wrong"))
+            let lock = try await client.request(.get, "/admin/audit?action=account.locked", key: Self.admin)
+            #expect((lock.json["entries"] as? [[String: Any]])?.first?["object"] as? String == "vera", "\(lock.text)")
+            // An owner's new password ends the lock.
+            let renewed = "another long passphrase"
+            #expect(try await client.request(.put, "/admin/accounts/vera/password", key: Self.admin, json: #"{"password": "\#(renewed)"}"#).status == 204)
+            #expect(try await Self.passwordLogin(&other, account: "vera", password: renewed).status == 303)
+        }
+        await world.close()
+    }
+
     @Test func anAccountInTheStoreEnablesTheAdminAPIWithoutTheAdminToken() async throws {
         let world = try await TestWorld.make()
         let (secret, id) = AdminTokens.generate()

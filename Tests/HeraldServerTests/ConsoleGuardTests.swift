@@ -38,12 +38,12 @@ struct ConsoleGuardTests {
                 #expect(!reply.text.contains(guess) && !reply.text.contains(Self.admin))
                 #expect(ConsoleBrowser.cookies(reply)["herald_console"] == nil)
             }
-            // The bucket emptied far below what any test run could refill (10 a minute), however
+            // The address's bucket emptied far below what any test run could refill (10 a minute), however
             // slowly the requests go: from here no token is compared, the right one included,
             // and the answer says when to come back. (The bucket's arithmetic, on a manual
             // clock, is `failedLoginsEmptyTheBucketAndItRefills`.)
             let sessions = live.server.api.console.sessions
-            for _ in 0..<(sessions.failedLoginBurst + 100) { sessions.loginFailed() }
+            for _ in 0..<(sessions.failedLoginBurst + 100) { sessions.loginFailed(source: "127.0.0.1") }
             for token in ["another-guess", Self.admin] {
                 let refused = try await browser.login(token)
                 #expect(refused.status == 429, "\(refused.text)")

@@ -357,7 +357,7 @@ struct ConsoleValueTests {
     @Test func sessionsExpireWhenIdleAndAtTheirLifetime() {
         let clock = FakeClock()
         let sessions = ConsoleSessions(capacity: 4, idleTimeout: .seconds(60), lifetime: .seconds(300), now: { clock.now })
-        let session = sessions.open(actor: .breakGlass(source: nil), credentialSHA256: nil)
+        let session = sessions.open(actor: .breakGlass(source: nil), credential: .breakGlass)
         #expect(session.id.count == 43 && session.csrf != session.id)
         clock.advance(.seconds(50))
         #expect(sessions.session(for: session.id) != nil)
@@ -366,7 +366,7 @@ struct ConsoleValueTests {
         clock.advance(.seconds(61))
         #expect(sessions.session(for: session.id) == nil)
 
-        let long = sessions.open(actor: .breakGlass(source: nil), credentialSHA256: nil)
+        let long = sessions.open(actor: .breakGlass(source: nil), credential: .breakGlass)
         for _ in 0..<6 {
             clock.advance(.seconds(55))
             _ = sessions.session(for: long.id)
@@ -382,7 +382,7 @@ struct ConsoleValueTests {
         var opened: [ConsoleSessions.Session] = []
         for _ in 0..<10 {
             clock.advance(.seconds(1))
-            opened.append(sessions.open(actor: .breakGlass(source: nil), credentialSHA256: nil))
+            opened.append(sessions.open(actor: .breakGlass(source: nil), credential: .breakGlass))
         }
         #expect(sessions.count == 3)
         #expect(sessions.session(for: opened[0].id) == nil)
@@ -396,20 +396,24 @@ struct ConsoleValueTests {
         let clock = FakeClock()
         let sessions = ConsoleSessions(failedLoginBurst: 3, failedLoginsPerMinute: 6, now: { clock.now })
         for _ in 0..<3 {
-            #expect(sessions.loginWait() == nil)
-            sessions.loginFailed()
+            #expect(sessions.loginWait(source: "192.0.2.1") == nil)
+            sessions.loginFailed(source: "192.0.2.1")
         }
-        let wait = sessions.loginWait()
+        let wait = sessions.loginWait(source: "192.0.2.1")
         #expect(wait.map { $0 > .seconds(9) && $0 <= .seconds(10) } == true, "one more in 10 s at 6 a minute: \(String(describing: wait))")
         clock.advance(.seconds(10))
-        #expect(sessions.loginWait() == nil, "refilled")
-        sessions.loginFailed()
-        #expect(sessions.loginWait() != nil)
+        #expect(sessions.loginWait(source: "192.0.2.1") == nil, "refilled")
+        sessions.loginFailed(source: "192.0.2.1")
+        #expect(sessions.loginWait(source: "192.0.2.1") != nil)
         // A successful login takes nothing: only failures are counted.
         clock.advance(.seconds(30))
-        #expect(sessions.loginWait() == nil)
-        _ = sessions.open(actor: .breakGlass(source: nil), credentialSHA256: nil)
-        #expect(sessions.loginWait() == nil)
+        #expect(sessions.loginWait(source: "192.0.2.1") == nil)
+        _ = sessions.open(actor: .breakGlass(source: nil), credential: .breakGlass)
+        #expect(sessions.loginWait(source: "192.0.2.1") == nil)
+        // Another address's failures hold back nobody else.
+        for _ in 0..<10 { sessions.loginFailed(source: "198.51.100.7") }
+        #expect(sessions.loginWait(source: "198.51.100.7") != nil)
+        #expect(sessions.loginWait(source: "192.0.2.1") == nil)
     }
 
     @Test func theHourWindowCountsOnlyTheLastSixtyMinutes() {

@@ -37,6 +37,7 @@ public enum APIEndpoint: String, CaseIterable, Sendable {
     case adminAccountTokens
     case adminCreateAccountToken
     case adminRevokeAccountToken
+    case adminSetAccountPassword
     case adminAudit
 
     /// Who may call a route.
@@ -63,7 +64,7 @@ public enum APIEndpoint: String, CaseIterable, Sendable {
         case .sendNotification, .sendBatch, .cancelJob, .adminReload, .adminReloadTenant, .adminCreateTenant, .adminCreateAPIKey,
             .adminCancelJob, .adminCreateAccount, .adminCreateAccountToken:
             return .post
-        case .registerDevice, .adminUploadCredentials: return .put
+        case .registerDevice, .adminUploadCredentials, .adminSetAccountPassword: return .put
         case .adminUpdateTenant, .adminUpdateAccount: return .patch
         case .adminDeleteTenant, .adminDeleteAPIKey, .adminDeleteAccount, .adminRevokeAccountToken: return .delete
         }
@@ -99,6 +100,7 @@ public enum APIEndpoint: String, CaseIterable, Sendable {
         case .adminUpdateAccount, .adminDeleteAccount: return "/admin/accounts/{name}"
         case .adminAccountTokens, .adminCreateAccountToken: return "/admin/accounts/{name}/tokens"
         case .adminRevokeAccountToken: return "/admin/accounts/{name}/tokens/{token}"
+        case .adminSetAccountPassword: return "/admin/accounts/{name}/password"
         case .adminAudit: return "/admin/audit"
         }
     }
@@ -115,15 +117,16 @@ public enum APIEndpoint: String, CaseIterable, Sendable {
             return .admin(.operate)
         // An account's own tokens are also its own to list, make and revoke (``APIRoutes``).
         case .adminAccounts, .adminCreateAccount, .adminUpdateAccount, .adminDeleteAccount, .adminAccountTokens,
-            .adminCreateAccountToken, .adminRevokeAccountToken:
+            .adminCreateAccountToken, .adminRevokeAccountToken, .adminSetAccountPassword:
             return .admin(.accounts)
         }
     }
 
     /// Whether an account may call this route on its own account (`{name}`) without the route's
-    /// permission: its own tokens.
+    /// permission: its own tokens and password.
     var isSelfService: Bool {
         self == .adminAccountTokens || self == .adminCreateAccountToken || self == .adminRevokeAccountToken
+            || self == .adminSetAccountPassword
     }
 
     /// The path in Hummingbird's router syntax (`:name`), relative to a group mounted at `prefix`.

@@ -82,6 +82,10 @@ struct Console: Sendable {
                 return try await self.form(request, context) { session, form in try await handler(self, session, id, form) }
             }
         }
+        console.get("audit") { request, context in
+            let tenant = request.uri.queryParameters["tenant"].map(String.init)
+            return try await self.guarded(request, context) { session in try await self.auditPage(session, tenant: tenant) }
+        }
         console.get("onboard") { request, context in
             try await self.guarded(request, context) { session in
                 guard session.actor.may(.operate) else { throw ConsoleError.lacks(.operate, session.actor) }
@@ -106,17 +110,21 @@ struct Console: Sendable {
         return response
     }
 
+    /// `POST /console/login`: an account name and its password, or a token (an account's, or
+    /// the break-glass admin token). Each source address's failures are bounded
+    /// (``ConsoleSessions/loginWait(source:)``); an account's password logins are locked after
+    /// ``AdminPasswords/lockThreshold`` failures in a row (its tokens keep working).
     private func login(_ request: Request, source: String?) async throws -> Response {
         guard try await authenticator.isEnabled() else { throw APIError.routeNotFound }
         let actor: AdminActor
-        let credential: String?
+        let credential: ConsoleSessions.Credential
         do {
             try checkOrigin(request)
             let form = try await ConsoleForm.read(request, limit: 8192)
             guard let expected = request.cookies[Self.loginCookie]?.value, !expected.isEmpty,
                 ConsoleSessions.tokensMatch(try form.text("csrf"), expected)
             else { throw ConsoleError.forbidden }
-            if let wait = sessions.loginWait() {
+            if let wait = sessions.loginWait(source: source) {
                 let seconds = APIKeyRateLimiter.retryAfterSeconds(wait)
                 logger.notice("console login refused: too many failed logins", metadata: ["herald.component": "console"])
                 var response = try await loginPage(
@@ -124,25 +132,84 @@ struct Console: Sendable {
                 response.headers[.retryAfter] = "\(seconds)"
                 return response
             }
-            guard let token = try form.text("token"), let found = try await authenticator.authenticate(token, source: source)
-            else {
-                sessions.loginFailed()
-                logger.notice("console login refused: wrong admin token", metadata: ["herald.component": "console"])
-                await audit.record(.loginFailed, details: ["via": "console"], actor: AdminActor(account: "unknown", role: .viewer, source: source))
-                return try await loginPage(request, error: "The admin token is wrong.", status: .unauthorized)
+            if let account = try form.text("account"), !account.isEmpty {
+                switch try await passwordLogin(account: account, password: try form.text("password") ?? "", source: source) {
+                case .success(let found):
+                    actor = found
+                    credential = .password(account: found.account)
+                case .failure(let refusal):
+                    return try await loginPage(request, error: refusal.message, status: refusal.status)
+                }
+            } else {
+                guard let token = try form.text("token"), let found = try await authenticator.authenticate(token, source: source)
+                else {
+                    sessions.loginFailed(source: source)
+                    logger.notice("console login refused: wrong admin token", metadata: ["herald.component": "console"])
+                    await audit.record(.loginFailed, details: ["via": "console token"], actor: Self.anonymous(source))
+                    return try await loginPage(request, error: "The admin token is wrong.", status: .unauthorized)
+                }
+                actor = found
+                credential = found.account == AuditEntry.breakGlass ? .breakGlass : .token(sha256: APIKeys.sha256Hex(of: token))
             }
-            actor = found
-            credential = found.account == AuditEntry.breakGlass ? nil : APIKeys.sha256Hex(of: token)
         } catch let error as ConsoleError {
             return try await loginPage(request, error: error.message, status: error.status)
         }
-        let session = sessions.open(actor: actor, credentialSHA256: credential)
+        let session = sessions.open(actor: actor, credential: credential)
         await audit.record(.login, details: ["via": "console"], actor: actor)
         logger.info("console login", metadata: ["herald.component": "console", "herald.sessions": "\(sessions.count)"])
         var response = ConsolePages.redirect("/console/tenants")
         response.setCookie(cookie(Self.sessionCookie, session.id, request: request, maxAge: nil))
         response.setCookie(cookie(Self.loginCookie, "", request: request, maxAge: 0))
         return response
+    }
+
+    /// Who a failed login is recorded as when no account is known.
+    private static func anonymous(_ source: String?) -> AdminActor {
+        AdminActor(account: "unknown", role: .viewer, source: source)
+    }
+
+    /// An account's password login: the account's actor, or why not (the same words whether the
+    /// account is unknown, has no password, or the password is wrong).
+    private func passwordLogin(account name: String, password: String, source: String?) async throws
+        -> Result<AdminActor, ConsoleError>
+    {
+        let wrong = ConsoleError(status: .unauthorized, message: "The account or password is wrong.")
+        let state = AdminAccount.validName(name) ? try await authenticator.directory.adminLoginState(account: name) : nil
+        let now = router.configuration.clock.date
+        if let state, let until = state.lockedUntil, until > now {
+            sessions.loginFailed(source: source)
+            await audit.record(.loginFailed, details: ["via": "console password", "reason": "locked"], actor: actorOf(state, source))
+            let minutes = max(1, Int((until.timeIntervalSince(now) / 60).rounded(.up)))
+            return .failure(
+                ConsoleError(
+                    status: .tooManyRequests,
+                    message: "This account's password logins are locked for \(minutes) more minutes after repeated failures. "
+                        + "Its tokens still work; an owner can set a new password to end the lock."))
+        }
+        guard try await AdminPasswords.verify(password, hash: state?.passwordHash), let state else {
+            sessions.loginFailed(source: source)
+            guard let state else {
+                await audit.record(.loginFailed, details: ["via": "console password"], actor: Self.anonymous(source))
+                return .failure(wrong)
+            }
+            await audit.record(.loginFailed, details: ["via": "console password"], actor: actorOf(state, source))
+            if let until = try await authenticator.directory.recordAdminLoginFailure(
+                account: name, at: now, threshold: AdminPasswords.lockThreshold, lockFor: AdminPasswords.lockDuration)
+            {
+                logger.warning(
+                    "admin account locked after repeated failed logins",
+                    metadata: ["herald.component": "console", "herald.account": "\(name)"])
+                await audit.record(
+                    .accountLocked, object: name, details: ["until": Timestamps.iso8601(until)], actor: actorOf(state, source))
+            }
+            return .failure(wrong)
+        }
+        try await authenticator.directory.recordAdminLoginSuccess(account: name)
+        return .success(actorOf(state, source))
+    }
+
+    private func actorOf(_ state: AdminLoginState, _ source: String?) -> AdminActor {
+        AdminActor(account: state.account.name, role: state.account.role, source: source)
     }
 
     private func logout(_ session: ConsoleSessions.Session) async -> Response {
@@ -178,15 +245,17 @@ struct Console: Sendable {
         guard var session = sessions.session(for: request.cookies[Self.sessionCookie]?.value) else {
             return ConsolePages.redirect("/console/login")
         }
-        if let credential = session.credentialSHA256 {
-            guard let (account, _) = try await authenticator.directory.authenticateAdminToken(
-                sha256: credential, now: router.configuration.clock.date)
-            else {
-                sessions.close(session.id)
-                return ConsolePages.redirect("/console/login")
-            }
-            session.actor.role = account.role
+        let account: AdminAccount?
+        switch session.credential {
+        case .breakGlass: account = nil
+        case .token(let sha256):
+            account = try await authenticator.directory.authenticateAdminToken(sha256: sha256, now: router.configuration.clock.date)?.0
+            if account == nil { return endSession(session) }
+        case .password(let name):
+            account = try await authenticator.directory.adminAccount(named: name)
+            if account == nil { return endSession(session) }
         }
+        if let account { session.actor.role = account.role }
         session.actor.source = AdminActor.source(of: context)
         return try await AdminActor.$current.withValue(session.actor) {
             do {
@@ -195,6 +264,29 @@ struct Console: Sendable {
                 return messagePage(session, error)
             }
         }
+    }
+
+    /// The newest 100 audit entries, of one tenant when `tenant` is given (a viewer may read them).
+    private func auditPage(_ session: ConsoleSessions.Session, tenant: String?) async throws -> Response {
+        let filter = tenant.flatMap { $0.isEmpty || $0.unicodeScalars.count > 256 ? nil : $0 }
+        let entries = try await authenticator.directory.auditEntries(AuditQuery(tenant: filter, limit: 100))
+        return pages.render(
+            "audit",
+            AuditPage(
+                csrf: session.csrf, tenant: filter,
+                entries: entries.map { entry in
+                    AuditPage.Entry(
+                        at: Timestamps.iso8601(entry.at), account: entry.account, action: entry.action, tenant: entry.tenant,
+                        object: entry.object,
+                        details: entry.details.sorted { $0.key < $1.key }.map { "\($0.key)=\($0.value)" }.joined(separator: " "),
+                        source: entry.source)
+                }))
+    }
+
+    /// The session's credential stopped working (a revoked or expired token, a deleted account).
+    private func endSession(_ session: ConsoleSessions.Session) -> Response {
+        sessions.close(session.id)
+        return ConsolePages.redirect("/console/login")
     }
 
     /// A form post: a session whose role has `permission` (a change needs `operator`), a

@@ -21,8 +21,16 @@ struct ConsolePages: Sendable {
     }
 
     /// An HTML page; never cached, never framed, no script, forms posted only to the console.
+    ///
+    /// Every template renders its model inside `{{#page}}`, within a frame that says who is
+    /// logged in (``AdminActor/current``) and whether that role may change anything
+    /// (`canOperate`): the forms a viewer may not use are not shown.
     func render(_ template: String, _ model: Any, status: HTTPResponse.Status = .ok) -> Response {
-        let html = library.render(model, withTemplate: template) ?? "<!doctype html><title>Herald console</title><p>page unavailable</p>"
+        let actor = AdminActor.current
+        let frame = ConsoleFrame(
+            page: model, viewer: actor.map { ConsoleFrame.Viewer(account: $0.account, role: $0.role.rawValue) },
+            canOperate: actor?.may(.operate) ?? false)
+        let html = library.render(frame, withTemplate: template) ?? "<!doctype html><title>Herald console</title><p>page unavailable</p>"
         var headers = HTTPFields()
         headers[.contentType] = "text/html; charset=utf-8"
         Self.addSecurityHeaders(&headers)
@@ -60,6 +68,38 @@ struct ConsolePages: Sendable {
 
 // Every page has `title`, `csrf` (the session's CSRF token, shown in every form; nil on the
 // login page, which then shows no navigation), `notice` and `error`: what `head.mustache` reads.
+
+/// What every page renders within: the page's own model, and who is looking at it.
+struct ConsoleFrame {
+    struct Viewer {
+        var account: String
+        var role: String
+    }
+
+    var page: Any
+    var viewer: Viewer?
+    var canOperate: Bool
+}
+
+/// `/console/audit`: the newest audit entries, optionally of one tenant.
+struct AuditPage {
+    struct Entry {
+        var at: String
+        var account: String
+        var action: String
+        var tenant: String?
+        var object: String?
+        var details: String
+        var source: String?
+    }
+
+    var title = "Audit log"
+    var csrf: String?
+    var notice: String? = nil
+    var error: String? = nil
+    var tenant: String?
+    var entries: [Entry]
+}
 
 struct LoginPage {
     var title = "Log in"

@@ -13,7 +13,7 @@ import Synchronization
 ///
 /// ```swift
 /// let sessions = ConsoleSessions(now: { clock.now })
-/// let session = sessions.open(actor: actor, credentialSHA256: nil)  // after a credential matched
+/// let session = sessions.open(actor: actor, credential: .breakGlass)  // after a credential matched
 /// sessions.session(for: cookieValue)?.csrf      // on each request
 /// ```
 final class ConsoleSessions: Sendable {
@@ -26,9 +26,18 @@ final class ConsoleSessions: Sendable {
         var lastSeen: ContinuousClock.Instant
         /// Who logged in: the session acts as this account.
         var actor: AdminActor
-        /// The SHA-256 of the account token it logged in with (nil: the break-glass admin token),
-        /// looked up again on every request.
-        var credentialSHA256: String?
+        /// What it logged in with, checked again on every request.
+        var credential: Credential
+    }
+
+    /// What a session was opened with.
+    enum Credential: Sendable, Equatable {
+        /// The break-glass admin token (read once at start: nothing to check again).
+        case breakGlass
+        /// An account token, by its SHA-256: the session ends when the token stops working.
+        case token(sha256: String)
+        /// An account's password: the session ends when the account is deleted.
+        case password(account: String)
     }
 
     let capacity: Int
@@ -36,16 +45,19 @@ final class ConsoleSessions: Sendable {
     let lifetime: Duration
     private let now: @Sendable () -> ContinuousClock.Instant
     private let sessions = Mutex<[String: Session]>([:])
-    /// Failed logins, whoever made them: a bucket of ``failedLoginBurst`` that refills at
-    /// ``failedLoginsPerMinute``. While it is empty no token is compared (429), so guessing the
-    /// admin token goes no faster than that, and nothing per caller is kept.
-    private let failedLogins: Mutex<TokenBucket>
+    /// Failed logins per source address: each address has a bucket of ``failedLoginBurst`` that
+    /// refills at ``failedLoginsPerMinute``. While an address's bucket is empty no credential it
+    /// sends is compared (429), so guessing goes no faster than that from one address, and one
+    /// address's failures never hold back another's logins. At most ``maxSources`` addresses
+    /// are kept (full buckets are dropped first, then the least recently failed).
+    private let failedLogins: Mutex<[String: TokenBucket]> = Mutex([:])
     let failedLoginBurst: Int
     let failedLoginsPerMinute: Int
+    let maxSources: Int
 
     init(
         capacity: Int = 64, idleTimeout: Duration = .seconds(30 * 60), lifetime: Duration = .seconds(12 * 3600),
-        failedLoginBurst: Int = 10, failedLoginsPerMinute: Int = 10,
+        failedLoginBurst: Int = 10, failedLoginsPerMinute: Int = 10, maxSources: Int = 4096,
         now: @escaping @Sendable () -> ContinuousClock.Instant
     ) {
         self.capacity = max(1, capacity)
@@ -54,36 +66,48 @@ final class ConsoleSessions: Sendable {
         self.now = now
         self.failedLoginBurst = max(1, failedLoginBurst)
         self.failedLoginsPerMinute = max(1, failedLoginsPerMinute)
-        failedLogins = Mutex(
-            TokenBucket(rate: Double(self.failedLoginsPerMinute) / 60, burst: Double(self.failedLoginBurst), now: now()))
+        self.maxSources = max(1, maxSources)
     }
 
-    /// Whether a login may be tried now: nil when it may, else how long until one may.
-    func loginWait() -> Duration? {
+    /// Whether `source` may try a login now: nil when it may, else how long until it may.
+    func loginWait(source: String?) -> Duration? {
         let instant = now()
-        return failedLogins.withLock { bucket in
+        return failedLogins.withLock { buckets in
+            guard var bucket = buckets[source ?? ""] else { return nil }
             bucket.refill(now: instant)
+            buckets[source ?? ""] = bucket
             let wait = bucket.wait()
             return wait == .zero ? nil : wait
         }
     }
 
-    /// Counts a failed login (a wrong admin token).
-    func loginFailed() {
+    /// Counts a failed login from `source` (a wrong credential).
+    func loginFailed(source: String?) {
         let instant = now()
-        failedLogins.withLock { bucket in
+        let key = source ?? ""
+        let fresh = TokenBucket(rate: Double(failedLoginsPerMinute) / 60, burst: Double(failedLoginBurst), now: instant)
+        failedLogins.withLock { buckets in
+            var bucket = buckets[key] ?? fresh
             bucket.refill(now: instant)
             bucket.take()
+            buckets[key] = bucket
+            guard buckets.count > maxSources else { return }
+            for (address, var other) in buckets {
+                other.refill(now: instant)
+                if other.tokens >= other.burst { buckets[address] = nil }
+            }
+            while buckets.count > maxSources, let oldest = buckets.min(by: { $0.value.updated < $1.value.updated })?.key {
+                buckets[oldest] = nil
+            }
         }
     }
 
-    /// A new session for `actor`, who presented an admin credential (`credentialSHA256`: an
-    /// account token's SHA-256; nil for the break-glass admin token).
-    func open(actor: AdminActor, credentialSHA256: String?) -> Session {
+    /// A new session for `actor`, who presented `credential`.
+    func open(actor: AdminActor, credential: Credential) -> Session {
         let instant = now()
         let session = Session(
             id: Self.randomToken(), csrf: Self.randomToken(), openedAt: instant, lastSeen: instant, actor: actor,
-            credentialSHA256: credentialSHA256)
+            credential: credential)
         sessions.withLock { sessions in
             sessions = sessions.filter { isLive($0.value, at: instant) }
             while sessions.count >= capacity, let oldest = sessions.values.min(by: { $0.lastSeen < $1.lastSeen }) {

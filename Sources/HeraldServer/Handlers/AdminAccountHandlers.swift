@@ -17,11 +17,14 @@ struct AdminAccountHandlers: Sendable {
         var name: String
         var role: String
         var createdAt: Date
+        /// Whether it can log in to the console with a password.
+        var passwordSet: Bool
 
         init(_ account: AdminAccount) {
             name = account.name
             role = account.role.rawValue
             createdAt = account.createdAt
+            passwordSet = account.hasPassword
         }
     }
 
@@ -103,7 +106,7 @@ struct AdminAccountHandlers: Sendable {
         if before.role == .owner, role != .owner { try await refuseLosingTheLastOwner(name) }
         guard try await directory.setAdminRole(role, account: name) else { throw APIError.notFound("admin account") }
         await audit.record(.accountUpdate, object: name, details: ["role": role.rawValue, "previous_role": before.role.rawValue])
-        return AccountView(AdminAccount(name: name, role: role, createdAt: before.createdAt))
+        return AccountView(AdminAccount(name: name, role: role, createdAt: before.createdAt, hasPassword: before.hasPassword))
     }
 
     struct DeletedAccount: ResponseEncodable {
@@ -126,6 +129,27 @@ struct AdminAccountHandlers: Sendable {
         if owners.map(\.name) == [name] {
             throw APIError.conflict("\(name) is the last owner account; make another owner first")
         }
+    }
+
+    // MARK: PUT /admin/accounts/{name}/password
+
+    /// Sets the account's console password (kept as its bcrypt hash) and ends a lock.
+    func setPassword(_ request: Request, context: some RequestContext) async throws -> Response {
+        let name = try Self.accountName(context)
+        let password: String
+        do throws(APIError) {
+            let body = try await RequestBodies.json(request, limit: 4096)
+            let reader = try JSONObjectReader(body.root, path: "", allowed: ["password"])
+            guard let given = try reader.string("password", required: true) else { throw APIError.missingField("password") }
+            if let refusal = AdminPasswords.refusal(given) { throw APIError.invalidField("password", refusal) }
+            password = given
+        } catch {
+            throw AdminLifecycleHandlers.unprocessable(error)
+        }
+        let hash = try await AdminPasswords.hash(password)
+        guard try await directory.setAdminPassword(hash: hash, account: name) else { throw APIError.notFound("admin account") }
+        await audit.record(.passwordSet, object: name)
+        return Response(status: .noContent)
     }
 
     // MARK: /admin/accounts/{name}/tokens

@@ -84,6 +84,7 @@ struct APIRoutes: Sendable {
         admin.onAdmin(.adminAccountTokens) { try await accounts.tokens($0, context: $1) }
         admin.onAdmin(.adminCreateAccountToken) { try await accounts.createToken($0, context: $1) }
         admin.onAdmin(.adminRevokeAccountToken) { try await accounts.revokeToken($0, context: $1) }
+        admin.onAdmin(.adminSetAccountPassword) { try await accounts.setPassword($0, context: $1) }
         admin.onAdmin(.adminAudit) { try await accounts.audit($0, context: $1) }
         return router
     }
