@@ -27,7 +27,7 @@ struct AdminCommand: AsyncParsableCommand {
     struct Accounts: AsyncParsableCommand {
         static let configuration = CommandConfiguration(
             commandName: "accounts", abstract: "List, create, change and delete admin accounts.",
-            subcommands: [List.self, Create.self, SetRole.self, Delete.self])
+            subcommands: [List.self, Create.self, SetRole.self, SetPassword.self, Delete.self])
     }
 
     struct Tokens: AsyncParsableCommand {
@@ -87,6 +87,38 @@ extension AdminCommand.Accounts {
         func run() async throws {
             try await api.call(
                 .PATCH, "/admin/accounts/\(TenantsPath.escape(name))", body: ["role": role], command: "admin accounts set-role")
+        }
+    }
+
+    struct SetPassword: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
+            commandName: "set-password",
+            abstract: "Set an account's console password (read from an environment variable, never an argument).")
+        @OptionGroup var api: AdminAPIOptions
+        @OptionGroup var store: AdminStoreOption
+        @Argument(help: "The account's name.") var name: String
+        @Option(name: .customLong("password-env"), help: "The environment variable that holds the new password.")
+        var passwordVariable: String
+
+        func run() async throws {
+            guard let password = ProcessInfo.processInfo.environment[passwordVariable], !password.isEmpty else {
+                throw ValidationError("\(passwordVariable) is not set")
+            }
+            guard store.store else {
+                try await api.call(
+                    .PUT, "/admin/accounts/\(TenantsPath.escape(name))/password", body: ["password": password],
+                    command: "admin accounts set-password")
+                return
+            }
+            if let refusal = AdminPasswords.refusal(password) { throw ValidationError("the password \(refusal)") }
+            let hash = try await AdminPasswords.hash(password)
+            try await store.withDirectory(api) { directory in
+                guard try await directory.setAdminPassword(hash: hash, account: name) else {
+                    throw AdminStoreError(message: "there is no admin account named \(name)")
+                }
+                try await directory.appendAudit(
+                    AuditEntry(at: Date(), account: AuditEntry.storeDirect, action: AuditAction.passwordSet.rawValue, object: name))
+            }
         }
     }
 

@@ -310,6 +310,11 @@ struct AdminCommandTests {
         let taken = try await TenantsCommandTests.herald(
             binary, ["admin", "accounts", "create", "first", "--role", "viewer", "--store", "--config", config], token: "")
         #expect(taken.status == 1 && taken.errors.contains("exists"), "\(taken.errors)")
+        let password = try await TenantsCommandTests.herald(
+            binary, ["admin", "accounts", "set-password", "first", "--password-env", "HERALD_TEST_PASSWORD", "--store", "--config", config],
+            token: "", environment: ["HERALD_TEST_PASSWORD": "a long enough passphrase"])
+        #expect(password.status == 0, "\(password.errors)")
+        #expect(!password.output.contains("passphrase") && !password.errors.contains("passphrase"))
 
         try await LiveServer.with(world.options(adminToken: nil)) { live async throws in
             let server = ["--config", config, "--server", "http://127.0.0.1:\(live.port)"]
@@ -330,6 +335,8 @@ struct AdminCommandTests {
             let list = try await TenantsCommandTests.herald(binary, ["admin", "accounts", "list"] + server, token: veraSecret)
             #expect(list.status == 1, "a viewer may not list accounts: \(list.output)")
 
+            let accounts = try await live.client().request(.get, "/admin/accounts", key: secret)
+            #expect((accounts.json["accounts"] as? [[String: Any]])?.first { $0["name"] as? String == "first" }?["password_set"] as? Bool == true)
             let audit = try await live.client().request(.get, "/admin/audit?action=account.create", key: secret)
             let entries = try #require(audit.json["entries"] as? [[String: Any]])
             #expect(entries.map { "\($0["account"] ?? "")/\($0["object"] ?? "")" } == ["first/vera", "store/first"])

@@ -7,7 +7,7 @@ import NIOPosix
 /// Repeated failures lock an account's password logins for a while (its tokens keep working, so
 /// nobody can lock an account out of the API by guessing); the console slows each source address
 /// on its own (``ConsoleSessions``).
-enum AdminPasswords {
+public enum AdminPasswords {
     /// At least this many characters.
     static let minimumCharacters = 12
     /// At most this many UTF-8 bytes: bcrypt reads no further.
@@ -19,7 +19,7 @@ enum AdminPasswords {
     static let lockDuration: Duration = .seconds(15 * 60)
 
     /// Why `password` is refused, or nil.
-    static func refusal(_ password: String) -> String? {
+    public static func refusal(_ password: String) -> String? {
         if password.count < minimumCharacters { return "must be at least \(minimumCharacters) characters" }
         if password.utf8.count > maximumBytes { return "must be at most \(maximumBytes) bytes of UTF-8" }
         if password.unicodeScalars.contains(where: { $0.value < 0x20 || $0.value == 0x7f }) {
@@ -28,7 +28,7 @@ enum AdminPasswords {
         return nil
     }
 
-    static func hash(_ password: String) async throws -> String {
+    public static func hash(_ password: String) async throws -> String {
         try await NIOThreadPool.singleton.runIfActive { Bcrypt.hash(password, cost: cost) }
     }
 
