@@ -5,6 +5,10 @@ Run by scripts/console-browser.sh, which starts `herald serve` with its sandbox 
 CONSOLE_URL, ADMIN_TOKEN, UPLOADS (the .p8 files to upload), SHOTS (where screenshots go),
 SANDBOX_PORT, TENANTS_DIR, DEVICE (a device token the sandbox accepts).
 
+The break-glass admin token logs in first and makes two admin accounts through the admin API:
+a viewer, who can read but change nothing, and an operator, who onboards, tests, rotates,
+changes, cancels and deletes; the audit log then shows the operator's changes under its name.
+
 Every step waits on a condition (bounded), never on time; a failed step saves a screenshot
 named after it and the test exits 1.
 """
@@ -98,6 +102,20 @@ def main():
     return 0
 
 
+VIEWER = ("vera", "viewer passphrase for the browser test")
+OPERATOR = ("otto", "operator passphrase for the browser test")
+
+
+def admin(method, path, body=None):
+    """The admin API with the break-glass token: (status, JSON answer or None)."""
+    request = urllib.request.Request(
+        BASE + path, method=method, data=None if body is None else json.dumps(body).encode(),
+        headers={"Authorization": "Bearer " + TOKEN, "Content-Type": "application/json"})
+    with urllib.request.urlopen(request, timeout=WAIT) as response:
+        text = response.read()
+        return response.status, (json.loads(text) if text else None)
+
+
 def steps(c):
     d = c.driver
     onboarded = {}
@@ -125,6 +143,61 @@ def steps(c):
         cookie = d.get_cookie("herald_console")
         assert cookie and cookie.get("httpOnly") and cookie.get("sameSite") == "Strict", cookie
         c.shot("03-tenants")
+
+    def accounts():
+        for (name, password), role in ((VIEWER, "viewer"), (OPERATOR, "operator")):
+            status, _ = admin("POST", "/admin/accounts", {"name": name, "role": role})
+            assert status == 201, status
+            status, _ = admin("PUT", "/admin/accounts/%s/password" % name, {"password": password})
+            assert status == 204, status
+
+    def log_out():
+        d.find_element(By.ID, "logout").click()
+        c.wait_for(By.ID, "token")
+
+    def password_login(account):
+        name, password = account
+        c.go("/console/login")
+        c.wait_for(By.ID, "account")
+        c.fill("account", name)
+        c.fill("password", password)
+        d.find_element(By.ID, "login").click()
+        c.wait_for(By.ID, "tenants")
+        c.wait_text(By.ID, "who", name)
+
+    def viewer():
+        log_out()
+        password_login(VIEWER)
+        assert "viewer" in d.find_element(By.ID, "who").text
+        assert not d.find_elements(By.XPATH, "//a[@href='/console/onboard']"), "a viewer is offered onboarding"
+        c.shot("03a-viewer-tenants")
+        c.go("/console/tenants/demo-token")
+        c.wait_for(By.ID, "credential")
+        for form in ("test-form", "api-key-form", "edit-form", "rotate-form", "delete-form"):
+            assert not d.find_elements(By.ID, form), "a viewer sees " + form
+        c.go("/console/onboard")
+        c.wait_text(By.ID, "error", "admin:operate is required")
+        c.shot("03b-viewer-refused")
+        c.go("/console/audit")
+        c.wait_text(By.ID, "audit", "account.create")
+        c.shot("03c-viewer-audit")
+
+    def operator():
+        log_out()
+        password_login(OPERATOR)
+        assert "operator" in d.find_element(By.ID, "who").text
+
+    def audited():
+        c.go("/console/audit?tenant=" + TENANT)
+        text = c.wait_text(By.ID, "audit", "tenant.create")
+        rows = [row.text for row in d.find_elements(By.XPATH, "//table[@id='audit']/tbody/tr")]
+        created = [row for row in rows if "tenant.create" in row]
+        assert created and OPERATOR[0] in created[0], rows
+        for action in ("credential.upload", "tenant.update", "job.cancel", "notification.test"):
+            assert action in text, action + " is not in the audit log"
+        status, page = admin("GET", "/admin/audit?tenant=%s&action=tenant.delete" % TENANT)
+        assert status == 200 and page["entries"][0]["account"] == OPERATOR[0], page
+        c.shot("12-audit-log")
 
     def onboard():
         c.go("/console/onboard")
@@ -221,6 +294,8 @@ def steps(c):
         c.shot("11-deleted")
 
     def logout():
+        c.go("/console/tenants")
+        c.wait_for(By.ID, "tenants")
         d.find_element(By.ID, "logout").click()
         c.wait_for(By.ID, "token")
         c.go("/console/tenants")
@@ -229,6 +304,9 @@ def steps(c):
 
     c.run("wrong admin token stays out", wrong_token)
     c.run("log in", login)
+    c.run("make a viewer and an operator account", accounts)
+    c.run("a viewer reads but changes nothing", viewer)
+    c.run("log in as the operator", operator)
     c.run("onboard a token tenant with a .p8", onboard)
     c.run("send a test notification", send_test("06-test-notification-200"))
     c.run("rotate the key", rotate)
@@ -236,6 +314,7 @@ def steps(c):
     c.run("change its settings", change_settings)
     c.run("cancel a running batch", cancel_batch)
     c.run("delete the tenant", delete)
+    c.run("the audit log shows the operator's changes", audited)
     c.run("log out", logout)
 
 
