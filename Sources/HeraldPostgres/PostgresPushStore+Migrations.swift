@@ -355,6 +355,21 @@ extension PostgresPushStore {
                 "CREATE INDEX audit_log_by_tenant ON audit_log (tenant, id)",
                 "CREATE INDEX audit_log_by_account ON audit_log (account, id)",
             ]),
+        // Usage per tenant and hour, as SQLite's v14.
+        Migration(
+            name: "v14-usage",
+            statements: [
+                """
+                CREATE TABLE usage_hour (
+                    tenant TEXT NOT NULL,
+                    hour_ms BIGINT NOT NULL,
+                    kind TEXT NOT NULL,
+                    count BIGINT NOT NULL,
+                    PRIMARY KEY (tenant, hour_ms, kind)
+                )
+                """,
+                "CREATE INDEX usage_hour_by_hour ON usage_hour (hour_ms)",
+            ]),
     ]
 
     /// Applies the migrations not applied yet (up to and including `lastMigration`; all when nil),

@@ -38,6 +38,8 @@ public struct HeraldProcessOptions: Sendable {
     public var webhooks: any WebhookSender = HTTPWebhookSender.shared
     /// Time between two passes of store upkeep (expired jobs deleted, WAL checkpointed).
     public var maintenanceInterval: Duration = .seconds(600)
+    /// How often the usage counted in memory is written to the store.
+    public var usageFlushInterval: Duration = .seconds(10)
     /// This instance's heartbeat in the store's instance registry, and how old another
     /// instance's heartbeat may get before it is taken for dead (its leases released).
     public var heartbeat = InstanceHeartbeat.Configuration()
@@ -388,6 +390,10 @@ public final class HeraldProcess: Sendable {
         if let sandbox { services.append(SandboxService(sandbox: sandbox)) }
         // Closed after the runner and the router stopped using it (services stop in reverse order).
         services.append(StoreService(close: closeSharedStore, lock: storeLock))
+        // Stops after every sender and before the store closes: the last usage counts are written.
+        services.append(
+            UsageFlusher(
+                meter: router.usage, ledger: sharedStore, interval: options.usageFlushInterval, logger: options.logger))
         services.append(WebhookOutboxService(outbox: outbox))
         services.append(RouterService(router: router))
         // Stops after the runner (services stop in reverse order): the leases left are released then.
@@ -404,6 +410,7 @@ public final class HeraldProcess: Sendable {
                 maintenance: StoreMaintenance(
                     store: sharedStore, retention: .milliseconds(Int64(options.configuration.jobs.retention * 1000)),
                     audit: (sharedStore, .milliseconds(Int64(options.configuration.api.auditRetention * 1000))),
+                    usage: (sharedStore, .milliseconds(Int64(options.configuration.api.usageRetention * 1000))),
                     interval: options.maintenanceInterval, clock: router.configuration.clock, logger: options.logger)))
         if let interval = options.watchInterval {
             services.append(TenantDirectoryWatcher(coordinator: reloader, interval: interval))

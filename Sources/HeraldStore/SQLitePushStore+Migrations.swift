@@ -259,6 +259,20 @@ extension SQLitePushStore {
                     CREATE INDEX audit_log_by_account ON audit_log (account, id);
                     """)
         }
+        // Usage per tenant and hour (`UsageLedger`): each instance adds what it counted.
+        migrator.registerMigration("v14-usage") { db in
+            try db.execute(
+                sql: """
+                    CREATE TABLE usage_hour (
+                        tenant TEXT NOT NULL,
+                        hour_ms INTEGER NOT NULL,
+                        kind TEXT NOT NULL,
+                        count INTEGER NOT NULL,
+                        PRIMARY KEY (tenant, hour_ms, kind)
+                    ) WITHOUT ROWID;
+                    CREATE INDEX usage_hour_by_hour ON usage_hour (hour_ms);
+                    """)
+        }
         return migrator
     }
 }

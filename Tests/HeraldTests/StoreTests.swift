@@ -45,6 +45,7 @@ struct StoreTests {
         "v1: invalid tokens, jobs, job items", "v2: job item outcome index", "v3-shared-payloads-and-retention",
         "v4-job-item-attempts", "v5: provider tokens", "v6: job item on the wire", "v7-instances", "v8-shared-payloads",
         "v9-lean-job-items", "v10-sqlite-batch-items", "v11-job-end-told", "v12-item-unique-id", "v13-admin-accounts",
+        "v14-usage",
     ]
 
     @Test("a file of schema v1 opens, migrates to v2 and keeps its jobs, items and invalid tokens")

@@ -27,6 +27,9 @@ extension Router {
         case .send: break
         case .probe: probe = true
         case .wait(let until):
+            // Taken and answered at once without the wire: in the tenant's usage as refused.
+            usage.add(.accepted, tenant: tenant, at: clock.date)
+            usage.add(.failedRefused, tenant: tenant, at: clock.date)
             throw PushError.circuitOpen(
                 tenant: tenant, endpoint: endpoint.url, retryAfter: max(.zero, clock.now.duration(to: until)))
         }

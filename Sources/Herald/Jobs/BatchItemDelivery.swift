@@ -308,8 +308,12 @@ struct BatchItemDelivery: Sendable {
             logger: logger)
     }
 
+    /// An item's final outcome: written, and counted in the tenant's usage.
     private func record(_ item: JobItem, of job: Job, _ result: JobItemResult, logger: Logger) -> Step {
-        .write(JobItemChange(index: item.index, change: .outcome(result)))
+        let usage = router.usage
+        usage.add(UsageMeter.kind(of: result), tenant: job.tenant, at: result.finishedAt)
+        usage.add(.batchItems, tenant: job.tenant, at: result.finishedAt)
+        return .write(JobItemChange(index: item.index, change: .outcome(result)))
     }
 
     private func deferItem(_ item: JobItem, of job: Job, _ retry: JobItemRetry, logger: Logger) -> Step {

@@ -3,8 +3,8 @@ import HeraldCore
 import HeraldStore
 import Logging
 
-/// The store's upkeep, in the background: deletes finished jobs after `jobs.retention` and audit
-/// log entries after `api.audit_retention`, and compacts the store (SQLite: checkpoints the WAL),
+/// The store's upkeep, in the background: deletes finished jobs after `jobs.retention`, audit
+/// log entries after `api.audit_retention` and usage hours after `api.usage_retention`, and compacts the store (SQLite: checkpoints the WAL),
 /// at start and then every ``interval``. On a shared store every instance sweeps; each
 /// transaction takes a job no other sweep holds.
 ///
@@ -18,6 +18,8 @@ public struct StoreMaintenance: Sendable {
     public let retention: Duration
     /// The audit log and how long its entries are kept (nil: not swept here).
     public let audit: (log: any AdminDirectory, retention: Duration)?
+    /// The usage counts and how long their hours are kept (nil: not swept here).
+    public let usage: (ledger: any UsageLedger, retention: Duration)?
     /// Time between two passes.
     public let interval: Duration
     private let clock: any PushClock
@@ -25,11 +27,12 @@ public struct StoreMaintenance: Sendable {
 
     public init(
         store: any StoreUpkeep, retention: Duration, audit: (log: any AdminDirectory, retention: Duration)? = nil,
-        interval: Duration = .seconds(600), clock: any PushClock = SystemPushClock(), logger: Logger = Logger(label: "herald")
+        usage: (ledger: any UsageLedger, retention: Duration)? = nil, interval: Duration = .seconds(600), clock: any PushClock = SystemPushClock(), logger: Logger = Logger(label: "herald")
     ) {
         self.store = store
         self.retention = retention
         self.audit = audit
+        self.usage = usage
         self.interval = interval
         self.clock = clock
         var logger = logger
@@ -60,6 +63,15 @@ public struct StoreMaintenance: Sendable {
                 if pruned > 0 { logger.info("expired audit entries deleted", metadata: ["herald.entries": "\(pruned)"]) }
             } catch {
                 logger.storeFailure("cannot delete expired audit entries", error: error)
+            }
+        }
+        if let usage {
+            do {
+                let pruned = try await usage.ledger.pruneUsage(
+                    before: clock.date.addingTimeInterval(-JobRunner.seconds(usage.retention)))
+                if pruned > 0 { logger.info("expired usage hours deleted", metadata: ["herald.rows": "\(pruned)"]) }
+            } catch {
+                logger.storeFailure("cannot delete expired usage hours", error: error)
             }
         }
         do {

@@ -67,6 +67,8 @@ public final class Router: Sendable {
     public let circuits = DeliveryCircuits()
     /// Each tenant's sends and failures of the last hour (the console's tenant list).
     public let lastHour = LastHourCounts()
+    /// Each tenant's usage per hour, until ``UsageFlusher`` writes it to the store.
+    public let usage = UsageMeter()
     private let runtimes = Mutex<[TenantID: TenantRuntime]>([:])
     /// apns-ids for sends that bring none (``apnsID(for:)``): one seeded sequence for every
     /// tenant, behind a lock held for two words and a 36-byte format.
@@ -230,6 +232,8 @@ public final class Router: Sendable {
         let send = RoutedSend(
             tenant: tenant, notification: notification, id: apnsID(for: notification), environment: environment,
             deadline: deadline ?? configuration.clock.now.advanced(by: configuration.defaultDeadline), retries: retries)
+        // A single send is accepted here; a batch item was when its job was stored.
+        if retries { usage.add(.accepted, tenant: tenant, at: configuration.clock.date) }
         attempt(send, Resends(), completion: completion)
     }
 
@@ -300,6 +304,9 @@ public final class Router: Sendable {
                     self.attempt(send, next, completion: completion)
                 }
             case .no:
+                // The router decides a single send's last attempt, so it counts its outcome; a
+                // batch item's is counted by the job runner, which decides its resends.
+                if send.retries { self.usage.addOutcome(outcome, tenant: send.tenant, at: self.configuration.clock.date) }
                 switch outcome {
                 case .success(let result):
                     self.lastHour.record(send.tenant, at: self.configuration.clock.date, failed: result.response.status != 200)

@@ -17,6 +17,8 @@ extension ServerConfiguration {
         public var adminTokenVariable: String = "HERALD_ADMIN_TOKEN"
         /// How long an audit log entry is kept, in seconds (one year).
         public var auditRetention: Double = 365 * 86_400
+        /// How long a tenant's usage counts of an hour are kept, in seconds (400 days).
+        public var usageRetention: Double = 400 * 86_400
 
         public init() {}
     }
@@ -67,7 +69,9 @@ extension ServerConfiguration {
         public init() {}
     }
 
-    static let apiKeys = ["max_body_bytes", "max_batch_body_bytes", "max_batch_items", "admin_token_env", "audit_retention"]
+    static let apiKeys = [
+        "max_body_bytes", "max_batch_body_bytes", "max_batch_items", "admin_token_env", "audit_retention", "usage_retention",
+    ]
     static let jobsKeys = [
         "concurrency_per_tenant", "claim_size", "lease", "claimant", "jobs_per_tenant", "max_active_jobs_per_tenant",
         "max_pending_items_per_tenant", "retention", "webhook_senders", "webhook_outbox_per_tenant", "heartbeat_interval",
@@ -109,6 +113,15 @@ extension ServerConfiguration {
                     configuration.api.auditRetention = value
                 } else {
                     diagnostics.error(at: node, "api.audit_retention", "must be at most 10 years (3650d)")
+                }
+            }
+            if let node = api["usage_retention"],
+                let value = diagnostics.duration(node, FieldPath(text: "api.usage_retention"), minimum: 7 * 86_400, allowZero: false)
+            {
+                if value <= 3_650 * 86_400 {
+                    configuration.api.usageRetention = value
+                } else {
+                    diagnostics.error(at: node, "api.usage_retention", "must be at most 10 years (3650d)")
                 }
             }
         }

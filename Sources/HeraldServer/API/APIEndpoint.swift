@@ -39,6 +39,8 @@ public enum APIEndpoint: String, CaseIterable, Sendable {
     case adminRevokeAccountToken
     case adminSetAccountPassword
     case adminAudit
+    case adminUsage
+    case usage
 
     /// Who may call a route.
     public enum Access: Sendable {
@@ -59,7 +61,7 @@ public enum APIEndpoint: String, CaseIterable, Sendable {
     public var method: HTTPRequest.Method {
         switch self {
         case .healthz, .readyz, .metrics, .openAPI, .jobs, .job, .invalidDevices, .adminTenants, .adminTenant, .adminInstances,
-            .adminJobs, .adminWhoAmI, .adminAccounts, .adminAccountTokens, .adminAudit:
+            .adminJobs, .adminWhoAmI, .adminAccounts, .adminAccountTokens, .adminAudit, .adminUsage, .usage:
             return .get
         case .sendNotification, .sendBatch, .cancelJob, .adminReload, .adminReloadTenant, .adminCreateTenant, .adminCreateAPIKey,
             .adminCancelJob, .adminCreateAccount, .adminCreateAccountToken:
@@ -102,15 +104,17 @@ public enum APIEndpoint: String, CaseIterable, Sendable {
         case .adminRevokeAccountToken: return "/admin/accounts/{name}/tokens/{token}"
         case .adminSetAccountPassword: return "/admin/accounts/{name}/password"
         case .adminAudit: return "/admin/audit"
+        case .adminUsage: return "/admin/usage"
+        case .usage: return "/v1/usage"
         }
     }
 
     public var access: Access {
         switch self {
         case .healthz, .readyz, .openAPI: return .open
-        case .sendNotification, .sendBatch, .jobs, .job, .cancelJob, .invalidDevices, .registerDevice: return .tenant
+        case .sendNotification, .sendBatch, .jobs, .job, .cancelJob, .invalidDevices, .registerDevice, .usage: return .tenant
         // Metrics name tenants, topics and volumes: not for tenants or anonymous callers.
-        case .metrics, .adminTenants, .adminTenant, .adminInstances, .adminJobs, .adminAudit, .adminWhoAmI:
+        case .metrics, .adminTenants, .adminTenant, .adminInstances, .adminJobs, .adminAudit, .adminWhoAmI, .adminUsage:
             return .admin(.read)
         case .adminReload, .adminReloadTenant, .adminUploadCredentials, .adminCreateTenant, .adminUpdateTenant, .adminDeleteTenant,
             .adminCreateAPIKey, .adminDeleteAPIKey, .adminCancelJob:

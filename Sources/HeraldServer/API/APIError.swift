@@ -100,6 +100,13 @@ public struct APIError: Error, Sendable, HTTPResponseError, CustomStringConverti
         APIError(status: .badRequest, code: "invalid_query", message: message, field: name)
     }
 
+    /// 422: a query range that is well formed but not one the route answers (empty, too long).
+    static func invalidRange(_ name: String, _ message: String) -> APIError {
+        var error = invalidQuery(name, message)
+        error.status = .unprocessableContent
+        return error
+    }
+
     /// A per-tenant job limit refused a batch (429, `Retry-After` like every 429 here: jobs take
     /// a while to finish); the message names the limit.
     static func quotaExceeded(_ message: String) -> APIError {

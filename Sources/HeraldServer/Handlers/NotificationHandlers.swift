@@ -109,6 +109,7 @@ struct NotificationHandlers: Sendable {
             RequestID.logger(logger).info(
                 "batch job accepted",
                 metadata: ["herald.tenant": "\(tenant.id)", "herald.job": "\(job.id)", "herald.items": "\(job.itemCount)"])
+            router.usage.add(.accepted, tenant: tenant.id, at: job.createdAt, count: Int64(job.itemCount))
             runner.jobAccepted(job)
         case .existing:
             status = .ok

@@ -22,6 +22,7 @@ struct APIRoutes: Sendable {
     let instances: AdminInstanceHandlers
     let lifecycle: AdminLifecycleHandlers
     let accounts: AdminAccountHandlers
+    let usage: UsageHandlers
     let authenticator: APIKeyAuthenticator
     let adminAuthenticator: AdminAuthenticator
     let logger: Logger
@@ -52,6 +53,8 @@ struct APIRoutes: Sendable {
         tenant.on(.cancelJob, under: "/v1") { try await jobs.cancel($0, context: $1) }
         tenant.on(.invalidDevices, under: "/v1") { try await devices.invalidDevices($0, context: $1) }
         tenant.on(.registerDevice, under: "/v1") { try await devices.registerDevice($0, context: $1) }
+        let usage = self.usage
+        tenant.on(.usage, under: "/v1") { try await usage.tenantUsage($0, context: $1) }
 
         // Metrics name tenants, topics and volumes: not for tenants or anonymous callers.
         let adminAuth = AdminAuthMiddleware<HeraldRequestContext>(authenticator: adminAuthenticator)
@@ -86,6 +89,7 @@ struct APIRoutes: Sendable {
         admin.onAdmin(.adminRevokeAccountToken) { try await accounts.revokeToken($0, context: $1) }
         admin.onAdmin(.adminSetAccountPassword) { try await accounts.setPassword($0, context: $1) }
         admin.onAdmin(.adminAudit) { try await accounts.audit($0, context: $1) }
+        admin.onAdmin(.adminUsage) { try await usage.adminUsage($0, context: $1) }
         return router
     }
 }

@@ -103,6 +103,7 @@ public final class APIServer: Sendable {
                 router: router, reloader: parts.reloader, tenants: adminTenants, audit: audit, logger: logger),
             accounts: AdminAccountHandlers(
                 directory: store, authenticator: adminAuthenticator, audit: audit, now: { clock.date }, logger: logger),
+            usage: UsageHandlers(ledger: store, now: { clock.date }),
             authenticator: authenticator, adminAuthenticator: adminAuthenticator, logger: logger,
             maxBodyBytes: configuration.api.maxBodyBytes)
     }
