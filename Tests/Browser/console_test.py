@@ -233,6 +233,26 @@ def steps(c):
             c.shot(shot)
         return body
 
+    def usage_chart():
+        # The usage counts reach the store within the server's flush interval (10 s): reload until
+        # the chart has the test sends.
+        import time
+        deadline = time.monotonic() + WAIT
+        while True:
+            c.go("/console/tenants/" + TENANT)
+            canvas = c.wait_for(By.ID, "usage-chart")
+            drawn = d.execute_script(
+                "const chart = Chart.getChart(arguments[0]);"
+                "return chart ? chart.data.datasets[0].data.reduce((a, b) => a + b, 0) : -1;", canvas)
+            if drawn and drawn >= 1:
+                break
+            assert time.monotonic() < deadline, "the chart never showed the test send (%s)" % drawn
+            time.sleep(1)
+        assert "delivered" in d.find_element(By.ID, "usage-totals").text
+        d.execute_script("arguments[0].scrollIntoView()", canvas)
+        c.driver.save_screenshot(os.path.join(SHOTS, "06b-usage-chart.png"))
+        print("   screenshot", os.path.join(SHOTS, "06b-usage-chart.png"))
+
     def rotate():
         c.go("/console/tenants/" + TENANT)
         c.wait_for(By.ID, "rotate-form")
@@ -309,6 +329,7 @@ def steps(c):
     c.run("log in as the operator", operator)
     c.run("onboard a token tenant with a .p8", onboard)
     c.run("send a test notification", send_test("06-test-notification-200"))
+    c.run("the usage chart shows it", usage_chart)
     c.run("rotate the key", rotate)
     c.run("send with the new key", send_test("08-test-notification-after-rotation"))
     c.run("change its settings", change_settings)

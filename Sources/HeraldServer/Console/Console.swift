@@ -31,6 +31,8 @@ struct Console: Sendable {
     let cancellation: JobCancellation
     let authenticator: AdminAuthenticator
     let audit: AuditTrail
+    /// The tenants' usage per hour (the tenant page's chart).
+    let usage: any UsageLedger
     let sessions: ConsoleSessions
     let pages: ConsolePages
     /// The tenant lifecycle the admin API uses (create, settings, API keys, delete).
@@ -53,6 +55,14 @@ struct Console: Sendable {
         console.get("console.css") { _, _ in
             guard try await self.authenticator.isEnabled() else { throw APIError.routeNotFound }
             return self.pages.css()
+        }
+        console.get("usage-chart.js") { _, _ in
+            guard try await self.authenticator.isEnabled() else { throw APIError.routeNotFound }
+            return self.pages.script(self.pages.chartScript)
+        }
+        console.get("chart.min.js") { _, _ in
+            guard try await self.authenticator.isEnabled() else { throw APIError.routeNotFound }
+            return self.pages.script(self.pages.chartLibrary)
         }
         console.get("login") { request, _ in try await self.loginPage(request) }
         console.post("login") { request, context in try await self.login(request, source: AdminActor.source(of: context)) }
@@ -408,6 +418,7 @@ struct Console: Sendable {
                 "console: the store could not be read", metadata: ["herald.tenant": "\(tenant.id)", "herald.error": "\(error)"])
             storeProblem = "The store could not be read; jobs and invalid tokens are not shown."
         }
+        let usage = try? await usageSummary(tenant.id, now: now)
         let keyID: String
         if case .token(let token) = tenant.auth { keyID = token.keyID } else { keyID = "" }
         let page = TenantPage(
@@ -435,8 +446,36 @@ struct Console: Sendable {
                 failures: health?.failuresLastHour ?? 0,
                 apiKeys: tenant.apiKeys.map { TenantPage.APIKey(name: $0.name, tenantID: tenant.id.rawValue) },
                 jobs: jobs, invalidTokens: invalid, sendResult: sendResult, newKey: newKey,
-                edit: typed ?? Self.editForm(tenant)))
+                edit: typed ?? Self.editForm(tenant), usage: usage))
         return pages.render("tenant", page, status: error?.status ?? .ok)
+    }
+
+    /// The last 7 days' delivered and failed sends per hour, 168 hours up to the current one.
+    func usageSummary(_ tenant: TenantID, now: Date) async throws -> TenantPage.Usage {
+        let end = UsageCount.hour(of: now).addingTimeInterval(3600)
+        let start = end.addingTimeInterval(-168 * 3600)
+        var delivered = [Int64](repeating: 0, count: 168)
+        var failed = [Int64](repeating: 0, count: 168)
+        var batchItems: Int64 = 0
+        for count in try await usage.usage(tenant: tenant.rawValue, from: start, to: end) {
+            let index = Int((count.hour.timeIntervalSince(start) / 3600).rounded(.down))
+            guard delivered.indices.contains(index) else { continue }
+            if count.kind == .delivered { delivered[index] &+= count.count }
+            if count.kind.isFailure { failed[index] &+= count.count }
+            if count.kind == .batchItems { batchItems &+= count.count }
+        }
+        struct Series: Encodable {
+            var hours: [String]
+            var delivered: [Int64]
+            var failed: [Int64]
+        }
+        let series = Series(
+            hours: (0..<168).map { Timestamps.iso8601(start.addingTimeInterval(Double($0) * 3600)) }, delivered: delivered,
+            failed: failed)
+        let json = String(decoding: try JSONEncoder().encode(series), as: UTF8.self)
+        return TenantPage.Usage(
+            series: json, delivered: delivered.reduce(0, &+), failed: failed.reduce(0, &+), batchItems: batchItems,
+            chart: pages.chartLibrary != nil)
     }
 
     static func timestamp(_ date: Date) -> String {

@@ -9,6 +9,13 @@ import NIOCore
 struct ConsolePages: Sendable {
     let library: MustacheLibrary
     let stylesheet: [UInt8]
+    /// The console's own script: draws the usage chart with the chart library.
+    let chartScript: [UInt8]
+    /// Chart.js, from Debian's libjs-chart.js (``chartLibraryPath``); nil when it is not installed.
+    let chartLibrary: [UInt8]?
+
+    /// Where Debian's libjs-chart.js puts Chart.js.
+    static let chartLibraryPath = "/usr/share/javascript/chart.js/chart.min.js"
 
     /// The templates shipped with Herald.
     static func load() async throws -> ConsolePages {
@@ -17,7 +24,9 @@ struct ConsolePages: Sendable {
         }
         let library = try await MustacheLibrary(directory: directory.path)
         let css = (try? Data(contentsOf: directory.appendingPathComponent("console.css"))).map { Array($0) } ?? []
-        return ConsolePages(library: library, stylesheet: css)
+        let script = (try? Data(contentsOf: directory.appendingPathComponent("usage-chart.js"))).map { Array($0) } ?? []
+        let chart = FileManager.default.contents(atPath: chartLibraryPath).map { Array($0) }
+        return ConsolePages(library: library, stylesheet: css, chartScript: script, chartLibrary: chart)
     }
 
     /// An HTML page; never cached, never framed, no script, forms posted only to the console.
@@ -44,10 +53,21 @@ struct ConsolePages: Sendable {
         return Response(status: .ok, headers: headers, body: ResponseBody(byteBuffer: ByteBuffer(bytes: stylesheet)))
     }
 
+    /// A script of the console's own origin (no inline script runs: the policy allows none).
+    func script(_ bytes: [UInt8]?) -> Response {
+        guard let bytes else { return Response(status: .notFound) }
+        var headers = HTTPFields()
+        headers[.contentType] = "text/javascript; charset=utf-8"
+        headers[.cacheControl] = "max-age=300"
+        headers[HTTPField.Name("X-Content-Type-Options")!] = "nosniff"
+        return Response(status: .ok, headers: headers, body: ResponseBody(byteBuffer: ByteBuffer(bytes: bytes)))
+    }
+
     static func addSecurityHeaders(_ headers: inout HTTPFields) {
         headers[.cacheControl] = "no-store"
+        // Scripts only from the console's own files (the usage chart); none inline.
         headers[.contentSecurityPolicy] =
-            "default-src 'none'; style-src 'self'; img-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'"
+            "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'"
         headers[HTTPField.Name("X-Frame-Options")!] = "DENY"
         headers[HTTPField.Name("X-Content-Type-Options")!] = "nosniff"
         // Not `no-referrer`: with it, browsers send `Origin: null` on the console's own form posts,
@@ -222,6 +242,18 @@ struct TenantPage {
         var sendResult: SendResult?
         var newKey: NewKey?
         var edit: Edit
+        var usage: Usage?
+    }
+    /// The last 7 days' sends per hour (`GET /admin/usage`'s counts): the chart's series as JSON
+    /// in a data attribute, and the totals as text for readers without the chart.
+    struct Usage {
+        /// `{"hours": [ISO 8601…], "delivered": […], "failed": […]}`, 168 hours, oldest first.
+        var series: String
+        var delivered: Int64
+        var failed: Int64
+        var batchItems: Int64
+        /// Whether the chart library is there (Debian's libjs-chart.js); without it, the totals only.
+        var chart: Bool
     }
     var title: String
     var csrf: String?

@@ -78,7 +78,7 @@ public final class APIServer: Sendable {
         let audit = AuditTrail(directory: store, now: { clock.date }, logger: logger)
         console = Console(
             router: router, health: parts.health, reloader: parts.reloader, store: store, cancellation: cancellation,
-            authenticator: adminAuthenticator, audit: audit, sessions: ConsoleSessions(now: { clock.now }),
+            authenticator: adminAuthenticator, audit: audit, usage: store, sessions: ConsoleSessions(now: { clock.now }),
             pages: pages, lifecycle: ReloadCoordinatorLifecycle(reloader: parts.reloader, audit: audit), logger: logger,
             maxFormBytes: maxUploadBytes * 2 + 64 * 1024)
         authenticator = APIKeyAuthenticator(router: router, rateLimit: configuration.http.rateLimit, logger: logger)
