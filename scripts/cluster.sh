@@ -77,6 +77,7 @@ storage_path: $dir/instance-$i/herald.sqlite
 log_level: ${LOG_LEVEL:-notice}
 api:
   max_batch_items: ${MAX_BATCH_ITEMS:-100000}
+  count_usage: ${COUNT_USAGE:-true}
   max_batch_body_bytes: $(( ${MAX_BATCH_ITEMS:-100000} > 400000 ? ${MAX_BATCH_ITEMS:-100000} * 80 : 33554432 ))
 jobs:
   claimant: herald-$i

@@ -295,12 +295,13 @@ public final class HeraldProcess: Sendable {
             throw HeraldProcessError(message: "cannot read the webhook outbox: \(error)")
         }
 
-        let router = Herald.Router(
-            configuration: RouterConfiguration(
-                registry: .standard(metricsFactory: options.pluginMetricsFactory), store: store,
-                transports: transports, logger: logger,
-                webhooks: webhookSender, environment: options.environment, webhookQueue: outbox,
-                sendPathLookups: sendPathLookups))
+        var routerConfiguration = RouterConfiguration(
+            registry: .standard(metricsFactory: options.pluginMetricsFactory), store: store,
+            transports: transports, logger: logger,
+            webhooks: webhookSender, environment: options.environment, webhookQueue: outbox,
+            sendPathLookups: sendPathLookups)
+        routerConfiguration.countUsage = configuration.api.countUsage
+        let router = Herald.Router(configuration: routerConfiguration)
         let clock = router.configuration.clock
         let health = TenantHealthRegistry(router: router)
         // Every tenant is validated in full (credential, TLS, plugins) before it serves.

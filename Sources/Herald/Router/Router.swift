@@ -25,6 +25,8 @@ public struct RouterConfiguration: Sendable {
     /// PostgreSQL store (the one its provider tokens use too); an embedded SQLite store's reads
     /// are local and are not bounded by a timer (under a busy CPU a timer would skip them).
     public var sendPathLookups: SendPathLookups?
+    /// Whether sends are counted in the tenants' usage (``Router/usage``; `api.count_usage`).
+    public var countUsage: Bool = true
 
     public init(
         registry: PluginRegistry = .standard(), store: any PushStore, transports: any TransportProvider,
@@ -68,7 +70,7 @@ public final class Router: Sendable {
     /// Each tenant's sends and failures of the last hour (the console's tenant list).
     public let lastHour = LastHourCounts()
     /// Each tenant's usage per hour, until ``UsageFlusher`` writes it to the store.
-    public let usage = UsageMeter()
+    public let usage: UsageMeter
     private let runtimes = Mutex<[TenantID: TenantRuntime]>([:])
     /// apns-ids for sends that bring none (``apnsID(for:)``): one seeded sequence for every
     /// tenant, behind a lock held for two words and a 36-byte format.
@@ -76,6 +78,7 @@ public final class Router: Sendable {
 
     public init(configuration: RouterConfiguration) {
         self.configuration = configuration
+        usage = UsageMeter(enabled: configuration.countUsage)
     }
 
     // MARK: Loading

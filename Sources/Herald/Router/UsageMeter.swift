@@ -20,12 +20,16 @@ public final class UsageMeter: Sendable {
     }
 
     private let counts = Mutex<[Key: Int64]>([:])
+    /// False: nothing is counted (`api.count_usage: false`); the reports read what was counted before.
+    public let enabled: Bool
 
-    public init() {}
+    public init(enabled: Bool = true) {
+        self.enabled = enabled
+    }
 
     /// Adds `count` of `kind` to `tenant`'s hour of `date`.
     public func add(_ kind: UsageKind, tenant: TenantID, at date: Date, count: Int64 = 1) {
-        guard count > 0 else { return }
+        guard enabled, count > 0 else { return }
         let seconds = date.timeIntervalSince1970
         let hour = seconds.isFinite ? Int64(clamping: Int((seconds / 3600).rounded(.down).clamped(to: -1e15...1e15))) : 0
         let key = Key(tenant: tenant.rawValue, hour: hour, kind: kind)

@@ -19,6 +19,8 @@ extension ServerConfiguration {
         public var auditRetention: Double = 365 * 86_400
         /// How long a tenant's usage counts of an hour are kept, in seconds (400 days).
         public var usageRetention: Double = 400 * 86_400
+        /// Whether sends are counted in the tenants' usage (`GET /admin/usage`).
+        public var countUsage: Bool = true
 
         public init() {}
     }
@@ -71,6 +73,7 @@ extension ServerConfiguration {
 
     static let apiKeys = [
         "max_body_bytes", "max_batch_body_bytes", "max_batch_items", "admin_token_env", "audit_retention", "usage_retention",
+        "count_usage",
     ]
     static let jobsKeys = [
         "concurrency_per_tenant", "claim_size", "lease", "claimant", "jobs_per_tenant", "max_active_jobs_per_tenant",
@@ -123,6 +126,9 @@ extension ServerConfiguration {
                 } else {
                     diagnostics.error(at: node, "api.usage_retention", "must be at most 10 years (3650d)")
                 }
+            }
+            if let node = api["count_usage"], let value = boolean(node, "api.count_usage", diagnostics: diagnostics) {
+                configuration.api.countUsage = value
             }
         }
         if let node = mapping["jobs"],
