@@ -164,7 +164,7 @@ too_many = sum(o["count"] for o in job["outcomes"] if o.get("reason") == "TooMan
 # When the server marked the job finished (its updated_at, same machine and clock, in ms): the
 # poll sees it up to POLL_INTERVAL later. Shown beside the polled figure, which the verdict uses.
 marked = datetime.datetime.fromisoformat(job["updated_at"].replace("Z", "+00:00")).timestamp()
-print("accept_s=%.3f complete_s=%.3f rate=%.0f cpu_us=%.0f pg_us=%.0f peak_mb=%s sent=%d failed=%d pending=%d token429=%d send_rate=%.0f marked_s=%.3f" % (
+print("accept_s=%.3f complete_s=%.3f rate=%.0f cpu_us=%.1f pg_us=%.0f peak_mb=%s sent=%d failed=%d pending=%d token429=%d send_rate=%.0f marked_s=%.3f" % (
     accepted - start, finished - start, count / (finished - start), cpu * 1e6 / count, postgres_cpu * 1e6 / count, sys.argv[10],
     counts["sent"], counts["failed"], counts["pending"], too_many,
     count / (finished - accepted), marked - start))
@@ -175,6 +175,8 @@ PY
     cluster_stop
 }
 
+# Each mode once in the summary (the last run of it), in the order first run.
+UNIQUE_MODES=$(tr ' ' '\n' <<<"$MODES" | awk 'NF && !seen[$0]++' | tr '\n' ' ')
 for mode in $MODES; do
     run_mode "$mode"
     if [[ "$mode" == sqlite ]]; then measure_transport "after sqlite"; TRANSPORT_AFTER=$TRANSPORT_LAST; TRANSPORT_CPU_AFTER=$TRANSPORT_CPU_LAST; ROUTER_AFTER=$ROUTER_LAST; fi
@@ -190,7 +192,7 @@ share() { awk -v a="$1" -v t="$2" 'BEGIN { if (t > 0) printf "%.0f", 100 * a / t
 echo
 echo "== summary: a batch of $BATCH from POST to finished (cores $(nproc), load average now $(cut -d' ' -f1-3 /proc/loadavg))"
 printf "   %-7s %10s %12s %10s %11s %14s %13s %8s %8s %10s\n" mode "202 (s)" "finished(s)" "notif./s" "serve us/n" "postgres us/n" "peak RSS (MB)" sent failed "429 token"
-for mode in $MODES; do
+for mode in $UNIQUE_MODES; do
     r=${RESULT[$mode]}
     printf "   %-7s %10s %12s %10s %11s %14s %13s %8s %8s %10s\n" "$mode" "$(field accept_s "$r")" "$(field complete_s "$r")" \
         "$(field rate "$r")" "$(field cpu_us "$r")" "$(field pg_us "$r")" "$(field peak_mb "$r")" "$(field sent "$r")" "$(field failed "$r")" "$(field token429 "$r")"
@@ -199,7 +201,7 @@ echo "   transport (herald bench): $TRANSPORT_RATE notifications/s (the mean of 
 echo "   router, callbacks, no store (herald bench): $ROUTER_RATE notifications/s (the mean of $ROUTER_BEFORE and $ROUTER_AFTER): $(share "$ROUTER_RATE" "$TRANSPORT_RATE")% of the transport, the batch's ceiling"
 verdict() { if [[ "$1" == 1 ]]; then echo "met"; else echo "NOT met"; fi; }
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (b > 0) printf "%.2f", a / b; else print 0 }'; }
-for mode in $MODES; do
+for mode in $UNIQUE_MODES; do
     r=${RESULT[$mode]}
     case "$mode" in
     sqlite | sqlite-uncounted | pg1)

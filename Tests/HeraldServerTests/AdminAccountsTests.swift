@@ -12,7 +12,7 @@ struct AdminAccountsTests {
     static let admin = "accounts-admin-token"
 
     /// Makes an account with `role` through the API and one token for it; returns the token.
-    static func account(_ name: String, _ role: AdminRole, client: APIClient) async throws -> String {
+    static func account(_ name: String, _ role: AdminRole, client: APIClient, admin: String = admin) async throws -> String {
         let created = try await client.request(
             .post, "/admin/accounts", key: admin, json: #"{"name": "\#(name)", "role": "\#(role.rawValue)"}"#)
         #expect(created.status == 201, "\(created.text)")

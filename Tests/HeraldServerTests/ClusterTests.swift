@@ -125,6 +125,43 @@ struct ClusterTests {
         }
     }
 
+    @Test("two instances: usage adds up to the job's report; an admin token revoked through one stops on the other at once")
+    func usageAndAdminTokensAreShared() async throws {
+        let settings = try Self.postgresSettings(schema: Self.freshSchema())
+        let world = try await TestWorld.make()
+        let acme = world.tenant("acme")
+        var options = Self.options(world, settings: settings, rescan: .seconds(3600))
+        options.usageFlushInterval = .milliseconds(50)
+        let admin = "test-admin-token"
+        try await Self.withTwoInstances(world, settings: settings, options: options) { a, b in
+            let total = 2_000
+            let tokens = (0..<total).map { Tokens.make(0x46, $0) }
+            let body = """
+                {"job_id": "cluster-usage", "notification": {"topic": "com.acme.app", "aps": {"alert": "hi"}},
+                 "device_tokens": [\(tokens.map { "\"\($0)\"" }.joined(separator: ","))]}
+                """
+            #expect(try await a.client().request(.post, "/v1/notifications/batch", key: acme.apiKey, json: body).status == 202)
+            let job = try await b.client().waitForJob("cluster-usage", key: acme.apiKey)
+            let counts = try #require(job["counts"] as? [String: Int])
+            // Read through B what both instances counted.
+            let usage = try await UsageAPITests.usage(b.client(), "/admin/usage?tenant=acme", key: admin, accepted: total)
+            let totals = try #require(usage["totals"] as? [String: Any])
+            #expect(totals["batch_items"] as? Int == total)
+            #expect(totals["delivered"] as? Int == counts["sent"])
+            #expect(totals["failed"] as? Int == counts["failed"])
+
+            // An account made through A works on B; revoked through A, it stops on B at once.
+            let token = try await AdminAccountsTests.account("ops", .operator, client: a.client(), admin: admin)
+            #expect(try await b.client().request(.get, "/admin/me", key: token).status == 200)
+            let listed = try await a.client().request(.get, "/admin/accounts/ops/tokens", key: admin)
+            let id = try #require((listed.json["tokens"] as? [[String: Any]])?.first?["id"] as? String)
+            #expect(try await a.client().request(.delete, "/admin/accounts/ops/tokens/\(id)", key: admin).status == 200)
+            #expect(try await b.client().request(.get, "/admin/me", key: token).status == 401)
+            let audit = try await b.client().request(.get, "/admin/audit?action=token.revoke", key: admin)
+            #expect((audit.json["entries"] as? [[String: Any]])?.count == 1, "\(audit.text)")
+        }
+    }
+
     @Test("a job cancelled through one instance stops on every instance; every item is sent, failed or cancelled")
     func cancelThroughOneInstanceStopsBoth() async throws {
         let settings = try Self.postgresSettings(schema: Self.freshSchema())

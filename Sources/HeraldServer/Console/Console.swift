@@ -7,8 +7,9 @@ import HeraldStore
 import Hummingbird
 import Logging
 
-/// The operator console at `/console`: server-rendered pages (swift-mustache, no script) behind a
-/// login with an admin credential: an admin account's token, or the break-glass admin token.
+/// The operator console at `/console`: server-rendered pages (swift-mustache; the one script is
+/// the usage chart's, from the console's own files) behind a login with an admin credential: an
+/// account and its password, an account's token, or the break-glass admin token.
 ///
 /// A login opens a session (``ConsoleSessions``): an HttpOnly, SameSite=Strict cookie scoped to
 /// `/console`, Secure when the request came over TLS (or through a proxy that says

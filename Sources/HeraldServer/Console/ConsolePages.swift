@@ -29,7 +29,7 @@ struct ConsolePages: Sendable {
         return ConsolePages(library: library, stylesheet: css, chartScript: script, chartLibrary: chart)
     }
 
-    /// An HTML page; never cached, never framed, no script, forms posted only to the console.
+    /// An HTML page; never cached, never framed, no inline script, forms posted only to the console.
     ///
     /// Every template renders its model inside `{{#page}}`, within a frame that says who is
     /// logged in (``AdminActor/current``) and whether that role may change anything
