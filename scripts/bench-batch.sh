@@ -112,7 +112,12 @@ postgres_cpu() {
     } | awk -v hz="$hz" '{t += $1} END {printf "%.2f", t / hz}'
 }
 
-declare -A RESULT CPU_RUNS
+declare -A RESULT CPU_RUNS USAGE_CHECK
+# The demo tenant's usage, as GET /admin/usage sums it: "batch_items delivered failed".
+usage_of() { # port
+    curl -s -m 30 "http://127.0.0.1:$1/admin/usage?tenant=demo-token&granularity=day" -H "Authorization: Bearer $CLUSTER_ADMIN_TOKEN" |
+        python3 -c 'import json, sys; t = json.load(sys.stdin)["totals"]; print(t["batch_items"], t["delivered"], t["failed"])'
+}
 field() { sed -n "s/.*[ ]$1=\([^ ]*\).*/\1/p" <<<" $2"; }
 run_mode() { # mode -> RESULT[mode]
     local mode=$1 count backend=postgres
@@ -126,6 +131,8 @@ run_mode() { # mode -> RESULT[mode]
     esac
     COUNT_USAGE=$usage cluster_start "$WORK/$mode" "$count" "$backend"
     local serve_pids=("${CLUSTER_PIDS[@]:1}") first=${CLUSTER_PORTS[0]} last=${CLUSTER_PORTS[-1]} port reply
+    local usage_start
+    usage_start=$(usage_of "$last")
     # One send through each instance first: each opens its TLS connection and takes the key's
     # provider token (shared through the store: the strict sandbox would answer 429 otherwise).
     for port in "${CLUSTER_PORTS[@]}"; do
@@ -134,7 +141,16 @@ run_mode() { # mode -> RESULT[mode]
             -d "{\"device_token\": \"$DEMO_DEVICE\", \"topic\": \"$DEMO_TOPIC\", \"payload\": {\"aps\": {}}}")
         grep -q '"status":200' <<<"$reply" || { echo "$mode: the warm-up send through $port failed: $reply" >&2; exit 1; }
     done
-    local cpu_start pg_start pg_end peak_mb start accepted accepted_at code job state deadline finished_at cpu_end
+    local cpu_start pg_start pg_end peak_mb start accepted accepted_at code job state deadline finished_at cpu_end usage_before usage_after
+    # The warm-up sends in the usage first (each instance writes its counts every 10 s), so that
+    # the batch's own counts can be told apart.
+    usage_before=$usage_start
+    if [[ "$usage" == true ]]; then
+        local warm
+        warm=$(awk -v b="$usage_start" -v n="${#CLUSTER_PORTS[@]}" 'BEGIN { split(b, x, " "); print x[1], x[2] + n, x[3] }')
+        deadline=$(( $(date +%s) + 30 ))
+        while usage_before=$(usage_of "$last"); [[ "$usage_before" != "$warm" && $(date +%s) -lt $deadline ]]; do sleep 0.5; done
+    fi
     cpu_start=$(cpu_of "${serve_pids[@]}")
     pg_start=$(postgres_cpu)
     start=$(now)
@@ -153,6 +169,16 @@ run_mode() { # mode -> RESULT[mode]
     # The largest peak resident set of the instances (VmHWM), in MB.
     peak_mb=$(for pid in "${serve_pids[@]}"; do awk '/^VmHWM:/ {print $2}' "/proc/$pid/status"; done | sort -n | tail -n1 | awk '{printf "%.0f", $1 / 1024}')
     [[ "$state" == finished ]] || { echo "$mode: the job did not finish (state $state) within ${BATCH_TIMEOUT}s" >&2; exit 1; }
+    # The tenant's usage (written by each instance every 10 s): the batch's items, delivered and
+    # failed, as its report counts them (after the measurement: it waits for the next writes).
+    local want sent failed
+    if [[ "$usage" == true ]]; then
+        read -r sent failed < <(python3 -c 'import json, sys; c = json.load(open(sys.argv[1]))["counts"]; print(c["sent"], c["failed"])' "$WORK/$mode/job.json")
+        want=$(awk -v b="$usage_before" -v n="$BATCH" -v s="$sent" -v f="$failed" 'BEGIN { split(b, x, " "); print x[1] + n, x[2] + s, x[3] + f }')
+        deadline=$(( $(date +%s) + 30 ))
+        while usage_after=$(usage_of "$last"); [[ "$usage_after" != "$want" && $(date +%s) -lt $deadline ]]; do sleep 0.5; done
+        USAGE_CHECK[$mode]="usage batch_items/delivered/failed $(tr ' ' / <<<"$usage_after") after $(tr ' ' / <<<"$usage_before") before: $([[ "$usage_after" == "$want" ]] && echo "equals the report" || echo "DIFFERS from the report ($(tr ' ' / <<<"$want") expected)")"
+    fi
     RESULT[$mode]=$(python3 - "$WORK/$mode/job.json" "$start" "$accepted_at" "$finished_at" "$BATCH" "$cpu_start" "$cpu_end" "$pg_start" "$pg_end" "$peak_mb" <<'PY'
 import datetime, json, sys
 job = json.load(open(sys.argv[1]))
@@ -171,6 +197,7 @@ print("accept_s=%.3f complete_s=%.3f rate=%.0f cpu_us=%.1f pg_us=%.0f peak_mb=%s
 PY
 )
     echo "   $mode ($count instance(s), ${backend}, usage counted: $usage): ${RESULT[$mode]}"
+    if [[ "$usage" == true ]]; then echo "     ${USAGE_CHECK[$mode]}"; fi
     CPU_RUNS[$mode]="${CPU_RUNS[$mode]:-} $(field cpu_us "${RESULT[$mode]}")"
     cluster_stop
 }

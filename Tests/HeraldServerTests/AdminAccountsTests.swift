@@ -270,6 +270,38 @@ struct AdminAccountsTests {
         await world.close()
     }
 
+    /// Every console page and form, for a viewer and an operator: a viewer reads every page and
+    /// is refused every change (403 naming `admin:operate`); an operator is refused none (its
+    /// empty forms are refused for their fields instead).
+    @Test func everyConsolePageAndFormChecksTheRole() async throws {
+        let world = try await TestWorld.make()
+        try await LiveServer.with(world.options(adminToken: Self.admin)) { live async throws in
+            let client = live.client()
+            var viewer = ConsoleBrowser(client: client)
+            #expect(try await viewer.login(try await Self.account("vera", .viewer, client: client)).status == 303)
+            var operator_ = ConsoleBrowser(client: client)
+            #expect(try await operator_.login(try await Self.account("otto", .operator, client: client)).status == 303)
+            for page in ["/console/tenants", "/console/tenants/acme", "/console/audit"] {
+                #expect(try await viewer.get(page).status == 200, "\(page)")
+                #expect(try await operator_.get(page).status == 200, "\(page)")
+            }
+            #expect(try await viewer.get("/console/onboard").status == 403)
+            #expect(try await operator_.get("/console/onboard").status == 200)
+            let forms = ["test", "credentials", "settings", "api-keys", "api-keys/delete", "delete", "jobs/cancel"]
+                .map { "/console/tenants/acme/\($0)" } + ["/console/onboard"]
+            for form in forms {
+                let refused = try await viewer.post(form, [])
+                #expect(refused.status == 403 && refused.text.contains("admin:operate"), "\(form): \(refused.status)")
+                let allowed = try await operator_.post(form, [])
+                #expect(allowed.status != 403 && allowed.status != 401, "\(form): \(allowed.status)")
+            }
+            // Nothing changed: acme still has its one key and its file.
+            let acme = try await client.request(.get, "/admin/tenants/acme", key: Self.admin)
+            #expect(acme.status == 200 && acme.json["api_keys"] as? [String] == ["test"])
+        }
+        await world.close()
+    }
+
     @Test func anAccountInTheStoreEnablesTheAdminAPIWithoutTheAdminToken() async throws {
         let world = try await TestWorld.make()
         let (secret, id) = AdminTokens.generate()
@@ -337,9 +369,18 @@ struct AdminCommandTests {
 
             let accounts = try await live.client().request(.get, "/admin/accounts", key: secret)
             #expect((accounts.json["accounts"] as? [[String: Any]])?.first { $0["name"] as? String == "first" }?["password_set"] as? Bool == true)
+            // A change through `herald tenants` is audited under the account whose token it used.
+            let operatorToken = try await AdminAccountsTests.account("otto", .operator, client: live.client(), admin: secret)
+            let added = try await TenantsCommandTests.herald(
+                binary, ["tenants", "add-key"] + server + ["acme", "from-cli"], token: operatorToken)
+            #expect(added.status == 0, "\(added.errors)")
+            let keyAudit = try await live.client().request(.get, "/admin/audit?action=api_key.create", key: secret)
+            let keyEntry = (keyAudit.json["entries"] as? [[String: Any]])?.first
+            #expect(keyEntry?["account"] as? String == "otto" && keyEntry?["object"] as? String == "from-cli", "\(keyAudit.text)")
+
             let audit = try await live.client().request(.get, "/admin/audit?action=account.create", key: secret)
             let entries = try #require(audit.json["entries"] as? [[String: Any]])
-            #expect(entries.map { "\($0["account"] ?? "")/\($0["object"] ?? "")" } == ["first/vera", "store/first"])
+            #expect(entries.map { "\($0["account"] ?? "")/\($0["object"] ?? "")" } == ["first/otto", "first/vera", "store/first"])
         }
         await world.close()
     }

@@ -5,12 +5,14 @@ import HeraldConfig
 import HeraldCore
 import HeraldProcess
 import HeraldServer
+import HeraldStore
 import HeraldTestSupport
 import Hummingbird
 import HummingbirdTesting
 import Logging
 import ServiceLifecycle
 import Synchronization
+import Testing
 
 /// A test tenant: its id, topics, API key and token signing key.
 struct TestTenant: Sendable {
@@ -153,7 +155,25 @@ final class TestWorld: Sendable {
 
     func close() async {
         try? await sandbox.shutdown()
+        await checkTheAuditLogHoldsNoSecret()
         try? FileManager.default.removeItem(atPath: directory)
+    }
+
+    /// Every audit entry a test wrote to the world's store (every test that made a change through
+    /// the admin API or the console on SQLite) is read here: none may hold a secret.
+    private func checkTheAuditLogHoldsNoSecret() async {
+        guard FileManager.default.fileExists(atPath: storagePath),
+            let store = try? SQLitePushStore(path: storagePath),
+            let entries = try? await store.auditEntries(AuditQuery(limit: 1_000_000))
+        else { return }
+        let known = tenants.map(\.apiKey) + ["test-admin-token"]
+        for entry in entries {
+            let text = ([entry.account, entry.action, entry.tenant ?? "", entry.object ?? "", entry.source ?? ""]
+                + entry.details.flatMap { [$0.key, $0.value] }).joined(separator: " ")
+            for marker in ["hk_", "hat_", "-----BEGIN", "PRIVATE KEY", "$2b$", "$2y$"] + known where text.contains(marker) {
+                Issue.record("an audit entry holds a secret (\(marker.prefix(6))…): \(entry.action) \(entry.object ?? "")")
+            }
+        }
     }
 }
 
