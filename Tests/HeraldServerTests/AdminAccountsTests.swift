@@ -302,6 +302,26 @@ struct AdminAccountsTests {
         await world.close()
     }
 
+    @Test func wrongAdminCredentialsFromOneAddressAreSlowedBeforeAnyIsCompared() async throws {
+        let world = try await TestWorld.make()
+        try await LiveServer.with(world.options(adminToken: Self.admin)) { live async throws in
+            let client = live.client()
+            // No credential at all is not a guess.
+            for _ in 0..<20 { #expect(try await client.request(.get, "/admin/tenants").status == 401) }
+            let burst = live.server.api.routes.adminAuthenticator.failures.burst
+            for attempt in 0..<burst {
+                #expect(try await client.request(.get, "/admin/tenants", key: "hat_guess-\(attempt)").status == 401)
+            }
+            // From here this address is refused before any credential is compared, the right one too.
+            for key in ["hat_another-guess", Self.admin] {
+                let refused = try await client.request(.get, "/admin/tenants", key: key)
+                #expect(refused.status == 429 && refused.errorCode == "too_many_failures", "\(refused.text)")
+                #expect(Int(refused.headers[.retryAfter] ?? "") ?? 0 >= 1)
+            }
+        }
+        await world.close()
+    }
+
     @Test func anAccountInTheStoreEnablesTheAdminAPIWithoutTheAdminToken() async throws {
         let world = try await TestWorld.make()
         let (secret, id) = AdminTokens.generate()

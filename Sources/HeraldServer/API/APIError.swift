@@ -131,6 +131,15 @@ public struct APIError: Error, Sendable, HTTPResponseError, CustomStringConverti
         return error
     }
 
+    /// 429: too many wrong admin credentials from this address; none is compared until `Retry-After`.
+    static func adminGuessing(retryAfter wait: Duration) -> APIError {
+        var error = APIError(
+            status: .tooManyRequests, code: "too_many_failures",
+            message: "too many wrong admin credentials from this address; try again later")
+        error.headers[.retryAfter] = String(APIKeyRateLimiter.retryAfterSeconds(wait))
+        return error
+    }
+
     /// 403: the caller is authenticated but its role lacks the permission the message names.
     static func forbidden(_ message: String) -> APIError {
         APIError(status: .forbidden, code: "forbidden", message: message)

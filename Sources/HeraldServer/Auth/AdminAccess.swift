@@ -63,14 +63,20 @@ public enum AdminPermission: String, Sendable, CaseIterable {
 final class AdminAuthenticator: Sendable {
     let breakGlass: AdminToken?
     let directory: any AdminDirectory
+    /// Failed admin API credentials per source address (10, then 10 a minute): past that, 429.
+    let failures: FailedAttempts
     private let now: @Sendable () -> Date
     /// Set once an account is seen (or made): the store need not be asked again.
     private let accountsSeen = Atomic<Bool>(false)
 
-    init(breakGlass: AdminToken?, directory: any AdminDirectory, now: @escaping @Sendable () -> Date) {
+    init(
+        breakGlass: AdminToken?, directory: any AdminDirectory, now: @escaping @Sendable () -> Date,
+        instant: @escaping @Sendable () -> ContinuousClock.Instant = { ContinuousClock.now }
+    ) {
         self.breakGlass = breakGlass
         self.directory = directory
         self.now = now
+        failures = FailedAttempts(now: instant)
     }
 
     /// Whether the admin routes exist.

@@ -45,15 +45,11 @@ final class ConsoleSessions: Sendable {
     let lifetime: Duration
     private let now: @Sendable () -> ContinuousClock.Instant
     private let sessions = Mutex<[String: Session]>([:])
-    /// Failed logins per source address: each address has a bucket of ``failedLoginBurst`` that
-    /// refills at ``failedLoginsPerMinute``. While an address's bucket is empty no credential it
-    /// sends is compared (429), so guessing goes no faster than that from one address, and one
-    /// address's failures never hold back another's logins. At most ``maxSources`` addresses
-    /// are kept (full buckets are dropped first, then the least recently failed).
-    private let failedLogins: Mutex<[String: TokenBucket]> = Mutex([:])
-    let failedLoginBurst: Int
-    let failedLoginsPerMinute: Int
-    let maxSources: Int
+    /// Failed logins per source address (``FailedAttempts``): while an address's bucket is empty
+    /// no credential it sends is compared (429), and one address's failures never hold back
+    /// another's logins.
+    let failedLogins: FailedAttempts
+    var failedLoginBurst: Int { failedLogins.burst }
 
     init(
         capacity: Int = 64, idleTimeout: Duration = .seconds(30 * 60), lifetime: Duration = .seconds(12 * 3600),
@@ -64,43 +60,14 @@ final class ConsoleSessions: Sendable {
         self.idleTimeout = idleTimeout
         self.lifetime = lifetime
         self.now = now
-        self.failedLoginBurst = max(1, failedLoginBurst)
-        self.failedLoginsPerMinute = max(1, failedLoginsPerMinute)
-        self.maxSources = max(1, maxSources)
+        failedLogins = FailedAttempts(burst: failedLoginBurst, perMinute: failedLoginsPerMinute, maxSources: maxSources, now: now)
     }
 
     /// Whether `source` may try a login now: nil when it may, else how long until it may.
-    func loginWait(source: String?) -> Duration? {
-        let instant = now()
-        return failedLogins.withLock { buckets in
-            guard var bucket = buckets[source ?? ""] else { return nil }
-            bucket.refill(now: instant)
-            buckets[source ?? ""] = bucket
-            let wait = bucket.wait()
-            return wait == .zero ? nil : wait
-        }
-    }
+    func loginWait(source: String?) -> Duration? { failedLogins.wait(source: source) }
 
     /// Counts a failed login from `source` (a wrong credential).
-    func loginFailed(source: String?) {
-        let instant = now()
-        let key = source ?? ""
-        let fresh = TokenBucket(rate: Double(failedLoginsPerMinute) / 60, burst: Double(failedLoginBurst), now: instant)
-        failedLogins.withLock { buckets in
-            var bucket = buckets[key] ?? fresh
-            bucket.refill(now: instant)
-            bucket.take()
-            buckets[key] = bucket
-            guard buckets.count > maxSources else { return }
-            for (address, var other) in buckets {
-                other.refill(now: instant)
-                if other.tokens >= other.burst { buckets[address] = nil }
-            }
-            while buckets.count > maxSources, let oldest = buckets.min(by: { $0.value.updated < $1.value.updated })?.key {
-                buckets[oldest] = nil
-            }
-        }
-    }
+    func loginFailed(source: String?) { failedLogins.failed(source: source) }
 
     /// A new session for `actor`, who presented `credential`.
     func open(actor: AdminActor, credential: Credential) -> Session {

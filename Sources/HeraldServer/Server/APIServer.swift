@@ -74,7 +74,7 @@ public final class APIServer: Sendable {
             store: store, runner: runner, notifier: store as? any StoreNotifier, clock: clock, logger: logger,
             jobEnded: parts.jobEnded)
         let adminAuthenticator = AdminAuthenticator(
-            breakGlass: AdminToken(adminToken), directory: store, now: { clock.date })
+            breakGlass: AdminToken(adminToken), directory: store, now: { clock.date }, instant: { clock.now })
         let audit = AuditTrail(directory: store, now: { clock.date }, logger: logger)
         console = Console(
             router: router, health: parts.health, reloader: parts.reloader, store: store, cancellation: cancellation,
