@@ -34,6 +34,18 @@ struct APNsResponseTests {
         }
     }
 
+    @Test func retryAfterIsDeltaSecondsBoundedAndAnythingElseIsIgnored() {
+        func parse(_ text: String) -> Duration? {
+            Array(text.utf8).withUnsafeBytes { APNsResponse.retryAfter(header: $0) }
+        }
+        #expect(parse("120") == .seconds(120))
+        #expect(parse("0") == .zero)
+        #expect(parse("9999999999") == APNsResponse.maximumRetryAfter)
+        for bad in ["", "99999999999", "1e3", "-5", " 5", "5.5", "Wed, 21 Oct 2015 07:28:00 GMT", "٣"] {
+            #expect(parse(bad) == nil, "\(bad)")
+        }
+    }
+
     @Test func unknownReasonsAreKept() {
         let reason = APNsReason(wireValue: "SomethingNew")
         #expect(reason == .unknown("SomethingNew"))

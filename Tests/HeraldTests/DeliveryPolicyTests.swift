@@ -42,6 +42,12 @@ struct DeliveryPolicyTests {
             #expect(rule.decide(transient, attempts: 1) == .again(after: .seconds(10)))
             #expect(rule.decide(transient, attempts: 2) == .again(after: .seconds(20)))
         }
+        // A retry-after longer than the backoff is waited out; a shorter one changes nothing.
+        for rule in [single, leastOnce] {
+            #expect(rule.decide(transient, attempts: 1, retryAfter: .seconds(30)) == .again(after: .seconds(30)))
+            #expect(rule.decide(transient, attempts: 1, retryAfter: .seconds(3)) == .again(after: .seconds(10)))
+            #expect(rule.decide(.delivered, attempts: 1, retryAfter: .seconds(30)) == .final)
+        }
         // A single send stops at its attempts; a batch item at its give-up time (the caller's).
         #expect(single.decide(transient, attempts: 3) == .final)
         #expect(leastOnce.decide(transient, attempts: 9) == .again(after: .seconds(40)))

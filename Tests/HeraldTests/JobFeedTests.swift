@@ -129,10 +129,12 @@ struct JobFeedTests {
             }
 
             // A runner that waits for every send after a claim with retries would see most of
-            // the 80 first sends end by the timeout, on both backends.
+            // the 80 first sends end by the timeout, on both backends. This one sees some when a
+            // claim itself outlasts the timeout (PostgreSQL beside the other suites on a loaded
+            // machine), so the bound is a quarter: far below "most".
             let (byClaim, byTimeout) = released.withLock { ($0.byClaim, $0.byTimeout) }
             #expect(byClaim + byTimeout == count)
-            #expect(byTimeout <= count / 8, "first sends that ended only by the timeout: \(byTimeout) of \(count)")
+            #expect(byTimeout <= count / 4, "first sends that ended only by the timeout: \(byTimeout) of \(count)")
             let sends = transport.byID
             #expect(sends.count == count)
             #expect(

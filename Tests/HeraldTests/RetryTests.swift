@@ -46,6 +46,20 @@ struct RetryTests {
         #expect(clock.sleepCount == 2)
     }
 
+    @Test("an answer's retry-after longer than the backoff is waited out before the resend, within the deadline")
+    func retryAfterIsHonoured() async throws {
+        let clock = ManualPushClock()
+        let (result, transport) = try await run(
+            [.respond(status: 503, reason: .serviceUnavailable, retryAfter: .seconds(3))], clock: clock)
+        #expect(try result.get().isSuccess && transport.attempts.count == 2)
+        #expect(clock.totalSlept == .seconds(3), "the backoff alone is 200 ms: \(clock.totalSlept)")
+        // Past the deadline it is not waited for: the caller gets the 503 at once.
+        let late = ManualPushClock()
+        let (answer, once) = try await run(
+            [.respond(status: 503, reason: .serviceUnavailable, retryAfter: .seconds(120))], clock: late, deadline: .seconds(60))
+        #expect(try answer.get().status == 503 && once.attempts.count == 1 && late.sleepCount == 0)
+    }
+
     @Test("a caller that retries itself (the job runner) gets one attempt and the answer, whatever it is")
     func callerRetries() async throws {
         let clock = ManualPushClock()

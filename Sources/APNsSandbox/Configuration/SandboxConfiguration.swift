@@ -156,11 +156,14 @@ public struct SandboxFaults: Sendable, Hashable {
     /// lets one long run meet both faults in turn, which per-connection counts cannot (a
     /// connection ended by the first never reaches the second).
     public var scope: SandboxFaultScope = .connection
+    /// With every 429 and 503 answer, a `retry-after` header of this many seconds. Apple documents
+    /// none; HTTP servers in front of an endpoint send one: for testing a provider's handling.
+    public var retryAfter: Int? = nil
 
     public init(
         seed: UInt64 = 0, fraction500: Double = 0, fraction503: Double = 0, addedLatency: TimeInterval = 0,
         goawayAfter: Int? = nil, goawayReason: APNsReason = .shutdown, dropAfter: Int? = nil,
-        outages: [SandboxOutage] = [], scope: SandboxFaultScope = .connection
+        outages: [SandboxOutage] = [], scope: SandboxFaultScope = .connection, retryAfter: Int? = nil
     ) {
         self.seed = seed
         self.fraction500 = fraction500
@@ -171,6 +174,7 @@ public struct SandboxFaults: Sendable, Hashable {
         self.dropAfter = dropAfter
         self.outages = outages
         self.scope = scope
+        self.retryAfter = retryAfter
     }
 
     /// No faults at all.

@@ -539,6 +539,9 @@ final class SandboxConnectionHandler: ChannelInboundHandler, HTTP2EngineDelegate
                 ]
             }
             if let uniqueID { headers.append(HTTP2Header(name: "apns-unique-id", value: uniqueID, indexing: .neverIndexed)) }
+            if let seconds = faults.retryAfter, outcome.status == 429 || outcome.status == 503 {
+                headers.append(HTTP2Header(name: "retry-after", value: String(max(0, seconds))))
+            }
             try engine.submitResponse(streamID: streamID, headers: headers, body: body, validatingHeaders: false)
             if !stream.endStreamReceived {
                 // Answered before the request ended (payload too large): the answer goes out

@@ -238,7 +238,8 @@ struct BatchItemDelivery: Sendable {
 
         let finished = clock.date
         if case .deferred = outcome, let error = failure as? PushError, error.code == .unknownTenant { return .pause }
-        switch ResendRule.batchItem(policy: policy).decide(outcome, attempts: attempts, random: random) {
+        let rule = ResendRule.batchItem(policy: policy)
+        switch rule.decide(outcome, attempts: attempts, retryAfter: answer?.response.retryAfter, random: random) {
         case .final:
             if let answer {
                 var result = JobItemResult(answer, finishedAt: finished)

@@ -373,11 +373,15 @@ public final class Router: Sendable {
         }
         guard send.retries else { return .no }
         let classified: DeliveryOutcome
+        var retryAfter: Duration? = nil
         switch outcome {
-        case .success(let result): classified = DeliveryOutcome(result.response)
+        case .success(let result):
+            classified = DeliveryOutcome(result.response)
+            retryAfter = result.response.retryAfter
         case .failure(let error): classified = DeliveryOutcome(error)
         }
-        guard case .again(let wait) = ResendRule.singleSend(policy: policy).decide(classified, attempts: resends.attempt) else {
+        let rule = ResendRule.singleSend(policy: policy)
+        guard case .again(let wait) = rule.decide(classified, attempts: resends.attempt, retryAfter: retryAfter) else {
             return .no
         }
         let what: String

@@ -37,6 +37,8 @@ final class APNsConnectionHandler: ChannelInboundHandler, HTTP2EngineDelegate {
         var apnsIDHeader: String? = nil
         /// `apns-unique-id` (development environment), canonical.
         var uniqueID: String? = nil
+        /// `retry-after` (delta-seconds), on a failure answer.
+        var retryAfter: Duration? = nil
         var body: ByteBuffer? = nil
     }
 
@@ -147,6 +149,8 @@ final class APNsConnectionHandler: ChannelInboundHandler, HTTP2EngineDelegate {
                     stream.apnsIDHeader = Self.sameBytes(value, sentID) ? sentID : String(decoding: value, as: UTF8.self)
                 } else if HTTP2HeaderBlock.bytesEqual(name, Self.uniqueIDName) {
                     stream.uniqueID = APNsResponse.uniqueID(header: value)
+                } else if HTTP2HeaderBlock.bytesEqual(name, Self.retryAfterName) {
+                    stream.retryAfter = APNsResponse.retryAfter(header: value)
                 }
             }
             if endStream {
@@ -215,6 +219,9 @@ final class APNsConnectionHandler: ChannelInboundHandler, HTTP2EngineDelegate {
     private static var apnsIDName: UnsafeRawBufferPointer { UnsafeRawBufferPointer(start: ("apns-id" as StaticString).utf8Start, count: 7) }
     private static var uniqueIDName: UnsafeRawBufferPointer {
         UnsafeRawBufferPointer(start: ("apns-unique-id" as StaticString).utf8Start, count: 14)
+    }
+    private static var retryAfterName: UnsafeRawBufferPointer {
+        UnsafeRawBufferPointer(start: ("retry-after" as StaticString).utf8Start, count: 11)
     }
 
     /// A `:status` value: three ASCII digits, else nil (the answer is then malformed).
@@ -345,7 +352,7 @@ final class APNsConnectionHandler: ChannelInboundHandler, HTTP2EngineDelegate {
             let bytes = body.readBytes(length: body.readableBytes) ?? []
             var decoded = APNsResponse(
                 status: status, apnsIDHeader: stream.apnsIDHeader ?? request.apnsID.rawValue, body: bytes,
-                uniqueID: stream.uniqueID)
+                uniqueID: stream.uniqueID, retryAfter: stream.retryAfter)
             if decoded.apnsID == nil { decoded.apnsID = request.apnsID }
             response = decoded
         }

@@ -59,18 +59,21 @@ public struct ResendRule: Sendable, Hashable {
     /// The decision after an attempt whose outcome is `outcome`.
     /// - Parameters:
     ///   - attempts: the attempts made so far, the one that just ended included.
+    ///   - retryAfter: the answer's `retry-after` (``APNsResponse/retryAfter``): a transient
+    ///     outcome is resent after the longer of it and the backoff.
     ///   - random: draws the jitter (injected so that tests are exact).
     public func decide(
-        _ outcome: DeliveryOutcome, attempts: Int, random: (ClosedRange<Double>) -> Double = { Double.random(in: $0) }
+        _ outcome: DeliveryOutcome, attempts: Int, retryAfter: Duration? = nil,
+        random: (ClosedRange<Double>) -> Double = { Double.random(in: $0) }
     ) -> Decision {
         switch (outcome, caller) {
         case (.delivered, _), (.permanent, _):
             return .final
         case (.transient, .singleSend(let maxAttempts)):
             guard attempts < maxAttempts else { return .final }
-            return .again(after: backoff.wait(afterFailures: attempts, random: random))
+            return .again(after: max(backoff.wait(afterFailures: attempts, random: random), retryAfter ?? .zero))
         case (.transient, .batchItem):
-            return .again(after: backoff.wait(afterFailures: attempts, random: random))
+            return .again(after: max(backoff.wait(afterFailures: attempts, random: random), retryAfter ?? .zero))
         case (.unknown, .singleSend), (.unknown, .batchItem(.atMostOnce)):
             return .unknown
         case (.unknown, .batchItem(.atLeastOnce)):

@@ -11,15 +11,37 @@ public struct APNsResponse: Sendable, Hashable {
     /// `apns-unique-id`: the development environment's key to the notification in Apple's
     /// delivery log (canonical UUID text; nil in production, or when the header is not a UUID).
     public var uniqueID: String?
+    /// A `retry-after` header's wait (delta-seconds, at most ``maximumRetryAfter``): a resend
+    /// does not go before it. Apple does not document one; an HTTP server in front of an
+    /// endpoint may send it with 429 or 503.
+    public var retryAfter: Duration?
 
     public init(
-        status: Int, apnsID: NotificationID?, reason: APNsReason? = nil, timestamp: Date? = nil, uniqueID: String? = nil
+        status: Int, apnsID: NotificationID?, reason: APNsReason? = nil, timestamp: Date? = nil, uniqueID: String? = nil,
+        retryAfter: Duration? = nil
     ) {
         self.status = status
         self.apnsID = apnsID
         self.reason = reason
         self.timestamp = timestamp
         self.uniqueID = uniqueID
+        self.retryAfter = retryAfter
+    }
+
+    /// The longest `retry-after` honoured: a larger value is taken as this.
+    public static let maximumRetryAfter: Duration = .seconds(3600)
+
+    /// A `retry-after` header's value as a wait: 1 to 10 ASCII digits of seconds (at most
+    /// ``maximumRetryAfter``). The HTTP-date form and anything else are ignored (nil): the
+    /// header is untrusted, and the resend then waits by the tenant's backoff alone.
+    public static func retryAfter(header bytes: UnsafeRawBufferPointer) -> Duration? {
+        guard (1...10).contains(bytes.count) else { return nil }
+        var seconds: Int64 = 0
+        for byte in bytes {
+            guard byte >= UInt8(ascii: "0"), byte <= UInt8(ascii: "9") else { return nil }
+            seconds = seconds * 10 + Int64(byte - UInt8(ascii: "0"))
+        }
+        return min(.seconds(seconds), maximumRetryAfter)
     }
 
     /// The `apns-unique-id` header's value in canonical form, or nil when it is not a UUID
@@ -33,9 +55,10 @@ public struct APNsResponse: Sendable, Hashable {
 
     /// Builds a response from the wire: the status, the apns-id header and the (possibly empty) body.
     /// A body that is not the JSON APNs documents still yields a response; its reason is then nil.
-    public init(status: Int, apnsIDHeader: String?, body: [UInt8], uniqueID: String? = nil) {
+    public init(status: Int, apnsIDHeader: String?, body: [UInt8], uniqueID: String? = nil, retryAfter: Duration? = nil) {
         self.status = status
         self.uniqueID = uniqueID
+        self.retryAfter = retryAfter
         self.apnsID = apnsIDHeader.flatMap { try? NotificationID($0) }
         let decoded = APNsErrorBody.decode(body)
         self.reason = decoded?.reason

@@ -118,6 +118,10 @@ struct TransportEndToEndTests {
             let unavailable = try await transport.send(Notes.note(topic: topic))
             #expect(unavailable.status == 503)
             #expect(unavailable.reason == .serviceUnavailable)
+            #expect(unavailable.retryAfter == nil)
+            // A retry-after (which Apple documents none of) comes with the answer.
+            harness.sandbox.setFaults(SandboxFaults(fraction503: 1, retryAfter: 7))
+            #expect(try await transport.send(Notes.note(topic: topic)).retryAfter == .seconds(7))
             harness.sandbox.setFaults(.none)
             await transport.close()
 

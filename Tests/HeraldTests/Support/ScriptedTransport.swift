@@ -7,7 +7,7 @@ import Synchronization
 /// A transport that answers from a script and records every attempt, for tests without a server.
 final class ScriptedTransport: PushTransport {
     enum Step: Sendable {
-        case respond(status: Int, reason: APNsReason? = nil, timestamp: Date? = nil)
+        case respond(status: Int, reason: APNsReason? = nil, timestamp: Date? = nil, retryAfter: Duration? = nil)
         case fail(PushError)
     }
 
@@ -41,8 +41,9 @@ final class ScriptedTransport: PushTransport {
             return state.script.isEmpty ? fallback : state.script.removeFirst()
         }
         switch step {
-        case .respond(let status, let reason, let timestamp):
-            return APNsResponse(status: status, apnsID: notification.id, reason: reason, timestamp: timestamp)
+        case .respond(let status, let reason, let timestamp, let retryAfter):
+            return APNsResponse(
+                status: status, apnsID: notification.id, reason: reason, timestamp: timestamp, retryAfter: retryAfter)
         case .fail(let error):
             throw error
         }
