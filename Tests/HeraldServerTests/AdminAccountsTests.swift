@@ -326,6 +326,26 @@ struct AdminAccountsTests {
         await world.close()
     }
 
+    @Test func anAccountHoldsABoundedNumberOfTokens() async throws {
+        let world = try await TestWorld.make()
+        try await LiveServer.with(world.options(adminToken: Self.admin)) { live async throws in
+            let client = live.client()
+            // A viewer makes its own tokens: the bound is one it cannot raise.
+            let vera = try await Self.account("vera", .viewer, client: client)
+            for index in 1..<AdminAccountHandlers.maxLiveTokens {
+                let made = try await client.request(.post, "/admin/accounts/vera/tokens", key: vera, json: #"{"name": "t\#(index)"}"#)
+                #expect(made.status == 201, "token \(index): \(made.text)")
+            }
+            let refused = try await client.request(.post, "/admin/accounts/vera/tokens", key: vera, json: #"{"name": "one more"}"#)
+            #expect(refused.status == 409 && (refused.error["message"] as? String)?.contains("revoke one first") == true)
+            let listed = try await client.request(.get, "/admin/accounts/vera/tokens", key: vera)
+            let id = try #require((listed.json["tokens"] as? [[String: Any]])?.first?["id"] as? String)
+            #expect(try await client.request(.delete, "/admin/accounts/vera/tokens/\(id)", key: Self.admin).status == 200)
+            #expect(try await client.request(.post, "/admin/accounts/vera/tokens", key: vera, json: #"{"name": "after"}"#).status == 201)
+        }
+        await world.close()
+    }
+
     @Test func anAccountInTheStoreEnablesTheAdminAPIWithoutTheAdminToken() async throws {
         let world = try await TestWorld.make()
         let (secret, id) = AdminTokens.generate()

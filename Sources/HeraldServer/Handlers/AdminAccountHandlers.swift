@@ -172,6 +172,11 @@ struct AdminAccountHandlers: Sendable {
 
     /// Longest a token may be made to last, in days (ten years).
     static let maxExpiryDays: Int64 = 3650
+    /// Tokens an account may hold that still work (an account makes its own: a bound it cannot raise).
+    static let maxLiveTokens = 100
+    /// Tokens an account may hold in all, revoked and expired ones included (they are kept for the
+    /// record until the account is deleted).
+    static let maxTokens = 1000
 
     func createToken(_ request: Request, context: some RequestContext) async throws -> EditedResponse<NewToken> {
         let account = try Self.accountName(context)
@@ -188,6 +193,12 @@ struct AdminAccountHandlers: Sendable {
             throw AdminLifecycleHandlers.unprocessable(error)
         }
         let created = now()
+        guard try await directory.adminAccount(named: account) != nil else { throw APIError.notFound("admin account") }
+        let held = try await directory.adminTokens(account: account)
+        guard held.filter({ $0.isValid(at: created) }).count < Self.maxLiveTokens, held.count < Self.maxTokens else {
+            throw APIError.conflict(
+                "account \(account) holds its most tokens (\(Self.maxLiveTokens) that work, \(Self.maxTokens) in all); revoke one first")
+        }
         let (secret, id) = AdminTokens.generate()
         let record = AdminTokenRecord(
             id: id, account: account, name: name, createdAt: created,
