@@ -37,7 +37,7 @@ make_workdir herald-bench-api
 # the store under the temporary directory, the API on a free port, warnings only.
 SANDBOX_PORT=$(free_port)
 mkdir -p "$WORK/config" "$WORK/data"
-sed -e "s#^  port: 2197#  port: $SANDBOX_PORT#" -e "s#: sandbox/#: $ROOT/config/sandbox/#" \
+sed -e "s#^  port: 2197#  port: $SANDBOX_PORT#" -e "s#^  channels_port: 2198#  channels_port: 0#" -e "s#: sandbox/#: $ROOT/config/sandbox/#" \
     "$ROOT/config/sandbox.yaml" > "$WORK/config/sandbox.yaml"
 grep -q "port: $SANDBOX_PORT" "$WORK/config/sandbox.yaml" || { echo "cannot set the sandbox port" >&2; exit 1; }
 demo_tenant "$TENANT" "$SANDBOX_PORT" "$WORK/tenants"

@@ -43,7 +43,7 @@ make_workdir herald-bench-hostile
 SANDBOX_PORT=$(free_port)
 HOOK_PORT=$(free_port)
 mkdir -p "$WORK/config" "$WORK/data"
-sed -e "s#^  port: 2197#  port: $SANDBOX_PORT#" -e "s#: sandbox/#: $ROOT/config/sandbox/#" \
+sed -e "s#^  port: 2197#  port: $SANDBOX_PORT#" -e "s#^  channels_port: 2198#  channels_port: 0#" -e "s#: sandbox/#: $ROOT/config/sandbox/#" \
     "$ROOT/config/sandbox.yaml" > "$WORK/config/sandbox.yaml"
 demo_tenant demo-token "$SANDBOX_PORT" "$WORK/tenants"
 demo_tenant demo-cert "$SANDBOX_PORT" "$WORK/tenants"

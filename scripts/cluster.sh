@@ -53,7 +53,8 @@ cluster_start() {
 
     # The sandbox: the demo PKI and key, a free port, the strict token rule, no fault.
     CLUSTER_SANDBOX_PORT=$(free_port)
-    sed -e "s#^  port: 2197#  port: $CLUSTER_SANDBOX_PORT#" -e "s#: sandbox/#: $ROOT/config/sandbox/#" \
+    sed -e "s#^  port: 2197#  port: $CLUSTER_SANDBOX_PORT#" -e "s#^  channels_port: 2198#  channels_port: 0#" \
+        -e "s#: sandbox/#: $ROOT/config/sandbox/#" \
         -e "s#^  token_update_scope: connection#  token_update_scope: strict#" \
         -e "s#^  fraction_503: 0.0 #  fraction_503: ${FRACTION_503:-0.0} #" \
         "$ROOT/config/sandbox.yaml" > "$dir/config/sandbox.yaml"

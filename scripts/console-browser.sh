@@ -34,7 +34,7 @@ openssl ecparam -name prime256v1 -genkey -noout 2>/dev/null \
 openssl ec -in "$WORK/upload/AuthKey_DEMOKEY002.p8" -pubout -out "$WORK/config/AuthKey_DEMOKEY002.pub.pem" 2>/dev/null
 
 SANDBOX_PORT=$(free_port)
-sed -e "s#^  port: 2197#  port: $SANDBOX_PORT#" -e "s#: sandbox/#: $ROOT/config/sandbox/#" \
+sed -e "s#^  port: 2197#  port: $SANDBOX_PORT#" -e "s#^  channels_port: 2198#  channels_port: 0#" -e "s#: sandbox/#: $ROOT/config/sandbox/#" \
     "$ROOT/config/sandbox.yaml" > "$WORK/config/sandbox.yaml"
 grep -q "port: $SANDBOX_PORT" "$WORK/config/sandbox.yaml" || { echo "cannot set the sandbox port" >&2; exit 1; }
 "$PYTHON" - "$WORK/config/sandbox.yaml" "$WORK/config/AuthKey_DEMOKEY002.pub.pem" <<'PY'

@@ -93,9 +93,10 @@ start_sandbox() {
 # demo_tenant NAME PORT DIR: the demo tenant file NAME, pointed at a sandbox on PORT, with its
 # key and CA paths made absolute, written to DIR. POOL_OPEN_NEXT_AT=N adds `pool.open_next_at: N`,
 # POOL_MAX_STREAMS=N `pool.max_streams: N`, POOL_CONNECTIONS=N `pool.connections: N`.
-demo_tenant() {
+demo_tenant() { # demo_tenant NAME SANDBOX_PORT DIR [CHANNELS_PORT]
     mkdir -p "$3"
     sed -e "s#https://localhost:2197#https://localhost:$2#g" \
+        -e "s#https://localhost:2198#https://localhost:${4:-2198}#g" \
         -e "s#key_file: keys/#key_file: $ROOT/tenants/keys/#" \
         -e "s#cert_file: certs/#cert_file: $ROOT/tenants/certs/#" \
         -e "s#key_file: certs/#key_file: $ROOT/tenants/certs/#" \

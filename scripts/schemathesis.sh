@@ -31,12 +31,14 @@ build_herald_debug
 make_workdir herald-schemathesis
 
 SANDBOX_PORT=$(free_port)
+CHANNELS_PORT=$(free_port)
 mkdir -p "$WORK/config" "$WORK/data"
-sed -e "s#^  port: 2197#  port: $SANDBOX_PORT#" -e "s#: sandbox/#: $ROOT/config/sandbox/#" \
-    "$ROOT/config/sandbox.yaml" > "$WORK/config/sandbox.yaml"
+sed -e "s#^  port: 2197#  port: $SANDBOX_PORT#" -e "s#^  channels_port: 2198#  channels_port: $CHANNELS_PORT#" \
+    -e "s#: sandbox/#: $ROOT/config/sandbox/#" "$ROOT/config/sandbox.yaml" > "$WORK/config/sandbox.yaml"
 grep -q "port: $SANDBOX_PORT" "$WORK/config/sandbox.yaml" || { echo "cannot set the sandbox port" >&2; exit 1; }
-demo_tenant demo-token "$SANDBOX_PORT" "$WORK/tenants"
-demo_tenant demo-cert "$SANDBOX_PORT" "$WORK/tenants"
+grep -q "channels_port: $CHANNELS_PORT" "$WORK/config/sandbox.yaml" || { echo "cannot set the channels port" >&2; exit 1; }
+demo_tenant demo-token "$SANDBOX_PORT" "$WORK/tenants" "$CHANNELS_PORT"
+demo_tenant demo-cert "$SANDBOX_PORT" "$WORK/tenants" "$CHANNELS_PORT"
 # The routes that change or delete one tenant run against `scratch` (schemathesis.toml pins the
 # path's id), a copy of the token tenant without API keys: a DELETE or PATCH learnt from
 # GET /admin/tenants must not take the demo tenant (and with it every /v1 case) out of the run.

@@ -18,6 +18,7 @@ import Synchronization
 /// ```
 public final class APNsSandbox: Sendable {
     private let serverChannel: any Channel
+    private let channelsServerChannel: any Channel
     private let core: SandboxCore
     private let flushTask: Mutex<RepeatedTask?>
     private let isShutDown = Atomic<Bool>(false)
@@ -26,15 +27,22 @@ public final class APNsSandbox: Sendable {
 
     /// The port the sandbox listens on (the one picked when the configuration said 0).
     public let port: Int
+    /// The port of its channel management service (broadcast channels).
+    public let channelsPort: Int
     /// The host the sandbox listens on.
     public let host: String
     /// The CA certificate (PEM) that signed the server certificate: what clients trust.
     public let trustRootsPEM: String
 
-    private init(serverChannel: any Channel, core: SandboxCore, port: Int, host: String, trustRootsPEM: String) {
+    private init(
+        serverChannel: any Channel, channelsServerChannel: any Channel, core: SandboxCore, port: Int, channelsPort: Int,
+        host: String, trustRootsPEM: String
+    ) {
         self.serverChannel = serverChannel
+        self.channelsServerChannel = channelsServerChannel
         self.core = core
         self.port = port
+        self.channelsPort = channelsPort
         self.host = host
         self.trustRootsPEM = trustRootsPEM
         self.flushTask = Mutex(nil)
@@ -61,33 +69,56 @@ public final class APNsSandbox: Sendable {
         let recorder = try SandboxRecorder(
             keepInMemory: configuration.recordInMemory, maximumKept: configuration.maximumRecordedRequests,
             file: configuration.recordFile)
-        let core = SandboxCore(configuration: configuration, recorder: recorder, logger: logger)
-
-        let channel: any Channel
-        do {
-            channel = try await ServerBootstrap(group: eventLoopGroup)
-                .serverChannelOption(.backlog, value: 256)
-                .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)
-                .childChannelOption(.socketOption(.tcp_nodelay), value: 1)
-                .childChannelOption(.maxMessagesPerRead, value: 1)
-                .childChannelInitializer { channel in
-                    channel.eventLoop.makeCompletedFuture {
-                        let pipeline = channel.pipeline.syncOperations
-                        try pipeline.addHandler(NIOSSLServerHandler(context: sslContext))
-                        try pipeline.addHandler(SandboxHandshakeHandler(core: core))
-                    }
-                }
-                .bind(host: configuration.host, port: configuration.port)
-                .get()
-        } catch {
-            throw SandboxError.startup("cannot listen on \(configuration.host):\(configuration.port): \(error)")
+        var channelsFile: URL? = nil
+        if let directory = configuration.stateDirectory {
+            do {
+                try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+            } catch {
+                throw SandboxError.startup("cannot make the state directory \(directory.path): \(error)")
+            }
+            channelsFile = directory.appendingPathComponent("channels.json")
         }
-        guard let port = channel.localAddress?.port else {
+        let channels = try SandboxChannels(limit: configuration.channelsPerApp, file: channelsFile, logger: logger)
+        let core = SandboxCore(configuration: configuration, recorder: recorder, channels: channels, logger: logger)
+
+        func listen(port: Int, service: SandboxService) async throws -> (any Channel, Int) {
+            let channel: any Channel
+            do {
+                channel = try await ServerBootstrap(group: eventLoopGroup)
+                    .serverChannelOption(.backlog, value: 256)
+                    .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)
+                    .childChannelOption(.socketOption(.tcp_nodelay), value: 1)
+                    .childChannelOption(.maxMessagesPerRead, value: 1)
+                    .childChannelInitializer { channel in
+                        channel.eventLoop.makeCompletedFuture {
+                            let pipeline = channel.pipeline.syncOperations
+                            try pipeline.addHandler(NIOSSLServerHandler(context: sslContext))
+                            try pipeline.addHandler(SandboxHandshakeHandler(core: core, service: service))
+                        }
+                    }
+                    .bind(host: configuration.host, port: port)
+                    .get()
+            } catch {
+                throw SandboxError.startup("cannot listen on \(configuration.host):\(port): \(error)")
+            }
+            guard let bound = channel.localAddress?.port else {
+                try? await channel.close()
+                throw SandboxError.startup("the listening socket has no port")
+            }
+            return (channel, bound)
+        }
+        let (channel, port) = try await listen(port: configuration.port, service: .devices)
+        let channelsChannel: any Channel
+        let channelsPort: Int
+        do {
+            (channelsChannel, channelsPort) = try await listen(port: configuration.channelsPort, service: .channels)
+        } catch {
             try? await channel.close()
-            throw SandboxError.startup("the listening socket has no port")
+            throw error
         }
         let sandbox = APNsSandbox(
-            serverChannel: channel, core: core, port: port, host: configuration.host, trustRootsPEM: ca.certificatePEM)
+            serverChannel: channel, channelsServerChannel: channelsChannel, core: core, port: port,
+            channelsPort: channelsPort, host: configuration.host, trustRootsPEM: ca.certificatePEM)
         if configuration.recordFile != nil {
             let task = channel.eventLoop.scheduleRepeatedTask(initialDelay: .seconds(1), delay: .seconds(1)) { _ in
                 recorder.flush()
@@ -96,7 +127,9 @@ public final class APNsSandbox: Sendable {
         }
         logger.info(
             "sandbox listening",
-            metadata: ["herald.host": "\(configuration.host)", "herald.port": "\(port)"])
+            metadata: [
+                "herald.host": "\(configuration.host)", "herald.port": "\(port)", "herald.channels-port": "\(channelsPort)",
+            ])
         return sandbox
     }
 
@@ -137,6 +170,23 @@ public final class APNsSandbox: Sendable {
     /// Connections open now.
     public var activeConnections: Int { core.activeConnectionCount }
 
+    /// Every channel of `bundleID` the channel management service holds, oldest first.
+    public func channels(bundleID: String) -> [SandboxChannel] { core.channels.list(bundleID: bundleID) }
+
+    /// Makes a channel as a provider's creation call would (for tests of channels made outside
+    /// Herald); nil when the app is at its channel limit.
+    @discardableResult
+    public func createChannel(bundleID: String, storagePolicy: ChannelStoragePolicy) -> SandboxChannel? {
+        core.channels.create(bundleID: bundleID, storagePolicy: storagePolicy.rawValue, now: core.clock.now)
+    }
+
+    /// Deletes a channel as a provider's deletion call would (for tests of channels deleted
+    /// outside Herald); false when there was none.
+    @discardableResult
+    public func deleteChannel(bundleID: String, id: String) -> Bool {
+        core.channels.delete(bundleID: bundleID, id: id)
+    }
+
     /// Forgets the record, counters and audit (not the connections).
     public func resetRecord() { core.recorder.reset() }
 
@@ -173,6 +223,7 @@ public final class APNsSandbox: Sendable {
         guard !isShutDown.exchange(true, ordering: .relaxed) else { return }
         flushTask.withLock { $0?.cancel() }
         try? await serverChannel.close()
+        try? await channelsServerChannel.close()
         for ref in core.openConnections {
             try? await ref.channel.close()
         }

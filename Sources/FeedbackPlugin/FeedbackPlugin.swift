@@ -94,8 +94,9 @@ public struct FeedbackMiddleware: PushMiddleware {
     /// With tokens to refuse (``FeedbackConfiguration/refuse``): a check of the token in the
     /// tenant's store before the send (the pipeline awaits it), refusing one recorded invalid.
     public func willSend(_ notification: AdmittedNotification, context: PushContext) throws -> PushDecision {
-        guard !configuration.refuse.isEmpty else { return .proceed }
-        let (token, topic) = (notification.deviceToken, notification.topic)
+        // A broadcast goes to a channel: no device token to refuse.
+        guard !configuration.refuse.isEmpty, let token = notification.deviceToken else { return .proceed }
+        let topic = notification.topic
         let (refuse, invalidTokens) = (configuration.refuse, environment.invalidTokens)
         return .check {
             let record: InvalidTokenRecord?
@@ -135,21 +136,23 @@ public struct FeedbackMiddleware: PushMiddleware {
     private static func invalidity(_ notification: AdmittedNotification, _ result: PushResult)
         -> (reason: APNsReason, topic: String)?
     {
-        guard let reason = result.reason, FeedbackConfiguration.recordedReasons.contains(reason) else { return nil }
+        guard notification.deviceToken != nil, let reason = result.reason,
+            FeedbackConfiguration.recordedReasons.contains(reason)
+        else { return nil }
         return (reason, notification.topic)
     }
 
     /// Records the token invalid when APNs said so, and tells the tenant's webhook (if it has one).
     private func recordIfInvalid(_ notification: AdmittedNotification, result: PushResult, context: PushContext) async {
-        guard let (reason, topic) = Self.invalidity(notification, result) else { return }
+        guard let (reason, topic) = Self.invalidity(notification, result), let token = notification.deviceToken else { return }
         let record = InvalidTokenRecord(
-            token: notification.deviceToken, topic: topic, environment: context.environment, reason: reason,
+            token: token, topic: topic, environment: context.environment, reason: reason,
             apnsTimestamp: result.response.timestamp, recordedAt: environment.clock.date)
         do {
             try await environment.invalidTokens.record(record)
             context.logger.info(
                 "device token recorded invalid",
-                metadata: ["herald.reason": reason.wireValue, "herald.device-token": notification.deviceToken.redacted])
+                metadata: ["herald.reason": reason.wireValue, "herald.device-token": token.redacted])
         } catch {
             context.logger.error("recording an invalid device token failed", metadata: ["herald.error": "\(error)"])
         }

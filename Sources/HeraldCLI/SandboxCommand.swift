@@ -30,6 +30,11 @@ struct SandboxCommand: AsyncParsableCommand {
         @Option(name: .long, help: "Listen on this port instead (0 picks a free one).")
         var port: Int?
 
+        @Option(
+            name: .long,
+            help: "The channel management service's port (0 picks a free one; with --port and without this, a free one).")
+        var channelsPort: Int?
+
         @Option(name: .long, help: "Listen on this address instead.")
         var host: String?
 
@@ -50,7 +55,12 @@ struct SandboxCommand: AsyncParsableCommand {
                 FileHandle.standardError.write(Data("herald sandbox: \(error)\n".utf8))
                 throw ExitCode(2)
             }
-            if let port { file.configuration.port = port }
+            if let port {
+                file.configuration.port = port
+                // Another device port is another sandbox: its channels port must not collide.
+                file.configuration.channelsPort = 0
+            }
+            if let channelsPort { file.configuration.channelsPort = channelsPort }
             if let host { file.configuration.host = host }
             if let record { file.configuration.recordFile = URL(fileURLWithPath: record) }
 
@@ -79,6 +89,7 @@ struct SandboxCommand: AsyncParsableCommand {
                     """
                     APNsSandbox listening on https://\(sandbox.host):\(sandbox.port)
                     port: \(sandbox.port)
+                    channels port: \(sandbox.channelsPort)
                     trust this CA: \(caPath ?? "-")
                     token keys: \(keys)
 

@@ -7,7 +7,8 @@ import HeraldCore
 import HeraldStore
 import Logging
 
-/// `herald send`: one notification to APNs for one tenant, and APNs' answer.
+/// `herald send`: one notification (to a device, or a broadcast on a channel) to APNs for one
+/// tenant, and APNs' answer.
 struct SendCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "send",
@@ -20,6 +21,12 @@ struct SendCommand: AsyncParsableCommand {
             transport), with the store in --data (the provider token `herald serve` shares).
 
               herald send --tenants tenants --tenant demo-token --device 00fc13ad… --alert "Hello"
+
+            With --channel instead of --device it is a broadcast (a Live Activity update to every \
+            device on the channel; APNs checks the channel and its storage policy):
+
+              herald send --tenant demo-token --channel dHN0LXNyY2gtY2hubA== \\
+                --payload '{"aps":{"event":"update","timestamp":1764460800,"content-state":{"score":"1-0"}}}'
             """)
 
     @Option(help: "The tenants directory.")
@@ -29,13 +36,20 @@ struct SendCommand: AsyncParsableCommand {
     var tenant: String
 
     @Option(help: "The device token (hex).")
-    var device: String
+    var device: String?
 
-    @Option(help: "apns-topic (default: the tenant's first topic that suits the push type).")
+    @Option(help: "A broadcast channel's ID (base64), instead of --device: a broadcast on that channel.")
+    var channel: String?
+
+    @Option(
+        help:
+            "apns-topic (default: the tenant's first topic that suits the push type); with --channel the app's bundle ID (default: the tenant's only one).")
     var topic: String?
 
-    @Option(name: .customLong("push-type"), help: "apns-push-type: alert, background, voip, … (default: alert).")
-    var pushType: String = "alert"
+    @Option(
+        name: .customLong("push-type"),
+        help: "apns-push-type: alert, background, voip, … (default: alert; liveactivity with --channel).")
+    var pushType: String?
 
     @Option(help: "apns-priority: 10, 5 or 1 (default: APNs' own, 10).")
     var priority: Int?
@@ -46,7 +60,9 @@ struct SendCommand: AsyncParsableCommand {
     @Option(name: .customLong("collapse-id"), help: "apns-collapse-id (at most 64 bytes).")
     var collapseID: String?
 
-    @Option(name: .customLong("apns-id"), help: "apns-id (a UUID; default: a new one, made by the router).")
+    @Option(
+        name: .customLong("apns-id"),
+        help: "apns-id, or a broadcast's apns-request-id (a UUID; default: a new one, made by the router).")
     var apnsID: String?
 
     @Option(help: "production or development (default: the tenant's default).")
@@ -74,6 +90,7 @@ struct SendCommand: AsyncParsableCommand {
     var verbose = false
 
     func validate() throws {
+        guard (device == nil) != (channel == nil) else { throw ValidationError("give exactly one of --device and --channel") }
         if let timeout, !(timeout.isFinite && timeout > 0 && timeout <= 86_400) {
             throw ValidationError("--timeout must be more than 0 and at most 86400 seconds")
         }
@@ -127,7 +144,8 @@ struct SendCommand: AsyncParsableCommand {
         }
         await router.shutdown()
 
-        print(json ? outcome.json(apnsID: apnsID) : outcome.text(apnsID: apnsID))
+        let idName = notification.isBroadcast ? "apns-request-id" : "apns-id"
+        print(json ? outcome.json(apnsID: apnsID, idName: idName) : outcome.text(apnsID: apnsID, idName: idName))
         switch outcome {
         case .response(let response) where response.status == 200:
             return
@@ -142,35 +160,14 @@ struct SendCommand: AsyncParsableCommand {
     func prepare() throws -> (TenantConfiguration, HeraldCore.Notification, APNsEnvironment?) {
         let tenantConfiguration = try CLITenants.load(directory: tenants, id: tenant)
 
-        let token: DeviceToken
-        do { token = try DeviceToken(hex: device) } catch { throw CLIFailure("--device: \(error.message)") }
-        guard let type = PushType(rawValue: pushType) else {
-            throw CLIFailure("--push-type: '\(pushType)' is not one of \(PushType.allCases.map(\.rawValue).joined(separator: ", "))")
-        }
-        var note = HeraldCore.Notification(deviceToken: token, pushType: type, payload: try payloadBytes())
-        if let priority {
-            do { note.priority = try Priority(value: priority) } catch { throw CLIFailure("--priority: \(error.message)") }
-        }
-        if let expiration {
-            do { note.expiration = try Expiration(headerValue: expiration) } catch { throw CLIFailure("--expiration: \(error.message)") }
-        }
-        note.collapseID = collapseID
-        if let apnsID {
-            do { note.id = try NotificationID(apnsID) } catch { throw CLIFailure("--apns-id: \(error.message)") }
-        }
-        if let topic {
-            guard tenantConfiguration.allows(topic: topic) else {
-                throw CLIFailure("--topic: '\(topic)' is not one of tenant '\(tenant)''s topics (\(tenantConfiguration.topics.joined(separator: ", ")))")
-            }
-            note.topic = topic
+        var note: HeraldCore.Notification
+        if let channel {
+            note = try broadcast(channel, tenant: tenantConfiguration)
         } else {
-            note.topic = tenantConfiguration.topics.first { type.agrees(withTopic: $0) } ?? tenantConfiguration.topics.first
-        }
-        if let topic = note.topic, !type.agrees(withTopic: topic) {
-            throw CLIFailure("--push-type: \(type.rawValue) notifications need a topic ending in \(type.requiredTopicSuffix ?? "no push-type suffix"), not '\(topic)'")
+            note = try deviceNotification(tenant: tenantConfiguration)
         }
         do {
-            try note.validate(requireTopic: tenantConfiguration.auth.kind == .token)
+            try note.validate(requireTopic: tenantConfiguration.auth.kind == .token || note.isBroadcast)
         } catch {
             throw CLIFailure("\(error.field): \(error.message) (APNs would answer \(error.reason.wireValue))")
         }
@@ -186,6 +183,72 @@ struct SendCommand: AsyncParsableCommand {
             environment = parsed
         }
         return (tenantConfiguration, note, environment)
+    }
+
+    /// The notification to `--device`, with its headers.
+    private func deviceNotification(tenant tenantConfiguration: TenantConfiguration) throws -> HeraldCore.Notification {
+        let token: DeviceToken
+        do { token = try DeviceToken(hex: device ?? "") } catch { throw CLIFailure("--device: \(error.message)") }
+        let name = pushType ?? PushType.alert.rawValue
+        guard let type = PushType(rawValue: name) else {
+            throw CLIFailure("--push-type: '\(name)' is not one of \(PushType.allCases.map(\.rawValue).joined(separator: ", "))")
+        }
+        var note = HeraldCore.Notification(deviceToken: token, pushType: type, payload: try payloadBytes())
+        try applyHeaders(&note)
+        note.collapseID = collapseID
+        if let topic {
+            guard tenantConfiguration.allows(topic: topic) else {
+                throw CLIFailure("--topic: '\(topic)' is not one of tenant '\(tenant)''s topics (\(tenantConfiguration.topics.joined(separator: ", ")))")
+            }
+            note.topic = topic
+        } else {
+            note.topic = tenantConfiguration.topics.first { type.agrees(withTopic: $0) } ?? tenantConfiguration.topics.first
+        }
+        if let topic = note.topic, !type.agrees(withTopic: topic) {
+            throw CLIFailure("--push-type: \(type.rawValue) notifications need a topic ending in \(type.requiredTopicSuffix ?? "no push-type suffix"), not '\(topic)'")
+        }
+        return note
+    }
+
+    /// A broadcast on `--channel`: push type liveactivity, the app's bundle ID as its topic,
+    /// priority 10 and expiration 0 unless given.
+    private func broadcast(_ channel: String, tenant tenantConfiguration: TenantConfiguration) throws -> HeraldCore.Notification {
+        let id: ChannelID
+        do { id = try ChannelID(channel) } catch { throw CLIFailure("--channel: \(error.message)") }
+        if let pushType, pushType != PushType.liveactivity.rawValue {
+            throw CLIFailure("--push-type: a broadcast's push type is liveactivity, not '\(pushType)'")
+        }
+        if collapseID != nil { throw CLIFailure("--collapse-id: a broadcast takes no collapse ID") }
+        var note = HeraldCore.Notification(channel: id, payload: try payloadBytes())
+        try applyHeaders(&note)
+        note.priority = note.priority ?? .immediate
+        note.expiration = note.expiration ?? .immediately
+        let bundles = tenantConfiguration.broadcastBundleIDs
+        if let topic {
+            guard bundles.contains(topic) else {
+                throw CLIFailure("--topic: '\(topic)' is not a bundle ID tenant '\(tenant)' may broadcast to (\(bundles.joined(separator: ", ")))")
+            }
+            note.topic = topic
+        } else {
+            guard bundles.count == 1 else {
+                throw CLIFailure("--topic: name the bundle ID to broadcast to (\(bundles.isEmpty ? "tenant '\(tenant)' has none" : bundles.joined(separator: ", ")))")
+            }
+            note.topic = bundles[0]
+        }
+        return note
+    }
+
+    /// --priority, --expiration and --apns-id.
+    private func applyHeaders(_ note: inout HeraldCore.Notification) throws {
+        if let priority {
+            do { note.priority = try Priority(value: priority) } catch { throw CLIFailure("--priority: \(error.message)") }
+        }
+        if let expiration {
+            do { note.expiration = try Expiration(headerValue: expiration) } catch { throw CLIFailure("--expiration: \(error.message)") }
+        }
+        if let apnsID {
+            do { note.id = try NotificationID(apnsID) } catch { throw CLIFailure("--apns-id: \(error.message)") }
+        }
     }
 
     private func payloadBytes() throws -> [UInt8] {
@@ -226,10 +289,11 @@ enum SendOutcome {
         return local.contains(error.code)
     }
 
-    func text(apnsID: NotificationID?) -> String {
+    /// `idName`: the header the ID went in (`apns-id`, or a broadcast's `apns-request-id`).
+    func text(apnsID: NotificationID?, idName: String = "apns-id") -> String {
         switch self {
         case .response(let response):
-            var lines = ["status: \(response.status)", "apns-id: \(response.apnsID?.rawValue ?? apnsID?.rawValue ?? "-")"]
+            var lines = ["status: \(response.status)", "\(idName): \(response.apnsID?.rawValue ?? apnsID?.rawValue ?? "-")"]
             if let uniqueID = response.uniqueID { lines.append("apns-unique-id: \(uniqueID)") }
             if let reason = response.reason { lines.append("reason: \(reason.wireValue)") }
             if let timestamp = response.timestamp {
@@ -238,24 +302,25 @@ enum SendOutcome {
             return lines.joined(separator: "\n")
         case .noAnswer(let error):
             return [
-                "status: none (no answer from APNs)", "apns-id: \(apnsID?.rawValue ?? "-")", "error: \(error)",
+                "status: none (no answer from APNs)", "\(idName): \(apnsID?.rawValue ?? "-")", "error: \(error)",
                 "may have been processed: \(error.mayHaveReachedAPNs ? "yes" : "no")",
             ].joined(separator: "\n")
         }
     }
 
-    func json(apnsID: NotificationID?) -> String {
+    func json(apnsID: NotificationID?, idName: String = "apns-id") -> String {
         var members: [(String, JSONValue)] = []
+        let idKey = idName.replacingOccurrences(of: "-", with: "_")
         switch self {
         case .response(let response):
             members.append(("status", .int(Int64(response.status))))
-            members.append(("apns_id", (response.apnsID ?? apnsID).map { .string($0.rawValue) } ?? .null))
+            members.append((idKey, (response.apnsID ?? apnsID).map { .string($0.rawValue) } ?? .null))
             members.append(("apns_unique_id", response.uniqueID.map { .string($0) } ?? .null))
             members.append(("reason", response.reason.map { .string($0.wireValue) } ?? .null))
             members.append(("timestamp", response.timestamp.map { .int(Int64(($0.timeIntervalSince1970 * 1000).rounded())) } ?? .null))
         case .noAnswer(let error):
             members.append(("status", .null))
-            members.append(("apns_id", apnsID.map { .string($0.rawValue) } ?? .null))
+            members.append((idKey, apnsID.map { .string($0.rawValue) } ?? .null))
             members.append(("error", .string(error.code.description)))
             members.append(("message", .string(error.description)))
             members.append(("may_have_been_processed", .bool(error.mayHaveReachedAPNs)))

@@ -75,7 +75,7 @@ extension PostgresPushStore {
         while start < notifications.count {
             let end = min(start + perStatement, notifications.count)
             try await connection.query(
-                insertChunks(
+                try insertChunks(
                     tenant: tenant, job: job, notifications: notifications[start..<end], refs: runs.refs[start..<end],
                     ids: &ids),
                 logger: logger)
@@ -96,7 +96,7 @@ extension PostgresPushStore {
     private static func insertChunks(
         tenant: TenantID, job: JobID, notifications: ArraySlice<HeraldCore.Notification>, refs: ArraySlice<Int32>,
         ids: inout NotificationIDGenerator
-    ) -> PostgresQuery {
+    ) throws -> PostgresQuery {
         var binds = PostgresBindings(capacity: 2 + 11 * chunksPerInsert)
         binds.append(tenant.rawValue)
         binds.append(job.rawValue)
@@ -123,7 +123,10 @@ extension PostgresPushStore {
             nulls.reserveCapacity(count)
             for notification in notifications[start..<end] {
                 var missing: Int16 = 0
-                tokens.append(notification.deviceToken.hex)
+                guard let device = notification.deviceToken else {
+                    throw StoreError.invalidArgument("a batch item needs a device token; a broadcast is not a batch item")
+                }
+                tokens.append(device.hex)
                 if let topic = notification.topic { topics.append(topic) } else {
                     topics.append("")
                     missing |= MissingField.topic.rawValue

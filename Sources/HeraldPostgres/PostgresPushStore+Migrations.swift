@@ -370,6 +370,23 @@ extension PostgresPushStore {
                 """,
                 "CREATE INDEX usage_hour_by_hour ON usage_hour (hour_ms)",
             ]),
+        Migration(
+            name: "v15-channels",
+            statements: [
+                """
+                CREATE TABLE channel (
+                    tenant TEXT NOT NULL,
+                    environment TEXT NOT NULL,
+                    id TEXT NOT NULL,
+                    bundle_id TEXT NOT NULL,
+                    storage_policy INTEGER NOT NULL,
+                    label TEXT,
+                    created_ms BIGINT NOT NULL,
+                    PRIMARY KEY (tenant, environment, id)
+                )
+                """,
+                "CREATE INDEX channel_by_app ON channel (tenant, environment, bundle_id)",
+            ]),
     ]
 
     /// Applies the migrations not applied yet (up to and including `lastMigration`; all when nil),

@@ -74,8 +74,12 @@ enum ItemChunks {
             if payloadRef == lastPayload { flags |= Flag.samePayload }
             if notification.pushType == lastPushType { flags |= Flag.samePushType }
             bytes.append(flags)
-            // A DeviceToken holds checked, lowercase hex only (its initializers validate).
-            let token = notification.deviceToken.bytes
+            // A DeviceToken holds checked, lowercase hex only (its initializers validate). A
+            // batch item goes to a device; broadcasts are single sends.
+            guard let device = notification.deviceToken else {
+                throw StoreError.invalidArgument("a batch item needs a device token; a broadcast is not a batch item")
+            }
+            let token = device.bytes
             guard token.count <= 255 else { throw StoreError.invalidArgument("a device token is longer than 255 bytes") }
             bytes.append(UInt8(token.count))
             bytes.append(contentsOf: token)

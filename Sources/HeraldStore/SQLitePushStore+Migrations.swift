@@ -273,6 +273,22 @@ extension SQLitePushStore {
                     CREATE INDEX usage_hour_by_hour ON usage_hour (hour_ms);
                     """)
         }
+        migrator.registerMigration("v15-channels") { db in
+            try db.execute(
+                sql: """
+                    CREATE TABLE channel (
+                        tenant TEXT NOT NULL,
+                        environment TEXT NOT NULL,
+                        id TEXT NOT NULL,
+                        bundle_id TEXT NOT NULL,
+                        storage_policy INTEGER NOT NULL,
+                        label TEXT,
+                        created_ms INTEGER NOT NULL,
+                        PRIMARY KEY (tenant, environment, id)
+                    ) WITHOUT ROWID;
+                    CREATE INDEX channel_by_app ON channel (tenant, environment, bundle_id);
+                    """)
+        }
         return migrator
     }
 }

@@ -187,4 +187,4 @@ public protocol StoreNotifier: Sendable {
 
 /// Everything `herald serve` keeps in its store; both backends are one.
 public typealias ServerStore = PushStore & JobReports & WebhookOutboxStore & JobEndLedger & StoreUpkeep & InstanceRegistry
-    & AdminDirectory & UsageLedger
+    & AdminDirectory & UsageLedger & ChannelDirectory

@@ -522,7 +522,7 @@ struct BrokenTenantFileTests {
         let failure = try #require(TenantLoader(environment: [:]).failure(of: file))
         #expect(
             failure.errors.map(\.description) == [
-                "\(file):9:3: endpoints.sandbox_url: unknown key; valid keys: production, development, default, ca_file"
+                "\(file):9:3: endpoints.sandbox_url: unknown key; valid keys: production, development, default, ca_file, channels_production, channels_development"
             ])
     }
 

@@ -26,7 +26,7 @@ struct AdminAccountsTests {
     static func harmlessPath(_ endpoint: APIEndpoint) -> String {
         endpoint.path.replacingOccurrences(of: "{id}", with: "nosuchtenant")
             .replacingOccurrences(of: "{name}", with: "nosuchaccount").replacingOccurrences(of: "{job}", with: "nosuchjob")
-            .replacingOccurrences(of: "{token}", with: "at_0000000000000000")
+            .replacingOccurrences(of: "{token}", with: "at_0000000000000000").replacingOccurrences(of: "{channel}", with: "bm9zdWNoY2hhbm5lbA")
     }
 
     @Test func everyAdminRouteChecksTheCallersRole() async throws {

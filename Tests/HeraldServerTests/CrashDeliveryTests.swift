@@ -129,7 +129,7 @@ struct CrashDeliveryTests {
 
         let requests = crash.world.sandbox.requests
         let idOfToken = Dictionary(
-            uniqueKeysWithValues: crash.items.map { ($0.notification.deviceToken.hex, $0.notification.id?.rawValue ?? "") })
+            uniqueKeysWithValues: crash.items.map { ($0.notification.deviceToken?.hex, $0.notification.id?.rawValue ?? "") })
         // Every request carried the apns-id stored with its item, before and after the restart.
         #expect(requests.allSatisfy { idOfToken[$0.deviceToken ?? ""] == $0.apnsID })
         let delivered = Dictionary(grouping: requests.filter(\.delivered), by: \.apnsID)

@@ -52,6 +52,7 @@ struct OpenAPITests {
                     .replacingOccurrences(of: "{token}", with: Tokens.make(0x71, 1))
                     .replacingOccurrences(of: "{name}", with: "test")
                     .replacingOccurrences(of: "{job}", with: "some-job")
+                    .replacingOccurrences(of: "{channel}", with: "dHN0LXNyY2gtY2hubA")
                 let key = path.hasPrefix("/admin") ? "admin" : nil
                 let reply = try await client.request(method, path, key: key)
                 #expect(reply.errorCode != "route_not_found", "\(route): \(reply.text)")

@@ -63,11 +63,11 @@ final class DeviceScriptTransport: PushTransport, TransportProvider {
     private func answer(_ notification: AdmittedNotification, callback: Bool) -> Result<APNsResponse, PushError> {
         let attempt = state.withLock { state -> Int in
             if callback { state.callbackSends += 1 } else { state.asyncSends += 1 }
-            state.attempts[notification.deviceToken.hex, default: 0] += 1
-            return state.attempts[notification.deviceToken.hex, default: 0]
+            state.attempts[(notification.deviceToken?.hex ?? ""), default: 0] += 1
+            return state.attempts[(notification.deviceToken?.hex ?? ""), default: 0]
         }
         let id = notification.id
-        switch Int(notification.deviceToken.bytes.last ?? 0) % 6 {
+        switch Int(notification.deviceToken?.bytes.last ?? 0) % 6 {
         case 1: return .success(APNsResponse(status: 410, apnsID: id, reason: .unregistered, timestamp: Self.apnsTime))
         case 2: return .success(APNsResponse(status: 400, apnsID: id, reason: .badDeviceToken))
         case 3 where attempt == 1: return .success(APNsResponse(status: 503, apnsID: id, reason: .serviceUnavailable))
@@ -114,7 +114,7 @@ final class DeviceScriptTransport: PushTransport, TransportProvider {
 struct PausingPluginFactory: PluginFactory {
     struct Middleware: PushMiddleware {
         func willSend(_ notification: AdmittedNotification, context: PushContext) throws -> PushDecision {
-            switch Int(notification.deviceToken.bytes[30]) % 3 {
+            switch Int(notification.deviceToken?.bytes[30] ?? 0) % 3 {
             case 0: .notBefore(ContinuousClock.now.advanced(by: .milliseconds(1)))
             case 1: .check { await Task.yield() }
             default: .proceed
@@ -135,8 +135,9 @@ struct DecisionsPluginFactory: PluginFactory {
         case refuse, notBefore, check, followUp
     }
 
-    static func decision(_ token: DeviceToken) -> Decision {
-        Decision(rawValue: (Int(token.bytes[31]) / 6) % 4) ?? .followUp
+    static func decision(_ token: DeviceToken?) -> Decision {
+        guard let last = token?.bytes.last else { return .followUp }
+        return Decision(rawValue: (Int(last) / 6) % 4) ?? .followUp
     }
 
     final class FollowUps: Sendable {
@@ -162,7 +163,8 @@ struct DecisionsPluginFactory: PluginFactory {
             outcome: Result<PushResult, any Error>
         ) -> PushFollowUp? {
             guard DecisionsPluginFactory.decision(notification.deviceToken) == .followUp else { return nil }
-            let (followUps, token) = (followUps, notification.deviceToken)
+            guard let token = notification.deviceToken else { return nil }
+            let followUps = followUps
             return {
                 try? await Task.sleep(for: .milliseconds(1))
                 followUps.add(token)
@@ -253,7 +255,7 @@ struct CallbackSendTests {
         let items = try await store.items(tenant: id, job: job.id, fromIndex: 0, limit: count)
         var outcomes: [String: Run.Outcome] = [:]
         for item in items {
-            outcomes[item.notification.deviceToken.hex] = Run.Outcome(
+            outcomes[(item.notification.deviceToken?.hex ?? "")] = Run.Outcome(
                 state: item.state, status: item.result?.status, reason: item.result?.reason, attempts: item.result?.attempts ?? -1)
         }
         let invalid = try await store.invalidTokens(tenant: id, limit: 10_000).map { "\($0.token.hex) \($0.reason.wireValue)" }
@@ -361,11 +363,11 @@ struct CallbackSendTests {
                 deviceToken: DeviceToken(bytes: bytes), topic: "com.example.app", payload: Array(#"{"aps":{"alert":"cb"}}"#.utf8))
             do {
                 _ = try await router.send(tenant: Fixtures.tenantID("cb"), notification: note, retries: false)
-                sentSingles.insert(note.deviceToken.hex)
+                sentSingles.insert((note.deviceToken?.hex ?? ""))
             } catch let error as PushError where error.code == .tokenRefused {
-                refusedSingles.insert(note.deviceToken.hex)
+                refusedSingles.insert((note.deviceToken?.hex ?? ""))
             } catch {
-                sentSingles.insert(note.deviceToken.hex)  // the transport's scripted failure: it was sent
+                sentSingles.insert((note.deviceToken?.hex ?? ""))  // the transport's scripted failure: it was sent
             }
         }
         await router.shutdown()

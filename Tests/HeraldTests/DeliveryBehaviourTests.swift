@@ -80,7 +80,7 @@ enum DeliveryRun {
     static func storedIDs(_ rig: SandboxRig, tenant: TenantID, job: JobID, count: Int) async throws -> [String: String] {
         let items = try await items(rig, tenant: tenant, job: job, count: count)
         return Dictionary(
-            items.map { ($0.notification.deviceToken.hex, $0.notification.id?.rawValue ?? "") }, uniquingKeysWith: { a, _ in a })
+            items.map { ($0.notification.deviceToken?.hex ?? "", $0.notification.id?.rawValue ?? "") }, uniquingKeysWith: { a, _ in a })
     }
 }
 
@@ -147,7 +147,7 @@ struct DeliveryServerErrorTests {
             // Every request the sandbox got for a device is an attempt its item recorded: the
             // runner's policy made the resends, none hidden inside the pipeline's retry.
             let items = try await DeliveryRun.items(rig, tenant: tenant.id, job: job.id, count: count)
-            let miscounted = items.filter { (devices[$0.notification.deviceToken.hex]?.count ?? 0) != ($0.result?.attempts ?? -1) }
+            let miscounted = items.filter { (devices[$0.notification.deviceToken?.hex ?? ""]?.count ?? 0) != ($0.result?.attempts ?? -1) }
             #expect(miscounted.count == 0, "items whose recorded attempts differ from their requests, first: \(miscounted.first.map { "\($0.index)" } ?? "-")")
             print("20% 5xx: \(rig.sandbox.requests.count) requests for \(count) items; \(resent) items resent")
         }

@@ -70,9 +70,10 @@ struct DeviceAPIAnswerTests {
             #expect(first.status == 410 && first.reason == .expiredToken && first.attempts == 1, "\(first)")
             #expect(first.response.timestamp.map { abs($0.timeIntervalSince(Self.expiredSince)) < 0.001 } == true)
 
+            let device = try #require(note.deviceToken)
             let record = try #require(
                 try await rig.store.invalidToken(
-                    tenant: tenant.id, token: note.deviceToken, topic: SandboxRig.topics[0], environment: .development))
+                    tenant: tenant.id, token: device, topic: SandboxRig.topics[0], environment: .development))
             #expect(record.reason == .expiredToken && record.isInvalid)
             let listed = try await rig.store.invalidTokens(tenant: tenant.id, limit: 10)
             #expect(listed.map(\.reason) == [.expiredToken])
@@ -98,7 +99,7 @@ struct DeviceAPIAnswerTests {
                 rig, tenant: tenant.id, id: "expired", count: 5, seed: 1, timeout: .seconds(120))
             #expect(progress.sent == 4 && progress.failed == 1 && progress.pending == 0, "\(progress)")
             let items = try await DeliveryRun.items(rig, tenant: tenant.id, job: job.id, count: 5)
-            let failed = try #require(items.first { $0.notification.deviceToken.hex == Self.token(of: 3) })
+            let failed = try #require(items.first { $0.notification.deviceToken?.hex == Self.token(of: 3) })
             #expect(failed.result?.reason == "ExpiredToken" && failed.result?.status == 410 && failed.result?.attempts == 1)
             #expect(rig.sandbox.requests.filter { $0.deviceToken == Self.token(of: 3) }.count == 1)
         }

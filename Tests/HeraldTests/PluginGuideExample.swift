@@ -42,7 +42,7 @@ public struct DeviceBlocklistMiddleware: PushMiddleware {
     let blocked: Set<DeviceToken>
 
     public func willSend(_ notification: AdmittedNotification, context: PushContext) throws -> PushDecision {
-        guard blocked.contains(notification.deviceToken) else { return .proceed }
+        guard let token = notification.deviceToken, blocked.contains(token) else { return .proceed }
         context.logger.debug("device on the blocklist: refused")
         throw PushError(
             code: .tokenRefused, message: "the device token is on the tenant's blocklist", field: "device_token")

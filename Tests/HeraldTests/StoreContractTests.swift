@@ -258,7 +258,7 @@ struct StoreContractTests {
         let id = try JobID("to-cancel")
         let notes = (0..<6).map { index -> HeraldCore.Notification in
             var note = Fixtures.note()
-            note.deviceToken = DeviceToken(bytes: [0xca, UInt8(index)] + [UInt8](repeating: 2, count: 30))
+            note.destination = .device(DeviceToken(bytes: [0xca, UInt8(index)] + [UInt8](repeating: 2, count: 30)))
             return note
         }
         _ = try await store.createJob(tenant: acme, id: id, environment: .development, notifications: notes, createdAt: t0)
@@ -315,7 +315,7 @@ struct StoreContractTests {
         // More items than one insert statement holds on either backend (PostgreSQL: 10,000).
         let notes = (0..<10_050).map { index -> HeraldCore.Notification in
             var note = Fixtures.note()
-            note.deviceToken = DeviceToken(bytes: [0xab, UInt8(truncatingIfNeeded: index >> 8), UInt8(truncatingIfNeeded: index)] + [UInt8](repeating: 1, count: 29))
+            note.destination = .device(DeviceToken(bytes: [0xab, UInt8(truncatingIfNeeded: index >> 8), UInt8(truncatingIfNeeded: index)] + [UInt8](repeating: 1, count: 29)))
             note.payload = payload
             return note
         }

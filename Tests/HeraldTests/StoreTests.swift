@@ -46,6 +46,7 @@ struct StoreTests {
         "v4-job-item-attempts", "v5: provider tokens", "v6: job item on the wire", "v7-instances", "v8-shared-payloads",
         "v9-lean-job-items", "v10-sqlite-batch-items", "v11-job-end-told", "v12-item-unique-id", "v13-admin-accounts",
         "v14-usage",
+        "v15-channels",
     ]
 
     @Test("a file of schema v1 opens, migrates to v2 and keeps its jobs, items and invalid tokens")
@@ -192,7 +193,7 @@ struct StoreTests {
         let items = try await store.items(tenant: acme, job: job, fromIndex: 0, limit: 10)
         #expect(items.map(\.state) == [.sent, .failed, .retrying, .pending, .pending, .pending])
         #expect(items.map(\.notification.id) == ids)
-        #expect(items.map(\.notification.deviceToken.hex) == (0..<6).map { String(format: "%064x", $0) + ($0 == 5 ? "abcd" : "") })
+        #expect(items.map(\.notification.deviceToken?.hex) == (0..<6).map { String(format: "%064x", $0) + ($0 == 5 ? "abcd" : "") })
         #expect(items.allSatisfy { $0.notification.payload == Array(#"{"aps":{"alert":"v9"}}"#.utf8) && $0.notification.priority == .immediate })
         #expect(items[4].notification.pushType == .background && items[1].notification.collapseID == "c-1")
         #expect(items[0].result == JobItemResult(state: .sent, status: 200, reason: nil, apnsID: ids[0], finishedAt: date(2), attempts: 1))

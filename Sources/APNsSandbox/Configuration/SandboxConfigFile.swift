@@ -83,6 +83,24 @@ public struct SandboxConfigFile: Sendable {
                 }
                 configuration.port = port
             }
+            if let port = listen.channelsPort {
+                guard (0...65_535).contains(port) else {
+                    throw SandboxError.configuration("\(name): listen.channels_port: \(port) is not a port number")
+                }
+                configuration.channelsPort = port
+            }
+        }
+        if let broadcasts = raw.broadcasts {
+            if let limit = broadcasts.channelsPerApp {
+                guard (0...1_000_000).contains(limit) else {
+                    throw SandboxError.configuration("\(name): broadcasts.channels_per_app: from 0 to 1,000,000")
+                }
+                configuration.channelsPerApp = limit
+            }
+            configuration.broadcastDisabledTopics = Set(broadcasts.disabledTopics ?? [])
+        }
+        if let directory = raw.stateDirectory {
+            configuration.stateDirectory = URL(fileURLWithPath: resolve(directory), isDirectory: true)
         }
 
         for (i, key) in (raw.tokenKeys ?? []).enumerated() {
@@ -255,7 +273,8 @@ public struct SandboxConfigFile: Sendable {
         case .limits: return [name] + keyPaths(Limits.CodingKeys.self, under: name)
         case .devices: return [name] + keyPaths(Device.CodingKeys.self, under: name + "[]")
         case .record: return [name] + keyPaths(Record.CodingKeys.self, under: name)
-        case .environment: return [name]
+        case .broadcasts: return [name] + keyPaths(Broadcasts.CodingKeys.self, under: name)
+        case .environment, .stateDirectory: return [name]
         case .faults:
             return [name]
                 + Faults.CodingKeys.allCases.flatMap { key -> [String] in
@@ -282,19 +301,34 @@ public struct SandboxConfigFile: Sendable {
         var faults: Faults?
         var record: Record?
         var environment: String?
+        var broadcasts: Broadcasts?
+        var stateDirectory: String?
 
         enum CodingKeys: String, CodingKey, CaseIterable {
-            case listen, tls, limits, devices, faults, record, environment
+            case listen, tls, limits, devices, faults, record, environment, broadcasts
             case tokenKeys = "token_keys"
+            case stateDirectory = "state_directory"
         }
     }
 
     private struct Listen: Decodable {
         var host: String?
         var port: Int?
+        var channelsPort: Int?
 
         enum CodingKeys: String, CodingKey, CaseIterable {
             case host, port
+            case channelsPort = "channels_port"
+        }
+    }
+
+    private struct Broadcasts: Decodable {
+        var channelsPerApp: Int?
+        var disabledTopics: [String]?
+
+        enum CodingKeys: String, CodingKey, CaseIterable {
+            case channelsPerApp = "channels_per_app"
+            case disabledTopics = "disabled_topics"
         }
     }
 

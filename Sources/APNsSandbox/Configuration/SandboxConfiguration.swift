@@ -57,6 +57,19 @@ public struct SandboxConfiguration: Sendable {
     /// Largest header list (bytes, as HPACK counts them) a request may carry; larger is a
     /// connection error.
     public var maximumHeaderListSize: Int = 16_384
+    /// The port of the channel management service (broadcast channels: `/1/apps/…`), on the
+    /// same host, with the same CA and authentication; 0 picks a free one (read it back from
+    /// ``APNsSandbox/channelsPort``).
+    public var channelsPort: Int = 0
+    /// The most channels one app may have (APNs: 10,000 per app and environment); one more is
+    /// `CannotCreateChannelConfig`.
+    public var channelsPerApp: Int = 10_000
+    /// Bundle IDs whose broadcast capability is off: their broadcasts and channel calls are
+    /// `FeatureNotEnabled`.
+    public var broadcastDisabledTopics: Set<String> = []
+    /// A directory where the sandbox keeps what must outlive a restart (its channels, in
+    /// `channels.json`); nil keeps them in memory only.
+    public var stateDirectory: URL? = nil
 
     public init(certificateAuthority: SandboxCertificateAuthority) {
         self.certificateAuthority = certificateAuthority

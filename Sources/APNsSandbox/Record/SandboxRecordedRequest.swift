@@ -9,6 +9,16 @@ public enum SandboxAuthKind: String, Sendable, Hashable, Codable {
     case certificate
 }
 
+/// Which of APNs' services a request went to.
+public enum SandboxRequestKind: String, Sendable, Hashable, Codable {
+    /// A notification to one device (`/3/device/…`).
+    case device
+    /// A broadcast on a channel (`/4/broadcasts/apps/…`).
+    case broadcast
+    /// A call to the channel management service (`/1/apps/…`, on its own port).
+    case channelManagement = "channel-management"
+}
+
 /// One request the sandbox received, as it arrived and as it was answered.
 ///
 /// `processed` tells whether the request was answered. A request that was cut off (its
@@ -31,7 +41,13 @@ public struct SandboxRecordedRequest: Sendable, Hashable, Codable {
     public var topic: String?
     /// The device token from `:path` (lowercased), when the path had one.
     public var deviceToken: String?
-    /// The `apns-id` answered: the request's, or the one the sandbox made.
+    /// Which service it went to.
+    public var kind: SandboxRequestKind = .device
+    /// The `apns-channel-id` of a broadcast or channel call (the new channel's, for a creation
+    /// answered 201).
+    public var channelID: String? = nil
+    /// The `apns-id` answered (`apns-request-id` for broadcasts and channel calls): the
+    /// request's, or the one the sandbox made.
     public var apnsID: String
     /// True when the request carried its own `apns-id`.
     public var apnsIDFromRequest: Bool
@@ -66,8 +82,11 @@ public struct SandboxRecordedRequest: Sendable, Hashable, Codable {
         apnsIDFromRequest: Bool, method: String? = nil, path: String? = nil, pushType: String? = nil,
         priority: String? = nil, expiration: String? = nil, collapseID: String? = nil, payloadSize: Int = 0,
         payloadSHA256: String = "", payload: [UInt8]? = nil, status: Int? = nil, reason: APNsReason? = nil,
-        processed: Bool, cutOff: String? = nil, receivedAt: Date
+        processed: Bool, cutOff: String? = nil, receivedAt: Date, kind: SandboxRequestKind = .device,
+        channelID: String? = nil
     ) {
+        self.kind = kind
+        self.channelID = channelID
         self.sequence = sequence
         self.connectionID = connectionID
         self.streamID = streamID

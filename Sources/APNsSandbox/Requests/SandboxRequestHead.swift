@@ -13,6 +13,10 @@ struct SandboxRequestHead {
     var topic: String?
     var collapseID: String?
     var pushType: String?
+    /// `apns-request-id` (broadcasts and channel management).
+    var requestID: String?
+    /// `apns-channel-id` (broadcasts and channel management).
+    var channelID: String?
     /// A header APNs reads appeared more than once.
     var duplicated: Bool = false
     /// The header list size as HPACK counts it (name + value + 32 per field).
@@ -35,6 +39,8 @@ struct SandboxRequestHead {
         case 13 where Self.equals(name, "apns-priority"): Self.set(&priority, value, &duplicated)
         case 14 where Self.equals(name, "apns-push-type"): Self.set(&pushType, value, &duplicated)
         case 15 where Self.equals(name, "apns-expiration"): Self.set(&expiration, value, &duplicated)
+        case 15 where Self.equals(name, "apns-request-id"): Self.set(&requestID, value, &duplicated)
+        case 15 where Self.equals(name, "apns-channel-id"): Self.set(&channelID, value, &duplicated)
         case 16 where Self.equals(name, "apns-collapse-id"): Self.set(&collapseID, value, &duplicated)
         default: return
         }

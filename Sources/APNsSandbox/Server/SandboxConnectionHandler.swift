@@ -5,6 +5,14 @@ import HeraldCore
 import Logging
 import NIOCore
 
+/// The service a sandbox listener offers.
+enum SandboxService: Sendable {
+    /// Notifications to devices and broadcasts (`/3/device/…`, `/4/broadcasts/apps/…`).
+    case devices
+    /// Channel management (`/1/apps/…`).
+    case channels
+}
+
 /// Answers the requests of one HTTP/2 connection on the connection's event loop. It sits after
 /// the HTTP/2 engine (an nghttp2 server session, ``HTTP2EngineHandler``) as its delegate: the
 /// engine's events arrive after nghttp2 returned, and answers, SETTINGS, resets and GOAWAY go
@@ -54,6 +62,12 @@ final class SandboxConnectionHandler: ChannelInboundHandler, HTTP2EngineDelegate
         var topic: String? = nil
         var deviceToken: String? = nil
         var pushType: PushType? = nil
+        /// Which service the request went to.
+        var kind: SandboxRequestKind = .device
+        /// The channel a broadcast or channel call named (or created).
+        var channelID: String? = nil
+        /// A successful channel call's answer body.
+        var body: [UInt8]? = nil
 
         mutating func reject(_ reason: APNsReason, timestamp: Date? = nil) {
             self.status = reason.status ?? 400
@@ -65,6 +79,9 @@ final class SandboxConnectionHandler: ChannelInboundHandler, HTTP2EngineDelegate
     private let core: SandboxCore
     let connectionID: Int
     private let auth: Auth
+    /// The service this connection's listener offers: device notifications and broadcasts,
+    /// or channel management.
+    private let service: SandboxService
     private var context: ChannelHandlerContext?
     private var engine: HTTP2EngineHandler?
     private let auditor: SandboxWireAuditor
@@ -124,12 +141,13 @@ final class SandboxConnectionHandler: ChannelInboundHandler, HTTP2EngineDelegate
     }
 
     init(
-        core: SandboxCore, connectionID: Int, auth: Auth, initialLimit: Int, engine: HTTP2EngineHandler,
-        auditor: SandboxWireAuditor
+        core: SandboxCore, connectionID: Int, auth: Auth, service: SandboxService, initialLimit: Int,
+        engine: HTTP2EngineHandler, auditor: SandboxWireAuditor
     ) {
         self.core = core
         self.connectionID = connectionID
         self.auth = auth
+        self.service = service
         self.engine = engine
         self.auditor = auditor
         auditor.sentStreamLimit(initialLimit)
@@ -219,7 +237,9 @@ final class SandboxConnectionHandler: ChannelInboundHandler, HTTP2EngineDelegate
         guard let stream = streams[streamID], !stream.awaitingResponse else { return }
         let size = buffer.readableBytes
         stream.bodySize += size
-        let limit = stream.head.pushType == PushType.voip.rawValue ? 5120 : 4096
+        let limit =
+            stream.head.pushType == PushType.voip.rawValue || SandboxBroadcastRules.isBroadcastPath(stream.head.path)
+            ? 5120 : 4096
         if stream.bodySize <= limit {
             if stream.body == nil {
                 stream.body = buffer
@@ -268,6 +288,12 @@ final class SandboxConnectionHandler: ChannelInboundHandler, HTTP2EngineDelegate
         if let reason = faults.outageReason(at: now) {
             outcome.reject(reason)
             return outcome
+        }
+        if service == .channels {
+            return evaluateChannelCall(stream)
+        }
+        if SandboxBroadcastRules.isBroadcastPath(head.path) {
+            return evaluateBroadcast(stream)
         }
 
         guard head.method == "POST" else {
@@ -418,6 +444,192 @@ final class SandboxConnectionHandler: ChannelInboundHandler, HTTP2EngineDelegate
         return outcome
     }
 
+    // MARK: Broadcasts and channel management
+
+    /// `POST /4/broadcasts/apps/<bundle>`, Apple's checks in order: method, path, duplicated
+    /// headers, authentication and the bundle, the broadcast capability, push type, channel,
+    /// request ID, priority and expiration (against the channel's storage policy), payload.
+    private func evaluateBroadcast(_ stream: Stream) -> Outcome {
+        var outcome = Outcome()
+        outcome.kind = .broadcast
+        let head = stream.head
+        outcome.channelID = head.channelID
+        guard head.method == "POST" else {
+            outcome.reject(.methodNotAllowed)
+            return outcome
+        }
+        let bundle: String
+        switch SandboxBroadcastRules.broadcastBundle(head.path) {
+        case .ok(let value): bundle = value
+        case .rejected(let reason):
+            outcome.reject(reason)
+            return outcome
+        }
+        outcome.topic = bundle
+        if head.duplicated {
+            outcome.reject(.duplicateHeaders)
+            return outcome
+        }
+        if let reason = authorize(bundle: bundle, head: head, now: stream.receivedAt, outcome: &outcome) {
+            outcome.reject(reason)
+            return outcome
+        }
+        if let reason = SandboxBroadcastRules.broadcastPushType(head.pushType) {
+            outcome.reject(reason)
+            return outcome
+        }
+        let channelID: String
+        switch SandboxBroadcastRules.channelID(head.channelID) {
+        case .ok(let value): channelID = value
+        case .rejected(let reason):
+            outcome.reject(reason)
+            return outcome
+        }
+        guard let channel = core.channels.read(bundleID: bundle, id: channelID) else {
+            outcome.reject(.channelNotRegistered)
+            return outcome
+        }
+        if let id = head.requestID, !UUIDText.isUUID(id) {
+            outcome.reject(.badMessageId)
+            return outcome
+        }
+        if let reason = SandboxBroadcastRules.broadcastHeaders(
+            priority: head.priority, expiration: head.expiration, storagePolicy: channel.storagePolicy)
+        {
+            outcome.reject(reason)
+            return outcome
+        }
+        if stream.bodySize > Notification.maximumBroadcastPayloadSize {
+            outcome.reject(.payloadTooLarge)
+            return outcome
+        }
+        if let reason = SandboxBroadcastRules.broadcastPayload(stream.body.map { Array($0.readableBytesView) }) {
+            outcome.reject(reason)
+            return outcome
+        }
+        if faults.fraction500 > 0 || faults.fraction503 > 0 {
+            let draw = random.nextUnit()
+            if draw < faults.fraction500 {
+                outcome.reject(.internalServerError)
+            } else if draw < faults.fraction500 + faults.fraction503 {
+                outcome.reject(.serviceUnavailable)
+            }
+        }
+        return outcome
+    }
+
+    /// A call on the channel management port: path, method, duplicated headers,
+    /// authentication and the bundle, the broadcast capability, request ID, then the call.
+    private func evaluateChannelCall(_ stream: Stream) -> Outcome {
+        var outcome = Outcome()
+        outcome.kind = .channelManagement
+        let head = stream.head
+        outcome.channelID = head.channelID
+        let route: SandboxBroadcastRules.ManagementRoute
+        switch SandboxBroadcastRules.managementRoute(head.path) {
+        case .ok(let value): route = value
+        case .rejected(let reason):
+            outcome.reject(reason)
+            return outcome
+        }
+        let bundle: String
+        switch route {
+        case .channels(let value):
+            guard ["POST", "GET", "DELETE"].contains(head.method ?? "") else {
+                outcome.reject(.methodNotAllowed)
+                return outcome
+            }
+            bundle = value
+        case .allChannels(let value):
+            guard head.method == "GET" else {
+                outcome.reject(.methodNotAllowed)
+                return outcome
+            }
+            bundle = value
+        }
+        outcome.topic = bundle
+        if head.duplicated {
+            outcome.reject(.duplicateHeaders)
+            return outcome
+        }
+        if let reason = authorize(bundle: bundle, head: head, now: stream.receivedAt, outcome: &outcome) {
+            outcome.reject(reason)
+            return outcome
+        }
+        if let id = head.requestID, !UUIDText.isUUID(id) {
+            outcome.reject(.badMessageId)
+            return outcome
+        }
+        switch (route, head.method) {
+        case (.allChannels, _):
+            outcome.body = SandboxBroadcastRules.listBody(core.channels.list(bundleID: bundle).map(\.id))
+        case (.channels, "POST"):
+            let policy: Int
+            switch SandboxBroadcastRules.creation(stream.body.map { Array($0.readableBytesView) }) {
+            case .ok(let value): policy = value
+            case .rejected(let reason):
+                outcome.reject(reason)
+                return outcome
+            }
+            guard let channel = core.channels.create(bundleID: bundle, storagePolicy: policy, now: stream.receivedAt) else {
+                outcome.reject(.cannotCreateChannelConfig)
+                return outcome
+            }
+            outcome.status = 201
+            outcome.channelID = channel.id
+        case (.channels, let method):
+            let channelID: String
+            switch SandboxBroadcastRules.channelID(head.channelID) {
+            case .ok(let value): channelID = value
+            case .rejected(let reason):
+                outcome.reject(reason)
+                return outcome
+            }
+            if method == "DELETE" {
+                guard core.channels.delete(bundleID: bundle, id: channelID) else {
+                    outcome.reject(.channelNotRegistered)
+                    return outcome
+                }
+                outcome.status = 204
+            } else {
+                guard let channel = core.channels.read(bundleID: bundle, id: channelID) else {
+                    outcome.reject(.channelNotRegistered)
+                    return outcome
+                }
+                outcome.body = SandboxBroadcastRules.channelBody(storagePolicy: channel.storagePolicy)
+            }
+        }
+        return outcome
+    }
+
+    /// The provider token or certificate against a broadcast's or channel call's bundle ID:
+    /// the token's reason, `TopicDisallowed` (a push-type suffix), `TopicMismatch` (not one of
+    /// the key's or certificate's topics), `FeatureNotEnabled`; nil when allowed.
+    private func authorize(bundle: String, head: SandboxRequestHead, now: Date, outcome: inout Outcome) -> APNsReason? {
+        let allowed: Bool
+        switch auth {
+        case .token:
+            switch authenticate(head.authorization, now: now) {
+            case .ok(let verified):
+                outcome.teamID = core.teamIDs[verified.keyIndex]
+                outcome.keyID = core.keyIDs[verified.keyIndex]
+                if !tokenAccepted {
+                    tokenAccepted = true
+                    setStreamLimit(core.maxConcurrentStreams)
+                }
+                allowed = core.keyTopics[verified.keyIndex].contains(bundle)
+            case .rejected(let reason):
+                return reason
+            }
+        case .certificate(let topics):
+            allowed = topics.contains(bundle)
+        }
+        if let reason = SandboxBroadcastRules.bundleProblem(bundle) { return reason }
+        guard allowed else { return .topicMismatch }
+        if core.broadcastDisabledTopics.contains(bundle) { return .featureNotEnabled }
+        return nil
+    }
+
     /// The last topic that passed the syntax check on this connection (providers repeat topics).
     private var lastGoodTopic: String? = nil
     /// The last key and topic found allowed on this connection.
@@ -513,10 +725,18 @@ final class SandboxConnectionHandler: ChannelInboundHandler, HTTP2EngineDelegate
         guard let engine, let context, !closed else { return }
         streams.removeValue(forKey: streamID)
 
-        let requestID = stream.head.apnsID.flatMap { UUIDText.isUUID($0) ? $0 : nil }
+        let sentID = outcome.kind == .device ? stream.head.apnsID : stream.head.requestID
+        let requestID = sentID.flatMap { UUIDText.isUUID($0) ? $0 : nil }
         let apnsID = requestID ?? idGenerator.nextID().rawValue
-        // The development environment's key to its delivery log, new for every answer.
-        let uniqueID = core.environment == .development ? idGenerator.nextID().rawValue : nil
+        // The development environment's key to its delivery log, new for every answer; a
+        // successful broadcast gets one in either environment.
+        let uniqueID: String?
+        switch outcome.kind {
+        case .device: uniqueID = core.environment == .development ? idGenerator.nextID().rawValue : nil
+        case .broadcast: uniqueID = outcome.reason == nil ? idGenerator.nextID().rawValue : nil
+        case .channelManagement: uniqueID = nil
+        }
+        let idHeader = outcome.kind == .device ? "apns-id" : "apns-request-id"
 
         // apns-id and apns-unique-id change with every answer: never worth a dynamic table
         // entry. Every value here is the sandbox's own (a status, a canonical UUID): not
@@ -530,13 +750,22 @@ final class SandboxConnectionHandler: ChannelInboundHandler, HTTP2EngineDelegate
                 headers = [
                     HTTP2Header(name: ":status", value: Self.statusText(outcome.status)),
                     HTTP2Header(name: "content-type", value: "application/json"),
-                    HTTP2Header(name: "apns-id", value: apnsID, indexing: .neverIndexed),
+                    HTTP2Header(name: idHeader, value: apnsID, indexing: .neverIndexed),
                 ]
             } else {
                 headers = [
-                    HTTP2Header(name: ":status", value: "200"),
-                    HTTP2Header(name: "apns-id", value: apnsID, indexing: .neverIndexed),
+                    HTTP2Header(name: ":status", value: Self.statusText(outcome.status)),
+                    HTTP2Header(name: idHeader, value: apnsID, indexing: .neverIndexed),
                 ]
+                if outcome.kind == .channelManagement {
+                    if outcome.status == 201, let channelID = outcome.channelID {
+                        headers.append(HTTP2Header(name: "apns-channel-id", value: channelID, indexing: .neverIndexed))
+                    }
+                    if let answer = outcome.body {
+                        headers.append(HTTP2Header(name: "content-type", value: "application/json"))
+                        body = context.channel.allocator.buffer(bytes: answer)
+                    }
+                }
             }
             if let uniqueID { headers.append(HTTP2Header(name: "apns-unique-id", value: uniqueID, indexing: .neverIndexed)) }
             if let seconds = faults.retryAfter, outcome.status == 429 || outcome.status == 503 {
@@ -562,6 +791,8 @@ final class SandboxConnectionHandler: ChannelInboundHandler, HTTP2EngineDelegate
                 streamID: streamID, stream: stream, outcome: outcome, apnsID: apnsID,
                 fromRequest: requestID != nil, processed: true, cutOff: nil)
             record.uniqueID = uniqueID
+            record.kind = outcome.kind
+            record.channelID = outcome.channelID
             return record
         }
 
@@ -610,6 +841,8 @@ final class SandboxConnectionHandler: ChannelInboundHandler, HTTP2EngineDelegate
     private static func statusText(_ status: Int) -> String {
         switch status {
         case 200: return "200"
+        case 201: return "201"
+        case 204: return "204"
         case 400: return "400"
         case 403: return "403"
         case 404: return "404"
@@ -643,8 +876,10 @@ final class SandboxConnectionHandler: ChannelInboundHandler, HTTP2EngineDelegate
             }
             if core.recordPayloads { payload = Array(body.readableBytesView) }
         }
-        let deviceToken =
-            outcome?.deviceToken ?? SandboxRules.deviceToken(fromPath: head.path).value
+        let kind: SandboxRequestKind =
+            outcome?.kind
+            ?? (service == .channels ? .channelManagement : SandboxBroadcastRules.isBroadcastPath(head.path) ? .broadcast : .device)
+        let deviceToken = kind == .device ? outcome?.deviceToken ?? SandboxRules.deviceToken(fromPath: head.path).value : nil
         return SandboxRecordedRequest(
             sequence: stream.sequence, connectionID: connectionID, streamID: Int(streamID), authKind: auth.kind,
             teamID: outcome?.teamID, keyID: outcome?.keyID, topic: outcome?.topic ?? head.topic,
@@ -652,11 +887,13 @@ final class SandboxConnectionHandler: ChannelInboundHandler, HTTP2EngineDelegate
             path: head.path, pushType: head.pushType, priority: head.priority, expiration: head.expiration,
             collapseID: head.collapseID, payloadSize: stream.bodySize, payloadSHA256: hash, payload: payload,
             status: processed ? outcome?.status : nil, reason: processed ? outcome?.reason : nil,
-            processed: processed, cutOff: cutOff, receivedAt: stream.receivedAt)
+            processed: processed, cutOff: cutOff, receivedAt: stream.receivedAt, kind: kind,
+            channelID: outcome?.channelID ?? head.channelID)
     }
 
     private func recordCutOff(streamID: Int32, stream: Stream, cause: String) {
-        let requestID = stream.head.apnsID.flatMap { UUIDText.isUUID($0) ? $0 : nil }
+        let sent = service == .channels || SandboxBroadcastRules.isBroadcastPath(stream.head.path) ? stream.head.requestID : stream.head.apnsID
+        let requestID = sent.flatMap { UUIDText.isUUID($0) ? $0 : nil }
         core.recorder.record(processed: false, status: nil, reason: nil) {
             makeRecord(
                 streamID: streamID, stream: stream, outcome: nil, apnsID: requestID ?? "",

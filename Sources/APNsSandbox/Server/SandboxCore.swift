@@ -24,6 +24,10 @@ final class SandboxCore: Sendable {
     let devices: [String: SandboxDevice.State]
     let recorder: SandboxRecorder
     let logger: Logger
+    /// The channel management service's channels.
+    let channels: SandboxChannels
+    /// Bundle IDs whose broadcasts and channel calls are `FeatureNotEnabled`.
+    let broadcastDisabledTopics: Set<String>
 
     private let maxStreams: Atomic<Int>
     private let faultsState: Mutex<SandboxFaults>
@@ -41,7 +45,9 @@ final class SandboxCore: Sendable {
         let handler: NIOLoopBound<SandboxConnectionHandler>
     }
 
-    init(configuration: SandboxConfiguration, recorder: SandboxRecorder, logger: Logger) {
+    init(configuration: SandboxConfiguration, recorder: SandboxRecorder, channels: SandboxChannels, logger: Logger) {
+        self.channels = channels
+        self.broadcastDisabledTopics = configuration.broadcastDisabledTopics
         self.tokenLifetime = configuration.tokenLifetime
         self.tokenUpdateMinimumInterval = configuration.tokenUpdateMinimumInterval
         self.tokenUpdateScope = configuration.tokenUpdateScope

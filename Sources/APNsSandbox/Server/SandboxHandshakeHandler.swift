@@ -13,9 +13,11 @@ final class SandboxHandshakeHandler: ChannelInboundHandler, RemovableChannelHand
     typealias InboundIn = NIOAny
 
     private let core: SandboxCore
+    private let service: SandboxService
 
-    init(core: SandboxCore) {
+    init(core: SandboxCore, service: SandboxService) {
         self.core = core
+        self.service = service
     }
 
     func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
@@ -58,7 +60,7 @@ final class SandboxHandshakeHandler: ChannelInboundHandler, RemovableChannelHand
         let audit = SandboxWireAuditHandler(recorder: core.recorder, connectionID: id)
         let engine = SandboxConnectionHandler.makeEngine(core: core, initialLimit: limit)
         let handler = SandboxConnectionHandler(
-            core: core, connectionID: id, auth: auth, initialLimit: limit, engine: engine, auditor: audit.auditor)
+            core: core, connectionID: id, auth: auth, service: service, initialLimit: limit, engine: engine, auditor: audit.auditor)
         engine.delegate = handler
         audit.connection = handler
         try pipeline.addHandler(audit, position: .after(self))

@@ -240,6 +240,12 @@ public final class Router: Sendable {
         attempt(send, Resends(), completion: completion)
     }
 
+    /// A new request ID (`apns-request-id`) for a call that is not a send (channel management),
+    /// from the same generator as every single send's apns-id.
+    public func newRequestID() -> NotificationID {
+        idGenerator.withLock { $0.nextID() }
+    }
+
     /// The apns-id a send goes with: the caller's, or a new one. The one place a single send gets
     /// its apns-id (a batch item has its own from the store since the POST); the runtime, the
     /// pipeline and the transport take it as given.

@@ -39,6 +39,8 @@ final class APNsConnectionHandler: ChannelInboundHandler, HTTP2EngineDelegate {
         var uniqueID: String? = nil
         /// `retry-after` (delta-seconds), on a failure answer.
         var retryAfter: Duration? = nil
+        /// `apns-channel-id` (channel management).
+        var channelID: String? = nil
         var body: ByteBuffer? = nil
     }
 
@@ -145,8 +147,13 @@ final class APNsConnectionHandler: ChannelInboundHandler, HTTP2EngineDelegate {
             headers.forEachField { name, value, _ in
                 if HTTP2HeaderBlock.bytesEqual(name, Self.statusName) {
                     if stream.status == nil { stream.status = Self.statusCode(value) }
-                } else if HTTP2HeaderBlock.bytesEqual(name, Self.apnsIDName) {
+                } else if HTTP2HeaderBlock.bytesEqual(name, Self.apnsIDName)
+                    || (stream.request.sendsRequestID && HTTP2HeaderBlock.bytesEqual(name, Self.requestIDName))
+                {
                     stream.apnsIDHeader = Self.sameBytes(value, sentID) ? sentID : String(decoding: value, as: UTF8.self)
+                } else if stream.request.keepsResponseBody, HTTP2HeaderBlock.bytesEqual(name, Self.channelIDName) {
+                    // Untrusted: at most the length a channel ID may have, else dropped.
+                    if value.count <= ChannelID.maximumLength { stream.channelID = String(decoding: value, as: UTF8.self) }
                 } else if HTTP2HeaderBlock.bytesEqual(name, Self.uniqueIDName) {
                     stream.uniqueID = APNsResponse.uniqueID(header: value)
                 } else if HTTP2HeaderBlock.bytesEqual(name, Self.retryAfterName) {
@@ -160,6 +167,16 @@ final class APNsConnectionHandler: ChannelInboundHandler, HTTP2EngineDelegate {
             }
         case .data(let streamID, var bytes, let endStream):
             guard var stream = streams[streamID] else { break }
+            let limit = stream.request.keepsResponseBody ? Self.maximumManagementBody : Self.maximumAnswerBody
+            if (stream.body?.readableBytes ?? 0) + bytes.readableBytes > limit {
+                // Untrusted: an answer larger than any APNs sends ends its stream, not the process.
+                streams[streamID] = nil
+                try? engine.resetStream(streamID, errorCode: .cancel)
+                fail(
+                    stream.request, with: .protocolError("the answer's body is larger than \(limit) bytes", mayHaveBeenProcessed: true),
+                    now: now)
+                break
+            }
             if bytes.readableBytes > 0 {
                 if stream.body == nil {
                     stream.body = bytes
@@ -215,8 +232,19 @@ final class APNsConnectionHandler: ChannelInboundHandler, HTTP2EngineDelegate {
         }
     }
 
+    /// The largest answer body kept: an error's JSON is tens of bytes; a channel list of
+    /// 10,000 IDs fits in the management limit.
+    static let maximumAnswerBody = 64 * 1024
+    static let maximumManagementBody = 8 * 1024 * 1024
+
     private static var statusName: UnsafeRawBufferPointer { UnsafeRawBufferPointer(start: (":status" as StaticString).utf8Start, count: 7) }
     private static var apnsIDName: UnsafeRawBufferPointer { UnsafeRawBufferPointer(start: ("apns-id" as StaticString).utf8Start, count: 7) }
+    private static var requestIDName: UnsafeRawBufferPointer {
+        UnsafeRawBufferPointer(start: ("apns-request-id" as StaticString).utf8Start, count: 15)
+    }
+    private static var channelIDName: UnsafeRawBufferPointer {
+        UnsafeRawBufferPointer(start: ("apns-channel-id" as StaticString).utf8Start, count: 15)
+    }
     private static var uniqueIDName: UnsafeRawBufferPointer {
         UnsafeRawBufferPointer(start: ("apns-unique-id" as StaticString).utf8Start, count: 14)
     }
@@ -339,7 +367,7 @@ final class APNsConnectionHandler: ChannelInboundHandler, HTTP2EngineDelegate {
             return
         }
         let response: APNsResponse
-        if status == 200, stream.body == nil {
+        if status == 200, stream.body == nil, !request.keepsResponseBody {
             let id: NotificationID?
             if let header = stream.apnsIDHeader, header != request.apnsID.rawValue {
                 id = try? NotificationID(header)
@@ -354,6 +382,13 @@ final class APNsConnectionHandler: ChannelInboundHandler, HTTP2EngineDelegate {
                 status: status, apnsIDHeader: stream.apnsIDHeader ?? request.apnsID.rawValue, body: bytes,
                 uniqueID: stream.uniqueID, retryAfter: stream.retryAfter)
             if decoded.apnsID == nil { decoded.apnsID = request.apnsID }
+            if request.keepsResponseBody {
+                decoded.channelID = stream.channelID
+                if decoded.isSuccessful {
+                    decoded.reason = nil
+                    decoded.body = bytes
+                }
+            }
             response = decoded
         }
         request.complete(.success(response))

@@ -5,8 +5,9 @@ import HTTP2Engine
 /// - `:path`: nghttp2's deflater never indexes it by itself (a literal without indexing);
 /// - `authorization`: never indexed (nghttp2's deflater does so by itself; the flag is set
 ///   anyway, so the secret never enters a dynamic table whatever the library version does);
-/// - `apns-id`, `apns-expiration`, `apns-collapse-id`: left to the deflater (indexed) the first
-///   time on the connection, so their names enter the dynamic table; never indexed afterwards;
+/// - `apns-id` (`apns-request-id` for broadcasts and channel management), `apns-expiration`,
+///   `apns-collapse-id`: left to the deflater (indexed) the first time on the connection, so
+///   their names enter the dynamic table; never indexed afterwards;
 /// - everything else: left to the deflater (indexed).
 ///
 /// One value per connection, because the dynamic table is per connection.
@@ -28,15 +29,23 @@ struct APNsHeaderIndexing {
     mutating func fill(_ headers: inout [HTTP2Header], for request: APNsRequest, host: String) {
         headers.removeAll(keepingCapacity: true)
         headers.reserveCapacity(12)
-        headers.append(HTTP2Header(name: ":method", value: "POST"))
+        headers.append(HTTP2Header(name: ":method", value: request.method))
         headers.append(HTTP2Header(name: ":scheme", value: "https"))
         headers.append(HTTP2Header(name: ":path", value: request.path))
         headers.append(HTTP2Header(name: "host", value: host))
         if let authorization = request.authorization {
             headers.append(HTTP2Header(name: "authorization", value: authorization, indexing: .neverIndexed))
         }
-        headers.append(HTTP2Header(name: "apns-id", value: request.apnsID.rawValue, indexing: Self.firstTime(&sentAPNsID)))
-        headers.append(HTTP2Header(name: "apns-push-type", value: request.pushType))
+        headers.append(
+            HTTP2Header(
+                name: request.sendsRequestID ? "apns-request-id" : "apns-id", value: request.apnsID.rawValue,
+                indexing: Self.firstTime(&sentAPNsID)))
+        if let channelID = request.channelID {
+            headers.append(HTTP2Header(name: "apns-channel-id", value: channelID))
+        }
+        if let pushType = request.pushType {
+            headers.append(HTTP2Header(name: "apns-push-type", value: pushType))
+        }
         if let topic = request.topic {
             headers.append(HTTP2Header(name: "apns-topic", value: topic))
         }
@@ -49,7 +58,9 @@ struct APNsHeaderIndexing {
         if let collapseID = request.collapseID {
             headers.append(HTTP2Header(name: "apns-collapse-id", value: collapseID, indexing: Self.firstTime(&sentCollapseID)))
         }
-        headers.append(HTTP2Header(name: "content-length", value: String(request.payload.count)))
+        if let payload = request.payload {
+            headers.append(HTTP2Header(name: "content-length", value: String(payload.count)))
+        }
     }
 
     private static func firstTime(_ sent: inout Bool) -> HTTP2HeaderIndexing {

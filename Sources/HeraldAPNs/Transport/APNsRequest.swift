@@ -2,26 +2,40 @@ import HeraldCore
 import NIOCore
 import Synchronization
 
-/// One notification on its way to APNs: the header values the connection writes, the payload
-/// bytes, the deadline, and where the outcome goes. Built once by the sender; a resend after
+/// One request on its way to APNs: the header values the connection writes, the body bytes,
+/// the deadline, and where the outcome goes. Built once by the sender; a resend after
 /// REFUSED_STREAM or GOAWAY reuses it as is (same apns-id).
+///
+/// Three kinds share it: a notification to a device (`POST /3/device/…`, `apns-id`), a
+/// broadcast on a channel (`POST /4/broadcasts/apps/…`, `apns-request-id` and
+/// `apns-channel-id`), and a channel management call (`POST`, `GET` or `DELETE` on
+/// `/1/apps/…`, `apns-request-id`, whose answer keeps its body and `apns-channel-id`).
 final class APNsRequest: Sendable {
     typealias Completion = @Sendable (Result<APNsResponse, APNsTransportError>) -> Void
 
-    /// `:path`, `/3/device/<hex>`.
+    /// `:method`.
+    let method: String
+    /// `:path`: `/3/device/<hex>`, `/4/broadcasts/apps/<bundle>` or `/1/apps/<bundle>/…`.
     let path: String
-    /// `apns-id`; always sent, so that resends and the server's record match.
+    /// The request's ID, always sent (so that resends and the server's record match): in
+    /// `apns-id` for a device notification, in `apns-request-id` otherwise.
     let apnsID: NotificationID
+    /// True when ``apnsID`` goes in `apns-request-id` (broadcasts and channel management).
+    let sendsRequestID: Bool
+    /// `apns-channel-id`.
+    let channelID: String?
     let topic: String?
-    let pushType: String
+    let pushType: String?
     let priority: String?
     let expiration: String?
     let collapseID: String?
     /// `bearer <jwt>` for token tenants; nil for certificate tenants.
     let authorization: String?
-    /// The notification's payload as it came (an array shares its storage: not copied here; the
-    /// engine copies it into DATA frames).
-    let payload: [UInt8]
+    /// The body as it came (an array shares its storage: not copied here; the engine copies it
+    /// into DATA frames); nil for a request without one (`GET`, `DELETE`).
+    let payload: [UInt8]?
+    /// True when a successful answer's body is wanted (channel management reads).
+    let keepsResponseBody: Bool
     /// The request gets an answer or fails by then, queue time included.
     let deadline: NIODeadline
     /// The caller may cancel it (``cancel()``): whoever holds it then registers how to let it go.
@@ -42,23 +56,62 @@ final class APNsRequest: Sendable {
         cancellable: Bool = false, completion: @escaping Completion
     ) {
         self.isCancellable = cancellable
+        self.method = "POST"
         self.path = notification.path
         self.apnsID = apnsID
-        self.topic = notification.topic
+        switch notification.destination {
+        case .device:
+            self.sendsRequestID = false
+            self.channelID = nil
+            self.topic = notification.topic
+        case .channel(let channel):
+            // The bundle ID is in the path; a broadcast names its channel instead of a topic.
+            self.sendsRequestID = true
+            self.channelID = channel.rawValue
+            self.topic = nil
+        }
         self.pushType = notification.pushType.rawValue
         self.priority = notification.priority.map { String($0.rawValue) }
         self.expiration = notification.expiration?.headerValue
         self.collapseID = notification.collapseID
         self.authorization = authorization
         self.payload = notification.payload
+        self.keepsResponseBody = false
+        self.deadline = deadline
+        self.completion = completion
+    }
+
+    /// A channel management call: `method` on `path`, with `apns-request-id`, an optional
+    /// `apns-channel-id` and an optional JSON body.
+    init(
+        management method: String, path: String, requestID: NotificationID, channelID: String?, body: [UInt8]?,
+        authorization: String?, deadline: NIODeadline, completion: @escaping Completion
+    ) {
+        self.isCancellable = false
+        self.method = method
+        self.path = path
+        self.apnsID = requestID
+        self.sendsRequestID = true
+        self.channelID = channelID
+        self.topic = nil
+        self.pushType = nil
+        self.priority = nil
+        self.expiration = nil
+        self.collapseID = nil
+        self.authorization = authorization
+        self.payload = body
+        self.keepsResponseBody = true
         self.deadline = deadline
         self.completion = completion
     }
 
     /// The same request with another completion (used for the one resend after ExpiredProviderToken).
     init(copying other: APNsRequest, authorization: String?, completion: @escaping Completion) {
+        self.method = other.method
         self.path = other.path
         self.apnsID = other.apnsID
+        self.sendsRequestID = other.sendsRequestID
+        self.channelID = other.channelID
         self.topic = other.topic
         self.pushType = other.pushType
         self.priority = other.priority
@@ -66,6 +119,7 @@ final class APNsRequest: Sendable {
         self.collapseID = other.collapseID
         self.authorization = authorization
         self.payload = other.payload
+        self.keepsResponseBody = other.keepsResponseBody
         self.deadline = other.deadline
         self.isCancellable = other.isCancellable
         self.completion = completion

@@ -155,6 +155,59 @@ public final class TenantTransport: PushTransport {
 
     public var credentialIdentity: String? { credentials.identity }
 
+    /// One call to the channel management service of `environment` (its pool opened at the
+    /// first call, with the tenant's credential), and APNs' answer (any status). As with a send,
+    /// a 403 `ExpiredProviderToken` drops the token before the answer is handed on.
+    /// - Throws: ``PushError`` when there is no answer, or when the tenant has no channel
+    ///   management endpoint for `environment`.
+    public func manageChannels(
+        _ call: ChannelCall, requestID: NotificationID, environment: APNsEnvironment, deadline: ContinuousClock.Instant
+    ) async throws
+        -> APNsResponse
+    {
+        let pool: ConnectionPool
+        do {
+            guard let endpoint = tenant.endpoints.channelEndpoint(for: environment) else {
+                throw APNsTransportError.noEndpoint(environment)
+            }
+            pool = try self.pool(for: endpoint)
+        } catch let error as APNsTransportError {
+            throw error.pushError(tenant: tenant.id)
+        }
+        let authorization: String?
+        if credentials.kind == .token {
+            do {
+                authorization = try await credentials.authorization()
+            } catch {
+                throw APNsTransportError.invalidConfiguration("the provider token could not be made", underlying: error)
+                    .pushError(tenant: tenant.id)
+            }
+        } else {
+            authorization = nil
+        }
+        let nioDeadline = Self.nioDeadline(deadline)
+        let result = await withUnsafeContinuation { (continuation: UnsafeContinuation<Result<APNsResponse, APNsTransportError>, Never>) in
+            let request = APNsRequest(
+                management: call.method, path: call.path, requestID: requestID, channelID: call.channel?.rawValue,
+                body: call.body, authorization: authorization, deadline: nioDeadline
+            ) { result in
+                continuation.resume(returning: result)
+            }
+            pool.submit(request)
+        }
+        switch result {
+        case .success(let response):
+            if let authorization, response.status == 403, response.reason == .expiredProviderToken {
+                await credentials.tokenRejectedAsExpired(authorization)
+            }
+            count(result)
+            return response
+        case .failure(let error):
+            count(result)
+            throw error.pushError(tenant: tenant.id)
+        }
+    }
+
     /// What the credential is (never secret), for the admin API.
     public var credentialSummary: CredentialSummary { credentials.summary }
 
@@ -369,7 +422,13 @@ public final class TenantTransport: PushTransport {
         guard let endpoint = tenant.endpoints.endpoint(for: environment) else {
             throw APNsTransportError.noEndpoint(environment)
         }
-        return try pools.withLock { pools in
+        return try pool(for: endpoint)
+    }
+
+    /// The pool of `endpoint` (a device endpoint or a channel management service), made at its
+    /// first request.
+    private func pool(for endpoint: APNsEndpoint) throws -> ConnectionPool {
+        try pools.withLock { pools in
             guard !pools.closed else { throw APNsTransportError.poolClosed }
             for entry in pools.byEndpoint where entry.endpoint == endpoint { return entry.pool }
             let sslContext = try pools.sslContext ?? Self.makeSSLContext(tenant: tenant, credentials: credentials)

@@ -7,7 +7,8 @@ extension TenantFileParser {
     func defaultEndpoints() -> EndpointsConfiguration? { EndpointsConfiguration() }
 
     /// `endpoints:` — `production` and `development` URLs (Apple's by default; `null` switches one
-    /// off), `default` (the environment used when a send names none) and `ca_file` (extra trust
+    /// off), `channels_production` and `channels_development` (the channel management service
+    /// for broadcasts; Apple's by default, `null` switches one off), `default` (the environment used when a send names none) and `ca_file` (extra trust
     /// roots for a non-Apple endpoint such as APNsSandbox).
     func parseEndpoints(_ node: Node) -> EndpointsConfiguration? {
         let path = FieldPath(text: "endpoints")
@@ -16,8 +17,11 @@ extension TenantFileParser {
         var ok = true
 
         func endpoint(_ environment: APNsEnvironment, fallback: APNsEndpoint) -> APNsEndpoint? {
-            guard let value = endpoints[environment.rawValue] else { return fallback }
-            let field = path.appending(environment.rawValue)
+            endpoint(key: environment.rawValue, fallback: fallback)
+        }
+        func endpoint(key: String, fallback: APNsEndpoint) -> APNsEndpoint? {
+            guard let value = endpoints[key] else { return fallback }
+            let field = path.appending(key)
             if value.isNull {
                 diagnostics.record(field.text, value)
                 return nil
@@ -37,6 +41,8 @@ extension TenantFileParser {
         }
         let production = endpoint(.production, fallback: .production)
         let development = endpoint(.development, fallback: .development)
+        let channelsProduction = endpoint(key: "channels_production", fallback: .channelsProduction)
+        let channelsDevelopment = endpoint(key: "channels_development", fallback: .channelsDevelopment)
 
         var defaultEnvironment: APNsEnvironment = production != nil ? .production : .development
         if let value = endpoints["default"], let text = diagnostics.string(value, path.appending("default")) {
@@ -90,7 +96,8 @@ extension TenantFileParser {
         guard ok else { return nil }
         return EndpointsConfiguration(
             production: production, development: development, defaultEnvironment: defaultEnvironment,
-            trustRootsPEM: trustRoots, trustRootsOrigin: trustRootsOrigin)
+            trustRootsPEM: trustRoots, trustRootsOrigin: trustRootsOrigin,
+            channelsProduction: channelsProduction, channelsDevelopment: channelsDevelopment)
     }
 
     // MARK: pool

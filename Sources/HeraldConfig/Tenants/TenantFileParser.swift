@@ -11,7 +11,7 @@ struct TenantFileParser {
         static let auth = ["token", "certificate"]
         static let token = ["key_id", "key_file", "key"]
         static let certificate = ["cert_file", "key_file", "key", "pkcs12_file", "passphrase"]
-        static let endpoints = ["production", "development", "default", "ca_file"]
+        static let endpoints = ["production", "development", "default", "ca_file", "channels_production", "channels_development"]
         static let pool = ["connections", "max_queued", "request_timeout", "idle_timeout", "ping_interval", "open_next_at", "max_streams"]
         static let plugin = ["name", "options"]
         static let apiKey = ["name", "sha256"]

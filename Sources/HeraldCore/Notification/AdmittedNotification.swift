@@ -27,7 +27,10 @@ public struct AdmittedNotification: Sendable, Hashable {
     public let credentialGeneration: UInt64
 
     public var pushType: PushType { notification.pushType }
-    public var deviceToken: DeviceToken { notification.deviceToken }
+    /// The device it goes to; nil for a broadcast.
+    public var deviceToken: DeviceToken? { notification.deviceToken }
+    /// The channel of a broadcast; nil for a device notification.
+    public var channelID: ChannelID? { notification.channelID }
 
     /// A notification taken as admitted without the tenant's checks, for tests that put on the
     /// wire what APNs itself must refuse (a bad topic, an oversized payload). Nothing in Herald
@@ -91,6 +94,9 @@ extension TenantConfiguration {
     public func admissionCheck(
         _ notification: Notification, environment: APNsEnvironment?, topicRules: TopicRules? = nil
     ) throws(PushError) -> (notification: Notification, environment: APNsEnvironment) {
+        if notification.isBroadcast {
+            return try broadcastAdmissionCheck(notification, environment: environment)
+        }
         var notification = notification
         if notification.topic == nil, auth.kind == .certificate, topics.count == 1 {
             notification.topic = topics[0]
@@ -109,6 +115,51 @@ extension TenantConfiguration {
             ?? (allows(topic: topic), notification.pushType.agrees(withTopic: topic))
         guard allowed else { throw PushError.topicDisallowed(topic, tenant: id) }
         guard agrees else { throw PushError.pushTypeMismatch(notification.pushType, topic: topic) }
+        let environment = environment ?? endpoints.defaultEnvironment
+        guard endpoints.endpoint(for: environment) != nil else {
+            throw PushError.environmentUnavailable(environment, tenant: id)
+        }
+        return (notification, environment)
+    }
+}
+
+extension TenantConfiguration {
+    /// The bundle IDs the tenant may broadcast to: each topic without a push-type suffix, and
+    /// each Live Activity topic (`<bundle>.push-type.liveactivity`) without its suffix.
+    public var broadcastBundleIDs: [String] {
+        var bundles: [String] = []
+        let suffix = PushType.liveactivity.requiredTopicSuffix ?? ""
+        for topic in topics {
+            let bundle: String
+            if topic.hasSuffix(suffix) {
+                bundle = String(topic.dropLast(suffix.count))
+            } else if PushType.alert.agrees(withTopic: topic) {
+                bundle = topic
+            } else {
+                continue
+            }
+            if !bundle.isEmpty, !bundles.contains(bundle) { bundles.append(bundle) }
+        }
+        return bundles
+    }
+
+    /// A broadcast's admission: APNs' broadcast rules (``Notification/validate(requireTopic:)``),
+    /// the bundle ID one of ``broadcastBundleIDs`` (defaulted when the tenant has only one), and
+    /// an environment with an endpoint.
+    func broadcastAdmissionCheck(
+        _ notification: Notification, environment: APNsEnvironment?
+    ) throws(PushError) -> (notification: Notification, environment: APNsEnvironment) {
+        var notification = notification
+        let bundles = broadcastBundleIDs
+        if notification.topic == nil, bundles.count == 1 { notification.topic = bundles[0] }
+        do {
+            try notification.validate(requireTopic: true)
+        } catch {
+            throw PushError.invalid(error)
+        }
+        guard let topic = notification.topic, bundles.contains(topic) else {
+            throw PushError.topicDisallowed(notification.topic ?? "", tenant: id)
+        }
         let environment = environment ?? endpoints.defaultEnvironment
         guard endpoints.endpoint(for: environment) != nil else {
             throw PushError.environmentUnavailable(environment, tenant: id)

@@ -1,6 +1,7 @@
 import Foundation
 
-/// One push notification for one device: everything that goes into one HTTP/2 stream to APNs.
+/// One push notification for one device, or one broadcast on a channel: everything that goes
+/// into one HTTP/2 stream to APNs.
 ///
 /// ```swift
 /// let note = Notification(
@@ -10,10 +11,21 @@ import Foundation
 ///     payload: try Payload(aps: APS(alert: .init(title: "Hi", body: "there"))).encoded()
 /// )
 /// try note.validate()
+///
+/// // A Live Activity update to every device on a channel (`POST /4/broadcasts/apps/<topic>`):
+/// let broadcast = Notification(channel: try ChannelID(channel), topic: "com.acme.app", payload: update)
 /// ```
 public struct Notification: Sendable, Hashable {
-    public var deviceToken: DeviceToken
-    /// `apns-topic`. Required for token connections and multi-topic certificates.
+    /// Where a notification goes: one device (`/3/device/<token>`) or every device on a
+    /// broadcast channel (`/4/broadcasts/apps/<topic>` with `apns-channel-id`).
+    public enum Destination: Sendable, Hashable {
+        case device(DeviceToken)
+        case channel(ChannelID)
+    }
+
+    public var destination: Destination
+    /// `apns-topic`. Required for token connections and multi-topic certificates. For a
+    /// broadcast, the bundle ID in the path (no push-type suffix).
     public var topic: String?
     /// `apns-push-type`.
     public var pushType: PushType
@@ -42,7 +54,7 @@ public struct Notification: Sendable, Hashable {
         id: NotificationID? = nil,
         payload: [UInt8]
     ) {
-        self.deviceToken = deviceToken
+        self.destination = .device(deviceToken)
         self.topic = topic
         self.pushType = pushType
         self.priority = priority
@@ -67,6 +79,53 @@ public struct Notification: Sendable, Hashable {
             expiration: expiration, collapseID: collapseID, id: id, payload: Array(payload))
     }
 
+    /// A broadcast on `channel`: a Live Activity update (push type `liveactivity`) to the
+    /// devices subscribed to it. APNs requires a priority and an expiration on every broadcast:
+    /// `nil` here means 10 and 0 (store nothing).
+    public init(
+        channel: ChannelID,
+        topic: String? = nil,
+        priority: Priority? = nil,
+        expiration: Expiration? = nil,
+        id: NotificationID? = nil,
+        payload: [UInt8]
+    ) {
+        self.destination = .channel(channel)
+        self.topic = topic
+        self.pushType = .liveactivity
+        self.priority = priority ?? .immediate
+        self.expiration = expiration ?? .immediately
+        self.collapseID = nil
+        self.id = id
+        self.payload = payload
+    }
+
+    /// The device it goes to; nil for a broadcast.
+    public var deviceToken: DeviceToken? {
+        if case .device(let token) = destination { return token }
+        return nil
+    }
+
+    /// The channel it is broadcast on; nil for a device notification.
+    public var channelID: ChannelID? {
+        if case .channel(let channel) = destination { return channel }
+        return nil
+    }
+
+    /// True for a broadcast on a channel.
+    public var isBroadcast: Bool {
+        if case .channel = destination { return true }
+        return false
+    }
+
+    /// The largest broadcast payload APNs accepts, in bytes.
+    public static let maximumBroadcastPayloadSize = 5120
+
     /// The `:path` of the request.
-    public var path: String { "/3/device/" + deviceToken.hex }
+    public var path: String {
+        switch destination {
+        case .device(let token): return "/3/device/" + token.hex
+        case .channel: return "/4/broadcasts/apps/" + (topic ?? "")
+        }
+    }
 }

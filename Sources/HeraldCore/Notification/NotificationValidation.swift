@@ -22,6 +22,10 @@ extension Notification {
     /// - Parameter requireTopic: true for token connections and multi-topic certificates, where
     ///   APNs answers `MissingTopic` without one.
     public func validate(requireTopic: Bool = true) throws(NotificationValidationError) {
+        if isBroadcast {
+            try validateBroadcast()
+            return
+        }
         if let topic {
             try Notification.validateTopic(topic)
         } else if requireTopic {
@@ -51,6 +55,49 @@ extension Notification {
                 .badPriority, field: "priority",
                 message: "priority 10 is not allowed for a payload whose aps holds only content-available; use 5")
         }
+    }
+
+    /// A broadcast's rules (Apple's broadcast request): the bundle ID in the path, with no
+    /// push-type suffix; push type `liveactivity`; a priority and an expiration; no collapse
+    /// ID; a JSON payload of at most 5,120 bytes whose `aps` is a Live Activity update or end
+    /// (`event`, a numeric `timestamp`, and `content-state` with an update). A channel's
+    /// storage policy (expiration 0 only on a no-storage channel) is checked where the channel
+    /// is known.
+    private func validateBroadcast() throws(NotificationValidationError) {
+        guard let topic else {
+            throw NotificationValidationError(
+                .missingTopic, field: "topic", message: "a broadcast needs the app's bundle ID (topic)")
+        }
+        try Notification.validateTopic(topic)
+        if PushType.allCases.contains(where: { $0.requiredTopicSuffix.map { topic.hasSuffix($0) } ?? false }) {
+            throw NotificationValidationError(
+                .topicDisallowed, field: "topic",
+                message: "a broadcast goes to the bundle ID itself, without a push-type suffix")
+        }
+        guard pushType == .liveactivity else {
+            throw NotificationValidationError(
+                .invalidPushType, field: "push_type", message: "a broadcast's push type is liveactivity")
+        }
+        guard priority != nil else {
+            throw NotificationValidationError(.badPriority, field: "priority", message: "a broadcast needs a priority")
+        }
+        guard expiration != nil else {
+            throw NotificationValidationError(
+                .badExpirationDate, field: "expiration", message: "a broadcast needs an expiration (0 stores nothing)")
+        }
+        if collapseID != nil {
+            throw NotificationValidationError(
+                .badRequestParams, field: "collapse_id", message: "a broadcast takes no collapse ID")
+        }
+        if payload.isEmpty {
+            throw NotificationValidationError(.payloadEmpty, field: "payload", message: "the payload is empty")
+        }
+        if payload.count > Notification.maximumBroadcastPayloadSize {
+            throw NotificationValidationError(
+                .payloadTooLarge, field: "payload",
+                message: "the payload is \(payload.count) bytes; a broadcast allows at most \(Notification.maximumBroadcastPayloadSize)")
+        }
+        try PayloadInspection.checkLiveActivityUpdate(payload)
     }
 
     /// Why `value` cannot be an HTTP/2 header value, or nil when it can: no control characters

@@ -18,4 +18,42 @@ public enum PayloadInspection {
     public static func isJSONObject(_ payload: [UInt8]) -> Bool {
         (try? JSONSerialization.jsonObject(with: Data(payload))) is [String: Any]
     }
+
+    /// Checks that a broadcast payload is a Live Activity update or end: a JSON object whose
+    /// `aps` holds `event` (`update` or `end`: a channel cannot start an activity), a numeric
+    /// `timestamp`, and with `update` a `content-state` object.
+    ///
+    /// - Throws: `BadRequestPayload` when it is not a JSON object; `BadRequestParams` naming the
+    ///   field otherwise.
+    public static func checkLiveActivityUpdate(_ payload: [UInt8]) throws(NotificationValidationError) {
+        guard let object = try? JSONValue(parsing: payload), case .object = object else {
+            throw NotificationValidationError(.badRequestPayload, field: "payload", message: "the payload must be a JSON object")
+        }
+        guard let aps = object["aps"], case .object = aps else {
+            throw NotificationValidationError(
+                .badRequestParams, field: "payload.aps", message: "a Live Activity update needs an aps dictionary")
+        }
+        guard case .string(let event) = aps["event"] else {
+            throw NotificationValidationError(
+                .badRequestParams, field: "payload.aps.event", message: "a Live Activity update needs an event (update or end)")
+        }
+        guard event == "update" || event == "end" else {
+            throw NotificationValidationError(
+                .badRequestParams, field: "payload.aps.event",
+                message: "a broadcast's event is update or end, not \(event.prefix(32))")
+        }
+        switch aps["timestamp"] {
+        case .int, .double: break
+        default:
+            throw NotificationValidationError(
+                .badRequestParams, field: "payload.aps.timestamp",
+                message: "a Live Activity update needs a numeric timestamp (UNIX seconds)")
+        }
+        if event == "update" {
+            guard let state = aps["content-state"], case .object = state else {
+                throw NotificationValidationError(
+                    .badRequestParams, field: "payload.aps.content-state", message: "an update needs a content-state object")
+            }
+        }
+    }
 }

@@ -39,6 +39,14 @@ public protocol PushTransport: Sendable {
     /// share that thread instead of waking each other across two. Nil (the default) when the
     /// transport has no such place; the task then runs on the global executor.
     var sendingExecutor: (any TaskExecutor)? { get }
+    /// One call to the channel management service of `environment` with `requestID` as its
+    /// `apns-request-id`, and its answer (any status), on a connection of the transport's own to that service. Throws as ``send(_:deadline:)``.
+    /// The default throws `PushError` `.transport` (surely not processed): a transport without
+    /// channel management.
+    func manageChannels(
+        _ call: ChannelCall, requestID: NotificationID, environment: APNsEnvironment, deadline: ContinuousClock.Instant
+    ) async throws
+        -> APNsResponse
 }
 
 extension PushTransport {
@@ -60,6 +68,13 @@ extension PushTransport {
         }
     }
     public func close() async { await shutdown() }
+    public func manageChannels(
+        _ call: ChannelCall, requestID: NotificationID, environment: APNsEnvironment, deadline: ContinuousClock.Instant
+    ) async throws
+        -> APNsResponse
+    {
+        throw PushError.transport("this transport has no channel management", surelyNotProcessed: true)
+    }
     public var credentialIdentity: String? { nil }
     public var status: TransportStatus { TransportStatus() }
 }

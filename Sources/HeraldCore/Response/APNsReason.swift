@@ -41,6 +41,25 @@ public enum APNsReason: Hashable, Sendable, CustomStringConvertible, Codable {
     case internalServerError
     case serviceUnavailable
     case shutdown
+    /// 400 (broadcasts): broadcast push is not enabled for the bundle ID.
+    case featureNotEnabled
+    /// 400 (broadcasts, channel management): no `apns-channel-id` header.
+    case missingChannelId
+    /// 400: the `apns-channel-id` is not base64, or too long.
+    case badChannelId
+    /// 400: no channel has that ID (deleted, or never made for this bundle and environment).
+    case channelNotRegistered
+    /// 400 (channel management): the JSON body holds an attribute APNs does not know, or a bad value.
+    case badRequestParams
+    /// 400 (channel management): the JSON body cannot be parsed.
+    case badRequestPayload
+    /// 400 (broadcasts): no `apns-push-type` header.
+    case missingPushType
+    /// 400 (channel management): the app has as many channels as APNs allows (10,000 per environment).
+    case cannotCreateChannelConfig
+    /// 403 (broadcasts, channel management): the bundle ID in the path is not one the token or
+    /// certificate is for.
+    case topicMismatch
     /// A reason string this version of Herald does not know.
     case unknown(String)
 
@@ -55,8 +74,14 @@ public enum APNsReason: Hashable, Sendable, CustomStringConvertible, Codable {
         .tooManyRequests, .internalServerError, .serviceUnavailable, .shutdown,
     ]
 
+    /// The reasons Apple lists for broadcasts and channel management besides those in ``known``.
+    public static let broadcastReasons: [APNsReason] = [
+        .featureNotEnabled, .missingChannelId, .badChannelId, .channelNotRegistered, .badRequestParams,
+        .badRequestPayload, .missingPushType, .cannotCreateChannelConfig, .topicMismatch,
+    ]
+
     private static let byWire: [String: APNsReason] = Dictionary(
-        uniqueKeysWithValues: known.map { ($0.wireValue, $0) })
+        uniqueKeysWithValues: (known + broadcastReasons).map { ($0.wireValue, $0) })
 
     public init(wireValue: String) {
         self = Self.byWire[wireValue] ?? .unknown(wireValue)
@@ -98,6 +123,15 @@ public enum APNsReason: Hashable, Sendable, CustomStringConvertible, Codable {
         case .internalServerError: return "InternalServerError"
         case .serviceUnavailable: return "ServiceUnavailable"
         case .shutdown: return "Shutdown"
+        case .featureNotEnabled: return "FeatureNotEnabled"
+        case .missingChannelId: return "MissingChannelId"
+        case .badChannelId: return "BadChannelId"
+        case .channelNotRegistered: return "ChannelNotRegistered"
+        case .badRequestParams: return "BadRequestParams"
+        case .badRequestPayload: return "BadRequestPayload"
+        case .missingPushType: return "MissingPushType"
+        case .cannotCreateChannelConfig: return "CannotCreateChannelConfig"
+        case .topicMismatch: return "TopicMismatch"
         case .unknown(let raw): return raw
         }
     }
@@ -107,11 +141,12 @@ public enum APNsReason: Hashable, Sendable, CustomStringConvertible, Codable {
         switch self {
         case .badCollapseId, .badDeviceToken, .badExpirationDate, .badMessageId, .badPriority, .badTopic,
             .deviceTokenNotForTopic, .duplicateHeaders, .idleTimeout, .invalidPushType, .missingDeviceToken,
-            .missingTopic, .payloadEmpty, .topicDisallowed:
+            .missingTopic, .payloadEmpty, .topicDisallowed, .featureNotEnabled, .missingChannelId, .badChannelId,
+            .channelNotRegistered, .badRequestParams, .badRequestPayload, .missingPushType, .cannotCreateChannelConfig:
             return 400
         case .badCertificate, .badCertificateEnvironment, .expiredProviderToken, .forbidden,
             .invalidProviderToken, .missingProviderToken, .unrelatedKeyIdInToken, .badEnvironmentKeyIdInToken,
-            .badEnvironmentKeyInToken:
+            .badEnvironmentKeyInToken, .topicMismatch:
             return 403
         case .badPath: return 404
         case .methodNotAllowed: return 405

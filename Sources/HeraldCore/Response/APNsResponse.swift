@@ -15,6 +15,12 @@ public struct APNsResponse: Sendable, Hashable {
     /// does not go before it. Apple does not document one; an HTTP server in front of an
     /// endpoint may send it with 429 or 503.
     public var retryAfter: Duration?
+    /// `apns-channel-id` on the answer to a channel creation: the new channel's ID (as APNs
+    /// sent it; checked by whoever takes it).
+    public var channelID: String?
+    /// A successful channel management answer's body (JSON); empty otherwise (an error body is
+    /// read into ``reason``).
+    public var body: [UInt8] = []
 
     public init(
         status: Int, apnsID: NotificationID?, reason: APNsReason? = nil, timestamp: Date? = nil, uniqueID: String? = nil,
@@ -52,6 +58,9 @@ public struct APNsResponse: Sendable, Hashable {
     }
 
     public var isSuccess: Bool { status == 200 }
+
+    /// Any 2xx: channel management answers 201 to a creation and 204 to a deletion.
+    public var isSuccessful: Bool { (200...299).contains(status) }
 
     /// Builds a response from the wire: the status, the apns-id header and the (possibly empty) body.
     /// A body that is not the JSON APNs documents still yields a response; its reason is then nil.

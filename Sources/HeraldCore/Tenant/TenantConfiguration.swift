@@ -17,6 +17,10 @@ public struct APNsEndpoint: Sendable, Hashable, CustomStringConvertible {
 
     public static let production = APNsEndpoint(host: "api.push.apple.com", port: 443)
     public static let development = APNsEndpoint(host: "api.sandbox.push.apple.com", port: 443)
+    /// Apple's channel management service for broadcasts, production.
+    public static let channelsProduction = APNsEndpoint(host: "api-manage-broadcast.push.apple.com", port: 2196)
+    /// Apple's channel management service for broadcasts, development.
+    public static let channelsDevelopment = APNsEndpoint(host: "api-manage-broadcast.sandbox.push.apple.com", port: 2195)
 
     /// Parses `https://host[:port]`; the scheme must be https.
     public init?(url: String) {
@@ -115,14 +119,20 @@ public struct EndpointsConfiguration: Sendable, Hashable {
     public var trustRootsPEM: [UInt8]?
     /// The path `trustRootsPEM` came from, for messages.
     public var trustRootsOrigin: String?
+    /// The channel management service (broadcast channels) of each environment.
+    public var channelsProduction: APNsEndpoint?
+    public var channelsDevelopment: APNsEndpoint?
 
     public init(
         production: APNsEndpoint? = .production, development: APNsEndpoint? = .development,
         defaultEnvironment: APNsEnvironment = .production, trustRootsPEM: [UInt8]? = nil,
-        trustRootsOrigin: String? = nil
+        trustRootsOrigin: String? = nil,
+        channelsProduction: APNsEndpoint? = .channelsProduction, channelsDevelopment: APNsEndpoint? = .channelsDevelopment
     ) {
         self.production = production
         self.development = development
+        self.channelsProduction = channelsProduction
+        self.channelsDevelopment = channelsDevelopment
         self.defaultEnvironment = defaultEnvironment
         self.trustRootsPEM = trustRootsPEM
         self.trustRootsOrigin = trustRootsOrigin
@@ -132,6 +142,14 @@ public struct EndpointsConfiguration: Sendable, Hashable {
         switch environment {
         case .production: return production
         case .development: return development
+        }
+    }
+
+    /// The channel management service of `environment`; nil when switched off.
+    public func channelEndpoint(for environment: APNsEnvironment) -> APNsEndpoint? {
+        switch environment {
+        case .production: return channelsProduction
+        case .development: return channelsDevelopment
         }
     }
 }

@@ -41,6 +41,17 @@ public enum APIEndpoint: String, CaseIterable, Sendable {
     case adminAudit
     case adminUsage
     case usage
+    case channels
+    case createChannel
+    case channel
+    case deleteChannel
+    case syncChannels
+    case sendBroadcast
+    case adminChannels
+    case adminCreateChannel
+    case adminChannel
+    case adminDeleteChannel
+    case adminSyncChannels
 
     /// Who may call a route.
     public enum Access: Sendable {
@@ -61,14 +72,18 @@ public enum APIEndpoint: String, CaseIterable, Sendable {
     public var method: HTTPRequest.Method {
         switch self {
         case .healthz, .readyz, .metrics, .openAPI, .jobs, .job, .invalidDevices, .adminTenants, .adminTenant, .adminInstances,
-            .adminJobs, .adminWhoAmI, .adminAccounts, .adminAccountTokens, .adminAudit, .adminUsage, .usage:
+            .adminJobs, .adminWhoAmI, .adminAccounts, .adminAccountTokens, .adminAudit, .adminUsage, .usage, .channels, .channel,
+            .adminChannels, .adminChannel:
             return .get
         case .sendNotification, .sendBatch, .cancelJob, .adminReload, .adminReloadTenant, .adminCreateTenant, .adminCreateAPIKey,
-            .adminCancelJob, .adminCreateAccount, .adminCreateAccountToken:
+            .adminCancelJob, .adminCreateAccount, .adminCreateAccountToken, .createChannel, .syncChannels, .sendBroadcast,
+            .adminCreateChannel, .adminSyncChannels:
             return .post
         case .registerDevice, .adminUploadCredentials, .adminSetAccountPassword: return .put
         case .adminUpdateTenant, .adminUpdateAccount: return .patch
-        case .adminDeleteTenant, .adminDeleteAPIKey, .adminDeleteAccount, .adminRevokeAccountToken: return .delete
+        case .adminDeleteTenant, .adminDeleteAPIKey, .adminDeleteAccount, .adminRevokeAccountToken, .deleteChannel,
+            .adminDeleteChannel:
+            return .delete
         }
     }
 
@@ -106,18 +121,28 @@ public enum APIEndpoint: String, CaseIterable, Sendable {
         case .adminAudit: return "/admin/audit"
         case .adminUsage: return "/admin/usage"
         case .usage: return "/v1/usage"
+        case .channels, .createChannel: return "/v1/channels"
+        case .channel, .deleteChannel: return "/v1/channels/{channel}"
+        case .syncChannels: return "/v1/channels/sync"
+        case .sendBroadcast: return "/v1/broadcasts"
+        case .adminChannels, .adminCreateChannel: return "/admin/tenants/{id}/channels"
+        case .adminChannel, .adminDeleteChannel: return "/admin/tenants/{id}/channels/{channel}"
+        case .adminSyncChannels: return "/admin/tenants/{id}/channels/sync"
         }
     }
 
     public var access: Access {
         switch self {
         case .healthz, .readyz, .openAPI: return .open
-        case .sendNotification, .sendBatch, .jobs, .job, .cancelJob, .invalidDevices, .registerDevice, .usage: return .tenant
+        case .sendNotification, .sendBatch, .jobs, .job, .cancelJob, .invalidDevices, .registerDevice, .usage, .channels,
+            .createChannel, .channel, .deleteChannel, .syncChannels, .sendBroadcast:
+            return .tenant
         // Metrics name tenants, topics and volumes: not for tenants or anonymous callers.
-        case .metrics, .adminTenants, .adminTenant, .adminInstances, .adminJobs, .adminAudit, .adminWhoAmI, .adminUsage:
+        case .metrics, .adminTenants, .adminTenant, .adminInstances, .adminJobs, .adminAudit, .adminWhoAmI, .adminUsage,
+            .adminChannels, .adminChannel:
             return .admin(.read)
         case .adminReload, .adminReloadTenant, .adminUploadCredentials, .adminCreateTenant, .adminUpdateTenant, .adminDeleteTenant,
-            .adminCreateAPIKey, .adminDeleteAPIKey, .adminCancelJob:
+            .adminCreateAPIKey, .adminDeleteAPIKey, .adminCancelJob, .adminCreateChannel, .adminDeleteChannel, .adminSyncChannels:
             return .admin(.operate)
         // An account's own tokens are also its own to list, make and revoke (``APIRoutes``).
         case .adminAccounts, .adminCreateAccount, .adminUpdateAccount, .adminDeleteAccount, .adminAccountTokens,

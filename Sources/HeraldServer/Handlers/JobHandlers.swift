@@ -239,7 +239,7 @@ struct JobHandlers: Sendable {
             } + (counts.cancelled > 0 ? [JobAnswer.Outcome(state: "cancelled", status: nil, reason: nil, count: counts.cancelled)] : []),
             failedItems: failedItems.map { item in
                 JobAnswer.FailedItem(
-                    index: item.index, deviceToken: item.notification.deviceToken.hex,
+                    index: item.index, deviceToken: item.notification.deviceToken?.hex ?? "",
                     apnsID: item.result?.apnsID?.rawValue ?? item.notification.id?.rawValue,
                     apnsUniqueID: item.result?.uniqueID, status: item.result?.status,
                     reason: item.result?.reason, message: item.result?.message, timestamp: item.result?.apnsTimestamp,

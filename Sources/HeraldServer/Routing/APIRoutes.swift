@@ -23,6 +23,7 @@ struct APIRoutes: Sendable {
     let lifecycle: AdminLifecycleHandlers
     let accounts: AdminAccountHandlers
     let usage: UsageHandlers
+    let channels: ChannelHandlers
     let authenticator: APIKeyAuthenticator
     let adminAuthenticator: AdminAuthenticator
     let logger: Logger
@@ -55,6 +56,13 @@ struct APIRoutes: Sendable {
         tenant.on(.registerDevice, under: "/v1") { try await devices.registerDevice($0, context: $1) }
         let usage = self.usage
         tenant.on(.usage, under: "/v1") { try await usage.tenantUsage($0, context: $1) }
+        let channels = self.channels
+        tenant.on(.channels, under: "/v1") { try await channels.list($0, context: $1) }
+        tenant.on(.createChannel, under: "/v1") { try await channels.create($0, context: $1) }
+        tenant.on(.syncChannels, under: "/v1") { try await channels.sync($0, context: $1) }
+        tenant.on(.channel, under: "/v1") { try await channels.show($0, context: $1) }
+        tenant.on(.deleteChannel, under: "/v1") { try await channels.delete($0, context: $1) }
+        tenant.on(.sendBroadcast, under: "/v1") { try await channels.broadcast($0, context: $1) }
 
         // Metrics name tenants, topics and volumes: not for tenants or anonymous callers.
         let adminAuth = AdminAuthMiddleware<HeraldRequestContext>(authenticator: adminAuthenticator)
@@ -90,6 +98,11 @@ struct APIRoutes: Sendable {
         admin.onAdmin(.adminSetAccountPassword) { try await accounts.setPassword($0, context: $1) }
         admin.onAdmin(.adminAudit) { try await accounts.audit($0, context: $1) }
         admin.onAdmin(.adminUsage) { try await usage.adminUsage($0, context: $1) }
+        admin.onAdmin(.adminChannels) { try await channels.adminList($0, context: $1) }
+        admin.onAdmin(.adminCreateChannel) { try await channels.adminCreate($0, context: $1) }
+        admin.onAdmin(.adminSyncChannels) { try await channels.adminSync($0, context: $1) }
+        admin.onAdmin(.adminChannel) { try await channels.adminShow($0, context: $1) }
+        admin.onAdmin(.adminDeleteChannel) { try await channels.adminDelete($0, context: $1) }
         return router
     }
 }

@@ -104,6 +104,8 @@ public final class APIServer: Sendable {
             accounts: AdminAccountHandlers(
                 directory: store, authenticator: adminAuthenticator, audit: audit, now: { clock.date }, logger: logger),
             usage: UsageHandlers(ledger: store, now: { clock.date }),
+            channels: ChannelHandlers(
+                channels: ChannelService(router: router, store: store), limits: configuration.api, audit: audit, logger: logger),
             authenticator: authenticator, adminAuthenticator: adminAuthenticator, logger: logger,
             maxBodyBytes: configuration.api.maxBodyBytes)
     }

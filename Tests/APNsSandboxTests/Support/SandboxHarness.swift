@@ -55,6 +55,36 @@ struct SandboxHarness {
             port: sandbox.port, trustRootsPEM: sandbox.trustRootsPEM, clientCertificate: clientCertificate, alpn: alpn)
     }
 
+    /// A connection to the channel management port.
+    func connectChannels() async throws -> RawH2Client {
+        try await RawH2Client.connect(port: sandbox.channelsPort, trustRootsPEM: sandbox.trustRootsPEM)
+    }
+
+    /// A channel management call on `path` (`/1/apps/…`), token-authenticated.
+    func channelCall(_ method: String, _ path: String, channel: String? = nil, body: [UInt8] = []) async throws -> RawRequest {
+        var request = RawRequest(device: "")
+        request.method = method
+        request.path = path
+        request.authorization = try await bearer()
+        request.pushType = nil
+        request.body = body
+        if let channel { request.extraHeaders.append(("apns-channel-id", channel, .indexable)) }
+        return request
+    }
+
+    /// A valid broadcast on `channel` to the token key's first topic's app.
+    func broadcast(channel: String?, expiration: String? = "0") async throws -> RawRequest {
+        var request = RawRequest(device: "")
+        request.path = "/4/broadcasts/apps/" + Self.topics[0]
+        request.authorization = try await bearer()
+        request.pushType = "liveactivity"
+        request.priority = "10"
+        request.expiration = expiration
+        if let channel { request.extraHeaders.append(("apns-channel-id", channel, .indexable)) }
+        request.body = Array(#"{"aps":{"event":"update","timestamp":1764460800,"content-state":{"score":"1-0"}}}"#.utf8)
+        return request
+    }
+
     /// A valid request for the token key's first topic.
     func validRequest(device: String = SandboxHarness.device) async throws -> RawRequest {
         var request = RawRequest(device: device)

@@ -77,7 +77,7 @@ struct TransportCancellationTests {
             harness.sandbox.setFaults(SandboxFaults())
             #expect(try await transport.send(Notes.note(topic: "com.example.alpha"), deadline: .now() + .seconds(20)).status == 200)
             #expect(harness.sandbox.counters.heldForLatency == 1)
-            #expect(!harness.sandbox.requests.contains { $0.deviceToken == queuedNote.deviceToken.hex })
+            #expect(!harness.sandbox.requests.contains { $0.deviceToken == queuedNote.deviceToken?.hex })
             await transport.close()
             harness.expectCleanAudit()
         }

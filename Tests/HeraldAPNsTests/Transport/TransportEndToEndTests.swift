@@ -26,7 +26,7 @@ struct TransportEndToEndTests {
             #expect(record.first?.apnsIDFromRequest == true)
             #expect(record.first?.authKind == .token)
             #expect(record.first?.teamID == "TEAMALPHA1")
-            #expect(record.first?.deviceToken == note.deviceToken.hex)
+            #expect(record.first?.deviceToken == note.deviceToken?.hex)
             #expect(record.first?.collapseID == "news")
             #expect(record.first?.expiration == "2000000000")
             // The caller's own apns-id is kept.
@@ -207,7 +207,7 @@ struct TransportEndToEndTests {
             }
             #expect(answers.withLock { $0 } == Dictionary(uniqueKeysWithValues: (0..<notes.count).map { ($0, 1) }))
             let received = harness.sandbox.requests.dropFirst().map(\.deviceToken)
-            #expect(received == notes.map(\.deviceToken.hex))
+            #expect(received == notes.map { $0.deviceToken?.hex })
             await transport.close()
             harness.expectCleanAudit()
         }
@@ -329,7 +329,7 @@ struct TransportEndToEndTests {
             let note = Notes.note(topic: "com.example.alpha")
             let answer = try await start(note).get()
             #expect(answer.status == 200)
-            #expect(harness.sandbox.requests.map(\.deviceToken) == [note.deviceToken.hex])
+            #expect(harness.sandbox.requests.map(\.deviceToken) == [note.deviceToken?.hex])
 
             await transport.close()
             let refused = await start(Notes.note(topic: "com.example.alpha"))

@@ -61,7 +61,7 @@ final class TestWorld: Sendable {
 
     static func make(
         tenants: [TestTenant], devices: [SandboxDevice], faults: SandboxFaults, recordPayloads: Bool,
-        tokenUpdateScope: SandboxTokenUpdateScope = .connection
+        tokenUpdateScope: SandboxTokenUpdateScope = .connection, channelsPerApp: Int = 10_000
     ) async throws -> TestWorld {
         let directory = try ScratchDirectories.make("herald-server-tests")
         try FileManager.default.createDirectory(atPath: directory + "/tenants/keys", withIntermediateDirectories: true)
@@ -77,6 +77,7 @@ final class TestWorld: Sendable {
         configuration.devices = devices
         configuration.faults = faults
         configuration.recordPayloads = recordPayloads
+        configuration.channelsPerApp = channelsPerApp
         var logger = Logger(label: "test.sandbox")
         logger.logLevel = .critical
         let sandbox = try await APNsSandbox.start(configuration, logger: logger)
@@ -115,6 +116,8 @@ final class TestWorld: Sendable {
             endpoints:
               development: https://127.0.0.1:\(sandbox.port)
               production: https://127.0.0.1:\(sandbox.port)
+              channels_development: https://127.0.0.1:\(sandbox.channelsPort)
+              channels_production: https://127.0.0.1:\(sandbox.channelsPort)
               default: development
               ca_file: \(caPath)
             api_keys:
