@@ -11,11 +11,11 @@ public struct ChannelRecord: Sendable, Hashable {
     public var bundleID: String
     public var environment: APNsEnvironment
     public var storagePolicy: ChannelStoragePolicy
-    /// The tenant's own name for it (at most ``maximumLabelLength`` bytes); nil when none.
+    /// The tenant's own name for it (at most ``maximumLabelLength`` characters); nil when none.
     public var label: String?
     public var createdAt: Date
 
-    /// The longest label, in UTF-8 bytes.
+    /// The longest label, in Unicode scalars (JSON Schema's characters).
     public static let maximumLabelLength = 200
 
     public init(

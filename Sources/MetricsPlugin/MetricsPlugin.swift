@@ -4,8 +4,11 @@ import Synchronization
 
 /// `metrics`: swift-metrics counters and timers for every attempt that passes through it.
 ///
-/// - `herald_notifications_total` (counter): `tenant`, `topic`, `push_type`, `status`, `reason`
-/// - `herald_send_duration` (timer): `tenant`, `push_type`, `status`
+/// - `herald_notifications_total` (counter): `tenant`, `kind`, `topic`, `push_type`, `status`, `reason`
+/// - `herald_send_duration` (timer): `tenant`, `kind`, `push_type`, `status`
+///
+/// `kind` is `device` (a notification to one device) or `broadcast` (a broadcast on a channel;
+/// its topic is the app's bundle ID).
 ///
 /// Label values are bounded: topics outside the tenant's list read `other`, statuses outside
 /// Apple's table `other`, reasons use ``APNsReason/metricLabel`` and failures that never got an
@@ -47,12 +50,14 @@ public final class MetricsMiddleware: PushMiddleware {
         /// The topic's index in ``topicList``; ``otherTopic`` or ``allTopics`` for the labels
         /// `other` and `all`.
         var topic: Int
+        var broadcast: Bool
         var pushType: PushType
         /// The status code; ``otherStatus`` or ``errorStatus`` for `other` and `error`.
         var status: Int
         var reason: String
     }
     private struct TimerKey: Hashable {
+        var broadcast: Bool
         var pushType: PushType
         var status: Int
     }
@@ -139,9 +144,12 @@ public final class MetricsMiddleware: PushMiddleware {
     }
 
     private func observe(_ notification: AdmittedNotification, status: Int, reason: String, elapsed: Duration) {
+        let broadcast = notification.notification.isBroadcast
         let counterKey = CounterKey(
-            topic: topicIndex(notification.topic), pushType: notification.pushType, status: status, reason: reason)
-        let timerKey = TimerKey(pushType: notification.pushType, status: status)
+            topic: topicIndex(notification.topic), broadcast: broadcast, pushType: notification.pushType, status: status,
+            reason: reason)
+        let timerKey = TimerKey(broadcast: broadcast, pushType: notification.pushType, status: status)
+        let kind = broadcast ? "broadcast" : "device"
         let (counter, timer) = cache.withLock { cache in
             if let last = cache.last, last.counterKey == counterKey, last.timerKey == timerKey {
                 return (last.counter, last.timer)
@@ -152,7 +160,7 @@ public final class MetricsMiddleware: PushMiddleware {
                     let made = Counter(
                         label: Self.counterLabel,
                         dimensions: [
-                            ("tenant", tenant.rawValue), ("topic", label(topic: counterKey.topic)),
+                            ("tenant", tenant.rawValue), ("kind", kind), ("topic", label(topic: counterKey.topic)),
                             ("push_type", notification.pushType.rawValue),
                             ("status", Self.label(status: status)), ("reason", reason),
                         ],
@@ -166,7 +174,7 @@ public final class MetricsMiddleware: PushMiddleware {
                     let made = CoreMetrics.Timer(
                         label: Self.timerLabel,
                         dimensions: [
-                            ("tenant", tenant.rawValue), ("push_type", notification.pushType.rawValue),
+                            ("tenant", tenant.rawValue), ("kind", kind), ("push_type", notification.pushType.rawValue),
                             ("status", Self.label(status: status)),
                         ],
                         factory: factory)

@@ -98,11 +98,11 @@ struct BroadcastAPITests {
             let noState = try await client.request(
                 .post, "/v1/broadcasts", key: acme.apiKey,
                 json: #"{"channel_id": "\#(fresh)", "payload": {"aps": {"event": "update", "timestamp": 1}}}"#)
-            #expect(noState.status == 400 && noState.errorField == "payload.aps.content-state", "\(noState.text)")
+            #expect(noState.status == 422 && noState.errorField == "payload.aps.content-state", "\(noState.text)")
             let started = try await client.request(
                 .post, "/v1/broadcasts", key: acme.apiKey,
                 json: #"{"channel_id": "\#(fresh)", "payload": {"aps": {"event": "start", "timestamp": 1, "content-state": {}}}}"#)
-            #expect(started.status == 400 && started.errorField == "payload.aps.event")
+            #expect(started.status == 422 && started.errorField == "payload.aps.event")
             let badID = try await client.request(.post, "/v1/broadcasts", key: acme.apiKey, json: Self.broadcast("not base64!"))
             #expect(badID.status == 400 && badID.errorField == "channel_id")
             let otherApp = try await client.request(.post, "/v1/channels", key: acme.apiKey, json: #"{"bundle_id": "com.globex.app"}"#)

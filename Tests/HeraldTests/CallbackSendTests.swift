@@ -265,7 +265,7 @@ struct CallbackSendTests {
         {
             counters["\(status) \(reason)"] = metrics.counterTotal(
                 label: "herald_notifications_total",
-                dimensions: [("tenant", "cb"), ("topic", "com.example.app"), ("push_type", "alert"), ("status", status), ("reason", reason)])
+                dimensions: [("tenant", "cb"), ("kind", "device"), ("topic", "com.example.app"), ("push_type", "alert"), ("status", status), ("reason", reason)])
         }
         counters["all"] = metrics.counterTotal(label: "herald_notifications_total")
         await router.shutdown()

@@ -31,7 +31,7 @@ struct MetricsTests {
             metrics.counterTotal(
                 label: "herald_notifications_total",
                 dimensions: [
-                    ("tenant", "m"), ("topic", topic), ("push_type", type), ("status", status), ("reason", reason),
+                    ("tenant", "m"), ("kind", "device"), ("topic", topic), ("push_type", type), ("status", status), ("reason", reason),
                 ])
         }
         #expect(count("com.example.app", "alert", "200", "none") == 1)
@@ -58,7 +58,7 @@ struct MetricsTests {
             metrics.counterTotal(
                 label: "herald_notifications_total",
                 dimensions: [
-                    ("tenant", "m"), ("topic", "com.example.app"), ("push_type", "alert"), ("status", "error"),
+                    ("tenant", "m"), ("kind", "device"), ("topic", "com.example.app"), ("push_type", "alert"), ("status", "error"),
                     ("reason", "TransportFailed"),
                 ]) == 1)
 
@@ -78,8 +78,32 @@ struct MetricsTests {
             metrics.counterTotal(
                 label: "herald_notifications_total",
                 dimensions: [
-                    ("tenant", "m"), ("topic", "other"), ("push_type", "alert"), ("status", "other"),
+                    ("tenant", "m"), ("kind", "device"), ("topic", "other"), ("push_type", "alert"), ("status", "other"),
                     ("reason", "none"),
                 ]) == 1)
+    }
+
+    @Test("a broadcast counts under kind broadcast, its topic the app's bundle ID")
+    func broadcastsHaveTheirKind() async throws {
+        let metrics = TestMetrics()
+        let middleware = MetricsMiddleware(
+            factory: metrics, tenant: Fixtures.tenantID("m"), topics: ["com.example.app"], clock: ManualPushClock())
+        let broadcast = HeraldCore.Notification(
+            channel: try ChannelID("dHN0LXNyY2gtY2hubA=="), topic: "com.example.app",
+            payload: Array(#"{"aps":{"event":"update","timestamp":1,"content-state":{}}}"#.utf8))
+        let admitted = AdmittedNotification(unchecked: broadcast, id: Fixtures.apnsID(), environment: .production)
+        _ = try await SendPipeline([middleware]).send(
+            admitted, context: PushContext(tenant: Fixtures.tenantID("m"), environment: .production, deadline: .now + .seconds(1))
+        ) { n, c, completion in
+            completion(.success(PushResult(notificationID: n.id, environment: c.environment, response: APNsResponse(status: 200, apnsID: n.id))))
+        }
+        #expect(
+            metrics.counterTotal(
+                label: "herald_notifications_total",
+                dimensions: [
+                    ("tenant", "m"), ("kind", "broadcast"), ("topic", "com.example.app"), ("push_type", "liveactivity"),
+                    ("status", "200"), ("reason", "none"),
+                ]) == 1)
+        #expect(metrics.timers(label: "herald_send_duration").first?.dimensions.contains { $0 == ("kind", "broadcast") } == true)
     }
 }

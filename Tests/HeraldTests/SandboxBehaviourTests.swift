@@ -214,7 +214,7 @@ struct SandboxBehaviourTests {
                 metrics.counterTotal(
                     label: "herald_notifications_total",
                     dimensions: [
-                        ("tenant", "metered"), ("topic", SandboxRig.topics[0]), ("push_type", "alert"),
+                        ("tenant", "metered"), ("kind", "device"), ("topic", SandboxRig.topics[0]), ("push_type", "alert"),
                         ("status", status), ("reason", reason),
                     ])
             }

@@ -166,14 +166,16 @@ public enum APIEndpoint: String, CaseIterable, Sendable {
         }.joined(separator: "/")
     }
 
-    /// The methods the API serves at `requestPath`: a path that is a route's own literal path
-    /// (`/v1/devices/invalid`) belongs to that route only, not also to the parameterised ones it
-    /// happens to match (`/v1/devices/{token}`). Admin routes count only while they are enabled.
+    /// The methods the API serves at `requestPath`: the routes that match it with the most
+    /// literal segments, so that a path whose segment is a route's own word
+    /// (`/v1/devices/invalid`, `/admin/tenants/{id}/channels/sync`) belongs to that route only, not
+    /// also to the parameterised ones it happens to match (`/v1/devices/{token}`,
+    /// `…/channels/{channel}`). Admin routes count only while they are enabled.
     static func methods(at requestPath: String, adminEnabled: Bool) -> [HTTPRequest.Method] {
-        let candidates = allCases.filter { adminEnabled || !$0.access.isAdmin }
-        let literal = candidates.filter { !$0.path.contains("{") && $0.match(requestPath) != nil }
-        if !literal.isEmpty { return literal.map(\.method) }
-        return candidates.filter { $0.match(requestPath) != nil }.map(\.method)
+        let matching = allCases.filter { (adminEnabled || !$0.access.isAdmin) && $0.match(requestPath) != nil }
+        let literals = matching.map { $0.path.split(separator: "/").filter { !$0.hasPrefix("{") }.count }
+        guard let most = literals.max() else { return [] }
+        return zip(matching, literals).filter { $0.1 == most }.map(\.0.method)
     }
 
     /// The path parameters of `requestPath` if it matches this route's path, else nil.

@@ -132,6 +132,14 @@ struct ChannelHandlers: Sendable {
             result = try await channels.broadcast(tenant: tenant, notification: notification, environment: environment)
         } catch let error as ChannelError {
             throw Self.apiError(error)
+        } catch let error as PushError
+            where error.code == .invalidNotification && (error.reason == .badRequestParams || error.reason == .badRequestPayload)
+        {
+            // Well-formed JSON that is not a Live Activity update: APNs' semantics, not the API's
+            // schema (which takes any payload object).
+            throw APIError(
+                status: .unprocessableContent, code: "invalid_field", message: error.message, field: error.field,
+                apnsReason: error.reason?.wireValue)
         } catch let error as PushError {
             throw APIError.push(error)
         }
@@ -183,6 +191,9 @@ struct ChannelHandlers: Sendable {
         let query = request.uri.queryParameters
         let environment = try Self.environmentQuery(query["environment"].map(String.init))
         let bundle = query["bundle_id"].map(String.init)
+        if let bundle, bundle.unicodeScalars.count > 255 {
+            throw APIError.invalidQuery("bundle_id", "must be at most 255 characters")
+        }
         let after = try query["after"].map { try Self.channelID(String($0), field: "after", query: true) }
         let limit = try QueryParameters.integer(query["limit"].map(String.init), name: "limit", in: 1...1000) ?? 100
         let records: [ChannelRecord]
@@ -205,16 +216,19 @@ struct ChannelHandlers: Sendable {
         let (_, root) = try await RequestBodies.json(request, limit: 4096)
         let reader = try JSONObjectReader(root, path: "", allowed: Self.createFields)
         let bundle = try reader.string("bundle_id")
+        if let bundle, bundle.unicodeScalars.count > 255 {
+            throw APIError.invalidField("bundle_id", "must be at most 255 characters")
+        }
         let environment = try NotificationDecoding.environment(reader)
         let policyValue = try reader.integer("storage_policy", in: 0...1) ?? 1
         let policy = ChannelStoragePolicy(rawValue: Int(policyValue)) ?? .mostRecentMessageStored
         let label = try reader.string("label")
         if let label {
-            guard !label.isEmpty, label.utf8.count <= ChannelRecord.maximumLabelLength,
-                Notification.headerValueProblem(label) == nil
+            guard !label.isEmpty, label.unicodeScalars.count <= ChannelRecord.maximumLabelLength,
+                !label.unicodeScalars.contains(where: { $0.value < 0x20 || $0.value == 0x7F })
             else {
                 throw APIError.invalidField(
-                    "label", "must be 1 to \(ChannelRecord.maximumLabelLength) bytes of text, without control characters")
+                    "label", "must be 1 to \(ChannelRecord.maximumLabelLength) characters, without control characters")
             }
         }
         let record: ChannelRecord
@@ -263,6 +277,9 @@ struct ChannelHandlers: Sendable {
         if let root = try await RequestBodies.optionalJSON(request, limit: 4096) {
             let reader = try JSONObjectReader(root, path: "", allowed: Self.syncFields)
             bundle = try reader.string("bundle_id")
+            if let bundle, bundle.unicodeScalars.count > 255 {
+                throw APIError.invalidField("bundle_id", "must be at most 255 characters")
+            }
             environment = try NotificationDecoding.environment(reader)
         }
         do {
