@@ -287,7 +287,10 @@ struct AdminAccountsTests {
             }
             #expect(try await viewer.get("/console/onboard").status == 403)
             #expect(try await operator_.get("/console/onboard").status == 200)
-            let forms = ["test", "credentials", "settings", "api-keys", "api-keys/delete", "delete", "jobs/cancel"]
+            let forms = [
+                "test", "credentials", "settings", "api-keys", "api-keys/delete", "delete", "jobs/cancel", "channels",
+                "channels/delete", "channels/sync", "broadcast",
+            ]
                 .map { "/console/tenants/acme/\($0)" } + ["/console/onboard"]
             for form in forms {
                 let refused = try await viewer.post(form, [])

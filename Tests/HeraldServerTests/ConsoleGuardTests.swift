@@ -25,6 +25,10 @@ struct ConsoleGuardTests {
         ("/console/tenants/acme/api-keys", [("name", "forged")]),
         ("/console/tenants/acme/api-keys/delete", [("name", "test")]),
         ("/console/tenants/acme/delete", [("confirm", "acme")]),
+        ("/console/tenants/acme/channels", [("storage_policy", "1")]),
+        ("/console/tenants/acme/channels/sync", [("environment", "development")]),
+        ("/console/tenants/acme/channels/delete", [("channel", "dGVzdA=="), ("environment", "development")]),
+        ("/console/tenants/acme/broadcast", [("channel", "development dGVzdA=="), ("event", "update")]),
     ]
 
     @Test func failedLoginsAreBoundedAndNoTokenIsEchoed() async throws {

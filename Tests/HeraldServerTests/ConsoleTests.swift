@@ -207,6 +207,51 @@ struct ConsoleTests {
         await world.close()
     }
 
+    /// A tenant's channels on its page: created, listed, a test broadcast answered by APNs,
+    /// synced and deleted, each through the API's service and in the audit log.
+    @Test func channelsAreMadeBroadcastToAndDeletedFromTheTenantsPage() async throws {
+        let world = try await TestWorld.make()
+        try await LiveServer.with(world.options(adminToken: Self.admin)) { live async throws in
+            var browser = ConsoleBrowser(client: live.client())
+            _ = try await browser.login(Self.admin)
+            let empty = try await browser.get("/console/tenants/acme")
+            #expect(empty.text.contains(#"id="channel-form""#) && !empty.text.contains(#"id="broadcast-form""#))
+
+            let created = try await browser.post(
+                "/console/tenants/acme/channels",
+                [("bundle_id", "com.acme.app"), ("environment", "development"), ("storage_policy", "0"), ("label", "<i>final</i>")])
+            #expect(created.status == 200, "\(created.text)")
+            let channel = try #require(world.sandbox.channels(bundleID: "com.acme.app").first)
+            #expect(channel.storagePolicy == 0)
+            #expect(created.text.contains("<code>\(channel.id)</code>") && created.text.contains("&lt;i&gt;final&lt;/i&gt;"))
+            #expect(created.text.contains(#"id="broadcast-form""#))
+
+            let sent = try await browser.post(
+                "/console/tenants/acme/broadcast",
+                [("channel", "development \(channel.id)"), ("event", "update"), ("content_state", #"{"score": "1-0"}"#)])
+            #expect(sent.text.contains(#"id="broadcast-status">200<"#), "\(sent.text)")
+            let broadcasts = world.sandbox.requests.filter { $0.kind == .broadcast }
+            #expect(broadcasts.count == 1 && broadcasts.first?.channelID == channel.id && broadcasts.first?.delivered == true)
+            let badState = try await browser.post(
+                "/console/tenants/acme/broadcast", [("channel", "development \(channel.id)"), ("content_state", "[1]")])
+            #expect(badState.status == 422 && badState.text.contains("content_state"))
+
+            #expect(world.sandbox.createChannel(bundleID: "com.acme.app", storagePolicy: .mostRecentMessageStored) != nil)
+            let synced = try await browser.post("/console/tenants/acme/channels/sync", [("environment", "development")])
+            #expect(synced.text.contains("1 imported, 0 dropped"), "\(synced.text)")
+
+            let deleted = try await browser.post(
+                "/console/tenants/acme/channels/delete", [("channel", channel.id), ("environment", "development")])
+            #expect(deleted.status == 200 && !deleted.text.contains("<code>\(channel.id)</code>"), "\(deleted.text)")
+            #expect(world.sandbox.channels(bundleID: "com.acme.app").count == 1)
+
+            let audit = try await live.client().request(.get, "/admin/audit?tenant=acme", key: Self.admin)
+            let actions = (audit.json["entries"] as? [[String: Any]])?.compactMap { $0["action"] as? String } ?? []
+            #expect(Set(actions).isSuperset(of: ["channel.create", "broadcast.test", "channel.sync", "channel.delete"]), "\(actions)")
+        }
+        await world.close()
+    }
+
     /// The operator stops a running batch from the tenant's page: the admin API's cancel. The
     /// page then counts the unsent items as cancelled (not pending) and offers no second cancel;
     /// a bad or unknown job id names the field, a finished job is refused.

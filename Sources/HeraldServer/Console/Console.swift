@@ -34,6 +34,8 @@ struct Console: Sendable {
     let audit: AuditTrail
     /// The tenants' usage per hour (the tenant page's chart).
     let usage: any UsageLedger
+    /// Broadcast channels and broadcasts, the API's own service.
+    let channels: ChannelService
     let sessions: ConsoleSessions
     let pages: ConsolePages
     /// The tenant lifecycle the admin API uses (create, settings, API keys, delete).
@@ -86,6 +88,10 @@ struct Console: Sendable {
             ("api-keys/delete", { try await $0.revokeKey($1, id: $2, form: $3) }),
             ("delete", { try await $0.delete($1, id: $2, form: $3) }),
             ("jobs/cancel", { try await $0.cancelJob($1, id: $2, form: $3) }),
+            ("channels", { try await $0.createChannel($1, id: $2, form: $3) }),
+            ("channels/delete", { try await $0.deleteChannel($1, id: $2, form: $3) }),
+            ("channels/sync", { try await $0.syncChannels($1, id: $2, form: $3) }),
+            ("broadcast", { try await $0.sendTestBroadcast($1, id: $2, form: $3) }),
         ]
         for (path, handler) in tenantForms {
             console.post(RouterPath("tenants/:id/" + path)) { request, context in
@@ -397,7 +403,8 @@ struct Console: Sendable {
 
     func tenantPage(
         _ session: ConsoleSessions.Session, id raw: String, notice: String? = nil, error: ConsoleError? = nil,
-        sendResult: TenantPage.SendResult? = nil, newKey: TenantPage.NewKey? = nil, typed: TenantPage.Edit? = nil
+        sendResult: TenantPage.SendResult? = nil, newKey: TenantPage.NewKey? = nil, typed: TenantPage.Edit? = nil,
+        broadcastResult: TenantPage.BroadcastResult? = nil
     ) async throws -> Response {
         let tenant = try runningTenant(raw)
         let now = router.configuration.clock.date
@@ -420,6 +427,7 @@ struct Console: Sendable {
             storeProblem = "The store could not be read; jobs and invalid tokens are not shown."
         }
         let usage = try? await usageSummary(tenant.id, now: now)
+        let channelList = await channelSection(tenant)
         let keyID: String
         if case .token(let token) = tenant.auth { keyID = token.keyID } else { keyID = "" }
         let page = TenantPage(
@@ -447,7 +455,7 @@ struct Console: Sendable {
                 failures: health?.failuresLastHour ?? 0,
                 apiKeys: tenant.apiKeys.map { TenantPage.APIKey(name: $0.name, tenantID: tenant.id.rawValue) },
                 jobs: jobs, invalidTokens: invalid, sendResult: sendResult, newKey: newKey,
-                edit: typed ?? Self.editForm(tenant), usage: usage))
+                edit: typed ?? Self.editForm(tenant), usage: usage, channels: channelList, broadcastResult: broadcastResult))
         return pages.render("tenant", page, status: error?.status ?? .ok)
     }
 

@@ -243,6 +243,37 @@ struct TenantPage {
         var newKey: NewKey?
         var edit: Edit
         var usage: Usage?
+        var channels: Channels
+        var broadcastResult: BroadcastResult?
+    }
+    /// A tenant's broadcast channels as the store keeps them.
+    struct Channels {
+        var rows: [ChannelRow]
+        var hasRows: Bool
+        /// More than the rows shown are kept.
+        var more: Bool
+        /// The bundle IDs the tenant may broadcast to (the creation form's choice).
+        var bundles: [String]
+        /// The store could not be read.
+        var problem: String?
+    }
+    struct ChannelRow {
+        var tenantID: String
+        var id: String
+        var bundleID: String
+        var environment: String
+        var storagePolicy: String
+        var label: String?
+        var created: String
+    }
+    struct BroadcastResult {
+        var status: Int
+        var reason: String?
+        var requestID: String
+        var uniqueID: String?
+        var channel: String
+        var environment: String
+        var attempts: Int
     }
     /// The last 7 days' sends per hour (`GET /admin/usage`'s counts): the chart's series as JSON
     /// in a data attribute, and the totals as text for readers without the chart.

@@ -76,9 +76,10 @@ public final class APIServer: Sendable {
         let adminAuthenticator = AdminAuthenticator(
             breakGlass: AdminToken(adminToken), directory: store, now: { clock.date }, instant: { clock.now })
         let audit = AuditTrail(directory: store, now: { clock.date }, logger: logger)
+        let channels = ChannelService(router: router, store: store)
         console = Console(
             router: router, health: parts.health, reloader: parts.reloader, store: store, cancellation: cancellation,
-            authenticator: adminAuthenticator, audit: audit, usage: store, sessions: ConsoleSessions(now: { clock.now }),
+            authenticator: adminAuthenticator, audit: audit, usage: store, channels: channels, sessions: ConsoleSessions(now: { clock.now }),
             pages: pages, lifecycle: ReloadCoordinatorLifecycle(reloader: parts.reloader, audit: audit), logger: logger,
             maxFormBytes: maxUploadBytes * 2 + 64 * 1024)
         authenticator = APIKeyAuthenticator(router: router, rateLimit: configuration.http.rateLimit, logger: logger)
@@ -104,8 +105,7 @@ public final class APIServer: Sendable {
             accounts: AdminAccountHandlers(
                 directory: store, authenticator: adminAuthenticator, audit: audit, now: { clock.date }, logger: logger),
             usage: UsageHandlers(ledger: store, now: { clock.date }),
-            channels: ChannelHandlers(
-                channels: ChannelService(router: router, store: store), limits: configuration.api, audit: audit, logger: logger),
+            channels: ChannelHandlers(channels: channels, limits: configuration.api, audit: audit, logger: logger),
             authenticator: authenticator, adminAuthenticator: adminAuthenticator, logger: logger,
             maxBodyBytes: configuration.api.maxBodyBytes)
     }
