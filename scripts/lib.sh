@@ -87,6 +87,7 @@ start_sandbox() {
     local _
     for _ in $(seq 1 100); do grep -q '^port:' "$log" 2>/dev/null && break; sleep 0.1; done
     SANDBOX_PORT=$(awk '/^port:/ {print $2}' "$log")
+    CHANNELS_PORT=$(awk '/^channels port:/ {print $3}' "$log")
     [[ -n "$SANDBOX_PORT" ]] || { echo "the sandbox did not start:" >&2; cat "$log" >&2; exit 1; }
 }
 

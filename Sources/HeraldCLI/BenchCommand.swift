@@ -139,6 +139,11 @@ struct BenchCommand: AsyncParsableCommand {
             """)
     var quietRate: Double = 2000
 
+    @Flag(
+        help:
+            "Send broadcasts (Live Activity updates on one channel, made for the run on the tenant's channel management endpoint) instead of device notifications.")
+    var broadcast = false
+
     @Flag(help: "Print the figures as JSON.")
     var json = false
 
@@ -155,6 +160,7 @@ struct BenchCommand: AsyncParsableCommand {
         guard ["stall", "503"].contains(noisyMode) else { throw ValidationError("--noisy-mode must be stall or 503") }
         guard ["router", "transport"].contains(path) else { throw ValidationError("--through must be router or transport") }
         guard ["callbacks", "loops", "global"].contains(callerMode) else { throw ValidationError("--callers must be callbacks, loops or global") }
+        if broadcast, noisyNeighbor { throw ValidationError("--broadcast and --noisy-neighbor do not go together") }
         if noisyNeighbor, path == "router" {
             throw ValidationError("--noisy-neighbor measures the transports' isolation: it runs --through transport")
         }
@@ -204,17 +210,28 @@ struct BenchCommand: AsyncParsableCommand {
             sandboxes.append(started)
             tenantConfiguration.endpoints = Self.endpoints(of: started, default: tenantConfiguration.endpoints.defaultEnvironment)
         }
+        var channel: (id: ChannelID, bundleID: String)? = nil
+        if broadcast {
+            do {
+                channel = try await makeChannel(tenantConfiguration, environment: environment)
+            } catch {
+                for started in sandboxes { try? await started.shutdown() }
+                throw error
+            }
+        }
 
         let endpoint = tenantConfiguration.endpoints.endpoint(for: environment ?? tenantConfiguration.endpoints.defaultEnvironment)
         let header =
             "herald bench: tenant \(tenantConfiguration.id) → \(endpoint?.url ?? "-")\(sandbox || noisyNeighbor ? " (in-process sandbox)" : "")"
+            + ", \(channel.map { "broadcasts on channel \($0.id)" } ?? "device notifications")"
             + ", connections \(tenantConfiguration.pool.connections), concurrency \(concurrency), payload \(payloadBytes) B, through the \(path == "router" ? "router (plugins: \(tenantConfiguration.plugins.map(\.name).joined(separator: ", ")))" : "transport alone"), sent by \(callerMode == "callbacks" ? "callbacks" : callerMode == "loops" ? "async tasks on the event loops" : "async tasks on the global executor")"
 
         do {
             if noisyNeighbor {
                 try await runNoisyNeighbor(quiet: tenantConfiguration, topic: topic, environment: environment, header: header, sandboxes: &sandboxes)
             } else {
-                try await runSolo(tenantConfiguration, topic: topic, environment: environment, endpoint: endpoint, header: header)
+                try await runSolo(
+                    tenantConfiguration, topic: topic, channel: channel, environment: environment, endpoint: endpoint, header: header)
             }
         } catch {
             for started in sandboxes { try? await started.shutdown() }
@@ -224,10 +241,17 @@ struct BenchCommand: AsyncParsableCommand {
     }
 
     private func runSolo(
-        _ tenantConfiguration: TenantConfiguration, topic: String, environment: APNsEnvironment?, endpoint: APNsEndpoint?, header: String
+        _ tenantConfiguration: TenantConfiguration, topic: String, channel: (id: ChannelID, bundleID: String)?,
+        environment: APNsEnvironment?, endpoint: APNsEndpoint?, header: String
     ) async throws {
-        let workload = BenchWorkload(count: count, topic: topic, payloadBytes: payloadBytes, devices: devices)
-        let warmupLoad = BenchWorkload(count: warmup, topic: topic, payloadBytes: payloadBytes, devices: devices)
+        func makeWorkload(_ count: Int) -> BenchWorkload {
+            if let channel {
+                return BenchWorkload(count: count, broadcastsOn: channel.id, bundleID: channel.bundleID, payloadBytes: payloadBytes)
+            }
+            return BenchWorkload(count: count, topic: topic, payloadBytes: payloadBytes, devices: devices)
+        }
+        let workload = makeWorkload(count)
+        let warmupLoad = makeWorkload(warmup)
         let figures: BenchFigures
         let group = clientGroup()
         defer {
@@ -277,6 +301,7 @@ struct BenchCommand: AsyncParsableCommand {
                 ("connections", .int(Int64(tenantConfiguration.pool.connections))),
                 ("concurrency", .int(Int64(concurrency))),
                 ("payload_bytes", .int(Int64(payloadBytes))),
+                ("kind", .string(channel == nil ? "device" : "broadcast")),
                 ("through", .string(path)),
             ]
             members += figures.jsonMembers()
@@ -472,6 +497,28 @@ struct BenchCommand: AsyncParsableCommand {
         }
     }
 
+    /// A channel for the run, created with the tenant's credential on its channel management
+    /// endpoint (storage policy 0: broadcasts with expiration 0, as the workload sends them).
+    private func makeChannel(_ tenant: TenantConfiguration, environment: APNsEnvironment?) async throws
+        -> (id: ChannelID, bundleID: String)
+    {
+        guard let bundle = tenant.broadcastBundleIDs.first else {
+            CLIFailure("--broadcast: tenant '\(tenant.id)' has no bundle ID to broadcast to").print()
+            throw ExitStatus.invalid
+        }
+        let transport = try makeTransport(tenant)
+        defer { Task { await transport.close() } }
+        var ids = NotificationIDGenerator()
+        let response = try await transport.manageChannels(
+            .create(bundleID: bundle, storagePolicy: .noMessageStored), requestID: ids.nextID(),
+            environment: environment ?? tenant.endpoints.defaultEnvironment, deadline: .now + .seconds(30))
+        guard response.status == 201, let id = try? ChannelAnswer.createdChannel(response) else {
+            CLIFailure("--broadcast: the channel management endpoint answered \(response.status) \(response.reason?.wireValue ?? "")").print()
+            throw ExitStatus.rejected
+        }
+        return (id, bundle)
+    }
+
     private func startSandbox(faults: SandboxFaults) async throws -> APNsSandbox {
         var file: SandboxConfigFile
         do {
@@ -481,6 +528,7 @@ struct BenchCommand: AsyncParsableCommand {
             throw ExitStatus.invalid
         }
         file.configuration.port = 0
+        file.configuration.channelsPort = 0
         file.configuration.host = "127.0.0.1"
         file.configuration.recordInMemory = false
         file.configuration.recordFile = nil
@@ -492,8 +540,10 @@ struct BenchCommand: AsyncParsableCommand {
 
     private static func endpoints(of sandbox: APNsSandbox, default environment: APNsEnvironment) -> EndpointsConfiguration {
         let endpoint = APNsEndpoint(host: "127.0.0.1", port: sandbox.port)
+        let channels = APNsEndpoint(host: "127.0.0.1", port: sandbox.channelsPort)
         return EndpointsConfiguration(
             production: endpoint, development: endpoint, defaultEnvironment: environment,
-            trustRootsPEM: Array(sandbox.trustRootsPEM.utf8), trustRootsOrigin: "in-process sandbox CA")
+            trustRootsPEM: Array(sandbox.trustRootsPEM.utf8), trustRootsOrigin: "in-process sandbox CA",
+            channelsProduction: channels, channelsDevelopment: channels)
     }
 }

@@ -24,6 +24,13 @@ struct BenchWorkload: Sendable {
         }
     }
 
+    /// `count` broadcasts on `channel` of `bundleID`, each with a `payloadBytes`-byte Live
+    /// Activity update (priority 10, expiration 0).
+    init(count: Int, broadcastsOn channel: ChannelID, bundleID: String, payloadBytes: Int) {
+        let payload = Self.broadcastPayload(bytes: payloadBytes)
+        notes = (0..<count).map { _ in HeraldCore.Notification(channel: channel, topic: bundleID, payload: payload) }
+    }
+
     static let defaultDevices = 1024
 
     /// The notes admitted by `tenant`, each with an apns-id of its own, for sends straight to a
@@ -39,6 +46,15 @@ struct BenchWorkload: Sendable {
     static func devices(_ count: Int) -> [DeviceToken] {
         var generator = SplitMix64(seed: 0x4845_5241_4c44)
         return (0..<max(1, count)).map { _ in DeviceToken(bytes: (0..<32).map { _ in UInt8.random(in: 0...255, using: &generator) }) }
+    }
+
+    /// `{"aps":{"event":"update","timestamp":1764460800,"content-state":{"s":"xxxx…"}}}`, exactly
+    /// `bytes` long (at least the shortest such payload): a broadcast the size of a device send.
+    static func broadcastPayload(bytes: Int) -> [UInt8] {
+        let head = #"{"aps":{"event":"update","timestamp":1764460800,"content-state":{"s":""#
+        let tail = #""}}}"#
+        let fill = max(1, bytes - head.utf8.count - tail.utf8.count)
+        return Array(head.utf8) + Array(repeating: UInt8(ascii: "x"), count: fill) + Array(tail.utf8)
     }
 
     /// `{"aps":{"alert":"xxxx…"}}`, exactly `bytes` long (at least the shortest such payload).

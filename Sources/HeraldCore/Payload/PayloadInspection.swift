@@ -26,14 +26,16 @@ public enum PayloadInspection {
     /// - Throws: `BadRequestPayload` when it is not a JSON object; `BadRequestParams` naming the
     ///   field otherwise.
     public static func checkLiveActivityUpdate(_ payload: [UInt8]) throws(NotificationValidationError) {
-        guard let object = try? JSONValue(parsing: payload), case .object = object else {
+        // The strict parser (no Foundation decoding): a broadcast is checked on every send.
+        guard let root = try? StrictJSONParser.parse(payload), case .object(let members) = root.value else {
             throw NotificationValidationError(.badRequestPayload, field: "payload", message: "the payload must be a JSON object")
         }
-        guard let aps = object["aps"], case .object = aps else {
+        guard let aps = members.first(where: { $0.key == "aps" })?.value, case .object(let fields) = aps.value else {
             throw NotificationValidationError(
                 .badRequestParams, field: "payload.aps", message: "a Live Activity update needs an aps dictionary")
         }
-        guard case .string(let event) = aps["event"] else {
+        func field(_ name: String) -> JSONNode.Value? { fields.first { $0.key == name }?.value.value }
+        guard case .string(let event) = field("event") else {
             throw NotificationValidationError(
                 .badRequestParams, field: "payload.aps.event", message: "a Live Activity update needs an event (update or end)")
         }
@@ -42,15 +44,13 @@ public enum PayloadInspection {
                 .badRequestParams, field: "payload.aps.event",
                 message: "a broadcast's event is update or end, not \(event.prefix(32))")
         }
-        switch aps["timestamp"] {
-        case .int, .double: break
-        default:
+        guard case .number = field("timestamp") else {
             throw NotificationValidationError(
                 .badRequestParams, field: "payload.aps.timestamp",
                 message: "a Live Activity update needs a numeric timestamp (UNIX seconds)")
         }
         if event == "update" {
-            guard let state = aps["content-state"], case .object = state else {
+            guard case .object = field("content-state") else {
                 throw NotificationValidationError(
                     .badRequestParams, field: "payload.aps.content-state", message: "an update needs a content-state object")
             }

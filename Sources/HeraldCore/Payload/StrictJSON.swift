@@ -2,8 +2,8 @@ import Foundation
 
 /// A JSON value as it was written in a request body: its value and the bytes it spans, so that
 /// a payload can be passed on exactly as sent and an error can say where it is.
-struct JSONNode: Sendable {
-    enum Value: Sendable {
+package struct JSONNode: Sendable {
+    package enum Value: Sendable {
         case null
         case bool(Bool)
         /// The number as written (validated JSON number syntax).
@@ -14,12 +14,12 @@ struct JSONNode: Sendable {
         case object([(key: String, value: JSONNode)])
     }
 
-    var value: Value
+    package var value: Value
     /// The byte offsets of the value in the body.
-    var range: Range<Int>
+    package var range: Range<Int>
 
     /// A short name of the kind, for messages ("a string", "an object", …).
-    var kind: String {
+    package var kind: String {
         switch value {
         case .null: return "null"
         case .bool: return "a boolean"
@@ -32,19 +32,19 @@ struct JSONNode: Sendable {
 }
 
 /// Malformed JSON: what is wrong and where (1-based line and column, byte offset).
-struct JSONSyntaxError: Error, Sendable, Hashable, CustomStringConvertible {
-    var message: String
-    var offset: Int
-    var line: Int
-    var column: Int
+package struct JSONSyntaxError: Error, Sendable, Hashable, CustomStringConvertible {
+    package var message: String
+    package var offset: Int
+    package var line: Int
+    package var column: Int
 
-    var description: String { "\(message) at line \(line), column \(column)" }
+    package var description: String { "\(message) at line \(line), column \(column)" }
 }
 
 /// A strict JSON (RFC 8259) parser over bytes: one value, optional whitespace around it,
 /// no comments, no trailing commas, no duplicate object keys, nesting at most `maximumDepth`.
-struct StrictJSONParser {
-    static let maximumDepth = 64
+package struct StrictJSONParser {
+    package static let maximumDepth = 64
 
     private let bytes: [UInt8]
     private var position = 0
@@ -55,7 +55,7 @@ struct StrictJSONParser {
     }
 
     /// Parses a whole body.
-    static func parse(_ bytes: [UInt8]) throws(JSONSyntaxError) -> JSONNode {
+    package static func parse(_ bytes: [UInt8]) throws(JSONSyntaxError) -> JSONNode {
         var parser = StrictJSONParser(bytes)
         parser.skipWhitespace()
         guard parser.position < bytes.count else { throw parser.error("the body is empty; a JSON object was expected") }
@@ -325,7 +325,7 @@ struct StrictJSONParser {
     }
 
     /// An error at a byte offset, with its line and column (columns count characters, 1-based).
-    static func error(_ message: String, at offset: Int, in bytes: [UInt8]) -> JSONSyntaxError {
+    package static func error(_ message: String, at offset: Int, in bytes: [UInt8]) -> JSONSyntaxError {
         var line = 1
         var column = 1
         var index = 0
