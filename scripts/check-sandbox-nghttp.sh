@@ -27,8 +27,10 @@ trap cleanup EXIT
 SANDBOX_PID=$!
 for _ in $(seq 1 100); do grep -q '^port:' "$WORK/sandbox.log" 2>/dev/null && break; sleep 0.1; done
 PORT=$(awk '/^port:/ {print $2}' "$WORK/sandbox.log")
-[[ -n "$PORT" ]] || { cat "$WORK/sandbox.log"; exit 1; }
+CHANNELS_PORT=$(awk '/^channels port:/ {print $3}' "$WORK/sandbox.log")
+[[ -n "$PORT" && -n "$CHANNELS_PORT" ]] || { cat "$WORK/sandbox.log"; exit 1; }
 BASE="https://localhost:$PORT"
+MANAGE="https://localhost:$CHANNELS_PORT"
 CA="$ROOT/config/sandbox/demo-ca.pem"
 TOKEN=$("$HERALD" sandbox demo-token --key "$ROOT/tenants/keys/AuthKey_DEMOKEY001.p8")
 DEVICE=00fc13adff785122b4ad28809a3420982341241421348097878e577c991de8f0
@@ -51,7 +53,9 @@ check() {
     local got_id
     # The sandbox sends apns-id as a never-indexed literal (it changes with every answer); nghttp
     # marks such fields "sensitive".
-    got_id=$(grep -oE 'recv \(stream_id=[0-9]+(, sensitive)?\) apns-id: [0-9a-f-]{36}' <<<"$out" | tail -1 | awk '{print $NF}' || true)
+    # Broadcasts and channel calls answer apns-request-id instead.
+    got_id=$(grep -oE 'recv \(stream_id=[0-9]+(, sensitive)?\) apns-(request-)?id: [0-9a-f-]{36}' <<<"$out" | tail -1 | awk '{print $NF}' || true)
+    LAST_OUT=$out
     if [[ "$got_status" == "$status" && "$got_reason" == "$reason" && -n "$got_id" ]]; then
         printf "ok    %-34s %s %s\n" "$name" "$got_status" "${got_reason:-}"
     else
@@ -83,6 +87,31 @@ check "empty payload" 400 PayloadEmpty -- "${AUTH[@]}" "${TOPIC[@]}" -d "$WORK/e
 check "payload too large" 413 PayloadTooLarge -- "${AUTH[@]}" "${TOPIC[@]}" -d "$WORK/large.json" \
     "$BASE/3/device/$DEVICE"
 check "unregistered device" 410 Unregistered -- "${AUTH[@]}" "${TOPIC[@]}" -d "$WORK/body.json" "$BASE/3/device/$GONE"
+
+# Broadcast channels: the channel management port, then the broadcast route on the device port.
+printf '{"message-storage-policy": 0, "push-type": "LiveActivity"}' > "$WORK/channel.json"
+printf '{"aps":{"event":"update","timestamp":1764460800,"content-state":{"score":"1-0"}}}' > "$WORK/update.json"
+APP=com.example.herald.demo
+check "create a channel" 201 "" -- "${AUTH[@]}" -d "$WORK/channel.json" "$MANAGE/1/apps/$APP/channels"
+CHANNEL=$(grep -oE 'apns-channel-id: [A-Za-z0-9+/=]+' <<<"$LAST_OUT" | tail -1 | awk '{print $NF}' || true)
+[[ -n "$CHANNEL" ]] || { echo "FAIL  the creation answered no apns-channel-id"; failures=$((failures + 1)); CHANNEL=none; }
+check "read the channel" 200 "" -- "${AUTH[@]}" -H "apns-channel-id: $CHANNEL" "$MANAGE/1/apps/$APP/channels"
+grep -q '"message-storage-policy":0' <<<"$LAST_OUT" || { echo "FAIL  the read's body: no storage policy 0"; failures=$((failures + 1)); }
+check "list the channels" 200 "" -- "${AUTH[@]}" "$MANAGE/1/apps/$APP/all-channels"
+grep -qF "\"$CHANNEL\"" <<<"$LAST_OUT" || { echo "FAIL  the list does not hold $CHANNEL"; failures=$((failures + 1)); }
+check "channel without its ID" 400 MissingChannelId -- "${AUTH[@]}" "$MANAGE/1/apps/$APP/channels"
+check "channel of another team" 403 TopicMismatch -- "${AUTH[@]}" -H "apns-channel-id: $CHANNEL" \
+    "$MANAGE/1/apps/com.other.app/channels"
+BROADCAST=(-H "apns-channel-id: $CHANNEL" -H "apns-push-type: liveactivity" -H "apns-priority: 10")
+check "broadcast" 200 "" -- "${AUTH[@]}" "${BROADCAST[@]}" -H "apns-expiration: 0" -d "$WORK/update.json" \
+    "$BASE/4/broadcasts/apps/$APP"
+grep -qE 'apns-unique-id: [0-9a-f-]{36}' <<<"$LAST_OUT" || { echo "FAIL  the broadcast's answer has no apns-unique-id"; failures=$((failures + 1)); }
+check "broadcast storing on a no-storage channel" 400 BadExpirationDate -- "${AUTH[@]}" "${BROADCAST[@]}" \
+    -H "apns-expiration: 1900000000" -d "$WORK/update.json" "$BASE/4/broadcasts/apps/$APP"
+check "delete the channel" 204 "" -- "${AUTH[@]}" -H ":method: DELETE" -H "apns-channel-id: $CHANNEL" \
+    "$MANAGE/1/apps/$APP/channels"
+check "broadcast on the deleted channel" 400 ChannelNotRegistered -- "${AUTH[@]}" "${BROADCAST[@]}" -H "apns-expiration: 0" \
+    -d "$WORK/update.json" "$BASE/4/broadcasts/apps/$APP"
 
 # The server certificate chains to the demo CA and names localhost.
 if timeout 10 openssl s_client -connect "127.0.0.1:$PORT" -servername localhost -alpn h2 -CAfile "$CA" \
