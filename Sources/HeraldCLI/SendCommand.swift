@@ -285,7 +285,9 @@ enum SendOutcome {
 
     /// Refusals of the notification itself by Herald's checks (nothing was sent).
     static func isLocalRefusal(_ error: PushError) -> Bool {
-        let local: [PushError.Code] = [.invalidNotification, .topicDisallowed, .pushTypeMismatch, .environmentUnavailable, .unknownTenant]
+        let local: [PushError.Code] = [
+            .invalidNotification, .topicDisallowed, .pushTypeMismatch, .environmentUnavailable, .unknownTenant, .noSigningKey,
+        ]
         return local.contains(error.code)
     }
 

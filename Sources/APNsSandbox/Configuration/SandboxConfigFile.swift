@@ -128,8 +128,16 @@ public struct SandboxConfigFile: Sendable {
             guard !key.topics.isEmpty else {
                 throw SandboxError.configuration("\(name): \(field).topics: list at least one topic")
             }
+            var environment: APNsEnvironment? = nil
+            if let text = key.environment {
+                guard let parsed = APNsEnvironment(rawValue: text) else {
+                    throw SandboxError.configuration("\(name): \(field).environment: development or production, got '\(text)'")
+                }
+                environment = parsed
+            }
             configuration.tokenKeys.append(
-                SandboxTokenKey(teamID: key.teamID, keyID: key.keyID, publicKey: publicKey, topics: key.topics))
+                SandboxTokenKey(
+                    teamID: key.teamID, keyID: key.keyID, publicKey: publicKey, topics: key.topics, environment: environment))
         }
 
         if let limits = raw.limits {
@@ -350,13 +358,14 @@ public struct SandboxConfigFile: Sendable {
         var publicKey: String?
         var privateKey: String?
         var topics: [String]
+        var environment: String?
 
         enum CodingKeys: String, CodingKey, CaseIterable {
             case teamID = "team_id"
             case keyID = "key_id"
             case publicKey = "public_key"
             case privateKey = "private_key"
-            case topics
+            case topics, environment
         }
     }
 

@@ -96,12 +96,18 @@ public struct SandboxTokenKey: Sendable {
     public var publicKey: P256.Signing.PublicKey
     /// Topics (bundle IDs, with their push-type suffixes) this team may push to.
     public var topics: [String]
+    /// The environment Apple restricted the key to; a token it signed sent to the other
+    /// environment's sandbox is 403 `BadEnvironmentKeyInToken`. Nil: both.
+    public var environment: APNsEnvironment?
 
-    public init(teamID: String, keyID: String, publicKey: P256.Signing.PublicKey, topics: [String]) {
+    public init(
+        teamID: String, keyID: String, publicKey: P256.Signing.PublicKey, topics: [String], environment: APNsEnvironment? = nil
+    ) {
         self.teamID = teamID
         self.keyID = keyID
         self.publicKey = publicKey
         self.topics = topics
+        self.environment = environment
     }
 }
 

@@ -676,6 +676,10 @@ final class SandboxConnectionHandler: ChannelInboundHandler, HTTP2EngineDelegate
             }
             sameAsLast = false
         }
+        // A key Apple restricted to the other environment signs nothing here.
+        if let restricted = core.keyEnvironments[verified.keyIndex], restricted != core.environment {
+            return .rejected(.badEnvironmentKeyInToken)
+        }
         if let reason = TokenAge.check(issuedAt: verified.issuedAt, now: now, lifetime: core.tokenLifetime) {
             return .rejected(reason)
         }

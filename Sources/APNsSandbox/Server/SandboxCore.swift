@@ -21,6 +21,8 @@ final class SandboxCore: Sendable {
     let keyTopics: [Set<String>]
     let teamIDs: [String]
     let keyIDs: [String]
+    /// The environment each key is restricted to (nil: both), by key index.
+    let keyEnvironments: [APNsEnvironment?]
     let devices: [String: SandboxDevice.State]
     let recorder: SandboxRecorder
     let logger: Logger
@@ -61,6 +63,7 @@ final class SandboxCore: Sendable {
         self.keyTopics = configuration.tokenKeys.map { Set($0.topics) }
         self.teamIDs = configuration.tokenKeys.map(\.teamID)
         self.keyIDs = configuration.tokenKeys.map(\.keyID)
+        self.keyEnvironments = configuration.tokenKeys.map(\.environment)
         var devices: [String: SandboxDevice.State] = [:]
         for device in configuration.devices { devices[device.token] = device.state }
         self.devices = devices

@@ -143,6 +143,11 @@ extension ReloadCoordinator {
 
         switch upload {
         case .tokenKey(let pem, let newKeyID):
+            if case .sequence = auth["token"] {
+                throw .uploadRejected(
+                    "tenant '\(tenant)' has several token keys (auth.token is a list): put the new .p8 beside the old one, "
+                        + "edit its entry in \(file) and reload")
+            }
             guard let token = auth["token"]?.mapping else {
                 throw .uploadRejected(
                     "tenant '\(tenant)' uses certificate auth; upload a certificate, or edit \(file) to switch")

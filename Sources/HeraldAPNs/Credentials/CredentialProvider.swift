@@ -24,6 +24,11 @@ public protocol CredentialProvider: Sendable {
     /// The `authorization` value to send now when it is known without signing or waiting (a
     /// cached token that is not due), else nil: then ``authorization()``. Certificates: nil.
     func cachedAuthorization() -> String?
+    /// The `authorization` for a send to `topic` in `environment`: with several token keys, the
+    /// first that fits it signs (``KeyedTokenCredentialProvider``). Defaults to ``authorization()``.
+    func authorization(environment: APNsEnvironment, topic: String) async throws -> String?
+    /// ``cachedAuthorization()`` for a send to `topic` in `environment`.
+    func cachedAuthorization(environment: APNsEnvironment, topic: String) -> String?
     /// After APNs answered 403 ExpiredProviderToken for `rejected` (the header value that was sent):
     /// make the next ``authorization()`` return a fresh token, even inside the minimum refresh interval,
     /// but only once per rejected token (many in-flight streams report the same expiry).
@@ -88,4 +93,12 @@ public struct TokenRefreshPolicy: Sendable, Hashable {
 
 extension CredentialProvider {
     public func cachedAuthorization() -> String? { nil }
+
+    public func authorization(environment: APNsEnvironment, topic: String) async throws -> String? {
+        try await authorization()
+    }
+
+    public func cachedAuthorization(environment: APNsEnvironment, topic: String) -> String? {
+        cachedAuthorization()
+    }
 }

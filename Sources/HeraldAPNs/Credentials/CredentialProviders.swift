@@ -21,10 +21,17 @@ public enum CredentialProviders {
     ) throws(CredentialError) -> any CredentialProvider {
         switch tenant.auth {
         case .token(let token):
-            let field = token.privateKey.origin.hasPrefix("env") ? "auth.token.key" : "auth.token.key_file"
-            return try TokenCredentialProvider(
-                teamID: tenant.teamID, keyID: token.keyID, privateKey: token.privateKey, policy: tokenRefresh,
-                clock: clock, file: tenant.sourceFile, keyField: field, tokenStore: tokenStore)
+            var providers: [(configuration: TokenKeyConfiguration, provider: TokenCredentialProvider)] = []
+            for (index, key) in token.keys.enumerated() {
+                let base = token.keys.count > 1 ? "auth.token[\(index)]" : "auth.token"
+                let field = key.privateKey.origin.hasPrefix("env") ? base + ".key" : base + ".key_file"
+                let provider = try TokenCredentialProvider(
+                    teamID: tenant.teamID, keyID: key.keyID, privateKey: key.privateKey, policy: tokenRefresh,
+                    clock: clock, file: tenant.sourceFile, keyField: field, tokenStore: tokenStore)
+                providers.append((key, provider))
+            }
+            if !token.isRestricted, let only = providers.first { return only.provider }
+            return KeyedTokenCredentialProvider(keys: providers, teamID: tenant.teamID, file: tenant.sourceFile)
         case .certificate(let certificate):
             return try CertificateCredentialProvider(
                 configuration: certificate, teamID: tenant.teamID, requiredTopics: tenant.topics, clock: clock,

@@ -177,7 +177,7 @@ public final class TenantTransport: PushTransport {
         let authorization: String?
         if credentials.kind == .token {
             do {
-                authorization = try await credentials.authorization()
+                authorization = try await credentials.authorization(environment: environment, topic: call.bundleID)
             } catch {
                 throw APNsTransportError.invalidConfiguration("the provider token could not be made", underlying: error)
                     .pushError(tenant: tenant.id)
@@ -332,7 +332,9 @@ public final class TenantTransport: PushTransport {
         }
         if credentials.kind != .token {
             submit(prepared, authorization: nil, completion: completion)
-        } else if let authorization = credentials.cachedAuthorization() {
+        } else if let authorization = credentials.cachedAuthorization(
+            environment: notification.environment, topic: notification.topic)
+        {
             submit(prepared, authorization: authorization, completion: completion)
         } else {
             Task { await self.submitWithCurrentAuthorization(prepared, completion: completion) }
@@ -343,7 +345,8 @@ public final class TenantTransport: PushTransport {
     private func submitWithCurrentAuthorization(_ prepared: Prepared, completion: @escaping Completion) async {
         let authorization: String?
         do {
-            authorization = try await credentials.authorization()
+            authorization = try await credentials.authorization(
+                environment: prepared.notification.environment, topic: prepared.notification.topic)
         } catch {
             let failure = APNsTransportError.invalidConfiguration("the provider token could not be made", underlying: error)
             count(.failure(failure))

@@ -30,14 +30,86 @@ extension TenantFileParser {
 
     // MARK: token
 
+    /// `auth.token`: one key (a mapping), or several (a list of mappings), each with `key_id`,
+    /// `key_file` or `key`, and optionally `environment` and `topics` (what Apple restricted the
+    /// key to). A send is signed with the first key that fits it.
     private func parseToken(_ node: Node, _ path: FieldPath) -> TokenAuthConfiguration? {
+        guard case .sequence(let items) = node else {
+            return parseTokenKey(node, path).map { TokenAuthConfiguration(keys: [$0]) }
+        }
+        diagnostics.record(path.text, node)
+        guard !items.isEmpty else {
+            diagnostics.error(at: node, path.text, "must list at least one key ({key_id, key_file})")
+            return nil
+        }
+        var keys: [TokenKeyConfiguration] = []
+        var firstIndex: [String: Int] = [:]
+        var ok = true
+        for (i, item) in items.enumerated() {
+            guard let key = parseTokenKey(item, path.index(i)) else {
+                ok = false
+                continue
+            }
+            if let earlier = firstIndex[key.keyID] {
+                diagnostics.error(at: item, path.index(i).appending("key_id").text, "duplicate key ID '\(key.keyID)' (already \(path.text)[\(earlier)])")
+                ok = false
+                continue
+            }
+            firstIndex[key.keyID] = i
+            keys.append(key)
+        }
+        return ok ? TokenAuthConfiguration(keys: keys) : nil
+    }
+
+    private func parseTokenKey(_ node: Node, _ path: FieldPath) -> TokenKeyConfiguration? {
         guard let token = CheckedMapping(node, path: path, allowedKeys: Keys.token, diagnostics: diagnostics) else {
             return nil
         }
         let keyID = token.require("key_id").flatMap { appleIdentifier($0, path.appending("key_id"), what: "key ID") }
         let key = privateKey(in: token, path, what: "the .p8 signing key from Apple")
-        guard let keyID, let key else { return nil }
-        return TokenAuthConfiguration(keyID: keyID, privateKey: key)
+        var ok = true
+        var environment: APNsEnvironment? = nil
+        if let value = token["environment"], let text = diagnostics.string(value, path.appending("environment")) {
+            if let parsed = APNsEnvironment(rawValue: text) {
+                environment = parsed
+            } else {
+                diagnostics.error(
+                    at: value, path.appending("environment").text,
+                    "must be production or development (the environment Apple restricted the key to), not '\(text)'")
+                ok = false
+            }
+        } else if token.has("environment") {
+            ok = false
+        }
+        var topics: [String]? = nil
+        if let value = token["topics"] {
+            let field = path.appending("topics")
+            if let items = diagnostics.sequence(value, field, of: "topics (bundle IDs)") {
+                var list: [String] = []
+                for (i, item) in items.enumerated() {
+                    guard let topic = diagnostics.string(item, field.index(i)) else {
+                        ok = false
+                        continue
+                    }
+                    do {
+                        try HeraldCore.Notification.validateTopic(topic)
+                        list.append(topic)
+                    } catch {
+                        diagnostics.error(at: item, field.index(i).text, "'\(topic)' is not a valid topic: \(error.message)")
+                        ok = false
+                    }
+                }
+                if items.isEmpty {
+                    diagnostics.error(at: value, field.text, "must list at least one topic, or be left out (every topic)")
+                    ok = false
+                }
+                topics = list
+            } else {
+                ok = false
+            }
+        }
+        guard ok, let keyID, let key else { return nil }
+        return TokenKeyConfiguration(keyID: keyID, privateKey: key, environment: environment, topics: topics)
     }
 
     /// `key_file: PATH` or `key: env:VAR|file:PATH`, exactly one, holding a PEM private key.

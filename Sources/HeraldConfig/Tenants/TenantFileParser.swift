@@ -9,7 +9,7 @@ struct TenantFileParser {
     enum Keys {
         static let root = ["id", "team_id", "auth", "topics", "endpoints", "pool", "plugins", "api_keys", "delivery", "webhook", "proxy"]
         static let auth = ["token", "certificate"]
-        static let token = ["key_id", "key_file", "key"]
+        static let token = ["key_id", "key_file", "key", "environment", "topics"]
         static let certificate = ["cert_file", "key_file", "key", "pkcs12_file", "passphrase"]
         static let endpoints = ["production", "development", "default", "ca_file", "channels_production", "channels_development"]
         static let pool = ["connections", "max_queued", "request_timeout", "idle_timeout", "ping_interval", "open_next_at", "max_streams"]

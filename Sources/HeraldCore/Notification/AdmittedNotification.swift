@@ -119,6 +119,7 @@ extension TenantConfiguration {
         guard endpoints.endpoint(for: environment) != nil else {
             throw PushError.environmentUnavailable(environment, tenant: id)
         }
+        try checkSigningKey(environment: environment, topic: topic)
         return (notification, environment)
     }
 }
@@ -164,7 +165,15 @@ extension TenantConfiguration {
         guard endpoints.endpoint(for: environment) != nil else {
             throw PushError.environmentUnavailable(environment, tenant: id)
         }
+        try checkSigningKey(environment: environment, topic: topic)
         return (notification, environment)
+    }
+
+    /// A tenant with restricted token keys needs one that fits the send (the transport signs
+    /// with it); a send no key fits is refused here, before anything else is tried.
+    public func checkSigningKey(environment: APNsEnvironment, topic: String) throws(PushError) {
+        guard case .token(let token) = auth, token.isRestricted, token.key(for: environment, topic: topic) == nil else { return }
+        throw PushError.noSigningKey(token, environment: environment, topic: topic, tenant: id)
     }
 }
 

@@ -21,6 +21,8 @@ public struct PushError: Error, Sendable, Hashable, CustomStringConvertible {
             case credentialRevoked = "CredentialRevoked"
             case queueFull = "QueueFull"
             case circuitOpen = "CircuitOpen"
+            /// None of the tenant's token keys may sign for the send's environment and topic.
+            case noSigningKey = "NoSigningKey"
         }
         private let base: Base
         private init(_ base: Base) { self.base = base }
@@ -55,6 +57,8 @@ public struct PushError: Error, Sendable, Hashable, CustomStringConvertible {
         /// The tenant's circuit to the endpoint is open after a run of transient failures
         /// (``PushError/retryAfter`` says when the next probe may go): nothing was sent.
         public static let circuitOpen = Code(.circuitOpen)
+        /// None of the tenant's token keys may sign for the send's environment and topic.
+        public static let noSigningKey = Code(.noSigningKey)
 
         /// A short, bounded label (for metrics and API answers).
         public var description: String { base.rawValue }
@@ -119,6 +123,18 @@ public struct PushError: Error, Sendable, Hashable, CustomStringConvertible {
         PushError(
             code: .environmentUnavailable, message: "tenant '\(tenant)' has no \(environment) endpoint",
             field: "environment")
+    }
+
+    /// None of the tenant's token keys fits the send: each is restricted to another environment
+    /// or to other topics.
+    public static func noSigningKey(_ token: TokenAuthConfiguration, environment: APNsEnvironment, topic: String, tenant: TenantID)
+        -> PushError
+    {
+        let keys = token.keys.map { "\($0.keyID) (\($0.restrictionText))" }.joined(separator: ", ")
+        return PushError(
+            code: .noSigningKey,
+            message: "none of tenant '\(tenant)''s token keys may sign for \(environment) and topic '\(topic)': \(keys)",
+            field: "topic")
     }
 
     public static func deadlineExceeded(_ message: String = "the deadline passed before APNs answered", mayHaveReachedAPNs: Bool) -> PushError {

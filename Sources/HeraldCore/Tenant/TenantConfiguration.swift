@@ -76,14 +76,82 @@ public enum AuthKind: String, Sendable, Hashable, Codable, CustomStringConvertib
 
 /// Token (JWT, ES256) authentication with a `.p8` signing key.
 public struct TokenAuthConfiguration: Sendable, Hashable {
+    /// The tenant's token signing keys, at least one, in the file's order. A send is signed with
+    /// the first key that fits its environment and topic (``key(for:topic:)``).
+    public var keys: [TokenKeyConfiguration]
+
+    /// The first key's ID (`kid`).
+    public var keyID: String {
+        get { keys.first?.keyID ?? "" }
+        set { if !keys.isEmpty { keys[0].keyID = newValue } }
+    }
+
+    /// The first key's PKCS#8 PEM private key.
+    public var privateKey: Secret {
+        get { keys.first?.privateKey ?? Secret(bytes: [], origin: "none") }
+        set { if !keys.isEmpty { keys[0].privateKey = newValue } }
+    }
+
+    /// One unrestricted key.
+    public init(keyID: String, privateKey: Secret) {
+        self.keys = [TokenKeyConfiguration(keyID: keyID, privateKey: privateKey)]
+    }
+
+    /// Several keys, each possibly restricted; `keys` must not be empty (the parser's rule).
+    public init(keys: [TokenKeyConfiguration]) {
+        self.keys = keys
+    }
+
+    /// True when the tenant has more than one key or a key restricted to an environment or to
+    /// topics: a send then needs a key that fits it.
+    public var isRestricted: Bool {
+        keys.count > 1 || keys.contains { $0.environment != nil || $0.topics != nil }
+    }
+
+    /// The first key that fits `environment` and `topic`, or nil when none does.
+    public func key(for environment: APNsEnvironment, topic: String) -> TokenKeyConfiguration? {
+        keys.first { $0.fits(environment: environment, topic: topic) }
+    }
+}
+
+/// One token signing key (an Apple `.p8` key): its ID, the key, and what Apple restricted it to.
+/// Apple issues keys for one environment (team-scoped keys) or for some topics (topic-specific
+/// keys); a key without restrictions signs every send.
+public struct TokenKeyConfiguration: Sendable, Hashable {
     /// The 10-character key ID (`kid`).
     public var keyID: String
     /// The PKCS#8 PEM private key.
     public var privateKey: Secret
+    /// The only environment the key signs for; nil: both.
+    public var environment: APNsEnvironment?
+    /// The only bundle IDs or topics the key signs for; nil: every topic of the tenant.
+    public var topics: [String]?
 
-    public init(keyID: String, privateKey: Secret) {
+    public init(keyID: String, privateKey: Secret, environment: APNsEnvironment? = nil, topics: [String]? = nil) {
         self.keyID = keyID
         self.privateKey = privateKey
+        self.environment = environment
+        self.topics = topics
+    }
+
+    /// Whether the key signs a send to `topic` in `environment`: the environment is the key's (or
+    /// it has none), and the topic is one of the key's or a push-type form of one
+    /// (`com.acme.app.voip` for `com.acme.app`).
+    public func fits(environment: APNsEnvironment, topic: String) -> Bool {
+        if let restricted = self.environment, restricted != environment { return false }
+        guard let topics else { return true }
+        return topics.contains { allowed in
+            topic == allowed
+                || PushType.allCases.contains { type in type.requiredTopicSuffix.map { topic == allowed + $0 } ?? false }
+        }
+    }
+
+    /// What the key is restricted to, in words ("development only, topics com.acme.app").
+    public var restrictionText: String {
+        var parts: [String] = []
+        if let environment { parts.append("\(environment) only") }
+        if let topics { parts.append("topics " + topics.joined(separator: ", ")) }
+        return parts.isEmpty ? "unrestricted" : parts.joined(separator: ", ")
     }
 }
 

@@ -226,6 +226,10 @@ public struct APIError: Error, Sendable, HTTPResponseError, CustomStringConverti
             return APIError(
                 status: .unprocessableContent, code: "environment_unavailable", message: error.message,
                 field: field ?? FieldPaths.join(prefix, "environment"))
+        case .noSigningKey:
+            return APIError(
+                status: .unprocessableContent, code: "no_signing_key", message: error.message,
+                field: field ?? FieldPaths.join(prefix, "topic"))
         case .tokenRefused:
             return APIError(
                 status: .unprocessableContent, code: "token_refused", message: error.message,
