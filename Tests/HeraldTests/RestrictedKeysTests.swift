@@ -155,6 +155,8 @@ struct RestrictedKeysTests {
         _ = await router.install([tenant])
         let result = try await router.send(tenant: tenant.id, notification: Self.note("com.keys.app"), environment: .production)
         #expect(result.status == 403 && result.reason == .badEnvironmentKeyInToken && result.attempts == 1)
+        let status = router.runtime(for: tenant.id)?.transport.status
+        #expect(status?.lastError == "credential problem: APNs answered 403 BadEnvironmentKeyInToken", "\(String(describing: status?.lastError))")
         await router.shutdown()
         try await development.shutdown()
         try await production.shutdown()

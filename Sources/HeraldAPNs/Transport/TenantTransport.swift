@@ -404,7 +404,8 @@ public final class TenantTransport: PushTransport {
             }
             if TransportStatus.concernsTheTenant(response) {
                 counters.errors.add(1, ordering: .relaxed)
-                let message = "APNs answered \(response.status) \(response.reason?.wireValue ?? "")"
+                let answer = "APNs answered \(response.status) \(response.reason?.wireValue ?? "")"
+                let message = response.reason?.isCredentialProblem == true ? "credential problem: " + answer : answer
                 counters.lastError.withLock { $0 = (message, now) }
             }
         case .failure(let error) where error.isCancelled:

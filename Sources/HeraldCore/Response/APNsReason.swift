@@ -159,6 +159,19 @@ public enum APNsReason: Hashable, Sendable, CustomStringConvertible, Codable {
         }
     }
 
+    /// True for a refusal of the tenant's credential rather than of one notification: a
+    /// certificate or provider token APNs will not take, or a key used outside what Apple
+    /// restricted it to. Nothing resends it; an operator has to act.
+    public var isCredentialProblem: Bool {
+        switch self {
+        case .badCertificate, .badCertificateEnvironment, .invalidProviderToken, .missingProviderToken, .forbidden,
+            .unrelatedKeyIdInToken, .badEnvironmentKeyIdInToken, .badEnvironmentKeyInToken, .topicMismatch:
+            return true
+        default:
+            return false
+        }
+    }
+
     /// A short label, safe for metrics (bounded: unknown reasons share one label).
     public var metricLabel: String {
         if case .unknown = self { return "Unknown" }
