@@ -39,6 +39,9 @@ struct BroadcastAPITests {
 
             let listed = try await client.request(.get, "/v1/channels", key: acme.apiKey)
             #expect((listed.json["channels"] as? [[String: Any]])?.compactMap { $0["channel_id"] as? String } == [id])
+            let counts = try #require(listed.json["counts"] as? [[String: Any]])
+            let development = counts.first { $0["environment"] as? String == "development" && $0["bundle_id"] as? String == "com.acme.app" }
+            #expect(development?["count"] as? Int == 1 && development?["limit"] as? Int == 10_000, "\(counts)")
             let read = try await client.request(.get, "/v1/channels/\(Self.path(id))", key: acme.apiKey)
             #expect(read.status == 200 && read.json["storage_policy"] as? Int == 1, "\(read.text)")
 

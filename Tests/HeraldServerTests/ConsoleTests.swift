@@ -225,6 +225,7 @@ struct ConsoleTests {
             #expect(channel.storagePolicy == 0)
             #expect(created.text.contains("<code>\(channel.id)</code>") && created.text.contains("&lt;i&gt;final&lt;/i&gt;"))
             #expect(created.text.contains(#"id="broadcast-form""#))
+            #expect(created.text.contains("com.acme.app in development: 1 of 10000 channels"))
 
             let sent = try await browser.post(
                 "/console/tenants/acme/broadcast",

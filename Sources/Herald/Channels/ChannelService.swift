@@ -184,6 +184,21 @@ public struct ChannelService: Sendable {
             tenant: tenant.rawValue, environment: environment, bundleID: bundleID, after: after, limit: limit)
     }
 
+    /// How many channels each of the tenant's apps holds in each environment it has a channel
+    /// management endpoint for, against APNs' limit.
+    public func counts(tenant: TenantID) async throws -> [(bundleID: String, environment: APNsEnvironment, count: Int)] {
+        guard let runtime = router.runtime(for: tenant) else { throw PushError.unknownTenant(tenant.rawValue) }
+        let configuration = runtime.configuration
+        var counts: [(bundleID: String, environment: APNsEnvironment, count: Int)] = []
+        for bundle in configuration.broadcastBundleIDs {
+            for environment in APNsEnvironment.allCases where configuration.endpoints.channelEndpoint(for: environment) != nil {
+                let count = try await store.channelCount(tenant: tenant.rawValue, environment: environment, bundleID: bundle)
+                counts.append((bundle, environment, count))
+            }
+        }
+        return counts
+    }
+
     /// How many channels the tenant's app holds in `environment`, and APNs' limit.
     public func count(tenant: TenantID, bundleID: String?, environment: APNsEnvironment?) async throws
         -> (bundleID: String, environment: APNsEnvironment, count: Int, limit: Int)

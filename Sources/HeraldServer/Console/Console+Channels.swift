@@ -15,6 +15,9 @@ extension Console {
         do {
             let records = try await channels.list(
                 tenant: tenant.id, environment: nil, bundleID: nil, after: nil, limit: Self.channelLimit + 1)
+            let counts = try await channels.counts(tenant: tenant.id).map {
+                "\($0.bundleID) in \($0.environment): \($0.count) of \(channels.limit) channels"
+            }
             return TenantPage.Channels(
                 rows: records.prefix(Self.channelLimit).map { record in
                     TenantPage.ChannelRow(
@@ -23,13 +26,13 @@ extension Console {
                         storagePolicy: record.storagePolicy == .noMessageStored ? "no message stored" : "most recent message stored",
                         label: record.label, created: Self.timestamp(record.createdAt))
                 },
-                hasRows: !records.isEmpty, more: records.count > Self.channelLimit, bundles: tenant.broadcastBundleIDs,
+                hasRows: !records.isEmpty, counts: counts, more: records.count > Self.channelLimit, bundles: tenant.broadcastBundleIDs,
                 problem: nil)
         } catch {
             logger.warning(
                 "console: the channels could not be read", metadata: ["herald.tenant": "\(tenant.id)", "herald.error": "\(error)"])
             return TenantPage.Channels(
-                rows: [], hasRows: false, more: false, bundles: tenant.broadcastBundleIDs,
+                rows: [], hasRows: false, counts: [], more: false, bundles: tenant.broadcastBundleIDs,
                 problem: "The store could not be read; channels are not shown.")
         }
     }

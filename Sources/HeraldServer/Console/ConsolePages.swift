@@ -250,6 +250,8 @@ struct TenantPage {
     struct Channels {
         var rows: [ChannelRow]
         var hasRows: Bool
+        /// "com.acme.app in development: 3 of 10000", one per app and environment.
+        var counts: [String]
         /// More than the rows shown are kept.
         var more: Bool
         /// The bundle IDs the tenant may broadcast to (the creation form's choice).

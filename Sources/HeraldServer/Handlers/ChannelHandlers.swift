@@ -46,9 +46,17 @@ struct ChannelHandlers: Sendable {
     }
 
     struct ListAnswer: ResponseEncodable {
+        struct Count: Encodable, Sendable {
+            var bundleID: String
+            var environment: String
+            var count: Int
+            var limit: Int
+        }
         var channels: [ChannelAnswer]
         /// The `after` of the next page; null on the last.
         @Nullable var next: String?
+        /// Each app's channels in each environment, against APNs' limit.
+        var counts: [Count]
     }
 
     struct SyncAnswer: ResponseEncodable {
@@ -202,8 +210,17 @@ struct ChannelHandlers: Sendable {
         } catch let error as PushError {
             throw APIError.push(error)
         }
+        let counts: [ListAnswer.Count]
+        do {
+            counts = try await channels.counts(tenant: tenant).map {
+                ListAnswer.Count(bundleID: $0.bundleID, environment: $0.environment.rawValue, count: $0.count, limit: channels.limit)
+            }
+        } catch let error as PushError {
+            throw APIError.push(error)
+        }
         return ListAnswer(
-            channels: records.map(ChannelAnswer.init), next: records.count == limit ? records.last?.id.rawValue : nil)
+            channels: records.map(ChannelAnswer.init), next: records.count == limit ? records.last?.id.rawValue : nil,
+            counts: counts)
     }
 
     private static func created(_ record: ChannelRecord) -> EditedResponse<ChannelAnswer> {
