@@ -8,8 +8,10 @@ public enum CredentialUpload: Sendable {
     /// A `.p8` token signing key (PKCS#8 PEM). `keyID`: the new key's ID when it differs from
     /// the tenant's current `key_id` (a new key from Apple always has a new ID): the key is then
     /// written as `AuthKey_<keyID>.p8` beside the current key file, and the tenant file's
-    /// `key_id:` and `key_file:` are updated in place.
-    case tokenKey(pem: [UInt8], keyID: String?)
+    /// `key_id:` and `key_file:` are updated in place. `replacing`: for a tenant with several
+    /// keys (`auth.token` a list), the key ID of the entry the upload replaces (default: the entry
+    /// with `keyID`); the other entries stay as they are.
+    case tokenKey(pem: [UInt8], keyID: String?, replacing: String? = nil)
     /// A PEM client certificate (leaf first, then intermediates), followed by its PEM private
     /// key when the key changed too. Written over the tenant's `cert_file:` (and `key_file:`).
     case certificatePEM([UInt8])
@@ -26,7 +28,7 @@ public enum CredentialUpload: Sendable {
 
     var byteCount: Int {
         switch self {
-        case .tokenKey(let pem, _): return pem.count
+        case .tokenKey(let pem, _, _): return pem.count
         case .certificatePEM(let pem): return pem.count
         case .pkcs12(let bytes): return bytes.count
         }
@@ -142,13 +144,31 @@ extension ReloadCoordinator {
         let secretMode: UInt16 = 0o600
 
         switch upload {
-        case .tokenKey(let pem, let newKeyID):
-            if case .sequence = auth["token"] {
-                throw .uploadRejected(
-                    "tenant '\(tenant)' has several token keys (auth.token is a list): put the new .p8 beside the old one, "
-                        + "edit its entry in \(file) and reload")
-            }
-            guard let token = auth["token"]?.mapping else {
+        case .tokenKey(let pem, let newKeyID, let replacing):
+            let token: Node.Mapping
+            let tokenField: String
+            if case .sequence(let entries) = auth["token"] {
+                // Several keys: the upload replaces one entry, named by the key ID it replaces.
+                guard let target = replacing ?? newKeyID else {
+                    throw .uploadRejected(
+                        "tenant '\(tenant)' has several token keys: name the one the upload replaces (replaces: its key ID)")
+                }
+                guard
+                    let (index, entry) = entries.enumerated().first(where: { $0.element.mapping?["key_id"]?.scalar?.string == target }),
+                    let mapping = entry.mapping
+                else {
+                    let known = entries.compactMap { $0.mapping?["key_id"]?.scalar?.string }.joined(separator: ", ")
+                    throw .uploadRejected("\(file): auth.token has no key \(target) to replace (its keys: \(known))")
+                }
+                token = mapping
+                tokenField = "auth.token[\(index)]"
+            } else if let mapping = auth["token"]?.mapping {
+                if let replacing, replacing != mapping["key_id"]?.scalar?.string {
+                    throw .uploadRejected("\(file): auth.token's key is not \(replacing)")
+                }
+                token = mapping
+                tokenField = "auth.token"
+            } else {
                 throw .uploadRejected(
                     "tenant '\(tenant)' uses certificate auth; upload a certificate, or edit \(file) to switch")
             }
@@ -159,7 +179,7 @@ extension ReloadCoordinator {
             else {
                 throw .uploadRejected("the upload is not a .p8 key (expected -----BEGIN PRIVATE KEY-----)")
             }
-            let reference = try keyReference(in: token, field: "auth.token", file: file)
+            let reference = try keyReference(in: token, field: tokenField, file: file)
             let currentKeyID = token["key_id"]?.scalar?.string
             if let newKeyID, !Self.isAppleIdentifier(newKeyID) {
                 throw .uploadRejected("key_id must be 10 characters, A-Z and 0-9")
@@ -177,7 +197,7 @@ extension ReloadCoordinator {
                 let pathEdit = TenantFileScalarEdit(node: reference.node, replacement: reference.prefix + relative)
             else {
                 throw .uploadRejected(
-                    "\(file): auth.token.key_id cannot be updated automatically; edit the file by hand")
+                    "\(file): \(tokenField).key_id cannot be updated automatically; edit the file by hand")
             }
             let edited: String
             do {

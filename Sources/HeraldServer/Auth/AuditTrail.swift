@@ -55,9 +55,10 @@ struct AuditTrail: Sendable {
     static func details(_ upload: CredentialUpload, revoke: Bool) -> [String: String] {
         var details: [String: String]
         switch upload {
-        case .tokenKey(_, let keyID):
+        case .tokenKey(_, let keyID, let replacing):
             details = ["kind": "token"]
             if let keyID { details["key_id"] = keyID }
+            if let replacing { details["replaces"] = replacing }
         case .certificatePEM: details = ["kind": "certificate"]
         case .pkcs12: details = ["kind": "pkcs12"]
         }

@@ -429,12 +429,18 @@ struct Console: Sendable {
         let usage = try? await usageSummary(tenant.id, now: now)
         let channelList = await channelSection(tenant)
         let keyID: String
-        if case .token(let token) = tenant.auth { keyID = token.keyID } else { keyID = "" }
+        var keyIDs: [String] = []
+        if case .token(let token) = tenant.auth {
+            keyID = token.keyID
+            if token.keys.count > 1 { keyIDs = token.keys.map(\.keyID) }
+        } else {
+            keyID = ""
+        }
         let page = TenantPage(
             title: "Tenant \(tenant.id)", csrf: session.csrf, notice: notice, error: error?.message ?? storeProblem,
             tenant: TenantPage.Tenant(
                 id: tenant.id.rawValue, file: tenant.sourceFile, teamID: tenant.teamID, auth: tenant.auth.kind.rawValue,
-                isToken: tenant.auth.kind == .token, keyID: keyID, credential: credentialText(tenant, health: health, now: now),
+                isToken: tenant.auth.kind == .token, keyID: keyID, otherKeyIDs: keyIDs, severalKeys: keyIDs.count > 1, credential: credentialText(tenant, health: health, now: now),
                 topics: tenant.topics,
                 endpoints: APNsEnvironment.allCases.compactMap { environment in
                     tenant.endpoints.endpoint(for: environment).map {
@@ -569,7 +575,8 @@ struct Console: Sendable {
             if let keyID, !(keyID.utf8.count == 10 && keyID.utf8.allSatisfy { ($0 >= 65 && $0 <= 90) || ($0 >= 48 && $0 <= 57) }) {
                 throw ConsoleError.field("key_id", "must be 10 characters, A-Z and 0-9")
             }
-            return .tokenKey(pem: key, keyID: keyID)
+            let replaces = try form.text("replaces")
+            return .tokenKey(pem: key, keyID: keyID, replacing: replaces)
         case .certificate:
             guard let bytes = form.file("certificate_file") else {
                 throw ConsoleError.field("certificate_file", "is required: choose a PEM or .p12 file")

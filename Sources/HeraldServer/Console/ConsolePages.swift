@@ -222,6 +222,9 @@ struct TenantPage {
         var auth: String
         var isToken: Bool
         var keyID: String
+        /// A tenant with several token keys: their IDs (the rotation names the one it replaces).
+        var otherKeyIDs: [String]
+        var severalKeys: Bool
         var credential: String
         var topics: [String]
         var endpoints: [Endpoint]

@@ -53,13 +53,14 @@ struct AdminReloadHandlers: Sendable {
     // MARK: PUT /admin/tenants/{id}/credentials
 
     /// The members of the credential upload body.
-    static let uploadMembers = ["kind", "key_id", "pem", "pkcs12_base64", "revoke"]
+    static let uploadMembers = ["kind", "key_id", "replaces", "pem", "pkcs12_base64", "revoke"]
 
     /// Puts a new key or certificate in place for a tenant (next to its file, mode 0600) and
     /// reloads the tenant; when it does not validate, the old files are restored and the tenant
     /// keeps running on its old credential (422). The uploaded material is never echoed.
     ///
-    /// Body: `{"kind": "token", "key_id": "NEWKEY0001", "pem": "-----BEGIN PRIVATE KEY-----…"}`,
+    /// Body: `{"kind": "token", "key_id": "NEWKEY0001", "pem": "-----BEGIN PRIVATE KEY-----…"}`
+    /// (with `"replaces": "OLDKEY0001"` for a tenant with several keys: the entry it replaces),
     /// `{"kind": "certificate", "pem": "<certificate chain PEM, then its private key PEM>"}` or
     /// `{"kind": "pkcs12", "pkcs12_base64": "…"}`, each with an optional `"revoke": true`.
     func uploadCredentials(_ request: Request, context: some RequestContext) async throws -> ReloadAnswer {
@@ -103,7 +104,7 @@ enum CredentialUploadReader {
             guard !reader.has("pkcs12_base64") else {
                 throw APIError.invalidField(member("pkcs12_base64"), "is for kind pkcs12; a token key goes in pem")
             }
-            return .tokenKey(pem: Array(pem.utf8), keyID: try reader.string("key_id"))
+            return .tokenKey(pem: Array(pem.utf8), keyID: try reader.string("key_id"), replacing: try reader.string("replaces"))
         case "certificate":
             guard let pem = try reader.string("pem", required: true) else { throw APIError.missingField(member("pem")) }
             guard !reader.has("key_id"), !reader.has("pkcs12_base64") else {

@@ -49,6 +49,45 @@ struct CredentialUploadTests {
         }
     }
 
+    @Test("a tenant with several keys: the upload replaces the entry it names, the other keys stay")
+    func oneOfSeveralKeys() async throws {
+        try await withReloadRig(keyIDs: ["KEYA000001", "KEYB000001", "KEYC000001"]) { rig in
+            try rig.writeTokenTenant("acme")
+            try rig.write(rig.keys["KEYB000001"]!.pemRepresentation + "\n", to: "keys/AuthKey_KEYB000001.p8")
+            let yaml = try rig.read("acme.yaml").replacingOccurrences(
+                of: "    key_id: KEYA000001\n    key_file: keys/AuthKey_KEYA000001.p8\n",
+                with: """
+                    - key_id: KEYA000001
+                      key_file: keys/AuthKey_KEYA000001.p8
+                      environment: production
+                    - {key_id: KEYB000001, key_file: keys/AuthKey_KEYB000001.p8, environment: development}
+
+                """)
+            try rig.write(yaml, to: "acme.yaml")
+            try await rig.coordinator.reloadAll(trigger: .startup)
+            let id = try TenantID("acme")
+            #expect(try await rig.router.send(tenant: id, notification: rig.note(1), environment: .development).status == 200)
+            #expect(rig.sandbox.requests.last?.keyID == "KEYB000001")
+
+            // Without naming the entry: refused, nothing written.
+            let pem = Array(rig.keys["KEYC000001"]!.pemRepresentation.utf8)
+            await #expect(throws: ReloadError.self) {
+                try await rig.coordinator.uploadCredentials(tenant: id, .tokenKey(pem: pem, keyID: "KEYC000001"))
+            }
+            #expect(try rig.read("acme.yaml") == yaml)
+
+            try await rig.coordinator.uploadCredentials(
+                tenant: id, .tokenKey(pem: pem, keyID: "KEYC000001", replacing: "KEYB000001"))
+            let after = try rig.read("acme.yaml")
+            #expect(after.contains("{key_id: KEYC000001, key_file: keys/AuthKey_KEYC000001.p8, environment: development}"), "\(after)")
+            #expect(after.contains("  - key_id: KEYA000001\n      key_file: keys/AuthKey_KEYA000001.p8\n      environment: production"))
+            #expect(try await rig.router.send(tenant: id, notification: rig.note(2), environment: .development).status == 200)
+            #expect(rig.sandbox.requests.last?.keyID == "KEYC000001")
+            #expect(try await rig.router.send(tenant: id, notification: rig.note(3), environment: .production).status == 200)
+            #expect(rig.sandbox.requests.last?.keyID == "KEYA000001")
+        }
+    }
+
     @Test("quoted values and key: file: references are updated in place, keeping their lines")
     func quotedYAML() async throws {
         try await withReloadRig { rig in
