@@ -65,7 +65,7 @@ public protocol CredentialExpiryNotifier: Sendable {
 
 /// Watches every running tenant's credential: exports `herald_credential_expiry_seconds{tenant}`
 /// (certificate tenants) and `herald_credential_key_age_seconds{tenant}` (token tenants with a
-/// key file) as gauges, logs a warning from 30 days before a certificate expires, and tells the
+/// key file; the oldest of several) as gauges, logs a warning from 30 days before a certificate expires, and tells the
 /// notifier from 14 days before, each at most once a day per tenant. A `Service`: it looks once
 /// at start and then every ``CredentialHealthPolicy/interval`` until graceful shutdown.
 ///
@@ -228,11 +228,13 @@ public final class CredentialHealthMonitor: Service, Sendable {
         var health = CredentialHealth(tenant: tenant.id, kind: tenant.auth.kind, checkedAt: now)
         switch tenant.auth {
         case .token(let token):
-            let origin = token.privateKey.origin
-            if origin.hasPrefix("file ") {
-                let path = String(origin.dropFirst("file ".count))
+            // With several keys, the oldest key file: the one most due for rotation.
+            for key in token.keys where key.privateKey.origin.hasPrefix("file ") {
+                let path = String(key.privateKey.origin.dropFirst("file ".count))
                 let attributes = try? FileManager.default.attributesOfItem(atPath: path)
-                health.keyWrittenAt = attributes?[.modificationDate] as? Date
+                if let written = attributes?[.modificationDate] as? Date {
+                    health.keyWrittenAt = min(health.keyWrittenAt ?? written, written)
+                }
             }
         case .certificate(let certificate):
             do {
