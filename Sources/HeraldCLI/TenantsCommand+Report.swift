@@ -101,9 +101,15 @@ struct TenantReport {
         let credential = valid.credential
         var lines: [(String, String)] = []
         switch tenant.auth {
+        case .token(let token) where token.keys.count > 1:
+            lines.append(("auth", "token, team \(tenant.teamID), \(token.keys.count) keys, the first that fits signs a send"))
+            for key in token.keys {
+                lines.append(("", "key ID \(key.keyID) (\(key.restrictionText)), key from \(key.privateKey.origin)"))
+            }
         case .token(let token):
+            let restriction = token.isRestricted ? " (\(token.keys.first?.restrictionText ?? ""))" : ""
             lines.append(
-                ("auth", "token, key ID \(token.keyID), team \(tenant.teamID), key from \(token.privateKey.origin)"))
+                ("auth", "token, key ID \(token.keyID)\(restriction), team \(tenant.teamID), key from \(token.privateKey.origin)"))
         case .certificate(let certificate):
             var text = "certificate, team \(tenant.teamID), from \(certificate.origin)"
             if let subject = credential.certificateSubject { text += "\n" + indent + "subject \(subject)" }
@@ -168,7 +174,7 @@ struct TenantReport {
                 let tenant = valid.tenant
                 let credential: String
                 switch tenant.auth {
-                case .token(let token): credential = token.keyID
+                case .token(let token): credential = token.keys.map(\.keyID).joined(separator: ",")
                 case .certificate:
                     credential =
                         valid.credential.notAfter.map { "until " + $0.ISO8601Format(.iso8601.year().month().day()) }

@@ -23,6 +23,8 @@ struct AdminTests {
             let auth = try #require(first["auth"] as? [String: Any])
             #expect(auth["kind"] as? String == "token")
             #expect(auth["key_id"] as? String == "ACMEKEY001")
+            let keys = try #require(auth["keys"] as? [[String: Any]])
+            #expect(keys.count == 1 && keys[0]["key_id"] as? String == "ACMEKEY001" && keys[0]["environment"] is NSNull)
             #expect(auth["team_id"] as? String == "ACMETEAM01")
             #expect(first["api_keys"] as? [String] == ["test"])
             let pool = try #require(first["pool"] as? [String: Any])

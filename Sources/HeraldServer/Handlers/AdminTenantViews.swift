@@ -9,9 +9,18 @@ import Hummingbird
 /// only), credential health, pool state, reload state and delivery circuits.
 struct TenantView: ResponseEncodable, Sendable {
     struct Auth: Encodable, Sendable {
+        /// A token key and what Apple restricted it to (never the key).
+        struct Key: Encodable, Sendable {
+            var keyID: String
+            @Nullable var environment: String?
+            @Nullable var topics: [String]?
+        }
         var kind: String
         var teamID: String
+        /// The first token key's ID.
         var keyID: String?
+        /// Token tenants: every key, in the file's order.
+        var keys: [Key]?
         /// Certificate tenants: always present (null until the credential was read).
         var certificateSubject: Nullable<String>?
         var notAfter: Nullable<Date>?
@@ -116,6 +125,7 @@ struct TenantView: ResponseEncodable, Sendable {
         switch tenant.auth {
         case .token(let token):
             auth.keyID = token.keyID
+            auth.keys = token.keys.map { Auth.Key(keyID: $0.keyID, environment: $0.environment?.rawValue, topics: $0.topics) }
         case .certificate:
             auth.certificateSubject = Nullable(wrappedValue: credential?.certificateSubject)
             auth.notAfter = Nullable(wrappedValue: credential?.notAfter)
