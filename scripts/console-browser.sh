@@ -34,9 +34,12 @@ openssl ecparam -name prime256v1 -genkey -noout 2>/dev/null \
 openssl ec -in "$WORK/upload/AuthKey_DEMOKEY002.p8" -pubout -out "$WORK/config/AuthKey_DEMOKEY002.pub.pem" 2>/dev/null
 
 SANDBOX_PORT=$(free_port)
-sed -e "s#^  port: 2197#  port: $SANDBOX_PORT#" -e "s#^  channels_port: 2198#  channels_port: 0#" -e "s#: sandbox/#: $ROOT/config/sandbox/#" \
-    "$ROOT/config/sandbox.yaml" > "$WORK/config/sandbox.yaml"
+CHANNELS_PORT=$(free_port)
+while [[ "$CHANNELS_PORT" == "$SANDBOX_PORT" ]]; do CHANNELS_PORT=$(free_port); done
+sed -e "s#^  port: 2197#  port: $SANDBOX_PORT#" -e "s#^  channels_port: 2198#  channels_port: $CHANNELS_PORT#" \
+    -e "s#: sandbox/#: $ROOT/config/sandbox/#" "$ROOT/config/sandbox.yaml" > "$WORK/config/sandbox.yaml"
 grep -q "port: $SANDBOX_PORT" "$WORK/config/sandbox.yaml" || { echo "cannot set the sandbox port" >&2; exit 1; }
+grep -q "channels_port: $CHANNELS_PORT" "$WORK/config/sandbox.yaml" || { echo "cannot set the channels port" >&2; exit 1; }
 "$PYTHON" - "$WORK/config/sandbox.yaml" "$WORK/config/AuthKey_DEMOKEY002.pub.pem" <<'PY'
 import sys
 path, pub = sys.argv[1], sys.argv[2]
@@ -51,8 +54,8 @@ PY
 # (100,000 tokens at the tenant's 100 in hand take ~20 s).
 sed -i 's/^  added_latency_ms: 0$/  added_latency_ms: 20/' "$WORK/config/sandbox.yaml"
 grep -q "^  added_latency_ms: 20$" "$WORK/config/sandbox.yaml" || { echo "cannot set the sandbox's latency" >&2; exit 1; }
-demo_tenant demo-token "$SANDBOX_PORT" "$WORK/tenants"
-demo_tenant demo-cert "$SANDBOX_PORT" "$WORK/tenants"
+demo_tenant demo-token "$SANDBOX_PORT" "$WORK/tenants" "$CHANNELS_PORT"
+demo_tenant demo-cert "$SANDBOX_PORT" "$WORK/tenants" "$CHANNELS_PORT"
 # demo-token's key is copied beside its file: a rotation writes the new key next to the old one,
 # which must be in the run's directory, never in the repository.
 mkdir -p "$WORK/tenants/keys"

@@ -32,6 +32,7 @@ make_workdir herald-schemathesis
 
 SANDBOX_PORT=$(free_port)
 CHANNELS_PORT=$(free_port)
+while [[ "$CHANNELS_PORT" == "$SANDBOX_PORT" ]]; do CHANNELS_PORT=$(free_port); done
 mkdir -p "$WORK/config" "$WORK/data"
 sed -e "s#^  port: 2197#  port: $SANDBOX_PORT#" -e "s#^  channels_port: 2198#  channels_port: $CHANNELS_PORT#" \
     -e "s#: sandbox/#: $ROOT/config/sandbox/#" "$ROOT/config/sandbox.yaml" > "$WORK/config/sandbox.yaml"

@@ -173,7 +173,7 @@ def steps(c):
         c.shot("03a-viewer-tenants")
         c.go("/console/tenants/demo-token")
         c.wait_for(By.ID, "credential")
-        for form in ("test-form", "api-key-form", "edit-form", "rotate-form", "delete-form"):
+        for form in ("test-form", "api-key-form", "edit-form", "rotate-form", "delete-form", "channel-form", "broadcast-form"):
             assert not d.find_elements(By.ID, form), "a viewer sees " + form
         c.go("/console/onboard")
         c.wait_text(By.ID, "error", "admin:operate is required")
@@ -313,6 +313,24 @@ def steps(c):
         assert not os.path.exists(os.path.join(TENANTS_DIR, TENANT + ".yaml")), "the tenant file is still there"
         c.shot("11-deleted")
 
+    def broadcast():
+        # The demo token tenant's channels live on the sandbox's channel management port.
+        c.go("/console/tenants/demo-token")
+        c.wait_for(By.ID, "channel-form")
+        c.fill("channel_label", "browser final")
+        d.find_element(By.ID, "create-channel").click()
+        c.wait_text(By.ID, "notice", "was created on APNs")
+        c.wait_text(By.ID, "channel-list", "browser final")
+        c.wait_text(By.ID, "channel-counts", "1 of 10000 channels")
+        c.fill("content_state", '{"score": "2-1"}')
+        d.find_element(By.ID, "send-broadcast").click()
+        status = c.wait_for(By.ID, "broadcast-status").text
+        assert status == "200", "APNs answered the broadcast %s" % status
+        c.shot("06c-broadcast-200")
+        d.find_element(By.XPATH, "//table[@id='channel-list']//button").click()
+        c.wait_text(By.ID, "notice", "was deleted on APNs")
+        assert "browser final" not in d.find_element(By.ID, "channel-list").text
+
     def logout():
         c.go("/console/tenants")
         c.wait_for(By.ID, "tenants")
@@ -330,6 +348,7 @@ def steps(c):
     c.run("onboard a token tenant with a .p8", onboard)
     c.run("send a test notification", send_test("06-test-notification-200"))
     c.run("the usage chart shows it", usage_chart)
+    c.run("a channel made, broadcast to and deleted", broadcast)
     c.run("rotate the key", rotate)
     c.run("send with the new key", send_test("08-test-notification-after-rotation"))
     c.run("change its settings", change_settings)
