@@ -87,15 +87,15 @@ enum SandboxBroadcastRules {
     /// or `BadRequestParams` (another key, or a bad value).
     static func creation(_ body: [UInt8]?) -> Checked<Int> {
         guard let body, !body.isEmpty else { return .rejected(.payloadEmpty) }
-        guard let value = try? JSONValue(parsing: body), case .object(let members) = value else {
+        guard let root = try? StrictJSONParser.parse(body), case .object(let members) = root.value else {
             return .rejected(.badRequestPayload)
         }
         var policy: Int? = nil
         var pushType: String? = nil
         for (key, member) in members {
-            switch (key, member) {
-            case ("message-storage-policy", .int(let number)) where number == 0 || number == 1:
-                policy = Int(number)
+            switch (key, member.value) {
+            case ("message-storage-policy", .number(let text)) where text == "0" || text == "1":
+                policy = Int(text)
             case ("push-type", .string(let text)):
                 pushType = text
             default:

@@ -70,8 +70,9 @@ public enum ChannelAnswer {
 
     /// A read's storage policy (the body's `message-storage-policy`).
     public static func storagePolicy(_ response: APNsResponse) throws(NotificationValidationError) -> ChannelStoragePolicy {
-        guard let body = try? JSONValue(parsing: response.body), case .int(let value)? = body["message-storage-policy"],
-            let policy = ChannelStoragePolicy(rawValue: Int(clamping: value))
+        guard let body = members(response.body),
+            case .number(let text)? = body.first(where: { $0.key == "message-storage-policy" })?.value.value,
+            let value = Int(text), let policy = ChannelStoragePolicy(rawValue: value)
         else {
             throw NotificationValidationError(
                 .badRequestPayload, field: "message-storage-policy", message: "APNs' answer holds no storage policy of 0 or 1")
@@ -79,17 +80,26 @@ public enum ChannelAnswer {
         return policy
     }
 
-    /// A list's channel IDs (the body's `channels`), at most `limit` of them; IDs that are not
-    /// base64 are left out.
+    /// A list's channel IDs (the body's `channels`): its first `limit` items, those that are not
+    /// base64 text left out.
     public static func channels(_ response: APNsResponse, limit: Int) throws(NotificationValidationError) -> [ChannelID] {
-        guard let body = try? JSONValue(parsing: response.body), case .array(let items)? = body["channels"] else {
+        guard let body = members(response.body),
+            case .array(let items)? = body.first(where: { $0.key == "channels" })?.value.value
+        else {
             throw NotificationValidationError(
                 .badRequestPayload, field: "channels", message: "APNs' answer holds no list of channels")
         }
         var channels: [ChannelID] = []
         for item in items.prefix(limit) {
-            if case .string(let text) = item, let channel = try? ChannelID(text) { channels.append(channel) }
+            if case .string(let text) = item.value, let channel = try? ChannelID(text) { channels.append(channel) }
         }
         return channels
+    }
+
+    /// An answer body's top-level members, read by the strict parser (bounded nesting: the
+    /// body is untrusted); nil when it is not a JSON object.
+    private static func members(_ body: [UInt8]) -> [(key: String, value: JSONNode)]? {
+        guard let root = try? StrictJSONParser.parse(body), case .object(let members) = root.value else { return nil }
+        return members
     }
 }
