@@ -59,7 +59,7 @@ public final class TokenCredentialProvider: CredentialProvider {
         self.file = file
         self.keyField = keyField
         self.summary = CredentialSummary(kind: .token, keyID: keyID, teamID: teamID)
-        let fingerprint = SHA256.hash(data: key.publicKey.derRepresentation).hexPrefix(16)
+        let fingerprint = Self.fingerprint(of: key.publicKey)
         self.identity = "token:\(teamID):\(keyID):\(fingerprint)"
         self.tokenStore = tokenStore
         self.teamID = teamID
@@ -168,6 +168,23 @@ public final class TokenCredentialProvider: CredentialProvider {
             && "bearer \(token.token)" != rejected
     }
 
+    /// The SubjectPublicKeyInfo of a P-256 key up to its point (RFC 5480: id-ecPublicKey,
+    /// prime256v1, a 66-byte BIT STRING); the point follows in X9.63 form.
+    private static let p256PublicKeyInfoPrefix: [UInt8] = [
+        0x30, 0x59, 0x30, 0x13, 0x06, 0x07, 0x2A, 0x86, 0x48, 0xCE, 0x3D, 0x02, 0x01, 0x06, 0x08, 0x2A, 0x86, 0x48,
+        0xCE, 0x3D, 0x03, 0x01, 0x07, 0x03, 0x42, 0x00,
+    ]
+
+    /// The key's fingerprint: the first 16 hex digits of the SHA-256 of its public key's DER
+    /// (SubjectPublicKeyInfo), hashed from the fixed prefix and the point, without building the
+    /// DER through an ASN.1 serializer (a tenant load makes one per key).
+    static func fingerprint(of key: P256.Signing.PublicKey) -> String {
+        var hash = SHA256()
+        hash.update(data: p256PublicKeyInfoPrefix)
+        hash.update(data: key.x963Representation)
+        return hash.finalize().hexPrefix(16)
+    }
+
     private static func loadKey(_ secret: Secret, file: String, field: String) throws(CredentialError)
         -> P256.Signing.PrivateKey
     {
@@ -194,12 +211,15 @@ public final class TokenCredentialProvider: CredentialProvider {
 }
 
 extension Sequence where Element == UInt8 {
-    /// The first `count` hex digits of these bytes.
+    /// The first `count` lowercase hex digits of these bytes.
     func hexPrefix(_ count: Int) -> String {
-        String(
-            map { byte in
-                let hex = String(byte, radix: 16)
-                return byte < 16 ? "0" + hex : hex
-            }.joined().prefix(count))
+        let digits: [UInt8] = Array("0123456789abcdef".utf8)
+        var text: [UInt8] = []
+        text.reserveCapacity(count)
+        for byte in self where text.count < count {
+            text.append(digits[Int(byte >> 4)])
+            if text.count < count { text.append(digits[Int(byte & 0x0F)]) }
+        }
+        return String(decoding: text, as: UTF8.self)
     }
 }

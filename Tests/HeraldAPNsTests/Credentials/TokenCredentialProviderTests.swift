@@ -294,6 +294,10 @@ struct TokenCredentialProviderTests {
         #expect(a.identity != c.identity)
         #expect(a.identity.hasPrefix("token:TESTTEAM01:TESTKEY001:"))
         #expect(!a.identity.contains(key.pemRepresentation))
+        // The fingerprint: the first 16 hex digits of the SHA-256 of the public key's DER.
+        let digest = SHA256.hash(data: key.publicKey.derRepresentation)
+        let hex = digest.map { String(format: "%02x", $0) }.joined()
+        #expect(a.identity == "token:TESTTEAM01:TESTKEY001:" + hex.prefix(16))
     }
 
     @Test func tlsConfigurationIsTheBaseForTokens() throws {
