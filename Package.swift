@@ -251,6 +251,8 @@ let package = Package(
                 "HeraldConfig", "HeraldAPNs", "Herald", "APNsSandbox",
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "X509", package: "swift-certificates"),
+                // YAMLScalarTypeTests compares the reader's quick typing with Yams' resolver.
+                .product(name: "Yams", package: "Yams"),
             ]
         ),
         .testTarget(

@@ -101,9 +101,51 @@ extension Node {
     /// scalar's as the YAML core schema's rules type its text (Yams' default resolver).
     var tagName: Tag.Name {
         if case .scalar(let scalar) = self, scalar.tag.description == Tag.Name.implicit.rawValue {
-            return Resolver.default.resolveTag(of: self)
+            return Self.evidentTag(of: scalar.string) ?? Resolver.default.resolveTag(of: self)
         }
         return Tag.Name(rawValue: tag.rawValue)
+    }
+
+    /// The tag the default resolver gives `text` where its first characters settle it, without
+    /// the resolver's regular expressions: a word starting with a letter no rule starts with is
+    /// a string (booleans start with y, n, t, f or o, null with n or N; numbers, dates, merge
+    /// and value keys with a digit, sign, dot, `<` or `=`), and a decimal without leading zero
+    /// is an integer (the resolver tries its integer rule before its float rule). Nil: ask the
+    /// resolver.
+    static func evidentTag(of text: String) -> Tag.Name? {
+        var bytes = text.utf8.makeIterator()
+        guard let first = bytes.next() else { return .null }
+        switch first {
+        case UInt8(ascii: "a")...UInt8(ascii: "z"), UInt8(ascii: "A")...UInt8(ascii: "Z"):
+            return Self.ruleInitials.contains(first) ? nil : .str
+        case UInt8(ascii: "1")...UInt8(ascii: "9"):
+            return evidentInteger(text) != nil ? .int : nil
+        default:
+            return nil
+        }
+    }
+
+    /// The letters a boolean or null of the default resolver starts with.
+    private static let ruleInitials: Set<UInt8> = Set("yYnNtTfFoO".utf8)
+
+    /// `text` as an integer when it is a plain decimal without sign, leading zero or
+    /// underscore, of at most 18 digits (so it fits); nil otherwise.
+    static func evidentInteger(_ text: String) -> Int? {
+        let utf8 = text.utf8
+        guard let first = utf8.first, first != UInt8(ascii: "0"), utf8.count <= 18 else { return nil }
+        var value = 0
+        for byte in utf8 {
+            guard byte >= UInt8(ascii: "0"), byte <= UInt8(ascii: "9") else { return nil }
+            value = value * 10 + Int(byte - UInt8(ascii: "0"))
+        }
+        return value
+    }
+
+    /// The node's value as an integer, as Yams reads one (`node.int`), with plain decimals read
+    /// directly.
+    var wholeNumber: Int? {
+        if case .scalar(let scalar) = self, let value = Self.evidentInteger(scalar.string) { return value }
+        return int
     }
 
     /// True for `~`, `null` and an empty plain value.

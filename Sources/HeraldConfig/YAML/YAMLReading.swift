@@ -109,7 +109,7 @@ extension YAMLDiagnostics {
 
     /// A whole number in `range`.
     func integer(_ node: Node, _ path: FieldPath, in range: ClosedRange<Int>) -> Int? {
-        guard case .scalar = node, node.tagName == .int, let value = node.int else {
+        guard case .scalar = node, node.tagName == .int, let value = node.wholeNumber else {
             error(
                 at: node, path.text,
                 "must be a whole number from \(range.lowerBound) to \(range.upperBound), not \(node.kindForMessages)")
@@ -191,7 +191,7 @@ extension YAMLDiagnostics {
             case .null: return .null
             case .bool: return node.bool.map(JSONValue.bool) ?? .string(scalar.string)
             case .int:
-                if let value = node.int { return .int(Int64(value)) }
+                if let value = node.wholeNumber { return .int(Int64(value)) }
                 error(at: node, path.text, "the number \(scalar.string) is too large")
                 return nil
             case .float:
