@@ -128,6 +128,47 @@ struct BroadcastAPITests {
         await world.close()
     }
 
+    @Test("a sync imports every channel made elsewhere with its own storage policy, read several at once, and drops the deleted")
+    func aSyncReadsManyChannels() async throws {
+        let acme = TestTenant.make(id: "acme", teamID: "ACMETEAM01", keyID: "ACMEKEY001", topics: ["com.acme.app"])
+        let world = try await TestWorld.make(tenants: [acme], devices: [], faults: .none, recordPayloads: false)
+        var expected: [String: Int] = [:]
+        for index in 0..<70 {
+            let policy: ChannelStoragePolicy = index % 3 == 0 ? .noMessageStored : .mostRecentMessageStored
+            let channel = try #require(world.sandbox.createChannel(bundleID: "com.acme.app", storagePolicy: policy))
+            expected[channel.id] = Int(policy.rawValue)
+        }
+        let made = expected
+        try await LiveServer.with(world.options(adminToken: Self.admin)) { live async throws in
+            let client = live.client()
+            let synced = try await client.request(.post, "/v1/channels/sync", key: acme.apiKey)
+            #expect(synced.status == 200 && synced.json["added"] as? Int == 70 && synced.json["channels"] as? Int == 70, "\(synced.text)")
+            var listed: [String: Int] = [:]
+            var after: String? = nil
+            repeat {
+                let page = try await client.request(
+                    .get, "/v1/channels?limit=50" + (after.map { "&after=\(Self.path($0))" } ?? ""), key: acme.apiKey)
+                #expect(page.status == 200, "\(page.text)")
+                for channel in page.json["channels"] as? [[String: Any]] ?? [] {
+                    if let id = channel["channel_id"] as? String { listed[id] = channel["storage_policy"] as? Int }
+                }
+                after = page.json["next"] as? String
+            } while after != nil
+            #expect(listed == made)
+            // One read a channel, each with an apns-request-id of its own.
+            let reads = world.sandbox.requests.filter { $0.kind == .channelManagement && $0.method == "GET" && $0.channelID != nil }
+            #expect(reads.count == 70 && Set(reads.map(\.apnsID)).count == 70)
+
+            // Deleted elsewhere: the next sync drops them and reads nothing again.
+            let gone = Array(made.keys.sorted().prefix(5))
+            for id in gone { #expect(world.sandbox.deleteChannel(bundleID: "com.acme.app", id: id)) }
+            let again = try await client.request(.post, "/v1/channels/sync", key: acme.apiKey)
+            #expect(again.json["added"] as? Int == 0 && again.json["removed"] as? Int == 5 && again.json["channels"] as? Int == 65, "\(again.text)")
+            #expect(world.sandbox.requests.filter { $0.kind == .channelManagement && $0.method == "GET" && $0.channelID != nil }.count == 70)
+        }
+        await world.close()
+    }
+
     @Test func theChannelLimitIsCheckedByHeraldAndAnsweredByAPNs() async throws {
         let acme = TestTenant.make(id: "acme", teamID: "ACMETEAM01", keyID: "ACMEKEY001", topics: ["com.acme.app"])
         let world = try await TestWorld.make(tenants: [acme], devices: [], faults: .none, recordPayloads: false, channelsPerApp: 1)

@@ -247,15 +247,43 @@ public struct ChannelService: Sendable {
             try await store.channels(
                 tenant: tenant.rawValue, environment: environment, bundleID: bundle, after: nil, limit: Int.max / 2
             ).map(\.id))
-        var policies: [ChannelID: ChannelStoragePolicy] = [:]
-        for id in ids where !held.contains(id) {
-            let read = try await call(.read(bundleID: bundle, channel: id), runtime: runtime, environment: environment)
-            if read.status == 200, let policy = try? ChannelAnswer.storagePolicy(read) { policies[id] = policy }
-        }
+        let policies = try await storagePolicies(
+            of: ids.filter { !held.contains($0) }, bundleID: bundle, runtime: runtime, environment: environment)
         let (added, removed) = try await store.replaceChannels(
             tenant: tenant.rawValue, environment: environment, bundleID: bundle, with: ids, policies: policies,
             now: router.configuration.clock.date)
         return SyncReport(bundleID: bundle, environment: environment, channels: ids.count, added: added, removed: removed)
+    }
+
+    /// How many channels a sync reads at once: the tenant's channel connection carries them as
+    /// concurrent streams, and APNs' limit of 10,000 channels an app is read in a few seconds.
+    static let concurrentReads = 16
+
+    /// The storage policy of each channel, read from APNs, at most ``concurrentReads`` at once;
+    /// a channel APNs does not answer 200 for (deleted meanwhile) has none. A call that fails
+    /// fails the sync.
+    private func storagePolicies(
+        of ids: [ChannelID], bundleID: String, runtime: TenantRuntime, environment: APNsEnvironment
+    ) async throws -> [ChannelID: ChannelStoragePolicy] {
+        try await withThrowingTaskGroup(of: (ChannelID, ChannelStoragePolicy?).self) { group in
+            var pending = ids.makeIterator()
+            func readNext() -> Bool {
+                guard let id = pending.next() else { return false }
+                group.addTask {
+                    let read = try await call(.read(bundleID: bundleID, channel: id), runtime: runtime, environment: environment)
+                    return (id, read.status == 200 ? try? ChannelAnswer.storagePolicy(read) : nil)
+                }
+                return true
+            }
+            var started = 0
+            while started < Self.concurrentReads, readNext() { started += 1 }
+            var policies: [ChannelID: ChannelStoragePolicy] = [:]
+            while let (id, policy) = try await group.next() {
+                if let policy { policies[id] = policy }
+                _ = readNext()
+            }
+            return policies
+        }
     }
 
     /// Sends a broadcast on a kept channel through the tenant's send path (plugins, delivery
