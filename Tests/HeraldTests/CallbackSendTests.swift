@@ -526,6 +526,59 @@ struct SendPipelineTests {
         #expect(refusedCalls.all == ["will a", "will b", "check b", "did a failed", "done"])
     }
 
+    /// A check that never answers by itself, until the test lets it go; it tells when it was
+    /// cancelled.
+    struct Hanging: PushMiddleware {
+        final class State: Sendable {
+            let parked = Mutex<CheckedContinuation<Void, Never>?>(nil)
+            let cancelled = Mutex(false)
+        }
+        let calls: Calls
+        let state = State()
+
+        func willSend(_ notification: AdmittedNotification, context: PushContext) throws -> PushDecision {
+            calls.add("will hang")
+            let state = state
+            return .check {
+                await withTaskCancellationHandler {
+                    await withCheckedContinuation { continuation in state.parked.withLock { $0 = continuation } }
+                } onCancel: {
+                    state.cancelled.withLock { $0 = true }
+                }
+            }
+        }
+
+        func didSend(
+            _ notification: AdmittedNotification, context: PushContext, startedAt: ContinuousClock.Instant,
+            outcome: Result<PushResult, any Error>
+        ) -> PushFollowUp? {
+            calls.add("did hang")
+            return nil
+        }
+    }
+
+    @Test("a check still running at the deadline ends the send there: not sent, the check cancelled, its late answer ignored")
+    func aCheckIsBoundedByTheDeadline() async throws {
+        let calls = Calls()
+        let hanging = Hanging(calls: calls)
+        let context = PushContext(tenant: Fixtures.tenantID("h"), environment: .production, deadline: .now + .milliseconds(200))
+        let outcome = await Self.run(
+            [Recording(name: "a", calls: calls), hanging, Recording(name: "b", calls: calls)], calls: calls, context: context)
+        guard case .failure(let error as PushError) = outcome else {
+            Issue.record("expected DeadlineExceeded, got \(outcome)")
+            return
+        }
+        #expect(error.code == .deadlineExceeded && !error.mayHaveReachedAPNs, "\(error)")
+        // Not sent; the outer middleware sees the failure, the one that asked is not asked after.
+        #expect(calls.all == ["will a", "will hang", "did a failed", "done"])
+        #expect(hanging.state.cancelled.withLock { $0 })
+        // The check's answer, when it comes, changes nothing (the completion ran once).
+        while hanging.state.parked.withLock({ $0 }) == nil { try await Task.sleep(for: .milliseconds(5)) }
+        hanging.state.parked.withLock { $0?.resume(); $0 = nil }
+        try await Task.sleep(for: .milliseconds(50))
+        #expect(calls.all == ["will a", "will hang", "did a failed", "done"])
+    }
+
     @Test("a middleware's 'not before' is waited on the pipeline's clock, and the rest goes on after it")
     func notBefore() async throws {
         let calls = Calls()

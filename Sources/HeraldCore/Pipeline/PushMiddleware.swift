@@ -58,7 +58,9 @@ public enum PushDecision: Sendable {
     /// waits without blocking a thread; an instant at or past the send's deadline fails the send
     /// at once with `DeadlineExceeded` (a middleware that knows it refuses instead, with its reason).
     case notBefore(ContinuousClock.Instant)
-    /// Go on once this check has returned; it throws a ``PushError`` to refuse the send.
+    /// Go on once this check has returned; it throws a ``PushError`` to refuse the send. A check
+    /// still running at the send's deadline is cancelled and the send fails `DeadlineExceeded`
+    /// (it did not go out).
     case check(PushCheck)
 }
 

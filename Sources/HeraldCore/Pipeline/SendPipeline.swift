@@ -1,3 +1,5 @@
+import Synchronization
+
 /// A tenant's middlewares, run in the order its YAML lists them around the send.
 ///
 /// The first middleware is the outermost: its ``PushMiddleware/willSend(_:context:)`` runs first
@@ -86,16 +88,39 @@ public struct SendPipeline: Sendable {
                 }
                 return
             case .check(let check):
-                Task {
-                    do {
-                        try await check()
-                    } catch {
-                        // The middleware that asked refused: it is not asked after the send.
-                        finish(notification, context: context, startedAt: startedAt, outcome: .failure(error), ran: next - 1, completion: completion)
-                        return
-                    }
-                    run(from: next, notification, context: context, startedAt: startedAt, terminal: terminal, completion: completion)
-                }
+                // The check is bounded by the send's deadline: one that never answers (a plugin
+                // waiting on a store that lost the call) ends the send there, not never.
+                let race = CheckRace()
+                race.start(
+                    check: Task {
+                        let answer: Result<Void, any Error>
+                        do {
+                            try await check()
+                            answer = .success(())
+                        } catch {
+                            answer = .failure(error)
+                        }
+                        guard race.settle(byCheck: true) else { return }
+                        switch answer {
+                        case .success:
+                            run(from: next, notification, context: context, startedAt: startedAt, terminal: terminal, completion: completion)
+                        case .failure(let error):
+                            // The middleware that asked refused: it is not asked after the send.
+                            finish(notification, context: context, startedAt: startedAt, outcome: .failure(error), ran: next - 1, completion: completion)
+                        }
+                    },
+                    timer: Task {
+                        do {
+                            try await Task.sleep(until: context.deadline, clock: .continuous)
+                        } catch {
+                            return  // the check answered first
+                        }
+                        guard race.settle(byCheck: false) else { return }
+                        let late = PushError.deadlineExceeded(
+                            "a plugin's check did not answer before the deadline; the notification did not go out",
+                            mayHaveReachedAPNs: false)
+                        finish(notification, context: context, startedAt: startedAt, outcome: .failure(late), ran: next - 1, completion: completion)
+                    })
                 return
             }
         }
@@ -127,5 +152,42 @@ public struct SendPipeline: Sendable {
             for followUp in followUps { await followUp() }
             completion(outcome)
         }
+    }
+}
+
+/// A check and its deadline: whichever ends first settles the send, once. The check's answer
+/// cancels the deadline's timer (no sleeping task outlives its check); the deadline cancels the
+/// check (a check that honours cancellation ends then).
+private final class CheckRace: Sendable {
+    private struct State {
+        var settled = false
+        var check: Task<Void, Never>?
+        var timer: Task<Void, Never>?
+    }
+    private let state = Mutex(State())
+
+    /// Keeps the two tasks, to cancel the loser (at once when the race is already settled).
+    func start(check: Task<Void, Never>, timer: Task<Void, Never>) {
+        let settled = state.withLock { state -> Bool in
+            if !state.settled { (state.check, state.timer) = (check, timer) }
+            return state.settled
+        }
+        // Settled before the tasks were kept: the winner has ended; the loser is cancelled.
+        if settled {
+            check.cancel()
+            timer.cancel()
+        }
+    }
+
+    /// True for the first caller, which settles the send; the other task is cancelled then.
+    func settle(byCheck: Bool) -> Bool {
+        let (first, loser) = state.withLock { state -> (Bool, Task<Void, Never>?) in
+            guard !state.settled else { return (false, nil) }
+            state.settled = true
+            defer { (state.check, state.timer) = (nil, nil) }
+            return (true, byCheck ? state.timer : state.check)
+        }
+        loser?.cancel()
+        return first
     }
 }
