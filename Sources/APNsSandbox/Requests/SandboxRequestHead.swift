@@ -145,6 +145,29 @@ enum Checked<Value> {
         if case .ok(let value) = self { return value }
         return nil
     }
+
+    /// The value, or the rejection thrown.
+    func get() throws(SandboxRejection) -> Value {
+        switch self {
+        case .ok(let value): return value
+        case .rejected(let reason): throw SandboxRejection(reason)
+        }
+    }
+}
+
+/// A request refused with APNs' reason: a step of an evaluation throws it, the evaluation
+/// answers it.
+struct SandboxRejection: Error {
+    let reason: APNsReason
+
+    init(_ reason: APNsReason) {
+        self.reason = reason
+    }
+
+    /// Throws a rule's reason, when it found one.
+    static func check(_ reason: APNsReason?) throws(SandboxRejection) {
+        if let reason { throw SandboxRejection(reason) }
+    }
 }
 
 /// The rules APNs applies to a request's headers and body, each as a pure function.

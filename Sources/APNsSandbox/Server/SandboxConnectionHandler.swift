@@ -432,15 +432,7 @@ final class SandboxConnectionHandler: ChannelInboundHandler, HTTP2EngineDelegate
             return outcome
         }
 
-        // Injected faults, on requests that would have succeeded.
-        if faults.fraction500 > 0 || faults.fraction503 > 0 {
-            let draw = random.nextUnit()
-            if draw < faults.fraction500 {
-                outcome.reject(.internalServerError)
-            } else if draw < faults.fraction500 + faults.fraction503 {
-                outcome.reject(.serviceUnavailable)
-            }
-        }
+        injectFaults(&outcome)
         return outcome
     }
 
@@ -452,70 +444,32 @@ final class SandboxConnectionHandler: ChannelInboundHandler, HTTP2EngineDelegate
     private func evaluateBroadcast(_ stream: Stream) -> Outcome {
         var outcome = Outcome()
         outcome.kind = .broadcast
-        let head = stream.head
-        outcome.channelID = head.channelID
-        guard head.method == "POST" else {
-            outcome.reject(.methodNotAllowed)
-            return outcome
-        }
-        let bundle: String
-        switch SandboxBroadcastRules.broadcastBundle(head.path) {
-        case .ok(let value): bundle = value
-        case .rejected(let reason):
-            outcome.reject(reason)
-            return outcome
-        }
-        outcome.topic = bundle
-        if head.duplicated {
-            outcome.reject(.duplicateHeaders)
-            return outcome
-        }
-        if let reason = authorize(bundle: bundle, head: head, now: stream.receivedAt, outcome: &outcome) {
-            outcome.reject(reason)
-            return outcome
-        }
-        if let reason = SandboxBroadcastRules.broadcastPushType(head.pushType) {
-            outcome.reject(reason)
-            return outcome
-        }
-        let channelID: String
-        switch SandboxBroadcastRules.channelID(head.channelID) {
-        case .ok(let value): channelID = value
-        case .rejected(let reason):
-            outcome.reject(reason)
-            return outcome
-        }
-        guard let channel = core.channels.read(bundleID: bundle, id: channelID) else {
-            outcome.reject(.channelNotRegistered)
-            return outcome
-        }
-        if let id = head.requestID, !UUIDText.isUUID(id) {
-            outcome.reject(.badMessageId)
-            return outcome
-        }
-        if let reason = SandboxBroadcastRules.broadcastHeaders(
-            priority: head.priority, expiration: head.expiration, storagePolicy: channel.storagePolicy)
-        {
-            outcome.reject(reason)
-            return outcome
-        }
-        if stream.bodySize > Notification.maximumBroadcastPayloadSize {
-            outcome.reject(.payloadTooLarge)
-            return outcome
-        }
-        if let reason = SandboxBroadcastRules.broadcastPayload(stream.body.map { Array($0.readableBytesView) }) {
-            outcome.reject(reason)
-            return outcome
-        }
-        if faults.fraction500 > 0 || faults.fraction503 > 0 {
-            let draw = random.nextUnit()
-            if draw < faults.fraction500 {
-                outcome.reject(.internalServerError)
-            } else if draw < faults.fraction500 + faults.fraction503 {
-                outcome.reject(.serviceUnavailable)
-            }
+        outcome.channelID = stream.head.channelID
+        do throws(SandboxRejection) {
+            try checkBroadcast(stream, &outcome)
+            injectFaults(&outcome)
+        } catch {
+            outcome.reject(error.reason)
         }
         return outcome
+    }
+
+    private func checkBroadcast(_ stream: Stream, _ outcome: inout Outcome) throws(SandboxRejection) {
+        let head = stream.head
+        guard head.method == "POST" else { throw SandboxRejection(.methodNotAllowed) }
+        let bundle = try SandboxBroadcastRules.broadcastBundle(head.path).get()
+        outcome.topic = bundle
+        guard !head.duplicated else { throw SandboxRejection(.duplicateHeaders) }
+        try SandboxRejection.check(authorize(bundle: bundle, head: head, now: stream.receivedAt, outcome: &outcome))
+        try SandboxRejection.check(SandboxBroadcastRules.broadcastPushType(head.pushType))
+        let channelID = try SandboxBroadcastRules.channelID(head.channelID).get()
+        guard let channel = core.channels.read(bundleID: bundle, id: channelID) else { throw SandboxRejection(.channelNotRegistered) }
+        if let id = head.requestID, !UUIDText.isUUID(id) { throw SandboxRejection(.badMessageId) }
+        try SandboxRejection.check(
+            SandboxBroadcastRules.broadcastHeaders(
+                priority: head.priority, expiration: head.expiration, storagePolicy: channel.storagePolicy))
+        guard stream.bodySize <= Notification.maximumBroadcastPayloadSize else { throw SandboxRejection(.payloadTooLarge) }
+        try SandboxRejection.check(SandboxBroadcastRules.broadcastPayload(stream.body.map { Array($0.readableBytesView) }))
     }
 
     /// A call on the channel management port: path, method, duplicated headers,
@@ -523,83 +477,65 @@ final class SandboxConnectionHandler: ChannelInboundHandler, HTTP2EngineDelegate
     private func evaluateChannelCall(_ stream: Stream) -> Outcome {
         var outcome = Outcome()
         outcome.kind = .channelManagement
-        let head = stream.head
-        outcome.channelID = head.channelID
-        let route: SandboxBroadcastRules.ManagementRoute
-        switch SandboxBroadcastRules.managementRoute(head.path) {
-        case .ok(let value): route = value
-        case .rejected(let reason):
-            outcome.reject(reason)
-            return outcome
+        outcome.channelID = stream.head.channelID
+        do throws(SandboxRejection) {
+            try answerChannelCall(stream, &outcome)
+        } catch {
+            outcome.reject(error.reason)
         }
+        return outcome
+    }
+
+    private func answerChannelCall(_ stream: Stream, _ outcome: inout Outcome) throws(SandboxRejection) {
+        let head = stream.head
+        let route = try SandboxBroadcastRules.managementRoute(head.path).get()
         let bundle: String
         switch route {
         case .channels(let value):
-            guard ["POST", "GET", "DELETE"].contains(head.method ?? "") else {
-                outcome.reject(.methodNotAllowed)
-                return outcome
-            }
+            guard ["POST", "GET", "DELETE"].contains(head.method ?? "") else { throw SandboxRejection(.methodNotAllowed) }
             bundle = value
         case .allChannels(let value):
-            guard head.method == "GET" else {
-                outcome.reject(.methodNotAllowed)
-                return outcome
-            }
+            guard head.method == "GET" else { throw SandboxRejection(.methodNotAllowed) }
             bundle = value
         }
         outcome.topic = bundle
-        if head.duplicated {
-            outcome.reject(.duplicateHeaders)
-            return outcome
-        }
-        if let reason = authorize(bundle: bundle, head: head, now: stream.receivedAt, outcome: &outcome) {
-            outcome.reject(reason)
-            return outcome
-        }
-        if let id = head.requestID, !UUIDText.isUUID(id) {
-            outcome.reject(.badMessageId)
-            return outcome
-        }
+        guard !head.duplicated else { throw SandboxRejection(.duplicateHeaders) }
+        try SandboxRejection.check(authorize(bundle: bundle, head: head, now: stream.receivedAt, outcome: &outcome))
+        if let id = head.requestID, !UUIDText.isUUID(id) { throw SandboxRejection(.badMessageId) }
         switch (route, head.method) {
         case (.allChannels, _):
             outcome.body = SandboxBroadcastRules.listBody(core.channels.list(bundleID: bundle).map(\.id))
         case (.channels, "POST"):
-            let policy: Int
-            switch SandboxBroadcastRules.creation(stream.body.map { Array($0.readableBytesView) }) {
-            case .ok(let value): policy = value
-            case .rejected(let reason):
-                outcome.reject(reason)
-                return outcome
-            }
+            let policy = try SandboxBroadcastRules.creation(stream.body.map { Array($0.readableBytesView) }).get()
             guard let channel = core.channels.create(bundleID: bundle, storagePolicy: policy, now: stream.receivedAt) else {
-                outcome.reject(.cannotCreateChannelConfig)
-                return outcome
+                throw SandboxRejection(.cannotCreateChannelConfig)
             }
             outcome.status = 201
             outcome.channelID = channel.id
         case (.channels, let method):
-            let channelID: String
-            switch SandboxBroadcastRules.channelID(head.channelID) {
-            case .ok(let value): channelID = value
-            case .rejected(let reason):
-                outcome.reject(reason)
-                return outcome
-            }
+            let channelID = try SandboxBroadcastRules.channelID(head.channelID).get()
             if method == "DELETE" {
-                guard core.channels.delete(bundleID: bundle, id: channelID) else {
-                    outcome.reject(.channelNotRegistered)
-                    return outcome
-                }
+                guard core.channels.delete(bundleID: bundle, id: channelID) else { throw SandboxRejection(.channelNotRegistered) }
                 outcome.status = 204
             } else {
                 guard let channel = core.channels.read(bundleID: bundle, id: channelID) else {
-                    outcome.reject(.channelNotRegistered)
-                    return outcome
+                    throw SandboxRejection(.channelNotRegistered)
                 }
                 outcome.body = SandboxBroadcastRules.channelBody(storagePolicy: channel.storagePolicy)
             }
         }
-        return outcome
+    }
+
+    /// The faults the sandbox was started with (a fraction of 500s and 503s), drawn for a request
+    /// that would have succeeded.
+    private func injectFaults(_ outcome: inout Outcome) {
+        guard faults.fraction500 > 0 || faults.fraction503 > 0 else { return }
+        let draw = random.nextUnit()
+        if draw < faults.fraction500 {
+            outcome.reject(.internalServerError)
+        } else if draw < faults.fraction500 + faults.fraction503 {
+            outcome.reject(.serviceUnavailable)
+        }
     }
 
     /// The provider token or certificate against a broadcast's or channel call's bundle ID:
