@@ -315,12 +315,13 @@ public final class Router: Sendable {
             case .no:
                 // The router decides a single send's last attempt, so it counts its outcome; a
                 // batch item's is counted by the job runner, which decides its resends.
-                if send.retries { self.usage.addOutcome(outcome, tenant: send.tenant, at: self.configuration.clock.date) }
+                let now = self.configuration.clock.date
+                if send.retries { self.usage.addOutcome(outcome, tenant: send.tenant, at: now) }
                 switch outcome {
                 case .success(let result):
-                    self.lastHour.record(send.tenant, at: self.configuration.clock.date, failed: result.response.status != 200)
+                    self.lastHour.record(send.tenant, at: now, failed: result.response.status != 200)
                 case .failure(let error) where !(error is CancellationError):
-                    self.lastHour.record(send.tenant, at: self.configuration.clock.date, failed: true)
+                    self.lastHour.record(send.tenant, at: now, failed: true)
                 case .failure:
                     break
                 }

@@ -53,8 +53,7 @@ public struct APNsResponse: Sendable, Hashable {
     /// The `apns-unique-id` header's value in canonical form, or nil when it is not a UUID
     /// (the header is untrusted: anything else is dropped, not passed on).
     public static func uniqueID(header bytes: UnsafeRawBufferPointer) -> String? {
-        guard bytes.count == 36 else { return nil }
-        return UUIDText.parse(String(decoding: bytes, as: UTF8.self)).map(UUIDText.format)
+        UUIDText.canonical(bytes)
     }
 
     public var isSuccess: Bool { status == 200 }
