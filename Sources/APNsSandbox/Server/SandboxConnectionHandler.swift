@@ -442,12 +442,21 @@ final class SandboxConnectionHandler: ChannelInboundHandler, HTTP2EngineDelegate
     /// headers, authentication and the bundle, the broadcast capability, push type, channel,
     /// request ID, priority and expiration (against the channel's storage policy), payload.
     private func evaluateBroadcast(_ stream: Stream) -> Outcome {
-        var outcome = Outcome()
-        outcome.kind = .broadcast
-        outcome.channelID = stream.head.channelID
-        do throws(SandboxRejection) {
+        answer(stream, as: .broadcast) { stream, outcome throws(SandboxRejection) in
             try checkBroadcast(stream, &outcome)
             injectFaults(&outcome)
+        }
+    }
+
+    /// Runs an evaluation's steps; the first that throws answers with its reason.
+    private func answer(
+        _ stream: Stream, as kind: SandboxRequestKind, _ steps: (Stream, inout Outcome) throws(SandboxRejection) -> Void
+    ) -> Outcome {
+        var outcome = Outcome()
+        outcome.kind = kind
+        outcome.channelID = stream.head.channelID
+        do throws(SandboxRejection) {
+            try steps(stream, &outcome)
         } catch {
             outcome.reject(error.reason)
         }
@@ -475,15 +484,9 @@ final class SandboxConnectionHandler: ChannelInboundHandler, HTTP2EngineDelegate
     /// A call on the channel management port: path, method, duplicated headers,
     /// authentication and the bundle, the broadcast capability, request ID, then the call.
     private func evaluateChannelCall(_ stream: Stream) -> Outcome {
-        var outcome = Outcome()
-        outcome.kind = .channelManagement
-        outcome.channelID = stream.head.channelID
-        do throws(SandboxRejection) {
+        answer(stream, as: .channelManagement) { stream, outcome throws(SandboxRejection) in
             try answerChannelCall(stream, &outcome)
-        } catch {
-            outcome.reject(error.reason)
         }
-        return outcome
     }
 
     private func answerChannelCall(_ stream: Stream, _ outcome: inout Outcome) throws(SandboxRejection) {
