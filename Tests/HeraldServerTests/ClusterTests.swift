@@ -241,11 +241,21 @@ struct ClusterTests {
             }
             _ = try await b.client().waitForJob("cluster-end", key: acme.apiKey)
             try await JobWebhookTests.waitFor(1, at: receiver)
-            // Both instances' feeds have ended by now; a second event would be queued at once.
             try await Self.eventually("both instances stop sending") {
                 a.server.runner.permitsHeld(by: tenant) == 0 && b.server.runner.permitsHeld(by: tenant) == 0
             }
-            try await Task.sleep(for: .seconds(1))
+            // Told once, and nothing more to come: the end is marked told in the transaction that
+            // queued its event (an instance that ends the job later finds the mark and queues
+            // nothing), and the outbox holds nothing for the tenant once the event is delivered.
+            let store = try await PostgresPushStore.open(
+                PostgresPushStore.Configuration(
+                    host: settings.host, port: settings.port, username: settings.username, password: settings.password?.text,
+                    database: settings.database, schema: settings.schema, poolSize: 1),
+                logger: Logger(label: "test.cluster"))
+            let untold = try await store.untoldJobEnds(endedBefore: Date().addingTimeInterval(3600), limit: 100)
+            #expect(!untold.contains { $0.id.rawValue == "cluster-end" }, "the end is not marked told")
+            try await Self.eventually("the delivered event leaves the outbox") { try await store.outboxCounts()[tenant] == nil }
+            await store.close()
             let events = receiver.received.filter { $0.headers["x-herald-event"] == "job.finished" }
             #expect(events.count == 1, "\(receiver.received.map(\.headers))")
             let end = try #require(try events.first.flatMap { try JSONSerialization.jsonObject(with: Data($0.body)) as? [String: Any] })
