@@ -17,10 +17,10 @@ source "$(dirname "$0")/lib.sh"
 source "$ROOT/scripts/cluster.sh"
 BATCH=${BATCH:-100000}
 MODE=${MODE:-sqlite}
-# PGSTAT=1 (MODE=postgres): pg_stat_statements on, and the statements that took the server's time
-# listed. PG_LOG_OUT=<file> keeps the server's log (e.g. with HERALD_POSTGRES_OPTIONS turning on
+# PGSTAT=1 (MODE=postgres): pg_stat_statements on (planning tracked too), and the statements that
+# took the server's time listed. PG_LOG_OUT=<file> keeps the server's log (e.g. with HERALD_POSTGRES_OPTIONS turning on
 # auto_explain).
-[[ -z "${PGSTAT:-}" ]] || export HERALD_POSTGRES_OPTIONS="${HERALD_POSTGRES_OPTIONS:-} -c shared_preload_libraries=pg_stat_statements"
+[[ -z "${PGSTAT:-}" ]] || export HERALD_POSTGRES_OPTIONS="${HERALD_POSTGRES_OPTIONS:-} -c shared_preload_libraries=pg_stat_statements -c pg_stat_statements.track_planning=on"
 export MAX_BATCH_ITEMS=200000 LOG_LEVEL=warning JOB_CONCURRENCY=${JOB_CONCURRENCY:-100}
 build_herald
 WORK=$(mktemp -d /tmp/herald-prof.XXXXXX)
@@ -73,7 +73,7 @@ echo "finished after $(echo "$t2 - $t0" | bc) s: rate $(echo "$BATCH / ($t2 - $t
 echo "$st" | head -c 600; echo
 if [[ "$MODE" == postgres && -n "${PGSTAT:-}" ]]; then
   as_postgres psql -h "$CLUSTER_PG_DIR" -p "$pgport" -U postgres -d herald -P pager=off -c \
-    "SELECT round(total_exec_time::numeric, 0) AS ms, calls, rows, round((total_exec_time * 1000 / $BATCH)::numeric, 1) AS us_per_n, left(regexp_replace(query, '\\s+', ' ', 'g'), 110) AS query FROM pg_stat_statements ORDER BY total_exec_time DESC LIMIT ${PGTOP:-15}"
+    "SELECT round(total_exec_time::numeric, 0) AS ms, round(total_plan_time::numeric, 0) AS plan_ms, calls, rows, round(((total_exec_time + total_plan_time) * 1000 / $BATCH)::numeric, 1) AS us_per_n, left(regexp_replace(query, '\\s+', ' ', 'g'), 110) AS query FROM pg_stat_statements ORDER BY total_exec_time + total_plan_time DESC LIMIT ${PGTOP:-15}"
 fi
 if [[ "$MODE" == postgres && -n "${PG_LOG_OUT:-}" ]]; then cp "$CLUSTER_PG_DIR/postgres.log" "$PG_LOG_OUT"; fi
 if [[ "$MODE" == postgres ]]; then grep -E "duration" "$CLUSTER_PG_DIR/postgres.log" | sed -E 's/.*duration: ([0-9.]+) ms +(statement|execute [^:]*): (.{0,160}).*/\1 ms \3/' | sort -t' ' -k1 -rn | head -${PGTOP:-25}; grep -c duration "$CLUSTER_PG_DIR/postgres.log"; fi

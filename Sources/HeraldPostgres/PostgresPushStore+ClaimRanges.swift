@@ -23,7 +23,8 @@ import PostgresNIO
 //
 // Why: a row per item written at its claim and again at its outcome cost the server more CPU
 // a batch notification than Herald's own; a claim range and a success record cost it once a
-// group.
+// group. A group of plain successes is one call of `herald_record_sent` (``recordSentFunction``):
+// six round trips, each statement parsed and planned again, cost more than the writes.
 
 extension PostgresPushStore {
     /// Indexes per `job_sent` block: a lookup reads the blocks its indexes fall in.
@@ -497,6 +498,95 @@ extension PostgresPushStore {
                     VALUES ($1, $2, 'sent', 200, NULL, cardinality($4::int[]))
                     ON CONFLICT (tenant, job_id, state, status, reason) DO UPDATE SET n = o.n + excluded.n
                     """, binds: binds), logger: logger)
+    }
+
+    // MARK: A group of plain successes in one call
+
+    /// The function (migration `v15.1-pg-record-sent`) that records a commit group of plain
+    /// successes as ``applyChanges(_:tenant:job:outcomes:retries:logger:)`` would, in one call.
+    static let recordSentFunction = """
+    CREATE FUNCTION herald_record_sent(
+        p_tenant TEXT, p_job TEXT, p_idxs INTEGER[], p_attempts INTEGER[], p_finished BIGINT[],
+        p_apns_ids TEXT[]
+    ) RETURNS INTEGER LANGUAGE plpgsql AS $body$
+    DECLARE
+        v_low INTEGER;
+        v_high INTEGER;
+        v_sent BOOLEAN;
+    BEGIN
+        PERFORM pg_advisory_xact_lock_shared(\(PostgresPushStore.itemLockNamespace),
+            hashtext(current_schema() || '/' || p_tenant || '/' || p_job));
+        PERFORM 1 FROM job WHERE tenant = p_tenant AND id = p_job;
+        IF NOT FOUND THEN
+            RETURN NULL;
+        END IF;
+        SELECT min(x), max(x) INTO v_low, v_high FROM unnest(p_idxs) AS x;
+        IF v_low IS NULL THEN
+            RETURN 0;
+        END IF;
+        PERFORM 1 FROM job_item
+            WHERE tenant = p_tenant AND job_id = p_job AND idx BETWEEN v_low AND v_high AND idx = ANY(p_idxs)
+            LIMIT 1;
+        IF FOUND THEN
+            RETURN -1;
+        END IF;
+        -- Planned for its values at each call: the blocks' index is the one to read, and
+        -- the group's indexes are hashed.
+        EXECUTE 'SELECT EXISTS (SELECT 1 FROM job_sent s, unnest(s.idxs) AS x
+            WHERE s.tenant = $1 AND s.job_id = $2 AND s.block BETWEEN $3 AND $4
+              AND x BETWEEN $5 AND $6 AND x = ANY($7))'
+            INTO v_sent
+            USING p_tenant, p_job, v_low >> \(PostgresPushStore.sentBlockShift), v_high >> \(PostgresPushStore.sentBlockShift),
+                  v_low, v_high, p_idxs;
+        IF v_sent THEN
+            RETURN -1;
+        END IF;
+        INSERT INTO job_sent (tenant, job_id, block, idxs, attempts, finished_ms, apns_ids)
+            SELECT p_tenant, p_job, u.idx >> \(PostgresPushStore.sentBlockShift), array_agg(u.idx ORDER BY u.idx),
+                   array_agg(u.attempts ORDER BY u.idx), array_agg(u.finished ORDER BY u.idx),
+                   array_agg(u.apns_id ORDER BY u.idx)
+            FROM unnest(p_idxs, p_attempts, p_finished, p_apns_ids) AS u(idx, attempts, finished, apns_id)
+            GROUP BY u.idx >> \(PostgresPushStore.sentBlockShift);
+        INSERT INTO job_outcome AS o (tenant, job_id, state, status, reason, n)
+            VALUES (p_tenant, p_job, 'sent', 200, NULL, cardinality(p_idxs))
+            ON CONFLICT (tenant, job_id, state, status, reason) DO UPDATE SET n = o.n + excluded.n;
+        RETURN cardinality(p_idxs);
+    END
+    $body$
+    """
+
+    /// Records one job's commit group through `herald_record_sent` when it is all plain successes
+    /// (``isPlainSuccess(_:)``, each index once): one call, committed on its own.
+    /// - Returns: the indexes written (none when the job is gone); nil when the group is not all
+    ///   plain successes or one of its items has a row or a record already, and nothing was
+    ///   written: the general path decides.
+    static func recordPlainSuccesses(
+        _ client: BoundedPostgresClient, tenant: TenantID, job: JobID, _ writes: [ResultWrite], logger: Logger
+    ) async throws -> Set<Int>? {
+        guard !writes.isEmpty, writes.allSatisfy({ isPlainSuccess($0.result) }) else { return nil }
+        var indexes: [Int32] = []
+        var attempts: [Int32] = []
+        var finished: [Int64] = []
+        var apnsIDs: [String] = []
+        indexes.reserveCapacity(writes.count)
+        attempts.reserveCapacity(writes.count)
+        finished.reserveCapacity(writes.count)
+        apnsIDs.reserveCapacity(writes.count)
+        for write in writes {
+            indexes.append(Int32(clamping: write.index))
+            attempts.append(count(write.result.attempts))
+            finished.append(millis(write.result.finishedAt))
+            // An apns-id is a UUID, never empty: '' stands for none.
+            apnsIDs.append(write.result.apnsID?.rawValue ?? "")
+        }
+        let rows = try await client.query(
+            """
+            SELECT herald_record_sent(\(tenant.rawValue), \(job.rawValue), \(indexes), \(attempts), \(finished), \(apnsIDs))
+            """, logger: logger
+        ).collect()
+        guard let row = rows.first else { throw StoreError.corrupt("herald_record_sent answered no row") }
+        guard let answer = try row.makeRandomAccess()[0].decode(Int32?.self) else { return [] }
+        return answer < 0 ? nil : Set(writes.map(\.index))
     }
 
     // MARK: Outcomes and retries of one job

@@ -387,6 +387,17 @@ extension PostgresPushStore {
                 """,
                 "CREATE INDEX channel_by_app ON channel (tenant, environment, bundle_id)",
             ]),
+        // PostgreSQL only: a commit group of plain successes (nearly every group of a batch) in
+        // one call and one commit, its statements planned once a connection
+        // (``PostgresPushStore/recordSentFunction``).
+        Migration(
+            name: "v15.1-pg-record-sent",
+            statements: [
+                PostgresQuery(unsafeSQL: PostgresPushStore.recordSentFunction),
+                // A group's record (a few KB of arrays) is kept in its row as written: never
+                // compressed nor moved out of line, which cost more than the rest of its insert.
+                "ALTER TABLE job_sent SET (toast_tuple_target = 8160)",
+            ]),
     ]
 
     /// Applies the migrations not applied yet (up to and including `lastMigration`; all when nil),

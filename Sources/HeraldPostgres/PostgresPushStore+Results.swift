@@ -81,6 +81,11 @@ extension PostgresPushStore {
             }
         }
         let logger = self.logger
+        if retries.isEmpty,
+            let written = try await Self.recordPlainSuccesses(client, tenant: tenant, job: job, outcomes, logger: logger)
+        {
+            return written.count
+        }
         let (decidedOutcomes, deferred) = (outcomes, retries)
         return try await client.withTransaction(logger: logger) { connection in
             try await Self.applyChanges(
@@ -157,9 +162,14 @@ extension PostgresPushStore {
         for jobKey in jobOrder {
             guard let writes = byJob[jobKey], let sample = writes.first else { continue }
             do {
-                let recorded = try await client.withTransaction(logger: logger) { connection in
-                    try await applyChanges(
-                        connection, tenant: sample.tenant, job: sample.job, outcomes: writes, retries: [:], logger: logger)
+                let recorded: Set<Int>
+                if let plain = try await recordPlainSuccesses(client, tenant: sample.tenant, job: sample.job, writes, logger: logger) {
+                    recorded = plain
+                } else {
+                    recorded = try await client.withTransaction(logger: logger) { connection in
+                        try await applyChanges(
+                            connection, tenant: sample.tenant, job: sample.job, outcomes: writes, retries: [:], logger: logger)
+                    }
                 }
                 for index in recorded { written.insert(ItemKey(tenant: jobKey.tenant, job: jobKey.job, index: index)) }
             } catch {

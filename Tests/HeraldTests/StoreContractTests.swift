@@ -1014,6 +1014,13 @@ struct StoreContractTests {
         }
         #expect(try await store.recordChanges(tenant: acme, job: id, changes) == 34)
         #expect(try await store.recordChanges(tenant: acme, job: id, changes) == 0)
+        // A group of items without an outcome only (35..<38), then one repeating two of them
+        // (on a later attempt) beside a new one (38): the repeats keep their first outcome.
+        func successes(_ indexes: Range<Int>, attempts: Int) -> [JobItemChange] {
+            indexes.map { JobItemChange(index: $0, change: .outcome(sent($0, attempts: attempts))) }
+        }
+        #expect(try await store.recordChanges(tenant: acme, job: id, successes(35..<38, attempts: 1)) == 3)
+        #expect(try await store.recordChanges(tenant: acme, job: id, successes(36..<39, attempts: 2)) == 1)
         let items = try await store.items(tenant: acme, job: id, fromIndex: 0, limit: count)
         for index in 0..<35 where index != 30 {
             let result = try #require(items[index].result, "item \(index)")
@@ -1023,9 +1030,13 @@ struct StoreContractTests {
             #expect(result.attempts == ((20..<25).contains(index) ? 2 : 1), "item \(index)")
         }
         #expect(items[30].state == .failed && items[30].result?.reason == "Unregistered")
-        #expect(items[35].state == .pending && items[39].state == .pending)
+        for index in 35..<39 {
+            #expect(items[index].state == .sent && items[index].result?.apnsID == apnsIDs[index], "item \(index)")
+            #expect(items[index].result?.attempts == (index == 38 ? 2 : 1), "item \(index)")
+        }
+        #expect(items[39].state == .pending)
         let progress = try #require(try await store.progress(tenant: acme, job: id))
-        #expect(progress == JobProgress(pending: 5, sent: 34, failed: 1, retrying: 0, unknown: 0))
+        #expect(progress == JobProgress(pending: 1, sent: 38, failed: 1, retrying: 0, unknown: 0))
         #expect(try await ScanningJobReports(store: store).outcomes(tenant: acme, job: id) == store.outcomes(tenant: acme, job: id))
     }
 }
