@@ -92,13 +92,16 @@ extension PostgresPushStore {
         CASE WHEN t.nulls & 8 = 0 THEN t.collapse_id END, t.apns_id, t.payload_ref
         """
 
-    /// The job's chunk items (`c`, `t`) between two bounds (`$3` inclusive, `$4` exclusive).
+    /// The job's chunk items (`c`, `t`) between two bounds (`$3` inclusive, `$4` exclusive): of
+    /// each chunk, only the slice of its arrays within the bounds is unnested.
     static let chunkItemsFrom = """
         job_chunk c
+        CROSS JOIN LATERAL (SELECT greatest($3 - c.first_idx + 1, 1) AS lo, least($4 - c.first_idx, c.count) AS hi) AS s
         CROSS JOIN LATERAL (
-            SELECT c.first_idx + u.n::int - 1 AS idx, u.*
-            FROM unnest(c.tokens, c.topics, c.push_types, c.priorities, c.expirations, c.collapse_ids,
-                        c.apns_ids, c.payload_refs, c.nulls)
+            SELECT c.first_idx + s.lo + u.n::int - 2 AS idx, u.*
+            FROM unnest(c.tokens[s.lo:s.hi], c.topics[s.lo:s.hi], c.push_types[s.lo:s.hi], c.priorities[s.lo:s.hi],
+                        c.expirations[s.lo:s.hi], c.collapse_ids[s.lo:s.hi], c.apns_ids[s.lo:s.hi],
+                        c.payload_refs[s.lo:s.hi], c.nulls[s.lo:s.hi])
                  WITH ORDINALITY AS u(token, topic, push_type, priority, expiration, collapse_id, apns_id,
                                       payload_ref, nulls, n)
         ) AS t
@@ -362,23 +365,33 @@ extension PostgresPushStore {
     }
 
     /// The ``chunkItemColumns`` of the job's items in `low ..< end` without a `job_item` row, in
-    /// index order.
+    /// index order. The items with a row (few, if any) are read first, by one range of the
+    /// primary key, and left out here: a lookup per item would read every row of the job for each.
     static func chunkRowsWithoutItemRows(
         _ connection: PostgresConnection, tenant: TenantID, job: JobID, low: Int32, end: Int32, logger: Logger
     ) async throws -> [PostgresRow] {
+        var rowed = Set<Int>()
+        for row in try await connection.query(
+            """
+            SELECT idx FROM job_item WHERE tenant = \(tenant.rawValue) AND job_id = \(job.rawValue) AND idx >= \(low) AND idx < \(end)
+            """, logger: logger
+        ).collect() {
+            rowed.insert(try row.makeRandomAccess()[0].decode(Int.self))
+        }
         var binds = PostgresBindings(capacity: 4)
         binds.append(tenant.rawValue)
         binds.append(job.rawValue)
         binds.append(low)
         binds.append(end)
-        return try await connection.query(
-            PostgresQuery(
-                unsafeSQL: """
-                    SELECT \(chunkItemColumns) FROM \(chunkItemsFrom)
-                      AND NOT EXISTS (SELECT 1 FROM job_item i WHERE i.tenant = $1 AND i.job_id = $2 AND i.idx = t.idx)
-                    ORDER BY t.idx
-                    """, binds: binds), logger: logger
-        ).collect()
+        var rows: [(Int, PostgresRow)] = []
+        for row in try await connection.query(
+            PostgresQuery(unsafeSQL: "SELECT \(chunkItemColumns) FROM \(chunkItemsFrom)", binds: binds), logger: logger
+        ).collect() {
+            let index = try row.makeRandomAccess()[0].decode(Int.self)
+            if !rowed.contains(index) { rows.append((index, row)) }
+        }
+        rows.sort { $0.0 < $1.0 }
+        return rows.map(\.1)
     }
 
     /// Notifications from ``chunkItemColumns`` rows, their payloads read once each.
@@ -503,7 +516,8 @@ extension PostgresPushStore {
     // MARK: A group of plain successes in one call
 
     /// The function (migration `v15.1-pg-record-sent`) that records a commit group of plain
-    /// successes as ``applyChanges(_:tenant:job:outcomes:retries:logger:)`` would, in one call.
+    /// successes as ``applyChanges(_:tenant:job:outcomes:retries:logger:)`` would, in one call:
+    /// its arrays in ascending index order, each index once (``recordPlainSuccesses``).
     static let recordSentFunction = """
     CREATE FUNCTION herald_record_sent(
         p_tenant TEXT, p_job TEXT, p_idxs INTEGER[], p_attempts INTEGER[], p_finished BIGINT[],
@@ -530,23 +544,28 @@ extension PostgresPushStore {
         IF FOUND THEN
             RETURN -1;
         END IF;
-        -- Planned for its values at each call: the blocks' index is the one to read, and
-        -- the group's indexes are hashed.
-        EXECUTE 'SELECT EXISTS (SELECT 1 FROM job_sent s, unnest(s.idxs) AS x
-            WHERE s.tenant = $1 AND s.job_id = $2 AND s.block BETWEEN $3 AND $4
-              AND x BETWEEN $5 AND $6 AND x = ANY($7))'
-            INTO v_sent
-            USING p_tenant, p_job, v_low >> \(PostgresPushStore.sentBlockShift), v_high >> \(PostgresPushStore.sentBlockShift),
-                  v_low, v_high, p_idxs;
+        -- A record's indexes are sorted: one that cannot hold the group's is not unnested.
+        SELECT EXISTS (SELECT 1 FROM job_sent s, unnest(s.idxs) AS x
+            WHERE s.tenant = p_tenant AND s.job_id = p_job
+              AND s.block BETWEEN v_low >> \(PostgresPushStore.sentBlockShift) AND v_high >> \(PostgresPushStore.sentBlockShift)
+              AND s.idxs[1] <= v_high AND s.idxs[cardinality(s.idxs)] >= v_low
+              AND x BETWEEN v_low AND v_high AND x = ANY(p_idxs))
+            INTO v_sent;
         IF v_sent THEN
             RETURN -1;
         END IF;
-        INSERT INTO job_sent (tenant, job_id, block, idxs, attempts, finished_ms, apns_ids)
-            SELECT p_tenant, p_job, u.idx >> \(PostgresPushStore.sentBlockShift), array_agg(u.idx ORDER BY u.idx),
-                   array_agg(u.attempts ORDER BY u.idx), array_agg(u.finished ORDER BY u.idx),
-                   array_agg(u.apns_id ORDER BY u.idx)
-            FROM unnest(p_idxs, p_attempts, p_finished, p_apns_ids) AS u(idx, attempts, finished, apns_id)
-            GROUP BY u.idx >> \(PostgresPushStore.sentBlockShift);
+        IF v_low >> \(PostgresPushStore.sentBlockShift) = v_high >> \(PostgresPushStore.sentBlockShift) THEN
+            -- One block (most groups): the arrays as given, in ascending index order.
+            INSERT INTO job_sent (tenant, job_id, block, idxs, attempts, finished_ms, apns_ids)
+                VALUES (p_tenant, p_job, v_low >> \(PostgresPushStore.sentBlockShift), p_idxs, p_attempts, p_finished, p_apns_ids);
+        ELSE
+            INSERT INTO job_sent (tenant, job_id, block, idxs, attempts, finished_ms, apns_ids)
+                SELECT p_tenant, p_job, u.idx >> \(PostgresPushStore.sentBlockShift), array_agg(u.idx ORDER BY u.idx),
+                       array_agg(u.attempts ORDER BY u.idx), array_agg(u.finished ORDER BY u.idx),
+                       array_agg(u.apns_id ORDER BY u.idx)
+                FROM unnest(p_idxs, p_attempts, p_finished, p_apns_ids) AS u(idx, attempts, finished, apns_id)
+                GROUP BY u.idx >> \(PostgresPushStore.sentBlockShift);
+        END IF;
         INSERT INTO job_outcome AS o (tenant, job_id, state, status, reason, n)
             VALUES (p_tenant, p_job, 'sent', 200, NULL, cardinality(p_idxs))
             ON CONFLICT (tenant, job_id, state, status, reason) DO UPDATE SET n = o.n + excluded.n;
@@ -556,7 +575,8 @@ extension PostgresPushStore {
     """
 
     /// Records one job's commit group through `herald_record_sent` when it is all plain successes
-    /// (``isPlainSuccess(_:)``, each index once): one call, committed on its own.
+    /// (``isPlainSuccess(_:)``, each index once): one call, committed on its own. The function
+    /// takes the indexes in ascending order.
     /// - Returns: the indexes written (none when the job is gone); nil when the group is not all
     ///   plain successes or one of its items has a row or a record already, and nothing was
     ///   written: the general path decides.
@@ -572,7 +592,7 @@ extension PostgresPushStore {
         attempts.reserveCapacity(writes.count)
         finished.reserveCapacity(writes.count)
         apnsIDs.reserveCapacity(writes.count)
-        for write in writes {
+        for write in writes.sorted(by: { $0.index < $1.index }) {
             indexes.append(Int32(clamping: write.index))
             attempts.append(count(write.result.attempts))
             finished.append(millis(write.result.finishedAt))

@@ -397,6 +397,11 @@ extension PostgresPushStore {
                 // A group's record (a few KB of arrays) is kept in its row as written: never
                 // compressed nor moved out of line, which cost more than the rest of its insert.
                 "ALTER TABLE job_sent SET (toast_tuple_target = 8160)",
+                // One index, by block, to keep up and to read (a lookup of a group's blocks
+                // planned once for every group has no other to choose).
+                "ALTER TABLE job_sent DROP CONSTRAINT job_sent_pkey",
+                "ALTER TABLE job_sent ADD PRIMARY KEY (tenant, job_id, block, id)",
+                "DROP INDEX job_sent_by_block",
             ]),
     ]
 
