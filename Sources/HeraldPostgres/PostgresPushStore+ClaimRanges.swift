@@ -297,9 +297,8 @@ extension PostgresPushStore {
             """, logger: logger)
         // Items of the range with a row of their own (a deferral or a mark named them before
         // any claim) are claimed through their rows, not here.
-        let rows = try await chunkRowsWithoutItemRows(connection, tenant: tenant, job: job, low: a, end: b, logger: logger)
         let lease = (claimant, date(leaseUntil))
-        return try await chunkItems(connection, tenant: tenant, job: job, rows: rows, logger: logger).map { index, note in
+        return try await chunkItemsWithoutRows(connection, tenant: tenant, job: job, low: a, end: b, logger: logger).map { index, note in
             JobItem(
                 job: job, index: index, notification: note, state: .pending, result: nil, claimant: lease.0,
                 leaseUntil: lease.1)
@@ -364,12 +363,12 @@ extension PostgresPushStore {
         }
     }
 
-    /// The ``chunkItemColumns`` of the job's items in `low ..< end` without a `job_item` row, in
-    /// index order. The items with a row (few, if any) are read first, by one range of the
-    /// primary key, and left out here: a lookup per item would read every row of the job for each.
-    static func chunkRowsWithoutItemRows(
+    /// The job's items in `low ..< end` without a `job_item` row, in index order, from the slices
+    /// of their chunks' arrays (one row a chunk, its arrays cut to the bounds). The items with a
+    /// row (few, if any) are read first, by one range of the primary key, and left out.
+    static func chunkItemsWithoutRows(
         _ connection: PostgresConnection, tenant: TenantID, job: JobID, low: Int32, end: Int32, logger: Logger
-    ) async throws -> [PostgresRow] {
+    ) async throws -> [(Int, HeraldCore.Notification)] {
         var rowed = Set<Int>()
         for row in try await connection.query(
             """
@@ -378,20 +377,69 @@ extension PostgresPushStore {
         ).collect() {
             rowed.insert(try row.makeRandomAccess()[0].decode(Int.self))
         }
-        var binds = PostgresBindings(capacity: 4)
-        binds.append(tenant.rawValue)
-        binds.append(job.rawValue)
-        binds.append(low)
-        binds.append(end)
-        var rows: [(Int, PostgresRow)] = []
+        var decoded: [(Int, HeraldCore.Notification, Int32)] = []
         for row in try await connection.query(
-            PostgresQuery(unsafeSQL: "SELECT \(chunkItemColumns) FROM \(chunkItemsFrom)", binds: binds), logger: logger
+            """
+            SELECT c.first_idx + s.lo - 1, c.tokens[s.lo:s.hi], c.topics[s.lo:s.hi], c.push_types[s.lo:s.hi],
+                   c.priorities[s.lo:s.hi], c.expirations[s.lo:s.hi], c.collapse_ids[s.lo:s.hi], c.apns_ids[s.lo:s.hi],
+                   c.payload_refs[s.lo:s.hi], c.nulls[s.lo:s.hi]
+            FROM job_chunk c
+            CROSS JOIN LATERAL (SELECT greatest(\(low) - c.first_idx + 1, 1) AS lo, least(\(end) - c.first_idx, c.count) AS hi) AS s
+            WHERE c.tenant = \(tenant.rawValue) AND c.job_id = \(job.rawValue) AND c.first_idx < \(end) AND c.first_idx + c.count > \(low)
+            ORDER BY c.first_idx
+            """, logger: logger
         ).collect() {
-            let index = try row.makeRandomAccess()[0].decode(Int.self)
-            if !rowed.contains(index) { rows.append((index, row)) }
+            let cells = row.makeRandomAccess()
+            let first: Int
+            let tokens: [String], topics: [String], pushTypes: [String], collapseIDs: [String], apnsIDs: [String]
+            let priorities: [Int32], expirations: [Int64], refs: [Int32], nulls: [Int16]
+            do {
+                first = try cells[0].decode(Int.self)
+                (tokens, topics, pushTypes) = (try cells[1].decode([String].self), try cells[2].decode([String].self), try cells[3].decode([String].self))
+                (priorities, expirations) = (try cells[4].decode([Int32].self), try cells[5].decode([Int64].self))
+                (collapseIDs, apnsIDs) = (try cells[6].decode([String].self), try cells[7].decode([String].self))
+                (refs, nulls) = (try cells[8].decode([Int32].self), try cells[9].decode([Int16].self))
+            } catch {
+                throw StoreError.corrupt("job chunk of job \(job) unreadable")
+            }
+            let count = tokens.count
+            guard [topics.count, pushTypes.count, priorities.count, expirations.count, collapseIDs.count, apnsIDs.count,
+                   refs.count, nulls.count].allSatisfy({ $0 == count })
+            else { throw StoreError.corrupt("job chunk of job \(job) with arrays of different lengths") }
+            for k in 0..<count where !rowed.contains(first + k) {
+                let missing = nulls[k]
+                func has(_ field: MissingField) -> Bool { missing & field.rawValue == 0 }
+                decoded.append((
+                    first + k,
+                    try chunkNotification(
+                        token: tokens[k], topic: has(.topic) ? topics[k] : nil, pushType: pushTypes[k],
+                        priority: has(.priority) ? Int(priorities[k]) : nil,
+                        expiration: has(.expiration) ? expirations[k] : nil,
+                        collapseID: has(.collapseID) ? collapseIDs[k] : nil, apnsID: apnsIDs[k]),
+                    refs[k]
+                ))
+            }
         }
-        rows.sort { $0.0 < $1.0 }
-        return rows.map(\.1)
+        return try await withPayloads(connection, tenant: tenant, job: job, decoded, logger: logger)
+    }
+
+    /// One chunk item's notification, its payload still to be attached (``withPayloads``).
+    static func chunkNotification(
+        token: String, topic: String?, pushType: String, priority: Int?, expiration: Int64?, collapseID: String?,
+        apnsID: String
+    ) throws -> HeraldCore.Notification {
+        guard let pushType = PushType(rawValue: pushType) else {
+            throw StoreError.corrupt("job chunk with an invalid push type")
+        }
+        do {
+            return HeraldCore.Notification(
+                deviceToken: try DeviceToken(hex: token), topic: topic, pushType: pushType,
+                priority: priority.flatMap(Priority.init(rawValue:)),
+                expiration: expiration.map { $0 == 0 ? .immediately : .at(UInt32(clamping: $0)) },
+                collapseID: collapseID, id: try NotificationID(apnsID), payload: [])
+        } catch {
+            throw StoreError.corrupt("job chunk with an invalid device token or apns-id")
+        }
     }
 
     /// Notifications from ``chunkItemColumns`` rows, their payloads read once each.
@@ -402,25 +450,28 @@ extension PostgresPushStore {
         decoded.reserveCapacity(rows.count)
         for row in rows {
             let cells = row.makeRandomAccess()
+            let notification: HeraldCore.Notification
             do {
-                guard let pushType = PushType(rawValue: try cells[3].decode(String.self)) else {
-                    throw StoreError.corrupt("job chunk with an invalid push type")
-                }
-                let expiration = try cells[5].decode(Int64?.self)
-                let notification = HeraldCore.Notification(
-                    deviceToken: try DeviceToken(hex: try cells[1].decode(String.self)),
-                    topic: try cells[2].decode(String?.self), pushType: pushType,
-                    priority: try cells[4].decode(Int?.self).flatMap(Priority.init(rawValue:)),
-                    expiration: expiration.map { $0 == 0 ? .immediately : .at(UInt32(clamping: $0)) },
-                    collapseID: try cells[6].decode(String?.self), id: try NotificationID(try cells[7].decode(String.self)),
-                    payload: [])
-                decoded.append((try cells[0].decode(Int.self), notification, try cells[8].decode(Int32.self)))
+                notification = try chunkNotification(
+                    token: try cells[1].decode(String.self), topic: try cells[2].decode(String?.self),
+                    pushType: try cells[3].decode(String.self), priority: try cells[4].decode(Int?.self),
+                    expiration: try cells[5].decode(Int64?.self), collapseID: try cells[6].decode(String?.self),
+                    apnsID: try cells[7].decode(String.self))
             } catch let error as StoreError {
                 throw error
             } catch {
-                throw StoreError.corrupt("job chunk with an invalid device token or apns-id")
+                throw StoreError.corrupt("job chunk of job \(job) unreadable")
             }
+            decoded.append((try cells[0].decode(Int.self), notification, try cells[8].decode(Int32.self)))
         }
+        return try await withPayloads(connection, tenant: tenant, job: job, decoded, logger: logger)
+    }
+
+    /// The notifications with their payloads (`job_payload`), each payload read once.
+    static func withPayloads(
+        _ connection: PostgresConnection, tenant: TenantID, job: JobID, _ decoded: [(Int, HeraldCore.Notification, Int32)],
+        logger: Logger
+    ) async throws -> [(Int, HeraldCore.Notification)] {
         let refs = Array(Set(decoded.map(\.2)))
         var payloads: [Int32: [UInt8]] = [:]
         if !refs.isEmpty {

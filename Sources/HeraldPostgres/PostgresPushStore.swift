@@ -646,10 +646,8 @@ public final class PostgresPushStore: PushStore, JobReports, UnansweredCallCount
                 let item = try jobItem(from: row)
                 rows[item.index] = item
             }
-            let chunkRows = try await chunkRowsWithoutItemRows(
-                connection, tenant: tenant, job: job, low: a, end: b, logger: logger)
             let notes = Dictionary(
-                try await chunkItems(connection, tenant: tenant, job: job, rows: chunkRows, logger: logger),
+                try await chunkItemsWithoutRows(connection, tenant: tenant, job: job, low: a, end: b, logger: logger),
                 uniquingKeysWith: { first, _ in first })
             let sent = try await sentRecords(connection, tenant: tenant, job: job, low: start, high: end, logger: logger)
             var ranges: [(first: Int, end: Int, claimant: String, until: Int64)] = []

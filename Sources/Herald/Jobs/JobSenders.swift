@@ -135,7 +135,7 @@ struct JobCallbackSender: Sendable {
         }
         let delivery = self.delivery
         // On a shared store each item's lease is checked before its send, a group at a time.
-        var leases = configuration.exclusiveStore ? nil : LeaseCheckedItems()
+        var leases = configuration.exclusiveStore ? nil : LeaseCheckedItems(permits: pool.permits)
         // Permits taken ahead (``PermitPool/acquire(upTo:)``), each for a send still to start:
         // given back before any other wait, so that none idles while this task waits.
         let gathering = Self.permitsTakenAhead(ofPool: pool.permits)

@@ -17,10 +17,15 @@ struct LeaseCheckedItems {
         case unreadable(any Error)
     }
 
-    /// Items checked in one read, at most: the read costs the store about as much for a few
-    /// hundred items as for a few dozen, and the last of them is still sent within milliseconds
-    /// of it, far inside any lease.
-    static let group = 256
+    /// Items checked in one read, at most: four sends for each of the tenant's permits, from 16
+    /// to 256. The read costs the store about as much for a few hundred items as for a few
+    /// dozen; the last item of a group is sent about four round trips to APNs after it, so a
+    /// lease taken over meanwhile (its instance taken for dead) is seen that soon.
+    let group: Int
+
+    init(permits: Int) {
+        group = permits >= 64 ? 256 : max(16, permits * 4)
+    }
 
     private var items: [(JobItem, Lease)] = []
     private var head = 0
@@ -37,7 +42,7 @@ struct LeaseCheckedItems {
     /// handed back by whoever sends it or gives it up).
     mutating func check(_ first: JobItem, from feed: JobFeed, of job: Job, store: any PushStore, claimant: String) async {
         var taken = [first]
-        while taken.count < Self.group, let item = feed.nextIfReady() { taken.append(item) }
+        while taken.count < group, let item = feed.nextIfReady() { taken.append(item) }
         let leased: Result<Set<Int>, any Error>
         do {
             leased = .success(try await store.leasedItems(tenant: job.tenant, job: job.id, indexes: taken.map(\.index), claimant: claimant))
