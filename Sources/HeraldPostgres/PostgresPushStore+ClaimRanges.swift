@@ -93,7 +93,9 @@ extension PostgresPushStore {
         """
 
     /// The job's chunk items (`c`, `t`) between two bounds (`$3` inclusive, `$4` exclusive): of
-    /// each chunk, only the slice of its arrays within the bounds is unnested.
+    /// each chunk, only the slice of its arrays within the bounds is unnested. The chunks are
+    /// read from the last one starting at or before `$3` (chunks do not overlap), so that a read
+    /// does not grow with the job's chunks.
     static let chunkItemsFrom = """
         job_chunk c
         CROSS JOIN LATERAL (SELECT greatest($3 - c.first_idx + 1, 1) AS lo, least($4 - c.first_idx, c.count) AS hi) AS s
@@ -106,6 +108,9 @@ extension PostgresPushStore {
                                       payload_ref, nulls, n)
         ) AS t
         WHERE c.tenant = $1 AND c.job_id = $2 AND c.first_idx < $4 AND c.first_idx + c.count > $3
+          AND c.first_idx >= coalesce(
+              (SELECT f.first_idx FROM job_chunk f WHERE f.tenant = $1 AND f.job_id = $2 AND f.first_idx <= $3
+               ORDER BY f.first_idx DESC LIMIT 1), $3)
           AND t.idx >= $3 AND t.idx < $4
         """
 
@@ -386,6 +391,9 @@ extension PostgresPushStore {
             FROM job_chunk c
             CROSS JOIN LATERAL (SELECT greatest(\(low) - c.first_idx + 1, 1) AS lo, least(\(end) - c.first_idx, c.count) AS hi) AS s
             WHERE c.tenant = \(tenant.rawValue) AND c.job_id = \(job.rawValue) AND c.first_idx < \(end) AND c.first_idx + c.count > \(low)
+              AND c.first_idx >= coalesce(
+                  (SELECT f.first_idx FROM job_chunk f WHERE f.tenant = \(tenant.rawValue) AND f.job_id = \(job.rawValue)
+                     AND f.first_idx <= \(low) ORDER BY f.first_idx DESC LIMIT 1), \(low))
             ORDER BY c.first_idx
             """, logger: logger
         ).collect() {

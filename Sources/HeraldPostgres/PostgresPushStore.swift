@@ -535,7 +535,10 @@ public final class PostgresPushStore: PushStore, JobReports, UnansweredCallCount
     /// Items leased to `claimant`: its rows without an outcome, and the items of its claim
     /// ranges without a row (a plain success among them is still in its range, as a claim's
     /// items are on SQLite). One read of the job's state, the claimant's ranges over the
-    /// indexes and the indexes' rows; the answer is put together here.
+    /// indexes and the indexes' rows; the answer is put together here. Each part is bounded by
+    /// the primary key's last column (the ranges from the last one starting at or before the
+    /// lowest index, whoever's it is: ranges do not overlap; read in its order, at most one a
+    /// named index), so that its cost does not grow with the job's ranges or rows.
     public func leasedItems(tenant: TenantID, job: JobID, indexes: [Int], claimant: String) async throws -> Set<Int> {
         guard let low = indexes.min(), let high = indexes.max() else { return [] }
         let list = Set(indexes).map { Int32(clamping: $0) }
@@ -547,15 +550,18 @@ public final class PostgresPushStore: PushStore, JobReports, UnansweredCallCount
             SELECT 0, 0, 0, true FROM job WHERE tenant = \(tenant.rawValue) AND id = \(job.rawValue)
               AND state IN ('accepted', 'running')
             UNION ALL
-            SELECT 1, first_idx, end_idx, true FROM job_claim_range
-            WHERE tenant = \(tenant.rawValue) AND job_id = \(job.rawValue) AND claimant = \(claimant)
-              AND first_idx <= \(Int32(clamping: high)) AND end_idx > \(Int32(clamping: low))
-              AND first_idx >= coalesce(
-                  (SELECT max(first_idx) FROM job_claim_range WHERE tenant = \(tenant.rawValue) AND job_id = \(job.rawValue)
-                     AND claimant = \(claimant) AND first_idx <= \(Int32(clamping: low))), \(Int32(clamping: low)))
+            (SELECT 1, first_idx, end_idx, true FROM job_claim_range
+             WHERE tenant = \(tenant.rawValue) AND job_id = \(job.rawValue) AND claimant = \(claimant)
+               AND first_idx BETWEEN coalesce(
+                   (SELECT first_idx FROM job_claim_range WHERE tenant = \(tenant.rawValue) AND job_id = \(job.rawValue)
+                      AND first_idx <= \(Int32(clamping: low)) ORDER BY first_idx DESC LIMIT 1), \(Int32(clamping: low)))
+                   AND \(Int32(clamping: high))
+               AND end_idx > \(Int32(clamping: low))
+             ORDER BY first_idx LIMIT \(Int64(high) - Int64(low) + 1))
             UNION ALL
             SELECT 2, idx, 0, state IN ('pending', 'retrying') AND claimant IS NOT DISTINCT FROM \(claimant) FROM job_item
-            WHERE tenant = \(tenant.rawValue) AND job_id = \(job.rawValue) AND idx = ANY(\(list))
+            WHERE tenant = \(tenant.rawValue) AND job_id = \(job.rawValue)
+              AND idx BETWEEN \(Int32(clamping: low)) AND \(Int32(clamping: high)) AND idx = ANY(\(list))
             """, logger: logger
         ).collect() {
             let cells = row.makeRandomAccess()

@@ -113,8 +113,7 @@ extension Node {
     /// is an integer (the resolver tries its integer rule before its float rule). Nil: ask the
     /// resolver.
     static func evidentTag(of text: String) -> Tag.Name? {
-        var bytes = text.utf8.makeIterator()
-        guard let first = bytes.next() else { return .null }
+        guard let first = text.utf8.first else { return .null }
         switch first {
         case UInt8(ascii: "a")...UInt8(ascii: "z"), UInt8(ascii: "A")...UInt8(ascii: "Z"):
             return Self.ruleInitials.contains(first) ? nil : .str
