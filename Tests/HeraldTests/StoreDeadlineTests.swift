@@ -75,7 +75,8 @@ struct StoreDeadlineTests {
         let started = ContinuousClock.now
         caller.cancel()
         await #expect(throws: CancellationError.self) { try await caller.value }
-        #expect(started.duration(to: .now) < .seconds(10))
+        // Long before the hour's limit (a loaded run can delay the cancellation's delivery by seconds).
+        #expect(started.duration(to: .now) < .seconds(600))
     }
 
     /// A cancelled caller is not held by a call that ignores cancellation (a query postgres-nio
