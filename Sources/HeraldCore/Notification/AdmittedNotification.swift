@@ -13,24 +13,46 @@
 /// admitted.environment  // resolved from the tenant's default
 /// ```
 public struct AdmittedNotification: Sendable, Hashable {
+    /// The admitted values, held once: a copy of an admitted notification (into a closure, a
+    /// result, a middleware's call) is one reference, not a retain of each of its strings.
+    @usableFromInline
+    final class Storage: Sendable {
+        @usableFromInline let notification: Notification
+        @usableFromInline let id: NotificationID
+        @usableFromInline let topic: String
+        @usableFromInline let environment: APNsEnvironment
+        @usableFromInline let credentialGeneration: UInt64
+
+        init(notification: Notification, id: NotificationID, topic: String, environment: APNsEnvironment, credentialGeneration: UInt64) {
+            self.notification = notification
+            self.id = id
+            self.topic = topic
+            self.environment = environment
+            self.credentialGeneration = credentialGeneration
+        }
+    }
+
+    @usableFromInline
+    let storage: Storage
+
     /// The notification as it goes on the wire: its ``Notification/id`` and ``Notification/topic``
     /// are set to ``id`` and ``topic``.
-    public let notification: Notification
+    @inlinable public var notification: Notification { storage.notification }
     /// The apns-id every attempt goes with.
-    public let id: NotificationID
+    @inlinable public var id: NotificationID { storage.id }
     /// The topic, one of the tenant's, agreeing with ``pushType``.
-    public let topic: String
+    @inlinable public var topic: String { storage.topic }
     /// The environment it goes to, one the tenant has an endpoint for.
-    public let environment: APNsEnvironment
+    @inlinable public var environment: APNsEnvironment { storage.environment }
     /// Which of the tenant's runtimes admitted it: each runtime, and so each credential it
     /// sends with, has a generation of its own (``TenantConfiguration/admit(_:id:environment:credentialGeneration:topicRules:)``).
-    public let credentialGeneration: UInt64
+    @inlinable public var credentialGeneration: UInt64 { storage.credentialGeneration }
 
-    public var pushType: PushType { notification.pushType }
+    @inlinable public var pushType: PushType { storage.notification.pushType }
     /// The device it goes to; nil for a broadcast.
-    public var deviceToken: DeviceToken? { notification.deviceToken }
+    @inlinable public var deviceToken: DeviceToken? { storage.notification.deviceToken }
     /// The channel of a broadcast; nil for a device notification.
-    public var channelID: ChannelID? { notification.channelID }
+    @inlinable public var channelID: ChannelID? { storage.notification.channelID }
 
     /// A notification taken as admitted without the tenant's checks, for tests that put on the
     /// wire what APNs itself must refuse (a bad topic, an oversized payload). Nothing in Herald
@@ -45,11 +67,22 @@ public struct AdmittedNotification: Sendable, Hashable {
         var notification = notification
         notification.id = id
         notification.topic = topic
-        self.notification = notification
-        self.id = id
-        self.topic = topic
-        self.environment = environment
-        self.credentialGeneration = credentialGeneration
+        storage = Storage(
+            notification: notification, id: id, topic: topic, environment: environment, credentialGeneration: credentialGeneration)
+    }
+
+    public static func == (lhs: AdmittedNotification, rhs: AdmittedNotification) -> Bool {
+        lhs.storage === rhs.storage
+            || (lhs.notification == rhs.notification && lhs.id == rhs.id && lhs.topic == rhs.topic
+                && lhs.environment == rhs.environment && lhs.credentialGeneration == rhs.credentialGeneration)
+    }
+
+    public func hash(into hasher: inout Hasher) {
+        hasher.combine(notification)
+        hasher.combine(id)
+        hasher.combine(topic)
+        hasher.combine(environment)
+        hasher.combine(credentialGeneration)
     }
 }
 
