@@ -43,7 +43,11 @@ final class SandboxRecorder: Sendable {
             }
             if keepInMemory, let request {
                 if state.records.count < maximumKept {
-                    state.records.append(request)
+                    // Kept in order of arrival: a record made after a later request's (its
+                    // answer took longer) goes in before it, usually at the end.
+                    var position = state.records.endIndex
+                    while position > 0, state.records[position - 1].sequence > request.sequence { position -= 1 }
+                    state.records.insert(request, at: position)
                 } else {
                     state.counters.recordsNotKept += 1
                 }
@@ -73,7 +77,7 @@ final class SandboxRecorder: Sendable {
 
     /// The kept records in order of arrival.
     var requests: [SandboxRecordedRequest] {
-        state.withLock { $0.records }.sorted { $0.sequence < $1.sequence }
+        state.withLock { $0.records }
     }
 
     var counters: SandboxCounters { state.withLock { $0.counters } }
