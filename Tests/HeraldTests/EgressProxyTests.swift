@@ -267,8 +267,13 @@ struct EgressProxyOutageTests {
             while rig.sandbox.requests.count < 500 { try await Task.sleep(for: .milliseconds(10)) }
             local.stop()
             let atKill = rig.sandbox.requests.count
-            // Down long enough that sends fail and are deferred, then the proxy is back on its port.
-            try await Task.sleep(for: .milliseconds(500))
+            // Down until sends have failed and been deferred, then the proxy is back on its port.
+            var deferred = 0
+            for _ in 0..<6_000 where deferred == 0 {
+                deferred = try await rig.store.progress(tenant: tenant.id, job: job.id)?.retrying ?? 0
+                if deferred == 0 { try await Task.sleep(for: .milliseconds(10)) }
+            }
+            #expect(deferred > 0, "no send was deferred while the proxy was down")
             local = try LocalProxy.tinyproxy(port: port)
             let progress = try await DeliveryRun.waitFinished(rig, tenant: tenant.id, job: job.id, timeout: .seconds(600))
             runner.stop()

@@ -100,9 +100,22 @@ struct PostgresStoreTests {
             // The other schema's `acme` is not held up: it is created while the lock is held.
             let other = try await create(second, "other-schema")
             #expect(Self.isCreated(other), "\(other)")
-            // This schema's `acme` waits for the lock: still not there a while later.
+            // This schema's `acme` waits for the lock: once the server shows a session waiting
+            // for it, the job is still not there.
             let waiting = Task { try await create(first, "same-schema") }
-            try await Task.sleep(for: .milliseconds(300))
+            var waiters = 0
+            for _ in 0..<6_000 where waiters == 0 {
+                let rows = try await connection.query(
+                    """
+                    SELECT count(*)::int FROM pg_locks
+                    WHERE locktype = 'advisory' AND NOT granted AND classid = \(PostgresPushStore.jobLockNamespace)
+                      AND objid::bigint = (hashtext(\(key))::bigint & 4294967295)
+                    """, logger: StoreBackend.logger
+                ).collect()
+                waiters = try rows.first?.decode(Int.self) ?? 0
+                if waiters == 0 { try await Task.sleep(for: .milliseconds(10)) }
+            }
+            #expect(waiters == 1, "the create never waited for the lock")
             #expect(try await first.job(tenant: acme, id: try JobID("same-schema")) == nil, "created under the held lock")
             return waiting
         }
