@@ -48,14 +48,19 @@ public final class StoreLock: Sendable {
         self.descriptor = Mutex(descriptor)
     }
 
-    /// Gives the lock up now (again: nothing). Closing the descriptor releases it; the file
-    /// stays, as removing it would race with a process that has just opened it.
+    /// Gives the lock up now (again: nothing). The lock is undone before the descriptor is
+    /// closed: a process being spawned at that moment holds a copy of the descriptor until its
+    /// `exec`, and closing alone would leave the lock held through that copy. The file stays, as
+    /// removing it would race with a process that has just opened it.
     public func release() {
         let held = descriptor.withLock { descriptor -> Int32? in
             defer { descriptor = nil }
             return descriptor
         }
-        if let held { close(held) }
+        if let held {
+            _ = flock(held, LOCK_UN)
+            close(held)
+        }
     }
 
     deinit {
