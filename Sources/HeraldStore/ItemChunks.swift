@@ -245,11 +245,14 @@ enum ItemChunks {
         var reader = ByteReader(blob)
         while !reader.atEnd {
             let index = Int(try reader.integer(UInt32.self))
+            guard range.contains(index) else {
+                try reader.skip(sentRecordBytes - MemoryLayout<UInt32>.size)
+                continue
+            }
             let attempts = Int(try reader.integer(Int64.self))
             let finished = try reader.integer(Int64.self)
             let hasID = try reader.byte() != 0
             let id = try reader.bytes(16)
-            guard range.contains(index) else { continue }
             sent[index] = Sent(index: index, attempts: attempts, finishedMillis: finished, apnsID: hasID ? ItemChunks.id(id) : nil)
         }
     }
@@ -298,11 +301,12 @@ struct ByteReader {
 
     mutating func skip(_ count: Int) throws { _ = try bytes(count) }
 
+    /// A little-endian integer.
     mutating func integer<T: FixedWidthInteger>(_ type: T.Type) throws -> T {
-        let raw = try bytes(MemoryLayout<T>.size)
-        var value: T = 0
-        for (shift, byte) in raw.enumerated() { value |= T(truncatingIfNeeded: byte) << (8 * shift) }
-        return value
+        let size = MemoryLayout<T>.size
+        guard data.count - offset >= size else { throw StoreError.corrupt("a job blob ends too early") }
+        defer { offset += size }
+        return T(littleEndian: data.withUnsafeBytes { $0.loadUnaligned(fromByteOffset: offset, as: T.self) })
     }
 
     mutating func shortString() throws -> String {
