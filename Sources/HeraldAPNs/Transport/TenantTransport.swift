@@ -97,9 +97,17 @@ public final class TenantTransport: PushTransport {
 
     /// Checks that the tenant's transport can be opened: its TLS context builds with the trust
     /// roots and the credential's client identity. Opens nothing.
+    ///
+    /// A token tenant's context is the one its transport will share. A certificate tenant's is
+    /// built without the system's roots, which are no part of its file and would only be added
+    /// to a context that is thrown away; its transport builds the one it uses.
     /// - Throws: ``APNsTransportError`` `invalidConfiguration`, naming the file or field.
     public static func validate(tenant: TenantConfiguration, credentials: any CredentialProvider) throws {
-        _ = try makeSSLContext(tenant: tenant, credentials: credentials)
+        if credentials.kind == .token {
+            _ = try makeSSLContext(tenant: tenant, credentials: credentials)
+        } else {
+            _ = try buildSSLContext(tenant: tenant, credentials: credentials, systemRoots: false)
+        }
     }
 
     /// ``validate(tenant:credentials:)`` with this transport's own tenant and credential.
@@ -475,26 +483,28 @@ public final class TenantTransport: PushTransport {
     }
 
     private static func makeSSLContext(tenant: TenantConfiguration, credentials: any CredentialProvider) throws -> NIOSSLContext {
-        // Without a client identity (token tenants) the context depends only on the trust roots;
-        // building one reads and parses the system trust store (milliseconds), so tenants that
-        // trust the same roots share one context (contexts are immutable and thread-safe).
+        // Without a client identity (token tenants) the context depends only on the trust roots,
+        // so tenants that trust the same roots share one context (contexts are immutable and
+        // thread-safe).
         guard credentials.kind == .token else { return try buildSSLContext(tenant: tenant, credentials: credentials) }
         return try SharedTLSContexts.shared.context(trustRootsPEM: tenant.endpoints.trustRootsPEM) {
             try buildSSLContext(tenant: tenant, credentials: credentials)
         }
     }
 
-    private static func buildSSLContext(tenant: TenantConfiguration, credentials: any CredentialProvider) throws -> NIOSSLContext {
+    private static func buildSSLContext(
+        tenant: TenantConfiguration, credentials: any CredentialProvider, systemRoots: Bool = true
+    ) throws -> NIOSSLContext {
         var tls = TLSConfiguration.makeClientConfiguration()
         tls.minimumTLSVersion = .tlsv12
         tls.applicationProtocols = ["h2"]
+        var roots: [NIOSSLCertificate] = []
         if let pem = tenant.endpoints.trustRootsPEM {
             do {
-                let roots = try NIOSSLCertificate.fromPEMBytes(pem)
+                roots = try NIOSSLCertificate.fromPEMBytes(pem)
                 guard !roots.isEmpty else {
                     throw APNsTransportError.invalidConfiguration("no certificate in \(tenant.endpoints.trustRootsOrigin ?? "ca_file")")
                 }
-                tls.additionalTrustRoots = [.certificates(roots)]
             } catch let error as APNsTransportError {
                 throw error
             } catch {
@@ -502,6 +512,12 @@ public final class TenantTransport: PushTransport {
                     "the trust roots in \(tenant.endpoints.trustRootsOrigin ?? "ca_file") could not be read",
                     underlying: error)
             }
+        }
+        // The system's roots, and the tenant's `ca_file` roots beside them.
+        if systemRoots {
+            PlatformTrustRoots.configure(&tls, additional: roots)
+        } else {
+            tls.trustRoots = .certificates(roots)
         }
         do {
             tls = try credentials.tlsConfiguration(base: tls)
