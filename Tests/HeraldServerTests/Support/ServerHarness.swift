@@ -288,6 +288,14 @@ enum Tokens {
         bytes[29] = UInt8((index >> 16) & 0xff)
         bytes[30] = UInt8((index >> 8) & 0xff)
         bytes[31] = UInt8(index & 0xff)
-        return bytes.map { String(format: "%02x", $0) }.joined()
+        var hex: [UInt8] = []
+        hex.reserveCapacity(64)
+        for byte in bytes {
+            hex.append(digits[Int(byte >> 4)])
+            hex.append(digits[Int(byte & 0x0f)])
+        }
+        return String(decoding: hex, as: UTF8.self)
     }
+
+    private static let digits = Array("0123456789abcdef".utf8)
 }
