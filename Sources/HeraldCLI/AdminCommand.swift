@@ -111,7 +111,7 @@ extension AdminCommand.Accounts {
                 return
             }
             if let refusal = AdminPasswords.refusal(password) { throw ValidationError("the password \(refusal)") }
-            let hash = try await AdminPasswords.hash(password)
+            let hash = try await AdminPasswords(cost: try store.settings(api).api.passwordCost).hash(password)
             try await store.withDirectory(api) { directory in
                 guard try await directory.setAdminPassword(hash: hash, account: name) else {
                     throw AdminStoreError(message: "there is no admin account named \(name)")
@@ -189,14 +189,18 @@ struct AdminStoreOption: ParsableArguments {
     var store = false
 
     /// Opens the store `api`'s configuration names, runs `body` on it, closes it.
-    func withDirectory(_ api: AdminAPIOptions, _ body: (any AdminDirectory) async throws -> Void) async throws {
-        let settings: ServerConfiguration
+    /// The server configuration the store is named in (`--config`, else `config/herald.yaml` if present).
+    func settings(_ api: AdminAPIOptions) throws -> ServerConfiguration {
         do {
-            settings = try ServerConfiguration.load(
+            return try ServerConfiguration.load(
                 file: api.configFile ?? ServerConfiguration.defaultFile, required: api.configFile != nil)
         } catch {
             throw ValidationError(error.description)
         }
+    }
+
+    func withDirectory(_ api: AdminAPIOptions, _ body: (any AdminDirectory) async throws -> Void) async throws {
+        let settings = try settings(api)
         var logger = Logger(label: "herald.admin")
         logger.logLevel = .warning
         do {

@@ -64,6 +64,21 @@ struct ServerConfigurationTests {
         }
     }
 
+    @Test func passwordCostIsTwelveUnlessSetAndStaysInItsRange() throws {
+        #expect(try ServerConfiguration.parse(yaml: "# defaults\n", file: "config/herald.yaml").api.passwordCost == 12)
+        #expect(try ServerConfiguration.parse(yaml: "api:\n  password_cost: 14\n", file: "config/herald.yaml").api.passwordCost == 14)
+        for bad in ["9", "17", "twelve"] {
+            do {
+                _ = try ServerConfiguration.parse(yaml: "api:\n  password_cost: \(bad)\n", file: "config/herald.yaml")
+                Issue.record("expected an error for api.password_cost: \(bad)")
+            } catch {
+                #expect(
+                    error.errors.map(\.description).first?.hasPrefix("config/herald.yaml:2:18: api.password_cost: must be") == true
+                        && "\(error)".contains("from 10 to 16"), "\(error)")
+            }
+        }
+    }
+
     @Test func unknownKeysAndBadValuesAreLocatedErrors() throws {
         let yaml = """
             tenant_dir: tenants

@@ -29,6 +29,19 @@ struct AdminAccountsTests {
             .replacingOccurrences(of: "{token}", with: "at_0000000000000000").replacingOccurrences(of: "{channel}", with: "bm9zdWNoY2hhbm5lbA")
     }
 
+    @Test("a password is hashed at the configured cost and checked at its own; no hash never matches")
+    func passwordsAreHashedAtTheConfiguredCost() async throws {
+        let password = "correct horse battery"
+        let low = try await AdminPasswords(cost: 10).hash(password)
+        #expect(low.hasPrefix("$2b$10$"))
+        let high = AdminPasswords(cost: 11)
+        #expect(try await high.hash(password).hasPrefix("$2b$11$"))
+        // A hash made at another cost still checks: each hash carries its cost.
+        #expect(try await high.verify(password, hash: low))
+        #expect(try await !high.verify("correct horse battery!", hash: low))
+        #expect(try await !high.verify(password, hash: nil))
+    }
+
     @Test func everyAdminRouteChecksTheCallersRole() async throws {
         let world = try await TestWorld.make()
         try await LiveServer.with(world.options(adminToken: Self.admin)) { live async throws in

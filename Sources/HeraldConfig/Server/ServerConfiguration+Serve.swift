@@ -21,6 +21,10 @@ extension ServerConfiguration {
         public var usageRetention: Double = 400 * 86_400
         /// Whether sends are counted in the tenants' usage (`GET /admin/usage`).
         public var countUsage: Bool = true
+        /// The bcrypt cost of console passwords set from now on (each hash keeps its own).
+        public var passwordCost: Int = 12
+        /// The costs `api.password_cost` accepts.
+        public static let passwordCosts = 10...16
 
         public init() {}
     }
@@ -73,7 +77,7 @@ extension ServerConfiguration {
 
     static let apiKeys = [
         "max_body_bytes", "max_batch_body_bytes", "max_batch_items", "admin_token_env", "audit_retention", "usage_retention",
-        "count_usage",
+        "count_usage", "password_cost",
     ]
     static let jobsKeys = [
         "concurrency_per_tenant", "claim_size", "lease", "claimant", "jobs_per_tenant", "max_active_jobs_per_tenant",
@@ -129,6 +133,11 @@ extension ServerConfiguration {
             }
             if let node = api["count_usage"], let value = boolean(node, "api.count_usage", diagnostics: diagnostics) {
                 configuration.api.countUsage = value
+            }
+            if let node = api["password_cost"],
+                let value = diagnostics.integer(node, FieldPath(text: "api.password_cost"), in: APISettings.passwordCosts)
+            {
+                configuration.api.passwordCost = value
             }
         }
         if let node = mapping["jobs"],

@@ -32,6 +32,8 @@ struct Console: Sendable {
     let cancellation: JobCancellation
     let authenticator: AdminAuthenticator
     let audit: AuditTrail
+    /// Console passwords' hashes (`api.password_cost`).
+    let passwords: AdminPasswords
     /// The tenants' usage per hour (the tenant page's chart).
     let usage: any UsageLedger
     /// Broadcast channels and broadcasts, the API's own service.
@@ -203,7 +205,7 @@ struct Console: Sendable {
                     message: "This account's password logins are locked for \(minutes) more minutes after repeated failures. "
                         + "Its tokens still work; an owner can set a new password to end the lock."))
         }
-        guard try await AdminPasswords.verify(password, hash: state?.passwordHash), let state else {
+        guard try await passwords.verify(password, hash: state?.passwordHash), let state else {
             sessions.loginFailed(source: source)
             guard let state else {
                 await audit.record(.loginFailed, details: ["via": "console password"], actor: Self.anonymous(source))

@@ -10,6 +10,7 @@ struct AdminAccountHandlers: Sendable {
     let directory: any AdminDirectory
     let authenticator: AdminAuthenticator
     let audit: AuditTrail
+    let passwords: AdminPasswords
     let now: @Sendable () -> Date
     let logger: Logger
 
@@ -146,7 +147,7 @@ struct AdminAccountHandlers: Sendable {
         } catch {
             throw AdminLifecycleHandlers.unprocessable(error)
         }
-        let hash = try await AdminPasswords.hash(password)
+        let hash = try await passwords.hash(password)
         guard try await directory.setAdminPassword(hash: hash, account: name) else { throw APIError.notFound("admin account") }
         await audit.record(.passwordSet, object: name)
         return Response(status: .noContent)

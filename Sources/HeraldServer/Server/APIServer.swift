@@ -76,10 +76,12 @@ public final class APIServer: Sendable {
         let adminAuthenticator = AdminAuthenticator(
             breakGlass: AdminToken(adminToken), directory: store, now: { clock.date }, instant: { clock.now })
         let audit = AuditTrail(directory: store, now: { clock.date }, logger: logger)
+        let passwords = AdminPasswords(cost: configuration.api.passwordCost)
         let channels = ChannelService(router: router, store: store)
         console = Console(
             router: router, health: parts.health, reloader: parts.reloader, store: store, cancellation: cancellation,
-            authenticator: adminAuthenticator, audit: audit, usage: store, channels: channels, sessions: ConsoleSessions(now: { clock.now }),
+            authenticator: adminAuthenticator, audit: audit, passwords: passwords, usage: store, channels: channels,
+            sessions: ConsoleSessions(now: { clock.now }),
             pages: pages, lifecycle: ReloadCoordinatorLifecycle(reloader: parts.reloader, audit: audit), logger: logger,
             maxFormBytes: maxUploadBytes * 2 + 64 * 1024)
         authenticator = APIKeyAuthenticator(router: router, rateLimit: configuration.http.rateLimit, logger: logger)
@@ -103,7 +105,8 @@ public final class APIServer: Sendable {
             lifecycle: AdminLifecycleHandlers(
                 router: router, reloader: parts.reloader, tenants: adminTenants, audit: audit, logger: logger),
             accounts: AdminAccountHandlers(
-                directory: store, authenticator: adminAuthenticator, audit: audit, now: { clock.date }, logger: logger),
+                directory: store, authenticator: adminAuthenticator, audit: audit, passwords: passwords, now: { clock.date },
+                logger: logger),
             usage: UsageHandlers(ledger: store, now: { clock.date }),
             channels: ChannelHandlers(channels: channels, limits: configuration.api, audit: audit, logger: logger),
             authenticator: authenticator, adminAuthenticator: adminAuthenticator, logger: logger,

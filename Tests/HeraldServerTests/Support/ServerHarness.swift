@@ -136,6 +136,8 @@ final class TestWorld: Sendable {
         configuration.storagePath = storagePath
         configuration.listen = .init(host: "127.0.0.1", port: 0)
         configuration.logLevel = .error
+        // The lowest bcrypt cost the configuration allows: each step halves a test login's CPU.
+        configuration.api.passwordCost = ServerConfiguration.APISettings.passwordCosts.lowerBound
         return configuration
     }
 
