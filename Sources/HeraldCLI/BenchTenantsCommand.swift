@@ -1,3 +1,4 @@
+import APNsSandbox
 import ArgumentParser
 import Foundation
 import Herald
@@ -17,6 +18,16 @@ struct BenchTenantsCommand: AsyncParsableCommand {
         name: .long, help: "Where to write the tenant files (default: a new temporary directory, removed afterwards).")
     var directory: String?
 
+    enum Auth: String, ExpressibleByArgument, CaseIterable {
+        case token
+        case certificate
+    }
+
+    @Option(
+        name: .long,
+        help: "The tenants' authentication: token (one shared .p8 key) or certificate (one shared client certificate, issued by a throwaway CA; each tenant builds its own TLS context).")
+    var auth: Auth = .token
+
     func validate() throws {
         guard count > 0, count <= 1_000_000 else { throw ValidationError("--count must be between 1 and 1000000") }
     }
@@ -28,7 +39,17 @@ struct BenchTenantsCommand: AsyncParsableCommand {
         defer {
             if directory == nil { try? FileManager.default.removeItem(atPath: root) }
         }
-        try TenantBench.writeTenantFiles(count: count, directory: tenantsDirectory)
+        var certificate: TenantBench.BenchCertificate?
+        if auth == .certificate {
+            let topic = "com.example.bench"
+            let issued = try SandboxCertificateAuthority.generate(commonName: "Herald bench-tenants throwaway CA")
+                .issueClientCertificate(
+                    commonName: "herald bench-tenants", topics: [topic], notBefore: Date().addingTimeInterval(-3600),
+                    notAfter: Date().addingTimeInterval(86_400))
+            certificate = TenantBench.BenchCertificate(
+                certificatePEM: issued.certificatePEM, keyPEM: issued.privateKeyPEM, topic: topic)
+        }
+        try TenantBench.writeTenantFiles(count: count, directory: tenantsDirectory, certificate: certificate)
         let (figures, router) = try await TenantBench.measure(
             directory: tenantsDirectory, dataDirectory: root + "/data")
         print("tenants loaded:     \(figures.tenants) of \(count) (\(figures.failed) failed)")

@@ -22,23 +22,56 @@ public enum TenantBench {
         public var rssAdded: Int? { rssBefore.flatMap { before in rssAfter.map { $0 - before } } }
     }
 
-    /// Writes `count` token-auth tenant files (sharing one freshly generated P-256 key) with the
-    /// `rate-limit`, `feedback` and `metrics` plugins into `directory`.
-    public static func writeTenantFiles(count: Int, directory: String) throws {
+    /// A client certificate and its key (PEM) that every certificate tenant of the bench uses.
+    public struct BenchCertificate: Sendable {
+        public var certificatePEM: String
+        public var keyPEM: String
+        /// The topic the certificate allows (its subject's UID or topics extension).
+        public var topic: String
+
+        public init(certificatePEM: String, keyPEM: String, topic: String) {
+            self.certificatePEM = certificatePEM
+            self.keyPEM = keyPEM
+            self.topic = topic
+        }
+    }
+
+    /// Writes `count` tenant files with the `rate-limit`, `feedback` and `metrics` plugins into
+    /// `directory`: token tenants sharing one freshly generated P-256 key, or, given
+    /// `certificate`, certificate tenants sharing that certificate (each still builds its own
+    /// credential and TLS context, as tenants with their own certificates do).
+    public static func writeTenantFiles(count: Int, directory: String, certificate: BenchCertificate? = nil) throws {
         try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
-        let key =
-            "# Throwaway key generated for herald bench-tenants\n" + P256.Signing.PrivateKey().pemRepresentation + "\n"
-        try key.write(toFile: directory + "/bench-key.p8", atomically: true, encoding: .utf8)
-        for index in 0..<count {
-            let id = String(format: "bench-%05d", index)
-            let yaml = """
-                id: \(id)
-                team_id: BENCHTEAM1
+        let auth: String
+        if let certificate {
+            try certificate.certificatePEM.write(toFile: directory + "/bench-cert.pem", atomically: true, encoding: .utf8)
+            try certificate.keyPEM.write(toFile: directory + "/bench-cert.key", atomically: true, encoding: .utf8)
+            auth = """
+                auth:
+                  certificate:
+                    cert_file: bench-cert.pem
+                    key_file: bench-cert.key
+                """
+        } else {
+            let key =
+                "# Throwaway key generated for herald bench-tenants\n" + P256.Signing.PrivateKey().pemRepresentation + "\n"
+            try key.write(toFile: directory + "/bench-key.p8", atomically: true, encoding: .utf8)
+            auth = """
                 auth:
                   token:
                     key_id: BENCHKEY01
                     key_file: bench-key.p8
-                topics: [com.example.bench\(index), com.example.bench\(index).voip]
+                """
+        }
+        for index in 0..<count {
+            let id = String(format: "bench-%05d", index)
+            let topics =
+                certificate.map { "[\($0.topic)]" } ?? "[com.example.bench\(index), com.example.bench\(index).voip]"
+            let yaml = """
+                id: \(id)
+                team_id: BENCHTEAM1
+                \(auth)
+                topics: \(topics)
                 endpoints:
                   production: https://127.0.0.1:2197
                   development: https://127.0.0.1:2197
