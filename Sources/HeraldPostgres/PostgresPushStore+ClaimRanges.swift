@@ -574,10 +574,77 @@ extension PostgresPushStore {
 
     // MARK: A group of plain successes in one call
 
-    /// The function (migration `v15.1-pg-record-sent`) that records a commit group of plain
-    /// successes as ``applyChanges(_:tenant:job:outcomes:retries:logger:)`` would, in one call:
-    /// its arrays in ascending index order, each index once (``recordPlainSuccesses``).
+    /// The function (migration `v15.2-pg-record-sent-in-three-statements`) that records a commit
+    /// group of plain successes as ``applyChanges(_:tenant:job:outcomes:retries:logger:)`` would,
+    /// in one call: its arrays in ascending index order, each index once
+    /// (``recordPlainSuccesses``). Three statements: the shared item lock; the job's presence and
+    /// whether any of the group's items has a row or a record already; the records with their
+    /// count. Each statement costs PL/pgSQL a plan lookup and an executor start, more than the
+    /// checks themselves, so the bounds come from the sorted array's ends and the checks share
+    /// one statement.
     static let recordSentFunction = """
+    CREATE OR REPLACE FUNCTION herald_record_sent(
+        p_tenant TEXT, p_job TEXT, p_idxs INTEGER[], p_attempts INTEGER[], p_finished BIGINT[],
+        p_apns_ids TEXT[]
+    ) RETURNS INTEGER LANGUAGE plpgsql AS $body$
+    DECLARE
+        v_low INTEGER := p_idxs[1];
+        v_high INTEGER := p_idxs[cardinality(p_idxs)];
+        v_job BOOLEAN;
+        v_taken BOOLEAN;
+    BEGIN
+        -- Before the job is read: its delete and cancel take this lock exclusively.
+        PERFORM pg_advisory_xact_lock_shared(\(PostgresPushStore.itemLockNamespace),
+            hashtext(current_schema() || '/' || p_tenant || '/' || p_job));
+        -- A record's indexes are sorted: one that cannot hold the group's is not unnested.
+        SELECT EXISTS (SELECT 1 FROM job WHERE tenant = p_tenant AND id = p_job),
+            EXISTS (SELECT 1 FROM job_item
+                WHERE tenant = p_tenant AND job_id = p_job AND idx BETWEEN v_low AND v_high AND idx = ANY(p_idxs))
+            OR EXISTS (SELECT 1 FROM job_sent s, unnest(s.idxs) AS x
+                WHERE s.tenant = p_tenant AND s.job_id = p_job
+                  AND s.block BETWEEN v_low >> \(PostgresPushStore.sentBlockShift) AND v_high >> \(PostgresPushStore.sentBlockShift)
+                  AND s.idxs[1] <= v_high AND s.idxs[cardinality(s.idxs)] >= v_low
+                  AND x BETWEEN v_low AND v_high AND x = ANY(p_idxs))
+            INTO v_job, v_taken;
+        IF NOT v_job THEN
+            RETURN NULL;
+        END IF;
+        IF v_low IS NULL THEN
+            RETURN 0;
+        END IF;
+        IF v_taken THEN
+            RETURN -1;
+        END IF;
+        IF v_low >> \(PostgresPushStore.sentBlockShift) = v_high >> \(PostgresPushStore.sentBlockShift) THEN
+            -- One block (most groups): the arrays as given, in ascending index order.
+            WITH sent AS (
+                INSERT INTO job_sent (tenant, job_id, block, idxs, attempts, finished_ms, apns_ids)
+                VALUES (p_tenant, p_job, v_low >> \(PostgresPushStore.sentBlockShift), p_idxs, p_attempts, p_finished, p_apns_ids)
+            )
+            INSERT INTO job_outcome AS o (tenant, job_id, state, status, reason, n)
+                VALUES (p_tenant, p_job, 'sent', 200, NULL, cardinality(p_idxs))
+                ON CONFLICT (tenant, job_id, state, status, reason) DO UPDATE SET n = o.n + excluded.n;
+        ELSE
+            WITH sent AS (
+                INSERT INTO job_sent (tenant, job_id, block, idxs, attempts, finished_ms, apns_ids)
+                SELECT p_tenant, p_job, u.idx >> \(PostgresPushStore.sentBlockShift), array_agg(u.idx ORDER BY u.idx),
+                       array_agg(u.attempts ORDER BY u.idx), array_agg(u.finished ORDER BY u.idx),
+                       array_agg(u.apns_id ORDER BY u.idx)
+                FROM unnest(p_idxs, p_attempts, p_finished, p_apns_ids) AS u(idx, attempts, finished, apns_id)
+                GROUP BY u.idx >> \(PostgresPushStore.sentBlockShift)
+            )
+            INSERT INTO job_outcome AS o (tenant, job_id, state, status, reason, n)
+                VALUES (p_tenant, p_job, 'sent', 200, NULL, cardinality(p_idxs))
+                ON CONFLICT (tenant, job_id, state, status, reason) DO UPDATE SET n = o.n + excluded.n;
+        END IF;
+        RETURN cardinality(p_idxs);
+    END
+    $body$
+    """
+
+    /// `herald_record_sent` as migration `v15.1-pg-record-sent` created it (a migration is
+    /// never edited); ``recordSentFunction`` replaces it.
+    static let recordSentFunctionFirst = """
     CREATE FUNCTION herald_record_sent(
         p_tenant TEXT, p_job TEXT, p_idxs INTEGER[], p_attempts INTEGER[], p_finished BIGINT[],
         p_apns_ids TEXT[]

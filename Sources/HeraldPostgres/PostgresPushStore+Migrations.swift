@@ -388,12 +388,11 @@ extension PostgresPushStore {
                 "CREATE INDEX channel_by_app ON channel (tenant, environment, bundle_id)",
             ]),
         // PostgreSQL only: a commit group of plain successes (nearly every group of a batch) in
-        // one call and one commit, its statements planned once a connection
-        // (``PostgresPushStore/recordSentFunction``).
+        // one call and one commit, its statements planned once a connection.
         Migration(
             name: "v15.1-pg-record-sent",
             statements: [
-                PostgresQuery(unsafeSQL: PostgresPushStore.recordSentFunction),
+                PostgresQuery(unsafeSQL: PostgresPushStore.recordSentFunctionFirst),
                 // A group's record (a few KB of arrays) is kept in its row as written: never
                 // compressed nor moved out of line, which cost more than the rest of its insert.
                 "ALTER TABLE job_sent SET (toast_tuple_target = 8160)",
@@ -403,6 +402,12 @@ extension PostgresPushStore {
                 "ALTER TABLE job_sent ADD PRIMARY KEY (tenant, job_id, block, id)",
                 "DROP INDEX job_sent_by_block",
             ]),
+        // The same function in three statements instead of eight
+        // (``PostgresPushStore/recordSentFunction``); its signature and answers are unchanged,
+        // so instances not yet restarted keep calling it.
+        Migration(
+            name: "v15.2-pg-record-sent-in-three-statements",
+            statements: [PostgresQuery(unsafeSQL: PostgresPushStore.recordSentFunction)]),
     ]
 
     /// Applies the migrations not applied yet (up to and including `lastMigration`; all when nil),

@@ -55,7 +55,11 @@ struct PostgresStoreTests {
         #expect(
             PostgresPushStore.migrations.map(\.name).filter { !$0.contains("-pg-") }
                 == StoreTests.allMigrations.filter { !$0.hasPrefix("v3") && !$0.contains("-sqlite-") })
-        #expect(PostgresPushStore.migrations.map(\.name).filter { $0.contains("-pg-") } == ["v9.1-pg-job-chunks", "v12.1-pg-claim-ranges", "v15.1-pg-record-sent"])
+        #expect(
+            PostgresPushStore.migrations.map(\.name).filter { $0.contains("-pg-") } == [
+                "v9.1-pg-job-chunks", "v12.1-pg-claim-ranges", "v15.1-pg-record-sent",
+                "v15.2-pg-record-sent-in-three-statements",
+            ])
         try await stores[0].dropSchemaForTests()
         for store in stores { await store.close() }
     }
