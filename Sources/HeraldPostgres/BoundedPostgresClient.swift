@@ -30,6 +30,22 @@ struct BoundedPostgresClient: Sendable {
         return try await bounded { try await client.query(query, logger: logger, file: file, line: line) }
     }
 
+    /// ``PostgresClient/execute(_:logger:file:line:)``, bounded: a statement prepared once on
+    /// each connection, so that the server plans it from its cached plan instead of for every
+    /// call. The rows are read after it returns, from an answer that came.
+    func execute<Statement: PostgresPreparedStatement>(
+        _ statement: Statement, logger: Logger? = nil, file: String = #fileID, line: Int = #line
+    ) async throws -> [Statement.Row] where Statement.Row: Sendable {
+        let client = self.client
+        return try await bounded {
+            var rows: [Statement.Row] = []
+            for try await row in try await client.execute(statement, logger: logger, file: file, line: line) {
+                rows.append(row)
+            }
+            return rows
+        }
+    }
+
     /// ``PostgresClient/withConnection(_:)``, bounded (the lease and the closure together).
     func withConnection<Result: Sendable>(
         _ closure: @escaping @Sendable (PostgresConnection) async throws -> Result
@@ -100,5 +116,17 @@ struct BoundedPostgresClient: Sendable {
     static func describe(_ duration: Duration) -> String {
         let milliseconds = Int((duration.secondsValue * 1000).rounded())
         return milliseconds % 1000 == 0 ? "\(milliseconds / 1000) s" : "\(milliseconds) ms"
+    }
+}
+
+extension PostgresConnection {
+    /// ``execute(_:logger:file:line:)`` with its rows read: a statement prepared once on this
+    /// connection.
+    func rows<Statement: PostgresPreparedStatement>(
+        _ statement: Statement, logger: Logger, file: String = #fileID, line: Int = #line
+    ) async throws -> [Statement.Row] {
+        var rows: [Statement.Row] = []
+        for try await row in try await execute(statement, logger: logger, file: file, line: line) { rows.append(row) }
+        return rows
     }
 }

@@ -450,29 +450,11 @@ public final class PostgresPushStore: PushStore, JobReports, UnansweredCallCount
                     connection, tenant: tenant, job: job, .expired(except: claimant, now: nowMillis), logger: logger)
             }
             // The rows are locked by the SELECT until the transaction ends.
-            let picked = try await connection.query(
-                """
-                WITH due AS (
-                    SELECT idx FROM job_item
-                    WHERE tenant = \(tenant.rawValue) AND job_id = \(job.rawValue) AND state = 'retrying'
-                      AND next_attempt_ms <= \(nowMillis)
-                      AND (claimant = \(claimant) OR claimant IS NULL OR lease_until_ms IS NULL
-                           OR lease_until_ms <= \(nowMillis))
-                    ORDER BY next_attempt_ms, idx
-                    LIMIT \(limit)
-                    FOR UPDATE SKIP LOCKED
-                ), fresh AS (
-                    SELECT idx FROM job_item
-                    WHERE tenant = \(tenant.rawValue) AND job_id = \(job.rawValue) AND state = 'pending' AND idx >= \(from)
-                      AND (claimant = \(claimant) OR claimant IS NULL OR lease_until_ms IS NULL
-                           OR lease_until_ms <= \(nowMillis))
-                    ORDER BY idx
-                    LIMIT greatest(0, \(limit) - (SELECT count(*) FROM due))
-                    FOR UPDATE SKIP LOCKED
-                )
-                SELECT idx FROM due UNION ALL SELECT idx FROM fresh
-                """, logger: logger
-            ).collect().map { try $0.makeRandomAccess()[0].decode(Int32.self) }
+            let picked = try await connection.rows(
+                ClaimableItemsStatement(
+                    tenant: tenant.rawValue, job: job.rawValue, claimant: claimant, now: nowMillis, from: from,
+                    limit: Int64(limit)),
+                logger: logger)
             var items: [JobItem] = []
             if !picked.isEmpty {
                 items = try await connection.query(
@@ -541,36 +523,17 @@ public final class PostgresPushStore: PushStore, JobReports, UnansweredCallCount
     /// named index), so that its cost does not grow with the job's ranges or rows.
     public func leasedItems(tenant: TenantID, job: JobID, indexes: [Int], claimant: String) async throws -> Set<Int> {
         guard let low = indexes.min(), let high = indexes.max() else { return [] }
-        let list = Set(indexes).map { Int32(clamping: $0) }
         var runnable = false
         var ranges: [Range<Int>] = []
         var rows: [Int: Bool] = [:]
-        for row in try await client.query(
-            """
-            SELECT 0, 0, 0, true FROM job WHERE tenant = \(tenant.rawValue) AND id = \(job.rawValue)
-              AND state IN ('accepted', 'running')
-            UNION ALL
-            (SELECT 1, first_idx, end_idx, true FROM job_claim_range
-             WHERE tenant = \(tenant.rawValue) AND job_id = \(job.rawValue) AND claimant = \(claimant)
-               AND first_idx BETWEEN coalesce(
-                   (SELECT first_idx FROM job_claim_range WHERE tenant = \(tenant.rawValue) AND job_id = \(job.rawValue)
-                      AND first_idx <= \(Int32(clamping: low)) ORDER BY first_idx DESC LIMIT 1), \(Int32(clamping: low)))
-                   AND \(Int32(clamping: high))
-               AND end_idx > \(Int32(clamping: low))
-             ORDER BY first_idx LIMIT \(Int64(high) - Int64(low) + 1))
-            UNION ALL
-            SELECT 2, idx, 0, state IN ('pending', 'retrying') AND claimant IS NOT DISTINCT FROM \(claimant) FROM job_item
-            WHERE tenant = \(tenant.rawValue) AND job_id = \(job.rawValue)
-              AND idx BETWEEN \(Int32(clamping: low)) AND \(Int32(clamping: high)) AND idx = ANY(\(list))
-            """, logger: logger
-        ).collect() {
-            let cells = row.makeRandomAccess()
-            switch try cells[0].decode(Int.self) {
+        let statement = LeasedItemsStatement(
+            tenant: tenant.rawValue, job: job.rawValue, claimant: claimant, low: Int32(clamping: low),
+            high: Int32(clamping: high), indexes: Set(indexes).map { Int32(clamping: $0) })
+        for (part, first, end, mine) in try await client.execute(statement, logger: logger) {
+            switch part {
             case 0: runnable = true
-            case 1:
-                let (first, end) = (try cells[1].decode(Int.self), try cells[2].decode(Int.self))
-                if first < end { ranges.append(first..<end) }
-            default: rows[try cells[1].decode(Int.self)] = try cells[3].decode(Bool.self)
+            case 1: if first < end { ranges.append(Int(first)..<Int(end)) }
+            default: rows[Int(first)] = mine
             }
         }
         guard runnable else { return [] }
@@ -579,6 +542,98 @@ public final class PostgresPushStore: PushStore, JobReports, UnansweredCallCount
                 if let mine = rows[index] { return mine }
                 return ranges.contains { $0.contains(index) }
             })
+    }
+
+    /// The claim's pick of its job's rows (``claimPendingItems(tenant:job:limit:claimant:now:leaseUntil:fromIndex:)``):
+    /// due retries first, earliest first, then pending rows from `from`, each lockable now.
+    /// The rows are locked until the transaction ends. Prepared: planned once a connection.
+    struct ClaimableItemsStatement: PostgresPreparedStatement {
+        static let name = "herald_claimable_items"
+        static let sql = """
+            WITH due AS (
+                SELECT idx FROM job_item
+                WHERE tenant = $1 AND job_id = $2 AND state = 'retrying' AND next_attempt_ms <= $4
+                  AND (claimant = $3 OR claimant IS NULL OR lease_until_ms IS NULL OR lease_until_ms <= $4)
+                ORDER BY next_attempt_ms, idx
+                LIMIT $6
+                FOR UPDATE SKIP LOCKED
+            ), fresh AS (
+                SELECT idx FROM job_item
+                WHERE tenant = $1 AND job_id = $2 AND state = 'pending' AND idx >= $5
+                  AND (claimant = $3 OR claimant IS NULL OR lease_until_ms IS NULL OR lease_until_ms <= $4)
+                ORDER BY idx
+                LIMIT greatest(0, $6 - (SELECT count(*) FROM due))
+                FOR UPDATE SKIP LOCKED
+            )
+            SELECT idx FROM due UNION ALL SELECT idx FROM fresh
+            """
+        typealias Row = Int32
+
+        var tenant: String
+        var job: String
+        var claimant: String
+        var now: Int64
+        var from: Int32
+        var limit: Int64
+
+        func makeBindings() throws -> PostgresBindings {
+            var bindings = PostgresBindings(capacity: 6)
+            bindings.append(tenant)
+            bindings.append(job)
+            bindings.append(claimant)
+            bindings.append(now)
+            bindings.append(from)
+            bindings.append(limit)
+            return bindings
+        }
+
+        func decodeRow(_ row: PostgresRow) throws -> Row {
+            try row.decode(Int32.self)
+        }
+    }
+
+    /// ``leasedItems(tenant:job:indexes:claimant:)``'s read, prepared: it runs for every
+    /// commit group, and planning its three parts cost the server more than running them.
+    struct LeasedItemsStatement: PostgresPreparedStatement {
+        static let name = "herald_leased_items"
+        static let sql = """
+            SELECT 0, 0, 0, true FROM job WHERE tenant = $1 AND id = $2 AND state IN ('accepted', 'running')
+            UNION ALL
+            (SELECT 1, first_idx, end_idx, true FROM job_claim_range
+             WHERE tenant = $1 AND job_id = $2 AND claimant = $3
+               AND first_idx BETWEEN coalesce(
+                   (SELECT first_idx FROM job_claim_range WHERE tenant = $1 AND job_id = $2
+                      AND first_idx <= $4 ORDER BY first_idx DESC LIMIT 1), $4)
+                   AND $5
+               AND end_idx > $4
+             ORDER BY first_idx LIMIT $5::bigint - $4::bigint + 1)
+            UNION ALL
+            SELECT 2, idx, 0, state IN ('pending', 'retrying') AND claimant IS NOT DISTINCT FROM $3 FROM job_item
+            WHERE tenant = $1 AND job_id = $2 AND idx BETWEEN $4 AND $5 AND idx = ANY($6)
+            """
+        typealias Row = (Int32, Int32, Int32, Bool)
+
+        var tenant: String
+        var job: String
+        var claimant: String
+        var low: Int32
+        var high: Int32
+        var indexes: [Int32]
+
+        func makeBindings() throws -> PostgresBindings {
+            var bindings = PostgresBindings(capacity: 6)
+            bindings.append(tenant)
+            bindings.append(job)
+            bindings.append(claimant)
+            bindings.append(low)
+            bindings.append(high)
+            bindings.append(indexes)
+            return bindings
+        }
+
+        func decodeRow(_ row: PostgresRow) throws -> Row {
+            try row.decode(Row.self)
+        }
     }
 
     /// The item indexes of rows whose first column is one.
