@@ -99,7 +99,7 @@ struct BenchCommand: AsyncParsableCommand {
     @Option(
         name: .customLong("callers"),
         help: """
-            How notifications are sent: loops (async sends from tasks on the event loops; the default through the router), \
+            How notifications are sent: loops (async sends from tasks on the event loops of the tenant's connections; the default through the router), \
             global (async sends from tasks on Swift's global executor) or callbacks (the callback API: each completion, on \
             a connection's event loop, sends the next; the default through the transport; through the router, one attempt \
             each, as the job runner sends a batch item).
@@ -275,7 +275,8 @@ struct BenchCommand: AsyncParsableCommand {
                 if warmup > 0 { _ = await BenchCallbackLoad.run(warmupLoad.notes, concurrency: min(concurrency, warmup), start: start) }
                 figures = await BenchCallbackLoad.run(workload.notes, concurrency: concurrency, start: start)
             } else {
-                let executors = callerMode == "loops" ? group.makeIterator().map { EventLoopTaskExecutor($0) } : []
+                // On the loops the tenant's connections answer on, as for `--through transport`.
+                let executors = callerMode == "loops" ? router.runtime(for: tenantID)?.transport.sendingExecutors ?? [] : []
                 if warmup > 0 {
                     _ = await BenchLoad.run(warmupLoad.notes, concurrency: min(concurrency, warmup), executors: executors, send: send)
                 }
@@ -445,7 +446,7 @@ struct BenchCommand: AsyncParsableCommand {
             return await BenchCallbackLoad.run(notes, through: transport, concurrency: concurrency)
         }
         return await BenchLoad.run(
-            notes, concurrency: concurrency, executors: callerMode == "loops" ? transport.eventLoopExecutors() : []
+            notes, concurrency: concurrency, executors: callerMode == "loops" ? transport.sendingExecutors : []
         ) { note in
             try await transport.send(note)
         }

@@ -139,14 +139,14 @@ enum BenchLoad {
         var failed: [String: Int] = [:]
     }
 
-    /// - Parameter onEventLoops: run the sending tasks on the transport's event loops (no thread
-    ///   switch between a send and its connection) instead of Swift's global executor.
+    /// Sends `notes` from `concurrency` tasks, each awaiting one send at a time.
     /// - Parameters:
     ///   - send: one send (through the router, or straight to a transport).
-    ///   - executors: the event loops' task executors to run the senders on; empty: Swift's
-    ///     global executor.
+    ///   - executors: where the sending tasks run, spread over them (the transport's
+    ///     ``HeraldCore/PushTransport/sendingExecutors``: no thread switch between a send and its
+    ///     connection); empty: Swift's global executor.
     static func run<Note: Sendable>(
-        _ notes: [Note], concurrency: Int, executors: [EventLoopTaskExecutor],
+        _ notes: [Note], concurrency: Int, executors: [any TaskExecutor],
         send: @escaping @Sendable (Note) async throws -> APNsResponse
     ) async -> BenchFigures {
         let cursor = Cursor()

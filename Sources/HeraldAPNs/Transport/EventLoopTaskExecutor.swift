@@ -4,12 +4,12 @@ import NIOCore
 ///
 /// A caller that sends many notifications can run its tasks on the transport's event loops:
 /// a send then goes to a connection on the same loop when one has room (see
-/// ``TenantTransport/eventLoopExecutors()``), so the request is written, answered and resumed
+/// ``TenantTransport/sendingExecutors``), so the request is written, answered and resumed
 /// without a thread switch, and writes made in the same loop tick share one flush.
 ///
 /// ```swift
 /// await withTaskGroup(of: Void.self) { group in
-///     for (index, executor) in transport.eventLoopExecutors().enumerated() {
+///     for (index, executor) in transport.sendingExecutors.enumerated() {
 ///         group.addTask(executorPreference: executor) { await sendMany(part: index) }
 ///     }
 /// }

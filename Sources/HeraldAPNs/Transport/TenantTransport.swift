@@ -304,10 +304,18 @@ public final class TenantTransport: PushTransport {
     /// (when it has room), and the answers' completions run on the same thread as the task.
     public var sendingExecutor: (any TaskExecutor)? { home }
 
-    /// One task executor per event loop of the transport's group, for callers that send a lot:
-    /// tasks running on them send through a connection on their own loop when it has room.
-    public func eventLoopExecutors() -> [EventLoopTaskExecutor] {
-        group.makeIterator().map { EventLoopTaskExecutor($0) }
+    /// The executors of the loops an endpoint's connections open on, the home loop first, one
+    /// for each connection up to ``TransportConfiguration/connectionsPerEndpoint`` (the pool
+    /// opens its connections on distinct loops, home first, in the group's order), for callers
+    /// that send a lot from several tasks: a task on one of them sends through the connection on
+    /// its own loop when it has room, and is resumed on the thread that answered. A task on a
+    /// loop without a connection would wake another thread for every send.
+    public var sendingExecutors: [any TaskExecutor] {
+        var executors: [any TaskExecutor] = [home]
+        for loop in group.makeIterator() where executors.count < configuration.connectionsPerEndpoint {
+            if loop !== home.eventLoop { executors.append(EventLoopTaskExecutor(loop)) }
+        }
+        return executors
     }
 
     // MARK: Internals

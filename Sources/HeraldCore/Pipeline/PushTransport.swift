@@ -39,6 +39,10 @@ public protocol PushTransport: Sendable {
     /// share that thread instead of waking each other across two. Nil (the default) when the
     /// transport has no such place; the task then runs on the global executor.
     var sendingExecutor: (any TaskExecutor)? { get }
+    /// Where callers that keep many sends in flight from several tasks should run them: one
+    /// executor a connection's thread, ``sendingExecutor``'s first. Defaults to
+    /// ``sendingExecutor`` alone (none when it is nil).
+    var sendingExecutors: [any TaskExecutor] { get }
     /// One call to the channel management service of `environment` with `requestID` as its
     /// `apns-request-id`, and its answer (any status), on a connection of the transport's own to that service. Throws as ``send(_:deadline:)``.
     /// The default throws `PushError` `.transport` (surely not processed): a transport without
@@ -52,6 +56,7 @@ public protocol PushTransport: Sendable {
 extension PushTransport {
     public var sendsByCallback: Bool { false }
     public var sendingExecutor: (any TaskExecutor)? { nil }
+    public var sendingExecutors: [any TaskExecutor] { sendingExecutor.map { [$0] } ?? [] }
     public func startSend(
         _ notification: AdmittedNotification, deadline: ContinuousClock.Instant,
         completion: @escaping @Sendable (Result<APNsResponse, PushError>) -> Void

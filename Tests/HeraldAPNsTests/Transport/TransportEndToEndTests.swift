@@ -371,6 +371,9 @@ struct TransportEndToEndTests {
                     configuration: TransportConfiguration(pool: tenant.pool), eventLoopGroup: group, logger: SandboxHarness.quietLogger)
                 let executor = try #require(transport.sendingExecutor as? EventLoopTaskExecutor)
                 homes.append(ObjectIdentifier(executor.eventLoop))
+                // With one connection, the home loop is the one place to send from.
+                let offered = transport.sendingExecutors.compactMap { ($0 as? EventLoopTaskExecutor)?.eventLoop }
+                #expect(offered.count == 1 && offered.first === executor.eventLoop)
                 let (answer, onHome) = await withCheckedContinuation { continuation in
                     transport.startSend(transport.unchecked(Notes.note(topic: "com.example.alpha")), deadline: deadline) { answer in
                         continuation.resume(returning: (answer, executor.eventLoop.inEventLoop))
@@ -385,6 +388,28 @@ struct TransportEndToEndTests {
             }
             #expect(Set(homes).count == 3)
             harness.expectCleanAudit()
+        }
+        try await group.shutdownGracefully()
+    }
+
+    @Test("the executors offered to senders are the loops an endpoint's connections open on: home first, one a connection, distinct")
+    func sendingExecutors() async throws {
+        let group = MultiThreadedEventLoopGroup(numberOfThreads: 3)
+        try await withSandbox { harness in
+            for connections in [1, 2, 3, 5] {
+                var pool = PoolConfiguration()
+                pool.connections = connections
+                let tenant = try harness.tokenTenant(.alpha, pool: pool)
+                let transport = TenantTransport(
+                    tenant: tenant, credentials: try CredentialProviders.make(for: tenant, clock: harness.clock),
+                    eventLoopGroup: group, logger: SandboxHarness.quietLogger)
+                let home = try #require((transport.sendingExecutor as? EventLoopTaskExecutor)?.eventLoop)
+                let loops = transport.sendingExecutors.compactMap { ($0 as? EventLoopTaskExecutor)?.eventLoop }
+                #expect(loops.count == min(connections, 3), "\(connections) connections")
+                #expect(loops.first === home)
+                #expect(Set(loops.map { ObjectIdentifier($0) }).count == loops.count)
+                await transport.close()
+            }
         }
         try await group.shutdownGracefully()
     }
