@@ -42,10 +42,8 @@ extension PostgresPushStore {
 
     /// Takes the job's claim lock until the transaction ends.
     static func lockClaims(_ connection: PostgresConnection, tenant: TenantID, job: JobID, logger: Logger) async throws {
-        try await connection.query(
-            """
-            SELECT pg_advisory_xact_lock(\(claimLockNamespace), hashtext(current_schema() || '/' || \(tenant.rawValue + "/" + job.rawValue)))
-            """, logger: logger)
+        _ = try await connection.prepared(
+            ExclusiveLockText.self, claimLockNamespace, tenant.rawValue + "/" + job.rawValue, logger: logger)
     }
 
     /// Locks the job's items until the transaction ends (`exclusive`: against every other change
@@ -59,24 +57,13 @@ extension PostgresPushStore {
     ) async throws -> (frontier: Int, count: Int)? {
         let key = tenant.rawValue + "/" + job.rawValue
         if exclusive {
-            try await connection.query(
-                """
-                SELECT pg_advisory_xact_lock(\(itemLockNamespace), hashtext(current_schema() || '/' || \(key)))
-                """, logger: logger)
+            _ = try await connection.prepared(ExclusiveLockText.self, itemLockNamespace, key, logger: logger)
         } else {
-            try await connection.query(
-                """
-                SELECT pg_advisory_xact_lock_shared(\(itemLockNamespace), hashtext(current_schema() || '/' || \(key)))
-                """, logger: logger)
+            _ = try await connection.prepared(SharedLockText.self, itemLockNamespace, key, logger: logger)
         }
         // A statement of its own: its snapshot is taken after the lock (the frontier a claim
         // moved before is seen).
-        let rows = try await connection.query(
-            """
-            SELECT materialized, item_count, state IN ('accepted', 'running') FROM job
-            WHERE tenant = \(tenant.rawValue) AND id = \(job.rawValue)
-            """, logger: logger
-        ).collect()
+        let rows = try await connection.prepared(JobFrontierText.self, tenant.rawValue, job.rawValue, logger: logger)
         guard let row = rows.first else { return nil }
         let cells = row.makeRandomAccess()
         if runnable, try !cells[2].decode(Bool.self) { return nil }
@@ -289,17 +276,11 @@ extension PostgresPushStore {
         let end = min(itemCount, first + max(0, min(count, itemCount)))
         let (a, b) = (Int32(clamping: first), Int32(clamping: end))
         if frontier < end {
-            try await connection.query(
-                """
-                UPDATE job SET materialized = \(b) WHERE tenant = \(tenant.rawValue) AND id = \(job.rawValue)
-                """, logger: logger)
+            _ = try await connection.prepared(FrontierMoveText.self, b, tenant.rawValue, job.rawValue, logger: logger)
         }
         guard first < end else { return [] }
-        try await connection.query(
-            """
-            INSERT INTO job_claim_range (tenant, job_id, first_idx, end_idx, claimant, lease_until_ms)
-            VALUES (\(tenant.rawValue), \(job.rawValue), \(a), \(b), \(claimant), \(leaseUntil))
-            """, logger: logger)
+        _ = try await connection.prepared(
+            NewRangeText.self, tenant.rawValue, job.rawValue, a, b, claimant, leaseUntil, logger: logger)
         // Items of the range with a row of their own (a deferral or a mark named them before
         // any claim) are claimed through their rows, not here.
         let lease = (claimant, date(leaseUntil))
@@ -318,17 +299,9 @@ extension PostgresPushStore {
         leaseUntil: Int64, logger: Logger
     ) async throws -> [JobItem] {
         guard limit > 0 else { return [] }
-        let ranges = try await connection.query(
-            """
-            UPDATE job_claim_range SET lease_until_ms = \(leaseUntil)
-            WHERE tenant = \(tenant.rawValue) AND job_id = \(job.rawValue) AND claimant = \(claimant)
-              AND end_idx > \(Int32(clamping: from))
-              AND first_idx >= coalesce(
-                  (SELECT max(first_idx) FROM job_claim_range WHERE tenant = \(tenant.rawValue) AND job_id = \(job.rawValue)
-                     AND claimant = \(claimant) AND first_idx <= \(Int32(clamping: from))), \(Int32(clamping: from)))
-            RETURNING first_idx, end_idx
-            """, logger: logger
-        ).collect().map { row in
+        let ranges = try await connection.prepared(
+            OwnRangesText.self, leaseUntil, tenant.rawValue, job.rawValue, claimant, Int32(clamping: from), logger: logger
+        ).map { row in
             let cells = row.makeRandomAccess()
             return (try cells[0].decode(Int32.self), try cells[1].decode(Int32.self))
         }.sorted { $0.0 < $1.0 }
@@ -375,28 +348,11 @@ extension PostgresPushStore {
         _ connection: PostgresConnection, tenant: TenantID, job: JobID, low: Int32, end: Int32, logger: Logger
     ) async throws -> [(Int, HeraldCore.Notification)] {
         var rowed = Set<Int>()
-        for row in try await connection.query(
-            """
-            SELECT idx FROM job_item WHERE tenant = \(tenant.rawValue) AND job_id = \(job.rawValue) AND idx >= \(low) AND idx < \(end)
-            """, logger: logger
-        ).collect() {
+        for row in try await connection.prepared(RowedIndexesText.self, tenant.rawValue, job.rawValue, low, end, logger: logger) {
             rowed.insert(try row.makeRandomAccess()[0].decode(Int.self))
         }
         var decoded: [(Int, HeraldCore.Notification, Int32)] = []
-        for row in try await connection.query(
-            """
-            SELECT c.first_idx + s.lo - 1, c.tokens[s.lo:s.hi], c.topics[s.lo:s.hi], c.push_types[s.lo:s.hi],
-                   c.priorities[s.lo:s.hi], c.expirations[s.lo:s.hi], c.collapse_ids[s.lo:s.hi], c.apns_ids[s.lo:s.hi],
-                   c.payload_refs[s.lo:s.hi], c.nulls[s.lo:s.hi]
-            FROM job_chunk c
-            CROSS JOIN LATERAL (SELECT greatest(\(low) - c.first_idx + 1, 1) AS lo, least(\(end) - c.first_idx, c.count) AS hi) AS s
-            WHERE c.tenant = \(tenant.rawValue) AND c.job_id = \(job.rawValue) AND c.first_idx < \(end) AND c.first_idx + c.count > \(low)
-              AND c.first_idx >= coalesce(
-                  (SELECT f.first_idx FROM job_chunk f WHERE f.tenant = \(tenant.rawValue) AND f.job_id = \(job.rawValue)
-                     AND f.first_idx <= \(low) ORDER BY f.first_idx DESC LIMIT 1), \(low))
-            ORDER BY c.first_idx
-            """, logger: logger
-        ).collect() {
+        for row in try await connection.prepared(ChunkSlicesText.self, tenant.rawValue, job.rawValue, low, end, logger: logger) {
             let cells = row.makeRandomAccess()
             let first: Int
             let tokens: [String], topics: [String], pushTypes: [String], collapseIDs: [String], apnsIDs: [String]
@@ -483,12 +439,7 @@ extension PostgresPushStore {
         let refs = Array(Set(decoded.map(\.2)))
         var payloads: [Int32: [UInt8]] = [:]
         if !refs.isEmpty {
-            for row in try await connection.query(
-                """
-                SELECT id, payload FROM job_payload
-                WHERE tenant = \(tenant.rawValue) AND job_id = \(job.rawValue) AND id = ANY(\(refs))
-                """, logger: logger
-            ).collect() {
+            for row in try await connection.prepared(PayloadsText.self, tenant.rawValue, job.rawValue, refs, logger: logger) {
                 let cells = row.makeRandomAccess()
                 payloads[try cells[0].decode(Int32.self)] = Array(buffer: try cells[1].decode(ByteBuffer.self))
             }
@@ -794,5 +745,107 @@ extension PostgresPushStore {
             }
         }
         return written
+    }
+}
+
+// MARK: The claim's statements, prepared
+
+extension PostgresPushStore {
+    /// Takes an advisory lock (a namespace and a key: ``lockClaims(_:tenant:job:logger:)``,
+    /// ``lockJob(_:tenant:job:runnable:exclusive:logger:)``) until the transaction ends.
+    enum ExclusiveLockText: PreparedText {
+        static let name = "herald_lock"
+        static let sql = "SELECT pg_advisory_xact_lock($1, hashtext(current_schema() || '/' || $2))"
+        static let types: [PostgresDataType] = [.int4, .text]
+    }
+
+    /// ``ExclusiveLockText``, shared.
+    enum SharedLockText: PreparedText {
+        static let name = "herald_lock_shared"
+        static let sql = "SELECT pg_advisory_xact_lock_shared($1, hashtext(current_schema() || '/' || $2))"
+        static let types: [PostgresDataType] = [.int4, .text]
+    }
+
+    /// A job's frontier, item count and whether it runs.
+    enum JobFrontierText: PreparedText {
+        static let name = "herald_job_frontier"
+        static let sql = """
+            SELECT materialized, item_count, state IN ('accepted', 'running') FROM job WHERE tenant = $1 AND id = $2
+            """
+        static let types: [PostgresDataType] = [.text, .text]
+    }
+
+    /// Whether another claimant's range of the job expired (its lease ended by `$4`).
+    enum ExpiredRangeText: PreparedText {
+        static let name = "herald_expired_range"
+        static let sql = """
+            SELECT 1 FROM job_claim_range WHERE tenant = $1 AND job_id = $2 AND claimant <> $3 AND lease_until_ms <= $4 LIMIT 1
+            """
+        static let types: [PostgresDataType] = [.text, .text, .text, .int8]
+    }
+
+    /// Moves a job's frontier to `$1`.
+    enum FrontierMoveText: PreparedText {
+        static let name = "herald_frontier_move"
+        static let sql = "UPDATE job SET materialized = $1 WHERE tenant = $2 AND id = $3"
+        static let types: [PostgresDataType] = [.int4, .text, .text]
+    }
+
+    /// A new claim range: tenant, job, first index, end index, claimant, lease end.
+    enum NewRangeText: PreparedText {
+        static let name = "herald_new_range"
+        static let sql = """
+            INSERT INTO job_claim_range (tenant, job_id, first_idx, end_idx, claimant, lease_until_ms)
+            VALUES ($1, $2, $3, $4, $5, $6)
+            """
+        static let types: [PostgresDataType] = [.text, .text, .int4, .int4, .text, .int8]
+    }
+
+    /// The claimant's (`$4`) ranges of the job from index `$5` on, leased again until `$1`: the
+    /// last one starting at or before `$5` (a primary-key read backwards) and those after it.
+    enum OwnRangesText: PreparedText {
+        static let name = "herald_own_ranges"
+        static let sql = """
+            UPDATE job_claim_range SET lease_until_ms = $1
+            WHERE tenant = $2 AND job_id = $3 AND claimant = $4 AND end_idx > $5
+              AND first_idx >= coalesce(
+                  (SELECT first_idx FROM job_claim_range WHERE tenant = $2 AND job_id = $3 AND claimant = $4 AND first_idx <= $5
+                   ORDER BY first_idx DESC LIMIT 1), $5)
+            RETURNING first_idx, end_idx
+            """
+        static let types: [PostgresDataType] = [.int8, .text, .text, .text, .int4]
+    }
+
+    /// The indexes of the job's items with a row in `$3 ..< $4`.
+    enum RowedIndexesText: PreparedText {
+        static let name = "herald_rowed_indexes"
+        static let sql = "SELECT idx FROM job_item WHERE tenant = $1 AND job_id = $2 AND idx >= $3 AND idx < $4"
+        static let types: [PostgresDataType] = [.text, .text, .int4, .int4]
+    }
+
+    /// The job's chunks over `$3 ..< $4`, their arrays cut to those bounds, one row a chunk with
+    /// its first index in the cut (``chunkItemsWithoutRows(_:tenant:job:low:end:logger:)``).
+    enum ChunkSlicesText: PreparedText {
+        static let name = "herald_chunk_slices"
+        static let sql = """
+            SELECT c.first_idx + s.lo - 1, c.tokens[s.lo:s.hi], c.topics[s.lo:s.hi], c.push_types[s.lo:s.hi],
+                   c.priorities[s.lo:s.hi], c.expirations[s.lo:s.hi], c.collapse_ids[s.lo:s.hi], c.apns_ids[s.lo:s.hi],
+                   c.payload_refs[s.lo:s.hi], c.nulls[s.lo:s.hi]
+            FROM job_chunk c
+            CROSS JOIN LATERAL (SELECT greatest($3 - c.first_idx + 1, 1) AS lo, least($4 - c.first_idx, c.count) AS hi) AS s
+            WHERE c.tenant = $1 AND c.job_id = $2 AND c.first_idx < $4 AND c.first_idx + c.count > $3
+              AND c.first_idx >= coalesce(
+                  (SELECT f.first_idx FROM job_chunk f WHERE f.tenant = $1 AND f.job_id = $2 AND f.first_idx <= $3
+                   ORDER BY f.first_idx DESC LIMIT 1), $3)
+            ORDER BY c.first_idx
+            """
+        static let types: [PostgresDataType] = [.text, .text, .int4, .int4]
+    }
+
+    /// The job's payloads with the ids in `$3`.
+    enum PayloadsText: PreparedText {
+        static let name = "herald_payloads"
+        static let sql = "SELECT id, payload FROM job_payload WHERE tenant = $1 AND job_id = $2 AND id = ANY($3)"
+        static let types: [PostgresDataType] = [.text, .text, .int4Array]
     }
 }

@@ -433,12 +433,9 @@ public final class PostgresPushStore: PushStore, JobReports, UnansweredCallCount
             // One claim of the job at a time; the item lock exclusive only when another
             // claimant's range is to be taken over (writers of outcomes go on meanwhile).
             try await Self.lockClaims(connection, tenant: tenant, job: job, logger: logger)
-            let expired = try await !connection.query(
-                """
-                SELECT 1 FROM job_claim_range WHERE tenant = \(tenant.rawValue) AND job_id = \(job.rawValue)
-                  AND claimant <> \(claimant) AND lease_until_ms <= \(nowMillis) LIMIT 1
-                """, logger: logger
-            ).collect().isEmpty
+            let expired = try await !connection.prepared(
+                ExpiredRangeText.self, tenant.rawValue, job.rawValue, claimant, nowMillis, logger: logger
+            ).isEmpty
             // A finished or cancelled job's items are not claimed (a cancel stops every
             // instance's claims, whether or not it heard of the cancel).
             guard
