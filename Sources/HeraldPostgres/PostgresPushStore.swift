@@ -447,11 +447,9 @@ public final class PostgresPushStore: PushStore, JobReports, UnansweredCallCount
                     connection, tenant: tenant, job: job, .expired(except: claimant, now: nowMillis), logger: logger)
             }
             // The rows are locked by the SELECT until the transaction ends.
-            let picked = try await connection.rows(
-                ClaimableItemsStatement(
-                    tenant: tenant.rawValue, job: job.rawValue, claimant: claimant, now: nowMillis, from: from,
-                    limit: Int64(limit)),
-                logger: logger)
+            let picked = try await connection.prepared(
+                ClaimableItemsText.self, tenant.rawValue, job.rawValue, claimant, nowMillis, from, Int64(limit), logger: logger
+            ).map { try $0.decode(Int32.self) }
             var items: [JobItem] = []
             if !picked.isEmpty {
                 items = try await connection.query(
@@ -523,10 +521,11 @@ public final class PostgresPushStore: PushStore, JobReports, UnansweredCallCount
         var runnable = false
         var ranges: [Range<Int>] = []
         var rows: [Int: Bool] = [:]
-        let statement = LeasedItemsStatement(
-            tenant: tenant.rawValue, job: job.rawValue, claimant: claimant, low: Int32(clamping: low),
-            high: Int32(clamping: high), indexes: Set(indexes).map { Int32(clamping: $0) })
-        for (part, first, end, mine) in try await client.execute(statement, logger: logger) {
+        let statement = Prepared<LeasedItemsText>(
+            tenant.rawValue, job.rawValue, claimant, Int32(clamping: low), Int32(clamping: high),
+            Set(indexes).map { Int32(clamping: $0) })
+        for row in try await client.execute(statement, logger: logger) {
+            let (part, first, end, mine) = try row.decode((Int32, Int32, Int32, Bool).self)
             switch part {
             case 0: runnable = true
             case 1: if first < end { ranges.append(Int(first)..<Int(end)) }
@@ -544,7 +543,7 @@ public final class PostgresPushStore: PushStore, JobReports, UnansweredCallCount
     /// The claim's pick of its job's rows (``claimPendingItems(tenant:job:limit:claimant:now:leaseUntil:fromIndex:)``):
     /// due retries first, earliest first, then pending rows from `from`, each lockable now.
     /// The rows are locked until the transaction ends. Prepared: planned once a connection.
-    struct ClaimableItemsStatement: PostgresPreparedStatement {
+    enum ClaimableItemsText: PreparedText {
         static let name = "herald_claimable_items"
         static let sql = """
             WITH due AS (
@@ -564,34 +563,12 @@ public final class PostgresPushStore: PushStore, JobReports, UnansweredCallCount
             )
             SELECT idx FROM due UNION ALL SELECT idx FROM fresh
             """
-        typealias Row = Int32
-
-        var tenant: String
-        var job: String
-        var claimant: String
-        var now: Int64
-        var from: Int32
-        var limit: Int64
-
-        func makeBindings() throws -> PostgresBindings {
-            var bindings = PostgresBindings(capacity: 6)
-            bindings.append(tenant)
-            bindings.append(job)
-            bindings.append(claimant)
-            bindings.append(now)
-            bindings.append(from)
-            bindings.append(limit)
-            return bindings
-        }
-
-        func decodeRow(_ row: PostgresRow) throws -> Row {
-            try row.decode(Int32.self)
-        }
+        static let types: [PostgresDataType] = [.text, .text, .text, .int8, .int4, .int8]
     }
 
     /// ``leasedItems(tenant:job:indexes:claimant:)``'s read, prepared: it runs for every
     /// commit group, and planning its three parts cost the server more than running them.
-    struct LeasedItemsStatement: PostgresPreparedStatement {
+    enum LeasedItemsText: PreparedText {
         static let name = "herald_leased_items"
         static let sql = """
             SELECT 0, 0, 0, true FROM job WHERE tenant = $1 AND id = $2 AND state IN ('accepted', 'running')
@@ -608,29 +585,7 @@ public final class PostgresPushStore: PushStore, JobReports, UnansweredCallCount
             SELECT 2, idx, 0, state IN ('pending', 'retrying') AND claimant IS NOT DISTINCT FROM $3 FROM job_item
             WHERE tenant = $1 AND job_id = $2 AND idx BETWEEN $4 AND $5 AND idx = ANY($6)
             """
-        typealias Row = (Int32, Int32, Int32, Bool)
-
-        var tenant: String
-        var job: String
-        var claimant: String
-        var low: Int32
-        var high: Int32
-        var indexes: [Int32]
-
-        func makeBindings() throws -> PostgresBindings {
-            var bindings = PostgresBindings(capacity: 6)
-            bindings.append(tenant)
-            bindings.append(job)
-            bindings.append(claimant)
-            bindings.append(low)
-            bindings.append(high)
-            bindings.append(indexes)
-            return bindings
-        }
-
-        func decodeRow(_ row: PostgresRow) throws -> Row {
-            try row.decode(Row.self)
-        }
+        static let types: [PostgresDataType] = [.text, .text, .text, .int4, .int4, .int4Array]
     }
 
     /// The item indexes of rows whose first column is one.
