@@ -676,11 +676,8 @@ extension PostgresPushStore {
             // An apns-id is a UUID, never empty: '' stands for none.
             apnsIDs.append(write.result.apnsID?.rawValue ?? "")
         }
-        let rows = try await client.query(
-            """
-            SELECT herald_record_sent(\(tenant.rawValue), \(job.rawValue), \(indexes), \(attempts), \(finished), \(apnsIDs))
-            """, logger: logger
-        ).collect()
+        let rows = try await client.execute(
+            Prepared<RecordSentText>(tenant.rawValue, job.rawValue, indexes, attempts, finished, apnsIDs), logger: logger)
         guard let row = rows.first else { throw StoreError.corrupt("herald_record_sent answered no row") }
         guard let answer = try row.makeRandomAccess()[0].decode(Int32?.self) else { return [] }
         return answer < 0 ? nil : Set(writes.map(\.index))
@@ -840,6 +837,13 @@ extension PostgresPushStore {
             ORDER BY c.first_idx
             """
         static let types: [PostgresDataType] = [.text, .text, .int4, .int4]
+    }
+
+    /// One commit group of plain successes (``recordPlainSuccesses(_:tenant:job:_:logger:)``).
+    enum RecordSentText: PreparedText {
+        static let name = "herald_record_sent_call"
+        static let sql = "SELECT herald_record_sent($1, $2, $3, $4, $5, $6)"
+        static let types: [PostgresDataType] = [.text, .text, .int4Array, .int4Array, .int8Array, .textArray]
     }
 
     /// The job's payloads with the ids in `$3`.
