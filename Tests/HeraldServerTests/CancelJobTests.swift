@@ -60,7 +60,12 @@ struct CancelJobTests {
             // At most what was on the wire, and what the driving task had started before it saw
             // the cancel (each bounded by the tenant's permits).
             #expect(requestsAfter - requestsAtCancel <= 2 * concurrency, "\(requestsAtCancel) → \(requestsAfter)")
-            try await Task.sleep(for: .milliseconds(300))
+            // Once the job's run has returned, none of its senders is left to send.
+            let job = try JobID("to-cancel")
+            for _ in 0..<1_200 where live.server.runner.isRunning(job, of: try TenantID(acme.id)) {
+                try await Task.sleep(for: .milliseconds(25))
+            }
+            #expect(!live.server.runner.isRunning(job, of: try TenantID(acme.id)), "the cancelled job's run did not end")
             #expect(world.sandbox.requests.count == requestsAfter, "sent after the cancel settled")
 
             // Every item is accounted for: what reached APNs has its outcome, the rest is cancelled.

@@ -194,7 +194,11 @@ struct ClusterTests {
             // What was on the wire, and what each driving task had started before it stopped.
             #expect(requestsAfter - requestsAtCancel <= 4 * 16, "\(requestsAtCancel) → \(requestsAfter)")
             #expect(requestsAfter < total / 2, "the cancel came early: most of the job is never sent")
-            try await Task.sleep(for: .milliseconds(300))
+            // Once the job's runs have returned on both, none of its senders is left to send.
+            let job = try JobID("cluster-cancel")
+            try await Self.eventually("both instances' runs of the job end") {
+                !a.server.runner.isRunning(job, of: tenant) && !b.server.runner.isRunning(job, of: tenant)
+            }
             #expect(world.sandbox.requests.count == requestsAfter, "sent after both stopped")
 
             // Read through B: the same report, every item accounted for, none sent twice. The

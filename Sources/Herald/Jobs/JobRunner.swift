@@ -129,6 +129,12 @@ public final class JobRunner: Sendable {
     /// Jobs being worked on now.
     public var activeJobCount: Int { state.values.withLock { $0.running.count } }
 
+    /// True while a run of the job is under way: until it returns, its senders may still send.
+    /// After a cancel, false means nothing more of the job goes out from this runner.
+    public func isRunning(_ job: JobID, of tenant: TenantID) -> Bool {
+        state.values.withLock { $0.running.contains(JobRunnerState.JobKey(tenant: tenant, job: job)) }
+    }
+
     /// Item sends under way now (a tenant permit held).
     public var itemsInFlight: Int { state.statistics.itemsInFlight }
 
