@@ -115,7 +115,7 @@ struct BatchItemDelivery: Sendable {
         } catch {
             outcome = .failure(error)
         }
-        return finish(item, of: job, attempt, outcome: outcome, logger: logger)
+        return finish(attempt, of: job, outcome: outcome, logger: logger)
     }
 
     /// ``deliver(_:of:marks:routes:logger:)`` without a task, for an at-least-once item whose
@@ -138,14 +138,19 @@ struct BatchItemDelivery: Sendable {
         case .send(let attempt):
             router.startSend(tenant: job.tenant, notification: item.notification, environment: job.environment, retries: false) {
                 outcome in
-                completion(self.finish(item, of: job, attempt, outcome: outcome, logger: logger))
+                completion(self.finish(attempt, of: job, outcome: outcome, logger: logger))
             }
         }
         return true
     }
 
-    /// An item cleared for its send, and what its outcome is judged with.
+    /// An item cleared for its send, and what its outcome is judged with: all the send's end
+    /// needs of the item (not the item itself, which a completion would copy and hold).
     struct Attempt: Sendable {
+        let index: Int
+        /// The attempts before this one.
+        let attempts: Int
+        let apnsID: NotificationID?
         let policy: DeliveryPolicy
         /// The circuit it went through, and whether it is that circuit's probe.
         let key: DeliveryCircuits.Key?
@@ -170,7 +175,7 @@ struct BatchItemDelivery: Sendable {
         // cancelled) with no outcome recorded: it may have reached APNs.
         if let onWire = item.onWireAt, policy.guarantee == .atMostOnce {
             return .step(record(
-                item, of: job,
+                item.index, of: job,
                 JobItemResult(
                     state: .unknown, status: nil, reason: DeliveryReason.unknown,
                     message: "its request was on the wire at \(onWire.ISO8601Format()) with no outcome recorded "
@@ -182,7 +187,7 @@ struct BatchItemDelivery: Sendable {
 
         if case .at(let seconds)? = item.notification.expiration, Double(seconds) < now.timeIntervalSince1970 {
             return .step(record(
-                item, of: job,
+                item.index, of: job,
                 JobItemResult(
                     state: .failed, status: nil, reason: DeliveryReason.expired,
                     message: "its apns-expiration passed before it could be sent; not sent"
@@ -201,23 +206,30 @@ struct BatchItemDelivery: Sendable {
                 let next = now.addingTimeInterval(max(0, clock.now.duration(to: until).secondsValue))
                 let lastError = item.lastError ?? "CircuitOpen"
                 guard next <= giveUpAt else {
-                    return .step(giveUp(item, of: job, status: nil, lastError: lastError, attempts: item.attempts, logger: logger))
+                    return .step(
+                        giveUp(
+                            item.index, apnsID: item.notification.id, of: job, status: nil, lastError: lastError,
+                            attempts: item.attempts, logger: logger))
                 }
                 return .step(
                     deferItem(
-                        item, of: job,
+                        item.index, of: job,
                         JobItemRetry(attempts: item.attempts, firstAttemptAt: firstAttempt, nextAttemptAt: next, lastError: lastError),
                         logger: logger))
             }
         }
-        return .send(Attempt(policy: policy, key: key, probe: probe, firstAttempt: firstAttempt, giveUpAt: giveUpAt))
+        return .send(
+            Attempt(
+                index: item.index, attempts: item.attempts, apnsID: item.notification.id, policy: policy, key: key, probe: probe,
+                firstAttempt: firstAttempt, giveUpAt: giveUpAt))
     }
 
     /// Everything after the send: the circuit's record, then the item's outcome or next attempt.
-    private func finish(_ item: JobItem, of job: Job, _ attempt: Attempt, outcome sent: Result<PushResult, any Error>, logger: Logger) -> Step {
+    private func finish(_ attempt: Attempt, of job: Job, outcome sent: Result<PushResult, any Error>, logger: Logger) -> Step {
         let clock = router.configuration.clock
         let (policy, key, probe, firstAttempt, giveUpAt) = (attempt.policy, attempt.key, attempt.probe, attempt.firstAttempt, attempt.giveUpAt)
-        let attempts = item.attempts + 1
+        let index = attempt.index
+        let attempts = attempt.attempts + 1
         let outcome: DeliveryOutcome
         var answer: PushResult? = nil
         var failure: (any Error)? = nil
@@ -244,39 +256,39 @@ struct BatchItemDelivery: Sendable {
             if let answer {
                 var result = JobItemResult(answer, finishedAt: finished)
                 result.attempts = attempts
-                return record(item, of: job, result, logger: logger)
+                return record(index, of: job, result, logger: logger)
             }
             guard let failure else { return .leftPending }  // neither an answer nor an error: cannot happen
-            var result = JobItemResult(failure: failure, apnsID: item.notification.id, finishedAt: finished)
+            var result = JobItemResult(failure: failure, apnsID: attempt.apnsID, finishedAt: finished)
             if let error = failure as? PushError, let reason = error.reason { result.reason = reason.wireValue }
             result.attempts = attempts
-            return record(item, of: job, result, logger: logger)
+            return record(index, of: job, result, logger: logger)
 
         case .again(let wait):
             let reason = Self.reason(outcome)
             let next = finished.addingTimeInterval(wait.secondsValue)
             guard next <= giveUpAt else {
-                return giveUp(item, of: job, status: answer?.status, lastError: reason, attempts: attempts, logger: logger)
+                return giveUp(index, apnsID: attempt.apnsID, of: job, status: answer?.status, lastError: reason, attempts: attempts, logger: logger)
             }
             return deferItem(
-                item, of: job,
+                index, of: job,
                 JobItemRetry(attempts: attempts, firstAttemptAt: firstAttempt, nextAttemptAt: next, lastError: reason),
                 logger: logger)
 
         case .unknown:
             return record(
-                item, of: job,
+                index, of: job,
                 JobItemResult(
                     state: .unknown, status: nil, reason: DeliveryReason.unknown,
                     message: "the request may have reached APNs (\(Self.reason(outcome))) and got no answer; at-most-once: not sent again",
-                    apnsID: item.notification.id, finishedAt: finished, attempts: attempts), logger: logger)
+                    apnsID: attempt.apnsID, finishedAt: finished, attempts: attempts), logger: logger)
 
         case .deferred(let wait):
             // Not the notification's fault and nothing was sent: no attempt counted, never failed.
             return deferItem(
-                item, of: job,
+                index, of: job,
                 JobItemRetry(
-                    attempts: item.attempts, firstAttemptAt: firstAttempt,
+                    attempts: attempt.attempts, firstAttemptAt: firstAttempt,
                     nextAttemptAt: finished.addingTimeInterval(wait.secondsValue), lastError: Self.reason(outcome)),
                 logger: logger)
         }
@@ -298,26 +310,26 @@ struct BatchItemDelivery: Sendable {
     }
 
     private func giveUp(
-        _ item: JobItem, of job: Job, status: Int?, lastError: String, attempts: Int, logger: Logger
+        _ index: Int, apnsID: NotificationID?, of job: Job, status: Int?, lastError: String, attempts: Int, logger: Logger
     ) -> Step {
         record(
-            item, of: job,
+            index, of: job,
             JobItemResult(
                 state: .failed, status: status, reason: DeliveryReason.retryTimeExceeded,
                 message: "transient failures went on past max_retry_duration (last: \(lastError), \(attempts) attempts)",
-                apnsID: item.notification.id, finishedAt: router.configuration.clock.date, attempts: attempts),
+                apnsID: apnsID, finishedAt: router.configuration.clock.date, attempts: attempts),
             logger: logger)
     }
 
     /// An item's final outcome: written, and counted in the tenant's usage.
-    private func record(_ item: JobItem, of job: Job, _ result: JobItemResult, logger: Logger) -> Step {
+    private func record(_ index: Int, of job: Job, _ result: JobItemResult, logger: Logger) -> Step {
         let usage = router.usage
         usage.add(UsageMeter.kind(of: result), tenant: job.tenant, at: result.finishedAt)
         usage.add(.batchItems, tenant: job.tenant, at: result.finishedAt)
-        return .write(JobItemChange(index: item.index, change: .outcome(result)))
+        return .write(JobItemChange(index: index, change: .outcome(result)))
     }
 
-    private func deferItem(_ item: JobItem, of job: Job, _ retry: JobItemRetry, logger: Logger) -> Step {
-        .write(JobItemChange(index: item.index, change: .retry(retry)))
+    private func deferItem(_ index: Int, of job: Job, _ retry: JobItemRetry, logger: Logger) -> Step {
+        .write(JobItemChange(index: index, change: .retry(retry)))
     }
 }

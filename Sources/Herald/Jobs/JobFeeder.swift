@@ -89,8 +89,16 @@ struct JobFeeder: Sendable {
                 if await retryWait.wait(), !state.isStopping, feed.stopReason == nil { continue }
                 return .done
             }
-            for item in claimed where !JobSenders.isDueRetry(item) { fromIndex = max(fromIndex, item.index + 1) }
-            outcomes.watch(claimed.lazy.filter(JobSenders.isDueRetry).count)
+            // By position: an item is not copied (a copy retains every string and array it holds).
+            var dueRetries = 0
+            for position in claimed.indices {
+                if JobSenders.isDueRetry(claimed[position]) {
+                    dueRetries += 1
+                } else {
+                    fromIndex = max(fromIndex, claimed[position].index + 1)
+                }
+            }
+            outcomes.watch(dueRetries)
             state.adjust { $0.claimedItemsHeld += claimed.count } peak: {
                 $0.peakClaimedItemsHeld = max($0.peakClaimedItemsHeld, $0.claimedItemsHeld)
             }

@@ -27,35 +27,36 @@ struct LeaseCheckedItems {
         group = permits >= 64 ? 256 : max(16, permits * 4)
     }
 
-    private var items: [(JobItem, Lease)] = []
+    /// The checked items, each moved out as it is taken (an item is copied nowhere on its way
+    /// through: a copy retains every string and array it holds).
+    private var items: [JobItem?] = []
+    private var leases: [Lease] = []
     private var head = 0
 
     var isEmpty: Bool { head == items.count }
 
     mutating func removeFirst() -> (JobItem, Lease)? {
-        guard head < items.count else { return nil }
-        defer { head += 1 }
-        return items[head]
+        while head < items.count {
+            defer { head += 1 }
+            if let item = items[head].take() { return (item, leases[head]) }
+        }
+        return nil
     }
 
     /// Checks `first` and the items `feed` has ready behind it (taken from the feed: each is
     /// handed back by whoever sends it or gives it up).
-    mutating func check(_ first: JobItem, from feed: JobFeed, of job: Job, store: any PushStore, claimant: String) async {
-        var taken = [first]
-        while taken.count < group, let item = feed.nextIfReady() { taken.append(item) }
-        let leased: Result<Set<Int>, any Error>
-        do {
-            leased = .success(try await store.leasedItems(tenant: job.tenant, job: job.id, indexes: taken.map(\.index), claimant: claimant))
-        } catch {
-            leased = .failure(error)
-        }
+    mutating func check(_ first: consuming JobItem, from feed: JobFeed, of job: Job, store: any PushStore, claimant: String) async {
         items.removeAll(keepingCapacity: true)
+        leases.removeAll(keepingCapacity: true)
         head = 0
-        for item in taken {
-            switch leased {
-            case .success(let ours): items.append((item, ours.contains(item.index) ? .ours : .notOurs))
-            case .failure(let error): items.append((item, .unreadable(error)))
-            }
+        items.append(first)
+        while items.count < group, let item = feed.nextIfReady() { items.append(item) }
+        let indexes = items.map { $0?.index ?? 0 }
+        do {
+            let ours = try await store.leasedItems(tenant: job.tenant, job: job.id, indexes: indexes, claimant: claimant)
+            leases = indexes.map { ours.contains($0) ? .ours : .notOurs }
+        } catch {
+            leases = Array(repeating: .unreadable(error), count: indexes.count)
         }
     }
 }

@@ -267,8 +267,15 @@ final class OutcomeGroups: Sendable {
             let next = state.withLock { state -> Next in
                 if !state.waiting.isEmpty {
                     let count = min(groupSize, state.waiting.count)
-                    let group = Array(state.waiting.prefix(count))
                     let watched = state.waitingWatched.prefix(count).lazy.filter { $0 }.count
+                    guard count < state.waiting.count else {
+                        // All of it (most groups): handed over whole, not copied.
+                        let group = state.waiting
+                        state.waiting = []
+                        state.waitingWatched.removeAll(keepingCapacity: true)
+                        return .group(group, watched)
+                    }
+                    let group = Array(state.waiting.prefix(count))
                     state.waiting.removeFirst(count)
                     state.waitingWatched.removeFirst(count)
                     return .group(group, watched)
