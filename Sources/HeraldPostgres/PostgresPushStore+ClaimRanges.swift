@@ -262,12 +262,12 @@ extension PostgresPushStore {
     // MARK: Claiming from the frontier
 
     /// Leases the next items from the frontier (from `from` when that is higher: the items
-    /// between get rows, unleased) as one claim range, and returns them, pending and leased.
-    /// In the caller's transaction, which holds the job.
+    /// between get rows, unleased) as one claim range, and appends them to `items`, pending and
+    /// leased. In the caller's transaction, which holds the job.
     static func claimRange(
         _ connection: PostgresConnection, tenant: TenantID, job: JobID, frontier: Int, itemCount: Int, count: Int,
-        from: Int, claimant: String, leaseUntil: Int64, logger: Logger
-    ) async throws -> [JobItem] {
+        from: Int, claimant: String, leaseUntil: Int64, into items: inout [JobItem], logger: Logger
+    ) async throws {
         let first = max(frontier, min(from, itemCount))
         if frontier < first {
             try await ensureRows(
@@ -278,27 +278,27 @@ extension PostgresPushStore {
         if frontier < end {
             _ = try await connection.prepared(FrontierMoveText.self, b, tenant.rawValue, job.rawValue, logger: logger)
         }
-        guard first < end else { return [] }
+        guard first < end else { return }
         _ = try await connection.prepared(
             NewRangeText.self, tenant.rawValue, job.rawValue, a, b, claimant, leaseUntil, logger: logger)
         // Items of the range with a row of their own (a deferral or a mark named them before
         // any claim) are claimed through their rows, not here.
-        let lease = (claimant, date(leaseUntil))
-        return try await chunkItemsWithoutRows(connection, tenant: tenant, job: job, low: a, end: b, logger: logger).map { index, note in
-            JobItem(
-                job: job, index: index, notification: note, state: .pending, result: nil, claimant: lease.0,
-                leaseUntil: lease.1)
+        let until = date(leaseUntil)
+        for (index, note) in try await chunkItemsWithoutRows(connection, tenant: tenant, job: job, low: a, end: b, logger: logger) {
+            items.append(
+                JobItem(job: job, index: index, notification: note, state: .pending, result: nil, claimant: claimant, leaseUntil: until))
         }
     }
 
     /// The claimant's own claim ranges from `from` on, leased again until `leaseUntil`: their
-    /// items still without a row or an outcome, at most `limit`, in index order (a run resuming
-    /// its job gets back what it had not finished). In the caller's transaction, which holds the job.
+    /// items still without a row or an outcome, at most `limit`, appended to `items` in index
+    /// order (a run resuming its job gets back what it had not finished). In the caller's
+    /// transaction, which holds the job.
     static func reclaimOwnRanges(
         _ connection: PostgresConnection, tenant: TenantID, job: JobID, claimant: String, from: Int, limit: Int,
-        leaseUntil: Int64, logger: Logger
-    ) async throws -> [JobItem] {
-        guard limit > 0 else { return [] }
+        leaseUntil: Int64, into items: inout [JobItem], logger: Logger
+    ) async throws {
+        guard limit > 0 else { return }
         let ranges = try await connection.prepared(
             OwnRangesText.self, leaseUntil, tenant.rawValue, job.rawValue, claimant, Int32(clamping: from), logger: logger
         ).map { row in
@@ -334,10 +334,9 @@ extension PostgresPushStore {
             ).collect()
         }
         let until = date(leaseUntil)
-        return try await chunkItems(connection, tenant: tenant, job: job, rows: rows, logger: logger).map { index, note in
-            JobItem(
-                job: job, index: index, notification: note, state: .pending, result: nil, claimant: claimant,
-                leaseUntil: until)
+        for (index, note) in try await chunkItems(connection, tenant: tenant, job: job, rows: rows, logger: logger) {
+            items.append(
+                JobItem(job: job, index: index, notification: note, state: .pending, result: nil, claimant: claimant, leaseUntil: until))
         }
     }
 

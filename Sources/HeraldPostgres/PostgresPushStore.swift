@@ -429,7 +429,7 @@ public final class PostgresPushStore: PushStore, JobReports, UnansweredCallCount
         let nowMillis = Self.millis(now)
         let untilMillis = Self.millis(leaseUntil)
         let logger = self.logger
-        let items = try await client.withTransaction(logger: logger) { connection -> [JobItem] in
+        var items = try await client.withTransaction(logger: logger) { connection -> [JobItem] in
             // One claim of the job at a time; the item lock exclusive only when another
             // claimant's range is to be taken over (writers of outcomes go on meanwhile).
             try await Self.lockClaims(connection, tenant: tenant, job: job, logger: logger)
@@ -460,19 +460,21 @@ public final class PostgresPushStore: PushStore, JobReports, UnansweredCallCount
                     """, logger: logger
                 ).collect().map(Self.jobItem(from:))
             }
-            items += try await Self.reclaimOwnRanges(
+            try await Self.reclaimOwnRanges(
                 connection, tenant: tenant, job: job, claimant: claimant, from: Int(from), limit: limit - items.count,
-                leaseUntil: untilMillis, logger: logger)
+                leaseUntil: untilMillis, into: &items, logger: logger)
             if items.count < limit {
-                items += try await Self.claimRange(
+                try await Self.claimRange(
                     connection, tenant: tenant, job: job, frontier: frontier, itemCount: itemCount,
                     count: limit - items.count, from: Int(from), claimant: claimant, leaseUntil: untilMillis,
-                    logger: logger)
+                    into: &items, logger: logger)
             }
             return items
         }
-        // Due retries first, earliest first; then pending items in index order.
-        return items.sorted { a, b in
+        // Due retries first, earliest first; then pending items in index order. Sorted only when
+        // they are not in that order already (most claims): a sort copies every item, and a copy
+        // retains every string and array an item holds.
+        func precedes(_ a: JobItem, _ b: JobItem) -> Bool {
             switch (a.state == .retrying, b.state == .retrying) {
             case (true, false): return true
             case (false, true): return false
@@ -482,6 +484,10 @@ public final class PostgresPushStore: PushStore, JobReports, UnansweredCallCount
             case (false, false): return a.index < b.index
             }
         }
+        if items.indices.dropFirst().contains(where: { precedes(items[$0], items[$0 - 1]) }) {
+            items.sort(by: precedes)
+        }
+        return items
     }
 
     /// The marked items get rows first where they have none (leased as their claim range is).
