@@ -143,10 +143,18 @@ extension PushStore {
         return false
     }
 
-    /// A store with no group write of its own writes each change with its own call, all at once
-    /// (a store that groups concurrent calls, as PostgreSQL's outcome writes do, still writes
-    /// them together). When one fails, the others may or may not be written.
+    /// A store with no group write of its own writes each change with its own call
+    /// (``recordEachChange(tenant:job:_:)``).
     public func recordChanges(tenant: TenantID, job: JobID, _ changes: [JobItemChange]) async throws -> Int {
+        try await recordEachChange(tenant: tenant, job: job, changes)
+    }
+
+    /// Writes each change with its own call, all at once: ``recordOutcome(tenant:job:index:result:)``
+    /// or ``deferItem(tenant:job:index:retry:)`` (a store that groups concurrent calls, as
+    /// PostgreSQL's outcome writes do, still writes them together). When one fails, the others
+    /// may or may not be written.
+    /// - Returns: how many items changed.
+    public func recordEachChange(tenant: TenantID, job: JobID, _ changes: [JobItemChange]) async throws -> Int {
         // A non-final outcome is refused before anything is written, as by a store's own group write.
         for change in changes {
             if case .outcome(let result) = change.change, !result.state.isFinal {

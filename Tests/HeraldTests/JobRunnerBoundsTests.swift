@@ -90,7 +90,9 @@ struct JobRunnerBoundsTests {
             if delay > .zero { try await Task.sleep(for: delay) }
         }
 
-        func recordResult(tenant: TenantID, job: JobID, index: Int, result: JobItemResult) async throws -> RecordOutcome {
+        /// Before an outcome write: waits while writes are held, then the write delay; counts the
+        /// write against ``failRecords(after:)`` and throws once it is past the limit.
+        private func beforeRecord() async throws {
             while recordsHeld.withLock({ $0 }) { try await Task.sleep(for: .milliseconds(5)) }
             try await waitRecordDelay()
             let fail = state.withLock { state -> Bool in
@@ -102,7 +104,28 @@ struct JobRunnerBoundsTests {
                 return true
             }
             if fail { throw StoreError.corrupt("disk I/O error (test)") }
+        }
+
+        func recordResult(tenant: TenantID, job: JobID, index: Int, result: JobItemResult) async throws -> RecordOutcome {
+            try await beforeRecord()
             return try await base.recordResult(tenant: tenant, job: job, index: index, result: result)
+        }
+
+        func recordOutcome(tenant: TenantID, job: JobID, index: Int, result: JobItemResult) async throws -> Bool {
+            try await beforeRecord()
+            return try await base.recordOutcome(tenant: tenant, job: job, index: index, result: result)
+        }
+
+        /// The base store's own group write, held and delayed as one write. While
+        /// ``failRecords(after:)`` counts writes, each change is written with its own call
+        /// instead, so that exactly the writes before the limit are durable.
+        func recordChanges(tenant: TenantID, job: JobID, _ changes: [JobItemChange]) async throws -> Int {
+            if state.withLock({ $0.failAfter }) != nil {
+                return try await recordEachChange(tenant: tenant, job: job, changes)
+            }
+            while recordsHeld.withLock({ $0 }) { try await Task.sleep(for: .milliseconds(5)) }
+            try await waitRecordDelay()
+            return try await base.recordChanges(tenant: tenant, job: job, changes)
         }
 
         func recordInvalidToken(_ record: InvalidTokenRecord, tenant: TenantID) async throws {
@@ -130,8 +153,12 @@ struct JobRunnerBoundsTests {
         }
         func job(tenant: TenantID, id: JobID) async throws -> Job? { try await base.job(tenant: tenant, id: id) }
         func jobs(tenant: TenantID, states: Set<JobState>?, limit: Int, after: JobListPosition?) async throws -> [Job] {
-            try await base.jobs(tenant: tenant, states: states, limit: limit, after: after)
+            listings.withLock { $0 += 1 }
+            return try await base.jobs(tenant: tenant, states: states, limit: limit, after: after)
         }
+        /// Calls of `jobs` (each scan of the runner lists every tenant's unfinished jobs).
+        var jobListings: Int { listings.withLock { $0 } }
+        private let listings = Mutex(0)
         func updateJob(tenant: TenantID, id: JobID, state: JobState, at: Date) async throws -> Bool {
             try await base.updateJob(tenant: tenant, id: id, state: state, at: at)
         }
@@ -312,7 +339,7 @@ struct JobRunnerBoundsTests {
         let sentAtPause = transport.total
         let unrecorded = sentAtPause - 3
         #expect(unrecorded >= 1 && unrecorded <= 1 + configuration.commitGroup, "sent without an outcome: \(unrecorded)")
-        // The failed group's writes (one call per item here: this store has no group write).
+        // The failed group's writes (one call per item while this store counts failures).
         let failures = store.failures
         #expect(failures >= 1 && failures <= unrecorded)
         let progress = try #require(try await base.progress(tenant: Self.tenant, job: id))

@@ -546,7 +546,8 @@ struct StoreContractTests {
             tenant: acme, id: job, environment: nil, notifications: (0..<count).map { _ in Fixtures.note() },
             createdAt: t0)
         let lease = t0.addingTimeInterval(600)
-        // Four claimants take 7 items at a time, recording each, until nothing is left to claim.
+        // Four claimants take 7 items at a time, recording each (as the job runner does), until nothing
+        // is left to claim.
         let claimed = try await withThrowingTaskGroup(of: [Int].self) { group in
             for runner in 0..<4 {
                 group.addTask {
@@ -558,10 +559,11 @@ struct StoreContractTests {
                         for item in items {
                             #expect(item.claimant == "runner-\(runner)" && item.leaseUntil == lease)
                             mine.append(item.index)
-                            _ = try await store.recordResult(
+                            let recorded = try await store.recordOutcome(
                                 tenant: acme, job: job, index: item.index,
                                 result: JobItemResult(
                                     state: .sent, status: 200, reason: nil, apnsID: nil, finishedAt: t0))
+                            #expect(recorded, "item \(item.index) had an outcome before its only claim")
                         }
                     }
                 }
