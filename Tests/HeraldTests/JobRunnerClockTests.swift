@@ -157,6 +157,62 @@ struct JobRunnerClockTests {
         #expect(try await base.progress(tenant: Bounds.tenant, job: id) == JobProgress(pending: 0, sent: 4, failed: 0))
     }
 
+    @Test("a job whose pending items are leased elsewhere runs again at the rescan, not as soon as its run ends")
+    func itemsLeasedElsewhereWaitForTheRescan() async throws {
+        let clock = SteppedPushClock()
+        let base = try Fixtures.store()
+        let store = Bounds.FlakyStore(base)
+        let transport = Bounds.CountingTransport()
+        let router = try Fixtures.router(transports: transport, store: store, clock: clock)
+        await router.install([Fixtures.tenant("acme")])
+        let id = try JobID("shared")
+        _ = try await store.createJob(
+            tenant: Bounds.tenant, id: id, environment: nil, notifications: Bounds.notes(4, seed: 24),
+            createdAt: clock.date)
+        // Another instance holds two of the items for an hour.
+        let elsewhere = try await base.claimPendingItems(
+            tenant: Bounds.tenant, job: id, limit: 2, claimant: "other-instance", now: clock.date,
+            leaseUntil: clock.date.addingTimeInterval(3600))
+        #expect(elsewhere.count == 2)
+        let rescan = Duration.seconds(60)
+        var configuration = JobRunnerConfiguration()
+        configuration.rescanInterval = rescan
+        configuration.exclusiveStore = false
+        let runner = JobRunner(router: router, store: store, configuration: configuration)
+        async let running: Void = runner.run()
+
+        // The run sends the two items it can claim and ends; the scan that follows the end of a
+        // run (the second listing, after the first scan's) leaves the job alone.
+        try await Bounds.eventually("the run sent what it could claim and the scan after it listed the jobs") {
+            transport.total == 2 && runner.activeJobCount == 0 && store.jobListings >= 2
+        }
+        // The runner handles its events in order: once a job accepted after that scan has
+        // started, the scan's own starts are made.
+        let other = try JobID("other")
+        let stored = try await store.createJob(
+            tenant: Bounds.tenant, id: other, environment: nil, notifications: Bounds.notes(1, seed: 25),
+            createdAt: clock.date)
+        runner.jobAccepted(stored.job)
+        try await Bounds.eventually("the other job finished") {
+            try await base.job(tenant: Bounds.tenant, id: other)?.state == .finished
+        }
+        #expect(runner.statistics.runsStarted == 2, "runs: \(runner.statistics.runsStarted)")
+        #expect(try await base.job(tenant: Bounds.tenant, id: id)?.state == .running)
+
+        // The other instance's leases are released; at the rescan the job's next run sends the rest.
+        #expect(try await base.releaseLeases(tenant: Bounds.tenant, job: id, claimantBase: "other-instance", keeping: "") == 2)
+        let tick = clock.now.advanced(by: rescan)
+        try await Bounds.eventually("the runner's rescan sleeps until its next tick") { clock.deadlines.contains(tick) }
+        clock.advance(to: tick)
+        try await Bounds.eventually("the job resumed and finished") {
+            try await base.job(tenant: Bounds.tenant, id: id)?.state == .finished
+        }
+        runner.stop()
+        await running
+        await router.shutdown()
+        #expect(transport.total == 5 && transport.byID.values.allSatisfy { $0 == 1 })
+    }
+
     @Test("the leases of a job being worked on are renewed every third of the lease on the runner's clock")
     func leasesAreRenewedOnTheClock() async throws {
         let clock = SteppedPushClock()

@@ -38,10 +38,21 @@ struct JobRun: Sendable {
         self.logger = logger
     }
 
+    /// When the runner starts the job again after a run.
+    enum Resume: Sendable {
+        /// Whenever it finds the job unfinished: the run ended because the job is final (finished
+        /// or cancelled) or the runner stops.
+        case whenFound
+        /// At the runner's next periodic scan, not before: the job paused on a transient failure,
+        /// or its pending items are leased elsewhere (another instance sends them, or they come
+        /// free when a dead instance's leases end). Started again at once, the run would claim
+        /// nothing and end again, over and over, until they come back.
+        case atNextTick
+    }
+
     /// Works through the job until nothing is pending for this runner, it pauses, it is
     /// cancelled or the runner stops.
-    /// - Returns: true when the job paused on a transient failure (it resumes at the next tick).
-    func run() async -> Bool {
+    func run() async -> Resume {
         let clock = router.configuration.clock
         let claimant = configuration.claimantName
         do {
@@ -50,7 +61,7 @@ struct JobRun: Sendable {
                     // Final (or deleted) since it was read: cancelled, or finished by another
                     // instance. Nothing to do.
                     logger.info("job not started: it is finished or cancelled already")
-                    return false
+                    return .whenFound
                 }
                 logger.info("job started", metadata: ["herald.items": "\(job.itemCount)"])
             } else if configuration.exclusiveStore {
@@ -64,7 +75,7 @@ struct JobRun: Sendable {
             }
         } catch {
             logger.storeFailure("cannot start the job", error: error)
-            return true
+            return .atNextTick
         }
 
         let claimSize = max(1, configuration.claimSize)
@@ -124,16 +135,15 @@ struct JobRun: Sendable {
         switch (feed.stopReason, end) {
         case (.cancelled, _), (nil, .cancelled):
             logger.info("job cancelled; its items without an outcome are not sent")
-            return false
+            return .whenFound
         case (.pause, _), (nil, .paused):
             logger.warning("job paused; its unsent items stay pending and it resumes at the next scan")
-            return true
+            return .atNextTick
         case (.stopping, _), (nil, .stopped):
-            return false
+            return .whenFound
         case (nil, .done):
-            guard !state.isStopping else { return false }
-            await finishIfDone()
-            return false
+            guard !state.isStopping else { return .whenFound }
+            return await finishIfDone()
         }
     }
 
@@ -153,19 +163,20 @@ struct JobRun: Sendable {
         }
     }
 
-    private func finishIfDone() async {
+    /// Marks the job finished when nothing of it is pending: this runner claims nothing more of it.
+    private func finishIfDone() async -> Resume {
         do {
-            guard let progress = try await store.progress(tenant: job.tenant, job: job.id) else { return }
+            guard let progress = try await store.progress(tenant: job.tenant, job: job.id) else { return .whenFound }
             guard progress.pending == 0 else {
                 logger.debug("job has items leased elsewhere; it resumes at the next scan", metadata: ["herald.pending": "\(progress.pending)"])
-                return
+                return .atNextTick
             }
             let at = router.configuration.clock.date
             guard try await store.updateJob(tenant: job.tenant, id: job.id, state: .finished, at: at) else {
                 // Final already (the store keeps the first final state): another instance finished
                 // it (its last items were sent here and there), or it was cancelled meanwhile.
                 logger.info("job not marked finished here: it is finished or cancelled already")
-                return
+                return .whenFound
             }
             logger.info(
                 "job finished", metadata: ["herald.sent": "\(progress.sent)", "herald.failed": "\(progress.failed)"])
@@ -175,8 +186,10 @@ struct JobRun: Sendable {
                 finished.updatedAt = at
                 await jobEnded.jobEnded(finished, progress: progress, at: at)
             }
+            return .whenFound
         } catch {
             logger.storeFailure("cannot finish the job", error: error)
+            return .atNextTick
         }
     }
 }

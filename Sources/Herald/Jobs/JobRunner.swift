@@ -55,7 +55,7 @@ public final class JobRunner: Sendable {
     private let jobEnded: (any JobEndNotifier)?
 
     private enum Event: Sendable {
-        /// The periodic scan: every unfinished job, paused ones included.
+        /// The periodic scan: every unfinished job, paused ones (``JobRun/Resume/atNextTick``) included.
         case tick
         /// A scan for jobs waiting for a slot (paused jobs wait for the next tick).
         case scan
@@ -270,6 +270,7 @@ public final class JobRunner: Sendable {
             state.runningPerTenant[key.tenant, default: 0] += 1
             state.statistics.activeJobs += 1
             state.statistics.peakActiveJobs = max(state.statistics.peakActiveJobs, state.statistics.activeJobs)
+            state.statistics.runsStarted += 1
             return true
         }
         guard claimed else { return }
@@ -278,13 +279,13 @@ public final class JobRunner: Sendable {
             let run = JobRun(
                 job, router: self.router, store: self.store, configuration: self.configuration, delivery: self.delivery,
                 state: self.state, permits: self.permits.pool(for: job.tenant), jobEnded: self.jobEnded, logger: self.logger)
-            let paused = await run.run()
+            let resume = await run.run()
             self.state.values.withLock { state in
                 state.running.remove(key)
                 state.runningPerTenant[key.tenant, default: 1] -= 1
                 if state.runningPerTenant[key.tenant] == 0 { state.runningPerTenant[key.tenant] = nil }
                 state.statistics.activeJobs -= 1
-                if paused { state.paused.insert(key) }
+                if resume == .atNextTick { state.paused.insert(key) }
             }
             // A slot is free: the tenant's next waiting job starts now, not at the next tick.
             sink.yield(.scan)

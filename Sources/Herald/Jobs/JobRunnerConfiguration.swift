@@ -82,4 +82,6 @@ public struct JobRunnerStatistics: Sendable, Hashable {
     /// Jobs being worked on now.
     public var activeJobs = 0
     public var peakActiveJobs = 0
+    /// Runs of jobs started, since the runner was made (a job resumed counts again).
+    public var runsStarted = 0
 }

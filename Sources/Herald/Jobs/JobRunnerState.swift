@@ -21,7 +21,9 @@ final class JobRunnerState: Sendable {
         var stopping = false
         var running: Set<JobKey> = []
         var runningPerTenant: [TenantID: Int] = [:]
-        /// Jobs that paused on a transient failure: only the periodic scan starts them again.
+        /// Jobs whose last run ended to resume at the next tick (``JobRun/Resume/atNextTick``: a
+        /// transient failure, or pending items leased elsewhere): only the periodic scan starts
+        /// them again.
         var paused: Set<JobKey> = []
         /// The jobs being worked on (a cancel stops one's feed; the stop ends their retry waits).
         var runs: [JobKey: RunningJob] = [:]
