@@ -34,42 +34,59 @@ public final class LocalProxy: Sendable {
         credentials: (user: String, password: String)? = nil, connectPorts: [Int] = [], port chosen: Int? = nil
     ) throws -> LocalProxy {
         guard let binary = tinyproxyPath else { throw LocalProxyError("tinyproxy is not installed (apt-get install tinyproxy)") }
-        let directory = try temporaryDirectory("tinyproxy")
-        let port = try chosen ?? freePort()
-        var lines = [
-            "Port \(port)", "Listen 127.0.0.1", "Timeout 60", "LogFile \"\(directory)/proxy.log\"", "LogLevel Connect",
-            "PidFile \"\(directory)/proxy.pid\"", "MaxClients 64", "Allow 127.0.0.1",
-        ]
-        lines += connectPorts.map { "ConnectPort \($0)" }
-        if let credentials { lines.append("BasicAuth \(credentials.user) \(credentials.password)") }
-        try (lines.joined(separator: "\n") + "\n").write(toFile: directory + "/proxy.conf", atomically: true, encoding: .utf8)
-        let process = try ChildProcess.spawn(
-            binary, arguments: ["-d", "-c", directory + "/proxy.conf"], environment: [:],
-            standardOutput: .discard, standardError: .discard, ownGroup: true)
-        return try started(port: port, logFile: directory + "/proxy.log", process: process, directory: directory)
+        return try onAFreePort(chosen) { port in
+            let directory = try temporaryDirectory("tinyproxy")
+            var lines = [
+                "Port \(port)", "Listen 127.0.0.1", "Timeout 60", "LogFile \"\(directory)/proxy.log\"", "LogLevel Connect",
+                "PidFile \"\(directory)/proxy.pid\"", "MaxClients 64", "Allow 127.0.0.1",
+            ]
+            lines += connectPorts.map { "ConnectPort \($0)" }
+            if let credentials { lines.append("BasicAuth \(credentials.user) \(credentials.password)") }
+            try (lines.joined(separator: "\n") + "\n").write(toFile: directory + "/proxy.conf", atomically: true, encoding: .utf8)
+            let process = try ChildProcess.spawn(
+                binary, arguments: ["-d", "-c", directory + "/proxy.conf"], environment: [:],
+                standardOutput: .discard, standardError: .discard, ownGroup: true)
+            return try started(port: port, logFile: directory + "/proxy.log", process: process, directory: directory)
+        }
     }
 
     /// danted: SOCKS5 without authentication, from and to loopback.
     public static func dante() throws -> LocalProxy {
         guard let binary = dantePath else { throw LocalProxyError("danted is not installed (apt-get install dante-server)") }
-        let directory = try temporaryDirectory("dante")
-        let port = try freePort()
-        let unprivileged = getuid() == 0 ? "user.privileged: root\nuser.unprivileged: nobody\n" : ""
-        let config = """
-            logoutput: \(directory)/proxy.log
-            internal: 127.0.0.1 port = \(port)
-            external: 127.0.0.1
-            socksmethod: none
-            clientmethod: none
-            \(unprivileged)client pass { from: 127.0.0.0/8 to: 0.0.0.0/0 }
-            socks pass { from: 127.0.0.0/8 to: 0.0.0.0/0 log: connect error }
+        return try onAFreePort(nil) { port in
+            let directory = try temporaryDirectory("dante")
+            let unprivileged = getuid() == 0 ? "user.privileged: root\nuser.unprivileged: nobody\n" : ""
+            let config = """
+                logoutput: \(directory)/proxy.log
+                internal: 127.0.0.1 port = \(port)
+                external: 127.0.0.1
+                socksmethod: none
+                clientmethod: none
+                \(unprivileged)client pass { from: 127.0.0.0/8 to: 0.0.0.0/0 }
+                socks pass { from: 127.0.0.0/8 to: 0.0.0.0/0 log: connect error }
 
-            """
-        try config.write(toFile: directory + "/proxy.conf", atomically: true, encoding: .utf8)
-        let process = try ChildProcess.spawn(
-            binary, arguments: ["-f", directory + "/proxy.conf", "-p", directory + "/proxy.pid"], environment: [:],
-            standardOutput: .discard, standardError: .discard, ownGroup: true)
-        return try started(port: port, logFile: directory + "/proxy.log", process: process, directory: directory)
+                """
+            try config.write(toFile: directory + "/proxy.conf", atomically: true, encoding: .utf8)
+            let process = try ChildProcess.spawn(
+                binary, arguments: ["-f", directory + "/proxy.conf", "-p", directory + "/proxy.pid"], environment: [:],
+                standardOutput: .discard, standardError: .discard, ownGroup: true)
+            return try started(port: port, logFile: directory + "/proxy.log", process: process, directory: directory)
+        }
+    }
+
+    /// Starts a proxy on `chosen`, or on a free port. A free port is only free when it is
+    /// picked: another test's listener may take it before the proxy binds it, and the proxy
+    /// then exits at start. On a port of its own pick it tries again on another, three times.
+    private static func onAFreePort(_ chosen: Int?, _ start: (Int) throws -> LocalProxy) throws -> LocalProxy {
+        if let chosen { return try start(chosen) }
+        var attempt = 1
+        while true {
+            do {
+                return try start(try freePort())
+            } catch let error as LocalProxyError where error.exitedAtStart && attempt < 3 {
+                attempt += 1
+            }
+        }
     }
 
     /// The proxy's log so far.
@@ -91,7 +108,7 @@ public final class LocalProxy: Sendable {
             guard process.isRunning else {
                 let log = proxy.log
                 proxy.stop()
-                throw LocalProxyError("the proxy exited at start: \(log)")
+                throw LocalProxyError("the proxy exited at start: \(log)", exitedAtStart: true)
             }
             usleep(20_000)
         }
@@ -176,5 +193,10 @@ public final class LocalProxy: Sendable {
 
 public struct LocalProxyError: Error, CustomStringConvertible {
     public var description: String
-    init(_ description: String) { self.description = description }
+    /// The proxy ended before it listened (its port may have been taken).
+    public var exitedAtStart = false
+    init(_ description: String, exitedAtStart: Bool = false) {
+        self.description = description
+        self.exitedAtStart = exitedAtStart
+    }
 }
