@@ -17,7 +17,7 @@ import Testing
 /// flight; no `TooManyProviderTokenUpdates`; the report read through the third shows the final
 /// counts.
 ///
-/// The full-size check is 100,000 tokens; a debug build on a loaded 2-core machine sends 4,000
+/// The full-size check is 100,000 tokens; a debug build on a loaded 2-core machine sends 2,000
 /// here by default (under a minute, as CI runs it). `HERALD_CLUSTER_KILL_TOKENS=100000` runs the
 /// full size, and `HERALD_CLUSTER_KILL_BINARY=.build/release/herald` runs the children from
 /// the release build; the test prints its figures either way. Needs `HERALD_TEST_POSTGRES_URL`
@@ -25,12 +25,12 @@ import Testing
 /// under CI, where it fails.
 @Suite("Three instances on PostgreSQL: one killed mid-batch")
 struct ClusterKillTests {
-    /// Device tokens in the batch: `HERALD_CLUSTER_KILL_TOKENS` (100 to 1,000,000), else 4,000.
+    /// Device tokens in the batch: `HERALD_CLUSTER_KILL_TOKENS` (100 to 1,000,000), else 2,000.
     static let total: Int = {
-        guard let raw = ProcessInfo.processInfo.environment["HERALD_CLUSTER_KILL_TOKENS"], !raw.isEmpty else { return 4_000 }
+        guard let raw = ProcessInfo.processInfo.environment["HERALD_CLUSTER_KILL_TOKENS"], !raw.isEmpty else { return 2_000 }
         guard let count = Int(raw), (100...1_000_000).contains(count) else {
             Issue.record("HERALD_CLUSTER_KILL_TOKENS must be a whole number from 100 to 1000000, not \(raw)")
-            return 4_000
+            return 2_000
         }
         return count
     }()
@@ -107,8 +107,8 @@ struct ClusterKillTests {
         let schema = "herald_cluster_" + UUID().uuidString.lowercased().replacingOccurrences(of: "-", with: "").prefix(12)
         let acme = TestTenant.make(id: "acme", teamID: "ACMETEAM01", keyID: "ACMEKEY001", topics: ["com.acme.app"])
         // Until the kill, each answer is held long enough that the batch lasts at least ~17 s
-        // whatever the machine's speed (4,000 tokens: 0.2 s, so three instances at 16 in flight
-        // answer at most 240 a second): the kill cannot come after the job has finished. On a
+        // whatever the machine's speed (2,000 tokens: 0.4 s, so three instances at 16 in flight
+        // answer at most 120 a second): the kill cannot come after the job has finished. On a
         // loaded CI machine the 202 itself can take seconds, long enough for a batch answered in
         // 4 ms to be done before the first look. After the kill the answers come in 4 ms.
         let heldUntilKill = max(0.004, 800 / Double(Self.total))

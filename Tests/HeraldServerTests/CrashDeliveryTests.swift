@@ -14,7 +14,7 @@ import Testing
 struct CrashDeliveryTests {
     static let concurrency = 16
     /// Debug build on a loaded 2-core machine: enough items that the kill lands mid-batch.
-    static let total = 2000
+    static let total = 1200
 
     struct Crash {
         var world: TestWorld
@@ -48,12 +48,12 @@ struct CrashDeliveryTests {
                   initial_backoff: 20ms
                   max_backoff: 200ms
                 """)
-        // Until the kill each answer is held 100 ms (16 in flight: at most 160 answers a second,
+        // Until the kill each answer is held 160 ms (16 in flight: at most 100 answers a second,
         // so the batch lasts over 12 s and the kill after a fifth of it lands mid-batch even
         // when the 202 or a poll takes seconds on a loaded machine); after it, 20 ms.
         let world = try await TestWorld.make(
             tenants: [tenant], devices: [],
-            faults: SandboxFaults(seed: seed, fraction503: 0.2, addedLatency: 0.1),
+            faults: SandboxFaults(seed: seed, fraction503: 0.2, addedLatency: 0.16),
             recordPayloads: false)
         try ChildServer.writeJobsConfig(in: world.directory, concurrency: Self.concurrency)
 

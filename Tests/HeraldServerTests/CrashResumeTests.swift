@@ -36,9 +36,9 @@ struct CrashResumeTests {
     @Test(.enabled(if: heraldBinary != nil, "the herald executable is not built (swift build --product herald)"))
     func aBatchSurvivesKill9() async throws {
         let binary = try #require(Self.heraldBinary)
-        let total = 3000
+        let total = 1500
         // Until the kill, 100 ms an answer: with 16 in flight the batch would take at least
-        // 18.75 s, so the kill (after 400 outcomes) lands mid-batch even when the 202 or a poll
+        // 9.4 s, so the kill (after 400 outcomes) lands mid-batch even when the 202 or a poll
         // takes seconds on a loaded machine (at 4 ms a whole batch can finish between two polls,
         // and a 202 can take seconds on a loaded CI machine). After it, 40 ms.
         let world = try await TestWorld.make(faults: SandboxFaults(addedLatency: 0.1))
