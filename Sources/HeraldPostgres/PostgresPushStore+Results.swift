@@ -16,44 +16,17 @@ struct ResultWrite: Sendable {
     var job: JobID
     var index: Int
     var result: JobItemResult
-    /// The caller wants the item back (``PushStore/recordResult(tenant:job:index:result:)``);
-    /// the job runner's ``PushStore/recordOutcome(tenant:job:index:result:)`` does not.
-    var readBack: Bool
-}
-
-/// What became of one outcome: recorded now or kept the earlier one, with the item when read back.
-enum ResultAnswer: Sendable {
-    case recorded(JobItem?)
-    case alreadyRecorded(JobItem?)
 }
 
 extension PostgresPushStore {
     /// The most outcomes in one statement (about 200 bytes each on the wire).
     static let resultsPerWrite = 1_000
 
-    public func recordResult(tenant: TenantID, job: JobID, index: Int, result: JobItemResult) async throws
-        -> RecordOutcome
-    {
-        guard result.state.isFinal else {
-            throw StoreError.invalidArgument("a result must be sent, failed or unknown, not \(result.state)")
-        }
-        let answer = try await resultCommits.submit(
-            ResultWrite(tenant: tenant, job: job, index: index, result: result, readBack: true))
-        switch answer {
-        case .recorded(let item?): return .recorded(item)
-        case .alreadyRecorded(let item?): return .alreadyRecorded(item)
-        case .recorded(nil), .alreadyRecorded(nil): throw StoreError.corrupt("item \(index) of job \(job) was not read back")
-        }
-    }
-
     public func recordOutcome(tenant: TenantID, job: JobID, index: Int, result: JobItemResult) async throws -> Bool {
         guard result.state.isFinal else {
             throw StoreError.invalidArgument("a result must be sent, failed or unknown, not \(result.state)")
         }
-        let answer = try await resultCommits.submit(
-            ResultWrite(tenant: tenant, job: job, index: index, result: result, readBack: false))
-        if case .recorded = answer { return true }
-        return false
+        return try await resultCommits.submit(ResultWrite(tenant: tenant, job: job, index: index, result: result))
     }
 
     /// One commit group of the job runner in one transaction (``applyChanges(_:tenant:job:outcomes:retries:logger:)``):
@@ -75,7 +48,7 @@ extension PostgresPushStore {
             case .outcome(let result):
                 guard decided.insert(change.index).inserted else { continue }
                 retries[change.index] = nil
-                outcomes.append(ResultWrite(tenant: tenant, job: job, index: change.index, result: result, readBack: false))
+                outcomes.append(ResultWrite(tenant: tenant, job: job, index: change.index, result: result))
             case .retry(let retry):
                 if !decided.contains(change.index) { retries[change.index] = retry }
             }
@@ -141,10 +114,10 @@ extension PostgresPushStore {
 
     /// Writes a batch of outcomes, one transaction a job (``applyChanges(_:tenant:job:outcomes:retries:logger:)``):
     /// each item without an outcome takes its own; an item that already has one (recorded by
-    /// another instance, or twice in this batch: the first wins) keeps it. The items whose callers
-    /// want them are read back afterwards (an outcome, once written, never changes).
+    /// another instance, or twice in this batch: the first wins) keeps it.
+    /// - Returns: for each write, true when its outcome was recorded.
     static func writeResults(_ batch: [ResultWrite], client: BoundedPostgresClient, logger: Logger) async
-        -> [Result<ResultAnswer, any Error>]
+        -> [Result<Bool, any Error>]
     {
         var first: [ItemKey: Int] = [:]
         var byJob: [ItemKey: [ResultWrite]] = [:]
@@ -177,28 +150,14 @@ extension PostgresPushStore {
                 failures[jobKey] = (error as? PostgresTransactionError)?.closureError ?? error
             }
         }
-        var answers: [Result<ResultAnswer, any Error>] = []
+        var answers: [Result<Bool, any Error>] = []
         answers.reserveCapacity(batch.count)
         for (offset, write) in batch.enumerated() {
             let key = ItemKey(tenant: write.tenant.rawValue, job: write.job.rawValue, index: write.index)
             if let failure = failures[ItemKey(tenant: key.tenant, job: key.job, index: 0)] {
                 answers.append(.failure(failure))
-                continue
-            }
-            let recorded = first[key] == offset && written.contains(key)
-            guard write.readBack else {
-                answers.append(.success(recorded ? .recorded(nil) : .alreadyRecorded(nil)))
-                continue
-            }
-            do {
-                guard
-                    let item = try await readItems(
-                        client: client, tenant: write.tenant, job: write.job, fromIndex: write.index, limit: 1, logger: logger
-                    ).first, item.index == write.index
-                else { throw StoreError.notFound("item \(write.index) of job \(write.job)") }
-                answers.append(.success(recorded ? .recorded(item) : .alreadyRecorded(item)))
-            } catch {
-                answers.append(.failure(error))
+            } else {
+                answers.append(.success(first[key] == offset && written.contains(key)))
             }
         }
         return answers

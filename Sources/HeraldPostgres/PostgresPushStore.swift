@@ -95,8 +95,8 @@ public final class PostgresPushStore: PushStore, JobReports, UnansweredCallCount
     public var unansweredCalls: UnansweredStoreCalls { client.unanswered.counts }
     let logger: Logger
     private let runner: Task<Void, Never>
-    /// Outcomes recorded together (``recordResult(tenant:job:index:result:)``).
-    let resultCommits: GroupCommit<ResultWrite, ResultAnswer>
+    /// Outcomes recorded together (``recordOutcome(tenant:job:index:result:)``).
+    let resultCommits: GroupCommit<ResultWrite, Bool>
 
     private init(configuration: Configuration, client: PostgresClient, logger: Logger, runner: Task<Void, Never>) {
         self.configuration = configuration

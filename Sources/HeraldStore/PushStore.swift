@@ -81,11 +81,10 @@ public protocol PushStore: Sendable {
     /// - Returns: how many leases it renewed.
     @discardableResult
     func renewLeases(tenant: TenantID, job: JobID, claimant: String, leaseUntil: Date) async throws -> Int
-    /// Records an item's outcome if it has none yet; otherwise keeps the stored one.
-    func recordResult(tenant: TenantID, job: JobID, index: Int, result: JobItemResult) async throws -> RecordOutcome
-    /// ``recordResult(tenant:job:index:result:)`` without reading the item back: the job
-    /// runner's hot path, which needs only to know that the outcome is durable.
-    /// - Returns: true when this outcome was recorded; false when the item already had one (kept).
+    /// Records an item's outcome if it has none yet; otherwise keeps the stored one (an outcome,
+    /// once written, never changes). Returns once the outcome is durable.
+    /// - Returns: true when this outcome was recorded; false when the item already had one (kept),
+    ///   or the item or its job is not stored.
     func recordOutcome(tenant: TenantID, job: JobID, index: Int, result: JobItemResult) async throws -> Bool
     /// Puts an item without an outcome back to wait for its next attempt (state `retrying`,
     /// unleased): a claim returns it only once `retry.nextAttemptAt` has come.
@@ -135,12 +134,6 @@ extension PushStore {
     ) async throws -> [JobItem] {
         try await claimPendingItems(
             tenant: tenant, job: job, limit: limit, claimant: claimant, now: now, leaseUntil: leaseUntil)
-    }
-
-    /// A store with no lighter path records the outcome and drops the item it reads back.
-    public func recordOutcome(tenant: TenantID, job: JobID, index: Int, result: JobItemResult) async throws -> Bool {
-        if case .recorded = try await recordResult(tenant: tenant, job: job, index: index, result: result) { return true }
-        return false
     }
 
     /// A store with no group write of its own writes each change with its own call
@@ -448,18 +441,6 @@ public struct JobItemResult: Sendable, Hashable {
         self.apnsTimestamp = apnsTimestamp
         self.finishedAt = finishedAt
         self.attempts = attempts
-    }
-}
-
-public enum RecordOutcome: Sendable, Hashable {
-    case recorded(JobItem)
-    /// The item already had an outcome; this is it, unchanged.
-    case alreadyRecorded(JobItem)
-
-    public var item: JobItem {
-        switch self {
-        case .recorded(let item), .alreadyRecorded(let item): return item
-        }
     }
 }
 

@@ -12,8 +12,7 @@ import Synchronization
 struct ResultQueue {
     /// What to write for one item: its outcome, or its next attempt.
     enum Change: Sendable {
-        case result(JobItemResult, CheckedContinuation<RecordOutcome, any Error>)
-        /// An outcome with no read-back: true when recorded.
+        /// An outcome: true when recorded.
         case outcome(JobItemResult, CheckedContinuation<Bool, any Error>)
         case retry(JobItemRetry, CheckedContinuation<Bool, any Error>)
     }
@@ -32,17 +31,6 @@ struct ResultQueue {
 }
 
 extension SQLitePushStore {
-    public func recordResult(tenant: TenantID, job: JobID, index: Int, result: JobItemResult) async throws
-        -> RecordOutcome
-    {
-        guard result.state.isFinal else {
-            throw StoreError.invalidArgument("a result must be sent, failed or unknown, not \(result.state)")
-        }
-        return try await withCheckedThrowingContinuation { continuation in
-            enqueue(ResultQueue.Waiter(tenant: tenant, job: job, index: index, change: .result(result, continuation)))
-        }
-    }
-
     public func recordOutcome(tenant: TenantID, job: JobID, index: Int, result: JobItemResult) async throws -> Bool {
         guard result.state.isFinal else {
             throw StoreError.invalidArgument("a result must be sent, failed or unknown, not \(result.state)")
@@ -118,7 +106,7 @@ extension SQLitePushStore {
         for waiter in batch {
             let change: JobItemChange.Change
             switch waiter.change {
-            case .result(let result, _), .outcome(let result, _): change = .outcome(result)
+            case .outcome(let result, _): change = .outcome(result)
             case .retry(let retry, _): change = .retry(retry)
             }
             checked.append(Result { try Self.check(waiter.index, change) })
@@ -129,7 +117,7 @@ extension SQLitePushStore {
             var job: JobID
         }
         pool.asyncWrite(
-            { db -> [Result<(Bool, JobItem?), any Error>] in
+            { db -> [Result<Bool, any Error>] in
                 // Each job's changes in the order they came, applied together.
                 var byJob: [JobKey: [Int]] = [:]
                 var order: [JobKey] = []
@@ -139,38 +127,15 @@ extension SQLitePushStore {
                     if byJob[key] == nil { order.append(key) }
                     byJob[key, default: []].append(position)
                 }
-                var answers: [Result<(Bool, JobItem?), any Error>] = checkedChanges.map { check in
-                    switch check {
-                    case .success: return .success((false, nil))
-                    case .failure(let error): return .failure(error)
-                    }
-                }
+                // A change whose job is gone writes nothing (false).
+                var answers: [Result<Bool, any Error>] = checkedChanges.map { $0.map { _ in false } }
                 var counts = OutcomeCounts()
                 for key in order {
                     let positions = byJob[key] ?? []
-                    guard let ref = try Self.jobRef(db, tenant: key.tenant, id: key.job) else {
-                        for position in positions {
-                            if case .result = batch[position].change {
-                                answers[position] = .failure(
-                                    StoreError.notFound("item \(batch[position].index) of job \(key.job)"))
-                            }
-                        }
-                        continue
-                    }
+                    guard let ref = try Self.jobRef(db, tenant: key.tenant, id: key.job) else { continue }
                     let changes = positions.compactMap { try? checkedChanges[$0].get() }
                     let written = try Self.apply(db, job: ref, changes, counts: &counts)
-                    for (position, changed) in zip(positions, written) {
-                        guard case .result = batch[position].change else {
-                            answers[position] = .success((changed, nil))
-                            continue
-                        }
-                        let index = batch[position].index
-                        if let item = try Self.readItems(db, job: ref, fromIndex: index, limit: 1).first, item.index == index {
-                            answers[position] = .success((changed, item))
-                        } else {
-                            answers[position] = .failure(StoreError.notFound("item \(index) of job \(key.job)"))
-                        }
-                    }
+                    for (position, changed) in zip(positions, written) { answers[position] = .success(changed) }
                 }
                 // In the same transaction as the outcomes: if it fails, neither is written.
                 try counts.write(db)
@@ -181,21 +146,13 @@ extension SQLitePushStore {
                 case .success(let answers):
                     for (waiter, answer) in zip(batch, answers) {
                         switch waiter.change {
-                        case .result(_, let continuation):
-                            continuation.resume(
-                                with: answer.flatMap { changed, item in
-                                    guard let item else { return .failure(StoreError.corrupt("an item was not read back")) }
-                                    return .success(changed ? .recorded(item) : .alreadyRecorded(item))
-                                })
-                        case .outcome(_, let continuation), .retry(_, let continuation):
-                            continuation.resume(with: answer.map { $0.0 })
+                        case .outcome(_, let continuation), .retry(_, let continuation): continuation.resume(with: answer)
                         }
                     }
                 case .failure(let error):
                     // Nothing of this transaction was committed: every caller gets the error.
                     for waiter in batch {
                         switch waiter.change {
-                        case .result(_, let continuation): continuation.resume(throwing: error)
                         case .outcome(_, let continuation), .retry(_, let continuation): continuation.resume(throwing: error)
                         }
                     }

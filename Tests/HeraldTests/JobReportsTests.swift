@@ -80,7 +80,7 @@ struct ConcurrentResultsTests {
                             state: index % 2 == 0 ? .sent : .failed, status: index % 2 == 0 ? 200 : 410,
                             reason: index % 2 == 0 ? nil : "Unregistered", apnsID: nil, finishedAt: t0)
                         return (
-                            index, try await store.recordResult(tenant: acme, job: job, index: index, result: result)
+                            index, try await store.recordAndReadBack(tenant: acme, job: job, index: index, result: result)
                         )
                     }
                 }
@@ -89,7 +89,7 @@ struct ConcurrentResultsTests {
                         let result = JobItemResult(
                             state: .failed, status: 500 + attempt, reason: "Attempt\(attempt)", apnsID: nil,
                             finishedAt: t0)
-                        return (0, try await store.recordResult(tenant: acme, job: job, index: 0, result: result))
+                        return (0, try await store.recordAndReadBack(tenant: acme, job: job, index: 0, result: result))
                     }
                 }
                 var all: [(Int, RecordOutcome)] = []
@@ -103,7 +103,7 @@ struct ConcurrentResultsTests {
             #expect(outcomes.filter { $0.0 != 0 }.allSatisfy { if case .recorded = $0.1 { true } else { false } })
             // A missing item is an error for its caller only.
             await #expect(throws: StoreError.self) {
-                try await store.recordResult(
+                try await store.recordAndReadBack(
                     tenant: acme, job: job, index: count,
                     result: JobItemResult(state: .sent, status: 200, reason: nil, apnsID: nil, finishedAt: t0))
             }

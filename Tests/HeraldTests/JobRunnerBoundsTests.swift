@@ -106,11 +106,6 @@ struct JobRunnerBoundsTests {
             if fail { throw StoreError.corrupt("disk I/O error (test)") }
         }
 
-        func recordResult(tenant: TenantID, job: JobID, index: Int, result: JobItemResult) async throws -> RecordOutcome {
-            try await beforeRecord()
-            return try await base.recordResult(tenant: tenant, job: job, index: index, result: result)
-        }
-
         func recordOutcome(tenant: TenantID, job: JobID, index: Int, result: JobItemResult) async throws -> Bool {
             try await beforeRecord()
             return try await base.recordOutcome(tenant: tenant, job: job, index: index, result: result)

@@ -164,7 +164,7 @@ struct ServerStoreContractTests {
             #expect(
                 try await store.claimPendingItems(tenant: acme, job: job, limit: 4, claimant: b.claimant, now: t0, leaseUntil: lease)
                     .map(\.index) == [4, 5])
-            _ = try await store.recordResult(
+            _ = try await store.recordAndReadBack(
                 tenant: acme, job: job, index: 0,
                 result: JobItemResult(state: .sent, status: 200, reason: nil, apnsID: nil, finishedAt: t0))
             #expect(try await store.leasedItemCounts(now: t0) == [a.claimant: 3, b.claimant: 2])

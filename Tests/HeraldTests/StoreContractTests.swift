@@ -96,7 +96,7 @@ struct StoreContractTests {
             ).isEmpty)
         #expect(try await store.updateJob(tenant: other, id: id, state: .cancelled, at: t0) == false)
         await #expect(throws: StoreError.self) {
-            _ = try await store.recordResult(
+            _ = try await store.recordAndReadBack(
                 tenant: other, job: id, index: 0,
                 result: JobItemResult(state: .sent, status: 200, reason: nil, apnsID: nil, finishedAt: t0))
         }
@@ -161,14 +161,14 @@ struct StoreContractTests {
         // Results: the first one recorded wins.
         let sent = JobItemResult(
             state: .sent, status: 200, reason: nil, apnsID: fixedID, finishedAt: t0.addingTimeInterval(2))
-        let outcome = try await store.recordResult(tenant: acme, job: id, index: 0, result: sent)
+        let outcome = try await store.recordAndReadBack(tenant: acme, job: id, index: 0, result: sent)
         guard case .recorded(let item) = outcome else { Issue.record("expected recorded"); return }
         #expect(item.state == .sent && item.result == sent && item.claimant == nil)
         let late = JobItemResult(
             state: .failed, status: 410, reason: "Unregistered", apnsID: fixedID, apnsTimestamp: t0,
             finishedAt: t0.addingTimeInterval(3))
-        #expect(try await store.recordResult(tenant: acme, job: id, index: 0, result: late) == .alreadyRecorded(item))
-        let failed = try await store.recordResult(tenant: acme, job: id, index: 1, result: late)
+        #expect(try await store.recordAndReadBack(tenant: acme, job: id, index: 0, result: late) == .alreadyRecorded(item))
+        let failed = try await store.recordAndReadBack(tenant: acme, job: id, index: 1, result: late)
         #expect(failed.item.result?.reason == "Unregistered" && failed.item.result?.apnsTimestamp == t0)
         #expect(try await store.progress(tenant: acme, job: id) == JobProgress(pending: 2, sent: 1, failed: 1))
         // Finished items are never claimed again.
@@ -329,7 +329,7 @@ struct StoreContractTests {
             tenant: acme, job: template, limit: 3, claimant: "r/1", now: t0, leaseUntil: t0.addingTimeInterval(60))
         #expect(claimed.map(\.notification.payload) == Array(repeating: payload, count: 3))
         let result = JobItemResult(state: .sent, status: 200, reason: nil, apnsID: nil, finishedAt: t0)
-        #expect(try await store.recordResult(tenant: acme, job: template, index: 1, result: result).item.notification.payload == payload)
+        #expect(try await store.recordAndReadBack(tenant: acme, job: template, index: 1, result: result).item.notification.payload == payload)
 
         // A list batch: runs of equal payloads share a row, a different one has its own.
         let list = try JobID("list")
@@ -413,7 +413,7 @@ struct StoreContractTests {
     }
 
     @Test(
-        "outcomes recorded at once, twice for some items: each is recorded once, the first wins, the rest read it back",
+        "outcomes recorded at once, twice for some items: each is recorded once, the first wins and is kept",
         arguments: StoreBackend.allCases)
     func concurrentResults(_ backend: StoreBackend) async throws {
         try await backend.withStore(checkConcurrentResults)
@@ -437,25 +437,24 @@ struct StoreContractTests {
             writes.append(
                 (jobs[0], index, JobItemResult(state: .failed, status: 400, reason: "BadDeviceToken", apnsID: nil, finishedAt: t0)))
         }
-        let outcomes = try await withThrowingTaskGroup(of: (JobID, Int, RecordOutcome).self) { group in
+        let outcomes = try await withThrowingTaskGroup(of: (JobID, Int, JobItemResult, Bool).self) { group in
             for (job, index, result) in writes.shuffled() {
-                group.addTask { (job, index, try await store.recordResult(tenant: self.acme, job: job, index: index, result: result)) }
+                group.addTask {
+                    (job, index, result, try await store.recordOutcome(tenant: self.acme, job: job, index: index, result: result))
+                }
             }
             return try await group.reduce(into: []) { $0.append($1) }
         }
         var recorded: [String: Int] = [:]
-        for (job, index, outcome) in outcomes {
-            if case .recorded = outcome { recorded["\(job)/\(index)", default: 0] += 1 }
-            #expect(outcome.item.index == index && outcome.item.job == job && outcome.item.state.isFinal)
-        }
+        for (job, index, _, wasRecorded) in outcomes where wasRecorded { recorded["\(job)/\(index)", default: 0] += 1 }
         #expect(recorded.count == 2 * count && recorded.values.allSatisfy { $0 == 1 }, "each item recorded exactly once")
         let first = try #require(try await store.progress(tenant: acme, job: jobs[0]))
         #expect(first.pending == 0 && first.sent + first.failed == count && first.failed <= 40)
         #expect(try await store.progress(tenant: acme, job: jobs[1]) == JobProgress(pending: 0, sent: count, failed: 0))
-        // What each duplicate read back is what the item holds now.
+        // Each item holds the outcome of the one call that was told it recorded it.
         let stored = try await store.items(tenant: acme, job: jobs[0], fromIndex: 0, limit: 40)
-        for (job, index, outcome) in outcomes where job == jobs[0] && index < 40 {
-            #expect(outcome.item.result == stored[index].result)
+        for (job, index, result, wasRecorded) in outcomes where job == jobs[0] && index < 40 && wasRecorded {
+            #expect(stored[index].state == result.state && stored[index].result?.status == result.status, "item \(index)")
         }
     }
 
@@ -472,7 +471,7 @@ struct StoreContractTests {
         // The same job id for another tenant, all failed: never counted for acme.
         _ = try await store.createJob(
             tenant: other, id: job, environment: .production, notifications: [Fixtures.note()], createdAt: t0)
-        _ = try await store.recordResult(
+        _ = try await store.recordAndReadBack(
             tenant: other, job: job, index: 0,
             result: JobItemResult(state: .failed, status: 400, reason: "BadTopic", apnsID: nil, finishedAt: t0))
 
@@ -488,7 +487,7 @@ struct StoreContractTests {
                     state: .failed, status: 400, reason: "BadDeviceToken", apnsID: nil, finishedAt: t0)
             default: continue  // stays pending
             }
-            _ = try await store.recordResult(tenant: acme, job: job, index: index, result: result)
+            _ = try await store.recordAndReadBack(tenant: acme, job: job, index: index, result: result)
         }
 
         let outcomes = try await store.outcomes(tenant: acme, job: job)
@@ -749,7 +748,7 @@ struct StoreContractTests {
         // Outcomes after a deferral: recorded once, attempts never lowered, no next attempt left.
         let sent = JobItemResult(
             state: .sent, status: 200, reason: nil, apnsID: nil, finishedAt: t0.addingTimeInterval(40), attempts: 0)
-        guard case .recorded(let done) = try await store.recordResult(tenant: acme, job: id, index: 1, result: sent)
+        guard case .recorded(let done) = try await store.recordAndReadBack(tenant: acme, job: id, index: 1, result: sent)
         else { Issue.record("expected recorded"); return }
         #expect(done.state == .sent && done.attempts == 2 && done.result?.attempts == 2 && done.nextAttemptAt == nil)
         #expect(done.lastError == "TransportFailed" && done.claimant == nil)
@@ -758,9 +757,9 @@ struct StoreContractTests {
         let failed = JobItemResult(
             state: .failed, status: 503, reason: "ServiceUnavailable", apnsID: nil,
             finishedAt: t0.addingTimeInterval(41), attempts: 3)
-        #expect(try await store.recordResult(tenant: acme, job: id, index: 2, result: failed).item.attempts == 3)
+        #expect(try await store.recordAndReadBack(tenant: acme, job: id, index: 2, result: failed).item.attempts == 3)
         await #expect(throws: StoreError.self) {
-            _ = try await store.recordResult(
+            _ = try await store.recordAndReadBack(
                 tenant: acme, job: id, index: 3,
                 result: JobItemResult(
                     state: .retrying, status: nil, reason: nil, apnsID: nil, finishedAt: t0.addingTimeInterval(42)))
@@ -768,7 +767,7 @@ struct StoreContractTests {
         let unknown = JobItemResult(
             state: .unknown, status: nil, reason: "TransportFailed", apnsID: nil,
             finishedAt: t0.addingTimeInterval(42), attempts: 1)
-        #expect(try await store.recordResult(tenant: acme, job: id, index: 3, result: unknown).item.state == .unknown)
+        #expect(try await store.recordAndReadBack(tenant: acme, job: id, index: 3, result: unknown).item.state == .unknown)
         #expect(try await store.nextAttempt(tenant: acme, job: id) == nil)
         #expect(
             try await store.progress(tenant: acme, job: id)
@@ -841,7 +840,7 @@ struct StoreContractTests {
 
         // 0 answered (outcome, never marked again); 1 deferred after a transient answer (mark cleared).
         let sent = JobItemResult(state: .sent, status: 200, reason: nil, apnsID: ids[0], finishedAt: at, attempts: 1)
-        _ = try await store.recordResult(tenant: acme, job: id, index: 0, result: sent)
+        _ = try await store.recordAndReadBack(tenant: acme, job: id, index: 0, result: sent)
         #expect(
             try await store.deferItem(
                 tenant: acme, job: id, index: 1,

@@ -155,7 +155,7 @@ struct StoreLimitsTests {
         }
         // An APNs timestamp out of range is clamped: the outcome is still recorded.
         _ = try await store.createJob(tenant: acme, id: try JobID("d"), environment: nil, notifications: [Fixtures.note()], createdAt: t0)
-        let outcome = try await store.recordResult(
+        let outcome = try await store.recordAndReadBack(
             tenant: acme, job: try JobID("d"), index: 0,
             result: JobItemResult(
                 state: .failed, status: 410, reason: "Unregistered", apnsID: nil,
