@@ -122,19 +122,42 @@ struct JobRunnerClockTests {
         #expect(progress.pending == 3 && progress.retrying == 3, "\(progress)")
     }
 
-    @Test("a paused job resumes at the rescan of the runner's clock")
-    func thePeriodicScanRunsOnTheClock() async throws {
-        let clock = SteppedPushClock()
+    /// A job of four items in a test store over SQLite (``JobRunnerBoundsTests/FlakyStore``),
+    /// with a router on `clock`.
+    private static func fourItemJob(_ name: String, seed: UInt8, clock: SteppedPushClock) async throws -> (
+        base: SQLitePushStore, store: Bounds.FlakyStore, transport: Bounds.CountingTransport, router: Router, job: JobID
+    ) {
         let base = try Fixtures.store()
         let store = Bounds.FlakyStore(base)
-        store.failRecords(after: 0)
         let transport = Bounds.CountingTransport()
         let router = try Fixtures.router(transports: transport, store: store, clock: clock)
         await router.install([Fixtures.tenant("acme")])
-        let id = try JobID("paused")
+        let id = try JobID(name)
         _ = try await store.createJob(
-            tenant: Bounds.tenant, id: id, environment: nil, notifications: Bounds.notes(4, seed: 22),
+            tenant: Bounds.tenant, id: id, environment: nil, notifications: Bounds.notes(4, seed: seed),
             createdAt: clock.date)
+        return (base, store, transport, router, id)
+    }
+
+    /// Once the runner sleeps until its next rescan, moves `clock` there and waits until the job
+    /// finished.
+    private static func rescanUntilFinished(_ clock: SteppedPushClock, rescan: Duration, _ store: any PushStore, job: JobID)
+        async throws
+    {
+        let tick = clock.now.advanced(by: rescan)
+        try await Bounds.eventually("the runner's rescan sleeps until its next tick") { clock.deadlines.contains(tick) }
+        #expect(try await store.job(tenant: Bounds.tenant, id: job)?.state == .running)
+        clock.advance(to: tick)
+        try await Bounds.eventually("the job resumed and finished") {
+            try await store.job(tenant: Bounds.tenant, id: job)?.state == .finished
+        }
+    }
+
+    @Test("a paused job resumes at the rescan of the runner's clock")
+    func thePeriodicScanRunsOnTheClock() async throws {
+        let clock = SteppedPushClock()
+        let (base, store, _, router, id) = try await Self.fourItemJob("paused", seed: 22, clock: clock)
+        store.failRecords(after: 0)
         let rescan = Duration.seconds(60)
         let runner = Self.runner(router, store, rescan: rescan)
         async let running: Void = runner.run()
@@ -143,14 +166,7 @@ struct JobRunnerClockTests {
             store.failures >= 1 && runner.activeJobCount == 0
         }
         store.failRecords(after: nil)
-        let tick = clock.now.advanced(by: rescan)
-        try await Bounds.eventually("the runner's rescan sleeps until its next tick") { clock.deadlines.contains(tick) }
-        #expect(try await base.job(tenant: Bounds.tenant, id: id)?.state == .running)
-
-        clock.advance(to: tick)
-        try await Bounds.eventually("the job resumed and finished") {
-            try await base.job(tenant: Bounds.tenant, id: id)?.state == .finished
-        }
+        try await Self.rescanUntilFinished(clock, rescan: rescan, base, job: id)
         runner.stop()
         await running
         await router.shutdown()
@@ -160,15 +176,7 @@ struct JobRunnerClockTests {
     @Test("a job whose pending items are leased elsewhere runs again at the rescan, not as soon as its run ends")
     func itemsLeasedElsewhereWaitForTheRescan() async throws {
         let clock = SteppedPushClock()
-        let base = try Fixtures.store()
-        let store = Bounds.FlakyStore(base)
-        let transport = Bounds.CountingTransport()
-        let router = try Fixtures.router(transports: transport, store: store, clock: clock)
-        await router.install([Fixtures.tenant("acme")])
-        let id = try JobID("shared")
-        _ = try await store.createJob(
-            tenant: Bounds.tenant, id: id, environment: nil, notifications: Bounds.notes(4, seed: 24),
-            createdAt: clock.date)
+        let (base, store, transport, router, id) = try await Self.fourItemJob("shared", seed: 24, clock: clock)
         // Another instance holds two of the items for an hour.
         let elsewhere = try await base.claimPendingItems(
             tenant: Bounds.tenant, job: id, limit: 2, claimant: "other-instance", now: clock.date,
@@ -197,16 +205,10 @@ struct JobRunnerClockTests {
             try await base.job(tenant: Bounds.tenant, id: other)?.state == .finished
         }
         #expect(runner.statistics.runsStarted == 2, "runs: \(runner.statistics.runsStarted)")
-        #expect(try await base.job(tenant: Bounds.tenant, id: id)?.state == .running)
 
         // The other instance's leases are released; at the rescan the job's next run sends the rest.
         #expect(try await base.releaseLeases(tenant: Bounds.tenant, job: id, claimantBase: "other-instance", keeping: "") == 2)
-        let tick = clock.now.advanced(by: rescan)
-        try await Bounds.eventually("the runner's rescan sleeps until its next tick") { clock.deadlines.contains(tick) }
-        clock.advance(to: tick)
-        try await Bounds.eventually("the job resumed and finished") {
-            try await base.job(tenant: Bounds.tenant, id: id)?.state == .finished
-        }
+        try await Self.rescanUntilFinished(clock, rescan: rescan, base, job: id)
         runner.stop()
         await running
         await router.shutdown()
