@@ -373,9 +373,12 @@ struct JobRunnerBoundsTests {
         let runner = JobRunner(router: router, store: store, configuration: configuration)
         async let running: Void = runner.run()
 
-        // No outcome can be written: the sends stop once 4 + 8 items are out without one.
-        try await Self.eventually("the sends reached the bound") { transport.total >= 12 }
-        try await Task.sleep(for: .milliseconds(300))
+        // No outcome can be written: the sends stop once 4 + 8 items are out without one. Once
+        // the four send tasks all wait for a commit slot, none has a send under way and none can
+        // take another item.
+        try await Self.eventually("every send task waits for a commit slot") {
+            runner.statistics.sendersWaitingForCommitSlot == 4
+        }
         #expect(transport.total == 12, "sent without a durable outcome: \(transport.total)")
         #expect(runner.statistics.peakItemsInFlight <= 4)
         #expect(try await base.progress(tenant: Self.tenant, job: id)?.sent == 0)

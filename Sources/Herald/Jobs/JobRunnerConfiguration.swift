@@ -84,4 +84,7 @@ public struct JobRunnerStatistics: Sendable, Hashable {
     public var peakActiveJobs = 0
     /// Runs of jobs started, since the runner was made (a job resumed counts again).
     public var runsStarted = 0
+    /// Senders (a job's send tasks, or its driving task) waiting now for a commit slot: a job's
+    /// sends ahead of their outcomes' writes reached their bound (``OutcomeGroups``).
+    public var sendersWaitingForCommitSlot = 0
 }

@@ -76,4 +76,13 @@ final class JobRunnerState: Sendable {
         feed.handBack(count)
         adjust { $0.claimedItemsHeld -= count } peak: { _ in }
     }
+
+    /// A sender's ``OutcomeGroups/reserve()``, counted in
+    /// ``JobRunnerStatistics/sendersWaitingForCommitSlot`` while it waits for a slot.
+    nonisolated(nonsending) func reserveCommitSlot(_ outcomes: OutcomeGroups) async -> Bool {
+        if let now = outcomes.reserveIfFree() { return now }
+        adjust { $0.sendersWaitingForCommitSlot += 1 } peak: { _ in }
+        defer { adjust { $0.sendersWaitingForCommitSlot -= 1 } peak: { _ in } }
+        return await outcomes.reserve()
+    }
 }

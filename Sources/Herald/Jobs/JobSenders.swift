@@ -60,7 +60,7 @@ struct JobSendTasks: Sendable {
             // The feeder waits for a due retry's change to be committed before it claims again.
             let retry = JobSenders.isDueRetry(item)
             defer { state.handBack(feed) }
-            guard await outcomes.reserve() else {
+            guard await state.reserveCommitSlot(outcomes) else {
                 feed.stop(.pause)
                 return
             }
@@ -168,7 +168,7 @@ struct JobCallbackSender: Sendable {
                 var reserved = outcomes.reserveIfFree()
                 if reserved == nil {
                     giveBackAhead()
-                    reserved = await outcomes.reserve()
+                    reserved = await state.reserveCommitSlot(outcomes)
                 }
                 guard reserved == true else {
                     feed.stop(.pause)
