@@ -51,7 +51,7 @@ struct JobWebhookTests {
             #expect(cancelled.status == 200, "\(cancelled.text)")
             #expect(try await client.request(.post, "/v1/jobs/slow/cancel", key: acme.apiKey).status == 200, "a repeat")
             try await Self.waitFor(2, at: receiver)
-            try await Task.sleep(for: .milliseconds(300))  // anything more would have come by now
+            try await Self.waitUntilNothingIsLeftToTell(live.server.sharedStore)
 
             let received = receiver.received
             #expect(received.count == 2, "one event per job end, none for the tenant without a webhook: \(received.map(\.headers))")
@@ -264,6 +264,18 @@ extension JobWebhookTests {
     }
 
     /// Waits (up to 30 s, then fails) until `receiver` got `count` requests.
+    /// Waits until no webhook can come any more: every ended job's end recorded as told (its
+    /// delivery, if the tenant has a webhook, stored in the outbox in the same transaction) and
+    /// every delivery posted (the outbox empty).
+    static func waitUntilNothingIsLeftToTell(_ store: any ServerStore) async throws {
+        for _ in 0..<1_500 {
+            let untold = try await store.untoldJobEnds(endedBefore: Date().addingTimeInterval(3600), limit: 1)
+            if untold.isEmpty, try await store.outboxCounts().isEmpty { return }
+            try await Task.sleep(for: .milliseconds(20))
+        }
+        Issue.record("job ends left untold, or deliveries left in the outbox")
+    }
+
     static func waitFor(_ count: Int, at receiver: WebhookTestServer) async throws {
         for _ in 0..<1_500 where receiver.received.count < count {
             try await Task.sleep(for: .milliseconds(20))
