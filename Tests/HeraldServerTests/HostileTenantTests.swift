@@ -1,6 +1,6 @@
 import Foundation
 import HTTPTypes
-import HeraldServer
+@testable import HeraldServer
 import Hummingbird
 import Synchronization
 import Testing
@@ -300,12 +300,15 @@ struct HostileTenantTests {
             let busyHead =
                 "POST /v1/notifications HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer \(acme.apiKey)\r\n"
                 + "Content-Type: application/json\r\nContent-Length: 500\r\n\r\n{\"device_token\": "
+            // Each is busy once the server has read its head: only then is the next opened (an
+            // idle first connection could be closed to make room for the second).
+            let connections = live.server.api.connections
             let first = try RawSocket(port: live.port)
             try first.write(busyHead)
-            try await Task.sleep(for: .milliseconds(300))
+            try await ClusterTests.eventually("the first connection is busy") { connections.busyCount == 1 }
             let second = try RawSocket(port: live.port)
             try second.write(busyHead)
-            try await Task.sleep(for: .milliseconds(300))
+            try await ClusterTests.eventually("both connections are busy") { connections.busyCount == 2 }
             // A third connection is accepted by the kernel but not served while both are busy.
             let answered = Mutex(false)
             let third = Task {

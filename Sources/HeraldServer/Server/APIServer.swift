@@ -53,6 +53,8 @@ public final class APIServer: Sendable {
     let authenticator: APIKeyAuthenticator
     /// Starting, ready or stopping (`/readyz`).
     let phase = ServerPhaseState()
+    /// The listener's connections, as ``IdleConnectionReaper`` sees them (`http.max_connections`).
+    let connections: IdleConnectionReaper
 
     /// Builds the routes and the console (its templates are read here: a broken template stops
     /// the start, not a page view).
@@ -63,6 +65,7 @@ public final class APIServer: Sendable {
     ) async throws {
         self.configuration = configuration
         self.logger = logger
+        connections = IdleConnectionReaper(maxConnections: configuration.http.maxConnections)
         let (router, store, runner, clock) = (parts.router, parts.store, parts.runner, parts.router.configuration.clock)
         let pages: ConsolePages
         do {
@@ -134,7 +137,7 @@ public final class APIServer: Sendable {
         let (listen, http, phase) = (configuration.listen, configuration.http, self.phase)
         return Application(
             router: makeRouter(),
-            server: ListenerLimits.server(http),
+            server: ListenerLimits.server(http, reaper: connections),
             configuration: ApplicationConfiguration(
                 address: .hostname(listen.host, port: listen.port), serverName: "Herald",
                 availableConnectionsDelegate: ListenerLimits.connectionCap(http, logger: logger)),

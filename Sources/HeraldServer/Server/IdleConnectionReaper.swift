@@ -47,6 +47,9 @@ final class IdleConnectionReaper: Sendable {
     /// Open connections known to the reaper.
     var openCount: Int { state.withLock { $0.entries.count } }
 
+    /// Open connections with a request in progress (never closed to make room).
+    var busyCount: Int { state.withLock { $0.entries.values.lazy.filter(\.busy).count } }
+
     func opened(_ channel: any Channel) {
         let now = NIODeadline.now().uptimeNanoseconds
         let victims = state.withLock { state -> [any Channel] in

@@ -8,9 +8,8 @@ enum ListenerLimits {
     /// HTTP/1 with Hummingbird's idle timeout (a connection with no whole request in progress),
     /// `Expect: 100-continue` answered (``ExpectContinueHandler``), ``BodyTimeoutHandler`` on every connection, and idle connections closed to make room near
     /// the connection cap (``IdleConnectionReaper``).
-    static func server(_ http: HeraldConfig.ServerConfiguration.HTTPSettings) -> HTTPServerBuilder {
+    static func server(_ http: HeraldConfig.ServerConfiguration.HTTPSettings, reaper: IdleConnectionReaper) -> HTTPServerBuilder {
         let bodyTimeout = timeAmount(seconds: http.bodyTimeout)
-        let reaper = IdleConnectionReaper(maxConnections: http.maxConnections)
         return .http1(
             configuration: HTTP1Channel.Configuration(
                 additionalChannelHandlers: [
