@@ -68,8 +68,7 @@ struct ServeProcessReloadTests {
         #expect(try await Self.send(client, key: oldKey, 1) == 200)
 
         let newKey = try Self.rotateAPIKey(world)
-        // Unchanged until the signal: nothing watches the directory.
-        try await Task.sleep(for: .milliseconds(300))
+        // Unchanged until the signal: nothing watches the directory (`watch: false`).
         #expect(try await Self.send(client, key: newKey, 2) == 401)
         #expect(kill(child.process.pid, SIGHUP) == 0)
         #expect(try await Self.newKeyWorks(client, key: newKey, child: child, timeout: .seconds(30)))
