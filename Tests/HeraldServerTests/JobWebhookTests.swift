@@ -119,7 +119,14 @@ extension JobWebhookTests {
             $0.jobs.untoldEndsGrace = .zero
         }
         try await LiveServer.with(options) { _ async throws in try await Self.waitFor(2, at: receiver) }
-        try await LiveServer.with(options) { _ async throws in try await Task.sleep(for: .milliseconds(600)) }
+        // A second run tells nothing again: its sweeps find every end told (and whatever one
+        // stored would be posted before the outbox is empty).
+        try await LiveServer.with(options) { live async throws in
+            try await ClusterTests.eventually("the second run swept for untold ends twice") {
+                live.server.runner.statistics.untoldEndSweeps >= 2
+            }
+            try await Self.waitUntilNothingIsLeftToTell(live.server.sharedStore)
+        }
 
         let received = receiver.received
         #expect(received.count == 2, "each untold end told once, across two runs: \(received.map(\.headers))")

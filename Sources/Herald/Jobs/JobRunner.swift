@@ -171,6 +171,7 @@ public final class JobRunner: Sendable {
                     ticker.addTask {
                         await Self.repeating(every: self.configuration.untoldEndsInterval, on: clock) {
                             await jobEnded.tellUntoldEnds(endedBefore: clock.date.addingTimeInterval(-grace))
+                            self.state.adjust { $0.untoldEndSweeps += 1 } peak: { _ in }
                         }
                     }
                 }

@@ -87,4 +87,6 @@ public struct JobRunnerStatistics: Sendable, Hashable {
     /// Senders (a job's send tasks, or its driving task) waiting now for a commit slot: a job's
     /// sends ahead of their outcomes' writes reached their bound (``OutcomeGroups``).
     public var sendersWaitingForCommitSlot = 0
+    /// Sweeps for job ends left untold (``JobRunnerConfiguration/untoldEndsInterval``) done.
+    public var untoldEndSweeps = 0
 }
