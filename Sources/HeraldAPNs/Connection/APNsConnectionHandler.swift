@@ -279,13 +279,13 @@ final class APNsConnectionHandler: ChannelInboundHandler, HTTP2EngineDelegate {
             return
         }
         if request.deadline <= now {
-            request.complete(.failure(.timedOut(mayHaveBeenProcessed: false)))
             delegate.connectionRequestFinished(connectionID, answered: false, now: now)
+            request.complete(.failure(.timedOut(mayHaveBeenProcessed: false)))
             return
         }
         if request.isCancellable, request.isCancelled {
-            request.complete(.failure(.cancelled(mayHaveBeenProcessed: false)))
             delegate.connectionRequestFinished(connectionID, answered: false, now: now)
+            request.complete(.failure(.cancelled(mayHaveBeenProcessed: false)))
             return
         }
         switch stateMachine.openStream(now: now) {
@@ -391,13 +391,13 @@ final class APNsConnectionHandler: ChannelInboundHandler, HTTP2EngineDelegate {
             }
             response = decoded
         }
-        request.complete(.success(response))
         streamDone(answered: true, now: now)
+        request.complete(.success(response))
     }
 
     private func fail(_ request: APNsRequest, with error: APNsTransportError, now: NIODeadline) {
-        request.complete(.failure(error))
         streamDone(answered: false, now: now)
+        request.complete(.failure(error))
     }
 
     /// Gives a never-processed request back to the pool.
@@ -410,6 +410,9 @@ final class APNsConnectionHandler: ChannelInboundHandler, HTTP2EngineDelegate {
         delegate.connectionHandBack(request, from: connectionID)
     }
 
+    /// The pool counts the stream as free before its caller hears the answer, so that a send the
+    /// caller makes at once (a callback's next item, a task resumed on another thread) finds the
+    /// stream free rather than a full connection, which would open another.
     private func streamDone(answered: Bool, now: NIODeadline) {
         let action = stateMachine.streamClosed(now: now)
         delegate.connectionRequestFinished(connectionID, answered: answered, now: now)

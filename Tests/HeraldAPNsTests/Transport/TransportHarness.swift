@@ -194,7 +194,6 @@ func makeNotes(_ count: Int, topic: String) -> [HeraldCore.Notification] {
     (0..<count).map { _ in Notes.note(topic: topic) }
 }
 
-/// Polls `condition` (every 5 ms, at most ~5 s); a wait, not an assertion.
 /// Waits for `condition`, polling every 5 ms, for up to about 30 s (a loaded CI machine is slow;
 /// a condition that holds returns at once).
 func waitUntil(_ condition: () -> Bool) async {

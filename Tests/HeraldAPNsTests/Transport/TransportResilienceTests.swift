@@ -117,6 +117,40 @@ struct TransportResilienceTests {
         }
     }
 
+    @Test("an answer's caller finds its stream free: a send made from the completion goes on the same connection")
+    func nextSendFromTheCompletionFindsTheStreamFree() async throws {
+        try await withSandbox { harness in
+            var pool = PoolConfiguration()
+            pool.connections = 2
+            pool.openNextAt = 2
+            let transport = try patientTransport(harness, pool: pool)
+            let notes = makeNotes(20, topic: "com.example.alpha")
+            // Each completion records what the pool holds in flight, then sends the next note: the
+            // answered stream is already free, so the next send is the connection's only one and
+            // does not open the second (which two in flight would).
+            let inFlightAtCompletions: [Int] = await withCheckedContinuation { continuation in
+                let seen = Mutex<[Int]>([])
+                @Sendable func send(_ index: Int) {
+                    transport.send(notes[index]) { _ in
+                        let inFlight = transport.poolStatus.reduce(0) { $0 + $1.inFlight }
+                        seen.withLock { $0.append(inFlight) }
+                        if index + 1 < notes.count {
+                            send(index + 1)
+                        } else {
+                            continuation.resume(returning: seen.withLock { $0 })
+                        }
+                    }
+                }
+                send(0)
+            }
+            #expect(inFlightAtCompletions == Array(repeating: 0, count: notes.count))
+            #expect(harness.sandbox.requests.count == notes.count)
+            #expect(harness.sandbox.connectionCount == 1)
+            await transport.close()
+            harness.expectCleanAudit()
+        }
+    }
+
     @Test("pool.max_streams: a connection carries at most that many; the rest wait in the pool and none is lost")
     func streamCapHoldsTheRest() async throws {
         // Answers held (a certificate tenant: a token connection allows one stream until its
