@@ -17,6 +17,8 @@ struct BoundedPostgresClient: Sendable {
     let client: PostgresClient
     /// The longest a call waits (`storage.postgres.call_timeout`).
     let limit: Duration
+    /// What `limit` is measured on (the system's clock; tests step theirs).
+    let clock: any PushClock
     /// The calls that timed out or found the server unreachable (`/metrics`).
     let unanswered = UnansweredCallCounter()
 
@@ -75,7 +77,7 @@ struct BoundedPostgresClient: Sendable {
         let limit = self.limit
         do {
             return try await StoreDeadline.run(
-                limit: limit,
+                limit: limit, clock: clock,
                 timeout: { StoreError.timedOut("PostgreSQL did not answer within \(Self.describe(limit)) (storage.postgres.call_timeout)") },
                 operation)
         } catch {

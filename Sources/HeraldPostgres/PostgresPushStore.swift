@@ -37,6 +37,8 @@ public final class PostgresPushStore: PushStore, JobReports, UnansweredCallCount
         /// The longest one call waits for the server — a query, or a transaction with all its
         /// queries — before it fails with ``StoreError/timedOut(_:)`` (``BoundedPostgresClient``).
         public var callTimeout: Duration
+        /// The clock ``callTimeout`` is measured on: the system's; a test steps its own.
+        public var clock: any PushClock = SystemPushClock()
 
         public init(
             host: String, port: Int = 5432, username: String, password: String?, database: String,
@@ -100,7 +102,7 @@ public final class PostgresPushStore: PushStore, JobReports, UnansweredCallCount
 
     private init(configuration: Configuration, client: PostgresClient, logger: Logger, runner: Task<Void, Never>) {
         self.configuration = configuration
-        let client = BoundedPostgresClient(client: client, limit: configuration.callTimeout)
+        let client = BoundedPostgresClient(client: client, limit: configuration.callTimeout, clock: configuration.clock)
         self.client = client
         self.logger = logger
         self.runner = runner

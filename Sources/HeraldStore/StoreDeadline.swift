@@ -1,3 +1,4 @@
+import HeraldCore
 import Synchronization
 
 /// Runs a store call with a bound on how long its caller waits for it.
@@ -14,15 +15,17 @@ import Synchronization
 /// what it holds (one call's memory), while the caller goes on. A caller that is cancelled
 /// cancels the call and goes on at once with `CancellationError`, whatever the call does then.
 public enum StoreDeadline {
-    /// The result of `operation`, or `timeout()` thrown once `limit` has passed without it.
+    /// The result of `operation`, or `timeout()` thrown once `limit` has passed on `clock`
+    /// without it.
     public static func run<T: Sendable>(
-        limit: Duration, timeout: @escaping @Sendable () -> any Error,
+        limit: Duration, clock: any PushClock = SystemPushClock(), timeout: @escaping @Sendable () -> any Error,
         _ operation: @escaping @Sendable () async throws -> T
     ) async throws -> T {
         let call = Call<T>()
         let work = Task { call.finish(await Result(catching: operation)) }
+        let deadline = clock.now.advanced(by: limit)
         let timer = Task {
-            do { try await Task.sleep(for: limit) } catch { return }
+            do { try await clock.sleep(until: deadline) } catch { return }
             if call.finish(.failure(timeout())) { work.cancel() }
         }
         defer { timer.cancel() }

@@ -141,37 +141,58 @@ struct PostgresStoreTests {
     /// instead of holding its caller, and the store works again once the server answers.
     @Test("a call that gets no answer fails after the call timeout; the store recovers when the server answers again")
     func silentServer() async throws {
-        // 5 s: the call before the silence must answer within it under a loaded CI run (1 s is not always enough).
-        try await Self.withStoreBehindProxy(callTimeout: .seconds(5)) { store, proxy in
+        // The call timeout runs on a stepped clock, moved past it once the call is under way: no
+        // call before the silence can time out on a loaded machine, and none waits in real time.
+        let clock = SteppedPushClock()
+        let callTimeout = Duration.seconds(5)
+        try await Self.withStoreBehindProxy(callTimeout: callTimeout, clock: clock) { store, proxy in
             let tenant = try TenantID("acme")
             #expect(try await store.jobs(tenant: tenant, states: nil, limit: 10).isEmpty)
 
             proxy.silent = true
-            let started = ContinuousClock.now
+            let due = clock.now.advanced(by: callTimeout)
+            let call = Task { try await store.jobs(tenant: tenant, states: nil, limit: 10) }
+            // Under way: its query is held on the silent link, and its bound sleeps until `due`.
+            try await Self.waitFor { proxy.heldBackBytes > 0 && clock.deadlines.contains(due) }
+            clock.advance(to: due)
             do {
-                _ = try await store.jobs(tenant: tenant, states: nil, limit: 10)
+                _ = try await call.value
                 Issue.record("a call over a silent link returned")
             } catch let error as StoreError {
                 #expect(error.isTimedOut, "\(error)")
                 #expect(error.message.contains("storage.postgres.call_timeout"), "\(error.message)")
             }
-            let waited = started.duration(to: .now)
-            #expect(waited >= .seconds(5) && waited < .seconds(60), "\(waited)")
+            #expect(store.unansweredCalls.timedOut >= 1)
 
-            // The server answers again, on new connections (the silent ones are cut).
+            // The server answers again, on new connections (the silent ones are cut). A call lost
+            // with its connection waits for its bound: the clock is moved past it after 2 s.
             proxy.silent = false
             proxy.cutConnections()
             var answered = false
             for _ in 0..<40 where !answered {
+                let attempt = Task { try await store.jobs(tenant: tenant, states: nil, limit: 10) }
+                let watchdog = Task {
+                    try await Task.sleep(for: .seconds(2))
+                    clock.advance(by: callTimeout)
+                }
                 do {
-                    _ = try await store.jobs(tenant: tenant, states: nil, limit: 10)
+                    _ = try await attempt.value
                     answered = true
                 } catch {
                     try await Task.sleep(for: .milliseconds(250))
                 }
+                watchdog.cancel()
             }
             #expect(answered, "the store did not recover")
         }
+    }
+
+    /// Waits until `condition` holds, polling every 10 ms for at most 20 s; fails the test if it never does.
+    private static func waitFor(_ condition: () -> Bool) async throws {
+        let clock = ContinuousClock()
+        let patience = clock.now.advanced(by: .seconds(20))
+        while !condition(), clock.now < patience { try await Task.sleep(for: .milliseconds(10)) }
+        #expect(condition(), "the condition never held")
     }
 
     /// A connection lost under a call (PostgreSQL restarting, the network cut) fails the call as
@@ -209,7 +230,8 @@ struct PostgresStoreTests {
     /// A store on a fresh schema reached through a ``SilentLinkProxy``; the schema is dropped and
     /// everything stopped afterwards.
     private static func withStoreBehindProxy(
-        callTimeout: Duration, _ body: (PostgresPushStore, SilentLinkProxy) async throws -> Void
+        callTimeout: Duration, clock: any PushClock = SystemPushClock(),
+        _ body: (PostgresPushStore, SilentLinkProxy) async throws -> Void
     ) async throws {
         let direct = try StoreBackend.postgresConfiguration(schema: StoreBackend.freshSchema(), poolSize: 1)
         var configuration = direct
@@ -218,6 +240,7 @@ struct PostgresStoreTests {
         configuration.host = "127.0.0.1"
         configuration.port = proxy.port
         configuration.callTimeout = callTimeout
+        configuration.clock = clock
         let store: PostgresPushStore
         do {
             store = try await PostgresPushStore.open(configuration, logger: StoreBackend.logger)
