@@ -314,3 +314,15 @@ let package = Package(
         ),
     ]
 )
+
+// The product's own modules are compiled optimized in debug builds too, with their assertions kept
+// (`-assert-config Debug`), so that `swift test` runs the code as it ships in about two thirds of
+// the CPU; the tests and the dependencies stay unoptimized. `HERALD_UNOPTIMIZED=1 swift build`
+// leaves the product's modules unoptimized as well, for stepping through them in a debugger.
+if Context.environment["HERALD_UNOPTIMIZED"] == nil {
+    let optimized: SwiftSetting = .unsafeFlags(["-O", "-assert-config", "Debug"], .when(configuration: .debug))
+    for target in package.targets where target.type == .regular || target.type == .executable {
+        guard target.path?.hasPrefix("Tests") != true else { continue }
+        target.swiftSettings = (target.swiftSettings ?? []) + [optimized]
+    }
+}
