@@ -219,10 +219,12 @@ let package = Package(
             // so the plugin asks SwiftPM to build the `herald` product and runs that.
             dependencies: []
         ),
-        // What more than one test target uses: a TCP proxy that can go silent (SilentLinkProxy).
+        // What more than one test target uses: a TCP proxy that can go silent (SilentLinkProxy), child
+        // processes, real outbound proxies, a clock the test steps (SteppedPushClock).
         .target(
             name: "HeraldTestSupport",
             dependencies: [
+                "HeraldCore",
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "NIOHTTP1", package: "swift-nio"),

@@ -45,6 +45,8 @@ public struct HeraldProcessOptions: Sendable {
     public var heartbeat = InstanceHeartbeat.Configuration()
     /// Reload every tenant on SIGHUP. `herald serve` turns it on.
     public var reloadOnSIGHUP: Bool = false
+    /// The clock the shared store's `call_timeout` is measured on: the system's (tests step one).
+    public var storeClock: any PushClock = SystemPushClock()
 
     public init(configuration: ServerConfiguration, environment: [String: String] = ProcessInfo.processInfo.environment) {
         self.configuration = configuration
@@ -256,7 +258,7 @@ public final class HeraldProcess: Sendable {
                 }
             }
         case .postgres(let settings):
-            let postgres = try await openPostgres(settings, logger: logger)
+            let postgres = try await openPostgres(settings, clock: options.storeClock, logger: logger)
             store = postgres
             opened.closeStore = { await postgres.close() }
         }
@@ -362,16 +364,17 @@ public final class HeraldProcess: Sendable {
     }
 
     /// Opens the shared PostgreSQL store (`storage.postgres`), migrated under an advisory lock.
-    public static func openPostgres(_ settings: ServerConfiguration.PostgresSettings, logger: Logger) async throws
-        -> PostgresPushStore
-    {
+    public static func openPostgres(
+        _ settings: ServerConfiguration.PostgresSettings, clock: any PushClock = SystemPushClock(), logger: Logger
+    ) async throws -> PostgresPushStore {
         var storeLogger = logger
         storeLogger[metadataKey: "herald.component"] = "store"
-        let configuration = PostgresPushStore.Configuration(
+        var configuration = PostgresPushStore.Configuration(
             host: settings.host, port: settings.port, username: settings.username,
             password: settings.password?.text, database: settings.database, schema: settings.schema,
             poolSize: settings.poolSize, requireTLS: settings.tls,
             callTimeout: .milliseconds(Int64(settings.callTimeout * 1000)))
+        configuration.clock = clock
         do {
             let store = try await PostgresPushStore.open(configuration, logger: storeLogger)
             logger.info(

@@ -1,6 +1,7 @@
 import APNsSandbox
 import Foundation
 import HeraldConfig
+import HeraldCore
 import HeraldServer
 import HeraldTestSupport
 import InMemoryLogging
@@ -23,11 +24,15 @@ struct StoreOutageTests {
             {"notification": {"topic": "com.acme.app", "aps": {"alert": "hi"}},
              "device_tokens": [\(tokens.map { "\"\($0)\"" }.joined(separator: ","))]}
             """
-        // 10 s: long enough for the server's start under a loaded test run (1 s is not, in CI).
-        try await Self.withServerBehindProxy(callTimeout: 10, rescan: .milliseconds(200)) { world, live, proxy in
+        // The store's call timeout runs on a stepped clock: while the link is silent, a call waits
+        // until the clock passes its bound, moved at once (``StoreOutageTests/passTheCallTimeouts``).
+        let clock = SteppedPushClock()
+        try await Self.withServerBehindProxy(callTimeout: 10, rescan: .milliseconds(200), storeClock: clock) { world, live, proxy in
             let acme = world.tenant("acme")
             let client = live.client()
             proxy.silent = true
+            let timer = Task { await Self.passTheCallTimeouts(clock, proxy: proxy) }
+            defer { timer.cancel() }
             let refused = try await client.request(.post, "/v1/notifications/batch", key: acme.apiKey, json: body)
             #expect(refused.status == 503, "\(refused.text)")
             #expect(refused.errorCode == "store_unavailable", "\(refused.text)")
@@ -187,7 +192,7 @@ struct StoreOutageTests {
     /// One server (in this process) on a fresh PostgreSQL schema reached through a
     /// ``SilentLinkProxy``, with `call_timeout` in seconds; everything is stopped afterwards.
     private static func withServerBehindProxy(
-        callTimeout: Double, rescan: Duration,
+        callTimeout: Double, rescan: Duration, storeClock: any PushClock = SystemPushClock(),
         _ body: @Sendable (TestWorld, LiveServer, SilentLinkProxy) async throws -> Void
     ) async throws {
         let direct = try ClusterTests.postgresSettings(schema: ClusterTests.freshSchema())
@@ -198,7 +203,8 @@ struct StoreOutageTests {
         settings.callTimeout = callTimeout
         do {
             let world = try await TestWorld.make()
-            let options = ClusterTests.options(world, settings: settings, rescan: rescan)
+            var options = ClusterTests.options(world, settings: settings, rescan: rescan)
+            options.storeClock = storeClock
             try await ClusterTests.closing(world) {
                 try await ClusterTests.withSchemaStore(direct) { _ in
                     try await LiveServer.with(options) { live in try await body(world, live, proxy) }
@@ -209,5 +215,21 @@ struct StoreOutageTests {
             throw error
         }
         await proxy.stop()
+    }
+
+    /// Until cancelled: while `proxy` is silent, moves `clock` past the bound of every store call
+    /// waiting on it (no answer can come); once the link answers again, past the bound of a call
+    /// that has waited 2 s in real time (one postgres-nio lost with a cut connection).
+    private static func passTheCallTimeouts(_ clock: SteppedPushClock, proxy: SilentLinkProxy) async {
+        var firstSeen: [ContinuousClock.Instant: ContinuousClock.Instant] = [:]
+        while !Task.isCancelled {
+            let now = ContinuousClock.now
+            let deadlines = clock.deadlines
+            firstSeen = firstSeen.filter { deadlines.contains($0.key) }
+            for deadline in deadlines where firstSeen[deadline] == nil { firstSeen[deadline] = now }
+            let due = deadlines.filter { proxy.silent || firstSeen[$0].map { $0.duration(to: now) >= .seconds(2) } == true }
+            if let last = due.max() { clock.advance(to: last) }
+            try? await Task.sleep(for: .milliseconds(20))
+        }
     }
 }

@@ -1,6 +1,7 @@
 import Foundation
 import Herald
 import HeraldCore
+import HeraldTestSupport
 import HeraldStore
 import Synchronization
 import Testing

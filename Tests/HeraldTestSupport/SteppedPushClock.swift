@@ -9,7 +9,7 @@ import Synchronization
 ///
 /// ``ManualPushClock`` is the other kind: its sleeps return at once, which suits code that
 /// sleeps once (a backoff) but makes a loop of sleeps spin.
-final class SteppedPushClock: PushClock {
+public final class SteppedPushClock: PushClock {
     private struct Sleeper {
         var deadline: Duration
         var continuation: CheckedContinuation<Void, any Error>
@@ -25,21 +25,21 @@ final class SteppedPushClock: PushClock {
     private let originDate: Date
     private let state = Mutex(State())
 
-    init(date: Date = Date(timeIntervalSince1970: 1_700_000_000)) {
+    public init(date: Date = Date(timeIntervalSince1970: 1_700_000_000)) {
         self.originDate = date
     }
 
-    var now: ContinuousClock.Instant { origin.advanced(by: state.withLock { $0.offset }) }
+    public var now: ContinuousClock.Instant { origin.advanced(by: state.withLock { $0.offset }) }
 
-    var date: Date { originDate.addingTimeInterval(state.withLock { $0.offset }.secondsValue) }
+    public var date: Date { originDate.addingTimeInterval(state.withLock { $0.offset }.secondsValue) }
 
     /// The deadlines of the sleeps under way, earliest first.
-    var deadlines: [ContinuousClock.Instant] {
+    public var deadlines: [ContinuousClock.Instant] {
         state.withLock { $0.sleepers.values.map(\.deadline) }.sorted().map { origin.advanced(by: $0) }
     }
 
     /// Moves the clock forward and wakes the sleeps whose deadline it reached.
-    func advance(by duration: Duration) {
+    public func advance(by duration: Duration) {
         let woken = state.withLock { state -> [CheckedContinuation<Void, any Error>] in
             state.offset += duration
             let due = state.sleepers.filter { $0.value.deadline <= state.offset }
@@ -50,12 +50,12 @@ final class SteppedPushClock: PushClock {
     }
 
     /// Moves the clock forward to `instant` (if it lies ahead).
-    func advance(to instant: ContinuousClock.Instant) {
+    public func advance(to instant: ContinuousClock.Instant) {
         let step = now.duration(to: instant)
         if step > .zero { advance(by: step) }
     }
 
-    func sleep(until deadline: ContinuousClock.Instant) async throws {
+    public func sleep(until deadline: ContinuousClock.Instant) async throws {
         let target = origin.duration(to: deadline)
         let id = state.withLock { state -> Int in
             defer { state.nextID += 1 }
