@@ -27,8 +27,12 @@ struct PingHealthTests {
             }
 
             #expect(try await transport.send(Notes.note(topic: "com.example.alpha")).status == 200)
-            // Idle and answering: PINGs go out and come back, the connection stays.
-            try await Task.sleep(for: .seconds(1))
+            // Idle and answering: PINGs go out and come back, the connection stays. The server's
+            // three next transmissions on the idle connection are PING acknowledgements (at least
+            // two, should one be a late frame of the send's).
+            let relayed = relay.serverReadsRelayed
+            await waitUntil { relay.serverReadsRelayed >= relayed + 3 }
+            #expect(relay.serverReadsRelayed >= relayed + 3, "no PING was answered")
             #expect(transport.poolStatus.map(\.connections) == [1])
             #expect(harness.sandbox.connectionCount == 1)
 

@@ -9,11 +9,17 @@ final class SilentRelay: Sendable {
     let port: Int
     private let silent = Atomic<Bool>(false)
     private let listener: any Channel
+    private let box: RelayBox
 
-    private init(port: Int, listener: any Channel) {
+    private init(port: Int, listener: any Channel, box: RelayBox) {
         self.port = port
         self.listener = listener
+        self.box = box
     }
+
+    /// How many reads from the server the relay has passed on to the client: on an idle HTTP/2
+    /// connection, the server's frames (PING acknowledgements) one read each.
+    var serverReadsRelayed: Int { box.serverReads.load(ordering: .relaxed) }
 
     var isSilent: Bool { silent.load(ordering: .relaxed) }
     func goSilent() { silent.store(true, ordering: .relaxed) }
@@ -28,17 +34,17 @@ final class SilentRelay: Sendable {
                 ClientBootstrap(group: inbound.eventLoop)
                     .channelInitializer { outbound in
                         outbound.eventLoop.makeCompletedFuture {
-                            try outbound.pipeline.syncOperations.addHandler(Forwarder(partner: inbound, box: box))
+                            try outbound.pipeline.syncOperations.addHandler(Forwarder(partner: inbound, box: box, fromServer: true))
                         }
                     }
                     .connect(host: "127.0.0.1", port: targetPort)
                     .flatMapThrowing { outbound in
-                        try inbound.pipeline.syncOperations.addHandler(Forwarder(partner: outbound, box: box))
+                        try inbound.pipeline.syncOperations.addHandler(Forwarder(partner: outbound, box: box, fromServer: false))
                     }
             }
             .bind(host: "127.0.0.1", port: 0).get()
         guard let port = listener.localAddress?.port else { throw RelayError.noPort }
-        let relay = SilentRelay(port: port, listener: listener)
+        let relay = SilentRelay(port: port, listener: listener, box: box)
         box.relay.withLock { $0 = relay }
         return relay
     }
@@ -52,6 +58,7 @@ final class SilentRelay: Sendable {
     /// The relay, for the handlers (set once it exists).
     private final class RelayBox: Sendable {
         let relay = Mutex<SilentRelay?>(nil)
+        let serverReads = Atomic<Int>(0)
         var isSilent: Bool { relay.withLock { $0?.isSilent ?? false } }
     }
 
@@ -60,14 +67,18 @@ final class SilentRelay: Sendable {
         typealias InboundIn = ByteBuffer
         let partner: any Channel
         let box: RelayBox
+        /// Reads the server's side (its reads are counted).
+        let fromServer: Bool
 
-        init(partner: any Channel, box: RelayBox) {
+        init(partner: any Channel, box: RelayBox, fromServer: Bool) {
             self.partner = partner
             self.box = box
+            self.fromServer = fromServer
         }
 
         func channelRead(context: ChannelHandlerContext, data: NIOAny) {
             guard !box.isSilent else { return }
+            if fromServer { box.serverReads.wrappingAdd(1, ordering: .relaxed) }
             partner.writeAndFlush(unwrapInboundIn(data), promise: nil)
         }
 
