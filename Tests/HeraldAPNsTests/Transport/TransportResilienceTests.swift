@@ -53,6 +53,15 @@ struct TransportResilienceTests {
         }
     }
 
+    /// ``patientTransport(_:pool:)`` with a pool of two connections, the second opened once the
+    /// first carries `openNextAt` requests.
+    func twoConnectionTransport(_ harness: SandboxHarness, openNextAt: Int) throws -> TenantTransport {
+        var pool = PoolConfiguration()
+        pool.connections = 2
+        pool.openNextAt = openNextAt
+        return try patientTransport(harness, pool: pool)
+    }
+
     @Test("a token connection carries one stream until the first token is accepted, then many")
     func streamLimitOneThenConcurrency() async throws {
         try await withSandbox(configure: { $0.maxConcurrentStreams = 50 }) { harness in
@@ -77,10 +86,7 @@ struct TransportResilienceTests {
     @Test("light traffic keeps one connection; sustained sends open the pool's second and spread over both")
     func sustainedSendsSpread() async throws {
         try await withSandbox { harness in
-            var pool = PoolConfiguration()
-            pool.connections = 2
-            pool.openNextAt = 4
-            let transport = try patientTransport(harness, pool: pool)
+            let transport = try twoConnectionTransport(harness, openNextAt: 4)
             // One at a time: the first connection never carries 4.
             let light = makeNotes(20, topic: "com.example.alpha")
             let lightOutcomes = await sendLoad(light, through: transport, concurrency: 1)
@@ -120,10 +126,7 @@ struct TransportResilienceTests {
     @Test("an answer's caller finds its stream free: a send made from the completion goes on the same connection")
     func nextSendFromTheCompletionFindsTheStreamFree() async throws {
         try await withSandbox { harness in
-            var pool = PoolConfiguration()
-            pool.connections = 2
-            pool.openNextAt = 2
-            let transport = try patientTransport(harness, pool: pool)
+            let transport = try twoConnectionTransport(harness, openNextAt: 2)
             let notes = makeNotes(20, topic: "com.example.alpha")
             // Each completion records what the pool holds in flight, then sends the next note: the
             // answered stream is already free, so the next send is the connection's only one and
