@@ -24,8 +24,9 @@ struct StoreOutageTests {
             {"notification": {"topic": "com.acme.app", "aps": {"alert": "hi"}},
              "device_tokens": [\(tokens.map { "\"\($0)\"" }.joined(separator: ","))]}
             """
-        // The store's call timeout runs on a stepped clock: while the link is silent, a call waits
-        // until the clock passes its bound, moved at once (``StoreOutageTests/passTheCallTimeouts``).
+        // The store's call timeout runs on a stepped clock that keeps real time, but is moved past
+        // every waiting call's bound while the link is silent (``passTheCallTimeouts(_:proxy:)``):
+        // the calls made then fail at once, not after 10 s.
         let clock = SteppedPushClock()
         try await Self.withServerBehindProxy(callTimeout: 10, rescan: .milliseconds(200), storeClock: clock) { world, live, proxy in
             let acme = world.tenant("acme")
@@ -217,18 +218,16 @@ struct StoreOutageTests {
         await proxy.stop()
     }
 
-    /// Until cancelled: while `proxy` is silent, moves `clock` past the bound of every store call
-    /// waiting on it (no answer can come); once the link answers again, past the bound of a call
-    /// that has waited 2 s in real time (one postgres-nio lost with a cut connection).
+    /// Until cancelled: `clock` moves with real time, and while `proxy` is silent it also moves
+    /// past the bound of every store call waiting on it (no answer can come), so those fail at
+    /// once rather than after the call timeout.
     private static func passTheCallTimeouts(_ clock: SteppedPushClock, proxy: SilentLinkProxy) async {
-        var firstSeen: [ContinuousClock.Instant: ContinuousClock.Instant] = [:]
+        var last = ContinuousClock.now
         while !Task.isCancelled {
             let now = ContinuousClock.now
-            let deadlines = clock.deadlines
-            firstSeen = firstSeen.filter { deadlines.contains($0.key) }
-            for deadline in deadlines where firstSeen[deadline] == nil { firstSeen[deadline] = now }
-            let due = deadlines.filter { proxy.silent || firstSeen[$0].map { $0.duration(to: now) >= .seconds(2) } == true }
-            if let last = due.max() { clock.advance(to: last) }
+            clock.advance(by: last.duration(to: now))
+            last = now
+            if proxy.silent, let latest = clock.deadlines.max() { clock.advance(to: latest) }
             try? await Task.sleep(for: .milliseconds(20))
         }
     }

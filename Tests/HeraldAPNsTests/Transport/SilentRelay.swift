@@ -7,7 +7,6 @@ import Synchronization
 /// NAT that dropped the flow, a pulled cable). Closing either side still closes the other.
 final class SilentRelay: Sendable {
     let port: Int
-    private let silent = Atomic<Bool>(false)
     private let listener: any Channel
     private let box: RelayBox
 
@@ -21,9 +20,9 @@ final class SilentRelay: Sendable {
     /// connection, the server's frames (PING acknowledgements) one read each.
     var serverReadsRelayed: Int { box.serverReads.load(ordering: .relaxed) }
 
-    var isSilent: Bool { silent.load(ordering: .relaxed) }
-    func goSilent() { silent.store(true, ordering: .relaxed) }
-    func resume() { silent.store(false, ordering: .relaxed) }
+    var isSilent: Bool { box.silent.load(ordering: .relaxed) }
+    func goSilent() { box.silent.store(true, ordering: .relaxed) }
+    func resume() { box.silent.store(false, ordering: .relaxed) }
 
     /// Listens on a free port of 127.0.0.1 and relays each connection to `targetPort`.
     static func start(to targetPort: Int) async throws -> SilentRelay {
@@ -44,9 +43,7 @@ final class SilentRelay: Sendable {
             }
             .bind(host: "127.0.0.1", port: 0).get()
         guard let port = listener.localAddress?.port else { throw RelayError.noPort }
-        let relay = SilentRelay(port: port, listener: listener, box: box)
-        box.relay.withLock { $0 = relay }
-        return relay
+        return SilentRelay(port: port, listener: listener, box: box)
     }
 
     func close() async {
@@ -55,11 +52,11 @@ final class SilentRelay: Sendable {
 
     enum RelayError: Error { case noPort }
 
-    /// The relay, for the handlers (set once it exists).
+    /// What the relay and its handlers share.
     private final class RelayBox: Sendable {
-        let relay = Mutex<SilentRelay?>(nil)
+        let silent = Atomic<Bool>(false)
         let serverReads = Atomic<Int>(0)
-        var isSilent: Bool { relay.withLock { $0?.isSilent ?? false } }
+        var isSilent: Bool { silent.load(ordering: .relaxed) }
     }
 
     /// Writes what one side reads to the other, unless the relay is silent.
