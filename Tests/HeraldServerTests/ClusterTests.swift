@@ -143,8 +143,10 @@ struct ClusterTests {
             #expect(try await a.client().request(.post, "/v1/notifications/batch", key: acme.apiKey, json: body).status == 202)
             let job = try await b.client().waitForJob("cluster-usage", key: acme.apiKey)
             let counts = try #require(job["counts"] as? [String: Int])
-            // Read through B what both instances counted.
-            let usage = try await UsageAPITests.usage(b.client(), "/admin/usage?tenant=acme", key: admin, accepted: total)
+            // Read through B what both instances counted, once both have flushed their counts.
+            let usage = try await UsageAPITests.usage(
+                b.client(), "/admin/usage?tenant=acme", key: admin, accepted: total,
+                also: ["batch_items": total, "delivered": counts["sent"] ?? -1, "failed": counts["failed"] ?? -1])
             let totals = try #require(usage["totals"] as? [String: Any])
             #expect(totals["batch_items"] as? Int == total)
             #expect(totals["delivered"] as? Int == counts["sent"])
