@@ -99,6 +99,8 @@ public final class PostgresPushStore: PushStore, JobReports, UnansweredCallCount
     private let runner: Task<Void, Never>
     /// Outcomes recorded together (``recordOutcome(tenant:job:index:result:)``).
     let resultCommits: GroupCommit<ResultWrite, Bool>
+    /// Invalid-token lookups read together (``invalidToken(tenant:token:topic:environment:)``).
+    let invalidTokenReads: GroupCommit<InvalidTokenKey, InvalidTokenRecord?>
 
     private init(configuration: Configuration, client: PostgresClient, logger: Logger, runner: Task<Void, Never>) {
         self.configuration = configuration
@@ -108,6 +110,9 @@ public final class PostgresPushStore: PushStore, JobReports, UnansweredCallCount
         self.runner = runner
         self.resultCommits = GroupCommit(maxBatch: Self.resultsPerWrite) { batch in
             await Self.writeResults(batch, client: client, logger: logger)
+        }
+        self.invalidTokenReads = GroupCommit(maxBatch: Self.lookupsPerRead) { keys in
+            await Self.readInvalidTokens(keys, client: client, logger: logger)
         }
     }
 
@@ -203,19 +208,6 @@ public final class PostgresPushStore: PushStore, JobReports, UnansweredCallCount
                 recorded_at_ms = greatest(invalid_token.recorded_at_ms, excluded.recorded_at_ms),
                 registered_at_ms = coalesce(invalid_token.registered_at_ms, excluded.registered_at_ms)
             """, logger: logger)
-    }
-
-    public func invalidToken(tenant: TenantID, token: DeviceToken, topic: String, environment: APNsEnvironment)
-        async throws -> InvalidTokenRecord?
-    {
-        let rows = try await client.query(
-            """
-            SELECT \(unescaped: Self.invalidTokenColumns) FROM invalid_token
-            WHERE tenant = \(tenant.rawValue) AND environment = \(environment.rawValue) AND token = \(token.hex)
-              AND topic = \(topic)
-            """, logger: logger
-        ).collect()
-        return try rows.first.map(Self.invalidTokenRecord)
     }
 
     public func invalidTokens(tenant: TenantID, limit: Int) async throws -> [InvalidTokenRecord] {
@@ -878,7 +870,7 @@ public final class PostgresPushStore: PushStore, JobReports, UnansweredCallCount
     static let invalidTokenColumns =
         "environment, token, topic, reason, apns_timestamp_ms, recorded_at_ms, registered_at_ms"
 
-    private static func invalidTokenRecord(_ row: PostgresRow) throws -> InvalidTokenRecord {
+    static func invalidTokenRecord(_ row: PostgresRow) throws -> InvalidTokenRecord {
         let cells = row.makeRandomAccess()
         guard let environment = APNsEnvironment(rawValue: try cells[0].decode(String.self)),
             let token = try? DeviceToken(hex: try cells[1].decode(String.self))

@@ -64,6 +64,62 @@ struct StoreContractTests {
         #expect(try await store.invalidTokens(tenant: acme, limit: 10).isEmpty)
     }
 
+    @Test("invalid-token lookups made at once are each answered with their own key's record", arguments: StoreBackend.allCases)
+    func concurrentInvalidTokenLookups(_ backend: StoreBackend) async throws {
+        try await backend.withStore(checkConcurrentInvalidTokenLookups)
+    }
+
+    private func checkConcurrentInvalidTokenLookups(_ store: any PushStore & JobReports) async throws {
+        struct Key: Hashable, Sendable {
+            var tenant: TenantID
+            var token: DeviceToken
+            var topic: String
+            var environment: APNsEnvironment
+        }
+        // Each recorded key differs from the others in its tenant, environment, topic or token;
+        // each is asked for as recorded (twice) and with one of its fields changed (none recorded).
+        var recorded: [Key: Date] = [:]
+        var asked: [Key] = []
+        for index in 0..<24 {
+            let token = try DeviceToken(hex: String(repeating: "5e", count: 31) + String(format: "%02x", index))
+            let key = Key(
+                tenant: index % 2 == 0 ? acme : other, token: token, topic: index % 4 < 2 ? "com.example.app" : "com.example.app.voip",
+                environment: index % 3 == 0 ? .production : .development)
+            let timestamp = t0.addingTimeInterval(Double(index))
+            try await store.recordInvalidToken(
+                InvalidTokenRecord(
+                    token: token, topic: key.topic, environment: key.environment, reason: .unregistered, apnsTimestamp: timestamp,
+                    recordedAt: t0.addingTimeInterval(1_000)),
+                tenant: key.tenant)
+            recorded[key] = timestamp
+            var otherTenant = key
+            otherTenant.tenant = key.tenant == acme ? other : acme
+            var otherEnvironment = key
+            otherEnvironment.environment = key.environment == .production ? .development : .production
+            var otherTopic = key
+            otherTopic.topic = key.topic + ".other"
+            asked += [key, key, otherTenant, otherEnvironment, otherTopic]
+        }
+        let answers = try await withThrowingTaskGroup(of: (Int, Date??).self) { group in
+            for (offset, key) in asked.enumerated() {
+                group.addTask {
+                    let record = try await store.invalidToken(
+                        tenant: key.tenant, token: key.token, topic: key.topic, environment: key.environment)
+                    #expect(record == nil || (record?.token == key.token && record?.topic == key.topic && record?.environment == key.environment))
+                    return (offset, record.map(\.apnsTimestamp))
+                }
+            }
+            var answers: [Int: Date??] = [:]
+            for try await (offset, timestamp) in group { answers[offset] = timestamp }
+            return answers
+        }
+        #expect(answers.count == asked.count)
+        for (offset, key) in asked.enumerated() {
+            let expected: Date?? = recorded[key].map { .some($0) }
+            #expect(answers[offset] == expected, "\(key)")
+        }
+    }
+
     @Test("every query is scoped by tenant", arguments: StoreBackend.allCases)
     func scoping(_ backend: StoreBackend) async throws {
         try await backend.withStore(checkScoping)
