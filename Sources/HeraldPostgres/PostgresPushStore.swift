@@ -99,8 +99,6 @@ public final class PostgresPushStore: PushStore, JobReports, UnansweredCallCount
     private let runner: Task<Void, Never>
     /// Outcomes recorded together (``recordOutcome(tenant:job:index:result:)``).
     let resultCommits: GroupCommit<ResultWrite, Bool>
-    /// Invalid-token lookups read together (``invalidToken(tenant:token:topic:environment:)``).
-    let invalidTokenReads: GroupCommit<InvalidTokenKey, InvalidTokenRecord?>
 
     private init(configuration: Configuration, client: PostgresClient, logger: Logger, runner: Task<Void, Never>) {
         self.configuration = configuration
@@ -110,9 +108,6 @@ public final class PostgresPushStore: PushStore, JobReports, UnansweredCallCount
         self.runner = runner
         self.resultCommits = GroupCommit(maxBatch: Self.resultsPerWrite) { batch in
             await Self.writeResults(batch, client: client, logger: logger)
-        }
-        self.invalidTokenReads = GroupCommit(maxBatch: Self.lookupsPerRead) { keys in
-            await Self.readInvalidTokens(keys, client: client, logger: logger)
         }
     }
 

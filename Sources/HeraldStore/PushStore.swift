@@ -16,6 +16,9 @@ public protocol PushStore: Sendable {
     func recordInvalidToken(_ record: InvalidTokenRecord, tenant: TenantID) async throws
     func invalidToken(tenant: TenantID, token: DeviceToken, topic: String, environment: APNsEnvironment) async throws
         -> InvalidTokenRecord?
+    /// The records of `lookups`, one answer each in their order (nil: none recorded): the lookups
+    /// of sends under way at once, read together (``TenantInvalidTokens``).
+    func invalidTokens(tenant: TenantID, lookups: [InvalidTokenLookup]) async throws -> [InvalidTokenRecord?]
     /// The tenant's invalid tokens, most recently recorded first.
     func invalidTokens(tenant: TenantID, limit: Int) async throws -> [InvalidTokenRecord]
     /// The tenant says the device registered `token` again at `registeredAt` (for `topic`, or for
@@ -117,6 +120,32 @@ public protocol PushStore: Sendable {
     /// Items in index order, from `fromIndex`.
     func items(tenant: TenantID, job: JobID, fromIndex: Int, limit: Int) async throws -> [JobItem]
     func progress(tenant: TenantID, job: JobID) async throws -> JobProgress?
+}
+
+/// One invalid-token lookup of a tenant: the token, the topic and the environment of a send.
+public struct InvalidTokenLookup: Sendable, Hashable {
+    public var token: DeviceToken
+    public var topic: String
+    public var environment: APNsEnvironment
+
+    public init(token: DeviceToken, topic: String, environment: APNsEnvironment) {
+        self.token = token
+        self.topic = topic
+        self.environment = environment
+    }
+}
+
+extension PushStore {
+    /// One read a lookup: a store that can read many in one call does.
+    public func invalidTokens(tenant: TenantID, lookups: [InvalidTokenLookup]) async throws -> [InvalidTokenRecord?] {
+        var records: [InvalidTokenRecord?] = []
+        records.reserveCapacity(lookups.count)
+        for lookup in lookups {
+            records.append(
+                try await invalidToken(tenant: tenant, token: lookup.token, topic: lookup.topic, environment: lookup.environment))
+        }
+        return records
+    }
 }
 
 extension PushStore {

@@ -135,12 +135,21 @@ public final class SQLitePushStore: PushStore {
     public func invalidToken(tenant: TenantID, token: DeviceToken, topic: String, environment: APNsEnvironment)
         async throws -> InvalidTokenRecord?
     {
+        try await invalidTokens(
+            tenant: tenant, lookups: [InvalidTokenLookup(token: token, topic: topic, environment: environment)]
+        ).first ?? nil
+    }
+
+    /// The lookups in one read (one snapshot), each by the primary key.
+    public func invalidTokens(tenant: TenantID, lookups: [InvalidTokenLookup]) async throws -> [InvalidTokenRecord?] {
         try await pool.read { db in
-            try Row.fetchOne(
-                db,
-                sql: "SELECT * FROM invalid_token WHERE tenant = ? AND environment = ? AND token = ? AND topic = ?",
-                arguments: [tenant.rawValue, environment.rawValue, token.hex, topic]
-            ).map(Self.invalidTokenRecord)
+            let statement = try db.cachedStatement(
+                sql: "SELECT * FROM invalid_token WHERE tenant = ? AND environment = ? AND token = ? AND topic = ?")
+            return try lookups.map { lookup in
+                try Row.fetchOne(
+                    statement, arguments: [tenant.rawValue, lookup.environment.rawValue, lookup.token.hex, lookup.topic]
+                ).map(Self.invalidTokenRecord)
+            }
         }
     }
 
@@ -523,13 +532,47 @@ public final class SQLitePushStore: PushStore {
 }
 
 /// One tenant's invalid tokens, as the feedback plugin sees them.
+///
+/// With `refuse` (the plugin's default) every send of the tenant waits for a lookup before it
+/// goes, so a batch with 100 items on the wire would make 100 reads at a time, each a round trip
+/// to PostgreSQL. The lookups that arrive while a read runs go together into the next one
+/// (``GroupCommit``; ``PushStore/invalidTokens(tenant:lookups:)``). Each still reads the store as
+/// it is when its read runs: a token another instance recorded a moment ago is found.
 public struct TenantInvalidTokens: InvalidTokenRecorder {
+    /// Runs one grouped read: the send path's bound and skip on a shared store
+    /// (`SendPathLookups`), or nil to read as it is.
+    public typealias Bound =
+        @Sendable (@escaping @Sendable () async throws -> [InvalidTokenRecord?]) async throws -> [InvalidTokenRecord?]
+
+    /// The most lookups in one read.
+    public static let lookupsPerRead = 1_000
+
     public let tenant: TenantID
     private let store: any PushStore
+    private let reads: GroupCommit<InvalidTokenLookup, InvalidTokenRecord?>
 
-    public init(tenant: TenantID, store: any PushStore) {
+    public init(tenant: TenantID, store: any PushStore, bound: Bound? = nil) {
         self.tenant = tenant
         self.store = store
+        self.reads = GroupCommit(maxBatch: Self.lookupsPerRead) { lookups in
+            let read: @Sendable () async throws -> [InvalidTokenRecord?] = {
+                try await store.invalidTokens(tenant: tenant, lookups: lookups)
+            }
+            // A task of its own: a waiting send that gives up (its cancellation) takes nobody
+            // else's answer with it.
+            let result = await Task {
+                if let bound { return try await bound(read) }
+                return try await read()
+            }.result
+            switch result {
+            case .success(let records) where records.count == lookups.count:
+                return records.map { .success($0) }
+            case .success:
+                return lookups.map { _ in .failure(StoreError.corrupt("the store answered a different number of lookups")) }
+            case .failure(let error):
+                return lookups.map { _ in .failure(error) }
+            }
+        }
     }
 
     public func record(_ record: InvalidTokenRecord) async throws {
@@ -539,7 +582,7 @@ public struct TenantInvalidTokens: InvalidTokenRecorder {
     public func invalidToken(_ token: DeviceToken, topic: String, environment: APNsEnvironment) async throws
         -> InvalidTokenRecord?
     {
-        try await store.invalidToken(tenant: tenant, token: token, topic: topic, environment: environment)
+        try await reads.submit(InvalidTokenLookup(token: token, topic: topic, environment: environment))
     }
 }
 

@@ -64,59 +64,76 @@ struct StoreContractTests {
         #expect(try await store.invalidTokens(tenant: acme, limit: 10).isEmpty)
     }
 
-    @Test("invalid-token lookups made at once are each answered with their own key's record", arguments: StoreBackend.allCases)
-    func concurrentInvalidTokenLookups(_ backend: StoreBackend) async throws {
-        try await backend.withStore(checkConcurrentInvalidTokenLookups)
+    @Test(
+        "invalid-token lookups read together (one call, and sends' lookups at once) are each answered with their own key's record",
+        arguments: StoreBackend.allCases)
+    func invalidTokenLookupsReadTogether(_ backend: StoreBackend) async throws {
+        try await backend.withStore(checkInvalidTokenLookupsReadTogether)
     }
 
-    private func checkConcurrentInvalidTokenLookups(_ store: any PushStore & JobReports) async throws {
-        struct Key: Hashable, Sendable {
+    private func checkInvalidTokenLookupsReadTogether(_ store: any PushStore & JobReports) async throws {
+        struct Asked: Hashable, Sendable {
             var tenant: TenantID
-            var token: DeviceToken
-            var topic: String
-            var environment: APNsEnvironment
+            var lookup: InvalidTokenLookup
         }
         // Each recorded key differs from the others in its tenant, environment, topic or token;
         // each is asked for as recorded (twice) and with one of its fields changed (none recorded).
-        var recorded: [Key: Date] = [:]
-        var asked: [Key] = []
+        var recorded: [Asked: Date] = [:]
+        var asked: [Asked] = []
         for index in 0..<24 {
             let token = try DeviceToken(hex: String(repeating: "5e", count: 31) + String(format: "%02x", index))
-            let key = Key(
-                tenant: index % 2 == 0 ? acme : other, token: token, topic: index % 4 < 2 ? "com.example.app" : "com.example.app.voip",
-                environment: index % 3 == 0 ? .production : .development)
+            let key = Asked(
+                tenant: index % 2 == 0 ? acme : other,
+                lookup: InvalidTokenLookup(
+                    token: token, topic: index % 4 < 2 ? "com.example.app" : "com.example.app.voip",
+                    environment: index % 3 == 0 ? .production : .development))
             let timestamp = t0.addingTimeInterval(Double(index))
             try await store.recordInvalidToken(
                 InvalidTokenRecord(
-                    token: token, topic: key.topic, environment: key.environment, reason: .unregistered, apnsTimestamp: timestamp,
-                    recordedAt: t0.addingTimeInterval(1_000)),
+                    token: token, topic: key.lookup.topic, environment: key.lookup.environment, reason: .unregistered,
+                    apnsTimestamp: timestamp, recordedAt: t0.addingTimeInterval(1_000)),
                 tenant: key.tenant)
             recorded[key] = timestamp
             var otherTenant = key
             otherTenant.tenant = key.tenant == acme ? other : acme
             var otherEnvironment = key
-            otherEnvironment.environment = key.environment == .production ? .development : .production
+            otherEnvironment.lookup.environment = key.lookup.environment == .production ? .development : .production
             var otherTopic = key
-            otherTopic.topic = key.topic + ".other"
+            otherTopic.lookup.topic = key.lookup.topic + ".other"
             asked += [key, key, otherTenant, otherEnvironment, otherTopic]
         }
-        let answers = try await withThrowingTaskGroup(of: (Int, Date??).self) { group in
+        func expected(_ key: Asked) -> Date? { recorded[key] }
+
+        // One call a tenant: an answer a lookup, in order.
+        for tenant in [acme, other] {
+            let mine = asked.filter { $0.tenant == tenant }
+            let records = try await store.invalidTokens(tenant: tenant, lookups: mine.map(\.lookup))
+            #expect(records.count == mine.count)
+            for (key, record) in zip(mine, records) {
+                #expect(record?.apnsTimestamp == expected(key), "\(key)")
+                #expect(record == nil || (record?.token == key.lookup.token && record?.topic == key.lookup.topic))
+            }
+        }
+        #expect(try await store.invalidTokens(tenant: acme, lookups: []).isEmpty)
+
+        // Sends' lookups at once, as the feedback plugin makes them: grouped by tenant.
+        let recorders = [acme: TenantInvalidTokens(tenant: acme, store: store), other: TenantInvalidTokens(tenant: other, store: store)]
+        let answers = try await withThrowingTaskGroup(of: (Int, Date?, Bool).self) { group in
             for (offset, key) in asked.enumerated() {
+                let recorder = try #require(recorders[key.tenant])
                 group.addTask {
-                    let record = try await store.invalidToken(
-                        tenant: key.tenant, token: key.token, topic: key.topic, environment: key.environment)
-                    #expect(record == nil || (record?.token == key.token && record?.topic == key.topic && record?.environment == key.environment))
-                    return (offset, record.map(\.apnsTimestamp))
+                    let record = try await recorder.invalidToken(key.lookup.token, topic: key.lookup.topic, environment: key.lookup.environment)
+                    return (offset, record?.apnsTimestamp, record != nil)
                 }
             }
-            var answers: [Int: Date??] = [:]
-            for try await (offset, timestamp) in group { answers[offset] = timestamp }
+            var answers: [Int: (Date?, Bool)] = [:]
+            for try await (offset, timestamp, found) in group { answers[offset] = (timestamp, found) }
             return answers
         }
         #expect(answers.count == asked.count)
         for (offset, key) in asked.enumerated() {
-            let expected: Date?? = recorded[key].map { .some($0) }
-            #expect(answers[offset] == expected, "\(key)")
+            #expect(answers[offset]?.1 == (recorded[key] != nil), "\(key)")
+            #expect(answers[offset]?.0 == expected(key), "\(key)")
         }
     }
 

@@ -122,9 +122,10 @@ public final class Router: Sendable {
         var logger = configuration.logger
         logger[metadataKey: "herald.tenant"] = .string(tenant.id.rawValue)
         let pushLogger = PushLogger(logger)
-        let tenantTokens = TenantInvalidTokens(tenant: tenant.id, store: configuration.store)
-        let invalidTokens: any InvalidTokenRecorder =
-            configuration.sendPathLookups.map { GatedInvalidTokens(base: tenantTokens, lookups: $0) } ?? tenantTokens
+        // A grouped read through the send path's bound and skip, on a shared store.
+        let invalidTokens = TenantInvalidTokens(
+            tenant: tenant.id, store: configuration.store,
+            bound: configuration.sendPathLookups?.invalidTokenBound)
         let secrets = FileSecretResolver(baseDirectory: Self.directory(of: tenant.sourceFile), environment: configuration.environment)
         let plugins = try configuration.registry.makePlugins(
             for: tenant,

@@ -109,21 +109,12 @@ public final class SendPathLookups: Sendable {
     }
 }
 
-/// A tenant's invalid-token list with its lookup through ``SendPathLookups`` (recording is not:
-/// a record a send's outcome waits for is kept, not skipped).
-struct GatedInvalidTokens: InvalidTokenRecorder {
-    let base: any InvalidTokenRecorder
-    let lookups: SendPathLookups
-
-    func record(_ record: InvalidTokenRecord) async throws {
-        try await base.record(record)
-    }
-
-    func invalidToken(_ token: DeviceToken, topic: String, environment: APNsEnvironment) async throws -> InvalidTokenRecord? {
-        let base = self.base
-        return try await lookups.run("the invalid-token lookup") {
-            try await base.invalidToken(token, topic: topic, environment: environment)
-        }
+extension SendPathLookups {
+    /// A tenant's grouped invalid-token read through ``run(_:_:)`` (recording is not: a record a
+    /// send's outcome waits for is kept, not skipped). Every lookup of the group gets its answer,
+    /// its error, or ``StoreLookupSkipped``.
+    var invalidTokenBound: TenantInvalidTokens.Bound {
+        { read in try await self.run("the invalid-token lookup", read) }
     }
 }
 
