@@ -17,6 +17,9 @@
 #   MODES="sqlite sqlite-uncounted sqlite sqlite-uncounted" SKIP_BUILD=1 scripts/bench-batch.sh
 #       # what counting the tenants' usage costs (api.count_usage off in sqlite-uncounted),
 #       # alternated in one window; a mode run more than once is summed up by its mean
+#   MODES="sqlite sqlite-refusing pg1 pg1-refusing" SKIP_BUILD=1 scripts/bench-batch.sh
+#       # the demo tenant's `feedback` with its default `refuse` (each send waits for its
+#       # invalid-token lookup, read together with the others under way) against `refuse: []`
 #
 # Both sides send on the same terms: the batch's tenant holds JOB_CONCURRENCY (100) items at once
 # (jobs.concurrency_per_tenant) and `herald bench` keeps as many sends under way (--concurrency).
@@ -121,15 +124,17 @@ usage_of() { # port
 field() { sed -n "s/.*[ ]$1=\([^ ]*\).*/\1/p" <<<" $2"; }
 run_mode() { # mode -> RESULT[mode]
     local mode=$1 count backend=postgres
-    local usage=true
+    local usage=true refuse=
     case "$mode" in
     sqlite) count=1; backend=sqlite ;;
     sqlite-uncounted) count=1; backend=sqlite; usage=false ;;
+    sqlite-refusing) count=1; backend=sqlite; refuse=1 ;;
     pg1) count=1 ;;
+    pg1-refusing) count=1; refuse=1 ;;
     pg3) count=3 ;;
     *) echo "unknown mode $mode" >&2; exit 2 ;;
     esac
-    COUNT_USAGE=$usage cluster_start "$WORK/$mode" "$count" "$backend"
+    REFUSE=$refuse COUNT_USAGE=$usage cluster_start "$WORK/$mode" "$count" "$backend"
     local serve_pids=("${CLUSTER_PIDS[@]:1}") first=${CLUSTER_PORTS[0]} last=${CLUSTER_PORTS[-1]} port reply
     local usage_start
     usage_start=$(usage_of "$last")
@@ -218,10 +223,10 @@ share() { awk -v a="$1" -v t="$2" 'BEGIN { if (t > 0) printf "%.0f", 100 * a / t
 
 echo
 echo "== summary: a batch of $BATCH from POST to finished (cores $(nproc), load average now $(cut -d' ' -f1-3 /proc/loadavg))"
-printf "   %-7s %10s %12s %10s %11s %14s %13s %8s %8s %10s\n" mode "202 (s)" "finished(s)" "notif./s" "serve us/n" "postgres us/n" "peak RSS (MB)" sent failed "429 token"
+printf "   %-16s %10s %12s %10s %11s %14s %13s %8s %8s %10s\n" mode "202 (s)" "finished(s)" "notif./s" "serve us/n" "postgres us/n" "peak RSS (MB)" sent failed "429 token"
 for mode in $UNIQUE_MODES; do
     r=${RESULT[$mode]}
-    printf "   %-7s %10s %12s %10s %11s %14s %13s %8s %8s %10s\n" "$mode" "$(field accept_s "$r")" "$(field complete_s "$r")" \
+    printf "   %-16s %10s %12s %10s %11s %14s %13s %8s %8s %10s\n" "$mode" "$(field accept_s "$r")" "$(field complete_s "$r")" \
         "$(field rate "$r")" "$(field cpu_us "$r")" "$(field pg_us "$r")" "$(field peak_mb "$r")" "$(field sent "$r")" "$(field failed "$r")" "$(field token429 "$r")"
 done
 echo "   transport (herald bench): $TRANSPORT_RATE notifications/s (the mean of $TRANSPORT_BEFORE before and $TRANSPORT_AFTER after) at $TRANSPORT_CPU us of CPU a notification (the mean of $TRANSPORT_CPU_BEFORE and $TRANSPORT_CPU_AFTER)"
@@ -231,7 +236,7 @@ ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (b > 0) printf "%.2f", a / b; else
 for mode in $UNIQUE_MODES; do
     r=${RESULT[$mode]}
     case "$mode" in
-    sqlite | sqlite-uncounted | pg1)
+    sqlite | sqlite-uncounted | sqlite-refusing | pg1 | pg1-refusing)
         ok=$(awk -v s="$(field accept_s "$r")" 'BEGIN { print (s <= 1.0) ? 1 : 0 }')
         limit=2; [[ "$mode" == sqlite* ]] && limit=1.5
         cpu_ratio=$(ratio "$(field cpu_us "$r")" "$TRANSPORT_CPU")

@@ -66,6 +66,15 @@ cluster_start() {
     CLUSTER_PIDS+=($!)
     wait_for_port "$CLUSTER_SANDBOX_PORT" 300 || { cat "$dir/sandbox.log" >&2; return 1; }
     demo_tenant demo-token "$CLUSTER_SANDBOX_PORT" "$dir/tenants"
+    # REFUSE=1: the demo tenant's `feedback` with its default `refuse` (every send waits for its
+    # invalid-token lookup), as a tenant file that names the plugin without options has it.
+    if [[ -n "${REFUSE:-}" ]]; then
+        sed -i '/^    options: {refuse: \[\]}$/d' "$dir/tenants/demo-token.yaml"
+        if grep -q "^    options: {refuse: \[\]}$" "$dir/tenants/demo-token.yaml"; then
+            echo "cannot drop refuse: [] from $dir/tenants/demo-token.yaml" >&2
+            return 1
+        fi
+    fi
 
     for i in $(seq 1 "$count"); do
         mkdir -p "$dir/instance-$i"

@@ -531,61 +531,6 @@ public final class SQLitePushStore: PushStore {
     }
 }
 
-/// One tenant's invalid tokens, as the feedback plugin sees them.
-///
-/// With `refuse` (the plugin's default) every send of the tenant waits for a lookup before it
-/// goes, so a batch with 100 items on the wire would make 100 reads at a time, each a round trip
-/// to PostgreSQL. The lookups that arrive while a read runs go together into the next one
-/// (``GroupCommit``; ``PushStore/invalidTokens(tenant:lookups:)``). Each still reads the store as
-/// it is when its read runs: a token another instance recorded a moment ago is found.
-public struct TenantInvalidTokens: InvalidTokenRecorder {
-    /// Runs one grouped read: the send path's bound and skip on a shared store
-    /// (`SendPathLookups`), or nil to read as it is.
-    public typealias Bound =
-        @Sendable (@escaping @Sendable () async throws -> [InvalidTokenRecord?]) async throws -> [InvalidTokenRecord?]
-
-    /// The most lookups in one read.
-    public static let lookupsPerRead = 1_000
-
-    public let tenant: TenantID
-    private let store: any PushStore
-    private let reads: GroupCommit<InvalidTokenLookup, InvalidTokenRecord?>
-
-    public init(tenant: TenantID, store: any PushStore, bound: Bound? = nil) {
-        self.tenant = tenant
-        self.store = store
-        self.reads = GroupCommit(maxBatch: Self.lookupsPerRead) { lookups in
-            let read: @Sendable () async throws -> [InvalidTokenRecord?] = {
-                try await store.invalidTokens(tenant: tenant, lookups: lookups)
-            }
-            // A task of its own: a waiting send that gives up (its cancellation) takes nobody
-            // else's answer with it.
-            let result = await Task {
-                if let bound { return try await bound(read) }
-                return try await read()
-            }.result
-            switch result {
-            case .success(let records) where records.count == lookups.count:
-                return records.map { .success($0) }
-            case .success:
-                return lookups.map { _ in .failure(StoreError.corrupt("the store answered a different number of lookups")) }
-            case .failure(let error):
-                return lookups.map { _ in .failure(error) }
-            }
-        }
-    }
-
-    public func record(_ record: InvalidTokenRecord) async throws {
-        try await store.recordInvalidToken(record, tenant: tenant)
-    }
-
-    public func invalidToken(_ token: DeviceToken, topic: String, environment: APNsEnvironment) async throws
-        -> InvalidTokenRecord?
-    {
-        try await reads.submit(InvalidTokenLookup(token: token, topic: topic, environment: environment))
-    }
-}
-
 /// The shared payloads (`job_payload`) read while one statement's items are built: each is read
 /// once and its bytes shared by every item that refers to it.
 struct PayloadCache {

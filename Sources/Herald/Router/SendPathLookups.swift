@@ -59,7 +59,10 @@ public final class SendPathLookups: Sendable {
 
     /// Runs `lookup` within ``timeout``, or throws ``StoreLookupSkipped`` at once while lookups
     /// are skipped.
-    public func run<T: Sendable>(_ what: String, _ lookup: @escaping @Sendable () async throws -> T) async throws -> T {
+    /// - Parameter lookups: how many lookups the call reads together (each skipped one is counted).
+    public func run<T: Sendable>(
+        _ what: String, lookups: Int = 1, _ lookup: @escaping @Sendable () async throws -> T
+    ) async throws -> T {
         let policy = self.policy
         let admission = circuit.withLock { $0.admit(now: ContinuousClock.now, policy: policy) }
         let probe: Bool
@@ -67,7 +70,7 @@ public final class SendPathLookups: Sendable {
         case .send: probe = false
         case .probe: probe = true
         case .wait:
-            skipped.wrappingAdd(1, ordering: .relaxed)
+            skipped.wrappingAdd(max(1, lookups), ordering: .relaxed)
             throw StoreLookupSkipped(what: what)
         }
         let limit = timeout
@@ -114,7 +117,7 @@ extension SendPathLookups {
     /// send's outcome waits for is kept, not skipped). Every lookup of the group gets its answer,
     /// its error, or ``StoreLookupSkipped``.
     var invalidTokenBound: TenantInvalidTokens.Bound {
-        { read in try await self.run("the invalid-token lookup", read) }
+        { count, read in try await self.run("the invalid-token lookup", lookups: count, read) }
     }
 }
 
