@@ -8,14 +8,6 @@ import PostgresNIO
 // to `invalid_token` by its primary key, instead of a single-row read and a round trip each.
 
 extension PostgresPushStore {
-    public func invalidToken(tenant: TenantID, token: DeviceToken, topic: String, environment: APNsEnvironment)
-        async throws -> InvalidTokenRecord?
-    {
-        try await invalidTokens(
-            tenant: tenant, lookups: [InvalidTokenLookup(token: token, topic: topic, environment: environment)]
-        ).first ?? nil
-    }
-
     public func invalidTokens(tenant: TenantID, lookups: [InvalidTokenLookup]) async throws -> [InvalidTokenRecord?] {
         guard !lookups.isEmpty else { return [] }
         var environments: [String] = []

@@ -14,8 +14,6 @@ public protocol PushStore: Sendable {
     /// Records the token as invalid for the topic (an upsert: a newer APNs timestamp wins, a
     /// stored registration time is kept).
     func recordInvalidToken(_ record: InvalidTokenRecord, tenant: TenantID) async throws
-    func invalidToken(tenant: TenantID, token: DeviceToken, topic: String, environment: APNsEnvironment) async throws
-        -> InvalidTokenRecord?
     /// The records of `lookups`, one answer each in their order (nil: none recorded): the lookups
     /// of sends under way at once, read together (``TenantInvalidTokens``).
     func invalidTokens(tenant: TenantID, lookups: [InvalidTokenLookup]) async throws -> [InvalidTokenRecord?]
@@ -136,15 +134,13 @@ public struct InvalidTokenLookup: Sendable, Hashable {
 }
 
 extension PushStore {
-    /// One read a lookup: a store that can read many in one call does.
-    public func invalidTokens(tenant: TenantID, lookups: [InvalidTokenLookup]) async throws -> [InvalidTokenRecord?] {
-        var records: [InvalidTokenRecord?] = []
-        records.reserveCapacity(lookups.count)
-        for lookup in lookups {
-            records.append(
-                try await invalidToken(tenant: tenant, token: lookup.token, topic: lookup.topic, environment: lookup.environment))
-        }
-        return records
+    /// The record for the token and topic in that environment, if any: one lookup read alone.
+    public func invalidToken(tenant: TenantID, token: DeviceToken, topic: String, environment: APNsEnvironment)
+        async throws -> InvalidTokenRecord?
+    {
+        try await invalidTokens(
+            tenant: tenant, lookups: [InvalidTokenLookup(token: token, topic: topic, environment: environment)]
+        ).first ?? nil
     }
 }
 

@@ -132,14 +132,6 @@ public final class SQLitePushStore: PushStore {
         }
     }
 
-    public func invalidToken(tenant: TenantID, token: DeviceToken, topic: String, environment: APNsEnvironment)
-        async throws -> InvalidTokenRecord?
-    {
-        try await invalidTokens(
-            tenant: tenant, lookups: [InvalidTokenLookup(token: token, topic: topic, environment: environment)]
-        ).first ?? nil
-    }
-
     /// The lookups in one read (one snapshot), each by the primary key.
     public func invalidTokens(tenant: TenantID, lookups: [InvalidTokenLookup]) async throws -> [InvalidTokenRecord?] {
         try await pool.read { db in

@@ -126,9 +126,9 @@ struct JobRunnerBoundsTests {
         func recordInvalidToken(_ record: InvalidTokenRecord, tenant: TenantID) async throws {
             try await base.recordInvalidToken(record, tenant: tenant)
         }
-        func invalidToken(tenant: TenantID, token: DeviceToken, topic: String, environment: APNsEnvironment) async throws
-            -> InvalidTokenRecord?
-        { try await base.invalidToken(tenant: tenant, token: token, topic: topic, environment: environment) }
+        func invalidTokens(tenant: TenantID, lookups: [InvalidTokenLookup]) async throws -> [InvalidTokenRecord?] {
+            try await base.invalidTokens(tenant: tenant, lookups: lookups)
+        }
         func invalidTokens(tenant: TenantID, limit: Int) async throws -> [InvalidTokenRecord] {
             try await base.invalidTokens(tenant: tenant, limit: limit)
         }

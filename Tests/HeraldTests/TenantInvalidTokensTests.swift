@@ -70,6 +70,30 @@ struct TenantInvalidTokensTests {
         try DeviceToken(hex: String(repeating: "7c", count: 31) + String(format: "%02x", index))
     }
 
+    /// Looks up tokens 0..<count for the tenant: the first lookup's read is held until the others
+    /// wait for the next, then let go. Returns the first lookup and the others.
+    private func lookUp(_ count: Int, store: any PushStore, held: HeldBound) async throws
+        -> (first: Task<InvalidTokenRecord?, any Error>, rest: [Task<InvalidTokenRecord?, any Error>])
+    {
+        let tokens = TenantInvalidTokens(tenant: tenant, store: store, bound: held.bound)
+        let first = Task { try await tokens.invalidToken(try token(0), topic: "com.acme.app", environment: .production) }
+        await held.waitForTheHeldRead()
+        let rest = try (1..<count).map { index in
+            let device = try token(index)
+            return Task { try await tokens.invalidToken(device, topic: "com.acme.app", environment: .production) }
+        }
+        let end = ContinuousClock.now.advanced(by: .seconds(30))
+        while tokens.waitingLookups < count - 1 {
+            guard ContinuousClock.now < end else {
+                Issue.record("the lookups did not queue")
+                break
+            }
+            await Task.yield()
+        }
+        held.open()
+        return (first, rest)
+    }
+
     @Test("the lookups that arrive while a read runs go into the next one, each answered with its own record")
     func lookupsWaitingForAReadAreReadTogether() async throws {
         let store = try Fixtures.store()
@@ -82,19 +106,7 @@ struct TenantInvalidTokensTests {
                 tenant: tenant)
         }
         let held = HeldBound()
-        let tokens = TenantInvalidTokens(tenant: tenant, store: store, bound: held.bound)
-        let first = Task { try await tokens.invalidToken(try token(0), topic: "com.acme.app", environment: .production) }
-        await held.waitForTheHeldRead()
-        let rest = try (1...20).map { index in
-            let device = try token(index)
-            return Task { try await tokens.invalidToken(device, topic: "com.acme.app", environment: .production) }
-        }
-        let end = ContinuousClock.now.advanced(by: .seconds(30))
-        while tokens.waitingLookups < 20 {
-            guard ContinuousClock.now < end else { Issue.record("the lookups did not queue"); break }
-            await Task.yield()
-        }
-        held.open()
+        let (first, rest) = try await lookUp(1 + 20, store: store, held: held)
         #expect(try await first.value == nil)
         for (offset, task) in rest.enumerated() {
             let index = offset + 1
@@ -109,19 +121,7 @@ struct TenantInvalidTokensTests {
         let store = try Fixtures.store()
         let held = HeldBound()
         held.fail(with: StoreError.unavailable("the store is down (test)"))
-        let tokens = TenantInvalidTokens(tenant: tenant, store: store, bound: held.bound)
-        let first = Task { try await tokens.invalidToken(try token(0), topic: "com.acme.app", environment: .production) }
-        await held.waitForTheHeldRead()
-        let rest = try (1...5).map { index in
-            let device = try token(index)
-            return Task { try await tokens.invalidToken(device, topic: "com.acme.app", environment: .production) }
-        }
-        let end = ContinuousClock.now.advanced(by: .seconds(30))
-        while tokens.waitingLookups < 5 {
-            guard ContinuousClock.now < end else { Issue.record("the lookups did not queue"); break }
-            await Task.yield()
-        }
-        held.open()
+        let (first, rest) = try await lookUp(1 + 5, store: store, held: held)
         for task in [first] + rest {
             await #expect(throws: StoreError.self) { try await task.value }
         }
