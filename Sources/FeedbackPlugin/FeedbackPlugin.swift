@@ -92,33 +92,46 @@ public struct FeedbackMiddleware: PushMiddleware {
     }
 
     /// With tokens to refuse (``FeedbackConfiguration/refuse``): a check of the token in the
-    /// tenant's store before the send (the pipeline awaits it), refusing one recorded invalid.
+    /// tenant's store before the send, refusing one recorded invalid. The check answers by
+    /// callback: the lookups of the tenant's sends under way are read together, without a task
+    /// each.
     public func willSend(_ notification: AdmittedNotification, context: PushContext) throws -> PushDecision {
         // A broadcast goes to a channel: no device token to refuse.
         guard !configuration.refuse.isEmpty, let token = notification.deviceToken else { return .proceed }
         let topic = notification.topic
         let (refuse, invalidTokens) = (configuration.refuse, environment.invalidTokens)
-        return .check {
-            let record: InvalidTokenRecord?
-            do {
-                record = try await invalidTokens.invalidToken(token, topic: topic, environment: context.environment)
-            } catch is StoreLookupSkipped {
-                // The store failed a lookup moments ago (logged once then): send without waiting.
-                record = nil
-            } catch {
-                // The store is down: sending to a possibly invalid token is the lesser harm.
-                context.logger.warning("invalid-token lookup failed; sending anyway", metadata: ["herald.error": "\(error)"])
-                record = nil
+        return .check(answering: { answer in
+            invalidTokens.lookUp(token, topic: topic, environment: context.environment) { found in
+                answer(Self.verdict(found, refuse: refuse, topic: topic, context: context))
             }
-            if let record, record.isInvalid, refuse.contains(record.reason) {
-                throw PushError(
-                    code: .tokenRefused,
-                    message:
-                        "APNs reported this device token \(record.reason.wireValue) for '\(topic)' at \(Self.iso(record.invalidSince)); "
-                        + "it is refused until the device registers it again later than that",
-                    reason: record.reason, field: "device_token")
-            }
+        })
+    }
+
+    /// A lookup's verdict: a refusal for a token recorded invalid for a reason in `refuse`; a
+    /// failed lookup lets the send go (logged, unless the lookup was skipped after a failure).
+    private static func verdict(
+        _ found: Result<InvalidTokenRecord?, any Error>, refuse: Set<APNsReason>, topic: String, context: PushContext
+    ) -> Result<Void, any Error> {
+        let record: InvalidTokenRecord?
+        switch found {
+        case .success(let found):
+            record = found
+        case .failure(is StoreLookupSkipped):
+            // The store failed a lookup moments ago (logged once then): send without waiting.
+            record = nil
+        case .failure(let error):
+            // The store is down: sending to a possibly invalid token is the lesser harm.
+            context.logger.warning("invalid-token lookup failed; sending anyway", metadata: ["herald.error": "\(error)"])
+            record = nil
         }
+        guard let record, record.isInvalid, refuse.contains(record.reason) else { return .success(()) }
+        return .failure(
+            PushError(
+                code: .tokenRefused,
+                message:
+                    "APNs reported this device token \(record.reason.wireValue) for '\(topic)' at \(iso(record.invalidSince)); "
+                    + "it is refused until the device registers it again later than that",
+                reason: record.reason, field: "device_token"))
     }
 
     /// Records the token (and queues the webhook) when APNs said it is invalid, as a follow-up:

@@ -3,7 +3,9 @@ import Synchronization
 /// Group commit: callers submit one request each and wait for its answer; the requests that
 /// arrive while a write is under way are written together in the next one. The first caller
 /// that finds no write under way writes (in its own task: no task is started here), then hands
-/// the writing over to the first caller that arrived meanwhile, which writes that batch.
+/// the writing over to the first caller that arrived meanwhile, which writes that batch. Callers
+/// that do not wait (``submit(_:answer:)``, answered by callback) never write: a task is started
+/// to write for them.
 ///
 /// Each ``submit(_:)`` returns only after the write holding its request ended, so a caller that
 /// needs its change durable before going on (an outcome recorded, an item marked on the wire)
@@ -25,10 +27,18 @@ public final class GroupCommit<Request: Sendable, Answer: Sendable>: Sendable {
         case lead
     }
 
+    /// How a waiting request hears back.
+    private enum Reply: Sendable {
+        /// A caller suspended in ``submit(_:)``: woken with its answer, or to write.
+        case resume(CheckedContinuation<Wake, Never>)
+        /// ``submit(_:answer:)``: called with its answer; it never writes itself.
+        case call(@Sendable (Result<Answer, any Error>) -> Void)
+    }
+
     private struct Waiter: Sendable {
         var id: UInt64
         var request: Request
-        var continuation: CheckedContinuation<Wake, Never>
+        var reply: Reply
     }
 
     private struct State: Sendable {
@@ -61,7 +71,7 @@ public final class GroupCommit<Request: Sendable, Answer: Sendable>: Sendable {
         }
         let wake = await withCheckedContinuation { (continuation: CheckedContinuation<Wake, Never>) in
             let lead = state.withLock { state -> Bool in
-                state.waiting.append(Waiter(id: id, request: request, continuation: continuation))
+                state.waiting.append(Waiter(id: id, request: request, reply: .resume(continuation)))
                 guard !state.writing else { return false }
                 state.writing = true
                 return true
@@ -70,13 +80,30 @@ public final class GroupCommit<Request: Sendable, Answer: Sendable>: Sendable {
         }
         switch wake {
         case .done(let result): return try result.get()
-        case .lead: return try await writeWaiting(leader: id)
+        case .lead: return try await writeWaiting(leader: id).get()
         }
+    }
+
+    /// Submits one request without waiting: `answer` is called exactly once, with its answer, once
+    /// the write holding it ended (on the writing task's thread: it must not block). When no write
+    /// is under way, a task is started to write; the requests that arrive meanwhile go together
+    /// into the next write, as with ``submit(_:)``.
+    public func submit(_ request: Request, answer: @escaping @Sendable (Result<Answer, any Error>) -> Void) {
+        let lead = state.withLock { state -> Bool in
+            state.waiting.append(Waiter(id: state.nextID, request: request, reply: .call(answer)))
+            state.nextID &+= 1
+            guard !state.writing else { return false }
+            state.writing = true
+            return true
+        }
+        if lead { Task { _ = await writeWaiting(leader: nil) } }
     }
 
     /// Writes the waiting requests (the leader's among them, up to ``maxBatch``), answers the
     /// other callers, and hands the writing over to the first caller still waiting (or ends it).
-    private func writeWaiting(leader: UInt64) async throws -> Answer {
+    /// - Parameter leader: the caller of ``submit(_:)`` that writes, or nil for a task started to
+    ///   write for callers of ``submit(_:answer:)``.
+    private func writeWaiting(leader: UInt64?) async -> Result<Answer, any Error> {
         let batch = state.withLock { state -> [Waiter] in
             // The leader is always written: it is first unless a handed-over batch put it later.
             guard state.waiting.count > maxBatch else {
@@ -85,7 +112,7 @@ public final class GroupCommit<Request: Sendable, Answer: Sendable>: Sendable {
             }
             var batch = Array(state.waiting.prefix(maxBatch))
             var rest = Array(state.waiting.dropFirst(maxBatch))
-            if !batch.contains(where: { $0.id == leader }), let at = rest.firstIndex(where: { $0.id == leader }) {
+            if let leader, !batch.contains(where: { $0.id == leader }), let at = rest.firstIndex(where: { $0.id == leader }) {
                 batch.append(rest.remove(at: at))
             }
             state.waiting = rest
@@ -102,14 +129,18 @@ public final class GroupCommit<Request: Sendable, Answer: Sendable>: Sendable {
         var own: Result<Answer, any Error> = .failure(GroupCommitError.unanswered)
         for (offset, waiter) in batch.enumerated() {
             let result = offset < answers.count ? answers[offset] : .failure(GroupCommitError.unanswered)
-            if waiter.id == leader {
-                own = result  // its continuation already woke it to lead
-            } else {
-                waiter.continuation.resume(returning: .done(result))
+            switch waiter.reply {
+            case .resume where waiter.id == leader: own = result  // its continuation already woke it to lead
+            case .resume(let continuation): continuation.resume(returning: .done(result))
+            case .call(let answer): answer(result)
             }
         }
-        next?.continuation.resume(returning: .lead)
-        return try own.get()
+        switch next?.reply {
+        case .resume(let continuation): continuation.resume(returning: .lead)
+        case .call: Task { _ = await writeWaiting(leader: nil) }
+        case nil: break
+        }
+        return own
     }
 }
 

@@ -23,16 +23,22 @@ public struct TenantInvalidTokens: InvalidTokenRecorder {
     public init(tenant: TenantID, store: any PushStore, bound: Bound? = nil) {
         self.tenant = tenant
         self.store = store
+        // Every lookup is answered by callback, so each read runs in a task of the group's own:
+        // no waiting send that gives up (its cancellation) takes anybody else's answer with it.
         self.reads = GroupCommit(maxBatch: Self.lookupsPerRead) { lookups in
             let read: @Sendable () async throws -> [InvalidTokenRecord?] = {
                 try await store.invalidTokens(tenant: tenant, lookups: lookups)
             }
-            // A task of its own: a waiting send that gives up (its cancellation) takes nobody
-            // else's answer with it.
-            let result = await Task {
-                if let bound { return try await bound(lookups.count, read) }
-                return try await read()
-            }.result
+            let result: Result<[InvalidTokenRecord?], any Error>
+            do {
+                if let bound {
+                    result = .success(try await bound(lookups.count, read))
+                } else {
+                    result = .success(try await read())
+                }
+            } catch {
+                result = .failure(error)
+            }
             switch result {
             case .success(let records) where records.count == lookups.count:
                 return records.map { .success($0) }
@@ -54,6 +60,16 @@ public struct TenantInvalidTokens: InvalidTokenRecorder {
     public func invalidToken(_ token: DeviceToken, topic: String, environment: APNsEnvironment) async throws
         -> InvalidTokenRecord?
     {
-        try await reads.submit(InvalidTokenLookup(token: token, topic: topic, environment: environment))
+        try await withCheckedThrowingContinuation { continuation in
+            lookUp(token, topic: topic, environment: environment) { continuation.resume(with: $0) }
+        }
+    }
+
+    /// A lookup without a task of its own: it waits in the group for the next read.
+    public func lookUp(
+        _ token: DeviceToken, topic: String, environment: APNsEnvironment,
+        answer: @escaping @Sendable (Result<InvalidTokenRecord?, any Error>) -> Void
+    ) {
+        reads.submit(InvalidTokenLookup(token: token, topic: topic, environment: environment), answer: answer)
     }
 }

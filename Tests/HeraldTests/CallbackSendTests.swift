@@ -416,7 +416,8 @@ struct SendPipelineTests {
 
     struct Recording: PushMiddleware {
         enum Before: Sendable {
-            case proceed, refuse, wait(Duration), check(refuses: Bool)
+            /// `check`: an `async` check; `answer`: a check answered by callback, from another thread.
+            case proceed, refuse, wait(Duration), check(refuses: Bool), answer(refuses: Bool)
         }
         let name: String
         let calls: Calls
@@ -437,6 +438,14 @@ struct SendPipelineTests {
                     calls.add("check \(name)")
                     if refuses { throw PushError(code: .tokenRefused, message: "checked by \(name)") }
                 }
+            case .answer(let refuses):
+                let (calls, name) = (calls, name)
+                return .check(answering: { answer in
+                    DispatchQueue.global().async {
+                        calls.add("check \(name)")
+                        answer(refuses ? .failure(PushError(code: .tokenRefused, message: "checked by \(name)")) : .success(()))
+                    }
+                })
             }
         }
 
@@ -504,18 +513,23 @@ struct SendPipelineTests {
         #expect(calls.all == ["will a", "will b", "did a failed", "follow-up a", "done"])
     }
 
-    @Test("a check is awaited before the next middleware; one that refuses stops the send like a thrown refusal")
-    func checks() async throws {
+    @Test(
+        "a check is awaited before the next middleware; one that refuses stops the send like a thrown refusal",
+        arguments: ["async", "answering"])
+    func checks(form: String) async throws {
+        let check = { (refuses: Bool) in
+            form == "async" ? Recording.Before.check(refuses: refuses) : .answer(refuses: refuses)
+        }
         let calls = Calls()
         let passed = await Self.run(
-            [Recording(name: "a", calls: calls, before: .check(refuses: false)), Recording(name: "b", calls: calls)], calls: calls)
+            [Recording(name: "a", calls: calls, before: check(false)), Recording(name: "b", calls: calls)], calls: calls)
         #expect(try passed.get().isSuccess)
         #expect(calls.all == ["will a", "check a", "will b", "wire", "did b ok", "did a ok", "done"])
 
         let refusedCalls = Calls()
         let refused = await Self.run(
             [
-                Recording(name: "a", calls: refusedCalls), Recording(name: "b", calls: refusedCalls, before: .check(refuses: true)),
+                Recording(name: "a", calls: refusedCalls), Recording(name: "b", calls: refusedCalls, before: check(true)),
                 Recording(name: "c", calls: refusedCalls),
             ], calls: refusedCalls)
         guard case .failure(let error as PushError) = refused else {
@@ -577,6 +591,33 @@ struct SendPipelineTests {
         hanging.state.parked.withLock { $0?.resume(); $0 = nil }
         try await Task.sleep(for: .milliseconds(50))
         #expect(calls.all == ["will a", "will hang", "did a failed", "done"])
+    }
+
+    @Test("a check answered by callback that has not answered at the deadline ends the send there; its late answer is ignored")
+    func aCallbackCheckIsBoundedByTheDeadline() async throws {
+        final class Keeper: Sendable { let answer = Mutex<PushCheck.Answer?>(nil) }
+        struct Unanswered: PushMiddleware {
+            let keeper: Keeper
+            func willSend(_ notification: AdmittedNotification, context: PushContext) throws -> PushDecision {
+                .check(answering: { answer in keeper.answer.withLock { $0 = answer } })
+            }
+        }
+        let keeper = Keeper()
+        let calls = Calls()
+        let context = PushContext(tenant: Fixtures.tenantID("h"), environment: .production, deadline: .now + .milliseconds(200))
+        let outcome = await Self.run(
+            [Recording(name: "a", calls: calls), Unanswered(keeper: keeper), Recording(name: "b", calls: calls)],
+            calls: calls, context: context)
+        guard case .failure(let error as PushError) = outcome else {
+            Issue.record("expected DeadlineExceeded, got \(outcome)")
+            return
+        }
+        #expect(error.code == .deadlineExceeded && !error.mayHaveReachedAPNs, "\(error)")
+        #expect(calls.all == ["will a", "did a failed", "done"])
+        // The answer, when it comes, changes nothing: the completion ran once, nothing was sent.
+        let late = try #require(keeper.answer.withLock { $0 })
+        late(.success(()))
+        #expect(calls.all == ["will a", "did a failed", "done"])
     }
 
     @Test("a middleware's 'not before' is waited on the pipeline's clock, and the rest goes on after it")

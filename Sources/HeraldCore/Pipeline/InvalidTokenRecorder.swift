@@ -58,4 +58,24 @@ public protocol InvalidTokenRecorder: Sendable {
     /// The record for the token and topic in that environment, if any.
     func invalidToken(_ token: DeviceToken, topic: String, environment: APNsEnvironment) async throws
         -> InvalidTokenRecord?
+    /// ``invalidToken(_:topic:environment:)`` answered by callback: `answer` is called exactly
+    /// once, on any thread, and must not block. The default runs the `async` lookup in a task.
+    func lookUp(
+        _ token: DeviceToken, topic: String, environment: APNsEnvironment,
+        answer: @escaping @Sendable (Result<InvalidTokenRecord?, any Error>) -> Void)
+}
+
+extension InvalidTokenRecorder {
+    public func lookUp(
+        _ token: DeviceToken, topic: String, environment: APNsEnvironment,
+        answer: @escaping @Sendable (Result<InvalidTokenRecord?, any Error>) -> Void
+    ) {
+        Task {
+            do {
+                answer(.success(try await invalidToken(token, topic: topic, environment: environment)))
+            } catch {
+                answer(.failure(error))
+            }
+        }
+    }
 }

@@ -58,14 +58,58 @@ public enum PushDecision: Sendable {
     /// waits without blocking a thread; an instant at or past the send's deadline fails the send
     /// at once with `DeadlineExceeded` (a middleware that knows it refuses instead, with its reason).
     case notBefore(ContinuousClock.Instant)
-    /// Go on once this check has returned; it throws a ``PushError`` to refuse the send. A check
-    /// still running at the send's deadline is cancelled and the send fails `DeadlineExceeded`
-    /// (it did not go out).
+    /// Go on once this check has answered; a refusal is a ``PushError``. A check still running at
+    /// the send's deadline is cancelled (when it can be) and the send fails `DeadlineExceeded` (it
+    /// did not go out). Made by ``check(_:)`` (an `async` check) or ``check(answering:)``.
     case check(PushCheck)
+
+    /// Go on once `body` has returned; it throws a ``PushError`` to refuse the send. It runs in a
+    /// task of its own, cancelled at the send's deadline.
+    public static func check(_ body: @escaping @Sendable () async throws -> Void) -> PushDecision {
+        .check(PushCheck(body))
+    }
+
+    /// Go on once `start` has called its answer, which it calls exactly once, on any thread,
+    /// with `.success` or the ``PushError`` that refuses the send. No task is made for it: for a
+    /// check that many sends ask at once and that is answered together (the invalid-token lookups).
+    public static func check(answering start: @escaping PushCheck.Start) -> PushDecision {
+        .check(PushCheck(answering: start))
+    }
 }
 
-/// Something a middleware asks before a send that only an `async` call can answer (a store read).
-public typealias PushCheck = @Sendable () async throws -> Void
+/// Something a middleware asks before a send that it cannot answer at once (a store read).
+public struct PushCheck: Sendable {
+    /// The check's answer: `.success`, or the error that refuses the send.
+    public typealias Answer = @Sendable (Result<Void, any Error>) -> Void
+    /// Starts a check that answers by callback.
+    public typealias Start = @Sendable (_ answer: @escaping Answer) -> Void
+
+    /// Starts the check; returns what cancels it, if it can be cancelled.
+    let start: @Sendable (_ answer: @escaping Answer) -> (@Sendable () -> Void)?
+
+    /// An `async` check, run in a task of its own; cancelling the check cancels the task.
+    public init(_ body: @escaping @Sendable () async throws -> Void) {
+        start = { answer in
+            let task = Task {
+                do {
+                    try await body()
+                    answer(.success(()))
+                } catch {
+                    answer(.failure(error))
+                }
+            }
+            return { task.cancel() }
+        }
+    }
+
+    /// A check that calls `answer` exactly once when it is done.
+    public init(answering start: @escaping Start) {
+        self.start = { answer in
+            start(answer)
+            return nil
+        }
+    }
+}
 
 /// Work a ``PushMiddleware/didSend(_:context:startedAt:outcome:)`` leaves to do before the send's
 /// outcome is handed on.

@@ -13,11 +13,14 @@ import Synchronization
 /// ```
 ///
 /// A send goes through without a task of its own: a task is made only while a decision waits
-/// (``PushDecision/notBefore(_:)``) or checks (``PushDecision/check(_:)``), and to run follow-ups.
+/// (``PushDecision/notBefore(_:)``) or an `async` check runs (``PushDecision/check(_:)``; a check
+/// that answers by callback needs none), and to run follow-ups. The checks' deadlines are watched
+/// together (``CheckDeadlines``).
 public struct SendPipeline: Sendable {
     /// The middlewares, outermost first.
     public let middlewares: [any PushMiddleware]
     private let clock: any PushClock
+    private let deadlines = CheckDeadlines()
 
     /// The send at the end of the pipeline: it gets the admitted notification once every
     /// middleware let it go on, and calls its completion exactly once, possibly on another thread.
@@ -91,36 +94,26 @@ public struct SendPipeline: Sendable {
                 // The check is bounded by the send's deadline: one that never answers (a plugin
                 // waiting on a store that lost the call) ends the send there, not never.
                 let race = CheckRace()
-                race.start(
-                    check: Task {
-                        let answer: Result<Void, any Error>
-                        do {
-                            try await check()
-                            answer = .success(())
-                        } catch {
-                            answer = .failure(error)
-                        }
-                        guard race.settle(byCheck: true) else { return }
-                        switch answer {
-                        case .success:
-                            run(from: next, notification, context: context, startedAt: startedAt, terminal: terminal, completion: completion)
-                        case .failure(let error):
-                            // The middleware that asked refused: it is not asked after the send.
-                            finish(notification, context: context, startedAt: startedAt, outcome: .failure(error), ran: next - 1, completion: completion)
-                        }
-                    },
-                    timer: Task {
-                        do {
-                            try await Task.sleep(until: context.deadline, clock: .continuous)
-                        } catch {
-                            return  // the check answered first
-                        }
-                        guard race.settle(byCheck: false) else { return }
-                        let late = PushError.deadlineExceeded(
-                            "a plugin's check did not answer before the deadline; the notification did not go out",
-                            mayHaveReachedAPNs: false)
-                        finish(notification, context: context, startedAt: startedAt, outcome: .failure(late), ran: next - 1, completion: completion)
-                    })
+                let deadlines = deadlines
+                let watched = deadlines.watch(until: context.deadline) {
+                    guard race.expire() else { return }
+                    let late = PushError.deadlineExceeded(
+                        "a plugin's check did not answer before the deadline; the notification did not go out",
+                        mayHaveReachedAPNs: false)
+                    finish(notification, context: context, startedAt: startedAt, outcome: .failure(late), ran: next - 1, completion: completion)
+                }
+                let cancel = check.start { answer in
+                    guard race.answer() else { return }  // the deadline passed first
+                    deadlines.settle(watched)
+                    switch answer {
+                    case .success:
+                        run(from: next, notification, context: context, startedAt: startedAt, terminal: terminal, completion: completion)
+                    case .failure(let error):
+                        // The middleware that asked refused: it is not asked after the send.
+                        finish(notification, context: context, startedAt: startedAt, outcome: .failure(error), ran: next - 1, completion: completion)
+                    }
+                }
+                race.keep(cancel)
                 return
             }
         }
@@ -155,39 +148,48 @@ public struct SendPipeline: Sendable {
     }
 }
 
-/// A check and its deadline: whichever ends first settles the send, once. The check's answer
-/// cancels the deadline's timer (no sleeping task outlives its check); the deadline cancels the
-/// check (a check that honours cancellation ends then).
+/// A check and its deadline: whichever ends first settles the send, once. The deadline cancels
+/// the check (one that honours cancellation ends then).
 private final class CheckRace: Sendable {
-    private struct State {
-        var settled = false
-        var check: Task<Void, Never>?
-        var timer: Task<Void, Never>?
+    private enum State {
+        case running(cancel: (@Sendable () -> Void)?)
+        case answered
+        case expired
     }
-    private let state = Mutex(State())
+    private let state = Mutex(State.running(cancel: nil))
 
-    /// Keeps the two tasks, to cancel the loser (at once when the race is already settled).
-    func start(check: Task<Void, Never>, timer: Task<Void, Never>) {
-        let settled = state.withLock { state -> Bool in
-            if !state.settled { (state.check, state.timer) = (check, timer) }
-            return state.settled
+    /// Keeps what cancels the check (cancelled at once when the deadline has already passed).
+    func keep(_ cancel: (@Sendable () -> Void)?) {
+        guard let cancel else { return }
+        let expired = state.withLock { state -> Bool in
+            switch state {
+            case .running:
+                state = .running(cancel: cancel)
+                return false
+            case .answered: return false
+            case .expired: return true
+            }
         }
-        // Settled before the tasks were kept: the winner has ended; the loser is cancelled.
-        if settled {
-            check.cancel()
-            timer.cancel()
+        if expired { cancel() }
+    }
+
+    /// True when the check answered first.
+    func answer() -> Bool {
+        state.withLock { state in
+            guard case .running = state else { return false }
+            state = .answered
+            return true
         }
     }
 
-    /// True for the first caller, which settles the send; the other task is cancelled then.
-    func settle(byCheck: Bool) -> Bool {
-        let (first, loser) = state.withLock { state -> (Bool, Task<Void, Never>?) in
-            guard !state.settled else { return (false, nil) }
-            state.settled = true
-            defer { (state.check, state.timer) = (nil, nil) }
-            return (true, byCheck ? state.timer : state.check)
+    /// True when the deadline passed first; the check is cancelled then.
+    func expire() -> Bool {
+        let (first, cancel) = state.withLock { state -> (Bool, (@Sendable () -> Void)?) in
+            guard case .running(let cancel) = state else { return (false, nil) }
+            state = .expired
+            return (true, cancel)
         }
-        loser?.cancel()
+        cancel?()
         return first
     }
 }
