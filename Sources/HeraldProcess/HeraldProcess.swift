@@ -45,8 +45,9 @@ public struct HeraldProcessOptions: Sendable {
     public var heartbeat = InstanceHeartbeat.Configuration()
     /// Reload every tenant on SIGHUP. `herald serve` turns it on.
     public var reloadOnSIGHUP: Bool = false
-    /// The clock the shared store's `call_timeout` is measured on: the system's (tests step one).
-    public var storeClock: any PushClock = SystemPushClock()
+    /// The clock the shared store's `call_timeout` is measured on; nil: the store's own (the
+    /// system's). Tests step one.
+    public var storeClock: (any PushClock)?
 
     public init(configuration: ServerConfiguration, environment: [String: String] = ProcessInfo.processInfo.environment) {
         self.configuration = configuration
@@ -364,8 +365,9 @@ public final class HeraldProcess: Sendable {
     }
 
     /// Opens the shared PostgreSQL store (`storage.postgres`), migrated under an advisory lock.
+    /// - Parameter clock: what the store's `call_timeout` is measured on; nil: the store's own.
     public static func openPostgres(
-        _ settings: ServerConfiguration.PostgresSettings, clock: any PushClock = SystemPushClock(), logger: Logger
+        _ settings: ServerConfiguration.PostgresSettings, clock: (any PushClock)? = nil, logger: Logger
     ) async throws -> PostgresPushStore {
         var storeLogger = logger
         storeLogger[metadataKey: "herald.component"] = "store"
@@ -374,7 +376,7 @@ public final class HeraldProcess: Sendable {
             password: settings.password?.text, database: settings.database, schema: settings.schema,
             poolSize: settings.poolSize, requireTLS: settings.tls,
             callTimeout: .milliseconds(Int64(settings.callTimeout * 1000)))
-        configuration.clock = clock
+        if let clock { configuration.clock = clock }
         do {
             let store = try await PostgresPushStore.open(configuration, logger: storeLogger)
             logger.info(

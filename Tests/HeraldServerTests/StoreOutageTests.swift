@@ -193,7 +193,7 @@ struct StoreOutageTests {
     /// One server (in this process) on a fresh PostgreSQL schema reached through a
     /// ``SilentLinkProxy``, with `call_timeout` in seconds; everything is stopped afterwards.
     private static func withServerBehindProxy(
-        callTimeout: Double, rescan: Duration, storeClock: any PushClock = SystemPushClock(),
+        callTimeout: Double, rescan: Duration, storeClock: (any PushClock)? = nil,
         _ body: @Sendable (TestWorld, LiveServer, SilentLinkProxy) async throws -> Void
     ) async throws {
         let direct = try ClusterTests.postgresSettings(schema: ClusterTests.freshSchema())

@@ -77,12 +77,17 @@ final class JobRunnerState: Sendable {
         adjust { $0.claimedItemsHeld -= count } peak: { _ in }
     }
 
-    /// A sender's ``OutcomeGroups/reserve()``, counted in
-    /// ``JobRunnerStatistics/sendersWaitingForCommitSlot`` while it waits for a slot.
+    /// A sender's slot in the job's commit groups: one free now, or else ``waitForCommitSlot(_:)``.
     nonisolated(nonsending) func reserveCommitSlot(_ outcomes: OutcomeGroups) async -> Bool {
         if let now = outcomes.reserveIfFree() { return now }
+        return await waitForCommitSlot(outcomes)
+    }
+
+    /// ``OutcomeGroups/waitForSlot()`` for a sender that found no slot free, counted in
+    /// ``JobRunnerStatistics/sendersWaitingForCommitSlot`` while it waits.
+    nonisolated(nonsending) func waitForCommitSlot(_ outcomes: OutcomeGroups) async -> Bool {
         adjust { $0.sendersWaitingForCommitSlot += 1 } peak: { _ in }
         defer { adjust { $0.sendersWaitingForCommitSlot -= 1 } peak: { _ in } }
-        return await outcomes.reserve()
+        return await outcomes.waitForSlot()
     }
 }

@@ -168,7 +168,7 @@ struct JobCallbackSender: Sendable {
                 var reserved = outcomes.reserveIfFree()
                 if reserved == nil {
                     giveBackAhead()
-                    reserved = await state.reserveCommitSlot(outcomes)
+                    reserved = await state.waitForCommitSlot(outcomes)
                 }
                 guard reserved == true else {
                     feed.stop(.pause)

@@ -6,10 +6,10 @@ import Synchronization
 /// by one writer (``runWriter(_:)``) while the send tasks go on sending.
 ///
 /// A send task does not wait for its item's outcome to be durable; instead it reserves a slot
-/// (``reserve()``) before it sends an item, and a slot is freed only when that item's change is
-/// committed (or the item was not sent). At most ``limit`` items of the job are sent and not
-/// durable at once: those on the wire (bounded by the tenant's permits) plus the outcomes waiting
-/// for, or in, the next write (``groupSize`` a write). That is the duplicate window after a crash
+/// (``reserveIfFree()``, else ``waitForSlot()``) before it sends an item, and a slot is freed
+/// only when that item's change is committed (or the item was not sent). At most ``limit``
+/// items of the job are sent and not durable at once: those on the wire (bounded by the tenant's
+/// permits) plus the outcomes waiting for, or in, the next write (``groupSize`` a write). That is the duplicate window after a crash
 /// under at-least-once: the items on the wire and one commit group, never more.
 ///
 /// A failed write stops the job's run (its send tasks send nothing more): the items of that group
@@ -109,12 +109,12 @@ final class OutcomeGroups: Sendable {
         self.limit = max(1, inFlight) + self.groupSize
     }
 
-    /// Reserves a slot for one item about to be taken: waits while ``limit`` items are taken and
-    /// not durable. Every `true` must be matched by one ``add(_:watched:)`` or ``cancel(watched:)``.
+    /// Reserves a slot for one item about to be taken, once ``reserveIfFree()`` found none: waits
+    /// while ``limit`` items are taken and not durable. Every `true` must be matched by one
+    /// ``add(_:watched:)`` or ``cancel(watched:)``.
     /// - Returns: false when a write failed (take nothing more).
-    nonisolated(nonsending) func reserve() async -> Bool {
-        if let now = reserveIfFree() { return now }
-        return await withCheckedContinuation { (continuation: CheckedContinuation<Bool, Never>) in
+    nonisolated(nonsending) func waitForSlot() async -> Bool {
+        await withCheckedContinuation { (continuation: CheckedContinuation<Bool, Never>) in
             let now = state.withLock { state -> Bool? in
                 if state.failed { return false }
                 guard state.undurable < limit else {
@@ -128,7 +128,8 @@ final class OutcomeGroups: Sendable {
         }
     }
 
-    /// ``reserve()`` without waiting: nil when no slot is free now (nothing reserved).
+    /// Reserves a slot without waiting (see ``waitForSlot()``): nil when no slot is free now
+    /// (nothing reserved).
     func reserveIfFree() -> Bool? {
         state.withLock { state -> Bool? in
             if state.failed { return false }
