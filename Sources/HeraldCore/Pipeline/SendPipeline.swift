@@ -12,19 +12,15 @@ import Synchronization
 /// pipeline.start(notification, context: context, terminal: send) { outcome in … }
 /// ```
 ///
-/// A send goes through without a task of its own: a task is made only while an `async` check
-/// runs (``PushDecision/check(_:)``; a check that answers by callback needs none) and to run
-/// follow-ups. The sends waiting for a middleware's ``PushDecision/notBefore(_:)`` and the
-/// deadlines of the checks under way are each kept by one ``DueTimers``: one sleeping task at
-/// most for all of them.
+/// A send goes through without a task of its own: a task is made only while a decision waits
+/// (``PushDecision/notBefore(_:)``) or an `async` check runs (``PushDecision/check(_:)``; a check
+/// that answers by callback needs none), and to run follow-ups. The checks' deadlines are watched
+/// together (``CheckDeadlines``).
 public struct SendPipeline: Sendable {
     /// The middlewares, outermost first.
     public let middlewares: [any PushMiddleware]
     private let clock: any PushClock
-    /// The sends waiting for a `.notBefore`, on ``clock``.
-    private let waits: DueTimers
-    /// The checks' deadlines, on the system's clock.
-    private let deadlines = DueTimers(clock: SystemPushClock())
+    private let deadlines = CheckDeadlines()
 
     /// The send at the end of the pipeline: it gets the admitted notification once every
     /// middleware let it go on, and calls its completion exactly once, possibly on another thread.
@@ -36,7 +32,6 @@ public struct SendPipeline: Sendable {
     public init(_ middlewares: [any PushMiddleware], clock: any PushClock = SystemPushClock()) {
         self.middlewares = middlewares
         self.clock = clock
-        self.waits = DueTimers(clock: clock)
     }
 
     /// Runs the middlewares and the send, and calls `completion` exactly once with the outcome
@@ -56,8 +51,7 @@ public struct SendPipeline: Sendable {
     }
 
     /// The `willSend`s from middleware `first` on, then the send; it stops at a decision that
-    /// waits or checks and goes on from the next middleware once that is done (in the timers'
-    /// sleeper, or where the check answers).
+    /// waits or checks and goes on from the next middleware in a task once that is done.
     private func run(
         from first: Int, _ notification: AdmittedNotification, context: PushContext, startedAt: ContinuousClock.Instant,
         terminal: @escaping Terminal, completion: @escaping @Sendable (Result<PushResult, any Error>) -> Void
@@ -85,7 +79,14 @@ public struct SendPipeline: Sendable {
                     finish(notification, context: context, startedAt: startedAt, outcome: .failure(late), ran: next, completion: completion)
                     return
                 }
-                _ = waits.schedule(at: instant) {
+                let clock = clock
+                Task {
+                    do {
+                        try await clock.sleep(until: instant)
+                    } catch {
+                        finish(notification, context: context, startedAt: startedAt, outcome: .failure(error), ran: next, completion: completion)
+                        return
+                    }
                     run(from: next, notification, context: context, startedAt: startedAt, terminal: terminal, completion: completion)
                 }
                 return
@@ -94,7 +95,7 @@ public struct SendPipeline: Sendable {
                 // waiting on a store that lost the call) ends the send there, not never.
                 let race = CheckRace()
                 let deadlines = deadlines
-                let watched = deadlines.schedule(at: context.deadline) {
+                let watched = deadlines.watch(until: context.deadline) {
                     guard race.expire() else { return }
                     let late = PushError.deadlineExceeded(
                         "a plugin's check did not answer before the deadline; the notification did not go out",
@@ -103,7 +104,7 @@ public struct SendPipeline: Sendable {
                 }
                 let cancel = check.start { answer in
                     guard race.answer() else { return }  // the deadline passed first
-                    deadlines.cancel(watched)
+                    deadlines.settle(watched)
                     switch answer {
                     case .success:
                         run(from: next, notification, context: context, startedAt: startedAt, terminal: terminal, completion: completion)

@@ -1,0 +1,84 @@
+import Synchronization
+
+/// The deadlines of a pipeline's checks under way (``PushDecision/check(_:)``), watched by one
+/// sleeping task at most instead of a timer each.
+///
+/// A check that answers before its deadline is only taken off the list; the sleeper wakes at
+/// the earliest deadline it was armed for, expires what is due, and sleeps again until the next
+/// one (or ends, when nothing is left). Sends under way are bounded by their callers, so the
+/// list is too.
+final class CheckDeadlines: Sendable {
+    private struct Entry {
+        var deadline: ContinuousClock.Instant
+        var expire: @Sendable () -> Void
+    }
+
+    private struct State {
+        var entries: [UInt64: Entry] = [:]
+        var nextID: UInt64 = 0
+        /// When the sleeper wakes; nil: no sleeper.
+        var armedUntil: ContinuousClock.Instant?
+        /// The sleeper that counts; an older one wakes to nothing.
+        var generation: UInt64 = 0
+        var sleeper: Task<Void, Never>?
+    }
+
+    private let state = Mutex(State())
+
+    /// Checks being watched (for tests).
+    var watching: Int { state.withLock { $0.entries.count } }
+
+    /// Watches a check: `expire` runs (once, in the sleeper's task) when `deadline` passes
+    /// before ``settle(_:)`` took the check off the list. Checks due at the same wake expire
+    /// earliest deadline first.
+    func watch(until deadline: ContinuousClock.Instant, expire: @escaping @Sendable () -> Void) -> UInt64 {
+        let (id, arm) = state.withLock { state -> (UInt64, UInt64?) in
+            let id = state.nextID
+            state.nextID &+= 1
+            state.entries[id] = Entry(deadline: deadline, expire: expire)
+            // Sends' deadlines mostly come later than the ones already watched: no new sleeper then.
+            if let armed = state.armedUntil, armed <= deadline { return (id, nil) }
+            state.armedUntil = deadline
+            state.generation &+= 1
+            return (id, state.generation)
+        }
+        if let arm { startSleeper(until: deadline, generation: arm) }
+        return id
+    }
+
+    /// Takes a check that answered off the list.
+    func settle(_ id: UInt64) {
+        _ = state.withLock { $0.entries.removeValue(forKey: id) }
+    }
+
+    private func startSleeper(until instant: ContinuousClock.Instant, generation: UInt64) {
+        let sleeper = Task { [weak self] in
+            // Cancelled: a newer sleeper wakes earlier; this one wakes to nothing.
+            try? await Task.sleep(until: instant, clock: .continuous)
+            self?.wake(generation: generation)
+        }
+        let superseded = state.withLock { state -> Task<Void, Never>? in
+            guard state.generation == generation else { return sleeper }  // already superseded itself
+            defer { state.sleeper = sleeper }
+            return state.sleeper
+        }
+        superseded?.cancel()
+    }
+
+    private func wake(generation: UInt64) {
+        let now = ContinuousClock.now
+        let (expired, next) = state.withLock { state -> ([@Sendable () -> Void], (ContinuousClock.Instant, UInt64)?) in
+            guard state.generation == generation else { return ([], nil) }
+            let due = state.entries.filter { $0.value.deadline <= now }.sorted { $0.value.deadline < $1.value.deadline }
+            for (id, _) in due { state.entries[id] = nil }
+            state.sleeper = nil
+            state.armedUntil = state.entries.values.lazy.map(\.deadline).min()
+            let expired = due.map(\.value.expire)
+            guard let earliest = state.armedUntil else { return (expired, nil) }
+            state.generation &+= 1
+            return (expired, (earliest, state.generation))
+        }
+        for expire in expired { expire() }
+        if let (instant, generation) = next { startSleeper(until: instant, generation: generation) }
+    }
+}
