@@ -32,10 +32,10 @@ struct AdminAccountsTests {
     @Test("a password is hashed at the configured cost and checked at its own; no hash never matches")
     func passwordsAreHashedAtTheConfiguredCost() async throws {
         let password = "correct horse battery"
-        let low = try await AdminPasswords(cost: 10).hash(password)
-        #expect(low.hasPrefix("$2b$10$"))
-        let high = AdminPasswords(cost: 11)
-        #expect(try await high.hash(password).hasPrefix("$2b$11$"))
+        let low = try await AdminPasswords(cost: 4).hash(password)
+        #expect(low.hasPrefix("$2b$04$"))
+        let high = AdminPasswords(cost: 5)
+        #expect(try await high.hash(password).hasPrefix("$2b$05$"))
         // A hash made at another cost still checks: each hash carries its cost.
         #expect(try await high.verify(password, hash: low))
         #expect(try await !high.verify("correct horse battery!", hash: low))

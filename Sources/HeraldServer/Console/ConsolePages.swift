@@ -5,7 +5,8 @@ import Mustache
 import NIOCore
 
 /// The console's templates (`Resources/console/*.mustache`, rendered with swift-mustache, which
-/// HTML-escapes every `{{value}}`) and its stylesheet, loaded once at start.
+/// HTML-escapes every `{{value}}`) and its stylesheet, read and parsed once per process: they are
+/// part of the build.
 struct ConsolePages: Sendable {
     let library: MustacheLibrary
     let stylesheet: [UInt8]
@@ -19,6 +20,12 @@ struct ConsolePages: Sendable {
 
     /// The templates shipped with Herald.
     static func load() async throws -> ConsolePages {
+        try await shipped.value
+    }
+
+    private static let shipped = Task { try await read() }
+
+    private static func read() async throws -> ConsolePages {
         guard let directory = Bundle.module.url(forResource: "console", withExtension: nil) else {
             throw ConsoleError(status: .internalServerError, message: "the console's templates are missing from the build")
         }
