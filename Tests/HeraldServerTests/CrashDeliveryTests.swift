@@ -71,7 +71,7 @@ struct CrashDeliveryTests {
             let job = try await client.request(.get, "/v1/jobs/crash", key: tenant.apiKey)
             let counts = job.json["counts"] as? [String: Int] ?? [:]
             done = (counts["sent"] ?? 0) + (counts["failed"] ?? 0) + (counts["unknown"] ?? 0)
-            try await Task.sleep(for: .milliseconds(5))
+            try await Task.sleep(for: .milliseconds(25))
         }
         child.kill9()
         world.sandbox.setFaults(SandboxFaults(seed: seed, fraction503: 0.2, addedLatency: 0.02))

@@ -59,7 +59,7 @@ struct CrashResumeTests {
             let job = try await client.request(.get, "/v1/jobs/crash", key: acme.apiKey)
             let counts = job.json["counts"] as? [String: Int] ?? [:]
             doneBeforeKill = (counts["sent"] ?? 0) + (counts["failed"] ?? 0)
-            try await Task.sleep(for: .milliseconds(5))
+            try await Task.sleep(for: .milliseconds(25))
         }
         child.kill9()
         world.sandbox.setFaults(SandboxFaults(addedLatency: 0.04))
