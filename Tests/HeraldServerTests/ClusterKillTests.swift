@@ -150,7 +150,7 @@ struct ClusterKillTests {
             let counts = job.json["counts"] as? [String: Int] ?? [:]
             done = (counts["sent"] ?? 0) + (counts["failed"] ?? 0)
             heldBySecond = try await Self.itemsHeld(by: "herald-2", through: clients[2])
-            try await Task.sleep(for: .milliseconds(20))
+            try await Task.sleep(for: .milliseconds(50))
         }
         children[1].kill9()
         world.sandbox.setFaults(SandboxFaults(addedLatency: 0.004))
