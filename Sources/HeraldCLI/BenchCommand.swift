@@ -106,6 +106,15 @@ struct BenchCommand: AsyncParsableCommand {
             """)
     var callers: String?
 
+    @Option(
+        help: """
+            Through the router: also send the workload straight to a transport of the tenant's own, by callback (the \
+            floor of --through transport), alternating chunks of this many notifications between the two in this one \
+            process, and print the router's CPU a notification and rate against the transport's. A machine whose speed \
+            drifts then slows both alike.
+            """)
+    var alternate: Int?
+
     /// The callers in effect: the option, or the default of the path.
     private var callerMode: String { callers ?? (path == "transport" ? "callbacks" : "loops") }
 
@@ -161,6 +170,10 @@ struct BenchCommand: AsyncParsableCommand {
         guard ["router", "transport"].contains(path) else { throw ValidationError("--through must be router or transport") }
         guard ["callbacks", "loops", "global"].contains(callerMode) else { throw ValidationError("--callers must be callbacks, loops or global") }
         if broadcast, noisyNeighbor { throw ValidationError("--broadcast and --noisy-neighbor do not go together") }
+        if let alternate {
+            guard alternate > 0 else { throw ValidationError("--alternate must be at least 1") }
+            guard path == "router", !noisyNeighbor else { throw ValidationError("--alternate compares the router with the transport: it runs --through router") }
+        }
         if noisyNeighbor, path == "router" {
             throw ValidationError("--noisy-neighbor measures the transports' isolation: it runs --through transport")
         }
@@ -257,12 +270,11 @@ struct BenchCommand: AsyncParsableCommand {
         defer {
             if threads != nil { group.shutdownGracefully { _ in } }
         }
+        var floor: BenchFigures? = nil
         if path == "router" {
             let (router, dataDirectory) = try await makeRouter(tenantConfiguration, group: group)
             let tenantID = tenantConfiguration.id
-            let send: @Sendable (HeraldCore.Notification) async throws -> APNsResponse = { note in
-                try await router.send(tenant: tenantID, notification: note, environment: environment).response
-            }
+            let routerLoad: @Sendable ([HeraldCore.Notification]) async -> BenchFigures
             if callerMode == "callbacks" {
                 // As the job runner sends a batch item: one attempt (its retries are the caller's),
                 // through the one pipeline without a task.
@@ -272,15 +284,49 @@ struct BenchCommand: AsyncParsableCommand {
                         completion($0.map(\.response))
                     }
                 }
-                if warmup > 0 { _ = await BenchCallbackLoad.run(warmupLoad.notes, concurrency: min(concurrency, warmup), start: start) }
-                figures = await BenchCallbackLoad.run(workload.notes, concurrency: concurrency, start: start)
+                routerLoad = { notes in await BenchCallbackLoad.run(notes, concurrency: concurrency, start: start) }
             } else {
                 // On the loops the tenant's connections answer on, as for `--through transport`.
                 let executors = callerMode == "loops" ? router.runtime(for: tenantID)?.transport.sendingExecutors ?? [] : []
-                if warmup > 0 {
-                    _ = await BenchLoad.run(warmupLoad.notes, concurrency: min(concurrency, warmup), executors: executors, send: send)
+                routerLoad = { notes in
+                    await BenchLoad.run(notes, concurrency: concurrency, executors: executors) { note in
+                        try await router.send(tenant: tenantID, notification: note, environment: environment).response
+                    }
                 }
-                figures = await BenchLoad.run(workload.notes, concurrency: concurrency, executors: executors, send: send)
+            }
+            if warmup > 0 { _ = await routerLoad(warmupLoad.notes) }
+            if let alternate {
+                let transport = try makeTransport(tenantConfiguration, group: group)
+                let floorNotes = try workload.admitted(by: transport.tenant, environment: environment)
+                if warmup > 0 {
+                    let notes = try warmupLoad.admitted(by: transport.tenant, environment: environment)
+                    _ = await BenchCallbackLoad.run(notes, through: transport, concurrency: concurrency)
+                }
+                // Chunk by chunk, in turn (router first, then transport first): both see the same
+                // machine.
+                var routed = BenchFigures()
+                var direct = BenchFigures()
+                var start = 0
+                var chunk = 0
+                while start < workload.notes.count {
+                    let end = min(start + alternate, workload.notes.count)
+                    let routerNotes = Array(workload.notes[start..<end])
+                    let transportNotes = Array(floorNotes[start..<end])
+                    if chunk % 2 == 0 {
+                        routed.merge(await routerLoad(routerNotes))
+                        direct.merge(await BenchCallbackLoad.run(transportNotes, through: transport, concurrency: concurrency))
+                    } else {
+                        direct.merge(await BenchCallbackLoad.run(transportNotes, through: transport, concurrency: concurrency))
+                        routed.merge(await routerLoad(routerNotes))
+                    }
+                    start = end
+                    chunk += 1
+                }
+                await transport.close()
+                figures = routed
+                floor = direct
+            } else {
+                figures = await routerLoad(workload.notes)
             }
             await router.shutdown()
             try? FileManager.default.removeItem(atPath: dataDirectory)
@@ -306,15 +352,34 @@ struct BenchCommand: AsyncParsableCommand {
                 ("through", .string(path)),
             ]
             members += figures.jsonMembers()
+            if let floor {
+                members.append(("transport", .object(floor.jsonMembers())))
+                members.append(("alternated_chunk", .int(Int64(alternate ?? 0))))
+                members.append(("cpu_against_transport", .double(Self.ratio(figures.cpuMicrosPerNotification, floor.cpuMicrosPerNotification))))
+                members.append(("rate_against_transport", .double(Self.ratio(figures.rate, floor.rate))))
+            }
             members.append(("peak_rss_bytes", .int(Int64(rss))))
             print(JSONValue.object(members).jsonText)
         } else {
             print(header)
             for line in figures.textLines() { print(line) }
+            if let floor {
+                print("the transport alone, by callback, alternated in chunks of \(alternate ?? 0):")
+                for line in floor.textLines() { print("  " + line) }
+                print(
+                    String(
+                        format: "router / transport: CPU a notification %.2f×, rate %.0f%%",
+                        Self.ratio(figures.cpuMicrosPerNotification, floor.cpuMicrosPerNotification), Self.ratio(figures.rate, floor.rate) * 100))
+            }
             print(String(format: "peak rss:      %.1f MiB", Double(rss) / 1_048_576))
             if sandbox { print("(CPU and memory include the in-process sandbox)") }
         }
-        if figures.succeeded == 0 { throw ExitStatus.rejected }
+        if figures.succeeded == 0 || floor?.succeeded == 0 { throw ExitStatus.rejected }
+    }
+
+    /// `value / base`, rounded to 1/1000; 0 without a base.
+    private static func ratio(_ value: Double, _ base: Double) -> Double {
+        base > 0 ? (value / base * 1000).rounded() / 1000 : 0
     }
 
     // MARK: Noisy neighbour

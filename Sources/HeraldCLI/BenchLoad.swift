@@ -77,6 +77,16 @@ struct BenchFigures: Sendable {
     var latency = Histogram<UInt64>(highestTrackableValue: 600_000_000, numberOfSignificantValueDigits: .three)
 
     var failedCount: Int { failed.values.reduce(0, +) }
+
+    /// Adds another run's figures (a chunk of an alternated run): counts, times and latencies.
+    mutating func merge(_ other: BenchFigures) {
+        sent += other.sent
+        succeeded += other.succeeded
+        for (label, count) in other.failed { failed[label, default: 0] += count }
+        wallSeconds += other.wallSeconds
+        cpuSeconds += other.cpuSeconds
+        latency.add(other.latency)
+    }
     var rate: Double { wallSeconds > 0 ? Double(sent) / wallSeconds : 0 }
     var cpuMicrosPerNotification: Double { sent > 0 ? cpuSeconds * 1_000_000 / Double(sent) : 0 }
 
@@ -357,12 +367,6 @@ enum BenchCallbackLoad {
         }
         figures.sent = driver.notes.count
         return figures
-    }
-}
-
-extension Duration {
-    fileprivate var secondsValue: Double {
-        Double(components.seconds) + Double(components.attoseconds) / 1e18
     }
 }
 
