@@ -11,6 +11,11 @@ struct RateLimiterState: Sendable {
     mutating func reserve(topic: String?, now: ContinuousClock.Instant, latest: ContinuousClock.Instant) -> Reservation
     {
         tenant.refill(now: now)
+        if topicRate == nil, tenant.tokens >= 1, now <= latest {
+            // A token is there (the usual case): no wait to work out.
+            tenant.take()
+            return .granted(at: now)
+        }
         var wait = tenant.wait()
         var topicBucket: TokenBucket? = nil
         if let topic, let topicRate {

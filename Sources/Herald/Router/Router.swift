@@ -234,11 +234,12 @@ public final class Router: Sendable {
         completion: @escaping @Sendable (Result<PushResult, any Error>) -> Void
     ) {
         let send = RoutedSend(
-            tenant: tenant, notification: notification, id: apnsID(for: notification), environment: environment,
-            deadline: deadline ?? configuration.clock.now.advanced(by: configuration.defaultDeadline), retries: retries)
+            router: self, tenant: tenant, notification: notification, id: apnsID(for: notification), environment: environment,
+            deadline: deadline ?? configuration.clock.now.advanced(by: configuration.defaultDeadline), retries: retries,
+            completion: completion)
         // A single send is accepted here; a batch item was when its job was stored.
         if retries { usage.add(.accepted, tenant: tenant, at: configuration.clock.date) }
-        attempt(send, Resends(), completion: completion)
+        send.attempt(Resends())
     }
 
     /// A new request ID (`apns-request-id`) for a call that is not a send (channel management),
@@ -254,26 +255,53 @@ public final class Router: Sendable {
         notification.id ?? idGenerator.withLock { $0.nextID() }
     }
 
-    /// One send as the router holds it across its attempts (a reference: each attempt's
-    /// closure holds it without copying the notification).
+    /// One send as the router holds it across its attempts, with its caller's completion and the
+    /// attempt under way: each attempt's answer comes back to this one object.
     private final class RoutedSend: Sendable {
+        let router: Router
         let tenant: TenantID
         let notification: HeraldCore.Notification
         let id: NotificationID
         let environment: APNsEnvironment?
         let deadline: ContinuousClock.Instant
         let retries: Bool
+        let completion: @Sendable (Result<PushResult, any Error>) -> Void
+        /// The runtime the attempt under way went to, and what the send has been through (one
+        /// attempt at a time).
+        private let current: Mutex<(runtime: TenantRuntime?, resends: Resends)>
 
         init(
-            tenant: TenantID, notification: HeraldCore.Notification, id: NotificationID, environment: APNsEnvironment?,
-            deadline: ContinuousClock.Instant, retries: Bool
+            router: Router, tenant: TenantID, notification: HeraldCore.Notification, id: NotificationID,
+            environment: APNsEnvironment?, deadline: ContinuousClock.Instant, retries: Bool,
+            completion: @escaping @Sendable (Result<PushResult, any Error>) -> Void
         ) {
+            self.router = router
             self.tenant = tenant
             self.notification = notification
             self.id = id
             self.environment = environment
             self.deadline = deadline
             self.retries = retries
+            self.completion = completion
+            current = Mutex((nil, Resends()))
+        }
+
+        /// Makes one attempt through the tenant's current runtime.
+        func attempt(_ resends: Resends) {
+            guard let runtime = router.runtime(for: tenant) else {
+                completion(.failure(PushError.unknownTenant(tenant.rawValue)))
+                return
+            }
+            current.withLock { $0 = (runtime, resends) }
+            runtime.startSend(notification, id: id, environment: environment, deadline: deadline, attempt: resends.attempt) {
+                self.answered($0)
+            }
+        }
+
+        private func answered(_ outcome: Result<PushResult, any Error>) {
+            let (runtime, resends) = current.withLock { ($0.runtime, $0.resends) }
+            guard let runtime else { return completion(outcome) }
+            router.answered(self, outcome: outcome, runtime: runtime, resends: resends)
         }
     }
 
@@ -294,40 +322,39 @@ public final class Router: Sendable {
         case after(Duration, Resends)
     }
 
-    private func attempt(
-        _ send: RoutedSend, _ resends: Resends, completion: @escaping @Sendable (Result<PushResult, any Error>) -> Void
-    ) {
-        guard let runtime = runtime(for: send.tenant) else {
-            completion(.failure(PushError.unknownTenant(send.tenant.rawValue)))
-            return
+    /// An attempt's answer: made again (``resend(_:after:resends:policy:)``), or counted and
+    /// handed to the caller. A transport failure of a runtime whose credential was revoked is
+    /// `CredentialRevoked` from here on: the connection was cut under it.
+    private func answered(_ send: RoutedSend, outcome: Result<PushResult, any Error>, runtime: TenantRuntime, resends: Resends) {
+        var outcome = outcome
+        if case .failure(let error as PushError) = outcome, error.code == .transport || error.code == .shuttingDown,
+            runtime.isRevoked
+        {
+            outcome = .failure(PushError.credentialRevoked(send.tenant, mayHaveReachedAPNs: error.mayHaveReachedAPNs))
         }
-        runtime.startSend(
-            send.notification, id: send.id, environment: send.environment, deadline: send.deadline, attempt: resends.attempt
-        ) { outcome in
-            switch self.resend(send, after: outcome, resends: resends, policy: runtime.retryPolicy) {
-            case .now(let next):
-                self.attempt(send, next, completion: completion)
-            case .after(let wait, let next):
-                let clock = self.configuration.clock
-                Task {
-                    try? await clock.sleep(until: clock.now.advanced(by: wait))
-                    self.attempt(send, next, completion: completion)
-                }
-            case .no:
-                // The router decides a single send's last attempt, so it counts its outcome; a
-                // batch item's is counted by the job runner, which decides its resends.
-                let now = self.configuration.clock.date
-                if send.retries { self.usage.addOutcome(outcome, tenant: send.tenant, at: now) }
-                switch outcome {
-                case .success(let result):
-                    self.lastHour.record(send.tenant, at: now, failed: result.response.status != 200)
-                case .failure(let error) where !(error is CancellationError):
-                    self.lastHour.record(send.tenant, at: now, failed: true)
-                case .failure:
-                    break
-                }
-                completion(outcome)
+        switch resend(send, after: outcome, resends: resends, policy: runtime.retryPolicy) {
+        case .now(let next):
+            send.attempt(next)
+        case .after(let wait, let next):
+            let clock = configuration.clock
+            Task {
+                try? await clock.sleep(until: clock.now.advanced(by: wait))
+                send.attempt(next)
             }
+        case .no:
+            // The router decides a single send's last attempt, so it counts its outcome; a
+            // batch item's is counted by the job runner, which decides its resends.
+            let now = configuration.clock.date
+            if send.retries { usage.addOutcome(outcome, tenant: send.tenant, at: now) }
+            switch outcome {
+            case .success(let result):
+                lastHour.record(send.tenant, at: now, failed: result.response.status != 200)
+            case .failure(let error) where !(error is CancellationError):
+                lastHour.record(send.tenant, at: now, failed: true)
+            case .failure:
+                break
+            }
+            send.completion(outcome)
         }
     }
 

@@ -29,17 +29,14 @@ public final class TenantRuntime: Sendable {
     private let logger: Logger
     private let pushLogger: PushLogger
     private let defaultDeadline: Duration
-    private let state = Mutex(State())
+    /// Set once ``shutdown()`` or ``revoke()`` began.
+    private let closed = Atomic<Bool>(false)
+    /// Set once ``revoke()`` began.
+    private let revoked = Atomic<Bool>(false)
     /// The tenant's topic checks, worked out once (``TopicRules``).
     private let topicRules: TopicRules
     /// The pipeline's send: the transport's callback form.
     private let terminal: SendPipeline.Terminal
-
-    private struct State {
-        var closed = false
-        var revoked = false
-        var inFlight = 0
-    }
 
     public var id: TenantID { configuration.id }
 
@@ -63,10 +60,11 @@ public final class TenantRuntime: Sendable {
         self.credentialGeneration = Self.generations.add(1, ordering: .relaxed).newValue
         self.pipeline = SendPipeline(plugins.middlewares, clock: clock)
         self.terminal = { notification, context, completion in
+            let attempt = context.attempt
             transport.startSend(notification, deadline: context.deadline) { answer in
                 completion(
                     answer.map {
-                        PushResult(notificationID: notification.id, environment: notification.environment, response: $0, attempts: context.attempt)
+                        PushResult(notificationID: notification.id, environment: notification.environment, response: $0, attempts: attempt)
                     }
                     .mapError { $0 })
             }
@@ -74,13 +72,10 @@ public final class TenantRuntime: Sendable {
     }
 
     /// True once ``shutdown()`` or ``revoke()`` began: new sends are refused with `ShuttingDown`.
-    public var isClosed: Bool { state.withLock { $0.closed } }
+    public var isClosed: Bool { closed.load(ordering: .acquiring) }
 
     /// True once ``revoke()`` began.
-    public var isRevoked: Bool { state.withLock { $0.revoked } }
-
-    /// Sends admitted and not finished yet.
-    public var inFlight: Int { state.withLock { $0.inFlight } }
+    public var isRevoked: Bool { revoked.load(ordering: .acquiring) }
 
     /// The transport's credential identity (key ID and key fingerprint, or certificate
     /// fingerprint; never secret), nil when the transport has none.
@@ -114,29 +109,14 @@ public final class TenantRuntime: Sendable {
             completion(.failure(error))
             return
         }
-        let counted = state.withLock { state -> Bool in
-            guard !state.closed else { return false }
-            state.inFlight += 1
-            return true
-        }
-        guard counted else {
+        guard !isClosed else {
             completion(.failure(PushError.shuttingDown(configuration.id)))
             return
         }
         let context = PushContext(
             tenant: configuration.id, environment: admitted.environment, logger: pushLogger.withNotificationID(id),
             attempt: attempt, deadline: deadline ?? clock.now.advanced(by: defaultDeadline))
-        pipeline.start(admitted, context: context, terminal: terminal) { outcome in
-            var outcome = outcome
-            if case .failure(let error as PushError) = outcome, error.code == .transport || error.code == .shuttingDown,
-                self.state.withLock({ $0.revoked })
-            {
-                // Cut off by a revocation: say so, so that the router resends it on the new credential.
-                outcome = .failure(PushError.credentialRevoked(self.configuration.id, mayHaveReachedAPNs: error.mayHaveReachedAPNs))
-            }
-            self.state.withLock { $0.inFlight -= 1 }
-            completion(outcome)
-        }
+        pipeline.start(admitted, context: context, terminal: terminal, completion: completion)
     }
 
     /// ``startSend(_:id:environment:deadline:attempt:completion:)``, awaited (its completion is
@@ -154,23 +134,18 @@ public final class TenantRuntime: Sendable {
 
     /// Refuses new sends, lets the transport finish what is in flight, and closes it.
     public func shutdown() async {
-        let first = state.withLock { state -> Bool in
-            defer { state.closed = true }
-            return !state.closed
-        }
-        guard first else { return }
+        guard !closed.exchange(true, ordering: .acquiringAndReleasing) else { return }
         logger.debug("tenant runtime shutting down")
         await transport.shutdown()
     }
 
     /// The credential was revoked: refuses new sends and closes every connection at once.
-    /// In-flight sends fail with `CredentialRevoked` (the router resends them once on the
-    /// tenant's new runtime). Also cuts short a ``shutdown()`` that is still draining.
+    /// In-flight sends fail with the connection's error, which the router, seeing this runtime
+    /// revoked, reports as `CredentialRevoked` (and resends once on the tenant's new runtime).
+    /// Also cuts short a ``shutdown()`` that is still draining.
     public func revoke() async {
-        state.withLock { state in
-            state.closed = true
-            state.revoked = true
-        }
+        revoked.store(true, ordering: .releasing)
+        closed.store(true, ordering: .releasing)
         logger.notice("tenant credential revoked: closing its connections")
         await transport.close()
     }

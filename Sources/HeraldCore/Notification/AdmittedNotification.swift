@@ -59,14 +59,16 @@ public struct AdmittedNotification: Sendable, Hashable {
     /// makes one this way.
     @_spi(Testing)
     public init(unchecked notification: Notification, id: NotificationID, environment: APNsEnvironment) {
-        self.init(
-            notification: notification, id: id, topic: notification.topic ?? "", environment: environment, credentialGeneration: 0)
-    }
-
-    fileprivate init(notification: Notification, id: NotificationID, topic: String, environment: APNsEnvironment, credentialGeneration: UInt64) {
         var notification = notification
+        let topic = notification.topic ?? ""
         notification.id = id
         notification.topic = topic
+        self.init(admitted: notification, id: id, topic: topic, environment: environment, credentialGeneration: 0)
+    }
+
+    /// - Parameter notification: the notification with ``Notification/id`` and
+    ///   ``Notification/topic`` already set to `id` and `topic`.
+    fileprivate init(admitted notification: Notification, id: NotificationID, topic: String, environment: APNsEnvironment, credentialGeneration: UInt64) {
         storage = Storage(
             notification: notification, id: id, topic: topic, environment: environment, credentialGeneration: credentialGeneration)
     }
@@ -107,15 +109,17 @@ extension TenantConfiguration {
         _ notification: Notification, id: NotificationID, environment: APNsEnvironment?, credentialGeneration: UInt64 = 0,
         topicRules: TopicRules? = nil
     ) throws(PushError) -> AdmittedNotification {
-        let checked = try admissionCheck(notification, environment: environment, topicRules: topicRules)
+        // One copy, checked and completed in place.
+        var notification = notification
+        let environment = try admit(&notification, environment: environment, topicRules: topicRules)
         // The check returns only with a topic.
-        guard let topic = checked.notification.topic else {
+        guard let topic = notification.topic else {
             throw PushError.invalid(
                 NotificationValidationError(.missingTopic, field: "topic", message: "a topic (apns-topic) is required"))
         }
+        notification.id = id
         return AdmittedNotification(
-            notification: checked.notification, id: id, topic: topic, environment: checked.environment,
-            credentialGeneration: credentialGeneration)
+            admitted: notification, id: id, topic: topic, environment: environment, credentialGeneration: credentialGeneration)
     }
 
     /// The rules of ``admit(_:id:environment:credentialGeneration:topicRules:)`` without an
@@ -127,15 +131,27 @@ extension TenantConfiguration {
     public func admissionCheck(
         _ notification: Notification, environment: APNsEnvironment?, topicRules: TopicRules? = nil
     ) throws(PushError) -> (notification: Notification, environment: APNsEnvironment) {
-        if notification.isBroadcast {
-            return try broadcastAdmissionCheck(notification, environment: environment)
-        }
         var notification = notification
+        let environment = try admit(&notification, environment: environment, topicRules: topicRules)
+        return (notification, environment)
+    }
+
+    /// The admission rules applied to `notification` in place: its topic is filled in when the
+    /// tenant's certificate implies it.
+    /// - Returns: the environment it goes to.
+    private func admit(
+        _ notification: inout Notification, environment: APNsEnvironment?, topicRules: TopicRules?
+    ) throws(PushError) -> APNsEnvironment {
+        if notification.isBroadcast {
+            return try broadcastAdmission(&notification, environment: environment)
+        }
         if notification.topic == nil, auth.kind == .certificate, topics.count == 1 {
             notification.topic = topics[0]
         }
+        // One of the tenant's topics, well formed: its syntax needs no second look.
+        let rule = notification.topic.flatMap { topicRules?.rule(for: $0) }
         do {
-            try notification.validate(requireTopic: true)
+            try notification.validate(requireTopic: true, topicIsWellFormed: rule != nil)
         } catch {
             throw PushError.invalid(error)
         }
@@ -143,17 +159,18 @@ extension TenantConfiguration {
             throw PushError.invalid(
                 NotificationValidationError(.missingTopic, field: "topic", message: "a topic (apns-topic) is required"))
         }
-        let (allowed, agrees) =
-            topicRules?.check(topic, notification.pushType)
-            ?? (allows(topic: topic), notification.pushType.agrees(withTopic: topic))
+        let pushType = notification.pushType
+        let allowed = rule != nil || (topicRules == nil && allows(topic: topic))
         guard allowed else { throw PushError.topicDisallowed(topic, tenant: id) }
-        guard agrees else { throw PushError.pushTypeMismatch(notification.pushType, topic: topic) }
+        guard rule?.agrees(with: pushType) ?? pushType.agrees(withTopic: topic) else {
+            throw PushError.pushTypeMismatch(pushType, topic: topic)
+        }
         let environment = environment ?? endpoints.defaultEnvironment
         guard endpoints.endpoint(for: environment) != nil else {
             throw PushError.environmentUnavailable(environment, tenant: id)
         }
         try checkSigningKey(environment: environment, topic: topic)
-        return (notification, environment)
+        return environment
     }
 }
 
@@ -177,13 +194,10 @@ extension TenantConfiguration {
         return bundles
     }
 
-    /// A broadcast's admission: APNs' broadcast rules (``Notification/validate(requireTopic:)``),
-    /// the bundle ID one of ``broadcastBundleIDs`` (defaulted when the tenant has only one), and
-    /// an environment with an endpoint.
-    func broadcastAdmissionCheck(
-        _ notification: Notification, environment: APNsEnvironment?
-    ) throws(PushError) -> (notification: Notification, environment: APNsEnvironment) {
-        var notification = notification
+    /// A broadcast's admission, in place: APNs' broadcast rules
+    /// (``Notification/validate(requireTopic:)``), the bundle ID one of ``broadcastBundleIDs``
+    /// (defaulted when the tenant has only one), and an environment with an endpoint.
+    func broadcastAdmission(_ notification: inout Notification, environment: APNsEnvironment?) throws(PushError) -> APNsEnvironment {
         let bundles = broadcastBundleIDs
         if notification.topic == nil, bundles.count == 1 { notification.topic = bundles[0] }
         do {
@@ -199,7 +213,7 @@ extension TenantConfiguration {
             throw PushError.environmentUnavailable(environment, tenant: id)
         }
         try checkSigningKey(environment: environment, topic: topic)
-        return (notification, environment)
+        return environment
     }
 
     /// A tenant with restricted token keys needs one that fits the send (the transport signs
@@ -212,12 +226,29 @@ extension TenantConfiguration {
 
 /// A tenant's topics with the push types that agree with each
 /// (``PushType/agrees(withTopic:)``), worked out once per tenant runtime: a send then finds its
-/// topic among a few strings instead of hashing it and matching every push type's suffix
-/// against it.
+/// topic among a few strings instead of hashing it, matching every push type's suffix against
+/// it and checking its syntax again.
 public struct TopicRules: Sendable {
+    /// What is known of one of the tenant's topics.
+    public struct Rule: Sendable {
+        /// Bit `i`: `PushType.allCases[i]` agrees with the topic.
+        fileprivate let agreeing: UInt32
+
+        /// Whether `pushType` agrees with the topic (as ``PushType/agrees(withTopic:)`` says).
+        public func agrees(with pushType: PushType) -> Bool {
+            agreeing & Self.bit(pushType) != 0
+        }
+
+        fileprivate static func bit(_ pushType: PushType) -> UInt32 {
+            guard let index = PushType.allCases.firstIndex(of: pushType), index < 32 else { return 0 }
+            return 1 << UInt32(index)
+        }
+    }
+
     private let topics: [String]
-    /// `agreeing[i]`: the push types that agree with `topics[i]`.
-    private let agreeing: [Set<PushType>]
+    /// `rules[i]`: the rule of `topics[i]`; nil for a topic that is not well formed
+    /// (``Notification/validateTopic(_:)``).
+    private let rules: [Rule?]
     /// Each topic's index, for tenants with many topics.
     private let index: [String: Int]
 
@@ -225,20 +256,24 @@ public struct TopicRules: Sendable {
         var topics: [String] = []
         for topic in tenant.topics where !topics.contains(topic) { topics.append(topic) }
         self.topics = topics
-        agreeing = topics.map { topic in Set(PushType.allCases.filter { $0.agrees(withTopic: topic) }) }
+        rules = topics.map { topic in
+            guard (try? Notification.validateTopic(topic)) != nil else { return nil }
+            var agreeing: UInt32 = 0
+            for pushType in PushType.allCases where pushType.agrees(withTopic: topic) { agreeing |= Rule.bit(pushType) }
+            return Rule(agreeing: agreeing)
+        }
         index = topics.count > 8 ? Dictionary(topics.enumerated().map { ($1, $0) }, uniquingKeysWith: { first, _ in first }) : [:]
     }
 
-    /// Whether `topic` is one of the tenant's, and whether `pushType` agrees with it (as
-    /// `allows(topic:)` and `agrees(withTopic:)` would say).
-    public func check(_ topic: String, _ pushType: PushType) -> (allowed: Bool, agrees: Bool) {
+    /// The rule of `topic` when it is one of the tenant's and well formed; nil otherwise.
+    public func rule(for topic: String) -> Rule? {
         let position: Int?
         if index.isEmpty {
             position = topics.firstIndex(of: topic)
         } else {
             position = index[topic]
         }
-        guard let position else { return (false, pushType.agrees(withTopic: topic)) }
-        return (true, agreeing[position].contains(pushType))
+        guard let position else { return nil }
+        return rules[position]
     }
 }

@@ -19,15 +19,18 @@ public struct NotificationValidationError: Error, Sendable, Hashable, CustomStri
 extension Notification {
     /// Checks the notification against the rules APNs enforces, in the order APNs reports them.
     ///
-    /// - Parameter requireTopic: true for token connections and multi-topic certificates, where
-    ///   APNs answers `MissingTopic` without one.
-    public func validate(requireTopic: Bool = true) throws(NotificationValidationError) {
+    /// - Parameters:
+    ///   - requireTopic: true for token connections and multi-topic certificates, where APNs
+    ///     answers `MissingTopic` without one.
+    ///   - topicIsWellFormed: true when the topic is known to pass ``validateTopic(_:)`` (one of
+    ///     the tenant's, checked when its runtime was built: ``TopicRules``).
+    public func validate(requireTopic: Bool = true, topicIsWellFormed: Bool = false) throws(NotificationValidationError) {
         if isBroadcast {
             try validateBroadcast()
             return
         }
         if let topic {
-            try Notification.validateTopic(topic)
+            if !topicIsWellFormed { try Notification.validateTopic(topic) }
         } else if requireTopic {
             throw NotificationValidationError(.missingTopic, field: "topic", message: "a topic (apns-topic) is required")
         }

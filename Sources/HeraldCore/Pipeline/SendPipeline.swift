@@ -18,9 +18,9 @@ import Synchronization
 /// together (``CheckDeadlines``).
 public struct SendPipeline: Sendable {
     /// The middlewares, outermost first.
-    public let middlewares: [any PushMiddleware]
-    private let clock: any PushClock
-    private let deadlines = CheckDeadlines()
+    public var middlewares: [any PushMiddleware] { stages.middlewares }
+    /// What every send of this pipeline shares, held once: a send holds one reference to it.
+    private let stages: Stages
 
     /// The send at the end of the pipeline: it gets the admitted notification once every
     /// middleware let it go on, and calls its completion exactly once, possibly on another thread.
@@ -30,8 +30,7 @@ public struct SendPipeline: Sendable {
     ) -> Void
 
     public init(_ middlewares: [any PushMiddleware], clock: any PushClock = SystemPushClock()) {
-        self.middlewares = middlewares
-        self.clock = clock
+        stages = Stages(middlewares: middlewares, clock: clock)
     }
 
     /// Runs the middlewares and the send, and calls `completion` exactly once with the outcome
@@ -40,7 +39,9 @@ public struct SendPipeline: Sendable {
         _ notification: AdmittedNotification, context: PushContext, terminal: @escaping Terminal,
         completion: @escaping @Sendable (Result<PushResult, any Error>) -> Void
     ) {
-        run(from: 0, notification, context: context, startedAt: clock.now, terminal: terminal, completion: completion)
+        Run(
+            stages: stages, notification: notification, context: context, terminal: terminal, completion: completion
+        ).run(from: 0)
     }
 
     /// ``start(_:context:terminal:completion:)``, awaited (its completion is called exactly once).
@@ -50,100 +51,135 @@ public struct SendPipeline: Sendable {
         }
     }
 
-    /// The `willSend`s from middleware `first` on, then the send; it stops at a decision that
-    /// waits or checks and goes on from the next middleware in a task once that is done.
-    private func run(
-        from first: Int, _ notification: AdmittedNotification, context: PushContext, startedAt: ContinuousClock.Instant,
-        terminal: @escaping Terminal, completion: @escaping @Sendable (Result<PushResult, any Error>) -> Void
-    ) {
-        var index = first
-        while index < middlewares.count {
-            let decision: PushDecision
-            do {
-                decision = try middlewares[index].willSend(notification, context: context)
-            } catch {
-                finish(notification, context: context, startedAt: startedAt, outcome: .failure(error), ran: index, completion: completion)
-                return
-            }
-            index += 1
-            let next = index
-            switch decision {
-            case .proceed:
-                continue
-            case .notBefore(let instant):
-                guard instant > clock.now else { continue }
-                guard instant < context.deadline else {
-                    // Not worth the wait: the send could not go out before its deadline.
-                    let late = PushError.deadlineExceeded(
-                        "a plugin's wait would pass the deadline; the notification did not go out", mayHaveReachedAPNs: false)
-                    finish(notification, context: context, startedAt: startedAt, outcome: .failure(late), ran: next, completion: completion)
-                    return
-                }
-                let clock = clock
-                Task {
-                    do {
-                        try await clock.sleep(until: instant)
-                    } catch {
-                        finish(notification, context: context, startedAt: startedAt, outcome: .failure(error), ran: next, completion: completion)
-                        return
-                    }
-                    run(from: next, notification, context: context, startedAt: startedAt, terminal: terminal, completion: completion)
-                }
-                return
-            case .check(let check):
-                // The check is bounded by the send's deadline: one that never answers (a plugin
-                // waiting on a store that lost the call) ends the send there, not never.
-                let race = CheckRace()
-                let deadlines = deadlines
-                let watched = deadlines.watch(until: context.deadline) {
-                    guard race.expire() else { return }
-                    let late = PushError.deadlineExceeded(
-                        "a plugin's check did not answer before the deadline; the notification did not go out",
-                        mayHaveReachedAPNs: false)
-                    finish(notification, context: context, startedAt: startedAt, outcome: .failure(late), ran: next - 1, completion: completion)
-                }
-                let cancel = check.start { answer in
-                    guard race.answer() else { return }  // the deadline passed first
-                    deadlines.settle(watched)
-                    switch answer {
-                    case .success:
-                        run(from: next, notification, context: context, startedAt: startedAt, terminal: terminal, completion: completion)
-                    case .failure(let error):
-                        // The middleware that asked refused: it is not asked after the send.
-                        finish(notification, context: context, startedAt: startedAt, outcome: .failure(error), ran: next - 1, completion: completion)
-                    }
-                }
-                race.keep(cancel)
-                return
-            }
-        }
-        // Nothing waited since the start (the usual case): the start's reading of the clock holds.
-        guard (first == 0 ? startedAt : clock.now) < context.deadline else {
-            let late = PushError.deadlineExceeded("the deadline passed before the notification went out", mayHaveReachedAPNs: false)
-            finish(notification, context: context, startedAt: startedAt, outcome: .failure(late), ran: index, completion: completion)
-            return
-        }
-        terminal(notification, context) { outcome in
-            finish(notification, context: context, startedAt: startedAt, outcome: outcome, ran: middlewares.count, completion: completion)
+    /// The middlewares, the clock and the checks' deadlines.
+    private final class Stages: Sendable {
+        let middlewares: [any PushMiddleware]
+        let clock: any PushClock
+        let deadlines = CheckDeadlines()
+
+        init(middlewares: [any PushMiddleware], clock: any PushClock) {
+            self.middlewares = middlewares
+            self.clock = clock
         }
     }
 
-    /// The `didSend`s of the first `ran` middlewares, innermost first; then their follow-ups (in
-    /// a task, when there are any); then `completion`.
-    private func finish(
-        _ notification: AdmittedNotification, context: PushContext, startedAt: ContinuousClock.Instant,
-        outcome: Result<PushResult, any Error>, ran: Int, completion: @escaping @Sendable (Result<PushResult, any Error>) -> Void
-    ) {
-        var followUps: [PushFollowUp] = []
-        for middleware in middlewares.prefix(ran).reversed() {
-            if let followUp = middleware.didSend(notification, context: context, startedAt: startedAt, outcome: outcome) {
-                followUps.append(followUp)
+    /// One send through the pipeline: everything its steps need, in one object, so that each
+    /// callback on its way (the send's answer, a check's answer, the end of a wait) holds one
+    /// reference instead of a copy of each value.
+    private final class Run: Sendable {
+        let stages: Stages
+        let notification: AdmittedNotification
+        let context: PushContext
+        /// When the pipeline began (before the first `willSend`).
+        let startedAt: ContinuousClock.Instant
+        let terminal: Terminal
+        let completion: @Sendable (Result<PushResult, any Error>) -> Void
+
+        init(
+            stages: Stages, notification: AdmittedNotification, context: PushContext, terminal: @escaping Terminal,
+            completion: @escaping @Sendable (Result<PushResult, any Error>) -> Void
+        ) {
+            self.stages = stages
+            self.notification = notification
+            self.context = context
+            self.startedAt = stages.clock.now
+            self.terminal = terminal
+            self.completion = completion
+        }
+
+        /// The `willSend`s from middleware `first` on, then the send; it stops at a decision that
+        /// waits or checks and goes on from the next middleware in a task once that is done.
+        func run(from first: Int) {
+            let middlewares = stages.middlewares
+            var index = first
+            while index < middlewares.count {
+                let decision: PushDecision
+                do {
+                    decision = try middlewares[index].willSend(notification, context: context)
+                } catch {
+                    finish(.failure(error), ran: index)
+                    return
+                }
+                index += 1
+                let next = index
+                switch decision {
+                case .proceed:
+                    continue
+                case .notBefore(let instant):
+                    let clock = stages.clock
+                    guard instant > clock.now else { continue }
+                    guard instant < context.deadline else {
+                        // Not worth the wait: the send could not go out before its deadline.
+                        let late = PushError.deadlineExceeded(
+                            "a plugin's wait would pass the deadline; the notification did not go out", mayHaveReachedAPNs: false)
+                        finish(.failure(late), ran: next)
+                        return
+                    }
+                    Task {
+                        do {
+                            try await clock.sleep(until: instant)
+                        } catch {
+                            self.finish(.failure(error), ran: next)
+                            return
+                        }
+                        self.run(from: next)
+                    }
+                    return
+                case .check(let check):
+                    // The check is bounded by the send's deadline: one that never answers (a plugin
+                    // waiting on a store that lost the call) ends the send there, not never.
+                    let race = CheckRace()
+                    let deadlines = stages.deadlines
+                    let watched = deadlines.watch(until: context.deadline) {
+                        guard race.expire() else { return }
+                        let late = PushError.deadlineExceeded(
+                            "a plugin's check did not answer before the deadline; the notification did not go out",
+                            mayHaveReachedAPNs: false)
+                        self.finish(.failure(late), ran: next - 1)
+                    }
+                    let cancel = check.start { answer in
+                        guard race.answer() else { return }  // the deadline passed first
+                        deadlines.settle(watched)
+                        switch answer {
+                        case .success:
+                            self.run(from: next)
+                        case .failure(let error):
+                            // The middleware that asked refused: it is not asked after the send.
+                            self.finish(.failure(error), ran: next - 1)
+                        }
+                    }
+                    race.keep(cancel)
+                    return
+                }
+            }
+            // Nothing waited since the start (the usual case): the start's reading of the clock holds.
+            guard (first == 0 ? startedAt : stages.clock.now) < context.deadline else {
+                let late = PushError.deadlineExceeded("the deadline passed before the notification went out", mayHaveReachedAPNs: false)
+                finish(.failure(late), ran: index)
+                return
+            }
+            terminal(notification, context) { outcome in
+                self.finish(outcome, ran: self.stages.middlewares.count)
             }
         }
-        guard !followUps.isEmpty else { return completion(outcome) }
-        Task {
-            for followUp in followUps { await followUp() }
-            completion(outcome)
+
+        /// The `didSend`s of the first `ran` middlewares, innermost first; then their follow-ups
+        /// (in a task, when there are any); then `completion`.
+        func finish(_ outcome: Result<PushResult, any Error>, ran: Int) {
+            var followUps: [PushFollowUp] = []
+            let middlewares = stages.middlewares
+            var index = ran
+            while index > 0 {
+                index -= 1
+                if let followUp = middlewares[index].didSend(notification, context: context, startedAt: startedAt, outcome: outcome) {
+                    followUps.append(followUp)
+                }
+            }
+            guard !followUps.isEmpty else { return completion(outcome) }
+            Task {
+                for followUp in followUps { await followUp() }
+                self.completion(outcome)
+            }
         }
     }
 }

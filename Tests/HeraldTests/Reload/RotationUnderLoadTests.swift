@@ -83,7 +83,7 @@ struct RotationUnderLoadTests {
                 rig.sandbox.setFaults(SandboxFaults(addedLatency: Self.holdSeconds))
                 tokenLoad.release()
                 let held = await eventually(timeout: .seconds(120)) {
-                    old.inFlight == Self.tokenWorkers
+                    old.transport.status.inFlight + old.transport.status.queued == Self.tokenWorkers
                         && rig.sandbox.counters.answered
                             == tokenLoad.completed.load(ordering: .acquiring)
                             + certLoad.completed.load(ordering: .acquiring)
