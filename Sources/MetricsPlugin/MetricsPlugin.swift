@@ -42,7 +42,13 @@ public struct MetricsPluginFactory: PluginFactory {
 public final class MetricsMiddleware: PushMiddleware {
     public static let counterLabel = "herald_notifications_total"
     public static let timerLabel = "herald_send_duration"
-    static let knownStatuses: Set<Int> = [200, 400, 403, 404, 405, 410, 413, 429, 500, 503]
+    /// The statuses APNs answers with, each a label of its own (any other is `other`).
+    static func isKnown(status: Int) -> Bool {
+        switch status {
+        case 200, 400, 403, 404, 405, 410, 413, 429, 500, 503: true
+        default: false
+        }
+    }
 
     /// A counter's labels, as cheap values: the topic as its place in the tenant's list (hashing
     /// an Int, not the topic's string, on every send), the status as its number.
@@ -107,7 +113,7 @@ public final class MetricsMiddleware: PushMiddleware {
         let elapsed = startedAt.duration(to: clock.now)
         switch outcome {
         case .success(let result):
-            let status = Self.knownStatuses.contains(result.status) ? result.status : Self.otherStatus
+            let status = Self.isKnown(status: result.status) ? result.status : Self.otherStatus
             observe(notification, status: status, reason: result.reason?.metricLabel ?? "none", elapsed: elapsed)
         case .failure(let error):
             let reason = (error as? PushError)?.code.description ?? (error is CancellationError ? "Cancelled" : "Error")

@@ -53,20 +53,46 @@ public struct HourWindow: Sendable, Hashable {
 }
 
 /// Each loaded tenant's sends and failures of the last hour, over every runtime it had (a reload
-/// or a rotation does not restart the count). One ``HourWindow`` per tenant: entries of removed
-/// tenants are dropped with them, so the table is bounded by the tenants loaded.
+/// or a rotation does not restart the count). One ``Window`` per tenant, held by its runtimes so
+/// that a send counts without looking its tenant up: a runtime gets its tenant's window when it is
+/// built (``window(for:)``) and the window is kept once the runtime is installed (``adopt(_:for:)``).
+/// Windows of removed tenants are dropped with them, so the table is bounded by the tenants loaded.
 public final class LastHourCounts: Sendable {
-    private let windows = Mutex<[TenantID: HourWindow]>([:])
+    /// One tenant's counts.
+    public final class Window: Sendable {
+        private let counts = Mutex(HourWindow())
+
+        public init() {}
+
+        /// Counts one send: `failed` when it had no 200 answer (a rejection, a local refusal, or no answer).
+        public func record(at date: Date, failed: Bool) {
+            counts.withLock { $0.record(at: date, failed: failed) }
+        }
+
+        func totals(at date: Date) -> (sends: Int, failures: Int) {
+            counts.withLock { $0.totals(at: date) }
+        }
+    }
+
+    private let windows = Mutex<[TenantID: Window]>([:])
 
     public init() {}
 
-    /// Counts one send: `failed` when it had no 200 answer (a rejection, a local refusal, or no answer).
-    public func record(_ tenant: TenantID, at date: Date, failed: Bool) {
-        windows.withLock { $0[tenant, default: HourWindow()].record(at: date, failed: failed) }
+    /// The tenant's window, or a new one that counts only once adopted (a runtime built but never
+    /// installed adds nothing to the table).
+    public func window(for tenant: TenantID) -> Window {
+        windows.withLock { $0[tenant] } ?? Window()
+    }
+
+    /// Keeps `window` as the tenant's unless it has one already.
+    func adopt(_ window: Window, for tenant: TenantID) {
+        windows.withLock { windows in
+            if windows[tenant] == nil { windows[tenant] = window }
+        }
     }
 
     public func totals(of tenant: TenantID, at date: Date) -> (sends: Int, failures: Int) {
-        windows.withLock { $0[tenant]?.totals(at: date) } ?? (0, 0)
+        windows.withLock { $0[tenant] }?.totals(at: date) ?? (0, 0)
     }
 
     /// Drops the windows of tenants not in `tenants`.

@@ -141,7 +141,7 @@ public final class Router: Sendable {
         let transport = try configuration.transports.makeTransport(for: tenant, logger: logger)
         return TenantRuntime(
             configuration: tenant, plugins: plugins, transport: transport, clock: configuration.clock,
-            logger: logger, defaultDeadline: configuration.defaultDeadline)
+            logger: logger, defaultDeadline: configuration.defaultDeadline, lastHour: lastHour.window(for: tenant.id))
     }
 
     // MARK: Swapping runtimes
@@ -149,6 +149,7 @@ public final class Router: Sendable {
     /// Installs a runtime, replacing the tenant's current one, which then drains and closes.
     public func replace(_ runtime: TenantRuntime) async {
         let old = runtimes.withLock { $0.updateValue(runtime, forKey: runtime.id) }
+        lastHour.adopt(runtime.lastHour, for: runtime.id)
         if let old, old !== runtime { await old.shutdown() }
     }
 
@@ -172,6 +173,7 @@ public final class Router: Sendable {
     /// every changed tenant first and drain the old runtimes together afterwards.
     public func exchange(_ runtime: TenantRuntime) -> TenantRuntime? {
         let old = runtimes.withLock { $0.updateValue(runtime, forKey: runtime.id) }
+        lastHour.adopt(runtime.lastHour, for: runtime.id)
         return old === runtime ? nil : old
     }
 
@@ -348,9 +350,9 @@ public final class Router: Sendable {
             if send.retries { usage.addOutcome(outcome, tenant: send.tenant, at: now) }
             switch outcome {
             case .success(let result):
-                lastHour.record(send.tenant, at: now, failed: result.response.status != 200)
+                runtime.lastHour.record(at: now, failed: result.response.status != 200)
             case .failure(let error) where !(error is CancellationError):
-                lastHour.record(send.tenant, at: now, failed: true)
+                runtime.lastHour.record(at: now, failed: true)
             case .failure:
                 break
             }

@@ -23,6 +23,9 @@ public final class TenantRuntime: Sendable {
     /// (``HeraldCore/AdmittedNotification/credentialGeneration``) says which credential it went
     /// under. A resend after a revocation goes under another.
     public let credentialGeneration: UInt64
+    /// The tenant's sends and failures of the last hour, which its runtimes share
+    /// (``LastHourCounts``); the router counts each single send's and batch item's last attempt.
+    public let lastHour: LastHourCounts.Window
     /// The tenant's transport: its connections, counters and credential (``PushTransport/status``).
     public let transport: any PushTransport
     private let clock: any PushClock
@@ -45,9 +48,10 @@ public final class TenantRuntime: Sendable {
 
     init(
         configuration: TenantConfiguration, plugins: TenantPlugins, transport: any PushTransport,
-        clock: any PushClock, logger: Logger, defaultDeadline: Duration
+        clock: any PushClock, logger: Logger, defaultDeadline: Duration, lastHour: LastHourCounts.Window
     ) {
         self.configuration = configuration
+        self.lastHour = lastHour
         self.topicRules = TopicRules(configuration)
         self.transport = transport
         self.clock = clock
