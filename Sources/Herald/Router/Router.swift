@@ -209,9 +209,9 @@ public final class Router: Sendable {
         deadline: ContinuousClock.Instant? = nil, retries: Bool = true
     ) async throws -> PushResult {
         try await withUnsafeThrowingContinuation { continuation in
-            startSend(tenant: tenant, notification: notification, environment: environment, deadline: deadline, retries: retries) {
-                continuation.resume(with: $0)
-            }
+            start(
+                tenant: tenant, notification: notification, environment: environment, deadline: deadline, retries: retries,
+                reply: .continuation(continuation))
         }
     }
 
@@ -235,10 +235,19 @@ public final class Router: Sendable {
         deadline: ContinuousClock.Instant? = nil, retries: Bool = true,
         completion: @escaping @Sendable (Result<PushResult, any Error>) -> Void
     ) {
+        start(
+            tenant: tenant, notification: notification, environment: environment, deadline: deadline, retries: retries,
+            reply: .callback(completion))
+    }
+
+    private func start(
+        tenant: TenantID, notification: HeraldCore.Notification, environment: APNsEnvironment?, deadline: ContinuousClock.Instant?,
+        retries: Bool, reply: Reply
+    ) {
         let send = RoutedSend(
             router: self, tenant: tenant, notification: notification, id: apnsID(for: notification), environment: environment,
             deadline: deadline ?? configuration.clock.now.advanced(by: configuration.defaultDeadline), retries: retries,
-            completion: completion)
+            completion: reply)
         // A single send is accepted here; a batch item was when its job was stored.
         if retries { usage.add(.accepted, tenant: tenant, at: configuration.clock.date) }
         send.attempt(Resends())
@@ -257,6 +266,20 @@ public final class Router: Sendable {
         notification.id ?? idGenerator.withLock { $0.nextID() }
     }
 
+    /// Where a send's outcome goes: a caller's completion, or an awaiting caller's continuation
+    /// (held as it is, without a closure around it).
+    private enum Reply: Sendable {
+        case callback(@Sendable (Result<PushResult, any Error>) -> Void)
+        case continuation(UnsafeContinuation<PushResult, any Error>)
+
+        func callAsFunction(_ outcome: Result<PushResult, any Error>) {
+            switch self {
+            case .callback(let completion): completion(outcome)
+            case .continuation(let continuation): continuation.resume(with: outcome)
+            }
+        }
+    }
+
     /// One send as the router holds it across its attempts, with its caller's completion and the
     /// attempt under way: each attempt's answer comes back to this one object.
     private final class RoutedSend: Sendable {
@@ -267,15 +290,14 @@ public final class Router: Sendable {
         let environment: APNsEnvironment?
         let deadline: ContinuousClock.Instant
         let retries: Bool
-        let completion: @Sendable (Result<PushResult, any Error>) -> Void
+        let completion: Reply
         /// The runtime the attempt under way went to, and what the send has been through (one
         /// attempt at a time).
         private let current: Mutex<(runtime: TenantRuntime?, resends: Resends)>
 
         init(
             router: Router, tenant: TenantID, notification: HeraldCore.Notification, id: NotificationID,
-            environment: APNsEnvironment?, deadline: ContinuousClock.Instant, retries: Bool,
-            completion: @escaping @Sendable (Result<PushResult, any Error>) -> Void
+            environment: APNsEnvironment?, deadline: ContinuousClock.Instant, retries: Bool, completion: Reply
         ) {
             self.router = router
             self.tenant = tenant
