@@ -38,7 +38,7 @@ public final class TenantRuntime: Sendable {
     private let revoked = Atomic<Bool>(false)
     /// The tenant's topic checks, worked out once (``TopicRules``).
     private let topicRules: TopicRules
-    /// The pipeline's send: the transport's callback form.
+    /// The pipeline's send: the transport's callback form, answering with the attempt's result.
     private let terminal: SendPipeline.Terminal
 
     public var id: TenantID { configuration.id }
@@ -64,14 +64,7 @@ public final class TenantRuntime: Sendable {
         self.credentialGeneration = Self.generations.add(1, ordering: .relaxed).newValue
         self.pipeline = SendPipeline(plugins.middlewares, clock: clock)
         self.terminal = { notification, context, completion in
-            let attempt = context.attempt
-            transport.startSend(notification, deadline: context.deadline) { answer in
-                completion(
-                    answer.map {
-                        PushResult(notificationID: notification.id, environment: notification.environment, response: $0, attempts: attempt)
-                    }
-                    .mapError { $0 })
-            }
+            transport.startAttempt(notification, deadline: context.deadline, attempt: context.attempt, completion: completion)
         }
     }
 

@@ -300,6 +300,24 @@ public final class TenantTransport: PushTransport {
         }
     }
 
+    public func startAttempt(
+        _ notification: AdmittedNotification, deadline: ContinuousClock.Instant, attempt: Int,
+        completion: @escaping @Sendable (Result<PushResult, any Error>) -> Void
+    ) {
+        let tenant = tenant.id
+        start(notification, deadline: Self.nioDeadline(deadline), cancellation: nil) { result in
+            switch result {
+            case .success(let response):
+                completion(
+                    .success(
+                        PushResult(
+                            notificationID: notification.id, environment: notification.environment, response: response, attempts: attempt)))
+            case .failure(let error):
+                completion(.failure(error.pushError(tenant: tenant)))
+            }
+        }
+    }
+
     /// The home loop's executor: a task running there sends through the connection on that loop
     /// (when it has room), and the answers' completions run on the same thread as the task.
     public var sendingExecutor: (any TaskExecutor)? { home }
