@@ -223,7 +223,7 @@ public final class Router: Sendable {
     /// runner's permits).
     ///
     /// Every attempt goes with the same apns-id, and the router alone decides whether to make
-    /// another (``resend(_:after:policy:)``).
+    /// another (``resend(_:after:resends:policy:)``).
     ///
     /// - Parameters:
     ///   - environment: nil: the tenant's default environment.
