@@ -70,6 +70,23 @@ struct UUIDTextTests {
         #expect(try NotificationID("EABEAE54-14a8-11E5-B60B-1697F925EC7B").rawValue == lower)
     }
 
+    @Test("an apns-id made from its bytes, from its text or by a generator is the same id with the same bytes")
+    func idFromBytesTextAndGenerator() throws {
+        var generator = NotificationIDGenerator(seed: 7)
+        for _ in 0..<20 {
+            let made = generator.nextID()
+            let words = try #require(made.words)
+            let fromBytes = NotificationID(bytes: words.bytes)
+            let fromText = try NotificationID(made.rawValue)
+            let fromUpper = try NotificationID(made.rawValue.uppercased())
+            #expect(fromBytes == made && fromText == made && fromUpper == made)
+            #expect(fromBytes.rawValue == made.rawValue && fromUpper.rawValue == made.rawValue)
+            #expect(fromBytes.words == words && fromText.words == words && fromUpper.words == words)
+            #expect(Set([made, fromBytes, fromText, fromUpper]).count == 1)
+            #expect(UUIDText.parse(made.rawValue) == words)
+        }
+    }
+
     @Test("the same seed gives the same apns-ids, another seed others")
     func generatorSeeds() {
         var first = NotificationIDGenerator(seed: 42)

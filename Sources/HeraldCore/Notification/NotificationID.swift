@@ -1,6 +1,10 @@
 /// An `apns-id`: a canonical UUID, 32 lowercase hex digits in the form 8-4-4-4-12.
 public struct NotificationID: Hashable, Sendable, CustomStringConvertible, Codable {
     public let rawValue: String
+    /// The 16 bytes when this value was made from them or parsed them (a batch item's id is
+    /// read from its bytes and written back as bytes: no format-and-parse round trip). Not part
+    /// of its identity: two ids are equal when their text is.
+    private let knownWords: UUIDText.Words?
 
     /// Parses an apns-id (``UUIDText/parse(_:)``). Uppercase digits are accepted and lowered;
     /// any other form is `BadMessageId`.
@@ -14,24 +18,38 @@ public struct NotificationID: Hashable, Sendable, CustomStringConvertible, Codab
         }
         // Already canonical (lower case, the usual case): kept as is, no copy.
         self.rawValue = lowercase ? text : UUIDText.format(words)
+        self.knownWords = words
     }
 
     /// The apns-id of 16 bytes (``UUIDText/Words/init(bytes:)``: callers pass exactly 16), in
     /// canonical form.
     public init(bytes: some Collection<UInt8>) {
-        self.init(uncheckedCanonical: UUIDText.format(UUIDText.Words(bytes: bytes)))
+        self.init(words: UUIDText.Words(bytes: bytes))
+    }
+
+    /// The apns-id of these 16 bytes, in canonical form.
+    public init(words: UUIDText.Words) {
+        self.rawValue = UUIDText.format(words)
+        self.knownWords = words
     }
 
     /// The apns-id's 16 bytes, or nil when it is not a UUID (one made with
     /// ``init(uncheckedCanonical:)`` from other text).
-    public var words: UUIDText.Words? { UUIDText.parse(rawValue) }
+    public var words: UUIDText.Words? { knownWords ?? UUIDText.parse(rawValue) }
 
     /// An apns-id the caller made in canonical form itself (36 lowercase hex digits and hyphens,
     /// 8-4-4-4-12), taken without checking: for generators on the send path. Input from
     /// anywhere else goes through ``init(_:)``.
-    public init(uncheckedCanonical: String) { self.rawValue = uncheckedCanonical }
+    public init(uncheckedCanonical: String) {
+        self.rawValue = uncheckedCanonical
+        self.knownWords = nil
+    }
 
     public var description: String { rawValue }
+
+    public static func == (left: NotificationID, right: NotificationID) -> Bool { left.rawValue == right.rawValue }
+
+    public func hash(into hasher: inout Hasher) { hasher.combine(rawValue) }
 
     public init(from decoder: any Decoder) throws {
         let container = try decoder.singleValueContainer()
@@ -71,7 +89,7 @@ public struct NotificationIDGenerator: Sendable {
 
     /// The next apns-id.
     public mutating func nextID() -> NotificationID {
-        NotificationID(uncheckedCanonical: UUIDText.format(nextWords()))
+        NotificationID(words: nextWords())
     }
 
     /// The next apns-id's 16 bytes (a store that keeps the bytes need not format and parse it):
