@@ -41,8 +41,9 @@ extension PostgresPushStore {
             }
         }
         var outcomes: [ResultWrite] = []
+        outcomes.reserveCapacity(changes.count)
         var retries: [Int: JobItemRetry] = [:]
-        var decided = Set<Int>()
+        var decided = Set<Int>(minimumCapacity: changes.count)
         for change in changes {
             switch change.change {
             case .outcome(let result):
