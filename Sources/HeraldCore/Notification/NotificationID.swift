@@ -37,9 +37,9 @@ public struct NotificationID: Hashable, Sendable, CustomStringConvertible, Codab
     /// ``init(uncheckedCanonical:)`` from other text).
     public var words: UUIDText.Words? { knownWords ?? UUIDText.parse(rawValue) }
 
-    /// An apns-id the caller made in canonical form itself (36 lowercase hex digits and hyphens,
-    /// 8-4-4-4-12), taken without checking: for generators on the send path. Input from
-    /// anywhere else goes through ``init(_:)``.
+    /// Text taken as an apns-id without checking (its bytes are parsed when asked for, and are
+    /// nil when it is not a UUID). Input goes through ``init(_:)``; an id made from its bytes
+    /// through ``init(words:)``.
     public init(uncheckedCanonical: String) {
         self.rawValue = uncheckedCanonical
         self.knownWords = nil
