@@ -372,6 +372,20 @@ public final class PostgresPushStore: PushStore, JobReports, UnansweredCallCount
         return try rows.map(Self.job(from:))
     }
 
+    public func unfinishedJobs(perTenant: Int) async throws -> [Job] {
+        guard perTenant > 0 else { return [] }
+        // `job_by_updated` (state first) finds the unfinished jobs without reading the rest.
+        let rows = try await client.query(
+            """
+            SELECT \(unescaped: Self.jobColumns) FROM (
+                SELECT *, ROW_NUMBER() OVER (PARTITION BY tenant ORDER BY created_at_ms, id) AS place
+                FROM job WHERE state IN ('accepted', 'running')) AS unfinished
+            WHERE place <= \(perTenant) ORDER BY created_at_ms, id
+            """, logger: logger
+        ).collect()
+        return try rows.map(Self.job(from:))
+    }
+
     @discardableResult
     public func updateJob(tenant: TenantID, id: JobID, state: JobState, at: Date) async throws -> Bool {
         try await !client.query(

@@ -44,6 +44,10 @@ public protocol PushStore: Sendable {
     /// The tenant's jobs, newest first (by creation time, then id), in `states` (all when nil), at
     /// most `limit`; with `after`, only those listed after that position (the next page).
     func jobs(tenant: TenantID, states: Set<JobState>?, limit: Int, after: JobListPosition?) async throws -> [Job]
+    /// Every tenant's oldest unfinished jobs (`accepted` or `running`), at most `perTenant` of
+    /// each, oldest first (by creation time, then id): what the job runner's scan may start, read
+    /// in one call however many tenants the store holds.
+    func unfinishedJobs(perTenant: Int) async throws -> [Job]
     /// Moves a job that is `accepted` or `running` to `state`; a finished or cancelled job keeps
     /// its state (a cancel and the runner's finish race: the first one wins). The items of a
     /// finished or cancelled job are not claimed, and on a shared store not leased at the check

@@ -286,6 +286,23 @@ public final class SQLitePushStore: PushStore {
         }
     }
 
+    public func unfinishedJobs(perTenant: Int) async throws -> [Job] {
+        guard perTenant > 0 else { return [] }
+        return try await pool.read { db in
+            // `job_by_updated` (state first) finds the unfinished jobs without reading the rest.
+            try Row.fetchAll(
+                db.cachedStatement(
+                    sql: """
+                        SELECT * FROM (
+                            SELECT *, ROW_NUMBER() OVER (PARTITION BY tenant ORDER BY created_at_ms, id) AS place
+                            FROM job WHERE state IN ('accepted', 'running'))
+                        WHERE place <= ? ORDER BY created_at_ms, id
+                        """),
+                arguments: [perTenant]
+            ).map { try Self.job(from: $0) }
+        }
+    }
+
     @discardableResult
     public func updateJob(tenant: TenantID, id: JobID, state: JobState, at: Date) async throws -> Bool {
         let at = try Self.millis(at, field: "updated_at")

@@ -148,10 +148,13 @@ struct JobRunnerBoundsTests {
         }
         func job(tenant: TenantID, id: JobID) async throws -> Job? { try await base.job(tenant: tenant, id: id) }
         func jobs(tenant: TenantID, states: Set<JobState>?, limit: Int, after: JobListPosition?) async throws -> [Job] {
-            listings.withLock { $0 += 1 }
-            return try await base.jobs(tenant: tenant, states: states, limit: limit, after: after)
+            try await base.jobs(tenant: tenant, states: states, limit: limit, after: after)
         }
-        /// Calls of `jobs` (each scan of the runner lists every tenant's unfinished jobs).
+        func unfinishedJobs(perTenant: Int) async throws -> [Job] {
+            listings.withLock { $0 += 1 }
+            return try await base.unfinishedJobs(perTenant: perTenant)
+        }
+        /// Calls of `unfinishedJobs` (each scan of the runner lists the unfinished jobs once).
         var jobListings: Int { listings.withLock { $0 } }
         private let listings = Mutex(0)
         func updateJob(tenant: TenantID, id: JobID, state: JobState, at: Date) async throws -> Bool {

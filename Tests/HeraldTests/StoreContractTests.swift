@@ -321,6 +321,42 @@ struct StoreContractTests {
     }
 
     @Test(
+        "the unfinished jobs of every tenant in one listing: oldest first, at most so many of each, finished and cancelled ones left out",
+        arguments: StoreBackend.allCases)
+    func unfinishedJobs(_ backend: StoreBackend) async throws {
+        try await backend.withStore(checkUnfinishedJobs)
+    }
+
+    private func checkUnfinishedJobs(_ store: any PushStore & JobReports) async throws {
+        #expect(try await store.unfinishedJobs(perTenant: 10).isEmpty)
+        // acme: four jobs (two in the same millisecond, ordered by id), one finished and one
+        // cancelled; other: two, one running.
+        let created: [(TenantID, String, TimeInterval)] = [
+            (acme, "a-3", 30), (acme, "a-1", 10), (other, "o-2", 20), (acme, "a-2b", 20), (acme, "a-2a", 20),
+            (other, "o-1", 5), (acme, "a-done", 1), (acme, "a-cancelled", 2),
+        ]
+        for (tenant, name, offset) in created {
+            _ = try await store.createJob(
+                tenant: tenant, id: try JobID(name), environment: nil, notifications: [Fixtures.note()],
+                createdAt: t0.addingTimeInterval(offset))
+        }
+        #expect(try await store.updateJob(tenant: acme, id: try JobID("a-done"), state: .finished, at: t0.addingTimeInterval(40)))
+        #expect(try await store.updateJob(tenant: acme, id: try JobID("a-cancelled"), state: .cancelled, at: t0.addingTimeInterval(40)))
+        #expect(try await store.updateJob(tenant: other, id: try JobID("o-1"), state: .running, at: t0.addingTimeInterval(40)))
+
+        func listed(_ perTenant: Int) async throws -> [String] {
+            try await store.unfinishedJobs(perTenant: perTenant).map { "\($0.tenant)/\($0.id)" }
+        }
+        #expect(try await listed(10) == ["other/o-1", "acme/a-1", "acme/a-2a", "acme/a-2b", "other/o-2", "acme/a-3"])
+        // Each tenant's oldest: two of acme's four, both of other's.
+        #expect(try await listed(2) == ["other/o-1", "acme/a-1", "acme/a-2a", "other/o-2"])
+        #expect(try await listed(1) == ["other/o-1", "acme/a-1"])
+        #expect(try await listed(0).isEmpty)
+        let running = try #require(try await store.unfinishedJobs(perTenant: 1).first)
+        #expect(running.state == .running && running.itemCount == 1 && running.createdAt == t0.addingTimeInterval(5))
+    }
+
+    @Test(
         "a cancelled job keeps its state, none of its items is claimed, and those claimed before are no longer leased",
         arguments: StoreBackend.allCases)
     func cancelledJob(_ backend: StoreBackend) async throws {

@@ -237,25 +237,23 @@ public final class JobRunner: Sendable {
     }
 
     /// Starts unfinished jobs of every loaded tenant that is not running yet, oldest first, as
-    /// far as the tenant's job slots allow.
+    /// far as each tenant's job slots allow. One store call lists them for every tenant, however
+    /// many there are: a scan of 10,000 idle tenants is one query, not 10,000.
     private func scan(into jobs: inout DiscardingTaskGroup, includingPaused: Bool) async {
         if includingPaused { state.values.withLock { $0.paused.removeAll() } }
-        let slots = max(1, configuration.jobsPerTenant)
-        for tenant in router.tenantIDs {
+        // Of a tenant's oldest jobs, at most those running here already and those paused cannot
+        // start: that many more than its slots leaves none it could start unlisted.
+        let perTenant = state.values.withLock { max(1, configuration.jobsPerTenant) + $0.running.count + $0.paused.count }
+        let unfinished: [Job]
+        do {
+            unfinished = try await store.unfinishedJobs(perTenant: perTenant)
+        } catch {
+            logger.storeFailure("cannot list unfinished jobs", error: error)
+            return
+        }
+        for job in unfinished where router.runtime(for: job.tenant) != nil {
             if isStopping { return }
-            let busy = state.values.withLock { $0.runningPerTenant[tenant, default: 0] }
-            guard busy < slots else { continue }
-            let unfinished: [Job]
-            do {
-                unfinished = try await store.jobs(tenant: tenant, states: [.accepted, .running], limit: 10_000)
-            } catch {
-                logger.storeFailure("cannot list unfinished jobs", error: error, metadata: ["herald.tenant": "\(tenant)"])
-                continue
-            }
-            for job in unfinished.reversed() {
-                start(job, in: &jobs, includingPaused: includingPaused)
-                if state.values.withLock({ $0.runningPerTenant[tenant, default: 0] }) >= slots { break }
-            }
+            start(job, in: &jobs, includingPaused: includingPaused)
         }
     }
 
