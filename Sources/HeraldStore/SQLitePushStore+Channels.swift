@@ -78,24 +78,24 @@ extension SQLitePushStore: ChannelDirectory {
                     db, sql: "SELECT id FROM channel WHERE tenant = ? AND environment = ? AND bundle_id = ?",
                     arguments: [tenant, environment.rawValue, bundleID]
                 ).compactMap { try? ChannelID($0) })
+            // Each statement compiled once for the whole list (a sync may bring thousands).
             var removed = 0
+            let delete = try db.cachedStatement(sql: "DELETE FROM channel WHERE tenant = ? AND environment = ? AND id = ?")
             for gone in held.subtracting(wanted) {
-                try db.execute(
-                    sql: "DELETE FROM channel WHERE tenant = ? AND environment = ? AND id = ?",
-                    arguments: [tenant, environment.rawValue, gone.rawValue])
+                try delete.execute(arguments: [tenant, environment.rawValue, gone.rawValue])
                 removed += db.changesCount
             }
             var added = 0
+            let insert = try db.cachedStatement(
+                sql: """
+                    INSERT INTO channel (tenant, environment, id, bundle_id, storage_policy, label, created_ms)
+                    VALUES (?, ?, ?, ?, ?, NULL, ?) ON CONFLICT DO NOTHING
+                    """)
             for new in wanted.subtracting(held).sorted() {
-                try db.execute(
-                    sql: """
-                        INSERT INTO channel (tenant, environment, id, bundle_id, storage_policy, label, created_ms)
-                        VALUES (?, ?, ?, ?, ?, NULL, ?) ON CONFLICT DO NOTHING
-                        """,
-                    arguments: [
-                        tenant, environment.rawValue, new.rawValue, bundleID,
-                        (policies[new] ?? .mostRecentMessageStored).rawValue, Self.clampedMillis(now),
-                    ])
+                try insert.execute(arguments: [
+                    tenant, environment.rawValue, new.rawValue, bundleID,
+                    (policies[new] ?? .mostRecentMessageStored).rawValue, Self.clampedMillis(now),
+                ])
                 added += db.changesCount
             }
             return (added, removed)
