@@ -164,13 +164,20 @@ struct DirectoryFingerprint: Sendable, Hashable {
 
     /// Follows symbolic links (mounted secrets are often links to a hidden directory).
     static func stamp(_ path: String, reusing earlier: Stamp? = nil, now: Int64 = wallNanoseconds()) -> Stamp? {
+        var info = stat()
+        // `stat` follows the links as `realpath` would: a file with the status an earlier stamp
+        // saw keeps that stamp, with one call and without resolving each part of its path.
+        if let earlier, let seen = earlier.status, stat(path, &info) == 0, info.st_mode & S_IFMT == S_IFREG,
+            fileStatus(info) == seen
+        {
+            return earlier
+        }
+        // To be read: resolved first, so that the status and the contents are of one file even
+        // when a link moves between the calls.
         guard let resolved = realpath(path, nil) else { return nil }
         defer { free(resolved) }
-        var info = stat()
         guard stat(resolved, &info) == 0, info.st_mode & S_IFMT == S_IFREG else { return nil }
-        let status = FileStatus(
-            device: UInt64(truncatingIfNeeded: info.st_dev), inode: UInt64(truncatingIfNeeded: info.st_ino),
-            size: Int64(info.st_size), modified: nanoseconds(info.st_mtim), changed: nanoseconds(info.st_ctim))
+        let status = fileStatus(info)
         if let earlier, earlier.status == status { return earlier }
         guard let data = FileManager.default.contents(atPath: String(cString: resolved)) else { return nil }
         // A file changed in the last two seconds is hashed again next time, whatever its status.
@@ -181,6 +188,12 @@ struct DirectoryFingerprint: Sendable, Hashable {
     }
 
     static func wallNanoseconds() -> Int64 { Int64(Date().timeIntervalSince1970 * 1e9) }
+
+    private static func fileStatus(_ info: stat) -> FileStatus {
+        FileStatus(
+            device: UInt64(truncatingIfNeeded: info.st_dev), inode: UInt64(truncatingIfNeeded: info.st_ino),
+            size: Int64(info.st_size), modified: nanoseconds(info.st_mtim), changed: nanoseconds(info.st_ctim))
+    }
 
     private static func nanoseconds(_ time: timespec) -> Int64 {
         Int64(time.tv_sec).multipliedReportingOverflow(by: 1_000_000_000).partialValue &+ Int64(time.tv_nsec)

@@ -453,8 +453,7 @@ public final class ReloadCoordinator: Sendable {
     }
 
     private func runningReferences() -> [String] {
-        router.tenantIDs.compactMap { router.runtime(for: $0)?.configuration }.flatMap(
-            DirectoryFingerprint.referencedFiles)
+        router.currentRuntimes.flatMap { DirectoryFingerprint.referencedFiles(of: $0.configuration) }
     }
 
     /// The fingerprint taken at the start of the last full reload.

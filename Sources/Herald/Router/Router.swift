@@ -195,6 +195,11 @@ public final class Router: Sendable {
         runtimes.withLock { Array($0.keys) }.sorted()
     }
 
+    /// The runtimes of the loaded tenants, in no order: one lock for all of them.
+    public var currentRuntimes: [TenantRuntime] {
+        runtimes.withLock { Array($0.values) }
+    }
+
     // MARK: Sending
 
     /// Sends one notification for a tenant: ``startSend(tenant:notification:environment:deadline:retries:completion:)``,

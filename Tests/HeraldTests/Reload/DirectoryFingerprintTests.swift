@@ -61,4 +61,30 @@ struct DirectoryFingerprintTests {
         #expect(fingerprint.files["\(directory)/t7.yaml"]?.size == "id: t7\n".utf8.count)
         #expect(DirectoryFingerprint.take(directory: directory, reusing: fingerprint, now: Self.later()) == fingerprint)
     }
+
+    @Test("a mounted secret swapped to a new file (its link moved) shows as changed, though the old file is untouched")
+    func aSwappedLinkShows() throws {
+        let directory = Fixtures.temporaryDirectory("fingerprint-swap")
+        let manager = FileManager.default
+        for version in ["..v1", "..v2"] {
+            try manager.createDirectory(atPath: "\(directory)/secrets/\(version)", withIntermediateDirectories: true)
+        }
+        try Data("secret-one".utf8).write(to: URL(fileURLWithPath: directory + "/secrets/..v1/hook"))
+        try Data("secret-two".utf8).write(to: URL(fileURLWithPath: directory + "/secrets/..v2/hook"))
+        try manager.createSymbolicLink(atPath: directory + "/secrets/..data", withDestinationPath: "..v1")
+        try manager.createSymbolicLink(atPath: directory + "/secrets/hook", withDestinationPath: "..data/hook")
+        let path = directory + "/secrets/hook"
+        let first = DirectoryFingerprint.take(directory: directory, now: Self.later())
+        let stamp = try #require(first.files[path])
+        #expect(stamp.status != nil)
+        #expect(DirectoryFingerprint.take(directory: directory, reusing: first, now: Self.later()) == first)
+
+        // The way a mounted secret is updated: the `..data` link replaced, the old file kept.
+        try manager.removeItem(atPath: directory + "/secrets/..data")
+        try manager.createSymbolicLink(atPath: directory + "/secrets/..data", withDestinationPath: "..v2")
+        let second = DirectoryFingerprint.take(directory: directory, reusing: first, now: Self.later())
+        #expect(second != first)
+        #expect(second.files[path]?.sha256 != stamp.sha256)
+        #expect(second.files[path]?.size == stamp.size)
+    }
 }
