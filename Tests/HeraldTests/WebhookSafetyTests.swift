@@ -124,6 +124,40 @@ struct WebhookSafetyTests {
         #expect(try await store.outboxCounts().isEmpty)
     }
 
+    @Test("an empty outbox of a store of its own is not read until a delivery is enqueued, and not after it is posted")
+    func anEmptyOutboxIsNotRead() async throws {
+        let store = try Fixtures.store()
+        let sender = ScriptedSender()
+        var configuration = WebhookOutbox.Configuration()
+        configuration.pollInterval = .milliseconds(1)
+        let outbox = WebhookOutbox(store: store, sender: sender, configuration: configuration)
+        try await outbox.prepare()
+        async let running: Void = outbox.run()
+        try await Self.eventually("the senders looked 20 times") { outbox.statistics.passes >= 20 }
+        #expect(outbox.statistics.reads == 0)
+
+        try await outbox.enqueue(Self.request("https://hooks.example/x", allowPrivate: false), tenant: Self.tenant, attempts: 1, initialBackoff: .milliseconds(1))
+        try await Self.eventually("the delivery was posted") { outbox.statistics.delivered == 1 }
+        let reads = outbox.statistics.reads
+        #expect(reads >= 1)
+        let passes = outbox.statistics.passes
+        try await Self.eventually("the senders looked 20 more times") { outbox.statistics.passes >= passes + 20 }
+        #expect(outbox.statistics.reads == reads, "the empty outbox read again")
+        outbox.stop()
+        await running
+        #expect(sender.posted == 1)
+
+        // A shared store's outbox (other instances enqueue too) is read on every pass.
+        configuration.exclusive = false
+        let shared = WebhookOutbox(store: store, sender: sender, configuration: configuration)
+        try await shared.prepare()
+        async let sharing: Void = shared.run()
+        try await Self.eventually("the shared outbox's senders looked 20 times") { shared.statistics.passes >= 20 }
+        shared.stop()
+        await sharing
+        #expect(shared.statistics.reads == shared.statistics.passes)
+    }
+
     @Test("a job's end takes a place in the tenant's outbox once; with the outbox full it is recorded without its event")
     func jobEndsInTheBoundedOutbox() async throws {
         let store = try Fixtures.store()

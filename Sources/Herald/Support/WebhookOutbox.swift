@@ -21,7 +21,8 @@ public final class WebhookOutbox: WebhookQueue, JobEndQueue {
         public var senders = 4
         /// Deliveries one tenant may have waiting; beyond, new ones are refused (and logged).
         public var maxPerTenant = 100_000
-        /// How often an idle outbox looks for due deliveries.
+        /// How often an idle outbox looks for due deliveries (with a store of its own, only while
+        /// it holds some: its counts tell when it is empty).
         public var pollInterval: Duration = .milliseconds(200)
         /// How long ``stop()`` lets posts in flight finish before they are cancelled (a
         /// cancelled delivery stays in the outbox for the next start).
@@ -54,6 +55,9 @@ public final class WebhookOutbox: WebhookQueue, JobEndQueue {
 
     private struct State {
         var counts: [TenantID: Int] = [:]
+        /// True once ``prepare()`` counted a store of this process's own: ``counts`` is then
+        /// what the outbox holds, and an empty outbox is not read.
+        var countsExact = false
         var stopping = false
         var stopRequested: [CheckedContinuation<Void, Never>] = []
         var inFlight = 0
@@ -61,6 +65,8 @@ public final class WebhookOutbox: WebhookQueue, JobEndQueue {
         var delivered = 0
         var refused = 0
         var abandoned = 0
+        var passes = 0
+        var reads = 0
     }
 
     /// What the outbox did so far (for tests and benchmarks).
@@ -73,6 +79,10 @@ public final class WebhookOutbox: WebhookQueue, JobEndQueue {
         public var refused: Int
         /// Out of attempts.
         public var abandoned: Int
+        /// Times the senders' loop looked for due deliveries, and of those the times it read the
+        /// store (not when the outbox is known to be empty).
+        public var passes: Int
+        public var reads: Int
     }
 
     public init(
@@ -92,7 +102,7 @@ public final class WebhookOutbox: WebhookQueue, JobEndQueue {
         state.withLock {
             Statistics(
                 waiting: $0.counts.values.reduce(0, +), inFlight: $0.inFlight, peakInFlight: $0.peakInFlight,
-                delivered: $0.delivered, refused: $0.refused, abandoned: $0.abandoned)
+                delivered: $0.delivered, refused: $0.refused, abandoned: $0.abandoned, passes: $0.passes, reads: $0.reads)
         }
     }
 
@@ -102,7 +112,10 @@ public final class WebhookOutbox: WebhookQueue, JobEndQueue {
         var released = 0
         if configuration.exclusive { released = try await store.releaseWebhookClaims() }
         let counts = try await store.outboxCounts()
-        state.withLock { $0.counts = counts }
+        state.withLock {
+            $0.counts = counts
+            $0.countsExact = configuration.exclusive
+        }
         let waiting = counts.values.reduce(0, +)
         if waiting > 0 {
             logger.info("webhooks waiting from an earlier run", metadata: ["herald.waiting": "\(waiting)", "herald.released": "\(released)"])
@@ -213,7 +226,7 @@ public final class WebhookOutbox: WebhookQueue, JobEndQueue {
                         }
                         let free = senders - self.state.withLock { $0.inFlight }
                         var due: [OutboxWebhook] = []
-                        if free > 0 {
+                        if free > 0, self.mayHoldDeliveries {
                             let now = self.clock.date
                             do {
                                 due = try await self.store.claimDueWebhooks(
@@ -246,6 +259,17 @@ public final class WebhookOutbox: WebhookQueue, JobEndQueue {
             await group.next()
             group.cancelAll()
             await group.waitForAll()
+        }
+    }
+
+    /// False only when the outbox is known to be empty (a store of this process's own, counted
+    /// at ``prepare()`` and kept since): an idle outbox makes no store call.
+    private var mayHoldDeliveries: Bool {
+        state.withLock { state in
+            state.passes += 1
+            let read = !state.countsExact || state.counts.values.contains { $0 > 0 }
+            if read { state.reads += 1 }
+            return read
         }
     }
 
