@@ -23,10 +23,19 @@ struct BatchTests {
         }
         // The retry plugin is off (one attempt per send), but under the tenant's at-least-once
         // delivery policy the job runner tries every injected 500/503 again: none is an item's
-        // final answer.
+        // final answer. The policy's waits are short: the test checks outcomes, not backoff.
         let acmeTenant = TestTenant.make(
             id: "acme", teamID: "ACMETEAM01", keyID: "ACMEKEY001", topics: ["com.acme.app", "com.acme.app.voip"],
-            extraYAML: "plugins:\n  - name: retry\n    options: {max_attempts: 1}\n  - name: metrics\n")
+            extraYAML: """
+                plugins:
+                  - name: retry
+                    options: {max_attempts: 1}
+                  - name: metrics
+                delivery:
+                  initial_backoff: 20ms
+                  max_backoff: 100ms
+
+                """)
         let world = try await TestWorld.make(
             tenants: [acmeTenant], devices: devices, faults: SandboxFaults(seed: 7, fraction500: 0.01, fraction503: 0.01),
             recordPayloads: false)
