@@ -220,11 +220,12 @@ let package = Package(
             dependencies: []
         ),
         // What more than one test target uses: a TCP proxy that can go silent (SilentLinkProxy), child
-        // processes, real outbound proxies, a clock the test steps (SteppedPushClock).
+        // processes, real outbound proxies, a clock the test steps (SteppedPushClock), the sandbox CA
+        // every harness shares (TestCertificateAuthority).
         .target(
             name: "HeraldTestSupport",
             dependencies: [
-                "HeraldCore",
+                "HeraldCore", "APNsSandbox",
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "NIOHTTP1", package: "swift-nio"),
@@ -260,7 +261,7 @@ let package = Package(
         .testTarget(
             name: "HeraldAPNsTests",
             dependencies: [
-                "HeraldAPNs", "HeraldConfig", "APNsSandbox", "HTTP2Engine",
+                "HeraldAPNs", "HeraldConfig", "APNsSandbox", "HTTP2Engine", "HeraldTestSupport",
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "_CryptoExtras", package: "swift-crypto"),
                 .product(name: "SwiftASN1", package: "swift-asn1"),

@@ -2,6 +2,7 @@ import APNsSandbox
 import Crypto
 import Foundation
 @_spi(Testing) import HeraldCore
+import HeraldTestSupport
 import Logging
 import NIOCore
 import Synchronization
@@ -43,7 +44,7 @@ struct SandboxHarness: Sendable {
     static func start(
         keys: [TestTokenKey], clock: any WallClock = SystemWallClock(), configure: (inout SandboxConfiguration) -> Void = { _ in }
     ) async throws -> SandboxHarness {
-        let ca = try SandboxCertificateAuthority.generate()
+        let ca = try TestCertificateAuthority.shared()
         var configuration = SandboxConfiguration(certificateAuthority: ca)
         configuration.tokenKeys = keys.map(\.sandboxKey)
         configuration.clock = clock

@@ -7,8 +7,19 @@ import Yams
 /// a body is checked against its event's schema (the subset the document uses: `type`, `enum`,
 /// `required`, `properties`, `additionalProperties: false`, nested objects).
 enum OpenAPIEvents {
+    /// The document, parsed once for the test process (the tests that check events read it often).
     static func document() throws -> [String: Any] {
-        try #require(try Yams.load(yaml: OpenAPIDocument.text) as? [String: Any])
+        try #require(try Parsed.shared.document.get() as? [String: Any])
+    }
+
+    /// Immutable once made: the parse's result, shared by every test.
+    private final class Parsed: @unchecked Sendable {
+        static let shared = Parsed()
+        let document: Result<Any?, any Error>
+
+        private init() {
+            document = Result { try Yams.load(yaml: OpenAPIDocument.text) }
+        }
     }
 
     /// The body schema of the webhook `name` (`jobFinished`, …).

@@ -67,7 +67,7 @@ final class TestWorld: Sendable {
         try FileManager.default.createDirectory(atPath: directory + "/tenants/keys", withIntermediateDirectories: true)
         try FileManager.default.createDirectory(atPath: directory + "/config", withIntermediateDirectories: true)
 
-        var configuration = SandboxConfiguration(certificateAuthority: try SandboxCertificateAuthority.generate())
+        var configuration = SandboxConfiguration(certificateAuthority: try TestCertificateAuthority.shared())
         configuration.tokenKeys = tenants.map {
             SandboxTokenKey(teamID: $0.teamID, keyID: $0.keyID, publicKey: $0.key.publicKey, topics: $0.topics)
         }

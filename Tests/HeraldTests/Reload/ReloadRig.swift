@@ -4,6 +4,7 @@ import Foundation
 import Herald
 import HeraldCore
 import HeraldStore
+import HeraldTestSupport
 import Logging
 import Metrics
 import Synchronization
@@ -36,7 +37,7 @@ struct ReloadRig: Sendable {
         keyIDs: [String] = ["KEYA000001", "KEYB000001"], metrics: (any MetricsFactory)? = nil,
         configure: (inout SandboxConfiguration) -> Void = { _ in }
     ) async throws -> ReloadRig {
-        let ca = try SandboxCertificateAuthority.generate()
+        let ca = try TestCertificateAuthority.shared()
         var keys: [String: P256.Signing.PrivateKey] = [:]
         for id in keyIDs { keys[id] = P256.Signing.PrivateKey() }
         var configuration = SandboxConfiguration(certificateAuthority: ca)

@@ -4,6 +4,7 @@ import Foundation
 import Herald
 import HeraldCore
 import HeraldStore
+import HeraldTestSupport
 import Logging
 
 /// An in-process APNsSandbox with a fresh CA and token key, and a router whose tenants send to
@@ -29,7 +30,7 @@ struct SandboxRig: Sendable {
         metricsRegistry: PluginRegistry = .standard(), configure: (inout SandboxConfiguration) -> Void = { _ in }
     ) async throws -> SandboxRig {
         let key = P256.Signing.PrivateKey()
-        var configuration = SandboxConfiguration(certificateAuthority: try SandboxCertificateAuthority.generate())
+        var configuration = SandboxConfiguration(certificateAuthority: try TestCertificateAuthority.shared())
         configuration.tokenKeys = [
             SandboxTokenKey(teamID: teamID, keyID: keyID, publicKey: key.publicKey, topics: topics)
         ]
