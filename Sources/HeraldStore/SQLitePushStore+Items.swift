@@ -88,15 +88,15 @@ struct SettledBits {
 
 extension SQLitePushStore {
     static func jobRef(_ db: Database, tenant: TenantID, id: JobID) throws -> JobRef? {
-        guard
-            let row = try Row.fetchOne(
-                db.cachedStatement(sql: "SELECT item_key, item_count, state FROM job WHERE tenant = ? AND id = ?"),
-                arguments: [tenant.rawValue, id.rawValue])
-        else { return nil }
-        let key: Int64? = row[0]
-        guard let key else { throw StoreError.corrupt("job \(id) has no item key") }
-        let state: String? = row[2]
-        return JobRef(tenant: tenant, id: id, key: key, count: row[1], state: state.flatMap(JobState.init(rawValue:)))
+        try Row.readFirst(
+            db.cachedStatement(sql: "SELECT item_key, item_count, state FROM job WHERE tenant = ? AND id = ?"),
+            arguments: [tenant.rawValue, id.rawValue]
+        ) { row in
+            let key: Int64? = row[0]
+            guard let key else { throw StoreError.corrupt("job \(id) has no item key") }
+            let state: String? = row[2]
+            return JobRef(tenant: tenant, id: id, key: key, count: row[1], state: state.flatMap(JobState.init(rawValue:)))
+        }
     }
 
     // MARK: Writing a new job's items
@@ -177,10 +177,10 @@ extension SQLitePushStore {
     }
 
     static func itemRow(_ db: Database, key: Int64, index: Int) throws -> ItemRow? {
-        try Row.fetchOne(
+        try Row.readFirst(
             db.cachedStatement(sql: "SELECT \(itemRowColumns) FROM job_item WHERE job_key = ? AND idx = ?"),
             arguments: [key, index]
-        ).map { try itemRow($0).1 }
+        ) { try itemRow($0).1 }
     }
 
     /// The notifications of the items at `indexes` (their payloads read through `payloads`).
@@ -199,13 +199,12 @@ extension SQLitePushStore {
         notes.reserveCapacity(byChunk.values.reduce(0) { $0 + $1.high - $1.low + 1 })
         for (first, span) in byChunk {
             guard
-                let row = try Row.fetchOne(
+                let items = try Row.readFirst(
                     db.cachedStatement(sql: "SELECT count, items FROM job_chunk WHERE id = ?"),
-                    arguments: [ItemChunks.rowID(key: job.key, first: first)])
+                    arguments: [ItemChunks.rowID(key: job.key, first: first)],
+                    { row in try ItemChunks.decode(row[1], count: row[0], wanted: span.low..<(span.high + 1)) })
             else { throw StoreError.corrupt("job \(job.id) lacks the chunk of item \(first)") }
-            let count: Int = row[0]
-            let blob: Data = row[1]
-            for (position, item) in try ItemChunks.decode(blob, count: count, wanted: span.low..<(span.high + 1)) {
+            for (position, item) in items {
                 var notification = item.notification
                 notification.payload = try payloads.payload(
                     db, tenant: job.tenant.rawValue, job: job.id.rawValue, id: item.payloadRef)
@@ -227,10 +226,14 @@ extension SQLitePushStore {
     }
 
     static func claimRows(_ db: Database, key: Int64) throws -> [ClaimRow] {
-        try Row.fetchAll(
+        let cursor = try Row.fetchCursor(
             db.cachedStatement(sql: "SELECT claimant, lease_until_ms, items FROM job_claim WHERE job_key = ?"),
-            arguments: [key]
-        ).map { row in ClaimRow(claimant: row[0], leaseUntil: row[1], entries: try ItemChunks.entries(row[2])) }
+            arguments: [key])
+        var claims: [ClaimRow] = []
+        while let row = try cursor.next() {
+            claims.append(ClaimRow(claimant: row[0], leaseUntil: row[1], entries: try ItemChunks.entries(row[2])))
+        }
+        return claims
     }
 
     static func writeClaim(_ db: Database, key: Int64, _ claim: ClaimRow) throws {
@@ -401,11 +404,11 @@ extension SQLitePushStore {
     /// Of `indexes`, those in `claimant`'s claim row (with or without an outcome since).
     static func heldIndexes(_ db: Database, job: JobRef, among indexes: Set<Int>, claimant: String) throws -> [Int] {
         guard
-            let own = try Row.fetchOne(
+            let entries = try Row.readFirst(
                 db.cachedStatement(sql: "SELECT items FROM job_claim WHERE job_key = ? AND claimant = ?"),
-                arguments: [job.key, claimant])
+                arguments: [job.key, claimant], { try ItemChunks.entries($0[0]) })
         else { return [] }
-        let held = Set(try ItemChunks.entries(own[0]).map { Int($0 & ~ItemChunks.retryEntry) })
+        let held = Set(entries.map { Int($0 & ~ItemChunks.retryEntry) })
         return indexes.filter { held.contains($0) && $0 >= 0 && $0 < job.count }
     }
 

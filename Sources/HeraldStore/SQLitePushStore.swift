@@ -138,9 +138,9 @@ public final class SQLitePushStore: PushStore {
             let statement = try db.cachedStatement(
                 sql: "SELECT * FROM invalid_token WHERE tenant = ? AND environment = ? AND token = ? AND topic = ?")
             return try lookups.map { lookup in
-                try Row.fetchOne(
-                    statement, arguments: [tenant.rawValue, lookup.environment.rawValue, lookup.token.hex, lookup.topic]
-                ).map(Self.invalidTokenRecord)
+                try Row.readFirst(
+                    statement, arguments: [tenant.rawValue, lookup.environment.rawValue, lookup.token.hex, lookup.topic],
+                    Self.invalidTokenRecord)
             }
         }
     }
@@ -475,10 +475,9 @@ public final class SQLitePushStore: PushStore {
     }
 
     static func fetchJob(_ db: Database, tenant: TenantID, id: JobID) throws -> Job? {
-        try Row.fetchOne(
-            db, sql: "SELECT * FROM job WHERE tenant = ? AND id = ?", arguments: [tenant.rawValue, id.rawValue]
-        )
-        .map { try job(from: $0) }
+        try Row.readFirst(
+            db.cachedStatement(sql: "SELECT * FROM job WHERE tenant = ? AND id = ?"), arguments: [tenant.rawValue, id.rawValue],
+            job(from:))
     }
 
     static func job(from row: Row) throws -> Job {
