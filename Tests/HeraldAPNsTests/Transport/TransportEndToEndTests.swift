@@ -258,6 +258,9 @@ struct TransportEndToEndTests {
             await #expect(throws: PushError.self) {
                 _ = try await transport.send(Notes.note(topic: "com.example.alpha"))
             }
+            // The drain closed the connection on Herald's side; the sandbox counts it closed once
+            // its own loop has read the end (bounded: a connection left open fails the check).
+            await waitUntil { harness.sandbox.activeConnections == 0 }
             #expect(harness.sandbox.activeConnections == 0)
             harness.expectCleanAudit()
         }
