@@ -60,15 +60,17 @@ struct DirectoryFingerprint: Sendable, Hashable {
         collect(directory, depth: 0, into: &paths)
         let list = Array(paths)
         // Stamped over the cores: each stamp is a realpath, a stat and, for a file not seen
-        // settled before, a read and a hash (a directory of 10,000 tenants at start).
+        // settled before, a read and a hash (a directory of 10,000 tenants at start). Each
+        // worker takes the next file not yet taken, so a slowed core does not hold up the end.
         let workers = max(1, min(ProcessInfo.processInfo.activeProcessorCount, list.count / 256))
         let stamps = Mutex([Stamp?](repeating: nil, count: list.count))
-        DispatchQueue.concurrentPerform(iterations: workers) { worker in
+        let next = Atomic<Int>(0)
+        DispatchQueue.concurrentPerform(iterations: workers) { _ in
             var mine: [(Int, Stamp)] = []
-            var index = worker
-            while index < list.count {
+            while true {
+                let index = next.add(1, ordering: .relaxed).oldValue
+                guard index < list.count else { break }
                 if let stamp = stamp(list[index], reusing: earlier?.files[list[index]], now: now) { mine.append((index, stamp)) }
-                index += workers
             }
             stamps.withLock { stamps in
                 for (index, stamp) in mine { stamps[index] = stamp }

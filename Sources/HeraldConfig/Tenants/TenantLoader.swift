@@ -91,17 +91,20 @@ public struct TenantLoader: Sendable {
     }
 
     /// Parses the files on all cores (a thousand files are mostly YAML parsing); the outcomes
-    /// come back in the files' order, so the result does not depend on scheduling.
+    /// come back in the files' order, so the result does not depend on scheduling. Each worker
+    /// takes the next file not yet taken: a core slowed by other work takes fewer, instead of
+    /// leaving the last of a fixed share to finish alone.
     private func parseFiles(_ files: [String]) -> [TenantFileParser.Outcome] {
         guard files.count > 8 else { return files.map(parseFile) }
         let results = Mutex<[TenantFileParser.Outcome?]>(Array(repeating: nil, count: files.count))
+        let next = Atomic<Int>(0)
         let workers = min(ProcessInfo.processInfo.activeProcessorCount, files.count)
-        DispatchQueue.concurrentPerform(iterations: workers) { worker in
-            var index = worker
-            while index < files.count {
+        DispatchQueue.concurrentPerform(iterations: workers) { _ in
+            while true {
+                let index = next.add(1, ordering: .relaxed).oldValue
+                guard index < files.count else { return }
                 let outcome = parseFile(files[index])
                 results.withLock { $0[index] = outcome }
-                index += workers
             }
         }
         return results.withLock { $0.map { $0! } }
