@@ -9,7 +9,9 @@ import Yams
 struct CheckedMapping {
     let node: Node
     let path: FieldPath
-    private let entries: [String: (key: Node, value: Node)]
+    /// The allowed keys present, each once (a later duplicate replaces it): at most as many as
+    /// the section allows, so a look-up is a short scan, cheaper than hashing the name.
+    private let entries: [(name: String, key: Node, value: Node)]
     private let diagnostics: YAMLDiagnostics
 
     /// Reads `node` as a mapping with the given keys. Reports and returns nil when it is not a mapping.
@@ -22,7 +24,7 @@ struct CheckedMapping {
             )
             return nil
         }
-        var entries: [String: (key: Node, value: Node)] = [:]
+        var entries: [(name: String, key: Node, value: Node)] = []
         for (key, value) in mapping {
             guard case .scalar(let scalar) = key else {
                 diagnostics.error(at: key, path.text, "keys must be plain names, not \(key.kindForMessages)")
@@ -38,7 +40,11 @@ struct CheckedMapping {
                 diagnostics.error(at: key, path.appending(name).text, message)
                 continue
             }
-            entries[name] = (key, value)
+            if let index = entries.firstIndex(where: { $0.name == name }) {
+                entries[index] = (name, key, value)
+            } else {
+                entries.append((name, key, value))
+            }
             // Sections are located at their key; scalar reads later point at the value instead.
             diagnostics.record(path.appending(name).text, key)
         }
@@ -49,16 +55,20 @@ struct CheckedMapping {
     }
 
     /// The value of `key`, or nil when absent.
-    subscript(_ key: String) -> Node? { entries[key]?.value }
+    subscript(_ key: String) -> Node? { entry(key)?.value }
 
-    func has(_ key: String) -> Bool { entries[key] != nil }
+    func has(_ key: String) -> Bool { entry(key) != nil }
 
     /// The key node itself (for errors about the key rather than its value).
-    func keyNode(_ key: String) -> Node? { entries[key]?.key }
+    func keyNode(_ key: String) -> Node? { entry(key)?.key }
+
+    private func entry(_ name: String) -> (name: String, key: Node, value: Node)? {
+        entries.first { $0.name == name }
+    }
 
     /// The value of a required key; reports "is required" at the mapping when absent.
     func require(_ key: String, hint: String = "") -> Node? {
-        if let value = entries[key]?.value { return value }
+        if let value = entry(key)?.value { return value }
         diagnostics.error(at: node, path.appending(key).text, "is required" + hint)
         return nil
     }

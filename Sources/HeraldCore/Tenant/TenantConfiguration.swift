@@ -27,7 +27,8 @@ public struct APNsEndpoint: Sendable, Hashable, CustomStringConvertible {
         guard url.hasPrefix("https://") else { return nil }
         var rest = Substring(url.dropFirst("https://".count))
         if rest.hasSuffix("/") { rest = rest.dropLast() }
-        guard !rest.isEmpty, !rest.contains("/"), !rest.contains("@") else { return nil }
+        // Byte scans: `contains` with a string argument goes through Foundation's text search.
+        guard !rest.isEmpty, !rest.utf8.contains(UInt8(ascii: "/")), !rest.utf8.contains(UInt8(ascii: "@")) else { return nil }
         if rest.hasPrefix("[") {  // [v6]:port
             guard let close = rest.firstIndex(of: "]") else { return nil }
             let host = String(rest[rest.index(after: rest.startIndex)..<close])
@@ -48,7 +49,7 @@ public struct APNsEndpoint: Sendable, Hashable, CustomStringConvertible {
     }
 
     public var url: String {
-        let h = host.contains(":") ? "[\(host)]" : host
+        let h = host.utf8.contains(UInt8(ascii: ":")) ? "[\(host)]" : host
         return "https://\(h):\(port)"
     }
 
