@@ -48,12 +48,7 @@ public final class TokenCredentialProvider: CredentialProvider {
         tokenStore: (any ProviderTokenStore)? = nil
     ) throws(CredentialError) {
         let key = try Self.loadKey(privateKey, file: file, field: keyField)
-        do {
-            self.signer = try APNsJWTSigner(keyID: keyID, teamID: teamID, privateKey: key)
-        } catch {
-            throw .invalidTokenKey(
-                file: file, field: keyField, message: "\(privateKey.origin) cannot be used to sign ES256 tokens")
-        }
+        self.signer = APNsJWTSigner(keyID: keyID, teamID: teamID, privateKey: key)
         self.clock = clock
         self.state = Mutex(StateMachine(policy: policy))
         self.file = file
@@ -113,7 +108,7 @@ public final class TokenCredentialProvider: CredentialProvider {
             if let tokenStore {
                 token = try await sharedToken(tokenStore, issuedAt: issuedAt)
             } else {
-                token = StateMachine.Token(authorization: "bearer \(try signNew(issuedAt: issuedAt))", issuedAt: issuedAt)
+                token = StateMachine.Token(authorization: "bearer \(try await signNew(issuedAt: issuedAt))", issuedAt: issuedAt)
             }
         } catch {
             let waiters = state.withLock { $0.signingFailed() }
@@ -127,8 +122,8 @@ public final class TokenCredentialProvider: CredentialProvider {
         return token.authorization
     }
 
-    private func signNew(issuedAt: Date) throws -> String {
-        let jwt = try signer.sign(issuedAt: issuedAt)
+    private func signNew(issuedAt: Date) async throws -> String {
+        let jwt = try await signer.sign(issuedAt: issuedAt)
         created.withLock { $0 += 1 }
         return jwt
     }
@@ -140,12 +135,12 @@ public final class TokenCredentialProvider: CredentialProvider {
         do {
             stored = try await store.providerToken(teamID: teamID, keyID: keyID, keyFingerprint: keyFingerprint)
         } catch {
-            return StateMachine.Token(authorization: "bearer \(try signNew(issuedAt: issuedAt))", issuedAt: issuedAt)
+            return StateMachine.Token(authorization: "bearer \(try await signNew(issuedAt: issuedAt))", issuedAt: issuedAt)
         }
         if let stored, isUsable(stored, rejected: rejected) {
             return StateMachine.Token(authorization: "bearer \(stored.token)", issuedAt: stored.issuedAt)
         }
-        let jwt = try signNew(issuedAt: issuedAt)
+        let jwt = try await signNew(issuedAt: issuedAt)
         let mine = SharedProviderToken(
             teamID: teamID, keyID: keyID, keyFingerprint: keyFingerprint, token: jwt, issuedAt: issuedAt)
         do {
