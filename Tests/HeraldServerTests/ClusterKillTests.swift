@@ -1,7 +1,9 @@
 import APNsSandbox
 import Foundation
 import Herald
+import HeraldPostgres
 import HeraldServer
+import Logging
 import Testing
 
 #if canImport(Glibc)
@@ -184,5 +186,13 @@ struct ClusterKillTests {
             "cluster kill: \(Self.total) tokens, 202 after \(acceptedAfter), finished (read through the third) after "
                 + "\(finishedAfter), second instance killed at \(killedAt) done holding \(heldBySecond) items, \(delivered.count) devices delivered, "
                 + "\(twice) twice (bound \(bound)), \(requests.count) requests at the sandbox, binary \(binary)")
+        // The children are gone: the schema they shared is dropped, so none piles up in the database.
+        if let url = ProcessInfo.processInfo.environment["HERALD_TEST_POSTGRES_URL"],
+            let store = try? await PostgresPushStore.open(
+                PostgresPushStore.Configuration(url: url, schema: schema, poolSize: 1), logger: Logger(label: "test.cluster-kill"))
+        {
+            try? await store.dropSchema()
+            await store.close()
+        }
     }
 }

@@ -93,7 +93,9 @@ struct TokenCredentialProviderTests {
         #expect(!jwt.isSigned(by: P256.Signing.PrivateKey().publicKey))
     }
 
-    @Test("Herald's tokens (signed with swift-crypto alone) verify with jwt-kit, an independent implementation")
+    /// The token taken apart with swift-crypto alone is the test above (and the sandbox's own
+    /// check, end to end); this one reads it back as jwt-kit's verifier does.
+    @Test("Herald's tokens verify with jwt-kit's verifier under the key ID, and not under another key")
     func tokenVerifiesWithJWTKit() async throws {
         struct Claims: JWTPayload {
             var iss: IssuerClaim
