@@ -336,9 +336,13 @@ struct HostileTenantTests {
         }
         try await LiveServer.with(options) { live async throws in
             // A caller holds many sockets and sends nothing on them (more than the cap).
+            let connections = live.server.api.connections
             var idle: [RawSocket] = []
             for _ in 0..<8 { idle.append(try RawSocket(port: live.port)) }
-            try await Task.sleep(for: .milliseconds(1200))
+            // Every one of them has reached the server: each is open or was closed to make room.
+            try await ClusterTests.eventually("the idle sockets were all accepted") {
+                connections.openCount + connections.reapedCount >= idle.count
+            }
             // Another caller still gets answers, one connection after another.
             for _ in 0..<5 {
                 #expect(try await live.client().request(.get, "/healthz").status == 200)
