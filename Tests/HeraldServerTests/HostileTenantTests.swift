@@ -309,19 +309,18 @@ struct HostileTenantTests {
             let second = try RawSocket(port: live.port)
             try second.write(busyHead)
             try await ClusterTests.eventually("both connections are busy") { connections.busyCount == 2 }
-            // A third connection is accepted by the kernel but not served while both are busy.
-            let answered = Mutex(false)
-            let third = Task {
-                let reply = try await live.client().request(.get, "/healthz")
-                answered.withLock { $0 = true }
-                return reply
-            }
-            try await Task.sleep(for: .milliseconds(500))
-            #expect(!answered.withLock { $0 }, "a connection over the cap was served")
-            // Closing one frees a slot; the third is then served.
+            // At the cap the listener stops accepting: a third connection reaches the kernel's
+            // backlog and is not taken while both are busy.
+            let gate = live.server.api.gate
+            try await ClusterTests.eventually("the listener stopped accepting at the cap") { gate.isPaused }
+            let third = try RawSocket(port: live.port)
+            try third.write("GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
+            #expect(gate.acceptedCount == 2, "a connection over the cap was accepted")
+            // Closing one frees a slot; the third is then taken and served.
             first.hangUp()
-            let reply = try await third.value
-            #expect(reply.status == 200)
+            let reply = String(decoding: await third.received(), as: UTF8.self)
+            #expect(reply.hasPrefix("HTTP/1.1 200"), "the waiting connection got: \(reply.prefix(80))")
+            #expect(gate.acceptedCount == 3)
             second.hangUp()
         }
         await world.close()

@@ -55,6 +55,8 @@ public final class APIServer: Sendable {
     let phase = ServerPhaseState()
     /// The listener's connections, as ``IdleConnectionReaper`` sees them (`http.max_connections`).
     let connections: IdleConnectionReaper
+    /// The listener's connection cap: connections accepted, and whether it stopped accepting.
+    let gate = ListenerGate()
 
     /// Builds the routes and the console (its templates are read here: a broken template stops
     /// the start, not a page view).
@@ -134,13 +136,13 @@ public final class APIServer: Sendable {
     /// - Parameter onListening: called once it listens, with its host and port; `/readyz` is
     ///   ready from then on.
     public func listener(onListening: @escaping @Sendable (String, Int) async -> Void) -> any Service {
-        let (listen, http, phase) = (configuration.listen, configuration.http, self.phase)
+        let (listen, http, phase, gate) = (configuration.listen, configuration.http, self.phase, self.gate)
         return Application(
             router: makeRouter(),
             server: ListenerLimits.server(http, reaper: connections),
             configuration: ApplicationConfiguration(
                 address: .hostname(listen.host, port: listen.port), serverName: "Herald",
-                availableConnectionsDelegate: ListenerLimits.connectionCap(http, logger: logger)),
+                availableConnectionsDelegate: ListenerLimits.connectionCap(http, gate: gate)),
             onServerRunning: { channel in
                 let port = channel.localAddress?.port ?? listen.port
                 phase.phase = .ready
