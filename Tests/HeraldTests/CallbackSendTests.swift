@@ -571,7 +571,7 @@ struct SendPipelineTests {
         }
     }
 
-    @Test("a check still running at the deadline ends the send there: not sent, the check cancelled, its late answer ignored")
+    @Test("a check still running at the deadline ends the send there: not sent, the check cancelled")
     func aCheckIsBoundedByTheDeadline() async throws {
         let calls = Calls()
         let hanging = Hanging(calls: calls)
@@ -586,11 +586,10 @@ struct SendPipelineTests {
         // Not sent; the outer middleware sees the failure, the one that asked is not asked after.
         #expect(calls.all == ["will a", "will hang", "did a failed", "done"])
         #expect(hanging.state.cancelled.withLock { $0 })
-        // The check's answer, when it comes, changes nothing (the completion ran once).
+        // Let the abandoned check end. Its answer reaches the same callback as a callback check's,
+        // whose late answer the next test gives by hand and sees change nothing.
         while hanging.state.parked.withLock({ $0 }) == nil { try await Task.sleep(for: .milliseconds(5)) }
         hanging.state.parked.withLock { $0?.resume(); $0 = nil }
-        try await Task.sleep(for: .milliseconds(50))
-        #expect(calls.all == ["will a", "will hang", "did a failed", "done"])
     }
 
     @Test("a check answered by callback that has not answered at the deadline ends the send there; its late answer is ignored")

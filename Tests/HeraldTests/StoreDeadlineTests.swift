@@ -65,13 +65,16 @@ struct StoreDeadlineTests {
     /// A caller that is cancelled cancels its call and gets the call's answer to that, long
     /// before the limit.
     @Test func aCancelledCallerCancelsTheCall() async throws {
+        let running = Mutex(false)
         let caller = Task {
             try await StoreDeadline.run(limit: .seconds(3600), timeout: Self.timedOut) { () async throws -> Int in
+                running.withLock { $0 = true }
                 try await Task.sleep(for: .seconds(3600))
                 return 1
             }
         }
-        try await Task.sleep(for: .milliseconds(50))
+        // Cancelled once the call is under way.
+        while !running.withLock({ $0 }) { try await Task.sleep(for: .milliseconds(5)) }
         let started = ContinuousClock.now
         caller.cancel()
         await #expect(throws: CancellationError.self) { try await caller.value }
