@@ -107,6 +107,29 @@ struct ClusterKillTests {
         let binary = try #require(Self.binary)
         let postgres = try Self.postgres()
         let schema = "herald_cluster_" + UUID().uuidString.lowercased().replacingOccurrences(of: "-", with: "").prefix(12)
+        // The children are gone when the run returns, passed or not: the schema they shared is
+        // dropped either way, so none piles up in the database.
+        do {
+            try await Self.killMidBatch(binary: binary, postgres: postgres, schema: String(schema))
+        } catch {
+            await Self.dropSchema(String(schema))
+            throw error
+        }
+        await Self.dropSchema(String(schema))
+    }
+
+    static func dropSchema(_ schema: String) async {
+        guard let url = ProcessInfo.processInfo.environment["HERALD_TEST_POSTGRES_URL"],
+            let store = try? await PostgresPushStore.open(
+                PostgresPushStore.Configuration(url: url, schema: schema, poolSize: 1), logger: Logger(label: "test.cluster-kill"))
+        else { return }
+        try? await store.dropSchema()
+        await store.close()
+    }
+
+    /// Three instances on `schema`, the second killed mid-batch; the children are killed when it
+    /// returns or throws.
+    static func killMidBatch(binary: String, postgres: (url: String, password: String), schema: String) async throws {
         let acme = TestTenant.make(id: "acme", teamID: "ACMETEAM01", keyID: "ACMEKEY001", topics: ["com.acme.app"])
         // Until the kill, each answer is held long enough that the batch lasts at least ~17 s
         // whatever the machine's speed (2,000 tokens: 0.4 s, so three instances at 16 in flight
@@ -186,13 +209,5 @@ struct ClusterKillTests {
             "cluster kill: \(Self.total) tokens, 202 after \(acceptedAfter), finished (read through the third) after "
                 + "\(finishedAfter), second instance killed at \(killedAt) done holding \(heldBySecond) items, \(delivered.count) devices delivered, "
                 + "\(twice) twice (bound \(bound)), \(requests.count) requests at the sandbox, binary \(binary)")
-        // The children are gone: the schema they shared is dropped, so none piles up in the database.
-        if let url = ProcessInfo.processInfo.environment["HERALD_TEST_POSTGRES_URL"],
-            let store = try? await PostgresPushStore.open(
-                PostgresPushStore.Configuration(url: url, schema: schema, poolSize: 1), logger: Logger(label: "test.cluster-kill"))
-        {
-            try? await store.dropSchema()
-            await store.close()
-        }
     }
 }
