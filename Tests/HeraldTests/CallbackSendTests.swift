@@ -587,7 +587,8 @@ struct SendPipelineTests {
         #expect(calls.all == ["will a", "will hang", "did a failed", "done"])
         #expect(hanging.state.cancelled.withLock { $0 })
         // Let the abandoned check end. Its answer reaches the same callback as a callback check's,
-        // whose late answer the next test gives by hand and sees change nothing.
+        // whose late answer `aCallbackCheckIsBoundedByTheDeadline` gives by hand and sees change
+        // nothing.
         while hanging.state.parked.withLock({ $0 }) == nil { try await Task.sleep(for: .milliseconds(5)) }
         hanging.state.parked.withLock { $0?.resume(); $0 = nil }
     }
