@@ -62,4 +62,54 @@ struct UsageLedgerTests {
         #expect(UsageMeter.kind(of: .failure(CancellationError())) == nil)
         #expect(UsageMeter.kind(of: .failure(PushError.unknownTenant("x"))) == .failedRefused)
     }
+
+    @Test func aTenantsTallyCountsItsHoursAndLeavesTheMeterOnceNobodyHoldsIt() async throws {
+        let meter = UsageMeter()
+        let acme = Fixtures.tenantID("acme")
+        let held = meter.tally(for: acme)
+        #expect(meter.tally(for: acme) === held)
+        held.add(.accepted, at: h0.addingTimeInterval(5))
+        held.add(.accepted, at: h0.addingTimeInterval(3599), count: 2)
+        // A later hour, then an outcome that finished in the hour before it.
+        held.add(.accepted, at: h0.addingTimeInterval(3600))
+        held.addOutcome(.success(PushResult(notificationID: Fixtures.apnsID(), environment: .production, response: APNsResponse(status: 410, apnsID: nil))), at: h0)
+        held.add(.delivered, at: h0, count: 0)
+        held.addBatchItem(JobItemResult(state: .sent, status: 200, reason: nil, message: nil, apnsID: nil, finishedAt: h0.addingTimeInterval(7200), attempts: 1))
+        weak let released: UsageMeter.Tally? = meter.tally(for: Fixtures.tenantID("globex"))
+        meter.add(.accepted, tenant: Fixtures.tenantID("globex"), at: h0, count: 4)
+
+        #expect(Set(meter.take()) == [
+            UsageCount(tenant: "acme", hour: h0, kind: .accepted, count: 3),
+            UsageCount(tenant: "acme", hour: h0, kind: .failedUnregistered, count: 1),
+            UsageCount(tenant: "acme", hour: h0.addingTimeInterval(3600), kind: .accepted, count: 1),
+            UsageCount(tenant: "acme", hour: h0.addingTimeInterval(7200), kind: .delivered, count: 1),
+            UsageCount(tenant: "acme", hour: h0.addingTimeInterval(7200), kind: .batchItems, count: 1),
+            UsageCount(tenant: "globex", hour: h0, kind: .accepted, count: 4),
+        ])
+        // globex's tally is held by nobody once its counts are taken: it is gone; acme's stays.
+        #expect(released == nil)
+        #expect(meter.tally(for: acme) === held)
+        #expect(meter.take().isEmpty)
+        held.add(.accepted, at: h0)
+        #expect(meter.take() == [UsageCount(tenant: "acme", hour: h0, kind: .accepted, count: 1)])
+
+        let off = UsageMeter(enabled: false)
+        off.tally(for: acme).add(.accepted, at: h0)
+        off.add(.accepted, tenant: acme, at: h0)
+        #expect(off.take().isEmpty)
+    }
+
+    @Test func theRouterCountsASingleSendOnceAcceptedAndOnceAnsweredAndNothingForAnUnknownTenant() async throws {
+        let router = try Fixtures.router(clock: SystemPushClock())
+        let tenant = Fixtures.tenant("acme")
+        await router.install([tenant])
+        _ = try await router.send(tenant: tenant.id, notification: Fixtures.note())
+        await #expect(throws: PushError.self) {
+            _ = try await router.send(tenant: Fixtures.tenantID("nobody"), notification: Fixtures.note())
+        }
+        let taken = router.usage.take()
+        #expect(taken.map(\.tenant) == ["acme", "acme"])
+        #expect(Set(taken.map(\.kind)) == [.accepted, .delivered])
+        #expect(taken.allSatisfy { $0.count == 1 })
+    }
 }

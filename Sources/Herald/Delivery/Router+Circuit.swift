@@ -28,8 +28,9 @@ extension Router {
         case .probe: probe = true
         case .wait(let until):
             // Taken and answered at once without the wire: in the tenant's usage as refused.
-            usage.add(.accepted, tenant: tenant, at: clock.date)
-            usage.add(.failedRefused, tenant: tenant, at: clock.date)
+            let now = clock.date
+            runtime.usage.add(.accepted, at: now)
+            runtime.usage.add(.failedRefused, at: now)
             throw PushError.circuitOpen(
                 tenant: tenant, endpoint: endpoint.url, retryAfter: max(.zero, clock.now.duration(to: until)))
         }

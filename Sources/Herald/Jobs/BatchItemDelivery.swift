@@ -157,6 +157,8 @@ struct BatchItemDelivery: Sendable {
         let probe: Bool
         let firstAttempt: Date
         let giveUpAt: Date
+        /// The tenant's usage, which counts the item's final outcome.
+        let usage: UsageMeter.Tally
     }
 
     enum Preparation: Sendable {
@@ -175,24 +177,24 @@ struct BatchItemDelivery: Sendable {
         // cancelled) with no outcome recorded: it may have reached APNs.
         if let onWire = item.onWireAt, policy.guarantee == .atMostOnce {
             return .step(record(
-                item.index, of: job,
+                item.index,
                 JobItemResult(
                     state: .unknown, status: nil, reason: DeliveryReason.unknown,
                     message: "its request was on the wire at \(onWire.ISO8601Format()) with no outcome recorded "
                         + "(the instance sending it stopped); at-most-once: not sent again",
-                    apnsID: item.notification.id, finishedAt: now, attempts: max(item.attempts, 1)), logger: logger))
+                    apnsID: item.notification.id, finishedAt: now, attempts: max(item.attempts, 1)), usage: route.runtime.usage))
         }
         let firstAttempt = item.firstAttemptAt ?? now
         let giveUpAt = firstAttempt.addingTimeInterval(policy.maxRetryDuration.secondsValue)
 
         if case .at(let seconds)? = item.notification.expiration, Double(seconds) < now.timeIntervalSince1970 {
             return .step(record(
-                item.index, of: job,
+                item.index,
                 JobItemResult(
                     state: .failed, status: nil, reason: DeliveryReason.expired,
                     message: "its apns-expiration passed before it could be sent; not sent"
                         + (item.lastError.map { " (last error: \($0))" } ?? ""),
-                    apnsID: item.notification.id, finishedAt: now, attempts: item.attempts), logger: logger))
+                    apnsID: item.notification.id, finishedAt: now, attempts: item.attempts), usage: route.runtime.usage))
         }
 
         // The circuit of the tenant's endpoint for this job's environment.
@@ -208,8 +210,8 @@ struct BatchItemDelivery: Sendable {
                 guard next <= giveUpAt else {
                     return .step(
                         giveUp(
-                            item.index, apnsID: item.notification.id, of: job, status: nil, lastError: lastError,
-                            attempts: item.attempts, logger: logger))
+                            item.index, apnsID: item.notification.id, status: nil, lastError: lastError,
+                            attempts: item.attempts, usage: route.runtime.usage))
                 }
                 return .step(
                     deferItem(
@@ -221,7 +223,7 @@ struct BatchItemDelivery: Sendable {
         return .send(
             Attempt(
                 index: item.index, attempts: item.attempts, apnsID: item.notification.id, policy: policy, key: key, probe: probe,
-                firstAttempt: firstAttempt, giveUpAt: giveUpAt))
+                firstAttempt: firstAttempt, giveUpAt: giveUpAt, usage: route.runtime.usage))
     }
 
     /// Everything after the send: the circuit's record, then the item's outcome or next attempt.
@@ -256,19 +258,19 @@ struct BatchItemDelivery: Sendable {
             if let answer {
                 var result = JobItemResult(answer, finishedAt: finished)
                 result.attempts = attempts
-                return record(index, of: job, result, logger: logger)
+                return record(index, result, usage: attempt.usage)
             }
             guard let failure else { return .leftPending }  // neither an answer nor an error: cannot happen
             var result = JobItemResult(failure: failure, apnsID: attempt.apnsID, finishedAt: finished)
             if let error = failure as? PushError, let reason = error.reason { result.reason = reason.wireValue }
             result.attempts = attempts
-            return record(index, of: job, result, logger: logger)
+            return record(index, result, usage: attempt.usage)
 
         case .again(let wait):
             let reason = Self.reason(outcome)
             let next = finished.addingTimeInterval(wait.secondsValue)
             guard next <= giveUpAt else {
-                return giveUp(index, apnsID: attempt.apnsID, of: job, status: answer?.status, lastError: reason, attempts: attempts, logger: logger)
+                return giveUp(index, apnsID: attempt.apnsID, status: answer?.status, lastError: reason, attempts: attempts, usage: attempt.usage)
             }
             return deferItem(
                 index, of: job,
@@ -277,11 +279,11 @@ struct BatchItemDelivery: Sendable {
 
         case .unknown:
             return record(
-                index, of: job,
+                index,
                 JobItemResult(
                     state: .unknown, status: nil, reason: DeliveryReason.unknown,
                     message: "the request may have reached APNs (\(Self.reason(outcome))) and got no answer; at-most-once: not sent again",
-                    apnsID: attempt.apnsID, finishedAt: finished, attempts: attempts), logger: logger)
+                    apnsID: attempt.apnsID, finishedAt: finished, attempts: attempts), usage: attempt.usage)
 
         case .deferred(let wait):
             // Not the notification's fault and nothing was sent: no attempt counted, never failed.
@@ -310,22 +312,20 @@ struct BatchItemDelivery: Sendable {
     }
 
     private func giveUp(
-        _ index: Int, apnsID: NotificationID?, of job: Job, status: Int?, lastError: String, attempts: Int, logger: Logger
+        _ index: Int, apnsID: NotificationID?, status: Int?, lastError: String, attempts: Int, usage: UsageMeter.Tally
     ) -> Step {
         record(
-            index, of: job,
+            index,
             JobItemResult(
                 state: .failed, status: status, reason: DeliveryReason.retryTimeExceeded,
                 message: "transient failures went on past max_retry_duration (last: \(lastError), \(attempts) attempts)",
                 apnsID: apnsID, finishedAt: router.configuration.clock.date, attempts: attempts),
-            logger: logger)
+            usage: usage)
     }
 
     /// An item's final outcome: written, and counted in the tenant's usage.
-    private func record(_ index: Int, of job: Job, _ result: JobItemResult, logger: Logger) -> Step {
-        let usage = router.usage
-        usage.add(UsageMeter.kind(of: result), tenant: job.tenant, at: result.finishedAt)
-        usage.add(.batchItems, tenant: job.tenant, at: result.finishedAt)
+    private func record(_ index: Int, _ result: JobItemResult, usage: UsageMeter.Tally) -> Step {
+        usage.addBatchItem(result)
         return .write(JobItemChange(index: index, change: .outcome(result)))
     }
 

@@ -141,7 +141,8 @@ public final class Router: Sendable {
         let transport = try configuration.transports.makeTransport(for: tenant, logger: logger)
         return TenantRuntime(
             configuration: tenant, plugins: plugins, transport: transport, clock: configuration.clock,
-            logger: logger, defaultDeadline: configuration.defaultDeadline, lastHour: lastHour.window(for: tenant.id))
+            logger: logger, defaultDeadline: configuration.defaultDeadline, lastHour: lastHour.window(for: tenant.id),
+            usage: usage.tally(for: tenant.id))
     }
 
     // MARK: Swapping runtimes
@@ -253,8 +254,6 @@ public final class Router: Sendable {
             router: self, tenant: tenant, notification: notification, id: apnsID(for: notification), environment: environment,
             deadline: deadline ?? configuration.clock.now.advanced(by: configuration.defaultDeadline), retries: retries,
             completion: reply)
-        // A single send is accepted here; a batch item was when its job was stored.
-        if retries { usage.add(.accepted, tenant: tenant, at: configuration.clock.date) }
         send.attempt(Resends())
     }
 
@@ -321,6 +320,13 @@ public final class Router: Sendable {
                 completion(.failure(PushError.unknownTenant(tenant.rawValue)))
                 return
             }
+            var resends = resends
+            if retries, !resends.accepted {
+                // A single send is accepted by its tenant's first runtime; a batch item was when
+                // its job was stored. A send for no tenant is refused, not counted.
+                runtime.usage.add(.accepted, at: router.configuration.clock.date)
+                resends.accepted = true
+            }
             current.withLock { $0 = (runtime, resends) }
             runtime.startSend(notification, id: id, environment: environment, deadline: deadline, attempt: resends.attempt) {
                 self.answered($0)
@@ -342,6 +348,8 @@ public final class Router: Sendable {
         var swaps = 0
         var resentAfterRevocation = false
         var resentAfterExpiredToken = false
+        /// Whether the send is in its tenant's usage as accepted (single sends only).
+        var accepted = false
     }
 
     /// Whether a send is made again, and when.
@@ -374,7 +382,7 @@ public final class Router: Sendable {
             // The router decides a single send's last attempt, so it counts its outcome; a
             // batch item's is counted by the job runner, which decides its resends.
             let now = configuration.clock.date
-            if send.retries { usage.addOutcome(outcome, tenant: send.tenant, at: now) }
+            if send.retries { runtime.usage.addOutcome(outcome, at: now) }
             switch outcome {
             case .success(let result):
                 runtime.lastHour.record(at: now, failed: result.response.status != 200)

@@ -26,6 +26,10 @@ public final class TenantRuntime: Sendable {
     /// The tenant's sends and failures of the last hour, which its runtimes share
     /// (``LastHourCounts``); the router counts each single send's and batch item's last attempt.
     public let lastHour: LastHourCounts.Window
+    /// The tenant's usage counts, which its runtimes share (``UsageMeter/Tally``): the router
+    /// counts each single send's acceptance and last outcome on it, the job runner each batch
+    /// item's outcome.
+    public let usage: UsageMeter.Tally
     /// The tenant's transport: its connections, counters and credential (``PushTransport/status``).
     public let transport: any PushTransport
     private let clock: any PushClock
@@ -48,10 +52,12 @@ public final class TenantRuntime: Sendable {
 
     init(
         configuration: TenantConfiguration, plugins: TenantPlugins, transport: any PushTransport,
-        clock: any PushClock, logger: Logger, defaultDeadline: Duration, lastHour: LastHourCounts.Window
+        clock: any PushClock, logger: Logger, defaultDeadline: Duration, lastHour: LastHourCounts.Window,
+        usage: UsageMeter.Tally
     ) {
         self.configuration = configuration
         self.lastHour = lastHour
+        self.usage = usage
         self.topicRules = TopicRules(configuration)
         self.transport = transport
         self.clock = clock
