@@ -1,6 +1,7 @@
 import APNsSandbox
 import Foundation
 @_spi(Testing) import HeraldCore
+import HeraldTestSupport
 import NIOCore
 import NIOPosix
 import Synchronization
@@ -289,8 +290,13 @@ struct TransportEndToEndTests {
     @Test("an endpoint that refuses connections: connectionFailed, not processed")
     func connectionRefused() async throws {
         let harness = try await SandboxHarness.start(keys: [.alpha])
-        let tenant = try harness.tokenTenant(.alpha)
-        await harness.shutdown()  // nothing listens on the port any more
+        // A port held closed for the test (a freed port could go to another test's server).
+        let closed = try LocalProxy.ClosedPort()
+        var tenant = try harness.tokenTenant(.alpha)
+        let refusing = APNsEndpoint(host: "127.0.0.1", port: closed.port)
+        tenant.endpoints.production = refusing
+        tenant.endpoints.development = refusing
+        await harness.shutdown()
         let transport = try harness.transport(for: tenant)
         do {
             _ = try await transport.send(Notes.note(topic: "com.example.alpha"))
@@ -301,6 +307,7 @@ struct TransportEndToEndTests {
             #expect(!error.mayHaveReachedAPNs)
         }
         await transport.close()
+        withExtendedLifetime(closed) {}
     }
 
     @Test("a topic that is not the tenant's is not admitted: nothing reaches the transport")

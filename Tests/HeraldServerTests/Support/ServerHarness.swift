@@ -101,7 +101,8 @@ final class TestWorld: Sendable {
 
     func tenant(_ id: String) -> TestTenant { tenants.first { $0.id == id }! }
 
-    func writeTenantFile(_ tenant: TestTenant) throws {
+    /// Writes the tenant's file; its APNs endpoints are the sandbox's, or `apnsPort` of 127.0.0.1.
+    func writeTenantFile(_ tenant: TestTenant, apnsPort: Int? = nil) throws {
         let keyPath = "keys/\(tenant.id).p8"
         try ("# test key\n" + tenant.key.pemRepresentation + "\n").write(
             toFile: tenantsDirectory + "/" + keyPath, atomically: true, encoding: .utf8)
@@ -114,8 +115,8 @@ final class TestWorld: Sendable {
                 key_file: \(keyPath)
             topics: [\(tenant.topics.joined(separator: ", "))]
             endpoints:
-              development: https://127.0.0.1:\(sandbox.port)
-              production: https://127.0.0.1:\(sandbox.port)
+              development: https://127.0.0.1:\(apnsPort ?? sandbox.port)
+              production: https://127.0.0.1:\(apnsPort ?? sandbox.port)
               channels_development: https://127.0.0.1:\(sandbox.channelsPort)
               channels_production: https://127.0.0.1:\(sandbox.channelsPort)
               default: development
