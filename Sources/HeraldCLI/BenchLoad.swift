@@ -157,7 +157,7 @@ enum BenchLoad {
     ///     connection); empty: Swift's global executor.
     static func run<Note: Sendable>(
         _ notes: [Note], concurrency: Int, executors: [any TaskExecutor],
-        send: @escaping @Sendable (Note) async throws -> APNsResponse
+        send: nonisolated(nonsending) @escaping @Sendable (Note) async throws -> APNsResponse
     ) async -> BenchFigures {
         let cursor = Cursor()
         let cpuBefore = ProcessUsage.now()

@@ -7,7 +7,7 @@ extension Router {
     /// refused at once with ``HeraldCore/PushError/circuitOpen(tenant:endpoint:retryAfter:)``
     /// (nothing is written to APNs), and after the probe interval one send goes as the probe.
     /// A single send keeps its own deadline: it is not deferred or retried here.
-    public func sendThroughCircuit(
+    nonisolated(nonsending) public func sendThroughCircuit(
         tenant: TenantID, notification: HeraldCore.Notification, environment: APNsEnvironment? = nil
     ) async throws -> PushResult {
         guard let runtime = runtime(for: tenant) else { throw PushError.unknownTenant(tenant.rawValue) }

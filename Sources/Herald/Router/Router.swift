@@ -210,7 +210,7 @@ public final class Router: Sendable {
     /// - Throws: ``PushError`` for local refusals (unknown tenant, `TopicDisallowed`, push type vs
     ///   topic, no endpoint, invalid notification, rate limit, refused token) and for failures
     ///   without an APNs answer.
-    public func send(
+    nonisolated(nonsending) public func send(
         tenant: TenantID, notification: HeraldCore.Notification, environment: APNsEnvironment? = nil,
         deadline: ContinuousClock.Instant? = nil, retries: Bool = true
     ) async throws -> PushResult {

@@ -124,7 +124,7 @@ public final class TenantRuntime: Sendable {
 
     /// ``startSend(_:id:environment:deadline:attempt:completion:)``, awaited (its completion is
     /// called exactly once).
-    public func send(
+    nonisolated(nonsending) public func send(
         _ notification: Notification, id: NotificationID, environment: APNsEnvironment? = nil,
         deadline: ContinuousClock.Instant? = nil, attempt: Int = 1
     ) async throws -> PushResult {
