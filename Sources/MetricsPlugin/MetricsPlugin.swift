@@ -72,7 +72,20 @@ public final class MetricsMiddleware: PushMiddleware {
         var timers: [TimerKey: CoreMetrics.Timer] = [:]
         /// The last send's labels and metrics: most sends have the same as the one before, and
         /// comparing two keys costs less than hashing one.
-        var last: (counterKey: CounterKey, counter: Counter, timerKey: TimerKey, timer: CoreMetrics.Timer)?
+        var last: Last?
+    }
+
+    /// The last send's keys and metrics, compared where they are kept (a copy of the keys would
+    /// retain their strings on every send).
+    private struct Last {
+        let counterKey: CounterKey
+        let counter: Counter
+        let timerKey: TimerKey
+        let timer: CoreMetrics.Timer
+
+        func matches(_ counterKey: CounterKey, _ timerKey: TimerKey) -> Bool {
+            self.counterKey == counterKey && self.timerKey == timerKey
+        }
     }
     private static let otherTopic = -1
     private static let allTopics = -2
@@ -157,8 +170,8 @@ public final class MetricsMiddleware: PushMiddleware {
         let timerKey = TimerKey(broadcast: broadcast, pushType: notification.pushType, status: status)
         let kind = broadcast ? "broadcast" : "device"
         let (counter, timer) = cache.withLock { cache in
-            if let last = cache.last, last.counterKey == counterKey, last.timerKey == timerKey {
-                return (last.counter, last.timer)
+            if cache.last?.matches(counterKey, timerKey) == true, let counter = cache.last?.counter, let timer = cache.last?.timer {
+                return (counter, timer)
             }
             let counter =
                 cache.counters[counterKey]
@@ -187,7 +200,7 @@ public final class MetricsMiddleware: PushMiddleware {
                     cache.timers[timerKey] = made
                     return made
                 }()
-            cache.last = (counterKey, counter, timerKey, timer)
+            cache.last = Last(counterKey: counterKey, counter: counter, timerKey: timerKey, timer: timer)
             return (counter, timer)
         }
         counter.increment()

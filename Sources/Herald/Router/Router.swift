@@ -237,7 +237,7 @@ public final class Router: Sendable {
     ///   - retries: false when the caller retries the notification itself (the job runner, under
     ///     the tenant's delivery policy): one attempt, whatever its outcome.
     public func startSend(
-        tenant: TenantID, notification: HeraldCore.Notification, environment: APNsEnvironment? = nil,
+        tenant: TenantID, notification: consuming HeraldCore.Notification, environment: APNsEnvironment? = nil,
         deadline: ContinuousClock.Instant? = nil, retries: Bool = true,
         completion: @escaping @Sendable (Result<PushResult, any Error>) -> Void
     ) {
@@ -247,11 +247,12 @@ public final class Router: Sendable {
     }
 
     private func start(
-        tenant: TenantID, notification: HeraldCore.Notification, environment: APNsEnvironment?, deadline: ContinuousClock.Instant?,
-        retries: Bool, reply: Reply
+        tenant: TenantID, notification: consuming HeraldCore.Notification, environment: APNsEnvironment?,
+        deadline: ContinuousClock.Instant?, retries: Bool, reply: Reply
     ) {
+        let id = apnsID(for: notification)
         let send = RoutedSend(
-            router: self, tenant: tenant, notification: notification, id: apnsID(for: notification), environment: environment,
+            router: self, tenant: tenant, notification: notification, id: id, environment: environment,
             deadline: deadline ?? configuration.clock.now.advanced(by: configuration.defaultDeadline), retries: retries,
             completion: reply)
         send.attempt(Resends())
@@ -300,7 +301,7 @@ public final class Router: Sendable {
         private let current: Mutex<(runtime: TenantRuntime?, resends: Resends)>
 
         init(
-            router: Router, tenant: TenantID, notification: HeraldCore.Notification, id: NotificationID,
+            router: Router, tenant: TenantID, notification: consuming HeraldCore.Notification, id: NotificationID,
             environment: APNsEnvironment?, deadline: ContinuousClock.Instant, retries: Bool, completion: Reply
         ) {
             self.router = router
@@ -363,12 +364,18 @@ public final class Router: Sendable {
     /// handed to the caller. A transport failure of a runtime whose credential was revoked is
     /// `CredentialRevoked` from here on: the connection was cut under it.
     private func answered(_ send: RoutedSend, outcome: Result<PushResult, any Error>, runtime: TenantRuntime, resends: Resends) {
-        var outcome = outcome
         if case .failure(let error as PushError) = outcome, error.code == .transport || error.code == .shuttingDown,
             runtime.isRevoked
         {
-            outcome = .failure(PushError.credentialRevoked(send.tenant, mayHaveReachedAPNs: error.mayHaveReachedAPNs))
+            let revoked = PushError.credentialRevoked(send.tenant, mayHaveReachedAPNs: error.mayHaveReachedAPNs)
+            return settle(send, outcome: .failure(revoked), runtime: runtime, resends: resends)
         }
+        // Settled as it came (a copy would retain each of the answer's strings).
+        settle(send, outcome: outcome, runtime: runtime, resends: resends)
+    }
+
+    /// An attempt's answer, as the router reports it: made again, or counted and handed over.
+    private func settle(_ send: RoutedSend, outcome: Result<PushResult, any Error>, runtime: TenantRuntime, resends: Resends) {
         switch resend(send, after: outcome, resends: resends, policy: runtime.retryPolicy) {
         case .now(let next):
             send.attempt(next)

@@ -119,7 +119,7 @@ public final class TenantRuntime: Sendable {
         let context = PushContext(
             tenant: configuration.id, environment: admitted.environment, logger: pushLogger.withNotificationID(id),
             attempt: attempt, deadline: deadline ?? clock.now.advanced(by: defaultDeadline))
-        pipeline.start(admitted, context: context, terminal: terminal, completion: completion)
+        pipeline.start(consume admitted, context: consume context, terminal: terminal, completion: completion)
     }
 
     /// ``startSend(_:id:environment:deadline:attempt:completion:)``, awaited (its completion is

@@ -23,7 +23,10 @@ public struct AdmittedNotification: Sendable, Hashable {
         @usableFromInline let environment: APNsEnvironment
         @usableFromInline let credentialGeneration: UInt64
 
-        init(notification: Notification, id: NotificationID, topic: String, environment: APNsEnvironment, credentialGeneration: UInt64) {
+        init(
+            notification: consuming Notification, id: NotificationID, topic: String, environment: APNsEnvironment,
+            credentialGeneration: UInt64
+        ) {
             self.notification = notification
             self.id = id
             self.topic = topic
@@ -68,7 +71,10 @@ public struct AdmittedNotification: Sendable, Hashable {
 
     /// - Parameter notification: the notification with ``Notification/id`` and
     ///   ``Notification/topic`` already set to `id` and `topic`.
-    fileprivate init(admitted notification: Notification, id: NotificationID, topic: String, environment: APNsEnvironment, credentialGeneration: UInt64) {
+    fileprivate init(
+        admitted notification: consuming Notification, id: NotificationID, topic: String, environment: APNsEnvironment,
+        credentialGeneration: UInt64
+    ) {
         storage = Storage(
             notification: notification, id: id, topic: topic, environment: environment, credentialGeneration: credentialGeneration)
     }

@@ -36,7 +36,7 @@ public struct SendPipeline: Sendable {
     /// Runs the middlewares and the send, and calls `completion` exactly once with the outcome
     /// (possibly on a connection's event loop: it must not block).
     public func start(
-        _ notification: AdmittedNotification, context: PushContext, terminal: @escaping Terminal,
+        _ notification: consuming AdmittedNotification, context: consuming PushContext, terminal: @escaping Terminal,
         completion: @escaping @Sendable (Result<PushResult, any Error>) -> Void
     ) {
         Run(
@@ -76,8 +76,8 @@ public struct SendPipeline: Sendable {
         let completion: @Sendable (Result<PushResult, any Error>) -> Void
 
         init(
-            stages: Stages, notification: AdmittedNotification, context: PushContext, terminal: @escaping Terminal,
-            completion: @escaping @Sendable (Result<PushResult, any Error>) -> Void
+            stages: Stages, notification: consuming AdmittedNotification, context: consuming PushContext,
+            terminal: @escaping Terminal, completion: @escaping @Sendable (Result<PushResult, any Error>) -> Void
         ) {
             self.stages = stages
             self.notification = notification
@@ -95,7 +95,10 @@ public struct SendPipeline: Sendable {
             while index < middlewares.count {
                 let decision: PushDecision
                 do {
-                    decision = try middlewares[index].willSend(notification, context: context)
+                    // Called in place: a middleware taken out of the array is a copy (a retain).
+                    decision = try middlewares.withUnsafeBufferPointer { [index] in
+                        try $0[index].willSend(notification, context: context)
+                    }
                 } catch {
                     finish(.failure(error), ran: index)
                     return
@@ -166,14 +169,17 @@ public struct SendPipeline: Sendable {
         /// The `didSend`s of the first `ran` middlewares, innermost first; then their follow-ups
         /// (in a task, when there are any); then `completion`.
         func finish(_ outcome: Result<PushResult, any Error>, ran: Int) {
-            var followUps: [PushFollowUp] = []
-            let middlewares = stages.middlewares
-            var index = ran
-            while index > 0 {
-                index -= 1
-                if let followUp = middlewares[index].didSend(notification, context: context, startedAt: startedAt, outcome: outcome) {
-                    followUps.append(followUp)
+            // Called in place: a middleware taken out of the array is a copy (a retain).
+            let followUps = stages.middlewares.withUnsafeBufferPointer { middlewares -> [PushFollowUp] in
+                var followUps: [PushFollowUp] = []
+                var index = ran
+                while index > 0 {
+                    index -= 1
+                    if let followUp = middlewares[index].didSend(notification, context: context, startedAt: startedAt, outcome: outcome) {
+                        followUps.append(followUp)
+                    }
                 }
+                return followUps
             }
             guard !followUps.isEmpty else { return completion(outcome) }
             Task {
