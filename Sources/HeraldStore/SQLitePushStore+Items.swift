@@ -199,15 +199,17 @@ extension SQLitePushStore {
         notes.reserveCapacity(byChunk.values.reduce(0) { $0 + $1.high - $1.low + 1 })
         for (first, span) in byChunk {
             guard
-                let items = try Row.readFirst(
+                var items = try Row.readFirst(
                     db.cachedStatement(sql: "SELECT count, items FROM job_chunk WHERE id = ?"),
                     arguments: [ItemChunks.rowID(key: job.key, first: first)],
                     { row in try ItemChunks.decode(row[1], count: row[0], wanted: span.low..<(span.high + 1)) })
             else { throw StoreError.corrupt("job \(job.id) lacks the chunk of item \(first)") }
-            for (position, item) in items {
+            // Taken out of the decoded chunk one by one (moved, not copied).
+            for position in Array(items.keys) {
+                guard let item = items.removeValue(forKey: position) else { continue }
+                let payloadRef = item.payloadRef
                 var notification = item.notification
-                notification.payload = try payloads.payload(
-                    db, tenant: job.tenant.rawValue, job: job.id.rawValue, id: item.payloadRef)
+                notification.payload = try payloads.payload(db, tenant: job.tenant.rawValue, job: job.id.rawValue, id: payloadRef)
                 notes[first + position] = notification
             }
         }
@@ -286,7 +288,7 @@ extension SQLitePushStore {
 
     /// One item from what the tables keep of it.
     static func item(
-        job: JobID, index: Int, notification: HeraldCore.Notification, row: ItemRow?, sent: ItemChunks.Sent?,
+        job: JobID, index: Int, notification: consuming HeraldCore.Notification, row: ItemRow?, sent: ItemChunks.Sent?,
         lease: (String, Int64)?
     ) -> JobItem {
         if let row {
@@ -381,7 +383,7 @@ extension SQLitePushStore {
         // The claimed items: due retries in the order claimed, then pending ones in index order.
         var payloads = PayloadCache()
         let indexes = selected.map { Int($0 & ~ItemChunks.retryEntry) }
-        let notes = try notifications(db, job: job, indexes: indexes, payloads: &payloads)
+        var notes = try notifications(db, job: job, indexes: indexes, payloads: &payloads)
         var rows: [Int: ItemRow] = [:]
         let pending = selected.filter { $0 & ItemChunks.retryEntry == 0 }.map { Int($0) }
         if let low = pending.min(), let high = pending.max() {
@@ -391,12 +393,17 @@ extension SQLitePushStore {
             let index = Int(entry & ~ItemChunks.retryEntry)
             rows[index] = try itemRow(db, key: job.key, index: index)
         }
-        return try indexes.map { index in
-            guard let notification = notes[index] else { throw StoreError.corrupt("job \(job.id) lacks item \(index)") }
-            return item(
-                job: job.id, index: index, notification: notification, row: rows[index], sent: nil,
-                lease: (claimant, until))
+        // Each index once (`chosen`): its notification is moved out of `notes`, not copied.
+        var items: [JobItem] = []
+        items.reserveCapacity(indexes.count)
+        for index in indexes {
+            guard let notification = notes.removeValue(forKey: index) else {
+                throw StoreError.corrupt("job \(job.id) lacks item \(index)")
+            }
+            items.append(
+                item(job: job.id, index: index, notification: notification, row: rows[index], sent: nil, lease: (claimant, until)))
         }
+        return items
     }
 
     // MARK: On the wire

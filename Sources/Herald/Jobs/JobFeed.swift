@@ -169,8 +169,9 @@ final class JobFeed: Sendable {
     func refill(_ items: [JobItem]) {
         let handed = state.withLock { state -> [(CheckedContinuation<JobItem?, Never>, JobItem?)] in
             state.items.removeFirst(state.next)
-            // One copy of each item, straight into the feed (a mapped array first would be two).
-            state.items.append(contentsOf: items.lazy.map { Optional($0) })
+            // One copy of each item, straight into the feed (appending a mapped sequence makes two).
+            state.items.reserveCapacity(state.items.count + items.count)
+            for item in items { state.items.append(item) }
             state.next = 0
             var handed: [(CheckedContinuation<JobItem?, Never>, JobItem?)] = []
             while !state.takers.isEmpty, let item = state.take() {
