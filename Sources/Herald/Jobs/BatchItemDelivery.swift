@@ -270,7 +270,9 @@ struct BatchItemDelivery: Sendable {
             let reason = Self.reason(outcome)
             let next = finished.addingTimeInterval(wait.secondsValue)
             guard next <= giveUpAt else {
-                return giveUp(index, apnsID: attempt.apnsID, status: answer?.status, lastError: reason, attempts: attempts, usage: attempt.usage)
+                return giveUp(
+                    index, apnsID: attempt.apnsID, status: answer?.status, lastError: reason, attempts: attempts,
+                    usage: attempt.usage)
             }
             return deferItem(
                 index, of: job,

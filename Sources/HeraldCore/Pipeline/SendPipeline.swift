@@ -45,7 +45,9 @@ public struct SendPipeline: Sendable {
     }
 
     /// ``start(_:context:terminal:completion:)``, awaited (its completion is called exactly once).
-    nonisolated(nonsending) public func send(_ notification: AdmittedNotification, context: PushContext, terminal: @escaping Terminal) async throws -> PushResult {
+    nonisolated(nonsending) public func send(
+        _ notification: AdmittedNotification, context: PushContext, terminal: @escaping Terminal
+    ) async throws -> PushResult {
         try await withUnsafeThrowingContinuation { continuation in
             start(notification, context: context, terminal: terminal) { continuation.resume(with: $0) }
         }
