@@ -92,8 +92,7 @@ struct JobFeeder: Sendable {
             // By position: an item is not copied (a copy retains every string and array it holds).
             var dueRetries = 0
             for position in claimed.indices {
-                // The state alone, read in place (``JobSenders/isDueRetry(_:)`` would take a copy).
-                if claimed[position].state != .pending {
+                if JobSenders.isDueRetry(claimed[position].state) {
                     dueRetries += 1
                 } else {
                     fromIndex = max(fromIndex, claimed[position].index + 1)

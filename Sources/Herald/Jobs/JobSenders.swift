@@ -9,7 +9,10 @@ enum JobSenders {
     /// A claimed item that is not new: a due retry (`retrying`), which a claim returns whatever
     /// its index (a new item is `pending`). The feeder waits for a due retry's change to be
     /// committed before it claims again.
-    static func isDueRetry(_ item: JobItem) -> Bool { item.state != .pending }
+    static func isDueRetry(_ item: JobItem) -> Bool { isDueRetry(item.state) }
+
+    /// The rule itself, on an item's state alone (read in place, where passing the item would copy it).
+    static func isDueRetry(_ state: JobItemState) -> Bool { state != .pending }
 
     /// Hands an attempt's step to the writer (or frees its slot).
     /// - Returns: false when the job's sends stop (the feed is stopped).
