@@ -278,7 +278,7 @@ struct BenchCommand: AsyncParsableCommand {
             if callerMode == "callbacks" {
                 // As the job runner sends a batch item: one attempt (its retries are the caller's),
                 // through the one pipeline without a task.
-                let start: @Sendable (HeraldCore.Notification, @escaping @Sendable (Result<APNsResponse, any Error>) -> Void) -> Void = {
+                let start: @Sendable (consuming HeraldCore.Notification, @escaping @Sendable (Result<APNsResponse, any Error>) -> Void) -> Void = {
                     note, completion in
                     router.startSend(tenant: tenantID, notification: note, environment: environment, retries: false) {
                         completion($0.map(\.response))

@@ -480,7 +480,7 @@ struct SendPipelineTests {
         return await withCheckedContinuation { done in
             SendPipeline(middlewares, clock: clock).start(sent, context: context) { notification, context, completion in
                 calls.add("wire")
-                completion(Fixtures.accepted(notification, context))
+                completion(.success(APNsResponse(status: 200, apnsID: notification.id)))
             } completion: { outcome in
                 calls.add("done")
                 done.resume(returning: outcome)

@@ -69,10 +69,8 @@ struct MetricsTests {
         _ = try await SendPipeline([middleware]).send(
             stray,
             context: PushContext(tenant: Fixtures.tenantID("m"), environment: .production, deadline: .now + .seconds(1))
-        ) { n, c, completion in
-            completion(
-                .success(
-                    PushResult(notificationID: n.id, environment: c.environment, response: APNsResponse(status: 299, apnsID: n.id))))
+        ) { n, _, completion in
+            completion(.success(APNsResponse(status: 299, apnsID: n.id)))
         }
         #expect(
             metrics.counterTotal(
@@ -94,8 +92,8 @@ struct MetricsTests {
         let admitted = AdmittedNotification(unchecked: broadcast, id: Fixtures.apnsID(), environment: .production)
         _ = try await SendPipeline([middleware]).send(
             admitted, context: PushContext(tenant: Fixtures.tenantID("m"), environment: .production, deadline: .now + .seconds(1))
-        ) { n, c, completion in
-            completion(.success(PushResult(notificationID: n.id, environment: c.environment, response: APNsResponse(status: 200, apnsID: n.id))))
+        ) { n, _, completion in
+            completion(.success(APNsResponse(status: 200, apnsID: n.id)))
         }
         #expect(
             metrics.counterTotal(

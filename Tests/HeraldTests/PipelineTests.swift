@@ -55,7 +55,7 @@ struct PipelineTests {
             context: PushContext(tenant: Fixtures.tenantID("t"), environment: .production, deadline: .now + .seconds(5))
         ) { notification, context, completion in
             log.append("wire")
-            completion(Fixtures.accepted(notification, context))
+            completion(.success(APNsResponse(status: 200, apnsID: notification.id)))
         }
         #expect(result.isSuccess)
         #expect(log.values == ["a>1", "b>1", "c>1", "wire", "<c", "<b", "<a"])

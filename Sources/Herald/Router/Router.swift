@@ -290,7 +290,6 @@ public final class Router: Sendable {
     private final class RoutedSend: Sendable {
         let router: Router
         let tenant: TenantID
-        let notification: HeraldCore.Notification
         let id: NotificationID
         let environment: APNsEnvironment?
         let deadline: ContinuousClock.Instant
@@ -299,6 +298,18 @@ public final class Router: Sendable {
         /// The runtime the attempt under way went to, and what the send has been through (one
         /// attempt at a time).
         private let current: Mutex<(runtime: TenantRuntime?, resends: Resends)>
+        /// The notification: the caller's until a runtime admits it, then the admitted value,
+        /// which every later attempt through the same runtime sends as it is (one through another
+        /// runtime, after a reload or a revocation, is admitted again by that one). Held, not
+        /// copied: the admission takes the caller's notification over.
+        private let held: Mutex<Held>
+
+        private enum Held {
+            case caller(HeraldCore.Notification)
+            case admitted(AdmittedNotification)
+            /// The admission refused it (a later attempt would be refused the same).
+            case refused(PushError)
+        }
 
         init(
             router: Router, tenant: TenantID, notification: consuming HeraldCore.Notification, id: NotificationID,
@@ -306,7 +317,7 @@ public final class Router: Sendable {
         ) {
             self.router = router
             self.tenant = tenant
-            self.notification = notification
+            self.held = Mutex(.caller(notification))
             self.id = id
             self.environment = environment
             self.deadline = deadline
@@ -329,8 +340,46 @@ public final class Router: Sendable {
                 resends.accepted = true
             }
             current.withLock { $0 = (runtime, resends) }
-            runtime.startSend(notification, id: id, environment: environment, deadline: deadline, attempt: resends.attempt) {
+            let admitted: AdmittedNotification
+            do {
+                admitted = try admission(by: runtime)
+            } catch {
+                return answered(.failure(error))
+            }
+            runtime.startSend(admitted, deadline: deadline, attempt: resends.attempt) {
                 self.answered($0)
+            }
+        }
+
+        /// The notification as `runtime` admitted it: admitted now the first time (the caller's
+        /// notification moves into the admitted value), and again under another runtime than the
+        /// last. Attempts are one at a time; the lock only publishes the value from one to the next.
+        private func admission(by runtime: TenantRuntime) throws(PushError) -> AdmittedNotification {
+            try held.withLock { (held) throws(PushError) -> AdmittedNotification in
+                let admitted: AdmittedNotification
+                switch consume held {
+                case .caller(let notification):
+                    do throws(PushError) {
+                        admitted = try runtime.admit(notification, id: id, environment: environment)
+                    } catch {
+                        held = .refused(error)
+                        throw error
+                    }
+                case .admitted(let earlier) where earlier.credentialGeneration == runtime.credentialGeneration:
+                    admitted = earlier
+                case .admitted(let earlier):
+                    do throws(PushError) {
+                        admitted = try runtime.admit(earlier.notification, id: id, environment: environment)
+                    } catch {
+                        held = .admitted(earlier)
+                        throw error
+                    }
+                case .refused(let error):
+                    held = .refused(error)
+                    throw error
+                }
+                held = .admitted(admitted)
+                return admitted
             }
         }
 

@@ -42,7 +42,7 @@ public final class TenantRuntime: Sendable {
     private let revoked = Atomic<Bool>(false)
     /// The tenant's topic checks, worked out once (``TopicRules``).
     private let topicRules: TopicRules
-    /// The pipeline's send: the transport's callback form, answering with the attempt's result.
+    /// The pipeline's send: the transport's callback form.
     private let terminal: SendPipeline.Terminal
 
     public var id: TenantID { configuration.id }
@@ -70,7 +70,7 @@ public final class TenantRuntime: Sendable {
         self.credentialGeneration = Self.generations.add(1, ordering: .relaxed).newValue
         self.pipeline = SendPipeline(plugins.middlewares, clock: clock)
         self.terminal = { notification, context, completion in
-            transport.startAttempt(notification, deadline: context.deadline, attempt: context.attempt, completion: completion)
+            transport.startSend(notification, deadline: context.deadline, completion: completion)
         }
     }
 
@@ -100,24 +100,52 @@ public final class TenantRuntime: Sendable {
     ///   - deadline: nil allows the router's default time from now.
     ///   - attempt: which attempt this is (``HeraldCore/PushContext/attempt``).
     public func startSend(
-        _ notification: Notification, id: NotificationID, environment: APNsEnvironment? = nil,
+        _ notification: consuming Notification, id: NotificationID, environment: APNsEnvironment? = nil,
         deadline: ContinuousClock.Instant? = nil, attempt: Int = 1,
         completion: @escaping @Sendable (Result<PushResult, any Error>) -> Void
     ) {
         let admitted: AdmittedNotification
         do {
-            admitted = try configuration.admit(
-                notification, id: id, environment: environment, credentialGeneration: credentialGeneration, topicRules: topicRules)
+            admitted = try admit(notification, id: id, environment: environment)
         } catch {
             completion(.failure(error))
             return
+        }
+        startSend(admitted, deadline: deadline, attempt: attempt, completion: completion)
+    }
+
+    /// Admits `notification` as this runtime's (its tenant's rules, with this runtime's
+    /// ``credentialGeneration``), for ``startSend(_:deadline:attempt:completion:)``.
+    /// - Throws: the refusal (``HeraldCore/TenantConfiguration/admit(_:id:environment:credentialGeneration:topicRules:)``).
+    public func admit(
+        _ notification: consuming Notification, id: NotificationID, environment: APNsEnvironment?
+    ) throws(PushError) -> AdmittedNotification {
+        try configuration.admit(
+            notification, id: id, environment: environment, credentialGeneration: credentialGeneration, topicRules: topicRules)
+    }
+
+    /// Sends one attempt of an admitted notification, as
+    /// ``startSend(_:id:environment:deadline:attempt:completion:)`` does after the admission. One
+    /// another runtime admitted (another ``HeraldCore/AdmittedNotification/credentialGeneration``)
+    /// is admitted again by this one first, with its apns-id and environment.
+    public func startSend(
+        _ admitted: consuming AdmittedNotification, deadline: ContinuousClock.Instant? = nil, attempt: Int = 1,
+        completion: @escaping @Sendable (Result<PushResult, any Error>) -> Void
+    ) {
+        if admitted.credentialGeneration != credentialGeneration {
+            do {
+                admitted = try admit(admitted.notification, id: admitted.id, environment: admitted.environment)
+            } catch {
+                completion(.failure(error))
+                return
+            }
         }
         guard !isClosed else {
             completion(.failure(PushError.shuttingDown(configuration.id)))
             return
         }
         let context = PushContext(
-            tenant: configuration.id, environment: admitted.environment, logger: pushLogger.withNotificationID(id),
+            tenant: configuration.id, environment: admitted.environment, logger: pushLogger.withNotificationID(admitted.id),
             attempt: attempt, deadline: deadline ?? clock.now.advanced(by: defaultDeadline))
         pipeline.start(consume admitted, context: consume context, terminal: terminal, completion: completion)
     }

@@ -294,28 +294,7 @@ public final class TenantTransport: PushTransport {
         _ notification: AdmittedNotification, deadline: ContinuousClock.Instant,
         completion: @escaping @Sendable (Result<APNsResponse, PushError>) -> Void
     ) {
-        let tenant = tenant.id
-        start(notification, deadline: Self.nioDeadline(deadline), cancellation: nil) { result in
-            completion(result.mapError { $0.pushError(tenant: tenant) })
-        }
-    }
-
-    public func startAttempt(
-        _ notification: AdmittedNotification, deadline: ContinuousClock.Instant, attempt: Int,
-        completion: @escaping @Sendable (Result<PushResult, any Error>) -> Void
-    ) {
-        let tenant = tenant.id
-        start(notification, deadline: Self.nioDeadline(deadline), cancellation: nil) { result in
-            switch result {
-            case .success(let response):
-                completion(
-                    .success(
-                        PushResult(
-                            notificationID: notification.id, environment: notification.environment, response: response, attempts: attempt)))
-            case .failure(let error):
-                completion(.failure(error.pushError(tenant: tenant)))
-            }
-        }
+        start(notification, deadline: Self.nioDeadline(deadline), cancellation: nil, reply: .translated(completion))
     }
 
     /// The home loop's executor: a task running there sends through the connection on that loop
@@ -346,8 +325,35 @@ public final class TenantTransport: PushTransport {
         var cancellation: SendCancellation?
     }
 
+    /// Where a send's answer goes: to a caller of ``send(_:deadline:completion:)`` as it came, or
+    /// to a caller of ``PushTransport/startSend(_:deadline:completion:)`` with the failure
+    /// translated there, so that neither form wraps the request's callback in one of its own.
+    private enum Reply: Sendable {
+        case untranslated(Completion)
+        case translated(@Sendable (Result<APNsResponse, PushError>) -> Void)
+
+        func callAsFunction(_ result: consuming Result<APNsResponse, APNsTransportError>, tenant: TenantID) {
+            switch self {
+            case .untranslated(let completion):
+                completion(result)
+            case .translated(let completion):
+                // Moved, not copied (a copy of the answer retains each of its strings).
+                switch consume result {
+                case .success(let response): completion(.success(response))
+                case .failure(let error): completion(.failure(error.pushError(tenant: tenant)))
+                }
+            }
+        }
+    }
+
     private func start(
         _ notification: AdmittedNotification, deadline: NIODeadline, cancellation: SendCancellation?, completion: @escaping Completion
+    ) {
+        start(notification, deadline: deadline, cancellation: cancellation, reply: .untranslated(completion))
+    }
+
+    private func start(
+        _ notification: AdmittedNotification, deadline: NIODeadline, cancellation: SendCancellation?, reply completion: Reply
     ) {
         let prepared: Prepared
         do {
@@ -356,12 +362,12 @@ public final class TenantTransport: PushTransport {
                 cancellation: cancellation)
         } catch let error as APNsTransportError {
             count(.failure(error))
-            completion(.failure(error))
+            completion(.failure(error), tenant: tenant.id)
             return
         } catch {
             let failure = APNsTransportError.invalidConfiguration("\(error)")
             count(.failure(failure))
-            completion(.failure(failure))
+            completion(.failure(failure), tenant: tenant.id)
             return
         }
         if credentials.kind != .token {
@@ -376,7 +382,7 @@ public final class TenantTransport: PushTransport {
     }
 
     /// Gets the authorization (signing a token when needed) and submits, or completes with the error.
-    private func submitWithCurrentAuthorization(_ prepared: Prepared, completion: @escaping Completion) async {
+    private func submitWithCurrentAuthorization(_ prepared: Prepared, completion: Reply) async {
         let authorization: String?
         do {
             authorization = try await credentials.authorization(
@@ -384,25 +390,23 @@ public final class TenantTransport: PushTransport {
         } catch {
             let failure = APNsTransportError.invalidConfiguration("the provider token could not be made", underlying: error)
             count(.failure(failure))
-            completion(.failure(failure))
+            completion(.failure(failure), tenant: tenant.id)
             return
         }
         submit(prepared, authorization: authorization, completion: completion)
     }
 
-    private func submit(_ prepared: Prepared, authorization: String?, completion: @escaping Completion) {
+    private func submit(_ prepared: Prepared, authorization: String?, completion: Reply) {
         let request = APNsRequest(
             notification: prepared.notification.notification, apnsID: prepared.notification.id, authorization: authorization,
             deadline: prepared.deadline, cancellable: prepared.cancellation != nil
         ) { result in
-            if let authorization, case .success(let response) = result, response.status == 403,
-                response.reason == .expiredProviderToken
-            {
+            if let authorization, Self.isExpiredToken(result) {
                 self.reportExpiredToken(authorization, apnsID: prepared.notification.id, result: result, completion: completion)
                 return
             }
             self.count(result)
-            completion(result)
+            completion(result, tenant: self.tenant.id)
         }
         if let cancellation = prepared.cancellation, !cancellation.attach(request) {
             request.complete(.failure(.cancelled(mayHaveBeenProcessed: false)))
@@ -411,16 +415,25 @@ public final class TenantTransport: PushTransport {
         prepared.pool.submit(request)
     }
 
+    /// Whether APNs answered 403 `ExpiredProviderToken` (read in place: a copy of the answer
+    /// retains each of its strings).
+    private static func isExpiredToken(_ result: borrowing Result<APNsResponse, APNsTransportError>) -> Bool {
+        switch result {
+        case .success(let response): response.status == 403 && response.reason == .expiredProviderToken
+        case .failure: false
+        }
+    }
+
     /// APNs rejected the provider token as expired: the credential is told (it drops the token,
     /// so the next send signs or reads a fresh one) before the answer is handed on.
     private func reportExpiredToken(
-        _ rejected: String, apnsID: NotificationID, result: Result<APNsResponse, APNsTransportError>, completion: @escaping Completion
+        _ rejected: String, apnsID: NotificationID, result: Result<APNsResponse, APNsTransportError>, completion: Reply
     ) {
         logger.info("APNs rejected the provider token as expired", metadata: ["herald.apns-id": "\(apnsID)"])
         Task {
             await self.credentials.tokenRejectedAsExpired(rejected)
             self.count(result)
-            completion(result)
+            completion(result, tenant: self.tenant.id)
         }
     }
 

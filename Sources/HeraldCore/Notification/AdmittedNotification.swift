@@ -112,11 +112,10 @@ extension TenantConfiguration {
     /// - Throws: the refusal: ``PushError`` with code `invalid` (APNs' reason and the field),
     ///   `topicDisallowed`, `pushTypeMismatch` or `environmentUnavailable`.
     public func admit(
-        _ notification: Notification, id: NotificationID, environment: APNsEnvironment?, credentialGeneration: UInt64 = 0,
+        _ notification: consuming Notification, id: NotificationID, environment: APNsEnvironment?, credentialGeneration: UInt64 = 0,
         topicRules: TopicRules? = nil
     ) throws(PushError) -> AdmittedNotification {
-        // One copy, checked and completed in place.
-        var notification = notification
+        // Checked and completed in place: a caller that hands its notification over makes no copy.
         let environment = try admit(&notification, environment: environment, topicRules: topicRules)
         // The check returns only with a topic.
         guard let topic = notification.topic else {

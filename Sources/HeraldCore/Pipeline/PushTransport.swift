@@ -34,13 +34,6 @@ public protocol PushTransport: Sendable {
     func startSend(
         _ notification: AdmittedNotification, deadline: ContinuousClock.Instant,
         completion: @escaping @Sendable (Result<APNsResponse, PushError>) -> Void)
-    /// ``startSend(_:deadline:completion:)`` as a pipeline's send ends (its
-    /// ``SendPipeline/Terminal``): APNs' answer as the attempt's ``PushResult``, the failure as
-    /// its ``PushError``. The default maps `startSend`'s answer; a transport that answers by
-    /// callback makes the result itself, without a second callback around the first.
-    func startAttempt(
-        _ notification: AdmittedNotification, deadline: ContinuousClock.Instant, attempt: Int,
-        completion: @escaping @Sendable (Result<PushResult, any Error>) -> Void)
     /// Where a task that starts many sends by callback should run: the executor of the thread
     /// the transport's connections answer on, so that the task's own steps and the sends' ends
     /// share that thread instead of waking each other across two. Nil (the default) when the
@@ -61,19 +54,6 @@ public protocol PushTransport: Sendable {
 }
 
 extension PushTransport {
-    public func startAttempt(
-        _ notification: AdmittedNotification, deadline: ContinuousClock.Instant, attempt: Int,
-        completion: @escaping @Sendable (Result<PushResult, any Error>) -> Void
-    ) {
-        startSend(notification, deadline: deadline) { answer in
-            completion(
-                answer.map {
-                    PushResult(notificationID: notification.id, environment: notification.environment, response: $0, attempts: attempt)
-                }
-                .mapError { $0 })
-        }
-    }
-
     public var sendsByCallback: Bool { false }
     public var sendingExecutor: (any TaskExecutor)? { nil }
     public var sendingExecutors: [any TaskExecutor] { sendingExecutor.map { [$0] } ?? [] }

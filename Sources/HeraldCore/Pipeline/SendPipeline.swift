@@ -23,10 +23,14 @@ public struct SendPipeline: Sendable {
     private let stages: Stages
 
     /// The send at the end of the pipeline: it gets the admitted notification once every
-    /// middleware let it go on, and calls its completion exactly once, possibly on another thread.
+    /// middleware let it go on, and calls its completion exactly once, possibly on another thread,
+    /// with APNs' answer or the failure (a transport's
+    /// ``PushTransport/startSend(_:deadline:completion:)``). The pipeline makes the attempt's
+    /// ``PushResult`` from the answer, so the send needs no callback of its own around its
+    /// transport's.
     public typealias Terminal = @Sendable (
         _ notification: AdmittedNotification, _ context: PushContext,
-        _ completion: @escaping @Sendable (Result<PushResult, any Error>) -> Void
+        _ completion: @escaping @Sendable (Result<APNsResponse, PushError>) -> Void
     ) -> Void
 
     public init(_ middlewares: [any PushMiddleware], clock: any PushClock = SystemPushClock()) {
@@ -163,8 +167,23 @@ public struct SendPipeline: Sendable {
                 finish(.failure(late), ran: index)
                 return
             }
-            terminal(notification, context) { outcome in
-                self.finish(outcome, ran: self.stages.middlewares.count)
+            terminal(notification, context) { answer in
+                self.answered(answer)
+            }
+        }
+
+        /// The terminal's answer, as the attempt's outcome, through every middleware's `didSend`.
+        private func answered(_ answer: consuming Result<APNsResponse, PushError>) {
+            let ran = stages.middlewares.count
+            switch consume answer {
+            case .success(let response):
+                finish(
+                    .success(
+                        PushResult(
+                            notificationID: notification.id, environment: notification.environment, response: response,
+                            attempts: context.attempt)), ran: ran)
+            case .failure(let error):
+                finish(.failure(error), ran: ran)
             }
         }
 

@@ -48,14 +48,6 @@ enum Fixtures {
         return ids.nextID()
     }
 
-    /// APNs' 200 to `notification`, for a pipeline's terminal in tests.
-    static func accepted(_ notification: AdmittedNotification, _ context: PushContext) -> Result<PushResult, any Error> {
-        .success(
-            PushResult(
-                notificationID: notification.id, environment: notification.environment,
-                response: APNsResponse(status: 200, apnsID: notification.id)))
-    }
-
     /// `note` admitted by a fixture tenant (``tenant(_:topics:plugins:production:development:defaultEnvironment:file:)``)
     /// with a new apns-id, as a tenant runtime admits a send.
     static func admitted(_ note: HeraldCore.Notification = note(), environment: APNsEnvironment = .production) -> AdmittedNotification {
