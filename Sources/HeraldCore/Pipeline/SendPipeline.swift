@@ -67,6 +67,19 @@ public struct SendPipeline: Sendable {
             self.middlewares = middlewares
             self.clock = clock
         }
+
+        /// Middleware `index`'s `willSend` (`index` below `middlewares.count`).
+        func willSend(_ index: Int, _ notification: AdmittedNotification, context: PushContext) throws -> PushDecision {
+            try middlewares[index].willSend(notification, context: context)
+        }
+
+        /// Middleware `index`'s `didSend` (`index` below `middlewares.count`).
+        func didSend(
+            _ index: Int, _ notification: AdmittedNotification, context: PushContext, startedAt: ContinuousClock.Instant,
+            outcome: Result<PushResult, any Error>
+        ) -> PushFollowUp? {
+            middlewares[index].didSend(notification, context: context, startedAt: startedAt, outcome: outcome)
+        }
     }
 
     /// One send through the pipeline: everything its steps need, in one object, so that each
@@ -96,15 +109,12 @@ public struct SendPipeline: Sendable {
         /// The `willSend`s from middleware `first` on, then the send; it stops at a decision that
         /// waits or checks and goes on from the next middleware in a task once that is done.
         func run(from first: Int) {
-            let middlewares = stages.middlewares
+            let count = stages.middlewares.count
             var index = first
-            while index < middlewares.count {
+            while index < count {
                 let decision: PushDecision
                 do {
-                    // Called in place: a middleware taken out of the array is a copy (a retain).
-                    decision = try middlewares.withUnsafeBufferPointer { [index] in
-                        try $0[index].willSend(notification, context: context)
-                    }
+                    decision = try stages.willSend(index, notification, context: context)
                 } catch {
                     finish(.failure(error), ran: index)
                     return
@@ -190,17 +200,13 @@ public struct SendPipeline: Sendable {
         /// The `didSend`s of the first `ran` middlewares, innermost first; then their follow-ups
         /// (in a task, when there are any); then `completion`.
         func finish(_ outcome: Result<PushResult, any Error>, ran: Int) {
-            // Called in place: a middleware taken out of the array is a copy (a retain).
-            let followUps = stages.middlewares.withUnsafeBufferPointer { middlewares -> [PushFollowUp] in
-                var followUps: [PushFollowUp] = []
-                var index = ran
-                while index > 0 {
-                    index -= 1
-                    if let followUp = middlewares[index].didSend(notification, context: context, startedAt: startedAt, outcome: outcome) {
-                        followUps.append(followUp)
-                    }
+            var followUps: [PushFollowUp] = []
+            var index = min(ran, stages.middlewares.count)
+            while index > 0 {
+                index -= 1
+                if let followUp = stages.didSend(index, notification, context: context, startedAt: startedAt, outcome: outcome) {
+                    followUps.append(followUp)
                 }
-                return followUps
             }
             guard !followUps.isEmpty else { return completion(outcome) }
             Task {
