@@ -127,7 +127,7 @@ struct BatchItemDelivery: Sendable {
     /// - Returns: false, having done nothing, when the item needs the `async` form.
     func start(
         _ item: JobItem, of job: Job, routes: Routes, leaseChecked: Bool = false, logger: Logger,
-        completion: @escaping @Sendable (Step) -> Void
+        completion: @escaping @Sendable (consuming Step) -> Void
     ) -> Bool {
         guard exclusiveStore || leaseChecked, let runtime = router.runtime(for: job.tenant) else { return false }
         let route = routes.route(for: runtime, job: job)
@@ -326,7 +326,7 @@ struct BatchItemDelivery: Sendable {
     }
 
     /// An item's final outcome: written, and counted in the tenant's usage.
-    private func record(_ index: Int, _ result: JobItemResult, usage: UsageMeter.Tally) -> Step {
+    private func record(_ index: Int, _ result: consuming JobItemResult, usage: UsageMeter.Tally) -> Step {
         usage.addBatchItem(result)
         return .write(JobItemChange(index: index, change: .outcome(result)))
     }

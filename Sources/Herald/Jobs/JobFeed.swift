@@ -166,12 +166,18 @@ final class JobFeed: Sendable {
 
     /// The next claim's items, after those of the last claim not handed out yet: the send tasks
     /// waiting get theirs at once.
-    func refill(_ items: [JobItem]) {
+    func refill(_ items: consuming [JobItem]) {
+        // Each item is moved into the feed, not copied (a copy retains every string and array
+        // it holds): taken off the claim's end into its place.
+        var items = items
         let handed = state.withLock { state -> [(CheckedContinuation<JobItem?, Never>, JobItem?)] in
             state.items.removeFirst(state.next)
-            // One copy of each item, straight into the feed (appending a mapped sequence makes two).
-            state.items.reserveCapacity(state.items.count + items.count)
-            for item in items { state.items.append(item) }
+            var place = state.items.count + items.count
+            state.items.append(contentsOf: repeatElement(nil, count: items.count))
+            while let item = items.popLast() {
+                place -= 1
+                state.items[place] = item
+            }
             state.next = 0
             var handed: [(CheckedContinuation<JobItem?, Never>, JobItem?)] = []
             while !state.takers.isEmpty, let item = state.take() {

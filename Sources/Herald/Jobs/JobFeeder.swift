@@ -102,7 +102,7 @@ struct JobFeeder: Sendable {
             state.adjust { $0.claimedItemsHeld += claimed.count } peak: {
                 $0.peakClaimedItemsHeld = max($0.peakClaimedItemsHeld, $0.claimedItemsHeld)
             }
-            feed.refill(claimed)
+            feed.refill(consume claimed)
             settled = false
         }
         return .stopped

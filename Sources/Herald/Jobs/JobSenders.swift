@@ -16,8 +16,8 @@ enum JobSenders {
 
     /// Hands an attempt's step to the writer (or frees its slot).
     /// - Returns: false when the job's sends stop (the feed is stopped).
-    static func hand(_ step: BatchItemDelivery.Step, watched: Bool, to outcomes: OutcomeGroups, feed: JobFeed) -> Bool {
-        switch step {
+    static func hand(_ step: consuming BatchItemDelivery.Step, watched: Bool, to outcomes: OutcomeGroups, feed: JobFeed) -> Bool {
+        switch consume step {
         case .write(let change):
             outcomes.add(change, watched: watched)
             return true
@@ -115,10 +115,8 @@ struct JobCallbackSender: Sendable {
     static func permitsTakenAhead(ofPool permits: Int) -> Int { max(1, permits / 8) }
 
     /// A send that ended: its step, and whether its item was a due retry (watched by the writer).
-    struct EndedSend: Sendable {
-        var step: BatchItemDelivery.Step
-        var watched: Bool
-    }
+    /// A tuple, which is taken apart without copying its step.
+    typealias EndedSend = (step: BatchItemDelivery.Step, watched: Bool)
 
     /// Sends the feed's items; returns when the feed runs out or stops and every send started
     /// has ended.
@@ -130,11 +128,14 @@ struct JobCallbackSender: Sendable {
         // The sends' ends, handled together per event-loop pass: the counters, the writer's
         // groups, the feed, the permits and the sends under way, each once for all of them.
         let ended = LoopTickGathering<EndedSend> { ended in
-            state.adjust { $0.itemsInFlight -= ended.count } peak: { _ in }
-            for send in ended { _ = JobSenders.hand(send.step, watched: send.watched, to: outcomes, feed: feed) }
-            state.handBack(feed, count: ended.count)
-            pool.release(ended.count)
-            started.end(ended.count)
+            let count = ended.count
+            state.adjust { $0.itemsInFlight -= count } peak: { _ in }
+            // Each moved out, not copied (a copy retains every string it holds), last first: the
+            // sends of one pass end in no particular order.
+            while let (step, watched) = ended.popLast() { _ = JobSenders.hand(step, watched: watched, to: outcomes, feed: feed) }
+            state.handBack(feed, count: count)
+            pool.release(count)
+            started.end(count)
         }
         let delivery = self.delivery
         // On a shared store each item's lease is checked before its send, a group at a time.
@@ -206,8 +207,8 @@ struct JobCallbackSender: Sendable {
                 }
                 state.adjust { $0.itemsInFlight += 1 } peak: { $0.peakItemsInFlight = max($0.peakItemsInFlight, $0.itemsInFlight) }
                 started.begin()
-                let end: @Sendable (BatchItemDelivery.Step) -> Void = { step in
-                    ended.add(EndedSend(step: step, watched: retry))
+                let end: @Sendable (consuming BatchItemDelivery.Step) -> Void = { step in
+                    ended.add((step: step, watched: retry))
                 }
                 if !delivery.start(item, of: job, routes: feed.routes, leaseChecked: leases != nil, logger: logger, completion: end) {
                     asyncSends.addTask {

@@ -24,19 +24,24 @@ final class LoopTickGathering<Element: Sendable>: Sendable {
     }
 
     private let state = Mutex(State())
-    private let handle: @Sendable ([Element]) -> Void
+    private let handle: @Sendable (inout [Element]) -> Void
 
-    init(handle: @escaping @Sendable ([Element]) -> Void) {
+    /// - Parameter handle: gets the elements gathered; it may move them out of the array (which
+    ///   it gets to change so that it need not copy them).
+    init(handle: @escaping @Sendable (inout [Element]) -> Void) {
         self.handle = handle
     }
 
-    func add(_ element: Element) {
+    func add(_ element: consuming Element) {
         guard let loop = MultiThreadedEventLoopGroup.currentEventLoop else {
-            handle([element])
+            var alone = [element]
+            handle(&alone)
             return
         }
+        // Moved in, not copied (the lock's closure would copy what it captures).
+        var moving = Optional(element)
         let queue = state.withLock { state -> Bool in
-            state.gathered.append(element)
+            if let element = moving.take() { state.gathered.append(element) }
             defer { state.queued = true }
             return !state.queued
         }
@@ -45,13 +50,13 @@ final class LoopTickGathering<Element: Sendable>: Sendable {
     }
 
     private func handOver() {
-        let gathered = state.withLock { state -> [Element] in
+        var gathered = state.withLock { state -> [Element] in
             state.queued = false
             var taken: [Element] = []
             swap(&taken, &state.gathered)
             state.gathered.reserveCapacity(taken.count)
             return taken
         }
-        if !gathered.isEmpty { handle(gathered) }
+        if !gathered.isEmpty { handle(&gathered) }
     }
 }

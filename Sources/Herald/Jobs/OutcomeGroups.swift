@@ -208,9 +208,11 @@ final class OutcomeGroups: Sendable {
 
     /// The change of an item taken under a reserved slot: the writer writes it with the next
     /// group. `watched`: the item is one of those watched (``watch(_:)``).
-    func add(_ change: JobItemChange, watched: Bool) {
+    func add(_ change: consuming JobItemChange, watched: Bool) {
+        // Moved into the group, not copied (the lock's closure would copy what it captures).
+        var moving = Optional(change)
         let writer = state.withLock { state -> CheckedContinuation<Void, Never>? in
-            state.waiting.append(change)
+            if let change = moving.take() { state.waiting.append(change) }
             state.waitingWatched.append(watched)
             defer { state.writer = nil }
             return state.writer

@@ -23,7 +23,7 @@ public enum DeliveryOutcome: Sendable, Hashable {
     case deferred(reason: String)
 
     /// Classifies an APNs answer.
-    public init(_ response: APNsResponse) {
+    public init(_ response: borrowing APNsResponse) {
         if response.isSuccess {
             self = .delivered
             return
