@@ -16,7 +16,9 @@ enum JobSenders {
 
     /// Hands an attempt's step to the writer (or frees its slot).
     /// - Returns: false when the job's sends stop (the feed is stopped).
-    static func hand(_ step: consuming BatchItemDelivery.Step, watched: Bool, to outcomes: OutcomeGroups, feed: JobFeed) -> Bool {
+    static func hand(
+        _ step: consuming BatchItemDelivery.Step, watched: Bool, to outcomes: OutcomeGroups, feed: JobFeed
+    ) -> Bool {
         switch consume step {
         case .write(let change):
             outcomes.add(change, watched: watched)
@@ -132,7 +134,9 @@ struct JobCallbackSender: Sendable {
             state.adjust { $0.itemsInFlight -= count } peak: { _ in }
             // Each moved out, not copied (a copy retains every string it holds), last first: the
             // sends of one pass end in no particular order.
-            while let (step, watched) = ended.popLast() { _ = JobSenders.hand(step, watched: watched, to: outcomes, feed: feed) }
+            while let (step, watched) = ended.popLast() {
+                _ = JobSenders.hand(step, watched: watched, to: outcomes, feed: feed)
+            }
             state.handBack(feed, count: count)
             pool.release(count)
             started.end(count)
