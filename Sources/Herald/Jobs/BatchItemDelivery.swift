@@ -233,11 +233,13 @@ struct BatchItemDelivery: Sendable {
         let index = attempt.index
         let attempts = attempt.attempts + 1
         let outcome: DeliveryOutcome
-        var answer: PushResult? = nil
+        // What the resend rule needs of APNs' answer, read in place (the answer itself is not
+        // copied: a final outcome is made from it below).
+        var answered: (status: Int, retryAfter: Duration?)? = nil
         var failure: (any Error)? = nil
         switch sent {
         case .success(let result):
-            answer = result
+            answered = (result.status, result.response.retryAfter)
             outcome = DeliveryOutcome(result.response)
         case .failure(let error) where error is CancellationError:
             if let key, probe { recordUnsentProbe(key, reason: "Cancelled", policy: policy, logger: logger) }
@@ -253,12 +255,10 @@ struct BatchItemDelivery: Sendable {
         let finished = clock.date
         if case .deferred = outcome, let error = failure as? PushError, error.code == .unknownTenant { return .pause }
         let rule = ResendRule.batchItem(policy: policy)
-        switch rule.decide(outcome, attempts: attempts, retryAfter: answer?.response.retryAfter, random: random) {
+        switch rule.decide(outcome, attempts: attempts, retryAfter: answered?.retryAfter, random: random) {
         case .final:
-            if let answer {
-                var result = JobItemResult(answer, finishedAt: finished)
-                result.attempts = attempts
-                return record(index, result, usage: attempt.usage)
+            if case .success(let answer) = sent {
+                return record(index, JobItemResult(answer, finishedAt: finished, attempts: attempts), usage: attempt.usage)
             }
             guard let failure else { return .leftPending }  // neither an answer nor an error: cannot happen
             var result = JobItemResult(failure: failure, apnsID: attempt.apnsID, finishedAt: finished)
@@ -271,7 +271,7 @@ struct BatchItemDelivery: Sendable {
             let next = finished.addingTimeInterval(wait.secondsValue)
             guard next <= giveUpAt else {
                 return giveUp(
-                    index, apnsID: attempt.apnsID, status: answer?.status, lastError: reason, attempts: attempts,
+                    index, apnsID: attempt.apnsID, status: answered?.status, lastError: reason, attempts: attempts,
                     usage: attempt.usage)
             }
             return deferItem(

@@ -4,11 +4,11 @@ import HeraldStore
 
 extension JobItemResult {
     /// The stored outcome of a notification that APNs answered (success or rejection).
-    public init(_ result: PushResult, finishedAt: Date) {
+    public init(_ result: borrowing PushResult, finishedAt: Date, attempts: Int = 0) {
         self.init(
             state: result.isSuccess ? .sent : .failed, status: result.status, reason: result.reason?.wireValue,
             message: nil, apnsID: result.notificationID, apnsTimestamp: result.response.timestamp,
-            finishedAt: finishedAt, uniqueID: result.response.uniqueID)
+            finishedAt: finishedAt, attempts: attempts, uniqueID: result.response.uniqueID)
     }
 
     /// The stored outcome of a notification that got no APNs answer: refused by Herald (reason is
