@@ -121,18 +121,19 @@ extension SQLitePushStore {
         while start < notifications.count {
             let end = min(start + ItemChunks.size, notifications.count)
             var encoder = ItemChunks.Encoder(capacity: (end - start) * 64)
+            // Each notification read in place (a copy of one retains every string and array it holds).
             for index in start..<end {
-                let notification = notifications[index]
                 // Equal to the previous one: a shared array compares by identity at once.
-                if lastPayload != notification.payload {
+                if lastPayload != notifications[index].payload {
                     payloadCount += 1
                     try payloadStatement.execute(arguments: [
-                        tenant.rawValue, job.rawValue, payloadCount, Data(notification.payload),
+                        tenant.rawValue, job.rawValue, payloadCount, Data(notifications[index].payload),
                     ])
-                    lastPayload = notification.payload
+                    lastPayload = notifications[index].payload
                 }
                 try encoder.append(
-                    notification, idBytes: try notification.id.map(ItemChunks.idBytes) ?? ids.nextBytes(), payloadRef: payloadCount)
+                    notifications[index], idBytes: try notifications[index].id.map(ItemChunks.idBytes) ?? ids.nextBytes(),
+                    payloadRef: payloadCount)
             }
             try chunkStatement.execute(arguments: [
                 ItemChunks.rowID(key: key, first: start), end - start, Data(encoder.bytes),
