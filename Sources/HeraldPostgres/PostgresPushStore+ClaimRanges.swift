@@ -284,7 +284,9 @@ extension PostgresPushStore {
         // Items of the range with a row of their own (a deferral or a mark named them before
         // any claim) are claimed through their rows, not here.
         let until = date(leaseUntil)
-        for (index, note) in try await chunkItemsWithoutRows(connection, tenant: tenant, job: job, low: a, end: b, logger: logger) {
+        // In descending index order: taken off the end, each moved, in ascending order.
+        var notes = try await chunkItemsWithoutRows(connection, tenant: tenant, job: job, low: a, end: b, logger: logger)
+        while let (index, note) = notes.popLast() {
             items.append(
                 JobItem(job: job, index: index, notification: note, state: .pending, result: nil, claimant: claimant, leaseUntil: until))
         }
@@ -334,15 +336,18 @@ extension PostgresPushStore {
             ).collect()
         }
         let until = date(leaseUntil)
-        for (index, note) in try await chunkItems(connection, tenant: tenant, job: job, rows: rows, logger: logger) {
+        // In descending index order: taken off the end, each moved, in ascending order.
+        var notes = try await chunkItems(connection, tenant: tenant, job: job, rows: rows, logger: logger)
+        while let (index, note) = notes.popLast() {
             items.append(
                 JobItem(job: job, index: index, notification: note, state: .pending, result: nil, claimant: claimant, leaseUntil: until))
         }
     }
 
-    /// The job's items in `low ..< end` without a `job_item` row, in index order, from the slices
-    /// of their chunks' arrays (one row a chunk, its arrays cut to the bounds). The items with a
-    /// row (few, if any) are read first, by one range of the primary key, and left out.
+    /// The job's items in `low ..< end` without a `job_item` row, in descending index order,
+    /// from the slices of their chunks' arrays (one row a chunk, its arrays cut to the bounds).
+    /// The items with a row (few, if any) are read first, by one range of the primary key, and
+    /// left out.
     static func chunkItemsWithoutRows(
         _ connection: PostgresConnection, tenant: TenantID, job: JobID, low: Int32, end: Int32, logger: Logger
     ) async throws -> [(Int, HeraldCore.Notification)] {
@@ -405,7 +410,8 @@ extension PostgresPushStore {
         }
     }
 
-    /// Notifications from ``chunkItemColumns`` rows, their payloads read once each.
+    /// Notifications from ``chunkItemColumns`` rows, their payloads read once each, in the
+    /// reverse order of the rows.
     static func chunkItems(
         _ connection: PostgresConnection, tenant: TenantID, job: JobID, rows: [PostgresRow], logger: Logger
     ) async throws -> [(Int, HeraldCore.Notification)] {
@@ -430,11 +436,13 @@ extension PostgresPushStore {
         return try await withPayloads(connection, tenant: tenant, job: job, decoded, logger: logger)
     }
 
-    /// The notifications with their payloads (`job_payload`), each payload read once.
+    /// The notifications with their payloads (`job_payload`), each payload read once, in the
+    /// reverse order of `decoded`.
     static func withPayloads(
-        _ connection: PostgresConnection, tenant: TenantID, job: JobID, _ decoded: [(Int, HeraldCore.Notification, Int32)],
+        _ connection: PostgresConnection, tenant: TenantID, job: JobID, _ decoded: consuming [(Int, HeraldCore.Notification, Int32)],
         logger: Logger
     ) async throws -> [(Int, HeraldCore.Notification)] {
+        var decoded = decoded
         let refs = Array(Set(decoded.map(\.2)))
         var payloads: [Int32: [UInt8]] = [:]
         if !refs.isEmpty {
@@ -443,12 +451,17 @@ extension PostgresPushStore {
                 payloads[try cells[0].decode(Int32.self)] = Array(buffer: try cells[1].decode(ByteBuffer.self))
             }
         }
-        return try decoded.map { index, notification, ref in
+        // Each notification moved, not copied (a copy retains every string and array it holds):
+        // taken off the end, so the result is in the reverse order.
+        var notes: [(Int, HeraldCore.Notification)] = []
+        notes.reserveCapacity(decoded.count)
+        while let (index, notification, ref) = decoded.popLast() {
             guard let payload = payloads[ref] else { throw StoreError.corrupt("job \(job) lacks the payload of item \(index)") }
-            var notification = notification
-            notification.payload = payload
-            return (index, notification)
+            var filled = notification
+            filled.payload = payload
+            notes.append((index, filled))
         }
+        return notes
     }
 
     // MARK: Plain successes
@@ -668,12 +681,13 @@ extension PostgresPushStore {
         attempts.reserveCapacity(writes.count)
         finished.reserveCapacity(writes.count)
         apnsIDs.reserveCapacity(writes.count)
-        for write in writes.sorted(by: { $0.index < $1.index }) {
-            indexes.append(Int32(clamping: write.index))
-            attempts.append(count(write.result.attempts))
-            finished.append(millis(write.result.finishedAt))
+        // In index order, each write read in place (a sorted copy would copy every result).
+        for position in writes.indices.sorted(by: { writes[$0].index < writes[$1].index }) {
+            indexes.append(Int32(clamping: writes[position].index))
+            attempts.append(count(writes[position].result.attempts))
+            finished.append(millis(writes[position].result.finishedAt))
             // An apns-id is a UUID, never empty: '' stands for none.
-            apnsIDs.append(write.result.apnsID?.rawValue ?? "")
+            apnsIDs.append(writes[position].result.apnsID?.rawValue ?? "")
         }
         let rows = try await client.execute(
             Prepared<RecordSentText>(tenant.rawValue, job.rawValue, indexes, attempts, finished, apnsIDs), logger: logger)
