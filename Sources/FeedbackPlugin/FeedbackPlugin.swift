@@ -137,7 +137,7 @@ public struct FeedbackMiddleware: PushMiddleware {
     /// Records the token (and queues the webhook) when APNs said it is invalid, as a follow-up:
     /// the send's outcome is handed on once it is recorded.
     public func didSend(
-        _ notification: AdmittedNotification, context: PushContext, startedAt: ContinuousClock.Instant,
+        _ notification: AdmittedNotification, context: PushContext, startedAt: PushInstant,
         outcome: Result<PushResult, any Error>
     ) -> PushFollowUp? {
         guard case .success(let result) = outcome, Self.invalidity(notification, result) != nil else { return nil }

@@ -40,12 +40,12 @@ struct BenchJobsCommand: AsyncParsableCommand {
     /// callback form, as the real transport does, so the batches take the path `herald serve`'s
     /// do on SQLite (sent by callback).
     struct InstantTransport: PushTransport, TransportProvider {
-        func send(_ notification: AdmittedNotification, deadline: ContinuousClock.Instant) async throws -> APNsResponse {
+        func send(_ notification: AdmittedNotification, deadline: PushInstant) async throws -> APNsResponse {
             APNsResponse(status: 200, apnsID: notification.id)
         }
         var sendsByCallback: Bool { true }
         func startSend(
-            _ notification: AdmittedNotification, deadline: ContinuousClock.Instant,
+            _ notification: AdmittedNotification, deadline: PushInstant,
             completion: @escaping @Sendable (Result<APNsResponse, PushError>) -> Void
         ) {
             completion(.success(APNsResponse(status: 200, apnsID: notification.id)))

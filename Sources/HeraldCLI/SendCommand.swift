@@ -132,7 +132,7 @@ struct SendCommand: AsyncParsableCommand {
         var apnsID = notification.id
         do {
             let seconds = timeout ?? tenantConfiguration.pool.requestTimeout
-            let deadline = ContinuousClock.now + .milliseconds(Int64(min(max(seconds, 0.001), 86_400) * 1000))
+            let deadline = PushInstant.now + .milliseconds(Int64(min(max(seconds, 0.001), 86_400) * 1000))
             let result = try await router.send(
                 tenant: tenantConfiguration.id, notification: notification, environment: environment, deadline: deadline)
             apnsID = result.notificationID

@@ -115,15 +115,15 @@ public final class MetricsMiddleware: PushMiddleware {
 
     /// Counts the attempt and times it from when the pipeline began.
     public func didSend(
-        _ notification: AdmittedNotification, context: PushContext, startedAt: ContinuousClock.Instant,
+        _ notification: AdmittedNotification, context: PushContext, startedAt: PushInstant,
         outcome: Result<PushResult, any Error>
     ) -> PushFollowUp? {
         observe(notification, outcome: outcome, startedAt: startedAt)
         return nil
     }
 
-    private func observe(_ notification: AdmittedNotification, outcome: Result<PushResult, any Error>, startedAt: ContinuousClock.Instant) {
-        let elapsed = startedAt.duration(to: clock.now)
+    private func observe(_ notification: AdmittedNotification, outcome: Result<PushResult, any Error>, startedAt: PushInstant) {
+        let elapsed = startedAt.nanoseconds(to: clock.now)
         switch outcome {
         case .success(let result):
             let status = Self.isKnown(status: result.status) ? result.status : Self.otherStatus
@@ -162,7 +162,7 @@ public final class MetricsMiddleware: PushMiddleware {
         }
     }
 
-    private func observe(_ notification: AdmittedNotification, status: Int, reason: String, elapsed: Duration) {
+    private func observe(_ notification: AdmittedNotification, status: Int, reason: String, elapsed: Int64) {
         let broadcast = notification.notification.isBroadcast
         let counterKey = CounterKey(
             topic: topicIndex(notification.topic), broadcast: broadcast, pushType: notification.pushType, status: status,
@@ -204,7 +204,6 @@ public final class MetricsMiddleware: PushMiddleware {
             return (counter, timer)
         }
         counter.increment()
-        let parts = elapsed.components
-        timer.recordNanoseconds(parts.seconds * 1_000_000_000 + parts.attoseconds / 1_000_000_000)
+        timer.recordNanoseconds(elapsed)
     }
 }

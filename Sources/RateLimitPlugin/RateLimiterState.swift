@@ -8,7 +8,7 @@ struct RateLimiterState: Sendable {
 
     /// Reserves a slot for a send to `topic`; nil (and nothing reserved) when the slot is
     /// further away than `latest`.
-    mutating func reserve(topic: String?, now: ContinuousClock.Instant, latest: ContinuousClock.Instant) -> Reservation
+    mutating func reserve(topic: String?, now: PushInstant, latest: PushInstant) -> Reservation
     {
         tenant.refill(now: now)
         if topicRate == nil, tenant.tokens >= 1, now <= latest {
@@ -35,7 +35,7 @@ struct RateLimiterState: Sendable {
     }
 
     enum Reservation: Equatable {
-        case granted(at: ContinuousClock.Instant)
+        case granted(at: PushInstant)
         case refused(nextSlot: Duration)
     }
 }

@@ -394,9 +394,9 @@ struct ConsoleTests {
 @Suite("Console: sessions and counts as values")
 struct ConsoleValueTests {
     final class FakeClock: Sendable {
-        let start = ContinuousClock.now
+        let start = PushInstant.now
         let offset = Mutex(Duration.zero)
-        var now: ContinuousClock.Instant { start + offset.withLock { $0 } }
+        var now: PushInstant { start + offset.withLock { $0 } }
         func advance(_ duration: Duration) { offset.withLock { $0 += duration } }
     }
 

@@ -66,8 +66,8 @@ struct CrashDeliveryTests {
             json: #"{"job_id": "crash", "notification": {"topic": "com.acme.app", "payload": {"aps": {"alert": "x"}}}, "device_tokens": [\#(tokens)]}"#)
         #expect(accepted.status == 202, "\(accepted.text)")
         var done = 0
-        let deadline = ContinuousClock.now.advanced(by: .seconds(120))
-        while done < Self.total / 5, ContinuousClock.now < deadline {
+        let deadline = PushInstant.now.advanced(by: .seconds(120))
+        while done < Self.total / 5, PushInstant.now < deadline {
             let job = try await client.request(.get, "/v1/jobs/crash", key: tenant.apiKey)
             let counts = job.json["counts"] as? [String: Int] ?? [:]
             done = (counts["sent"] ?? 0) + (counts["failed"] ?? 0) + (counts["unknown"] ?? 0)

@@ -141,7 +141,7 @@ struct StoreOutageTests {
                     var logger = Logger(label: "test.herald", factory: { _ in logs })
                     logger.logLevel = .warning
                     options.logger = logger
-                    let silentSince = Mutex<ContinuousClock.Instant?>(nil)
+                    let silentSince = Mutex<PushInstant?>(nil)
                     try await LiveServer.with(options) { live in
                         let accepted = try await live.client().request(
                             .post, "/v1/notifications/batch", key: acme.apiKey, json: body)
@@ -150,13 +150,13 @@ struct StoreOutageTests {
                             world.sandbox.requests.filter(\.processed).count >= 40
                         }
                         proxy.silent = true
-                        silentSince.withLock { $0 = ContinuousClock.now }
+                        silentSince.withLock { $0 = PushInstant.now }
                     }
                     // The store's calls wait up to 240 s; the shutdown waits 2 s, then cancels them (the
                     // bound leaves room for a loaded CI machine, where the whole test can take close to a
                     // minute).
                     let since = try #require(silentSince.withLock { $0 })
-                    let took = ContinuousClock.now - since
+                    let took = PushInstant.now - since
                     #expect(took < .seconds(120), "the shutdown took \(took)")
                     #expect(
                         logs.entries.contains { $0.level == .warning && "\($0.message)".contains("outlasted shutdown_timeout") },
@@ -222,9 +222,9 @@ struct StoreOutageTests {
     /// past the bound of every store call waiting on it (no answer can come), so those fail at
     /// once rather than after the call timeout.
     private static func passTheCallTimeouts(_ clock: SteppedPushClock, proxy: SilentLinkProxy) async {
-        var last = ContinuousClock.now
+        var last = PushInstant.now
         while !Task.isCancelled {
-            let now = ContinuousClock.now
+            let now = PushInstant.now
             clock.advance(by: last.duration(to: now))
             last = now
             if proxy.silent, let latest = clock.deadlines.max() { clock.advance(to: latest) }

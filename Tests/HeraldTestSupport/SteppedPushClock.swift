@@ -21,7 +21,7 @@ public final class SteppedPushClock: PushClock {
         var nextID = 0
     }
 
-    private let origin = ContinuousClock.now
+    private let origin = PushInstant.now
     private let originDate: Date
     private let state = Mutex(State())
 
@@ -29,12 +29,12 @@ public final class SteppedPushClock: PushClock {
         self.originDate = date
     }
 
-    public var now: ContinuousClock.Instant { origin.advanced(by: state.withLock { $0.offset }) }
+    public var now: PushInstant { origin.advanced(by: state.withLock { $0.offset }) }
 
     public var date: Date { originDate.addingTimeInterval(state.withLock { $0.offset }.secondsValue) }
 
     /// The deadlines of the sleeps under way, earliest first.
-    public var deadlines: [ContinuousClock.Instant] {
+    public var deadlines: [PushInstant] {
         state.withLock { $0.sleepers.values.map(\.deadline) }.sorted().map { origin.advanced(by: $0) }
     }
 
@@ -50,12 +50,12 @@ public final class SteppedPushClock: PushClock {
     }
 
     /// Moves the clock forward to `instant` (if it lies ahead).
-    public func advance(to instant: ContinuousClock.Instant) {
+    public func advance(to instant: PushInstant) {
         let step = now.duration(to: instant)
         if step > .zero { advance(by: step) }
     }
 
-    public func sleep(until deadline: ContinuousClock.Instant) async throws {
+    public func sleep(until deadline: PushInstant) async throws {
         let target = origin.duration(to: deadline)
         let id = state.withLock { state -> Int in
             defer { state.nextID += 1 }

@@ -76,7 +76,7 @@ final class DeviceScriptTransport: PushTransport, TransportProvider {
         }
     }
 
-    func send(_ notification: AdmittedNotification, deadline: ContinuousClock.Instant) async throws -> APNsResponse {
+    func send(_ notification: AdmittedNotification, deadline: PushInstant) async throws -> APNsResponse {
         try answer(notification, callback: false).get()
     }
 
@@ -88,7 +88,7 @@ final class DeviceScriptTransport: PushTransport, TransportProvider {
     }
 
     func startSend(
-        _ notification: AdmittedNotification, deadline: ContinuousClock.Instant,
+        _ notification: AdmittedNotification, deadline: PushInstant,
         completion: @escaping @Sendable (Result<APNsResponse, PushError>) -> Void
     ) {
         guard sendsByCallback else {
@@ -115,7 +115,7 @@ struct PausingPluginFactory: PluginFactory {
     struct Middleware: PushMiddleware {
         func willSend(_ notification: AdmittedNotification, context: PushContext) throws -> PushDecision {
             switch Int(notification.deviceToken?.bytes[30] ?? 0) % 3 {
-            case 0: .notBefore(ContinuousClock.now.advanced(by: .milliseconds(1)))
+            case 0: .notBefore(PushInstant.now.advanced(by: .milliseconds(1)))
             case 1: .check { await Task.yield() }
             default: .proceed
             }
@@ -152,14 +152,14 @@ struct DecisionsPluginFactory: PluginFactory {
         func willSend(_ notification: AdmittedNotification, context: PushContext) throws -> PushDecision {
             switch DecisionsPluginFactory.decision(notification.deviceToken) {
             case .refuse: throw PushError(code: .tokenRefused, message: "refused by the decisions plugin", field: "device_token")
-            case .notBefore: return .notBefore(ContinuousClock.now.advanced(by: .milliseconds(2)))
+            case .notBefore: return .notBefore(PushInstant.now.advanced(by: .milliseconds(2)))
             case .check: return .check { try await Task.sleep(for: .milliseconds(1)) }
             case .followUp: return .proceed
             }
         }
 
         func didSend(
-            _ notification: AdmittedNotification, context: PushContext, startedAt: ContinuousClock.Instant,
+            _ notification: AdmittedNotification, context: PushContext, startedAt: PushInstant,
             outcome: Result<PushResult, any Error>
         ) -> PushFollowUp? {
             guard DecisionsPluginFactory.decision(notification.deviceToken) == .followUp else { return nil }
@@ -240,8 +240,8 @@ struct CallbackSendTests {
         configuration.exclusiveStore = backend == .sqlite
         let runner = JobRunner(router: router, store: store, configuration: configuration, logger: SandboxRig.quietLogger)
         async let running: Void = runner.run()
-        let deadline = ContinuousClock.now.advanced(by: .seconds(120))
-        while ContinuousClock.now < deadline, try await store.job(tenant: id, id: job.id)?.state != .finished {
+        let deadline = PushInstant.now.advanced(by: .seconds(120))
+        while PushInstant.now < deadline, try await store.job(tenant: id, id: job.id)?.state != .finished {
             try await Task.sleep(for: .milliseconds(50))
         }
         runner.stop()
@@ -450,7 +450,7 @@ struct SendPipelineTests {
         }
 
         func didSend(
-            _ notification: AdmittedNotification, context: PushContext, startedAt: ContinuousClock.Instant,
+            _ notification: AdmittedNotification, context: PushContext, startedAt: PushInstant,
             outcome: Result<PushResult, any Error>
         ) -> PushFollowUp? {
             switch outcome {
@@ -563,7 +563,7 @@ struct SendPipelineTests {
         }
 
         func didSend(
-            _ notification: AdmittedNotification, context: PushContext, startedAt: ContinuousClock.Instant,
+            _ notification: AdmittedNotification, context: PushContext, startedAt: PushInstant,
             outcome: Result<PushResult, any Error>
         ) -> PushFollowUp? {
             calls.add("did hang")
@@ -656,12 +656,14 @@ struct SendPipelineTests {
             let clock: ManualPushClock
             func willSend(_ notification: AdmittedNotification, context: PushContext) throws -> PushDecision {
                 let clock = clock
-                return .check { clock.advance(by: .seconds(2)) }
+                return .check { clock.advance(by: .seconds(60)) }
             }
         }
         let calls = Calls()
         let clock = ManualPushClock()
-        let context = Self.context(clock, deadline: .seconds(1))
+        // The deadline passes on the pipeline's clock during the check; on the real clock, which
+        // the check's own deadline watch sleeps on, it is far off, however slowly the check runs.
+        let context = Self.context(clock, deadline: .seconds(30))
         let outcome = await Self.run(
             [Recording(name: "a", calls: calls), SlowCheck(clock: clock), Recording(name: "c", calls: calls)],
             calls: calls, clock: clock, context: context)
@@ -693,7 +695,7 @@ final class HoldingTransport: PushTransport {
     var sendsByCallback: Bool { true }
 
     func startSend(
-        _ notification: AdmittedNotification, deadline: ContinuousClock.Instant,
+        _ notification: AdmittedNotification, deadline: PushInstant,
         completion: @escaping @Sendable (Result<APNsResponse, PushError>) -> Void
     ) {
         let answerNow = state.withLock { state -> Bool in
@@ -705,7 +707,7 @@ final class HoldingTransport: PushTransport {
         if answerNow { completion(.success(APNsResponse(status: 200, apnsID: notification.id))) }
     }
 
-    func send(_ notification: AdmittedNotification, deadline: ContinuousClock.Instant) async throws -> APNsResponse {
+    func send(_ notification: AdmittedNotification, deadline: PushInstant) async throws -> APNsResponse {
         try await withCheckedThrowingContinuation { continuation in
             startSend(notification, deadline: deadline) { continuation.resume(with: $0) }
         }

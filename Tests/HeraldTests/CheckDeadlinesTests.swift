@@ -6,18 +6,18 @@ import Testing
 @Suite("The deadlines of a pipeline's checks, watched together")
 struct CheckDeadlinesTests {
     final class Expired: Sendable {
-        private let names = Mutex<[(name: String, at: ContinuousClock.Instant)]>([])
+        private let names = Mutex<[(name: String, at: PushInstant)]>([])
         var all: [String] { names.withLock { $0.map(\.name) } }
-        func at(_ name: String) -> ContinuousClock.Instant? { names.withLock { $0.first { $0.name == name }?.at } }
+        func at(_ name: String) -> PushInstant? { names.withLock { $0.first { $0.name == name }?.at } }
         func callback(_ name: String) -> @Sendable () -> Void {
-            { self.names.withLock { $0.append((name, ContinuousClock.now)) } }
+            { self.names.withLock { $0.append((name, PushInstant.now)) } }
         }
     }
 
     private static func waitUntil(_ what: String, _ condition: () -> Bool) async throws {
-        let end = ContinuousClock.now.advanced(by: .seconds(30))
+        let end = PushInstant.now.advanced(by: .seconds(30))
         while !condition() {
-            guard ContinuousClock.now < end else {
+            guard PushInstant.now < end else {
                 Issue.record("timed out waiting: \(what)")
                 return
             }
@@ -29,7 +29,7 @@ struct CheckDeadlinesTests {
     func settledChecksAreForgotten() async throws {
         let deadlines = CheckDeadlines()
         let expired = Expired()
-        let soon = ContinuousClock.now.advanced(by: .milliseconds(100))
+        let soon = PushInstant.now.advanced(by: .milliseconds(100))
         let ids = (0..<500).map { deadlines.watch(until: soon, expire: expired.callback("check \($0)")) }
         #expect(deadlines.watching == 500)
         for id in ids { deadlines.settle(id) }
@@ -44,7 +44,7 @@ struct CheckDeadlinesTests {
     func anEarlierDeadlineIsNotHeldUp() async throws {
         let deadlines = CheckDeadlines()
         let expired = Expired()
-        let now = ContinuousClock.now
+        let now = PushInstant.now
         // A sleeper is armed for 60 s; the check watched next is due long before.
         let later = deadlines.watch(until: now.advanced(by: .seconds(60)), expire: expired.callback("later"))
         let far = deadlines.watch(until: now.advanced(by: .seconds(600)), expire: expired.callback("far"))
@@ -62,7 +62,7 @@ struct CheckDeadlinesTests {
     func dueChecksExpireInDeadlineOrder() async throws {
         let deadlines = CheckDeadlines()
         let expired = Expired()
-        let now = ContinuousClock.now
+        let now = PushInstant.now
         // Due a microsecond apart: all due by the time the sleeper armed for the first wakes.
         // Watched in an order that is neither theirs nor its reverse.
         let names = (0..<20).map { "check \($0)" }

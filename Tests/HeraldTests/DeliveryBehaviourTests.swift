@@ -44,8 +44,8 @@ enum DeliveryRun {
 
     /// Waits (generously, without asserting on time) until the job is finished.
     static func waitFinished(_ rig: SandboxRig, tenant: TenantID, job: JobID, timeout: Duration) async throws -> JobProgress {
-        let deadline = ContinuousClock.now.advanced(by: timeout)
-        while ContinuousClock.now < deadline {
+        let deadline = PushInstant.now.advanced(by: timeout)
+        while PushInstant.now < deadline {
             if try await rig.store.job(tenant: tenant, id: job)?.state == .finished { break }
             try await Task.sleep(for: .milliseconds(200))
         }
@@ -99,13 +99,13 @@ struct DeliveryOutageTests {
             // retries: the circuit held the sends back, the probes' backoff grew, the retries wait.
             while rig.sandbox.requests.count < 2_000 { try await Task.sleep(for: .milliseconds(20)) }
             rig.sandbox.setFaults(SandboxFaults(outages: [SandboxOutage(start: Date(), duration: 3600)]))
-            let ended = ContinuousClock.now.advanced(by: .seconds(600))
+            let ended = PushInstant.now.advanced(by: .seconds(600))
             func openings() -> Int { rig.router.circuits.statuses(now: .now).map(\.openings).max() ?? 0 }
             func outageDidItsPart() async throws -> Bool {
                 guard openings() >= 3 else { return false }
                 return try await rig.store.progress(tenant: tenant.id, job: job.id).map { $0.retrying > 0 } == true
             }
-            while ContinuousClock.now < ended, try await !outageDidItsPart() {
+            while PushInstant.now < ended, try await !outageDidItsPart() {
                 try await Task.sleep(for: .milliseconds(20))
             }
             #expect(openings() >= 3, "the circuit reopened after failed probes")
@@ -208,10 +208,10 @@ struct DeliveryLocalTests {
             let count = 2_000
             let job = try await DeliveryRun.createJob(rig, tenant: tenant.id, id: "limited", count: count, seed: 5_000_000)
             let runner = DeliveryRun.runner(rig)
-            let start = ContinuousClock.now
+            let start = PushInstant.now
             async let running: Void = runner.run()
             let progress = try await DeliveryRun.waitFinished(rig, tenant: tenant.id, job: job.id, timeout: .seconds(600))
-            let elapsed = ContinuousClock.now - start
+            let elapsed = PushInstant.now - start
             runner.stop()
             await running
 

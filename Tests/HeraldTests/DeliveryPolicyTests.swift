@@ -116,7 +116,7 @@ struct DeliveryPolicyTests {
     static let policy = CircuitPolicy(failureThreshold: 3, probeInterval: .seconds(5), maxProbeInterval: .seconds(20))
 
     @Test func opensAfterARunOfFailuresAndProbesOnceAfterTheInterval() {
-        let t0 = ContinuousClock.now
+        let t0 = PushInstant.now
         var circuit = CircuitBreaker()
         #expect(circuit.admit(now: t0, policy: Self.policy) == .send)
         #expect(circuit.record(healthy: false, probe: false, now: t0, policy: Self.policy) == nil)
@@ -142,7 +142,7 @@ struct DeliveryPolicyTests {
     }
 
     @Test func aFailedProbeDoublesTheWaitUpToTheMaximum() {
-        let t0 = ContinuousClock.now
+        let t0 = PushInstant.now
         var circuit = CircuitBreaker()
         for _ in 0..<3 { circuit.record(healthy: false, probe: false, now: t0, policy: Self.policy) }
         var now = t0
@@ -163,7 +163,7 @@ struct DeliveryPolicyTests {
     }
 
     @Test func anAbandonedProbeLetsTheNextSendProbe() {
-        let t0 = ContinuousClock.now
+        let t0 = PushInstant.now
         var circuit = CircuitBreaker()
         for _ in 0..<3 { circuit.record(healthy: false, probe: false, now: t0, policy: Self.policy) }
         let t5 = t0.advanced(by: .seconds(5))
@@ -174,7 +174,7 @@ struct DeliveryPolicyTests {
 
     @Test func circuitsAreKeptPerTenantAndEndpoint() throws {
         let circuits = DeliveryCircuits()
-        let t0 = ContinuousClock.now
+        let t0 = PushInstant.now
         let down = DeliveryCircuits.Key(tenant: try TenantID("down"), endpoint: "https://127.0.0.1:1")
         let other = DeliveryCircuits.Key(tenant: try TenantID("fine"), endpoint: "https://127.0.0.1:1")
         let failure = DeliveryOutcome.transient(reason: "TransportFailed", endpointFailure: true)

@@ -112,9 +112,9 @@ struct JobFeedTests {
             let released = Mutex((byClaim: 0, byTimeout: 0))
             let transport = Bounds.CountingTransport(delay: .milliseconds(1), failFirstOfEvery: 5) { notification in
                 let claimedBy = claims.withLock { $0.of[notification.id?.rawValue ?? ""] ?? 0 }
-                let deadline = ContinuousClock.now + .seconds(5)
+                let deadline = PushInstant.now + .seconds(5)
                 func goesOn() -> Bool { claims.withLock { $0.begun > claimedBy || $0.of.count == count } }
-                while !goesOn(), ContinuousClock.now < deadline {
+                while !goesOn(), PushInstant.now < deadline {
                     try? await Task.sleep(for: .milliseconds(1))
                 }
                 let byClaim = goesOn()

@@ -43,7 +43,7 @@ struct JobRunnerBoundsTests {
         var finished: Int { returned.withLock { $0 } }
         private let returned = Mutex(0)
 
-        func send(_ admitted: AdmittedNotification, deadline: ContinuousClock.Instant) async throws -> APNsResponse {
+        func send(_ admitted: AdmittedNotification, deadline: PushInstant) async throws -> APNsResponse {
             let notification = admitted.notification
             let (fail, first) = sent.withLock { sent -> (Bool, Bool) in
                 let id = admitted.id.rawValue

@@ -15,7 +15,7 @@ struct TraceMiddleware: PushMiddleware {
     }
 
     func didSend(
-        _ notification: AdmittedNotification, context: PushContext, startedAt: ContinuousClock.Instant,
+        _ notification: AdmittedNotification, context: PushContext, startedAt: PushInstant,
         outcome: Result<PushResult, any Error>
     ) -> PushFollowUp? {
         log.append("<\(name)")

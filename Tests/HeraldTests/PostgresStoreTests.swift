@@ -212,7 +212,7 @@ struct PostgresStoreTests {
             let patience = clock.now.advanced(by: .seconds(20))
             while proxy.heldBackBytes == 0, clock.now < patience { try await Task.sleep(for: .milliseconds(10)) }
             #expect(proxy.heldBackBytes > 0, "the query never reached the link")
-            let started = ContinuousClock.now
+            let started = PushInstant.now
             proxy.cutConnections()
             do {
                 _ = try await call.value

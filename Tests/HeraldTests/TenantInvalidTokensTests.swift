@@ -82,9 +82,9 @@ struct TenantInvalidTokensTests {
             let device = try token(index)
             return Task { try await tokens.invalidToken(device, topic: "com.acme.app", environment: .production) }
         }
-        let end = ContinuousClock.now.advanced(by: .seconds(30))
+        let end = PushInstant.now.advanced(by: .seconds(30))
         while tokens.waitingLookups < count - 1 {
-            guard ContinuousClock.now < end else {
+            guard PushInstant.now < end else {
                 Issue.record("the lookups did not queue")
                 break
             }

@@ -20,7 +20,7 @@ public struct CircuitBreaker: Sendable, Hashable {
         /// Sends go through; `failures` transient failures in a row so far.
         case closed(failures: Int)
         /// Sends wait until `until`; `failedProbes` probes failed since it opened.
-        case open(until: ContinuousClock.Instant, failedProbes: Int)
+        case open(until: PushInstant, failedProbes: Int)
         /// One probe is on its way; everything else waits for its answer.
         case halfOpen(failedProbes: Int)
     }
@@ -31,7 +31,7 @@ public struct CircuitBreaker: Sendable, Hashable {
         /// Send this one as the probe, and report its outcome with `probe: true`.
         case probe
         /// Do not send before this instant.
-        case wait(until: ContinuousClock.Instant)
+        case wait(until: PushInstant)
     }
 
     /// A change worth a log line and a metric.
@@ -50,7 +50,7 @@ public struct CircuitBreaker: Sendable, Hashable {
     /// While a probe is out, others re-check this often.
     static let halfOpenRecheck: Duration = .seconds(1)
 
-    public mutating func admit(now: ContinuousClock.Instant, policy: CircuitPolicy) -> Admission {
+    public mutating func admit(now: PushInstant, policy: CircuitPolicy) -> Admission {
         switch state {
         case .closed:
             return .send
@@ -67,7 +67,7 @@ public struct CircuitBreaker: Sendable, Hashable {
     /// ``Admission/probe``.
     @discardableResult
     public mutating func record(
-        healthy: Bool, probe: Bool, now: ContinuousClock.Instant, policy: CircuitPolicy
+        healthy: Bool, probe: Bool, now: PushInstant, policy: CircuitPolicy
     ) -> Transition? {
         switch state {
         case .closed(let failures):
@@ -102,7 +102,7 @@ public struct CircuitBreaker: Sendable, Hashable {
 
     /// The probe's send ended without saying anything about the endpoint (deferred locally, an
     /// unknown outcome): the next ``admit(now:policy:)`` sends another probe.
-    public mutating func probeAbandoned(now: ContinuousClock.Instant) {
+    public mutating func probeAbandoned(now: PushInstant) {
         guard case .halfOpen(let failedProbes) = state else { return }
         state = .open(until: now, failedProbes: failedProbes)
     }

@@ -43,7 +43,7 @@ public final class DeliveryCircuits: Sendable {
 
     /// Asks before a send. The clock is read only for a tenant endpoint that has a circuit.
     public func admit(
-        _ key: Key, policy: CircuitPolicy, now: @autoclosure () -> ContinuousClock.Instant
+        _ key: Key, policy: CircuitPolicy, now: @autoclosure () -> PushInstant
     ) -> CircuitBreaker.Admission {
         circuits.withLock { circuits in
             guard var circuit = circuits[key] else { return .send }  // none yet: closed
@@ -56,7 +56,7 @@ public final class DeliveryCircuits: Sendable {
     /// Reports a send's outcome. Logs when the circuit opens or closes.
     public func record(
         _ key: Key, outcome: DeliveryOutcome, probe: Bool, policy: CircuitPolicy,
-        now: @autoclosure () -> ContinuousClock.Instant, logger: Logger
+        now: @autoclosure () -> PushInstant, logger: Logger
     ) {
         // The clock is read only when a circuit changes (not for a success on a closed circuit:
         // nearly every send).
@@ -84,7 +84,7 @@ public final class DeliveryCircuits: Sendable {
     }
 
     /// Every circuit, sorted by tenant and endpoint.
-    public func statuses(now: ContinuousClock.Instant) -> [Status] {
+    public func statuses(now: PushInstant) -> [Status] {
         let all = circuits.withLock { $0 }
         return all.map { key, circuit in
             let failures: Int

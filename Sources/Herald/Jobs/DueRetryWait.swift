@@ -76,7 +76,7 @@ final class DueRetryWait: Sendable {
 
     /// Sleeps on the clock until `deadline`, or until ``end()``.
     /// - Returns: true when the deadline came, false when the wait was ended.
-    private func sleep(until deadline: ContinuousClock.Instant) async -> Bool {
+    private func sleep(until deadline: PushInstant) async -> Bool {
         let clock = self.clock
         return await withTaskGroup(of: Bool.self) { group in
             group.addTask {

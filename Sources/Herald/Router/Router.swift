@@ -75,9 +75,12 @@ public final class Router: Sendable {
     /// apns-ids for sends that bring none (``apnsID(for:)``): one seeded sequence for every
     /// tenant, behind a lock held for two words and a 36-byte format.
     private let idGenerator = Mutex(NotificationIDGenerator())
+    /// ``RouterConfiguration/defaultDeadline`` in nanoseconds, converted once.
+    private let defaultDeadline: Int64
 
     public init(configuration: RouterConfiguration) {
         self.configuration = configuration
+        defaultDeadline = configuration.defaultDeadline.nanoseconds
         usage = UsageMeter(enabled: configuration.countUsage)
     }
 
@@ -212,7 +215,7 @@ public final class Router: Sendable {
     ///   without an APNs answer.
     nonisolated(nonsending) public func send(
         tenant: TenantID, notification: HeraldCore.Notification, environment: APNsEnvironment? = nil,
-        deadline: ContinuousClock.Instant? = nil, retries: Bool = true
+        deadline: PushInstant? = nil, retries: Bool = true
     ) async throws -> PushResult {
         try await withUnsafeThrowingContinuation { continuation in
             start(
@@ -238,7 +241,7 @@ public final class Router: Sendable {
     ///     the tenant's delivery policy): one attempt, whatever its outcome.
     public func startSend(
         tenant: TenantID, notification: consuming HeraldCore.Notification, environment: APNsEnvironment? = nil,
-        deadline: ContinuousClock.Instant? = nil, retries: Bool = true,
+        deadline: PushInstant? = nil, retries: Bool = true,
         completion: @escaping @Sendable (Result<PushResult, any Error>) -> Void
     ) {
         start(
@@ -248,12 +251,12 @@ public final class Router: Sendable {
 
     private func start(
         tenant: TenantID, notification: consuming HeraldCore.Notification, environment: APNsEnvironment?,
-        deadline: ContinuousClock.Instant?, retries: Bool, reply: Reply
+        deadline: PushInstant?, retries: Bool, reply: Reply
     ) {
         let id = apnsID(for: notification)
         let send = RoutedSend(
             router: self, tenant: tenant, notification: notification, id: id, environment: environment,
-            deadline: deadline ?? configuration.clock.now.advanced(by: configuration.defaultDeadline), retries: retries,
+            deadline: deadline ?? configuration.clock.now.advanced(byNanoseconds: defaultDeadline), retries: retries,
             completion: reply)
         send.attempt(Resends())
     }
@@ -292,7 +295,7 @@ public final class Router: Sendable {
         let tenant: TenantID
         let id: NotificationID
         let environment: APNsEnvironment?
-        let deadline: ContinuousClock.Instant
+        let deadline: PushInstant
         let retries: Bool
         let completion: Reply
         /// The runtime the attempt under way went to, and what the send has been through (one
@@ -313,7 +316,7 @@ public final class Router: Sendable {
 
         init(
             router: Router, tenant: TenantID, notification: consuming HeraldCore.Notification, id: NotificationID,
-            environment: APNsEnvironment?, deadline: ContinuousClock.Instant, retries: Bool, completion: Reply
+            environment: APNsEnvironment?, deadline: PushInstant, retries: Bool, completion: Reply
         ) {
             self.router = router
             self.tenant = tenant

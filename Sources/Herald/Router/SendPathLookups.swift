@@ -49,7 +49,7 @@ public final class SendPathLookups: Sendable {
             switch circuit.state {
             case .closed: return false
             case .halfOpen: return true
-            case .open(let until, _): return ContinuousClock.now < until
+            case .open(let until, _): return PushInstant.now < until
             }
         }
     }
@@ -64,7 +64,7 @@ public final class SendPathLookups: Sendable {
         _ what: String, lookups: Int = 1, _ lookup: @escaping @Sendable () async throws -> T
     ) async throws -> T {
         let policy = self.policy
-        let admission = circuit.withLock { $0.admit(now: ContinuousClock.now, policy: policy) }
+        let admission = circuit.withLock { $0.admit(now: PushInstant.now, policy: policy) }
         let probe: Bool
         switch admission {
         case .send: probe = false
@@ -84,7 +84,7 @@ public final class SendPathLookups: Sendable {
             throw error
         } catch is CancellationError {
             // The caller went away: the store's state is as unknown as before; the next one probes.
-            if probe { circuit.withLock { $0.probeAbandoned(now: ContinuousClock.now) } }
+            if probe { circuit.withLock { $0.probeAbandoned(now: PushInstant.now) } }
             throw CancellationError()
         } catch {
             // A statement's own failure: the store answered.
@@ -95,7 +95,7 @@ public final class SendPathLookups: Sendable {
 
     private func record(healthy: Bool, probe: Bool, what: String, error: StoreError?) {
         let policy = self.policy
-        let transition = circuit.withLock { $0.record(healthy: healthy, probe: probe, now: ContinuousClock.now, policy: policy) }
+        let transition = circuit.withLock { $0.record(healthy: healthy, probe: probe, now: PushInstant.now, policy: policy) }
         switch transition {
         case .opened:
             logger.warning(

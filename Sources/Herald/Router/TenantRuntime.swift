@@ -35,7 +35,8 @@ public final class TenantRuntime: Sendable {
     private let clock: any PushClock
     private let logger: Logger
     private let pushLogger: PushLogger
-    private let defaultDeadline: Duration
+    /// The deadline of a send that brings none, from its start, in nanoseconds.
+    private let defaultDeadline: Int64
     /// Set once ``shutdown()`` or ``revoke()`` began.
     private let closed = Atomic<Bool>(false)
     /// Set once ``revoke()`` began.
@@ -65,7 +66,7 @@ public final class TenantRuntime: Sendable {
         var pushLogger = PushLogger(logger)
         pushLogger[metadataKey: "herald.tenant"] = configuration.id.rawValue
         self.pushLogger = pushLogger
-        self.defaultDeadline = defaultDeadline
+        self.defaultDeadline = defaultDeadline.nanoseconds
         self.retryPolicy = plugins.retry
         self.credentialGeneration = Self.generations.add(1, ordering: .relaxed).newValue
         self.pipeline = SendPipeline(plugins.middlewares, clock: clock)
@@ -101,7 +102,7 @@ public final class TenantRuntime: Sendable {
     ///   - attempt: which attempt this is (``HeraldCore/PushContext/attempt``).
     public func startSend(
         _ notification: consuming Notification, id: NotificationID, environment: APNsEnvironment? = nil,
-        deadline: ContinuousClock.Instant? = nil, attempt: Int = 1,
+        deadline: PushInstant? = nil, attempt: Int = 1,
         completion: @escaping @Sendable (Result<PushResult, any Error>) -> Void
     ) {
         let admitted: AdmittedNotification
@@ -129,7 +130,7 @@ public final class TenantRuntime: Sendable {
     /// another runtime admitted (another ``HeraldCore/AdmittedNotification/credentialGeneration``)
     /// is admitted again by this one first, with its apns-id and environment.
     public func startSend(
-        _ admitted: consuming AdmittedNotification, deadline: ContinuousClock.Instant? = nil, attempt: Int = 1,
+        _ admitted: consuming AdmittedNotification, deadline: PushInstant? = nil, attempt: Int = 1,
         completion: @escaping @Sendable (Result<PushResult, any Error>) -> Void
     ) {
         if admitted.credentialGeneration != credentialGeneration {
@@ -146,7 +147,7 @@ public final class TenantRuntime: Sendable {
         }
         let context = PushContext(
             tenant: configuration.id, environment: admitted.environment, logger: pushLogger.withNotificationID(admitted.id),
-            attempt: attempt, deadline: deadline ?? clock.now.advanced(by: defaultDeadline))
+            attempt: attempt, deadline: deadline ?? clock.now.advanced(byNanoseconds: defaultDeadline))
         pipeline.start(consume admitted, context: consume context, terminal: terminal, completion: completion)
     }
 
@@ -154,7 +155,7 @@ public final class TenantRuntime: Sendable {
     /// called exactly once).
     nonisolated(nonsending) public func send(
         _ notification: Notification, id: NotificationID, environment: APNsEnvironment? = nil,
-        deadline: ContinuousClock.Instant? = nil, attempt: Int = 1
+        deadline: PushInstant? = nil, attempt: Int = 1
     ) async throws -> PushResult {
         try await withUnsafeThrowingContinuation { continuation in
             startSend(notification, id: id, environment: environment, deadline: deadline, attempt: attempt) {

@@ -216,7 +216,7 @@ public final class WebhookOutbox: WebhookQueue, JobEndQueue {
             group.addTask {
                 await withDiscardingTaskGroup { posts in
                     let permits = PermitPool(permits: senders)
-                    var countsRead = ContinuousClock.now
+                    var countsRead = PushInstant.now
                     while !self.isStopping, !Task.isCancelled {
                         if !self.configuration.exclusive,
                             countsRead.duration(to: .now) >= self.configuration.countRefreshInterval

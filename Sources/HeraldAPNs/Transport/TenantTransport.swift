@@ -123,7 +123,7 @@ public final class TenantTransport: PushTransport {
     ///   failures); `CancellationError` when the calling task was cancelled before the request
     ///   was written (it left the queue). Cancelled after it was written, its stream is reset and
     ///   the send throws `PushError` `.transport` with `mayHaveReachedAPNs` (APNs may have it).
-    public func send(_ notification: AdmittedNotification, deadline: ContinuousClock.Instant) async throws -> APNsResponse {
+    public func send(_ notification: AdmittedNotification, deadline: PushInstant) async throws -> APNsResponse {
         try await send(notification, deadline: Self.nioDeadline(deadline))
     }
 
@@ -169,7 +169,7 @@ public final class TenantTransport: PushTransport {
     /// - Throws: ``PushError`` when there is no answer, or when the tenant has no channel
     ///   management endpoint for `environment`.
     public func manageChannels(
-        _ call: ChannelCall, requestID: NotificationID, environment: APNsEnvironment, deadline: ContinuousClock.Instant
+        _ call: ChannelCall, requestID: NotificationID, environment: APNsEnvironment, deadline: PushInstant
     ) async throws
         -> APNsResponse
     {
@@ -291,7 +291,7 @@ public final class TenantTransport: PushTransport {
     public var sendsByCallback: Bool { true }
 
     public func startSend(
-        _ notification: AdmittedNotification, deadline: ContinuousClock.Instant,
+        _ notification: AdmittedNotification, deadline: PushInstant,
         completion: @escaping @Sendable (Result<APNsResponse, PushError>) -> Void
     ) {
         start(notification, deadline: Self.nioDeadline(deadline), cancellation: nil, reply: .translated(completion))
@@ -513,12 +513,9 @@ public final class TenantTransport: PushTransport {
         }
     }
 
-    static func nioDeadline(_ deadline: ContinuousClock.Instant) -> NIODeadline {
-        let remaining = ContinuousClock.now.duration(to: deadline)
-        let (seconds, attoseconds) = remaining.components
-        let nanos = seconds.multipliedReportingOverflow(by: 1_000_000_000)
-        let amount: TimeAmount = nanos.overflow ? .hours(24) : .nanoseconds(nanos.partialValue + attoseconds / 1_000_000_000)
-        return NIODeadline.now() + amount
+    /// The same instant as NIO's deadline: both count `CLOCK_MONOTONIC`'s nanoseconds.
+    static func nioDeadline(_ deadline: PushInstant) -> NIODeadline {
+        NIODeadline.uptimeNanoseconds(deadline.uptimeNanoseconds)
     }
 
     private static func makeSSLContext(tenant: TenantConfiguration, credentials: any CredentialProvider) throws -> NIOSSLContext {

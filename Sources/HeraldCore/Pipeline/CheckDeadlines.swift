@@ -9,7 +9,7 @@ import Synchronization
 /// list is too.
 final class CheckDeadlines: Sendable {
     private struct Entry {
-        var deadline: ContinuousClock.Instant
+        var deadline: PushInstant
         var expire: @Sendable () -> Void
     }
 
@@ -17,7 +17,7 @@ final class CheckDeadlines: Sendable {
         var entries: [UInt64: Entry] = [:]
         var nextID: UInt64 = 0
         /// When the sleeper wakes; nil: no sleeper.
-        var armedUntil: ContinuousClock.Instant?
+        var armedUntil: PushInstant?
         /// The sleeper that counts; an older one wakes to nothing.
         var generation: UInt64 = 0
         var sleeper: Task<Void, Never>?
@@ -31,7 +31,7 @@ final class CheckDeadlines: Sendable {
     /// Watches a check: `expire` runs (once, in the sleeper's task) when `deadline` passes
     /// before ``settle(_:)`` took the check off the list. Checks due at the same wake expire
     /// earliest deadline first.
-    func watch(until deadline: ContinuousClock.Instant, expire: @escaping @Sendable () -> Void) -> UInt64 {
+    func watch(until deadline: PushInstant, expire: @escaping @Sendable () -> Void) -> UInt64 {
         let (id, arm) = state.withLock { state -> (UInt64, UInt64?) in
             let id = state.nextID
             state.nextID &+= 1
@@ -51,10 +51,10 @@ final class CheckDeadlines: Sendable {
         _ = state.withLock { $0.entries.removeValue(forKey: id) }
     }
 
-    private func startSleeper(until instant: ContinuousClock.Instant, generation: UInt64) {
+    private func startSleeper(until instant: PushInstant, generation: UInt64) {
         let sleeper = Task { [weak self] in
             // Cancelled: a newer sleeper wakes earlier; this one wakes to nothing.
-            try? await Task.sleep(until: instant, clock: .continuous)
+            try? await PushInstant.sleep(until: instant)
             self?.wake(generation: generation)
         }
         let superseded = state.withLock { state -> Task<Void, Never>? in
@@ -66,8 +66,8 @@ final class CheckDeadlines: Sendable {
     }
 
     private func wake(generation: UInt64) {
-        let now = ContinuousClock.now
-        let (expired, next) = state.withLock { state -> ([@Sendable () -> Void], (ContinuousClock.Instant, UInt64)?) in
+        let now = PushInstant.now
+        let (expired, next) = state.withLock { state -> ([@Sendable () -> Void], (PushInstant, UInt64)?) in
             guard state.generation == generation else { return ([], nil) }
             let due = state.entries.filter { $0.value.deadline <= now }.sorted { $0.value.deadline < $1.value.deadline }
             for (id, _) in due { state.entries[id] = nil }

@@ -5,20 +5,20 @@ import Synchronization
 /// what gets stored. Injected so that tests run backoff and rate limits without sleeping.
 public protocol PushClock: Sendable {
     /// Monotonic now, for deadlines.
-    var now: ContinuousClock.Instant { get }
+    var now: PushInstant { get }
     /// Wall-clock now, for timestamps that are stored or sent.
     var date: Date { get }
     /// Suspends until `deadline` (or throws `CancellationError`).
-    func sleep(until deadline: ContinuousClock.Instant) async throws
+    func sleep(until deadline: PushInstant) async throws
 }
 
 /// The system's clocks.
 public struct SystemPushClock: PushClock {
     public init() {}
-    public var now: ContinuousClock.Instant { ContinuousClock.now }
+    public var now: PushInstant { PushInstant.now }
     public var date: Date { Date() }
-    public func sleep(until deadline: ContinuousClock.Instant) async throws {
-        try await ContinuousClock().sleep(until: deadline, tolerance: nil)
+    public func sleep(until deadline: PushInstant) async throws {
+        try await PushInstant.sleep(until: deadline)
     }
 }
 
@@ -31,16 +31,16 @@ public final class ManualPushClock: PushClock {
         var sleeps = 0
     }
 
-    private let origin: ContinuousClock.Instant
+    private let origin: PushInstant
     private let originDate: Date
     private let state = Mutex(State())
 
     public init(date: Date = Date(timeIntervalSince1970: 1_700_000_000)) {
-        self.origin = ContinuousClock.now
+        self.origin = PushInstant.now
         self.originDate = date
     }
 
-    public var now: ContinuousClock.Instant { origin.advanced(by: state.withLock { $0.offset }) }
+    public var now: PushInstant { origin.advanced(by: state.withLock { $0.offset }) }
 
     public var date: Date {
         let offset = state.withLock { $0.offset }
@@ -56,7 +56,7 @@ public final class ManualPushClock: PushClock {
         state.withLock { $0.offset += duration }
     }
 
-    public func sleep(until deadline: ContinuousClock.Instant) async throws {
+    public func sleep(until deadline: PushInstant) async throws {
         try Task.checkCancellation()
         let target = origin.duration(to: deadline)
         state.withLock { state in

@@ -9,11 +9,11 @@ public struct PushContext: Sendable {
     /// 1 for the first attempt; raised for each resend of the built-in retry (``RetryPolicy``).
     public var attempt: Int
     /// When the notification must be answered by. Waits (backoff, rate limits) never go past it.
-    public var deadline: ContinuousClock.Instant
+    public var deadline: PushInstant
 
     public init(
         tenant: TenantID, environment: APNsEnvironment, logger: PushLogger = .disabled, attempt: Int = 1,
-        deadline: ContinuousClock.Instant
+        deadline: PushInstant
     ) {
         self.tenant = tenant
         self.environment = environment

@@ -12,7 +12,7 @@
 /// ```swift
 /// struct CountingMiddleware: PushMiddleware {
 ///     let delivered: Counter
-///     func didSend(_ notification: AdmittedNotification, context: PushContext, startedAt: ContinuousClock.Instant,
+///     func didSend(_ notification: AdmittedNotification, context: PushContext, startedAt: PushInstant,
 ///                  outcome: Result<PushResult, any Error>) -> PushFollowUp? {
 ///         if case .success(let result) = outcome, result.isSuccess { delivered.increment() }
 ///         return nil
@@ -36,7 +36,7 @@ public protocol PushMiddleware: Sendable {
     /// that must end before the outcome is handed on, or nil (the default).
     /// - Parameter startedAt: when the pipeline began (before the first `willSend`).
     func didSend(
-        _ notification: AdmittedNotification, context: PushContext, startedAt: ContinuousClock.Instant,
+        _ notification: AdmittedNotification, context: PushContext, startedAt: PushInstant,
         outcome: Result<PushResult, any Error>
     ) -> PushFollowUp?
 }
@@ -45,7 +45,7 @@ extension PushMiddleware {
     public func willSend(_ notification: AdmittedNotification, context: PushContext) throws -> PushDecision { .proceed }
 
     public func didSend(
-        _ notification: AdmittedNotification, context: PushContext, startedAt: ContinuousClock.Instant,
+        _ notification: AdmittedNotification, context: PushContext, startedAt: PushInstant,
         outcome: Result<PushResult, any Error>
     ) -> PushFollowUp? { nil }
 }
@@ -57,7 +57,7 @@ public enum PushDecision: Sendable {
     /// Go on, but not before this instant (a slot the middleware has reserved). The pipeline
     /// waits without blocking a thread; an instant at or past the send's deadline fails the send
     /// at once with `DeadlineExceeded` (a middleware that knows it refuses instead, with its reason).
-    case notBefore(ContinuousClock.Instant)
+    case notBefore(PushInstant)
     /// Go on once this check has answered; a refusal is a ``PushError``. A check still running at
     /// the send's deadline is cancelled (when it can be) and the send fails `DeadlineExceeded` (it
     /// did not go out). Made by ``check(_:)`` (an `async` check) or ``check(answering:)``.

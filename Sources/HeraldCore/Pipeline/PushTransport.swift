@@ -13,7 +13,7 @@ import Foundation
 /// task is cancelled frees its place in the queue (and throws `CancellationError`) or its stream
 /// (and throws a `.transport` error that may have reached APNs).
 public protocol PushTransport: Sendable {
-    func send(_ notification: AdmittedNotification, deadline: ContinuousClock.Instant) async throws -> APNsResponse
+    func send(_ notification: AdmittedNotification, deadline: PushInstant) async throws -> APNsResponse
     /// Stops taking sends, lets in-flight ones finish, then closes every connection.
     func shutdown() async
     /// Stops taking sends and closes every connection at once: in-flight sends fail without an
@@ -32,7 +32,7 @@ public protocol PushTransport: Sendable {
     /// same ``PushError``s as the `async` form; never cancelled), possibly on another thread:
     /// it must not block. The default awaits ``send(_:deadline:)`` in a task.
     func startSend(
-        _ notification: AdmittedNotification, deadline: ContinuousClock.Instant,
+        _ notification: AdmittedNotification, deadline: PushInstant,
         completion: @escaping @Sendable (Result<APNsResponse, PushError>) -> Void)
     /// Where a task that starts many sends by callback should run: the executor of the thread
     /// the transport's connections answer on, so that the task's own steps and the sends' ends
@@ -48,7 +48,7 @@ public protocol PushTransport: Sendable {
     /// The default throws `PushError` `.transport` (surely not processed): a transport without
     /// channel management.
     func manageChannels(
-        _ call: ChannelCall, requestID: NotificationID, environment: APNsEnvironment, deadline: ContinuousClock.Instant
+        _ call: ChannelCall, requestID: NotificationID, environment: APNsEnvironment, deadline: PushInstant
     ) async throws
         -> APNsResponse
 }
@@ -58,7 +58,7 @@ extension PushTransport {
     public var sendingExecutor: (any TaskExecutor)? { nil }
     public var sendingExecutors: [any TaskExecutor] { sendingExecutor.map { [$0] } ?? [] }
     public func startSend(
-        _ notification: AdmittedNotification, deadline: ContinuousClock.Instant,
+        _ notification: AdmittedNotification, deadline: PushInstant,
         completion: @escaping @Sendable (Result<APNsResponse, PushError>) -> Void
     ) {
         Task {
@@ -74,7 +74,7 @@ extension PushTransport {
     }
     public func close() async { await shutdown() }
     public func manageChannels(
-        _ call: ChannelCall, requestID: NotificationID, environment: APNsEnvironment, deadline: ContinuousClock.Instant
+        _ call: ChannelCall, requestID: NotificationID, environment: APNsEnvironment, deadline: PushInstant
     ) async throws
         -> APNsResponse
     {

@@ -75,7 +75,7 @@ public struct SendPipeline: Sendable {
 
         /// Middleware `index`'s `didSend` (`index` below `middlewares.count`).
         func didSend(
-            _ index: Int, _ notification: AdmittedNotification, context: PushContext, startedAt: ContinuousClock.Instant,
+            _ index: Int, _ notification: AdmittedNotification, context: PushContext, startedAt: PushInstant,
             outcome: Result<PushResult, any Error>
         ) -> PushFollowUp? {
             middlewares[index].didSend(notification, context: context, startedAt: startedAt, outcome: outcome)
@@ -90,7 +90,7 @@ public struct SendPipeline: Sendable {
         let notification: AdmittedNotification
         let context: PushContext
         /// When the pipeline began (before the first `willSend`).
-        let startedAt: ContinuousClock.Instant
+        let startedAt: PushInstant
         let terminal: Terminal
         let completion: @Sendable (Result<PushResult, any Error>) -> Void
 

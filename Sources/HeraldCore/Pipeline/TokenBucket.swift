@@ -7,9 +7,9 @@ public struct TokenBucket: Sendable, Hashable {
     public let rate: Double
     public let burst: Double
     public private(set) var tokens: Double
-    public private(set) var updated: ContinuousClock.Instant
+    public private(set) var updated: PushInstant
 
-    public init(rate: Double, burst: Double, now: ContinuousClock.Instant) {
+    public init(rate: Double, burst: Double, now: PushInstant) {
         self.rate = rate
         self.burst = burst
         self.tokens = burst
@@ -17,9 +17,9 @@ public struct TokenBucket: Sendable, Hashable {
     }
 
     /// Adds what accrued since the last update.
-    public mutating func refill(now: ContinuousClock.Instant) {
+    public mutating func refill(now: PushInstant) {
         guard now > updated else { return }
-        tokens = min(burst, tokens + updated.duration(to: now).secondsValue * rate)
+        tokens = min(burst, tokens + Double(updated.nanoseconds(to: now)) / 1e9 * rate)
         updated = now
     }
 

@@ -1,4 +1,5 @@
 import Foundation
+import HeraldCore
 import HeraldStore
 import Hummingbird
 import NIOCore
@@ -71,7 +72,7 @@ final class AdminAuthenticator: Sendable {
 
     init(
         breakGlass: AdminToken?, directory: any AdminDirectory, now: @escaping @Sendable () -> Date,
-        instant: @escaping @Sendable () -> ContinuousClock.Instant = { ContinuousClock.now }
+        instant: @escaping @Sendable () -> PushInstant = { PushInstant.now }
     ) {
         self.breakGlass = breakGlass
         self.directory = directory

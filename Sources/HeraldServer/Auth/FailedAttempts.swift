@@ -11,10 +11,10 @@ final class FailedAttempts: Sendable {
     let burst: Int
     let perMinute: Int
     let maxSources: Int
-    private let now: @Sendable () -> ContinuousClock.Instant
+    private let now: @Sendable () -> PushInstant
     private let buckets: Mutex<[String: TokenBucket]> = Mutex([:])
 
-    init(burst: Int = 10, perMinute: Int = 10, maxSources: Int = 4096, now: @escaping @Sendable () -> ContinuousClock.Instant) {
+    init(burst: Int = 10, perMinute: Int = 10, maxSources: Int = 4096, now: @escaping @Sendable () -> PushInstant) {
         self.burst = max(1, burst)
         self.perMinute = max(1, perMinute)
         self.maxSources = max(1, maxSources)

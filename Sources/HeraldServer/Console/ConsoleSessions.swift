@@ -22,8 +22,8 @@ final class ConsoleSessions: Sendable {
         var id: String
         /// The token every form of this session carries (`csrf`).
         var csrf: String
-        var openedAt: ContinuousClock.Instant
-        var lastSeen: ContinuousClock.Instant
+        var openedAt: PushInstant
+        var lastSeen: PushInstant
         /// Who logged in: the session acts as this account.
         var actor: AdminActor
         /// What it logged in with, checked again on every request.
@@ -43,7 +43,7 @@ final class ConsoleSessions: Sendable {
     let capacity: Int
     let idleTimeout: Duration
     let lifetime: Duration
-    private let now: @Sendable () -> ContinuousClock.Instant
+    private let now: @Sendable () -> PushInstant
     private let sessions = Mutex<[String: Session]>([:])
     /// Failed logins per source address (``FailedAttempts``): while an address's bucket is empty
     /// no credential it sends is compared (429), and one address's failures never hold back
@@ -54,7 +54,7 @@ final class ConsoleSessions: Sendable {
     init(
         capacity: Int = 64, idleTimeout: Duration = .seconds(30 * 60), lifetime: Duration = .seconds(12 * 3600),
         failedLoginBurst: Int = 10, failedLoginsPerMinute: Int = 10, maxSources: Int = 4096,
-        now: @escaping @Sendable () -> ContinuousClock.Instant
+        now: @escaping @Sendable () -> PushInstant
     ) {
         self.capacity = max(1, capacity)
         self.idleTimeout = idleTimeout
@@ -109,7 +109,7 @@ final class ConsoleSessions: Sendable {
 
     var count: Int { sessions.withLock { $0.count } }
 
-    private func isLive(_ session: Session, at instant: ContinuousClock.Instant) -> Bool {
+    private func isLive(_ session: Session, at instant: PushInstant) -> Bool {
         instant - session.lastSeen < idleTimeout && instant - session.openedAt < lifetime
     }
 

@@ -17,7 +17,7 @@ enum ServerPhase: String, Sendable {
 final class ServerPhaseState: Sendable {
     private struct State {
         var phase = ServerPhase.starting
-        var stoppingSince: ContinuousClock.Instant?
+        var stoppingSince: PushInstant?
     }
 
     private let state = Mutex(State())
@@ -33,7 +33,7 @@ final class ServerPhaseState: Sendable {
     }
 
     /// When the graceful shutdown began (the phase turned `stopping`); nil before.
-    var stoppingSince: ContinuousClock.Instant? { state.withLock { $0.stoppingSince } }
+    var stoppingSince: PushInstant? { state.withLock { $0.stoppingSince } }
 }
 
 /// The circuits whose gauges `/metrics` shows, kept from one scrape to the next.

@@ -1,4 +1,5 @@
 import Foundation
+import HeraldCore
 import Logging
 import ServiceLifecycle
 
@@ -16,7 +17,7 @@ struct ShutdownTimeoutNotice: Service {
         await withTaskCancellationHandler {
             try? await gracefulShutdown()
         } onCancel: {
-            guard let since = phase.stoppingSince, ContinuousClock.now - since >= .milliseconds(Int64(timeout * 500)) else {
+            guard let since = phase.stoppingSince, PushInstant.now - since >= .milliseconds(Int64(timeout * 500)) else {
                 return
             }
             logger.warning(

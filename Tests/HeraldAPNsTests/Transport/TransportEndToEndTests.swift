@@ -329,7 +329,7 @@ struct TransportEndToEndTests {
         try await withSandbox { harness in
             let transport: any PushTransport = try harness.transport(for: try harness.tokenTenant(.alpha))
             #expect(transport.sendsByCallback)
-            let deadline = ContinuousClock.now.advanced(by: .seconds(30))
+            let deadline = PushInstant.now.advanced(by: .seconds(30))
             func start(_ note: HeraldCore.Notification) async -> Result<APNsResponse, PushError> {
                 let admitted = AdmittedNotification(unchecked: note, id: note.id ?? Notes.nextID(), environment: .development)
                 return await withCheckedContinuation { continuation in
@@ -371,7 +371,7 @@ struct TransportEndToEndTests {
             // One credential for the three: a token signed by each would be a token update
             // the sandbox answers with 429 TooManyProviderTokenUpdates.
             let credentials = try CredentialProviders.make(for: tenant, clock: harness.clock)
-            let deadline = ContinuousClock.now.advanced(by: .seconds(30))
+            let deadline = PushInstant.now.advanced(by: .seconds(30))
             // Three transports on three loops: each chooses its own home loop, and the pool's
             // first connection (the group's next loop, before) answers there.
             var homes: [ObjectIdentifier] = []

@@ -34,7 +34,7 @@ final class ScriptedTransport: PushTransport {
     var attempts: [Attempt] { state.withLock { $0.attempts } }
     var isShutDown: Bool { state.withLock { $0.shutdown } }
 
-    func send(_ admitted: AdmittedNotification, deadline: ContinuousClock.Instant) async throws -> APNsResponse {
+    func send(_ admitted: AdmittedNotification, deadline: PushInstant) async throws -> APNsResponse {
         let notification = admitted.notification
         let step = state.withLock { state -> Step in
             state.attempts.append(Attempt(notification: notification, environment: admitted.environment))
