@@ -807,4 +807,32 @@ struct RouterCallbackTests {
         }
         #expect(error.code == .unknownTenant)
     }
+
+    @Test("the runtime a send looked up last gives way to its replacement, and is gone once its tenant is removed")
+    func lookupFollowsTheSwaps() async throws {
+        let router = try Fixtures.router(transports: ScriptedTransports(), clock: SystemPushClock())
+        let tenant = Fixtures.tenant("lk")
+        let other = Fixtures.tenant("lk2")
+        #expect(await router.install([tenant, other]).failures.isEmpty)
+        let first = try #require(router.runtime(for: tenant.id))
+        #expect(router.runtime(for: tenant.id) === first)
+        #expect(router.runtime(for: other.id)?.id == other.id)
+        #expect(router.runtime(for: tenant.id) === first)
+
+        // Replaced while it was the last looked up: the next lookup finds the new one.
+        let second = try router.makeRuntime(for: tenant)
+        let replaced = router.exchange(second)
+        #expect(replaced === first)
+        await replaced?.shutdown()
+        #expect(router.runtime(for: tenant.id) === second)
+
+        // Removed while it was the last looked up: no lookup finds it, and a send fails.
+        let removed = router.detach(tenant: tenant.id)
+        #expect(removed === second)
+        await removed?.shutdown()
+        #expect(router.runtime(for: tenant.id) == nil)
+        #expect(router.runtime(for: other.id)?.id == other.id)
+        #expect(router.tenantIDs == [other.id])
+        await #expect(throws: PushError.self) { try await router.send(tenant: tenant.id, notification: Fixtures.note()) }
+    }
 }

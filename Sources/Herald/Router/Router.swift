@@ -71,7 +71,7 @@ public final class Router: Sendable {
     public let lastHour = LastHourCounts()
     /// Each tenant's usage per hour, until ``UsageFlusher`` writes it to the store.
     public let usage: UsageMeter
-    private let runtimes = Mutex<[TenantID: TenantRuntime]>([:])
+    private let runtimes = Mutex(Runtimes())
     /// apns-ids for sends that bring none (``apnsID(for:)``): one seeded sequence for every
     /// tenant, behind a lock held for two words and a 36-byte format.
     private let idGenerator = Mutex(NotificationIDGenerator())
@@ -152,7 +152,7 @@ public final class Router: Sendable {
 
     /// Installs a runtime, replacing the tenant's current one, which then drains and closes.
     public func replace(_ runtime: TenantRuntime) async {
-        let old = runtimes.withLock { $0.updateValue(runtime, forKey: runtime.id) }
+        let old = runtimes.withLock { $0.install(runtime) }
         lastHour.adopt(runtime.lastHour, for: runtime.id)
         if let old, old !== runtime { await old.shutdown() }
     }
@@ -165,7 +165,7 @@ public final class Router: Sendable {
 
     /// Removes a tenant; its runtime drains and closes.
     public func remove(tenant: TenantID) async {
-        let old = runtimes.withLock { $0.removeValue(forKey: tenant) }
+        let old = runtimes.withLock { $0.remove(tenant) }
         circuits.retain(tenants: Set(tenantIDs))
         lastHour.retain(tenants: Set(tenantIDs))
         await old?.shutdown()
@@ -176,7 +176,7 @@ public final class Router: Sendable {
     /// that look the tenant up after this call get the new runtime. Used by reloads, which swap
     /// every changed tenant first and drain the old runtimes together afterwards.
     public func exchange(_ runtime: TenantRuntime) -> TenantRuntime? {
-        let old = runtimes.withLock { $0.updateValue(runtime, forKey: runtime.id) }
+        let old = runtimes.withLock { $0.install(runtime) }
         lastHour.adopt(runtime.lastHour, for: runtime.id)
         return old === runtime ? nil : old
     }
@@ -184,24 +184,24 @@ public final class Router: Sendable {
     /// Takes a tenant out and returns its runtime, still running, for the caller to shut down.
     /// Sends that look the tenant up after this call fail with `UnknownTenant`.
     public func detach(tenant: TenantID) -> TenantRuntime? {
-        let old = runtimes.withLock { $0.removeValue(forKey: tenant) }
+        let old = runtimes.withLock { $0.remove(tenant) }
         circuits.retain(tenants: Set(tenantIDs))
         lastHour.retain(tenants: Set(tenantIDs))
         return old
     }
 
     public func runtime(for tenant: TenantID) -> TenantRuntime? {
-        runtimes.withLock { $0[tenant] }
+        runtimes.withLock { $0.runtime(for: tenant) }
     }
 
     /// The loaded tenants, sorted.
     public var tenantIDs: [TenantID] {
-        runtimes.withLock { Array($0.keys) }.sorted()
+        runtimes.withLock { Array($0.byTenant.keys) }.sorted()
     }
 
     /// The runtimes of the loaded tenants, in no order: one lock for all of them.
     public var currentRuntimes: [TenantRuntime] {
-        runtimes.withLock { Array($0.values) }
+        runtimes.withLock { Array($0.byTenant.values) }
     }
 
     // MARK: Sending
@@ -537,13 +537,38 @@ public final class Router: Sendable {
     /// Closes every runtime (draining in-flight sends) and waits for plugin work (webhooks).
     public func shutdown() async {
         let all = runtimes.withLock { state -> [TenantRuntime] in
-            defer { state.removeAll() }
-            return Array(state.values)
+            defer { state = Runtimes() }
+            return Array(state.byTenant.values)
         }
         await withTaskGroup(of: Void.self) { group in
             for runtime in all { group.addTask { await runtime.shutdown() } }
         }
         await tasks.waitForAll()
+    }
+
+    /// The installed runtimes, by tenant, and the one a send looked up last: sends of one tenant
+    /// tend to come together, and comparing two tenant IDs costs less than hashing one.
+    private struct Runtimes {
+        var byTenant: [TenantID: TenantRuntime] = [:]
+        var last: TenantRuntime?
+
+        mutating func runtime(for tenant: TenantID) -> TenantRuntime? {
+            if let last, last.id == tenant { return last }
+            guard let found = byTenant[tenant] else { return nil }
+            last = found
+            return found
+        }
+
+        /// Installs `runtime` for its tenant; returns the one it replaced.
+        mutating func install(_ runtime: TenantRuntime) -> TenantRuntime? {
+            last = runtime
+            return byTenant.updateValue(runtime, forKey: runtime.id)
+        }
+
+        mutating func remove(_ tenant: TenantID) -> TenantRuntime? {
+            if let last, last.id == tenant { self.last = nil }
+            return byTenant.removeValue(forKey: tenant)
+        }
     }
 
     static func directory(of file: String) -> String {
