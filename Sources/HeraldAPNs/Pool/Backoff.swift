@@ -26,7 +26,6 @@ public struct Backoff: Sendable, Hashable {
         let backoff = ExponentialBackoff(
             initial: .nanoseconds(base.nanoseconds), maximum: .nanoseconds(maximum.nanoseconds), jitter: jitter)
         let wait = backoff.wait(afterFailures: failures) { Double.random(in: $0, using: &random) }
-        let (seconds, attoseconds) = wait.components
-        return .nanoseconds(seconds * 1_000_000_000 + attoseconds / 1_000_000_000)
+        return .nanoseconds(wait.nanoseconds)
     }
 }
