@@ -1,3 +1,4 @@
+import Foundation
 import HeraldCore
 import HeraldStore
 import Logging
@@ -467,25 +468,38 @@ extension PostgresPushStore {
     // MARK: Plain successes
 
     /// The plain success records of items in `low ..< high`: attempts, finish time, apns-id.
+    /// A record's apns-ids are text or `uuid` (``recordSentUUIDsFunction``): it is read whole and
+    /// its indexes outside the bounds are skipped.
     static func sentRecords(
         _ connection: PostgresConnection, tenant: TenantID, job: JobID, low: Int, high: Int, logger: Logger
-    ) async throws -> [Int: (attempts: Int, finished: Int64, apnsID: String)] {
+    ) async throws -> [Int: (attempts: Int, finished: Int64, apnsID: NotificationID?)] {
         guard low < high else { return [:] }
         let (a, b) = (Int32(clamping: low >> sentBlockShift), Int32(clamping: (high - 1) >> sentBlockShift))
-        var records: [Int: (attempts: Int, finished: Int64, apnsID: String)] = [:]
+        var records: [Int: (attempts: Int, finished: Int64, apnsID: NotificationID?)] = [:]
         for row in try await connection.query(
             """
-            SELECT u.idx, u.attempts, u.finished, u.apns_id
-            FROM job_sent s, unnest(s.idxs, s.attempts, s.finished_ms, s.apns_ids) AS u(idx, attempts, finished, apns_id)
+            SELECT s.idxs, s.attempts, s.finished_ms, s.apns_ids, s.apns_uuids FROM job_sent s
             WHERE s.tenant = \(tenant.rawValue) AND s.job_id = \(job.rawValue) AND s.block BETWEEN \(a) AND \(b)
-              AND u.idx >= \(Int32(clamping: low)) AND u.idx < \(Int32(clamping: high))
+              AND s.idxs[1] < \(Int32(clamping: high)) AND s.idxs[cardinality(s.idxs)] >= \(Int32(clamping: low))
+            ORDER BY s.block, s.id
             """, logger: logger
         ).collect() {
             let cells = row.makeRandomAccess()
-            let index = try cells[0].decode(Int.self)
-            // The first record of an index is its outcome (a later one is never written).
-            if records[index] == nil {
-                records[index] = (try cells[1].decode(Int.self), try cells[2].decode(Int64.self), try cells[3].decode(String.self))
+            let indexes = try cells[0].decode([Int32].self)
+            let attempts = try cells[1].decode([Int32].self)
+            let finished = try cells[2].decode([Int64].self)
+            let texts = try cells[3].decode([String]?.self)
+            let uuids = try cells[4].decode([UUID]?.self)
+            guard attempts.count == indexes.count, finished.count == indexes.count,
+                (texts?.count ?? uuids?.count) == indexes.count, (texts == nil) != (uuids == nil)
+            else { throw StoreError.corrupt("a job_sent record of job \(job) with arrays of different lengths") }
+            for k in indexes.indices {
+                let index = Int(indexes[k])
+                // The first record of an index is its outcome (a later one is never written).
+                guard low <= index, index < high, records[index] == nil else { continue }
+                // Text: '' stands for none.
+                let apnsID = uuids.map { NotificationID(words: $0[k].words) } ?? texts.flatMap { try? NotificationID($0[k]) }
+                records[index] = (Int(attempts[k]), finished[k], apnsID)
             }
         }
         return records
@@ -540,70 +554,83 @@ extension PostgresPushStore {
     /// The function (migration `v15.2-pg-record-sent-in-three-statements`) that records a commit
     /// group of plain successes as ``applyChanges(_:tenant:job:outcomes:retries:logger:)`` would,
     /// in one call: its arrays in ascending index order, each index once
-    /// (``recordPlainSuccesses``). Three statements: the shared item lock; the job's presence and
-    /// whether any of the group's items has a row or a record already; the records with their
-    /// count. Each statement costs PL/pgSQL a plan lookup and an executor start, more than the
-    /// checks themselves, so the bounds come from the sorted array's ends and the checks share
-    /// one statement.
-    static let recordSentFunction = """
-    CREATE OR REPLACE FUNCTION herald_record_sent(
-        p_tenant TEXT, p_job TEXT, p_idxs INTEGER[], p_attempts INTEGER[], p_finished BIGINT[],
-        p_apns_ids TEXT[]
-    ) RETURNS INTEGER LANGUAGE plpgsql AS $body$
-    DECLARE
-        v_low INTEGER := p_idxs[1];
-        v_high INTEGER := p_idxs[cardinality(p_idxs)];
-        v_job BOOLEAN;
-        v_taken BOOLEAN;
-    BEGIN
-        -- Before the job is read: its delete and cancel take this lock exclusively.
-        PERFORM pg_advisory_xact_lock_shared(\(PostgresPushStore.itemLockNamespace),
-            hashtext(current_schema() || '/' || p_tenant || '/' || p_job));
-        -- A record's indexes are sorted: one that cannot hold the group's is not unnested.
-        SELECT EXISTS (SELECT 1 FROM job WHERE tenant = p_tenant AND id = p_job),
-            EXISTS (SELECT 1 FROM job_item
-                WHERE tenant = p_tenant AND job_id = p_job AND idx BETWEEN v_low AND v_high AND idx = ANY(p_idxs))
-            OR EXISTS (SELECT 1 FROM job_sent s, unnest(s.idxs) AS x
-                WHERE s.tenant = p_tenant AND s.job_id = p_job
-                  AND s.block BETWEEN v_low >> \(PostgresPushStore.sentBlockShift) AND v_high >> \(PostgresPushStore.sentBlockShift)
-                  AND s.idxs[1] <= v_high AND s.idxs[cardinality(s.idxs)] >= v_low
-                  AND x BETWEEN v_low AND v_high AND x = ANY(p_idxs))
-            INTO v_job, v_taken;
-        IF NOT v_job THEN
-            RETURN NULL;
-        END IF;
-        IF v_low IS NULL THEN
-            RETURN 0;
-        END IF;
-        IF v_taken THEN
-            RETURN -1;
-        END IF;
-        IF v_low >> \(PostgresPushStore.sentBlockShift) = v_high >> \(PostgresPushStore.sentBlockShift) THEN
-            -- One block (most groups): the arrays as given, in ascending index order.
-            WITH sent AS (
-                INSERT INTO job_sent (tenant, job_id, block, idxs, attempts, finished_ms, apns_ids)
-                VALUES (p_tenant, p_job, v_low >> \(PostgresPushStore.sentBlockShift), p_idxs, p_attempts, p_finished, p_apns_ids)
-            )
-            INSERT INTO job_outcome AS o (tenant, job_id, state, status, reason, n)
-                VALUES (p_tenant, p_job, 'sent', 200, NULL, cardinality(p_idxs))
-                ON CONFLICT (tenant, job_id, state, status, reason) DO UPDATE SET n = o.n + excluded.n;
-        ELSE
-            WITH sent AS (
-                INSERT INTO job_sent (tenant, job_id, block, idxs, attempts, finished_ms, apns_ids)
-                SELECT p_tenant, p_job, u.idx >> \(PostgresPushStore.sentBlockShift), array_agg(u.idx ORDER BY u.idx),
-                       array_agg(u.attempts ORDER BY u.idx), array_agg(u.finished ORDER BY u.idx),
-                       array_agg(u.apns_id ORDER BY u.idx)
-                FROM unnest(p_idxs, p_attempts, p_finished, p_apns_ids) AS u(idx, attempts, finished, apns_id)
-                GROUP BY u.idx >> \(PostgresPushStore.sentBlockShift)
-            )
-            INSERT INTO job_outcome AS o (tenant, job_id, state, status, reason, n)
-                VALUES (p_tenant, p_job, 'sent', 200, NULL, cardinality(p_idxs))
-                ON CONFLICT (tenant, job_id, state, status, reason) DO UPDATE SET n = o.n + excluded.n;
-        END IF;
-        RETURN cardinality(p_idxs);
-    END
-    $body$
-    """
+    /// (``recordPlainSuccesses``), the apns-ids as text. Three statements: the shared item lock;
+    /// the job's presence and whether any of the group's items has a row or a record already; the
+    /// records with their count. Each statement costs PL/pgSQL a plan lookup and an executor
+    /// start, more than the checks themselves, so the bounds come from the sorted array's ends and
+    /// the checks share one statement.
+    static let recordSentFunction = recordSentFunction(
+        create: "CREATE OR REPLACE FUNCTION herald_record_sent", apnsIDs: "p_apns_ids TEXT[]", column: "apns_ids")
+
+    /// The same function for groups whose every item has its apns-id, which it takes and keeps
+    /// as `uuid[]` (migration `v15.3-pg-sent-apns-uuids`): 16 bytes an id, which the server
+    /// takes in without checking text, against 36 characters each checked.
+    static let recordSentUUIDsFunction = recordSentFunction(
+        create: "CREATE FUNCTION herald_record_sent_uuids", apnsIDs: "p_apns_ids UUID[]", column: "apns_uuids")
+
+    /// The text of ``recordSentFunction`` (`create` names it), its apns-ids taken as `apnsIDs`
+    /// and kept in `job_sent.<column>`.
+    private static func recordSentFunction(create: String, apnsIDs: String, column: String) -> String {
+        """
+        \(create)(
+            p_tenant TEXT, p_job TEXT, p_idxs INTEGER[], p_attempts INTEGER[], p_finished BIGINT[],
+            \(apnsIDs)
+        ) RETURNS INTEGER LANGUAGE plpgsql AS $body$
+        DECLARE
+            v_low INTEGER := p_idxs[1];
+            v_high INTEGER := p_idxs[cardinality(p_idxs)];
+            v_job BOOLEAN;
+            v_taken BOOLEAN;
+        BEGIN
+            -- Before the job is read: its delete and cancel take this lock exclusively.
+            PERFORM pg_advisory_xact_lock_shared(\(PostgresPushStore.itemLockNamespace),
+                hashtext(current_schema() || '/' || p_tenant || '/' || p_job));
+            -- A record's indexes are sorted: one that cannot hold the group's is not unnested.
+            SELECT EXISTS (SELECT 1 FROM job WHERE tenant = p_tenant AND id = p_job),
+                EXISTS (SELECT 1 FROM job_item
+                    WHERE tenant = p_tenant AND job_id = p_job AND idx BETWEEN v_low AND v_high AND idx = ANY(p_idxs))
+                OR EXISTS (SELECT 1 FROM job_sent s, unnest(s.idxs) AS x
+                    WHERE s.tenant = p_tenant AND s.job_id = p_job
+                      AND s.block BETWEEN v_low >> \(PostgresPushStore.sentBlockShift) AND v_high >> \(PostgresPushStore.sentBlockShift)
+                      AND s.idxs[1] <= v_high AND s.idxs[cardinality(s.idxs)] >= v_low
+                      AND x BETWEEN v_low AND v_high AND x = ANY(p_idxs))
+                INTO v_job, v_taken;
+            IF NOT v_job THEN
+                RETURN NULL;
+            END IF;
+            IF v_low IS NULL THEN
+                RETURN 0;
+            END IF;
+            IF v_taken THEN
+                RETURN -1;
+            END IF;
+            IF v_low >> \(PostgresPushStore.sentBlockShift) = v_high >> \(PostgresPushStore.sentBlockShift) THEN
+                -- One block (most groups): the arrays as given, in ascending index order.
+                WITH sent AS (
+                    INSERT INTO job_sent (tenant, job_id, block, idxs, attempts, finished_ms, \(column))
+                    VALUES (p_tenant, p_job, v_low >> \(PostgresPushStore.sentBlockShift), p_idxs, p_attempts, p_finished, p_apns_ids)
+                )
+                INSERT INTO job_outcome AS o (tenant, job_id, state, status, reason, n)
+                    VALUES (p_tenant, p_job, 'sent', 200, NULL, cardinality(p_idxs))
+                    ON CONFLICT (tenant, job_id, state, status, reason) DO UPDATE SET n = o.n + excluded.n;
+            ELSE
+                WITH sent AS (
+                    INSERT INTO job_sent (tenant, job_id, block, idxs, attempts, finished_ms, \(column))
+                    SELECT p_tenant, p_job, u.idx >> \(PostgresPushStore.sentBlockShift), array_agg(u.idx ORDER BY u.idx),
+                           array_agg(u.attempts ORDER BY u.idx), array_agg(u.finished ORDER BY u.idx),
+                           array_agg(u.apns_id ORDER BY u.idx)
+                    FROM unnest(p_idxs, p_attempts, p_finished, p_apns_ids) AS u(idx, attempts, finished, apns_id)
+                    GROUP BY u.idx >> \(PostgresPushStore.sentBlockShift)
+                )
+                INSERT INTO job_outcome AS o (tenant, job_id, state, status, reason, n)
+                    VALUES (p_tenant, p_job, 'sent', 200, NULL, cardinality(p_idxs))
+                    ON CONFLICT (tenant, job_id, state, status, reason) DO UPDATE SET n = o.n + excluded.n;
+            END IF;
+            RETURN cardinality(p_idxs);
+        END
+        $body$
+        """
+    }
 
     /// `herald_record_sent` as migration `v15.1-pg-record-sent` created it (a migration is
     /// never edited); ``recordSentFunction`` replaces it.
@@ -663,7 +690,8 @@ extension PostgresPushStore {
     $body$
     """
 
-    /// Records one job's commit group through `herald_record_sent` when it is all plain successes
+    /// Records one job's commit group through `herald_record_sent_uuids` (or `herald_record_sent`
+    /// when one of its items has no apns-id) when it is all plain successes
     /// (``isPlainSuccess(_:)``, each index once): one call, committed on its own. The function
     /// takes the indexes in ascending order.
     /// - Returns: the indexes written (none when the job is gone); nil when the group is not all
@@ -676,21 +704,30 @@ extension PostgresPushStore {
         var indexes: [Int32] = []
         var attempts: [Int32] = []
         var finished: [Int64] = []
-        var apnsIDs: [String] = []
+        var uuids: [UUID] = []
         indexes.reserveCapacity(writes.count)
         attempts.reserveCapacity(writes.count)
         finished.reserveCapacity(writes.count)
-        apnsIDs.reserveCapacity(writes.count)
+        uuids.reserveCapacity(writes.count)
         // In index order, each write read in place (a sorted copy would copy every result).
-        for position in writes.indices.sorted(by: { writes[$0].index < writes[$1].index }) {
+        let order = writes.indices.sorted(by: { writes[$0].index < writes[$1].index })
+        for position in order {
             indexes.append(Int32(clamping: writes[position].index))
             attempts.append(count(writes[position].result.attempts))
             finished.append(millis(writes[position].result.finishedAt))
-            // An apns-id is a UUID, never empty: '' stands for none.
-            apnsIDs.append(writes[position].result.apnsID?.rawValue ?? "")
+            if let words = writes[position].result.apnsID?.words { uuids.append(UUID(words)) }
         }
-        let rows = try await client.execute(
-            Prepared<RecordSentText>(tenant.rawValue, job.rawValue, indexes, attempts, finished, apnsIDs), logger: logger)
+        let rows: [PostgresRow]
+        if uuids.count == writes.count {
+            rows = try await client.execute(
+                Prepared<RecordSentUUIDsText>(tenant.rawValue, job.rawValue, indexes, attempts, finished, uuids),
+                logger: logger)
+        } else {
+            // An apns-id is a UUID, never empty: '' stands for none.
+            let texts = order.map { writes[$0].result.apnsID?.rawValue ?? "" }
+            rows = try await client.execute(
+                Prepared<RecordSentText>(tenant.rawValue, job.rawValue, indexes, attempts, finished, texts), logger: logger)
+        }
         guard let row = rows.first else { throw StoreError.corrupt("herald_record_sent answered no row") }
         guard let answer = try row.makeRandomAccess()[0].decode(Int32?.self) else { return [] }
         return answer < 0 ? nil : Set(writes.map(\.index))
@@ -857,6 +894,13 @@ extension PostgresPushStore {
         static let name = "herald_record_sent_call"
         static let sql = "SELECT herald_record_sent($1, $2, $3, $4, $5, $6)"
         static let types: [PostgresDataType] = [.text, .text, .int4Array, .int4Array, .int8Array, .textArray]
+    }
+
+    /// One commit group of plain successes, every one with its apns-id.
+    enum RecordSentUUIDsText: PreparedText {
+        static let name = "herald_record_sent_uuids_call"
+        static let sql = "SELECT herald_record_sent_uuids($1, $2, $3, $4, $5, $6)"
+        static let types: [PostgresDataType] = [.text, .text, .int4Array, .int4Array, .int8Array, .uuidArray]
     }
 
     /// The job's payloads with the ids in `$3`.

@@ -408,6 +408,22 @@ extension PostgresPushStore {
         Migration(
             name: "v15.2-pg-record-sent-in-three-statements",
             statements: [PostgresQuery(unsafeSQL: PostgresPushStore.recordSentFunction)]),
+        // PostgreSQL only: a group of plain successes whose every item has its apns-id (nearly
+        // every group) keeps the ids as `uuid[]` in `apns_uuids` (``PostgresPushStore/recordSentUUIDsFunction``),
+        // and `apns_ids` is left NULL; other groups, and instances not yet restarted, keep writing
+        // text. A record holds one form or the other; readers take either.
+        Migration(
+            name: "v15.3-pg-sent-apns-uuids",
+            statements: [
+                "ALTER TABLE job_sent ADD COLUMN apns_uuids UUID[]",
+                "ALTER TABLE job_sent ALTER apns_ids DROP NOT NULL",
+                // Every record written so far has its text ids: nothing to check on them.
+                """
+                ALTER TABLE job_sent ADD CONSTRAINT job_sent_apns_one_form
+                    CHECK ((apns_ids IS NULL) <> (apns_uuids IS NULL)) NOT VALID
+                """,
+                PostgresQuery(unsafeSQL: PostgresPushStore.recordSentUUIDsFunction),
+            ]),
     ]
 
     /// Applies the migrations not applied yet (up to and including `lastMigration`; all when nil),

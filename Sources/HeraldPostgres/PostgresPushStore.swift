@@ -693,7 +693,7 @@ public final class PostgresPushStore: PushStore, JobReports, UnansweredCallCount
                 if let record = sent[index] {
                     let result = JobItemResult(
                         state: .sent, status: 200, reason: nil, message: nil,
-                        apnsID: record.apnsID.isEmpty ? nil : try? NotificationID(record.apnsID), apnsTimestamp: nil,
+                        apnsID: record.apnsID, apnsTimestamp: nil,
                         finishedAt: date(record.finished), attempts: record.attempts)
                     return JobItem(
                         job: job, index: index, notification: notification, state: .sent, result: result,

@@ -58,7 +58,7 @@ struct PostgresStoreTests {
         #expect(
             PostgresPushStore.migrations.map(\.name).filter { $0.contains("-pg-") } == [
                 "v9.1-pg-job-chunks", "v12.1-pg-claim-ranges", "v15.1-pg-record-sent",
-                "v15.2-pg-record-sent-in-three-statements",
+                "v15.2-pg-record-sent-in-three-statements", "v15.3-pg-sent-apns-uuids",
             ])
         try await stores[0].dropSchemaForTests()
         for store in stores { await store.close() }
@@ -82,6 +82,52 @@ struct PostgresStoreTests {
     /// Job creation is one at a time per tenant (its limits are checked and its items inserted
     /// under an advisory lock), but per tenant *of a schema*: deployments sharing a database with
     /// schemas of their own must not wait for each other's tenants of the same name.
+    @Test("a group of plain successes with their apns-ids is kept as uuid[], one with an id missing as text; both read back")
+    func sentRecordForms() async throws {
+        let store = try await PostgresPushStore.open(
+            try StoreBackend.postgresConfiguration(schema: StoreBackend.freshSchema(), poolSize: 2), logger: StoreBackend.logger)
+        let (acme, job) = (try TenantID("acme"), try JobID("forms"))
+        let t0 = Date(timeIntervalSince1970: 1_700_000_000)
+        _ = try await store.createJob(
+            tenant: acme, id: job, environment: .development, notifications: (0..<5).map { _ in Fixtures.note() }, createdAt: t0)
+        let items = try await store.claimPendingItems(
+            tenant: acme, job: job, limit: 5, claimant: "runner", now: t0, leaseUntil: t0.addingTimeInterval(60))
+        #expect(items.count == 5)
+        func sent(_ index: Int, id: NotificationID?) -> JobItemChange {
+            JobItemChange(
+                index: index,
+                change: .outcome(
+                    JobItemResult(
+                        state: .sent, status: 200, reason: nil, apnsID: id, finishedAt: t0.addingTimeInterval(Double(index)),
+                        attempts: index + 1)))
+        }
+        // Every id there (given out of order): uuid[]. One without: text. A plain success beside a
+        // failure (the general path): text.
+        #expect(try await store.recordChanges(tenant: acme, job: job, [sent(1, id: items[1].notification.id), sent(0, id: items[0].notification.id)]) == 2)
+        #expect(try await store.recordChanges(tenant: acme, job: job, [sent(2, id: nil)]) == 1)
+        let failed = JobItemResult(
+            state: .failed, status: 400, reason: "BadDeviceToken", apnsID: items[4].notification.id, finishedAt: t0, attempts: 1)
+        #expect(
+            try await store.recordChanges(
+                tenant: acme, job: job, [sent(3, id: items[3].notification.id), JobItemChange(index: 4, change: .outcome(failed))]) == 2)
+        let forms = try await store.client.query(
+            "SELECT count(apns_uuids)::int, count(apns_ids)::int FROM job_sent", logger: StoreBackend.logger
+        ).collect()
+        let (uuidRecords, textRecords) = try #require(try forms.first?.decode((Int, Int).self))
+        #expect(uuidRecords == 1 && textRecords == 2)
+
+        let read = try await store.items(tenant: acme, job: job, fromIndex: 0, limit: 10)
+        #expect(read.map(\.result?.apnsID) == [items[0].notification.id, items[1].notification.id, nil, items[3].notification.id, items[4].notification.id])
+        #expect(read.prefix(4).map(\.result?.attempts) == [1, 2, 3, 4])
+        #expect(read.prefix(4).map(\.result?.finishedAt) == (0..<4).map { t0.addingTimeInterval(Double($0)) })
+        #expect(read.allSatisfy { $0.result != nil && $0.state != .pending })
+        // An item of a record is not recorded twice, whichever form holds it.
+        #expect(try await store.recordChanges(tenant: acme, job: job, [sent(0, id: items[0].notification.id), sent(2, id: nil)]) == 0)
+        #expect(try await store.progress(tenant: acme, job: job) == JobProgress(pending: 0, sent: 4, failed: 1))
+        try await store.dropSchemaForTests()
+        await store.close()
+    }
+
     @Test("a job creation waits for the same tenant's in its schema, not for a same-named tenant's in another schema")
     func jobCreationLockIsPerSchema() async throws {
         let first = try await PostgresPushStore.open(
