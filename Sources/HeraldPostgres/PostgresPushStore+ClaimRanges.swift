@@ -73,6 +73,10 @@ extension PostgresPushStore {
 
     // MARK: Item rows on demand
 
+    /// A chunk's apns-ids in the bounds `s.lo ... s.hi`, as `uuid[]`: kept so since migration
+    /// `v15.3-pg-apns-ids-as-uuids`, as text in the chunks of jobs posted before it.
+    static let chunkAPNsIDs = "coalesce(c.apns_uuids[s.lo:s.hi], c.apns_ids[s.lo:s.hi]::uuid[])"
+
     /// The chunk columns of one item, as `t.…` of ``chunkItems(where:)``.
     static let chunkItemColumns = """
         t.idx, t.token, CASE WHEN t.nulls & 1 = 0 THEN t.topic END, t.push_type,
@@ -90,7 +94,7 @@ extension PostgresPushStore {
         CROSS JOIN LATERAL (
             SELECT c.first_idx + s.lo + u.n::int - 2 AS idx, u.*
             FROM unnest(c.tokens[s.lo:s.hi], c.topics[s.lo:s.hi], c.push_types[s.lo:s.hi], c.priorities[s.lo:s.hi],
-                        c.expirations[s.lo:s.hi], c.collapse_ids[s.lo:s.hi], c.apns_ids[s.lo:s.hi],
+                        c.expirations[s.lo:s.hi], c.collapse_ids[s.lo:s.hi], \(chunkAPNsIDs),
                         c.payload_refs[s.lo:s.hi], c.nulls[s.lo:s.hi])
                  WITH ORDINALITY AS u(token, topic, push_type, priority, expiration, collapse_id, apns_id,
                                       payload_ref, nulls, n)
@@ -162,7 +166,7 @@ extension PostgresPushStore {
                                           collapse_id, apns_id, payload, payload_ref, state, claimant, lease_until_ms)
                     SELECT c.tenant, c.job_id, t.idx, t.token, CASE WHEN t.nulls & 1 = 0 THEN t.topic END, t.push_type,
                            CASE WHEN t.nulls & 2 = 0 THEN t.priority END, CASE WHEN t.nulls & 4 = 0 THEN t.expiration END,
-                           CASE WHEN t.nulls & 8 = 0 THEN t.collapse_id END, t.apns_id, ''::bytea, t.payload_ref, 'pending',
+                           CASE WHEN t.nulls & 8 = 0 THEN t.collapse_id END, t.apns_id::text, ''::bytea, t.payload_ref, 'pending',
                            CASE WHEN ($8::bool[])[array_position($5::int[], t.idx)] THEN ($6::text[])[array_position($5::int[], t.idx)] END,
                            CASE WHEN ($8::bool[])[array_position($5::int[], t.idx)] THEN ($7::bigint[])[array_position($5::int[], t.idx)] END
                     FROM \(chunkItemsFrom)
@@ -360,13 +364,13 @@ extension PostgresPushStore {
         for row in try await connection.prepared(ChunkSlicesText.self, tenant.rawValue, job.rawValue, low, end, logger: logger) {
             let cells = row.makeRandomAccess()
             let first: Int
-            let tokens: [String], topics: [String], pushTypes: [String], collapseIDs: [String], apnsIDs: [String]
+            let tokens: [String], topics: [String], pushTypes: [String], collapseIDs: [String], apnsIDs: [UUID]
             let priorities: [Int32], expirations: [Int64], refs: [Int32], nulls: [Int16]
             do {
                 first = try cells[0].decode(Int.self)
                 (tokens, topics, pushTypes) = (try cells[1].decode([String].self), try cells[2].decode([String].self), try cells[3].decode([String].self))
                 (priorities, expirations) = (try cells[4].decode([Int32].self), try cells[5].decode([Int64].self))
-                (collapseIDs, apnsIDs) = (try cells[6].decode([String].self), try cells[7].decode([String].self))
+                (collapseIDs, apnsIDs) = (try cells[6].decode([String].self), try cells[7].decode([UUID].self))
                 (refs, nulls) = (try cells[8].decode([Int32].self), try cells[9].decode([Int16].self))
             } catch {
                 throw StoreError.corrupt("job chunk of job \(job) unreadable")
@@ -384,7 +388,7 @@ extension PostgresPushStore {
                         token: tokens[k], topic: has(.topic) ? topics[k] : nil, pushType: pushTypes[k],
                         priority: has(.priority) ? Int(priorities[k]) : nil,
                         expiration: has(.expiration) ? expirations[k] : nil,
-                        collapseID: has(.collapseID) ? collapseIDs[k] : nil, apnsID: apnsIDs[k]),
+                        collapseID: has(.collapseID) ? collapseIDs[k] : nil, apnsID: NotificationID(words: apnsIDs[k].words)),
                     refs[k]
                 ))
             }
@@ -395,7 +399,7 @@ extension PostgresPushStore {
     /// One chunk item's notification, its payload still to be attached (``withPayloads``).
     static func chunkNotification(
         token: String, topic: String?, pushType: String, priority: Int?, expiration: Int64?, collapseID: String?,
-        apnsID: String
+        apnsID: NotificationID
     ) throws -> HeraldCore.Notification {
         guard let pushType = PushType(rawValue: pushType) else {
             throw StoreError.corrupt("job chunk with an invalid push type")
@@ -405,9 +409,9 @@ extension PostgresPushStore {
                 deviceToken: try DeviceToken(hex: token), topic: topic, pushType: pushType,
                 priority: priority.flatMap(Priority.init(rawValue:)),
                 expiration: expiration.map { $0 == 0 ? .immediately : .at(UInt32(clamping: $0)) },
-                collapseID: collapseID, id: try NotificationID(apnsID), payload: [])
+                collapseID: collapseID, id: apnsID, payload: [])
         } catch {
-            throw StoreError.corrupt("job chunk with an invalid device token or apns-id")
+            throw StoreError.corrupt("job chunk with an invalid device token")
         }
     }
 
@@ -426,7 +430,7 @@ extension PostgresPushStore {
                     token: try cells[1].decode(String.self), topic: try cells[2].decode(String?.self),
                     pushType: try cells[3].decode(String.self), priority: try cells[4].decode(Int?.self),
                     expiration: try cells[5].decode(Int64?.self), collapseID: try cells[6].decode(String?.self),
-                    apnsID: try cells[7].decode(String.self))
+                    apnsID: NotificationID(words: try cells[7].decode(UUID.self).words))
             } catch let error as StoreError {
                 throw error
             } catch {
@@ -563,7 +567,7 @@ extension PostgresPushStore {
         create: "CREATE OR REPLACE FUNCTION herald_record_sent", apnsIDs: "p_apns_ids TEXT[]", column: "apns_ids")
 
     /// The same function for groups whose every item has its apns-id, which it takes and keeps
-    /// as `uuid[]` (migration `v15.3-pg-sent-apns-uuids`): 16 bytes an id, which the server
+    /// as `uuid[]` (migration `v15.3-pg-apns-ids-as-uuids`): 16 bytes an id, which the server
     /// takes in without checking text, against 36 characters each checked.
     static let recordSentUUIDsFunction = recordSentFunction(
         create: "CREATE FUNCTION herald_record_sent_uuids", apnsIDs: "p_apns_ids UUID[]", column: "apns_uuids")
@@ -876,7 +880,7 @@ extension PostgresPushStore {
         static let name = "herald_chunk_slices"
         static let sql = """
             SELECT c.first_idx + s.lo - 1, c.tokens[s.lo:s.hi], c.topics[s.lo:s.hi], c.push_types[s.lo:s.hi],
-                   c.priorities[s.lo:s.hi], c.expirations[s.lo:s.hi], c.collapse_ids[s.lo:s.hi], c.apns_ids[s.lo:s.hi],
+                   c.priorities[s.lo:s.hi], c.expirations[s.lo:s.hi], c.collapse_ids[s.lo:s.hi], \(PostgresPushStore.chunkAPNsIDs),
                    c.payload_refs[s.lo:s.hi], c.nulls[s.lo:s.hi]
             FROM job_chunk c
             CROSS JOIN LATERAL (SELECT greatest($3 - c.first_idx + 1, 1) AS lo, least($4 - c.first_idx, c.count) AS hi) AS s

@@ -1,3 +1,4 @@
+import Foundation
 import HeraldCore
 import HeraldStore
 import Logging
@@ -111,7 +112,7 @@ extension PostgresPushStore {
             var priorities: [Int32] = []
             var expirations: [Int64] = []
             var collapseIDs: [String] = []
-            var apnsIDs: [String] = []
+            var apnsIDs: [UUID] = []
             var nulls: [Int16] = []
             tokens.reserveCapacity(count)
             topics.reserveCapacity(count)
@@ -147,7 +148,12 @@ extension PostgresPushStore {
                     collapseIDs.append("")
                     missing |= MissingField.collapseID.rawValue
                 }
-                apnsIDs.append((notification.id ?? ids.nextID()).rawValue)
+                if let id = notification.id {
+                    guard let words = id.words else { throw StoreError.invalidArgument("an apns-id is not a UUID") }
+                    apnsIDs.append(UUID(words))
+                } else {
+                    apnsIDs.append(UUID(ids.nextWords()))
+                }
                 nulls.append(missing)
             }
             let first = binds.count + 1
@@ -169,7 +175,7 @@ extension PostgresPushStore {
         return PostgresQuery(
             unsafeSQL: """
                 INSERT INTO job_chunk (tenant, job_id, first_idx, count, tokens, topics, push_types, priorities,
-                                       expirations, collapse_ids, apns_ids, payload_refs, nulls)
+                                       expirations, collapse_ids, apns_uuids, payload_refs, nulls)
                 VALUES \(values.joined(separator: ", "))
                 """, binds: binds)
     }

@@ -96,5 +96,6 @@ public struct NotificationIDGenerator: Sendable {
     /// the bytes of the id ``nextID()`` would have made.
     public mutating func nextBytes() -> [UInt8] { nextWords().bytes }
 
-    private mutating func nextWords() -> UUIDText.Words { .random(using: &random) }
+    /// The next apns-id's 16 bytes as two words (a store that keeps them as a `uuid`).
+    public mutating func nextWords() -> UUIDText.Words { .random(using: &random) }
 }
