@@ -74,8 +74,16 @@ extension PostgresPushStore {
     // MARK: Item rows on demand
 
     /// A chunk's apns-ids in the bounds `s.lo ... s.hi`, as `uuid[]`: kept so since migration
-    /// `v15.3-pg-apns-ids-as-uuids`, as text in the chunks of jobs posted before it.
+    /// `v15.3-pg-ids-as-bytes`, as text in the chunks of jobs posted before it.
     static let chunkAPNsIDs = "coalesce(c.apns_uuids[s.lo:s.hi], c.apns_ids[s.lo:s.hi]::uuid[])"
+
+    /// A chunk's device tokens in the bounds `s.lo ... s.hi`, as `bytea[]`: kept so since
+    /// migration `v15.3-pg-ids-as-bytes`, as hex text in the chunks of jobs posted before it
+    /// (converted in order; such a chunk is not written any more).
+    static let chunkTokens = """
+        coalesce(c.token_bytes[s.lo:s.hi],
+                 ARRAY(SELECT decode(v.hex, 'hex') FROM unnest(c.tokens[s.lo:s.hi]) WITH ORDINALITY AS v(hex, n) ORDER BY v.n))
+        """
 
     /// The chunk columns of one item, as `t.…` of ``chunkItems(where:)``.
     static let chunkItemColumns = """
@@ -93,7 +101,7 @@ extension PostgresPushStore {
         CROSS JOIN LATERAL (SELECT greatest($3 - c.first_idx + 1, 1) AS lo, least($4 - c.first_idx, c.count) AS hi) AS s
         CROSS JOIN LATERAL (
             SELECT c.first_idx + s.lo + u.n::int - 2 AS idx, u.*
-            FROM unnest(c.tokens[s.lo:s.hi], c.topics[s.lo:s.hi], c.push_types[s.lo:s.hi], c.priorities[s.lo:s.hi],
+            FROM unnest(\(chunkTokens), c.topics[s.lo:s.hi], c.push_types[s.lo:s.hi], c.priorities[s.lo:s.hi],
                         c.expirations[s.lo:s.hi], c.collapse_ids[s.lo:s.hi], \(chunkAPNsIDs),
                         c.payload_refs[s.lo:s.hi], c.nulls[s.lo:s.hi])
                  WITH ORDINALITY AS u(token, topic, push_type, priority, expiration, collapse_id, apns_id,
@@ -164,7 +172,7 @@ extension PostgresPushStore {
                 unsafeSQL: """
                     INSERT INTO job_item (tenant, job_id, idx, device_token, topic, push_type, priority, expiration,
                                           collapse_id, apns_id, payload, payload_ref, state, claimant, lease_until_ms)
-                    SELECT c.tenant, c.job_id, t.idx, t.token, CASE WHEN t.nulls & 1 = 0 THEN t.topic END, t.push_type,
+                    SELECT c.tenant, c.job_id, t.idx, encode(t.token, 'hex'), CASE WHEN t.nulls & 1 = 0 THEN t.topic END, t.push_type,
                            CASE WHEN t.nulls & 2 = 0 THEN t.priority END, CASE WHEN t.nulls & 4 = 0 THEN t.expiration END,
                            CASE WHEN t.nulls & 8 = 0 THEN t.collapse_id END, t.apns_id::text, ''::bytea, t.payload_ref, 'pending',
                            CASE WHEN ($8::bool[])[array_position($5::int[], t.idx)] THEN ($6::text[])[array_position($5::int[], t.idx)] END,
@@ -364,11 +372,11 @@ extension PostgresPushStore {
         for row in try await connection.prepared(ChunkSlicesText.self, tenant.rawValue, job.rawValue, low, end, logger: logger) {
             let cells = row.makeRandomAccess()
             let first: Int
-            let tokens: [String], topics: [String], pushTypes: [String], collapseIDs: [String], apnsIDs: [UUID]
+            let tokens: [TokenBytes], topics: [String], pushTypes: [String], collapseIDs: [String], apnsIDs: [UUID]
             let priorities: [Int32], expirations: [Int64], refs: [Int32], nulls: [Int16]
             do {
                 first = try cells[0].decode(Int.self)
-                (tokens, topics, pushTypes) = (try cells[1].decode([String].self), try cells[2].decode([String].self), try cells[3].decode([String].self))
+                (tokens, topics, pushTypes) = (try cells[1].decode([TokenBytes].self), try cells[2].decode([String].self), try cells[3].decode([String].self))
                 (priorities, expirations) = (try cells[4].decode([Int32].self), try cells[5].decode([Int64].self))
                 (collapseIDs, apnsIDs) = (try cells[6].decode([String].self), try cells[7].decode([UUID].self))
                 (refs, nulls) = (try cells[8].decode([Int32].self), try cells[9].decode([Int16].self))
@@ -385,7 +393,7 @@ extension PostgresPushStore {
                 decoded.append((
                     first + k,
                     try chunkNotification(
-                        token: tokens[k], topic: has(.topic) ? topics[k] : nil, pushType: pushTypes[k],
+                        token: tokens[k].token, topic: has(.topic) ? topics[k] : nil, pushType: pushTypes[k],
                         priority: has(.priority) ? Int(priorities[k]) : nil,
                         expiration: has(.expiration) ? expirations[k] : nil,
                         collapseID: has(.collapseID) ? collapseIDs[k] : nil, apnsID: NotificationID(words: apnsIDs[k].words)),
@@ -398,21 +406,16 @@ extension PostgresPushStore {
 
     /// One chunk item's notification, its payload still to be attached (``withPayloads``).
     static func chunkNotification(
-        token: String, topic: String?, pushType: String, priority: Int?, expiration: Int64?, collapseID: String?,
+        token: DeviceToken, topic: String?, pushType: String, priority: Int?, expiration: Int64?, collapseID: String?,
         apnsID: NotificationID
     ) throws -> HeraldCore.Notification {
         guard let pushType = PushType(rawValue: pushType) else {
             throw StoreError.corrupt("job chunk with an invalid push type")
         }
-        do {
-            return HeraldCore.Notification(
-                deviceToken: try DeviceToken(hex: token), topic: topic, pushType: pushType,
-                priority: priority.flatMap(Priority.init(rawValue:)),
-                expiration: expiration.map { $0 == 0 ? .immediately : .at(UInt32(clamping: $0)) },
-                collapseID: collapseID, id: apnsID, payload: [])
-        } catch {
-            throw StoreError.corrupt("job chunk with an invalid device token")
-        }
+        return HeraldCore.Notification(
+            deviceToken: token, topic: topic, pushType: pushType, priority: priority.flatMap(Priority.init(rawValue:)),
+            expiration: expiration.map { $0 == 0 ? .immediately : .at(UInt32(clamping: $0)) },
+            collapseID: collapseID, id: apnsID, payload: [])
     }
 
     /// Notifications from ``chunkItemColumns`` rows, their payloads read once each, in the
@@ -427,7 +430,7 @@ extension PostgresPushStore {
             let notification: HeraldCore.Notification
             do {
                 notification = try chunkNotification(
-                    token: try cells[1].decode(String.self), topic: try cells[2].decode(String?.self),
+                    token: try cells[1].decode(TokenBytes.self).token, topic: try cells[2].decode(String?.self),
                     pushType: try cells[3].decode(String.self), priority: try cells[4].decode(Int?.self),
                     expiration: try cells[5].decode(Int64?.self), collapseID: try cells[6].decode(String?.self),
                     apnsID: NotificationID(words: try cells[7].decode(UUID.self).words))
@@ -567,7 +570,7 @@ extension PostgresPushStore {
         create: "CREATE OR REPLACE FUNCTION herald_record_sent", apnsIDs: "p_apns_ids TEXT[]", column: "apns_ids")
 
     /// The same function for groups whose every item has its apns-id, which it takes and keeps
-    /// as `uuid[]` (migration `v15.3-pg-apns-ids-as-uuids`): 16 bytes an id, which the server
+    /// as `uuid[]` (migration `v15.3-pg-ids-as-bytes`): 16 bytes an id, which the server
     /// takes in without checking text, against 36 characters each checked.
     static let recordSentUUIDsFunction = recordSentFunction(
         create: "CREATE FUNCTION herald_record_sent_uuids", apnsIDs: "p_apns_ids UUID[]", column: "apns_uuids")
@@ -879,7 +882,7 @@ extension PostgresPushStore {
     enum ChunkSlicesText: PreparedText {
         static let name = "herald_chunk_slices"
         static let sql = """
-            SELECT c.first_idx + s.lo - 1, c.tokens[s.lo:s.hi], c.topics[s.lo:s.hi], c.push_types[s.lo:s.hi],
+            SELECT c.first_idx + s.lo - 1, \(PostgresPushStore.chunkTokens), c.topics[s.lo:s.hi], c.push_types[s.lo:s.hi],
                    c.priorities[s.lo:s.hi], c.expirations[s.lo:s.hi], c.collapse_ids[s.lo:s.hi], \(PostgresPushStore.chunkAPNsIDs),
                    c.payload_refs[s.lo:s.hi], c.nulls[s.lo:s.hi]
             FROM job_chunk c

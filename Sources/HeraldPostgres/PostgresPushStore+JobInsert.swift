@@ -106,7 +106,7 @@ extension PostgresPushStore {
         while start < notifications.endIndex {
             let end = min(start + chunkItems, notifications.endIndex)
             let count = end - start
-            var tokens: [String] = []
+            var tokens: [TokenBytes] = []
             var topics: [String] = []
             var pushTypes: [String] = []
             var priorities: [Int32] = []
@@ -127,7 +127,7 @@ extension PostgresPushStore {
                 guard let device = notification.deviceToken else {
                     throw StoreError.invalidArgument("a batch item needs a device token; a broadcast is not a batch item")
                 }
-                tokens.append(device.hex)
+                tokens.append(TokenBytes(device))
                 if let topic = notification.topic { topics.append(topic) } else {
                     topics.append("")
                     missing |= MissingField.topic.rawValue
@@ -174,7 +174,7 @@ extension PostgresPushStore {
         }
         return PostgresQuery(
             unsafeSQL: """
-                INSERT INTO job_chunk (tenant, job_id, first_idx, count, tokens, topics, push_types, priorities,
+                INSERT INTO job_chunk (tenant, job_id, first_idx, count, token_bytes, topics, push_types, priorities,
                                        expirations, collapse_ids, apns_uuids, payload_refs, nulls)
                 VALUES \(values.joined(separator: ", "))
                 """, binds: binds)

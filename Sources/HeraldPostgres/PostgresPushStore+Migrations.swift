@@ -408,24 +408,25 @@ extension PostgresPushStore {
         Migration(
             name: "v15.2-pg-record-sent-in-three-statements",
             statements: [PostgresQuery(unsafeSQL: PostgresPushStore.recordSentFunction)]),
-        // PostgreSQL only: apns-ids as `uuid[]`, 16 bytes each that the server takes in as they
-        // come, instead of text it checks character by character. A chunk keeps its items' ids
-        // in `apns_uuids` (chunks of jobs posted before, in `apns_ids`; readers take either). A
-        // group of plain successes whose every item has its apns-id (nearly every group) goes to
+        // PostgreSQL only: a chunk's device tokens as `bytea[]` and apns-ids as `uuid[]`, bytes
+        // that the server takes in as they come, half or less the size of their text, which it
+        // checks character by character. A chunk keeps them in `token_bytes` and `apns_uuids`
+        // (chunks of jobs posted before, in `tokens` and `apns_ids`; readers take either). A group
+        // of plain successes whose every item has its apns-id (nearly every group) goes to
         // ``PostgresPushStore/recordSentUUIDsFunction`` and keeps them in `job_sent.apns_uuids`;
         // other groups keep writing text. A row holds one form or the other.
         Migration(
-            name: "v15.3-pg-apns-ids-as-uuids",
+            name: "v15.3-pg-ids-as-bytes",
             statements: [
-                "ALTER TABLE job_chunk ADD COLUMN apns_uuids UUID[]",
-                "ALTER TABLE job_chunk ALTER apns_uuids SET STORAGE EXTERNAL",
-                "ALTER TABLE job_chunk ALTER apns_ids DROP NOT NULL",
+                "ALTER TABLE job_chunk ADD COLUMN token_bytes BYTEA[], ADD COLUMN apns_uuids UUID[]",
+                "ALTER TABLE job_chunk ALTER token_bytes SET STORAGE EXTERNAL, ALTER apns_uuids SET STORAGE EXTERNAL",
+                "ALTER TABLE job_chunk ALTER tokens DROP NOT NULL, ALTER apns_ids DROP NOT NULL",
                 "ALTER TABLE job_sent ADD COLUMN apns_uuids UUID[]",
                 "ALTER TABLE job_sent ALTER apns_ids DROP NOT NULL",
                 // Every row written so far has its text ids: nothing to check on them.
                 """
-                ALTER TABLE job_chunk ADD CONSTRAINT job_chunk_apns_one_form
-                    CHECK ((apns_ids IS NULL) <> (apns_uuids IS NULL)) NOT VALID
+                ALTER TABLE job_chunk ADD CONSTRAINT job_chunk_one_form
+                    CHECK ((tokens IS NULL) <> (token_bytes IS NULL) AND (apns_ids IS NULL) <> (apns_uuids IS NULL)) NOT VALID
                 """,
                 """
                 ALTER TABLE job_sent ADD CONSTRAINT job_sent_apns_one_form

@@ -58,7 +58,7 @@ struct PostgresStoreTests {
         #expect(
             PostgresPushStore.migrations.map(\.name).filter { $0.contains("-pg-") } == [
                 "v9.1-pg-job-chunks", "v12.1-pg-claim-ranges", "v15.1-pg-record-sent",
-                "v15.2-pg-record-sent-in-three-statements", "v15.3-pg-apns-ids-as-uuids",
+                "v15.2-pg-record-sent-in-three-statements", "v15.3-pg-ids-as-bytes",
             ])
         try await stores[0].dropSchemaForTests()
         for store in stores { await store.close() }
@@ -128,7 +128,7 @@ struct PostgresStoreTests {
         await store.close()
     }
 
-    @Test("a job's chunks keep its apns-ids as uuid[]; chunks of text ids (jobs posted before) are claimed, listed and given rows alike")
+    @Test("a job's chunks keep its tokens as bytea[] and apns-ids as uuid[]; chunks of text (jobs posted before) are claimed, listed and given rows alike")
     func chunkIDForms() async throws {
         let store = try await PostgresPushStore.open(
             try StoreBackend.postgresConfiguration(schema: StoreBackend.freshSchema(), poolSize: 2), logger: StoreBackend.logger)
@@ -136,37 +136,50 @@ struct PostgresStoreTests {
         let t0 = Date(timeIntervalSince1970: 1_700_000_000)
         var given = Fixtures.note()
         given.id = Fixtures.apnsID()
-        let notes = [given] + (1..<4).map { _ in Fixtures.note() }
+        let odd = Fixtures.note(token: try DeviceToken(hex: "00FF10"))
+        let notes = [given, odd] + (2..<4).map { _ in Fixtures.note() }
         for (name, asText) in [("uuids", false), ("texts", true)] {
             let job = try JobID(name)
             _ = try await store.createJob(tenant: acme, id: job, environment: .development, notifications: notes, createdAt: t0)
             let forms = try await store.client.query(
-                "SELECT count(apns_uuids)::int, count(apns_ids)::int FROM job_chunk WHERE job_id = \(name)", logger: StoreBackend.logger
+                """
+                SELECT count(token_bytes)::int + count(apns_uuids)::int, count(tokens)::int + count(apns_ids)::int
+                FROM job_chunk WHERE job_id = \(name)
+                """, logger: StoreBackend.logger
             ).collect()
-            let (uuidChunks, textChunks) = try #require(try forms.first?.decode((Int, Int).self))
-            #expect(uuidChunks == 1 && textChunks == 0, "\(name)")
+            let (byteColumns, textColumns) = try #require(try forms.first?.decode((Int, Int).self))
+            #expect(byteColumns == 2 && textColumns == 0, "\(name)")
             let listed = try await store.items(tenant: acme, job: job, fromIndex: 0, limit: 10)
             if asText {
                 // As a job posted before the ids were kept as uuid[] has them.
                 try await store.client.query(
-                    "UPDATE job_chunk SET apns_ids = apns_uuids::text[], apns_uuids = NULL WHERE job_id = \(name)",
+                    """
+                    UPDATE job_chunk SET apns_ids = apns_uuids::text[], apns_uuids = NULL,
+                        tokens = ARRAY(SELECT encode(b, 'hex') FROM unnest(token_bytes) WITH ORDINALITY AS v(b, n) ORDER BY n),
+                        token_bytes = NULL
+                    WHERE job_id = \(name)
+                    """,
                     logger: StoreBackend.logger)
             }
             let ids = listed.map(\.notification.id)
             #expect(ids.first == given.id && Set(ids.compactMap { $0 }).count == 4, "\(name)")
+            #expect(listed.map(\.notification.deviceToken) == notes.map(\.deviceToken), "\(name)")
             let claimed = try await store.claimPendingItems(
                 tenant: acme, job: job, limit: 4, claimant: "runner", now: t0, leaseUntil: t0.addingTimeInterval(60))
             #expect(claimed.map(\.notification.id) == ids, "\(name)")
+            #expect(claimed.map(\.notification.deviceToken) == notes.map(\.deviceToken), "\(name)")
             // A failure gives its item a row, its apns-id copied from the chunk.
             let failed = JobItemResult(
                 state: .failed, status: 400, reason: "BadDeviceToken", apnsID: ids[1], finishedAt: t0, attempts: 1)
             #expect(try await store.recordChanges(tenant: acme, job: job, [JobItemChange(index: 1, change: .outcome(failed))]) == 1)
             let rowed = try await store.client.query(
-                "SELECT apns_id FROM job_item WHERE job_id = \(name) AND idx = 1", logger: StoreBackend.logger
+                "SELECT apns_id, device_token FROM job_item WHERE job_id = \(name) AND idx = 1", logger: StoreBackend.logger
             ).collect()
-            #expect(try rowed.first?.decode(String.self) == ids[1]?.rawValue, "\(name)")
+            let (rowID, rowToken) = try #require(try rowed.first?.decode((String, String).self))
+            #expect(rowID == ids[1]?.rawValue && rowToken == "00ff10", "\(name)")
             let read = try await store.items(tenant: acme, job: job, fromIndex: 0, limit: 10)
             #expect(read.map(\.notification.id) == ids && read[1].result == failed, "\(name)")
+            #expect(read.map(\.notification.deviceToken) == notes.map(\.deviceToken), "\(name)")
         }
         try await store.dropSchemaForTests()
         await store.close()

@@ -1,0 +1,33 @@
+import HeraldCore
+import NIOCore
+import PostgresNIO
+
+/// A device token as PostgreSQL's `bytea`: its bytes, half the size of its hex digits, which the
+/// server stores without checking them as text. A batch's chunks keep their items' tokens so
+/// (`job_chunk.token_bytes`); the token goes in from its hex form and comes out into it.
+struct TokenBytes: PostgresNonThrowingEncodable, PostgresArrayEncodable, PostgresArrayDecodable {
+    let token: DeviceToken
+
+    init(_ token: DeviceToken) { self.token = token }
+
+    static var psqlType: PostgresDataType { .bytea }
+    static var psqlFormat: PostgresFormat { .binary }
+    static var psqlArrayType: PostgresDataType { .byteaArray }
+
+    func encode<JSONEncoder: PostgresJSONEncoder>(into buffer: inout ByteBuffer, context: PostgresEncodingContext<JSONEncoder>) {
+        buffer.writeBytes(token.bytes)
+    }
+
+    /// A token of no bytes is not a token (``DeviceToken`` needs at least one): the chunk is
+    /// corrupt, and so is one longer than a token can be.
+    init<JSONDecoder: PostgresJSONDecoder>(
+        from buffer: inout ByteBuffer, type: PostgresDataType, format: PostgresFormat, context: PostgresDecodingContext<JSONDecoder>
+    ) throws {
+        guard type == .bytea, format == .binary else { throw PostgresDecodingError.Code.typeMismatch }
+        guard buffer.readableBytes > 0, buffer.readableBytes * 2 <= DeviceToken.maximumHexLength else {
+            throw PostgresDecodingError.Code.failure
+        }
+        token = DeviceToken(bytes: buffer.readableBytesView)
+        buffer.moveReaderIndex(forwardBy: buffer.readableBytes)
+    }
+}
