@@ -15,7 +15,7 @@ struct TokenBytes: PostgresNonThrowingEncodable, PostgresArrayEncodable, Postgre
     static var psqlArrayType: PostgresDataType { .byteaArray }
 
     func encode<JSONEncoder: PostgresJSONEncoder>(into buffer: inout ByteBuffer, context: PostgresEncodingContext<JSONEncoder>) {
-        buffer.writeBytes(token.bytes)
+        buffer.writeWithUnsafeMutableBytes(minimumWritableBytes: token.byteCount) { token.copyBytes(to: $0) }
     }
 
     /// A token of no bytes is not a token (``DeviceToken`` needs at least one): the chunk is

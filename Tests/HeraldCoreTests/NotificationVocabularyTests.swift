@@ -13,6 +13,18 @@ struct DeviceTokenTests {
         #expect(token.bytes.count == 32)
         #expect(token.bytes.prefix(3) == [0x00, 0xfc, 0x13])
         #expect(DeviceToken(bytes: token.bytes) == token)
+        #expect(token.byteCount == 32)
+    }
+
+    @Test("a token's bytes are written into a buffer as far as it holds them")
+    func copiesBytesIntoABuffer() throws {
+        let token = try DeviceToken(hex: "00FF10a2")
+        var room = [UInt8](repeating: 0xee, count: 6)
+        #expect(room.withUnsafeMutableBytes { token.copyBytes(to: $0) } == 4)
+        #expect(room == [0x00, 0xff, 0x10, 0xa2, 0xee, 0xee])
+        var short = [UInt8](repeating: 0xee, count: 2)
+        #expect(short.withUnsafeMutableBytes { token.copyBytes(to: $0) } == 2)
+        #expect(short == [0x00, 0xff])
     }
 
     @Test func mixedCaseIsLowercasedAndBytesRoundTrip() throws {

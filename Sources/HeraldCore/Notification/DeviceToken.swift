@@ -76,18 +76,28 @@ public struct DeviceToken: Hashable, Sendable, CustomStringConvertible, Codable 
 
     /// The raw bytes of the token.
     public var bytes: [UInt8] {
+        [UInt8](unsafeUninitializedCapacity: byteCount) { buffer, initialized in
+            initialized = copyBytes(to: UnsafeMutableRawBufferPointer(buffer))
+        }
+    }
+
+    /// The number of raw bytes: half the hex digits.
+    public var byteCount: Int { hex.utf8.count / 2 }
+
+    /// Writes the raw bytes to the start of `buffer` (at least ``byteCount`` bytes long; a
+    /// shorter one gets what fits) without an array between.
+    /// - Returns: the bytes written.
+    public func copyBytes(to buffer: UnsafeMutableRawBufferPointer) -> Int {
         var text = hex
         return text.withUTF8 { digits in
-            let count = digits.count / 2
-            return [UInt8](unsafeUninitializedCapacity: count) { buffer, initialized in
-                // `hex` holds checked hex digits only (its initializers validate).
-                for index in 0..<count {
-                    let high = HexDigits.value(digits[2 &* index]) ?? 0
-                    let low = HexDigits.value(digits[2 &* index &+ 1]) ?? 0
-                    buffer[index] = high &<< 4 | low
-                }
-                initialized = count
+            let count = Swift.min(digits.count / 2, buffer.count)
+            // `hex` holds checked hex digits only (its initializers validate).
+            for index in 0..<count {
+                let high = HexDigits.value(digits[2 &* index]) ?? 0
+                let low = HexDigits.value(digits[2 &* index &+ 1]) ?? 0
+                buffer[index] = high &<< 4 | low
             }
+            return count
         }
     }
 
