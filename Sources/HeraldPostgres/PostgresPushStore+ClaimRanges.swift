@@ -499,7 +499,7 @@ extension PostgresPushStore {
             let uuids = try cells[4].decode([UUID]?.self)
             guard attempts.count == indexes.count, finished.count == indexes.count,
                 (texts?.count ?? uuids?.count) == indexes.count, (texts == nil) != (uuids == nil)
-            else { throw StoreError.corrupt("a job_sent record of job \(job) with arrays of different lengths") }
+            else { throw StoreError.corrupt("a job_sent record of job \(job) with arrays of different lengths, or its apns-ids in both forms or neither") }
             for k in indexes.indices {
                 let index = Int(indexes[k])
                 // The first record of an index is its outcome (a later one is never written).
