@@ -17,8 +17,8 @@ struct BoundedPostgresClient: Sendable {
     let client: PostgresClient
     /// The longest a call waits (`storage.postgres.call_timeout`).
     let limit: Duration
-    /// What `limit` is measured on (the system's clock; tests step theirs).
-    let clock: any PushClock
+    /// The calls' deadlines, on the system's clock (tests step theirs).
+    let deadlines: StoreDeadline
     /// The calls that timed out or found the server unreachable (`/metrics`).
     let unanswered = UnansweredCallCounter()
 
@@ -76,8 +76,8 @@ struct BoundedPostgresClient: Sendable {
     private func bounded<Result: Sendable>(_ operation: @escaping @Sendable () async throws -> Result) async throws -> Result {
         let limit = self.limit
         do {
-            return try await StoreDeadline.run(
-                limit: limit, clock: clock,
+            return try await deadlines.run(
+                limit: limit,
                 timeout: { StoreError.timedOut("PostgreSQL did not answer within \(Self.describe(limit)) (storage.postgres.call_timeout)") },
                 operation)
         } catch {

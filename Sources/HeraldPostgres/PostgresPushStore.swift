@@ -102,7 +102,7 @@ public final class PostgresPushStore: PushStore, JobReports, UnansweredCallCount
 
     private init(configuration: Configuration, client: PostgresClient, logger: Logger, runner: Task<Void, Never>) {
         self.configuration = configuration
-        let client = BoundedPostgresClient(client: client, limit: configuration.callTimeout, clock: configuration.clock)
+        let client = BoundedPostgresClient(client: client, limit: configuration.callTimeout, deadlines: StoreDeadline(clock: configuration.clock))
         self.client = client
         self.logger = logger
         self.runner = runner

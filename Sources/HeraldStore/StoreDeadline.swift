@@ -1,7 +1,7 @@
 import HeraldCore
 import Synchronization
 
-/// Runs a store call with a bound on how long its caller waits for it.
+/// Runs store calls, each with a bound on how long its caller waits for it.
 ///
 /// For a store across the network (PostgreSQL): a call whose answer never comes must not hold up
 /// its caller for ever. postgres-nio 1.33.2 can lose a query written to a connection whose channel
@@ -10,25 +10,57 @@ import Synchronization
 /// restart (its scan, a claim or an outcome write waiting). A half-open TCP connection after a
 /// network partition has the same effect until the kernel gives up on it (many minutes).
 ///
-/// The call runs in a task of its own. When `limit` passes first, the caller gets `timeout()`
-/// and the call's task is cancelled; if it still never returns, that task stays suspended with
-/// what it holds (one call's memory), while the caller goes on. A caller that is cancelled
-/// cancels the call and goes on at once with `CancellationError`, whatever the call does then.
-public enum StoreDeadline {
-    /// The result of `operation`, or `timeout()` thrown once `limit` has passed on `clock`
+/// A call runs in a task of its own, started on the caller's thread (it runs there until it
+/// first waits). When its limit passes first, the caller gets `timeout()` and the call's task is
+/// cancelled; if it still never returns, that task stays suspended with what it holds (one call's
+/// memory), while the caller goes on. A caller that is cancelled cancels the call and goes on at
+/// once with `CancellationError`, whatever the call does then.
+///
+/// The limits are watched together: one watcher sleeps until the earliest deadline of the calls
+/// under way, and a call only adds its deadline to a table and takes it out. A timer a call
+/// (a task, a sleep and its cancellation each) would cost more thread wake-ups than the call's
+/// own round trip. The watcher stops when it wakes to no call under way.
+public final class StoreDeadline: Sendable {
+    /// What the limits are measured on (the system's clock; tests step theirs).
+    public let clock: any PushClock
+    private let watch = Mutex(Watch())
+
+    public init(clock: any PushClock = SystemPushClock()) {
+        self.clock = clock
+    }
+
+    /// The calls under way, and the watcher that times them out.
+    private struct Watch {
+        var calls: [UInt64: Pending] = [:]
+        var nextID: UInt64 = 0
+        /// When the watcher wakes next (at or before every deadline in `calls`); nil when none runs.
+        var wakesAt: PushInstant?
+        /// The watcher's number: a watcher that finds another's number has been replaced.
+        var watcher: UInt64 = 0
+        var task: Task<Void, Never>?
+    }
+
+    private struct Pending {
+        let deadline: PushInstant
+        /// Fails the call with its timeout (if it has no outcome yet) and cancels it.
+        let expire: @Sendable () -> Void
+    }
+
+    /// The deadlines of the calls under way (for tests).
+    public var pendingDeadlines: [PushInstant] { watch.withLock { $0.calls.values.map(\.deadline) }.sorted() }
+
+    /// The result of `operation`, or `timeout()` thrown once `limit` has passed on ``clock``
     /// without it.
-    public static func run<T: Sendable>(
-        limit: Duration, clock: any PushClock = SystemPushClock(), timeout: @escaping @Sendable () -> any Error,
+    public func run<T: Sendable>(
+        limit: Duration, timeout: @escaping @Sendable () -> any Error,
         _ operation: @escaping @Sendable () async throws -> T
     ) async throws -> T {
         let call = Call<T>()
-        let work = Task { call.finish(await Result(catching: operation)) }
-        let deadline = clock.now.advanced(by: limit)
-        let timer = Task {
-            do { try await clock.sleep(until: deadline) } catch { return }
+        let work = Task.immediate { call.finish(await Result(catching: operation)) }
+        let id = add(deadline: clock.now.advanced(by: limit)) {
             if call.finish(.failure(timeout())) { work.cancel() }
         }
-        defer { timer.cancel() }
+        defer { watch.withLock { _ = $0.calls.removeValue(forKey: id) } }
         return try await withTaskCancellationHandler {
             try await withCheckedThrowingContinuation { call.attach($0) }
         } onCancel: {
@@ -36,6 +68,60 @@ public enum StoreDeadline {
             // (a query postgres-nio lost) must not hold up a shutdown for the whole limit.
             work.cancel()
             call.finish(.failure(CancellationError()))
+        }
+    }
+
+    /// Adds a call's deadline; starts a watcher when none runs or the one running wakes after it.
+    private func add(deadline: PushInstant, expire: @escaping @Sendable () -> Void) -> UInt64 {
+        let (id, start, replaced) = watch.withLock { watch -> (UInt64, UInt64?, Task<Void, Never>?) in
+            let id = watch.nextID
+            watch.nextID &+= 1
+            watch.calls[id] = Pending(deadline: deadline, expire: expire)
+            if let wakesAt = watch.wakesAt, wakesAt <= deadline { return (id, nil, nil) }
+            watch.watcher &+= 1
+            watch.wakesAt = deadline
+            defer { watch.task = nil }
+            return (id, watch.watcher, watch.task)
+        }
+        replaced?.cancel()
+        if let start {
+            let task = Task { await self.watch(as: start, until: deadline) }
+            let superseded = watch.withLock { watch -> Bool in
+                guard watch.watcher == start else { return true }
+                watch.task = task
+                return false
+            }
+            if superseded { task.cancel() }
+        }
+        return id
+    }
+
+    /// Sleeps until `wake`, times out the calls whose deadline has passed, and sleeps again
+    /// until the earliest left; ends when none is left, or when another watcher replaced it.
+    private func watch(as number: UInt64, until wake: PushInstant) async {
+        var wake = wake
+        while true {
+            do { try await clock.sleep(until: wake) } catch { return }
+            let now = clock.now
+            let (due, next) = watch.withLock { watch -> ([@Sendable () -> Void], PushInstant?) in
+                guard watch.watcher == number else { return ([], nil) }
+                var due: [@Sendable () -> Void] = []
+                var earliest: PushInstant?
+                for (id, call) in watch.calls {
+                    if call.deadline <= now {
+                        due.append(call.expire)
+                        watch.calls[id] = nil
+                    } else if earliest.map({ call.deadline < $0 }) ?? true {
+                        earliest = call.deadline
+                    }
+                }
+                watch.wakesAt = earliest
+                if earliest == nil { watch.task = nil }
+                return (due, earliest)
+            }
+            for expire in due { expire() }
+            guard let next else { return }
+            wake = next
         }
     }
 

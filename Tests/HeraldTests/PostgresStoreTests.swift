@@ -255,8 +255,9 @@ struct PostgresStoreTests {
             proxy.silent = true
             let due = clock.now.advanced(by: callTimeout)
             let call = Task { try await store.jobs(tenant: tenant, states: nil, limit: 10) }
-            // Under way: its query is held on the silent link, and its bound sleeps until `due`.
-            try await Self.waitFor { proxy.heldBackBytes > 0 && clock.deadlines.contains(due) }
+            // Under way: its query is held on the silent link, and the store's deadline watcher
+            // sleeps until `due` or earlier (an earlier call's deadline: it then sleeps again).
+            try await Self.waitFor { proxy.heldBackBytes > 0 && clock.deadlines.contains { $0 <= due } }
             clock.advance(to: due)
             do {
                 _ = try await call.value

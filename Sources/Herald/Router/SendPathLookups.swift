@@ -35,6 +35,7 @@ public final class SendPathLookups: Sendable {
     private let circuit = Mutex(CircuitBreaker())
     private let policy: CircuitPolicy
     private let skipped = Atomic<Int>(0)
+    private let deadlines = StoreDeadline()
 
     public init(timeout: Duration = standardTimeout, cooldown: Duration = standardCooldown, logger: Logger) {
         self.timeout = timeout
@@ -75,7 +76,7 @@ public final class SendPathLookups: Sendable {
         }
         let limit = timeout
         do {
-            let value = try await StoreDeadline.run(
+            let value = try await deadlines.run(
                 limit: limit, timeout: { StoreError.timedOut("the store did not answer \(what) within \(limit)") }, lookup)
             record(healthy: true, probe: probe, what: what, error: nil)
             return value
