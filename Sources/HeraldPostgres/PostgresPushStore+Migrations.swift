@@ -474,10 +474,14 @@ extension PostgresPushStore {
             tls: configuration.requireTLS
                 ? .require(try NIOSSLContext(configuration: .makeClientConfiguration())) : .disable)
         connection.options.connectTimeout = .seconds(10)
-        if let schema = configuration.schema {
-            connection.options.additionalStartupParameters = [("search_path", schema)]
-        }
+        connection.options.additionalStartupParameters = startupParameters(configuration)
         return connection
+    }
+
+    /// What every connection tells the server at its start: its `application_name`, and the
+    /// store's schema as its `search_path`.
+    static func startupParameters(_ configuration: Configuration) -> [(String, String)] {
+        [("application_name", configuration.applicationName)] + (configuration.schema.map { [("search_path", $0)] } ?? [])
     }
 
     private static func applyMigrations(_ connection: PostgresConnection, upTo lastMigration: String?, logger: Logger)

@@ -30,7 +30,7 @@ public final class PostgresPushStore: PushStore, JobReports, UnansweredCallCount
         /// The schema Herald's tables live in (created if missing); nil: the role's default
         /// search path (usually `public`).
         public var schema: String?
-        /// The most connections the pool opens.
+        /// The connections the pool opens at start and keeps open (one replaced when it closes).
         public var poolSize: Int
         /// TLS to the server: required, or off (a server on loopback or a private network).
         public var requireTLS: Bool
@@ -39,6 +39,12 @@ public final class PostgresPushStore: PushStore, JobReports, UnansweredCallCount
         public var callTimeout: Duration
         /// The clock ``callTimeout`` is measured on: the system's; a test steps its own.
         public var clock: any PushClock = SystemPushClock()
+        /// How often every connection gets a `SELECT 1` (``PoolKeepAlive``).
+        var keepAlive = PoolKeepAlive.Configuration()
+
+        /// What PostgreSQL shows as the connections' `application_name` (`pg_stat_activity`):
+        /// `herald`, or `herald/<schema>` for a store in a schema of its own.
+        public var applicationName: String { schema.map { "herald/\($0)" } ?? "herald" }
 
         public init(
             host: String, port: Int = 5432, username: String, password: String?, database: String,
@@ -97,6 +103,7 @@ public final class PostgresPushStore: PushStore, JobReports, UnansweredCallCount
     public var unansweredCalls: UnansweredStoreCalls { client.unanswered.counts }
     let logger: Logger
     private let runner: Task<Void, Never>
+    private let keepAlive = Mutex<Task<Void, Never>?>(nil)
     /// Outcomes recorded together (``recordOutcome(tenant:job:index:result:)``).
     let resultCommits: GroupCommit<ResultWrite, Bool>
 
@@ -134,16 +141,19 @@ public final class PostgresPushStore: PushStore, JobReports, UnansweredCallCount
             host: configuration.host, port: configuration.port, username: configuration.username,
             password: configuration.password, database: configuration.database,
             tls: configuration.requireTLS ? .require(.makeClientConfiguration()) : .disable)
+        // Every connection opened at start and kept (none armed with an idle timer), touched by
+        // ``PoolKeepAlive`` instead of postgres-nio's keep-alive.
         clientConfiguration.options.maximumConnections = configuration.poolSize
+        clientConfiguration.options.minimumConnections = configuration.poolSize
+        clientConfiguration.options.keepAliveBehavior = nil
         clientConfiguration.options.connectTimeout = .seconds(10)
-        if let schema = configuration.schema {
-            clientConfiguration.options.additionalStartupParameters = [("search_path", schema)]
-        }
+        clientConfiguration.options.additionalStartupParameters = startupParameters(configuration)
         let client = PostgresClient(configuration: clientConfiguration, backgroundLogger: logger)
         let runner = Task { await client.run() }
         let store = PostgresPushStore(configuration: configuration, client: client, logger: logger, runner: runner)
         do {
             try await store.migrate(upTo: lastMigration)
+            store.startKeepAlive()
         } catch {
             await store.close()
             throw StoreError.cannotOpen(
@@ -154,8 +164,22 @@ public final class PostgresPushStore: PushStore, JobReports, UnansweredCallCount
 
     /// Closes the pool's connections; the store must not be used afterwards.
     public func close() async {
+        let keepAlive = keepAlive.withLock { task in
+            defer { task = nil }
+            return task
+        }
+        keepAlive?.cancel()
+        await keepAlive?.value
         runner.cancel()
         await runner.value
+    }
+
+    /// Starts ``PoolKeepAlive``'s rounds (once the schema is up to date), ended by ``close()``.
+    private func startKeepAlive() {
+        let keepAlive = PoolKeepAlive(
+            client: client, connections: configuration.poolSize, configuration: configuration.keepAlive, logger: logger)
+        let task = Task { await keepAlive.run() }
+        self.keepAlive.withLock { $0 = task }
     }
 
     /// Drops the store's schema and everything in it: the contract tests' throwaway schemas.

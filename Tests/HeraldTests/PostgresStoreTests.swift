@@ -64,6 +64,42 @@ struct PostgresStoreTests {
         for store in stores { await store.close() }
     }
 
+    /// The pool's connections are opened at start, kept, and each gets a `SELECT 1` every
+    /// keep-alive interval (``PoolKeepAlive``; postgres-nio's own keep-alive is off): here every
+    /// 200 ms, seen from another store's connection in `pg_stat_activity`.
+    @Test("every connection of the pool is opened at start and touched by each keep-alive round")
+    func keepAlive() async throws {
+        var configuration = try StoreBackend.postgresConfiguration(schema: StoreBackend.freshSchema(), poolSize: 3)
+        configuration.keepAlive.interval = .milliseconds(200)
+        let store = try await PostgresPushStore.open(configuration, logger: StoreBackend.logger)
+        let observer = try await PostgresPushStore.open(
+            try StoreBackend.postgresConfiguration(schema: StoreBackend.freshSchema(), poolSize: 1), logger: StoreBackend.logger)
+        #expect(configuration.applicationName == "herald/\(configuration.schema ?? "")")
+        // A connection's last statement shows in `query`: each of the three has run the
+        // keep-alive's since the migrations and the observer's first look.
+        var (connections, touched) = (0, 0)
+        let patience = ContinuousClock.now.advanced(by: .seconds(20))
+        while ContinuousClock.now < patience {
+            let rows = try await observer.client.query(
+                """
+                SELECT count(*)::int, (count(*) FILTER (WHERE query = 'SELECT 1'))::int FROM pg_stat_activity
+                WHERE application_name = \(configuration.applicationName)
+                """, logger: StoreBackend.logger
+            ).collect()
+            (connections, touched) = try #require(try rows.first?.decode((Int, Int).self))
+            if connections == 3, touched == 3 { break }
+            try await Task.sleep(for: .milliseconds(50))
+        }
+        #expect(connections == 3, "the pool's connections: \(connections)")
+        #expect(touched == 3, "connections whose last statement was the keep-alive's: \(touched)")
+        // The store answers as before, and closes with its keep-alive.
+        #expect(try await store.jobs(tenant: TenantID("acme"), states: nil, limit: 1).isEmpty)
+        try await store.dropSchemaForTests()
+        await store.close()
+        try await observer.dropSchemaForTests()
+        await observer.close()
+    }
+
     @Test("a server that refuses the login is a clear error without the password")
     func refused() async throws {
         var configuration = try StoreBackend.postgresConfiguration(schema: StoreBackend.freshSchema(), poolSize: 1)

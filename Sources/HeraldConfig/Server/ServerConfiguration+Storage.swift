@@ -35,7 +35,7 @@ extension ServerConfiguration {
         /// The password, from ``passwordReference``; nil when the server needs none.
         public var password: Secret?
         public var passwordReference: SecretReference?
-        /// The most connections this instance opens (1 to 1000).
+        /// The connections this instance opens at start and keeps open (1 to 1000).
         public var poolSize: Int = 10
         /// The schema Herald's tables live in; nil: the role's search path.
         public var schema: String?
