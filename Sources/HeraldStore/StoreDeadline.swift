@@ -16,38 +16,22 @@ import Synchronization
 /// memory), while the caller goes on. A caller that is cancelled cancels the call and goes on at
 /// once with `CancellationError`, whatever the call does then.
 ///
-/// The limits are watched together: one watcher sleeps until the earliest deadline of the calls
-/// under way, and a call only adds its deadline to a table and takes it out. A timer a call
-/// (a task, a sleep and its cancellation each) would cost more thread wake-ups than the call's
-/// own round trip. The watcher stops when it wakes to no call under way.
+/// The limits are watched together (``HeraldCore/DeadlineWatch``: one sleeping task until the
+/// earliest deadline; a call adds its deadline to a table and takes it out). A timer a call (a
+/// task, a sleep and its cancellation each) would cost more thread wake-ups than the call's own
+/// round trip.
 public final class StoreDeadline: Sendable {
     /// What the limits are measured on (the system's clock; tests step theirs).
     public let clock: any PushClock
-    private let watch = Mutex(Watch())
+    private let watch: DeadlineWatch
 
     public init(clock: any PushClock = SystemPushClock()) {
         self.clock = clock
+        self.watch = DeadlineWatch(clock: clock)
     }
 
-    /// The calls under way, and the watcher that times them out.
-    private struct Watch {
-        var calls: [UInt64: Pending] = [:]
-        var nextID: UInt64 = 0
-        /// When the watcher wakes next (at or before every deadline in `calls`); nil when none runs.
-        var wakesAt: PushInstant?
-        /// The watcher's number: a watcher that finds another's number has been replaced.
-        var watcher: UInt64 = 0
-        var task: Task<Void, Never>?
-    }
-
-    private struct Pending {
-        let deadline: PushInstant
-        /// Fails the call with its timeout (if it has no outcome yet) and cancels it.
-        let expire: @Sendable () -> Void
-    }
-
-    /// The deadlines of the calls under way (for tests).
-    public var pendingDeadlines: [PushInstant] { watch.withLock { $0.calls.values.map(\.deadline) }.sorted() }
+    /// The deadlines of the calls under way, earliest first (for tests).
+    public var pendingDeadlines: [PushInstant] { watch.deadlines }
 
     /// The result of `operation`, or `timeout()` thrown once `limit` has passed on ``clock``
     /// without it.
@@ -57,10 +41,10 @@ public final class StoreDeadline: Sendable {
     ) async throws -> T {
         let call = Call<T>()
         let work = Task.immediate { call.finish(await Result(catching: operation)) }
-        let id = add(deadline: clock.now.advanced(by: limit)) {
+        let id = watch.watch(until: clock.now.advanced(by: limit)) {
             if call.finish(.failure(timeout())) { work.cancel() }
         }
-        defer { watch.withLock { _ = $0.calls.removeValue(forKey: id) } }
+        defer { watch.settle(id) }
         return try await withTaskCancellationHandler {
             try await withCheckedThrowingContinuation { call.attach($0) }
         } onCancel: {
@@ -68,60 +52,6 @@ public final class StoreDeadline: Sendable {
             // (a query postgres-nio lost) must not hold up a shutdown for the whole limit.
             work.cancel()
             call.finish(.failure(CancellationError()))
-        }
-    }
-
-    /// Adds a call's deadline; starts a watcher when none runs or the one running wakes after it.
-    private func add(deadline: PushInstant, expire: @escaping @Sendable () -> Void) -> UInt64 {
-        let (id, start, replaced) = watch.withLock { watch -> (UInt64, UInt64?, Task<Void, Never>?) in
-            let id = watch.nextID
-            watch.nextID &+= 1
-            watch.calls[id] = Pending(deadline: deadline, expire: expire)
-            if let wakesAt = watch.wakesAt, wakesAt <= deadline { return (id, nil, nil) }
-            watch.watcher &+= 1
-            watch.wakesAt = deadline
-            defer { watch.task = nil }
-            return (id, watch.watcher, watch.task)
-        }
-        replaced?.cancel()
-        if let start {
-            let task = Task { await self.watch(as: start, until: deadline) }
-            let superseded = watch.withLock { watch -> Bool in
-                guard watch.watcher == start else { return true }
-                watch.task = task
-                return false
-            }
-            if superseded { task.cancel() }
-        }
-        return id
-    }
-
-    /// Sleeps until `wake`, times out the calls whose deadline has passed, and sleeps again
-    /// until the earliest left; ends when none is left, or when another watcher replaced it.
-    private func watch(as number: UInt64, until wake: PushInstant) async {
-        var wake = wake
-        while true {
-            do { try await clock.sleep(until: wake) } catch { return }
-            let now = clock.now
-            let (due, next) = watch.withLock { watch -> ([@Sendable () -> Void], PushInstant?) in
-                guard watch.watcher == number else { return ([], nil) }
-                var due: [@Sendable () -> Void] = []
-                var earliest: PushInstant?
-                for (id, call) in watch.calls {
-                    if call.deadline <= now {
-                        due.append(call.expire)
-                        watch.calls[id] = nil
-                    } else if earliest.map({ call.deadline < $0 }) ?? true {
-                        earliest = call.deadline
-                    }
-                }
-                watch.wakesAt = earliest
-                if earliest == nil { watch.task = nil }
-                return (due, earliest)
-            }
-            for expire in due { expire() }
-            guard let next else { return }
-            wake = next
         }
     }
 

@@ -15,7 +15,7 @@ import Synchronization
 /// A send goes through without a task of its own: a task is made only while a decision waits
 /// (``PushDecision/notBefore(_:)``) or an `async` check runs (``PushDecision/check(_:)``; a check
 /// that answers by callback needs none), and to run follow-ups. The checks' deadlines are watched
-/// together (``CheckDeadlines``).
+/// together (``DeadlineWatch``).
 public struct SendPipeline: Sendable {
     /// The middlewares, outermost first.
     public var middlewares: [any PushMiddleware] { stages.middlewares }
@@ -61,7 +61,7 @@ public struct SendPipeline: Sendable {
     private final class Stages: Sendable {
         let middlewares: [any PushMiddleware]
         let clock: any PushClock
-        let deadlines = CheckDeadlines()
+        let deadlines = DeadlineWatch()
 
         init(middlewares: [any PushMiddleware], clock: any PushClock) {
             self.middlewares = middlewares

@@ -1,13 +1,12 @@
 import Synchronization
 
-/// The deadlines of a pipeline's checks under way (``PushDecision/check(_:)``), watched by one
-/// sleeping task at most instead of a timer each.
+/// Deadlines watched by one sleeping task at most instead of a timer each: a pipeline's checks
+/// under way (``PushDecision/check(_:)``), a store's calls under way.
 ///
-/// A check that answers before its deadline is only taken off the list; the sleeper wakes at
-/// the earliest deadline it was armed for, expires what is due, and sleeps again until the next
-/// one (or ends, when nothing is left). Sends under way are bounded by their callers, so the
-/// list is too.
-final class CheckDeadlines: Sendable {
+/// A deadline met in time is only taken off the list; the sleeper wakes at the earliest deadline
+/// it was armed for, expires what is due, and sleeps again until the next one (or ends, when
+/// nothing is left). Its users bound what is under way, so the list is bounded too.
+public final class DeadlineWatch: Sendable {
     private struct Entry {
         var deadline: PushInstant
         var expire: @Sendable () -> Void
@@ -24,19 +23,28 @@ final class CheckDeadlines: Sendable {
     }
 
     private let state = Mutex(State())
+    /// What the deadlines are on (the system's clock; a test steps its own).
+    private let clock: any PushClock
 
-    /// Checks being watched (for tests).
-    var watching: Int { state.withLock { $0.entries.count } }
+    public init(clock: any PushClock = SystemPushClock()) {
+        self.clock = clock
+    }
 
-    /// Watches a check: `expire` runs (once, in the sleeper's task) when `deadline` passes
-    /// before ``settle(_:)`` took the check off the list. Checks due at the same wake expire
-    /// earliest deadline first.
-    func watch(until deadline: PushInstant, expire: @escaping @Sendable () -> Void) -> UInt64 {
+    /// Deadlines being watched (for tests).
+    public var watching: Int { state.withLock { $0.entries.count } }
+
+    /// The deadlines being watched, earliest first (for tests).
+    public var deadlines: [PushInstant] { state.withLock { $0.entries.values.map(\.deadline) }.sorted() }
+
+    /// Watches a deadline: `expire` runs (once, in the sleeper's task) when `deadline` passes
+    /// before ``settle(_:)`` took it off the list. Deadlines due at the same wake expire
+    /// earliest first.
+    public func watch(until deadline: PushInstant, expire: @escaping @Sendable () -> Void) -> UInt64 {
         let (id, arm) = state.withLock { state -> (UInt64, UInt64?) in
             let id = state.nextID
             state.nextID &+= 1
             state.entries[id] = Entry(deadline: deadline, expire: expire)
-            // Sends' deadlines mostly come later than the ones already watched: no new sleeper then.
+            // Deadlines mostly come later than the ones already watched: no new sleeper then.
             if let armed = state.armedUntil, armed <= deadline { return (id, nil) }
             state.armedUntil = deadline
             state.generation &+= 1
@@ -46,15 +54,16 @@ final class CheckDeadlines: Sendable {
         return id
     }
 
-    /// Takes a check that answered off the list.
-    func settle(_ id: UInt64) {
+    /// Takes a deadline that was met off the list.
+    public func settle(_ id: UInt64) {
         _ = state.withLock { $0.entries.removeValue(forKey: id) }
     }
 
     private func startSleeper(until instant: PushInstant, generation: UInt64) {
+        let clock = self.clock
         let sleeper = Task { [weak self] in
             // Cancelled: a newer sleeper wakes earlier; this one wakes to nothing.
-            try? await PushInstant.sleep(until: instant)
+            try? await clock.sleep(until: instant)
             self?.wake(generation: generation)
         }
         let superseded = state.withLock { state -> Task<Void, Never>? in
@@ -66,7 +75,7 @@ final class CheckDeadlines: Sendable {
     }
 
     private func wake(generation: UInt64) {
-        let now = PushInstant.now
+        let now = clock.now
         let (expired, next) = state.withLock { state -> ([@Sendable () -> Void], (PushInstant, UInt64)?) in
             guard state.generation == generation else { return ([], nil) }
             let due = state.entries.filter { $0.value.deadline <= now }.sorted { $0.value.deadline < $1.value.deadline }

@@ -4,7 +4,7 @@ import Testing
 @testable import HeraldCore
 
 @Suite("The deadlines of a pipeline's checks, watched together")
-struct CheckDeadlinesTests {
+struct DeadlineWatchTests {
     final class Expired: Sendable {
         private let names = Mutex<[(name: String, at: PushInstant)]>([])
         var all: [String] { names.withLock { $0.map(\.name) } }
@@ -27,7 +27,7 @@ struct CheckDeadlinesTests {
 
     @Test("checks settled before their deadline leave nothing watched and never expire")
     func settledChecksAreForgotten() async throws {
-        let deadlines = CheckDeadlines()
+        let deadlines = DeadlineWatch()
         let expired = Expired()
         let soon = PushInstant.now.advanced(by: .milliseconds(100))
         let ids = (0..<500).map { deadlines.watch(until: soon, expire: expired.callback("check \($0)")) }
@@ -42,7 +42,7 @@ struct CheckDeadlinesTests {
 
     @Test("an unsettled check expires at its deadline, once: an earlier deadline watched later is not held up by a later one")
     func anEarlierDeadlineIsNotHeldUp() async throws {
-        let deadlines = CheckDeadlines()
+        let deadlines = DeadlineWatch()
         let expired = Expired()
         let now = PushInstant.now
         // A sleeper is armed for 60 s; the check watched next is due long before.
@@ -60,7 +60,7 @@ struct CheckDeadlinesTests {
 
     @Test("checks due at the same wake expire earliest deadline first")
     func dueChecksExpireInDeadlineOrder() async throws {
-        let deadlines = CheckDeadlines()
+        let deadlines = DeadlineWatch()
         let expired = Expired()
         let now = PushInstant.now
         // Due a microsecond apart: all due by the time the sleeper armed for the first wakes.
