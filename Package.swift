@@ -52,6 +52,14 @@ let package = Package(
                 .product(name: "NIOCore", package: "swift-nio"),
             ]
         ),
+        // Swift tasks run on a NIO event loop: the APNs transport's senders, and each PostgreSQL
+        // call on its connection's loop.
+        .target(
+            name: "EventLoopExecutors",
+            dependencies: [
+                .product(name: "NIOCore", package: "swift-nio"),
+            ]
+        ),
         // The vocabulary of the APNs provider API. Foundation only.
         .target(name: "HeraldCore"),
         // Tenant and server configuration files (YAML).
@@ -66,7 +74,7 @@ let package = Package(
         .target(
             name: "HeraldAPNs",
             dependencies: [
-                "HeraldCore", "HTTP2Engine",
+                "HeraldCore", "HTTP2Engine", "EventLoopExecutors",
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "NIOHTTP1", package: "swift-nio"),
@@ -130,7 +138,7 @@ let package = Package(
         .target(
             name: "HeraldPostgres",
             dependencies: [
-                "HeraldCore", "HeraldStore",
+                "HeraldCore", "HeraldStore", "EventLoopExecutors",
                 .product(name: "PostgresNIO", package: "postgres-nio"),
                 .product(name: "NIOSSL", package: "swift-nio-ssl"),
                 .product(name: "Logging", package: "swift-log"),
@@ -262,7 +270,7 @@ let package = Package(
         .testTarget(
             name: "HeraldAPNsTests",
             dependencies: [
-                "HeraldAPNs", "HeraldConfig", "APNsSandbox", "HTTP2Engine", "HeraldTestSupport",
+                "HeraldAPNs", "HeraldConfig", "APNsSandbox", "HTTP2Engine", "EventLoopExecutors", "HeraldTestSupport",
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "_CryptoExtras", package: "swift-crypto"),
                 .product(name: "SwiftASN1", package: "swift-asn1"),
@@ -292,7 +300,7 @@ let package = Package(
             name: "HeraldTests",
             dependencies: [
                 "Herald", "HeraldStore", "HeraldPostgres", "RateLimitPlugin", "FeedbackPlugin", "MetricsPlugin",
-                "APNsSandbox", "HeraldTestSupport",
+                "APNsSandbox", "EventLoopExecutors", "HeraldTestSupport",
                 .product(name: "MetricsTestKit", package: "swift-metrics"),
                 .product(name: "GRDB", package: "GRDB.swift"),
                 .product(name: "Logging", package: "swift-log"),

@@ -1,3 +1,4 @@
+import EventLoopExecutors
 import HeraldCore
 import HeraldStore
 import Logging
@@ -13,6 +14,9 @@ import PostgresNIO
 /// good (its scan, a claim or a commit group waiting) until the process restarts. Bounded, the
 /// call fails like any other store failure: the job pauses and resumes at the next scan, and the
 /// heartbeat and lease renewal try again at their next turn.
+///
+/// Every call runs on its leased connection's event loop (``onLoop(of:_:)``), its rows read
+/// there: the caller's thread is woken once, for the result.
 struct BoundedPostgresClient: Sendable {
     let client: PostgresClient
     /// The longest a call waits (`storage.postgres.call_timeout`).
@@ -22,43 +26,75 @@ struct BoundedPostgresClient: Sendable {
     /// The calls that timed out or found the server unreachable (`/metrics`).
     let unanswered = UnansweredCallCounter()
 
-    /// ``PostgresClient/query(_:logger:file:line:)``, bounded. The rows are read after it returns,
-    /// from an answer that came.
+    /// ``PostgresClient/query(_:logger:file:line:)``, bounded, its rows read on the connection's
+    /// loop before it returns.
     @discardableResult
     func query(
         _ query: PostgresQuery, logger: Logger? = nil, file: String = #fileID, line: Int = #line
-    ) async throws -> PostgresRowSequence {
+    ) async throws -> Rows {
         let client = self.client
-        return try await bounded { try await client.query(query, logger: logger, file: file, line: line) }
+        let logger = logger ?? Self.silent
+        return try await bounded {
+            try await client.withConnection { connection in
+                try await Self.onLoop(of: connection) {
+                    Rows(rows: try await connection.query(query, logger: logger, file: file, line: line).collect())
+                }
+            }
+        }
+    }
+
+    /// A query's rows, all read: iterated as postgres-nio's row sequence is.
+    struct Rows: AsyncSequence, Sendable {
+        typealias Element = PostgresRow
+        let rows: [PostgresRow]
+
+        struct AsyncIterator: AsyncIteratorProtocol {
+            var base: IndexingIterator<[PostgresRow]>
+            mutating func next() async throws -> PostgresRow? { base.next() }
+        }
+
+        func makeAsyncIterator() -> AsyncIterator { AsyncIterator(base: rows.makeIterator()) }
+
+        /// Every row (read already).
+        func collect() async throws -> [PostgresRow] { rows }
     }
 
     /// ``PostgresClient/execute(_:logger:file:line:)``, bounded: a statement prepared once on
     /// each connection, so that the server plans it from its cached plan instead of for every
-    /// call. The rows are read after it returns, from an answer that came.
+    /// call. Its rows are read on the connection's loop before it returns.
     func execute<Statement: PostgresPreparedStatement>(
         _ statement: Statement, logger: Logger? = nil, file: String = #fileID, line: Int = #line
     ) async throws -> [Statement.Row] where Statement.Row: Sendable {
         let client = self.client
+        let logger = logger ?? Self.silent
         return try await bounded {
-            var rows: [Statement.Row] = []
-            for try await row in try await client.execute(statement, logger: logger, file: file, line: line) {
-                rows.append(row)
+            try await client.withConnection { connection in
+                try await Self.onLoop(of: connection) {
+                    var rows: [Statement.Row] = []
+                    for try await row in try await connection.execute(statement, logger: logger, file: file, line: line) {
+                        rows.append(row)
+                    }
+                    return rows
+                }
             }
-            return rows
         }
     }
 
-    /// ``PostgresClient/withConnection(_:)``, bounded (the lease and the closure together).
+    /// ``PostgresClient/withConnection(_:)``, bounded (the lease and the closure together); the
+    /// closure runs on the connection's loop.
     func withConnection<Result: Sendable>(
         _ closure: @escaping @Sendable (PostgresConnection) async throws -> Result
     ) async throws -> Result {
         let client = self.client
-        return try await bounded { try await client.withConnection(closure) }
+        return try await bounded {
+            try await client.withConnection { connection in try await Self.onLoop(of: connection) { try await closure(connection) } }
+        }
     }
 
     /// ``PostgresClient/withTransaction(logger:file:line:isolation:_:)``, bounded (BEGIN, the
     /// closure and COMMIT together). A transaction cut off by the bound is rolled back by the
-    /// server when its connection goes, or by postgres-nio when its closure's query fails.
+    /// server when its connection goes, or by postgres-nio when its closure's query fails. The
+    /// transaction runs on the connection's loop.
     func withTransaction<Result: Sendable>(
         logger: Logger, file: String = #file, line: Int = #line,
         _ closure: @escaping @Sendable (PostgresConnection) async throws -> Result
@@ -67,10 +103,26 @@ struct BoundedPostgresClient: Sendable {
         // The closure is called from one of its own: postgres-nio's parameter is a caller-isolated
         // (nonsending) closure returning `sending`, which a `@Sendable` one cannot be passed as.
         return try await bounded {
-            try await client.withTransaction(logger: logger, file: file, line: line) { connection in
-                try await closure(connection)
+            try await client.withConnection { connection in
+                try await Self.onLoop(of: connection) {
+                    try await connection.withTransaction(logger: logger, file: file, line: line) { connection in
+                        try await closure(connection)
+                    }
+                }
             }
         }
+    }
+
+    /// A logger that logs nothing, for a call given none.
+    private static let silent = Logger(label: "herald.postgres.silent", factory: { _ in SwiftLogNoOpLogHandler() })
+
+    /// Runs `body` on the event loop of `connection`: its queries are written, answered, read
+    /// and ended there, with no thread woken between them; the caller's thread takes the
+    /// result once, at the end.
+    private static func onLoop<Result: Sendable>(
+        of connection: PostgresConnection, _ body: () async throws -> Result
+    ) async throws -> Result {
+        try await withTaskExecutorPreference(EventLoopTaskExecutor(connection.eventLoop)) { try await body() }
     }
 
     private func bounded<Result: Sendable>(_ operation: @escaping @Sendable () async throws -> Result) async throws -> Result {
@@ -132,3 +184,4 @@ extension PostgresConnection {
         return rows
     }
 }
+

@@ -1,4 +1,5 @@
 import Dispatch
+import EventLoopExecutors
 import Foundation
 import Herald
 import HeraldAPNs

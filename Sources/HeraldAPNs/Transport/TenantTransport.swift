@@ -1,3 +1,4 @@
+import EventLoopExecutors
 import Foundation
 import HeraldCore
 import Logging

@@ -1,4 +1,5 @@
 import APNsSandbox
+import EventLoopExecutors
 import Foundation
 @_spi(Testing) import HeraldCore
 import HeraldTestSupport
