@@ -93,10 +93,12 @@ struct BoundedPostgresClient: Sendable {
 
     /// ``PostgresClient/withTransaction(logger:file:line:isolation:_:)``, bounded (BEGIN, the
     /// closure and COMMIT together). A transaction cut off by the bound is rolled back by the
-    /// server when its connection goes, or by postgres-nio when its closure's query fails. The
-    /// transaction runs on the connection's loop.
+    /// server when its connection goes, or by postgres-nio when its closure's query fails.
+    /// - Parameter onConnectionLoop: whether the transaction runs on the connection's loop (the
+    ///   default). False for a closure with much to encode or decode (a whole batch's insert):
+    ///   the loop also serves other connections (APNs' among them), which would wait behind it.
     func withTransaction<Result: Sendable>(
-        logger: Logger, file: String = #file, line: Int = #line,
+        logger: Logger, file: String = #file, line: Int = #line, onConnectionLoop: Bool = true,
         _ closure: @escaping @Sendable (PostgresConnection) async throws -> Result
     ) async throws -> Result {
         let client = self.client
@@ -104,11 +106,12 @@ struct BoundedPostgresClient: Sendable {
         // (nonsending) closure returning `sending`, which a `@Sendable` one cannot be passed as.
         return try await bounded {
             try await client.withConnection { connection in
-                try await Self.onLoop(of: connection) {
+                let transaction = {
                     try await connection.withTransaction(logger: logger, file: file, line: line) { connection in
                         try await closure(connection)
                     }
                 }
+                return onConnectionLoop ? try await Self.onLoop(of: connection, transaction) : try await transaction()
             }
         }
     }

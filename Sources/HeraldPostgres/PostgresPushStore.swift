@@ -288,7 +288,8 @@ public final class PostgresPushStore: PushStore, JobReports, UnansweredCallCount
         created: Int64, limits: JobLimits?, logger: Logger
     ) async throws -> JobCreation {
         let jobLockKey = Self.jobLockKey(schema: configuration.schema, tenant: tenant)
-        return try await client.withTransaction(logger: logger) { connection in
+        // Off the connection's loop: the batch's items are encoded here, up to a million of them.
+        return try await client.withTransaction(logger: logger, onConnectionLoop: false) { connection in
             // One create per tenant at a time (until commit), so two batches at once cannot both
             // slip under the tenant's limits; other tenants are not held up, nor are tenants of
             // the same name in another schema of the database (``jobLockKey(schema:tenant:)``).
