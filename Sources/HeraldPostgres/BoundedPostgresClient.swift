@@ -32,14 +32,9 @@ struct BoundedPostgresClient: Sendable {
     func query(
         _ query: PostgresQuery, logger: Logger? = nil, file: String = #fileID, line: Int = #line
     ) async throws -> Rows {
-        let client = self.client
         let logger = logger ?? Self.silent
-        return try await bounded {
-            try await client.withConnection { connection in
-                try await Self.onLoop(of: connection) {
-                    Rows(rows: try await connection.query(query, logger: logger, file: file, line: line).collect())
-                }
-            }
+        return try await withConnection { connection in
+            Rows(rows: try await connection.query(query, logger: logger, file: file, line: line).collect())
         }
     }
 
@@ -65,18 +60,13 @@ struct BoundedPostgresClient: Sendable {
     func execute<Statement: PostgresPreparedStatement>(
         _ statement: Statement, logger: Logger? = nil, file: String = #fileID, line: Int = #line
     ) async throws -> [Statement.Row] where Statement.Row: Sendable {
-        let client = self.client
         let logger = logger ?? Self.silent
-        return try await bounded {
-            try await client.withConnection { connection in
-                try await Self.onLoop(of: connection) {
-                    var rows: [Statement.Row] = []
-                    for try await row in try await connection.execute(statement, logger: logger, file: file, line: line) {
-                        rows.append(row)
-                    }
-                    return rows
-                }
+        return try await withConnection { connection in
+            var rows: [Statement.Row] = []
+            for try await row in try await connection.execute(statement, logger: logger, file: file, line: line) {
+                rows.append(row)
             }
+            return rows
         }
     }
 
