@@ -376,10 +376,15 @@ extension PostgresPushStore {
             let priorities: [Int32], expirations: [Int64], refs: [Int32], nulls: [Int16]
             do {
                 first = try cells[0].decode(Int.self)
-                (tokens, topics, pushTypes) = (try cells[1].decode([TokenBytes].self), try cells[2].decode([String].self), try cells[3].decode([String].self))
-                (priorities, expirations) = (try cells[4].decode([Int32].self), try cells[5].decode([Int64].self))
-                (collapseIDs, apnsIDs) = (try cells[6].decode([String].self), try cells[7].decode([UUID].self))
-                (refs, nulls) = (try cells[8].decode([Int32].self), try cells[9].decode([Int16].self))
+                tokens = try cells[1].decode(PostgresArray<TokenBytes>.self).elements
+                topics = try cells[2].decode(PostgresArray<String>.self).elements
+                pushTypes = try cells[3].decode(PostgresArray<String>.self).elements
+                priorities = try cells[4].decode(PostgresArray<Int32>.self).elements
+                expirations = try cells[5].decode(PostgresArray<Int64>.self).elements
+                collapseIDs = try cells[6].decode(PostgresArray<String>.self).elements
+                apnsIDs = try cells[7].decode(PostgresArray<UUID>.self).elements
+                refs = try cells[8].decode(PostgresArray<Int32>.self).elements
+                nulls = try cells[9].decode(PostgresArray<Int16>.self).elements
             } catch {
                 throw StoreError.corrupt("job chunk of job \(job) unreadable")
             }
@@ -451,7 +456,7 @@ extension PostgresPushStore {
         logger: Logger
     ) async throws -> [(Int, HeraldCore.Notification)] {
         var decoded = decoded
-        let refs = Array(Set(decoded.map(\.2)))
+        let refs = PostgresArray(Array(Set(decoded.map(\.2))))
         var payloads: [Int32: [UInt8]] = [:]
         if !refs.isEmpty {
             for row in try await connection.prepared(PayloadsText.self, tenant.rawValue, job.rawValue, refs, logger: logger) {
@@ -492,11 +497,11 @@ extension PostgresPushStore {
             """, logger: logger
         ).collect() {
             let cells = row.makeRandomAccess()
-            let indexes = try cells[0].decode([Int32].self)
-            let attempts = try cells[1].decode([Int32].self)
-            let finished = try cells[2].decode([Int64].self)
-            let texts = try cells[3].decode([String]?.self)
-            let uuids = try cells[4].decode([UUID]?.self)
+            let indexes = try cells[0].decode(PostgresArray<Int32>.self).elements
+            let attempts = try cells[1].decode(PostgresArray<Int32>.self).elements
+            let finished = try cells[2].decode(PostgresArray<Int64>.self).elements
+            let texts = try cells[3].decode(PostgresArray<String>?.self)?.elements
+            let uuids = try cells[4].decode(PostgresArray<UUID>?.self)?.elements
             guard attempts.count == indexes.count, finished.count == indexes.count,
                 (texts?.count ?? uuids?.count) == indexes.count, (texts == nil) != (uuids == nil)
             else { throw StoreError.corrupt("a job_sent record of job \(job) with arrays of different lengths, or its apns-ids in both forms or neither") }
@@ -518,11 +523,11 @@ extension PostgresPushStore {
         _ connection: PostgresConnection, tenant: TenantID, job: JobID, _ writes: [ResultWrite], logger: Logger
     ) async throws {
         guard !writes.isEmpty else { return }
-        var blocks: [Int32] = []
-        var indexes: [Int32] = []
-        var attempts: [Int32] = []
-        var finished: [Int64] = []
-        var apnsIDs: [String] = []
+        var blocks = PostgresArray<Int32>(capacity: writes.count)
+        var indexes = PostgresArray<Int32>(capacity: writes.count)
+        var attempts = PostgresArray<Int32>(capacity: writes.count)
+        var finished = PostgresArray<Int64>(capacity: writes.count)
+        var apnsIDs = PostgresArray<String>(capacity: writes.count)
         for write in writes.sorted(by: { $0.index < $1.index }) {
             blocks.append(Int32(clamping: write.index >> sentBlockShift))
             indexes.append(Int32(clamping: write.index))
@@ -708,14 +713,10 @@ extension PostgresPushStore {
         _ client: BoundedPostgresClient, tenant: TenantID, job: JobID, _ writes: [ResultWrite], logger: Logger
     ) async throws -> Set<Int>? {
         guard !writes.isEmpty, writes.allSatisfy({ isPlainSuccess($0.result) }) else { return nil }
-        var indexes: [Int32] = []
-        var attempts: [Int32] = []
-        var finished: [Int64] = []
-        var uuids: [UUID] = []
-        indexes.reserveCapacity(writes.count)
-        attempts.reserveCapacity(writes.count)
-        finished.reserveCapacity(writes.count)
-        uuids.reserveCapacity(writes.count)
+        var indexes = PostgresArray<Int32>(capacity: writes.count)
+        var attempts = PostgresArray<Int32>(capacity: writes.count)
+        var finished = PostgresArray<Int64>(capacity: writes.count)
+        var uuids = PostgresArray<UUID>(capacity: writes.count)
         // In index order, each write read in place (a sorted copy would copy every result).
         let order = writes.indices.sorted(by: { writes[$0].index < writes[$1].index })
         for position in order {
@@ -731,7 +732,7 @@ extension PostgresPushStore {
                 logger: logger)
         } else {
             // An apns-id is a UUID, never empty: '' stands for none.
-            let texts = order.map { writes[$0].result.apnsID?.rawValue ?? "" }
+            let texts = PostgresArray(order.map { writes[$0].result.apnsID?.rawValue ?? "" })
             rows = try await client.execute(
                 Prepared<RecordSentText>(tenant.rawValue, job.rawValue, indexes, attempts, finished, texts), logger: logger)
         }

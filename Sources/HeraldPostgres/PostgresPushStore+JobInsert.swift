@@ -106,22 +106,14 @@ extension PostgresPushStore {
         while start < notifications.endIndex {
             let end = min(start + chunkItems, notifications.endIndex)
             let count = end - start
-            var tokens: [TokenBytes] = []
-            var topics: [String] = []
-            var pushTypes: [String] = []
-            var priorities: [Int32] = []
-            var expirations: [Int64] = []
-            var collapseIDs: [String] = []
-            var apnsIDs: [UUID] = []
-            var nulls: [Int16] = []
-            tokens.reserveCapacity(count)
-            topics.reserveCapacity(count)
-            pushTypes.reserveCapacity(count)
-            priorities.reserveCapacity(count)
-            expirations.reserveCapacity(count)
-            collapseIDs.reserveCapacity(count)
-            apnsIDs.reserveCapacity(count)
-            nulls.reserveCapacity(count)
+            var tokens = PostgresArray<TokenBytes>(capacity: count)
+            var topics = PostgresArray<String>(capacity: count)
+            var pushTypes = PostgresArray<String>(capacity: count)
+            var priorities = PostgresArray<Int32>(capacity: count)
+            var expirations = PostgresArray<Int64>(capacity: count)
+            var collapseIDs = PostgresArray<String>(capacity: count)
+            var apnsIDs = PostgresArray<UUID>(capacity: count)
+            var nulls = PostgresArray<Int16>(capacity: count)
             for notification in notifications[start..<end] {
                 var missing: Int16 = 0
                 guard let device = notification.deviceToken else {
@@ -168,7 +160,7 @@ extension PostgresPushStore {
             binds.append(expirations)
             binds.append(collapseIDs)
             binds.append(apnsIDs)
-            binds.append(Array(refs[start..<end]))
+            binds.append(PostgresArray(Array(refs[start..<end])))
             binds.append(nulls)
             start = end
         }

@@ -557,7 +557,7 @@ public final class PostgresPushStore: PushStore, JobReports, UnansweredCallCount
         var rows: [Int: Bool] = [:]
         let statement = Prepared<LeasedItemsText>(
             tenant.rawValue, job.rawValue, claimant, Int32(clamping: low), Int32(clamping: high),
-            Set(indexes).map { Int32(clamping: $0) })
+            PostgresArray(Set(indexes).map { Int32(clamping: $0) }))
         for row in try await client.execute(statement, logger: logger) {
             let (part, first, end, mine) = try row.decode((Int32, Int32, Int32, Bool).self)
             switch part {

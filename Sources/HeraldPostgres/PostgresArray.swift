@@ -1,0 +1,238 @@
+import Foundation
+import HeraldCore
+import NIOCore
+import PostgresNIO
+
+/// A one-dimensional PostgreSQL array without NULLs, in its binary form, for the arrays a batch
+/// moves in bulk: a job's chunks (written at its creation, read at each claim) and its commit
+/// groups' records.
+///
+/// PostgresNIO codes `[Element]` one element at a time through its generic protocols: each element
+/// gets a buffer slice of its own and unspecialized calls, which cost more than the element's
+/// bytes. This reads the whole array from one view of the cell's bytes and writes it in one
+/// reservation, each element type's code specialized. The wire form is PostgreSQL's
+/// (`array_recv`/`array_send`): dimensions, a has-NULLs flag, the element type, then per dimension
+/// its length and lower bound, then each element's length and bytes.
+///
+/// Every byte read is checked, as from any peer: a cell that is not a one-dimensional array of
+/// the expected type, an element of the wrong size, a NULL element, a count the cell's bytes
+/// cannot hold or bytes left over are refused (``PostgresDecodingError``), never trusted. No
+/// more elements are reserved than the cell's bytes can hold.
+struct PostgresArray<Element: PostgresArrayElement>: Sendable {
+    var elements: [Element]
+
+    init(_ elements: [Element] = []) {
+        self.elements = elements
+    }
+
+    init(capacity: Int) {
+        elements = []
+        elements.reserveCapacity(capacity)
+    }
+
+    mutating func append(_ element: Element) {
+        elements.append(element)
+    }
+
+    var count: Int { elements.count }
+    var isEmpty: Bool { elements.isEmpty }
+}
+
+/// An element of a ``PostgresArray``: its PostgreSQL types and its binary form.
+protocol PostgresArrayElement: Sendable {
+    /// The element type written.
+    static var elementType: PostgresDataType { get }
+    /// The array type written.
+    static var arrayType: PostgresDataType { get }
+    /// The element read from exactly `bytes`, sent as `type`; nil when they are not one.
+    static func read(_ bytes: UnsafeRawBufferPointer, as type: PostgresDataType) -> Self?
+    /// How many bytes ``write(into:)`` writes.
+    var wireByteCount: Int { get }
+    /// Writes the element's bytes (without their length).
+    func write(into buffer: inout ByteBuffer)
+}
+
+extension PostgresArray: PostgresNonThrowingEncodable {
+    static var psqlType: PostgresDataType { Element.arrayType }
+    static var psqlFormat: PostgresFormat { .binary }
+
+    func encode<JSONEncoder: PostgresJSONEncoder>(into buffer: inout ByteBuffer, context: PostgresEncodingContext<JSONEncoder>) {
+        var bytes = 12
+        if !elements.isEmpty {
+            bytes += 8 + 4 * elements.count
+            for element in elements { bytes += element.wireByteCount }
+        }
+        buffer.reserveCapacity(minimumWritableBytes: bytes)
+        // An empty array has no dimensions, as PostgreSQL writes one.
+        buffer.writeInteger(Int32(elements.isEmpty ? 0 : 1))
+        buffer.writeInteger(Int32(0))
+        buffer.writeInteger(Element.elementType.rawValue)
+        guard !elements.isEmpty else { return }
+        buffer.writeInteger(Int32(clamping: elements.count))
+        buffer.writeInteger(Int32(1))
+        for element in elements {
+            buffer.writeInteger(Int32(clamping: element.wireByteCount))
+            element.write(into: &buffer)
+        }
+    }
+}
+
+extension PostgresArray: PostgresDecodable {
+    init<JSONDecoder: PostgresJSONDecoder>(
+        from buffer: inout ByteBuffer, type: PostgresDataType, format: PostgresFormat,
+        context: PostgresDecodingContext<JSONDecoder>
+    ) throws {
+        guard format == .binary, type == Element.arrayType else { throw PostgresDecodingError.Code.typeMismatch }
+        guard let elements = buffer.withUnsafeReadableBytes({ Self.elements(from: $0) }) else {
+            throw PostgresDecodingError.Code.failure
+        }
+        buffer.moveReaderIndex(forwardBy: buffer.readableBytes)
+        self.elements = elements
+    }
+
+    /// The elements of an array's whole binary form; nil when `bytes` are not exactly one
+    /// one-dimensional array of `Element`s without NULLs.
+    static func elements(from bytes: UnsafeRawBufferPointer) -> [Element]? {
+        var reader = WireReader(bytes)
+        guard let dimensions = reader.int32(), let flags = reader.int32(), let elementOID = reader.uint32(),
+            flags == 0 || flags == 1
+        else { return nil }
+        let elementType = PostgresDataType(elementOID)
+        if dimensions == 0 { return reader.isAtEnd ? [] : nil }
+        guard dimensions == 1, let count = reader.int32(), reader.int32() != nil, count >= 0,
+            Int(count) <= reader.remaining / 4
+        else { return nil }
+        var elements: [Element] = []
+        elements.reserveCapacity(Int(count))
+        for _ in 0..<count {
+            // A NULL element has the length -1, which `bytes(count:)` refuses.
+            guard let length = reader.int32(), let element = reader.bytes(count: Int(length)),
+                let value = Element.read(element, as: elementType)
+            else { return nil }
+            elements.append(value)
+        }
+        return reader.isAtEnd ? elements : nil
+    }
+}
+
+/// Big-endian reads over bytes, each checked against their end.
+private struct WireReader {
+    let bytes: UnsafeRawBufferPointer
+    var offset = 0
+
+    init(_ bytes: UnsafeRawBufferPointer) {
+        self.bytes = bytes
+    }
+
+    var remaining: Int { bytes.count - offset }
+    var isAtEnd: Bool { offset == bytes.count }
+
+    mutating func uint32() -> UInt32? {
+        guard remaining >= 4 else { return nil }
+        defer { offset += 4 }
+        return UInt32(bigEndian: bytes.loadUnaligned(fromByteOffset: offset, as: UInt32.self))
+    }
+
+    mutating func int32() -> Int32? {
+        uint32().map { Int32(bitPattern: $0) }
+    }
+
+    /// The next `count` bytes; nil when `count` is negative or more than are left.
+    mutating func bytes(count: Int) -> UnsafeRawBufferPointer? {
+        guard count >= 0, count <= remaining else { return nil }
+        defer { offset += count }
+        return UnsafeRawBufferPointer(rebasing: bytes[offset..<offset + count])
+    }
+}
+
+/// A big-endian integer of `bytes`, which hold exactly 2, 4 or 8 of them.
+private func signedInteger(_ bytes: UnsafeRawBufferPointer) -> Int64? {
+    switch bytes.count {
+    case 2: Int64(Int16(bigEndian: bytes.loadUnaligned(as: Int16.self)))
+    case 4: Int64(Int32(bigEndian: bytes.loadUnaligned(as: Int32.self)))
+    case 8: Int64(bigEndian: bytes.loadUnaligned(as: Int64.self))
+    default: nil
+    }
+}
+
+/// The byte width of PostgreSQL's integer `type`, nil for any other type.
+private func integerWidth(_ type: PostgresDataType) -> Int? {
+    switch type {
+    case .int2: 2
+    case .int4: 4
+    case .int8: 8
+    default: nil
+    }
+}
+
+/// An integer element: a narrower integer type widens (as PostgresNIO reads one), a wider one
+/// is refused.
+private func integerElement<Value: FixedWidthInteger>(_ bytes: UnsafeRawBufferPointer, as type: PostgresDataType) -> Value? {
+    guard let width = integerWidth(type), width == bytes.count, width <= MemoryLayout<Value>.size,
+        let value = signedInteger(bytes)
+    else { return nil }
+    return Value(exactly: value)
+}
+
+extension Int16: PostgresArrayElement {
+    static var elementType: PostgresDataType { .int2 }
+    static var arrayType: PostgresDataType { .int2Array }
+    static func read(_ bytes: UnsafeRawBufferPointer, as type: PostgresDataType) -> Int16? { integerElement(bytes, as: type) }
+    var wireByteCount: Int { 2 }
+    func write(into buffer: inout ByteBuffer) { buffer.writeInteger(self) }
+}
+
+extension Int32: PostgresArrayElement {
+    static var elementType: PostgresDataType { .int4 }
+    static var arrayType: PostgresDataType { .int4Array }
+    static func read(_ bytes: UnsafeRawBufferPointer, as type: PostgresDataType) -> Int32? { integerElement(bytes, as: type) }
+    var wireByteCount: Int { 4 }
+    func write(into buffer: inout ByteBuffer) { buffer.writeInteger(self) }
+}
+
+extension Int64: PostgresArrayElement {
+    static var elementType: PostgresDataType { .int8 }
+    static var arrayType: PostgresDataType { .int8Array }
+    static func read(_ bytes: UnsafeRawBufferPointer, as type: PostgresDataType) -> Int64? { integerElement(bytes, as: type) }
+    var wireByteCount: Int { 8 }
+    func write(into buffer: inout ByteBuffer) { buffer.writeInteger(self) }
+}
+
+extension UUID: PostgresArrayElement {
+    static var elementType: PostgresDataType { .uuid }
+    static var arrayType: PostgresDataType { .uuidArray }
+    static func read(_ bytes: UnsafeRawBufferPointer, as type: PostgresDataType) -> UUID? {
+        guard type == .uuid, bytes.count == MemoryLayout<uuid_t>.size else { return nil }
+        return UUID(uuid: bytes.loadUnaligned(as: uuid_t.self))
+    }
+    var wireByteCount: Int { 16 }
+    func write(into buffer: inout ByteBuffer) {
+        withUnsafeBytes(of: uuid) { _ = buffer.writeBytes($0) }
+    }
+}
+
+extension String: PostgresArrayElement {
+    static var elementType: PostgresDataType { .text }
+    static var arrayType: PostgresDataType { .textArray }
+    /// Text, `varchar` or `name`, read as PostgresNIO reads them (invalid UTF-8 repaired).
+    static func read(_ bytes: UnsafeRawBufferPointer, as type: PostgresDataType) -> String? {
+        guard type == .text || type == .varchar || type == .name else { return nil }
+        return String(decoding: bytes, as: UTF8.self)
+    }
+    var wireByteCount: Int { utf8.count }
+    func write(into buffer: inout ByteBuffer) { buffer.writeString(self) }
+}
+
+extension TokenBytes: PostgresArrayElement {
+    static var elementType: PostgresDataType { .bytea }
+    static var arrayType: PostgresDataType { .byteaArray }
+    static func read(_ bytes: UnsafeRawBufferPointer, as type: PostgresDataType) -> TokenBytes? {
+        guard type == .bytea, let token = TokenBytes.token(bytes) else { return nil }
+        return TokenBytes(token)
+    }
+    var wireByteCount: Int { token.byteCount }
+    func write(into buffer: inout ByteBuffer) {
+        let token = self.token
+        buffer.writeWithUnsafeMutableBytes(minimumWritableBytes: token.byteCount) { token.copyBytes(to: $0) }
+    }
+}
