@@ -115,9 +115,6 @@ struct PostgresStoreTests {
         }
     }
 
-    /// Job creation is one at a time per tenant (its limits are checked and its items inserted
-    /// under an advisory lock), but per tenant *of a schema*: deployments sharing a database with
-    /// schemas of their own must not wait for each other's tenants of the same name.
     @Test("a group of plain successes with their apns-ids is kept as uuid[], one with an id missing as text; both read back")
     func sentRecordForms() async throws {
         let store = try await PostgresPushStore.open(
@@ -221,6 +218,9 @@ struct PostgresStoreTests {
         await store.close()
     }
 
+    /// Job creation is one at a time per tenant (its limits are checked and its items inserted
+    /// under an advisory lock), but per tenant *of a schema*: deployments sharing a database with
+    /// schemas of their own must not wait for each other's tenants of the same name.
     @Test("a job creation waits for the same tenant's in its schema, not for a same-named tenant's in another schema")
     func jobCreationLockIsPerSchema() async throws {
         let first = try await PostgresPushStore.open(
