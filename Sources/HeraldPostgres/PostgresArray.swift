@@ -166,36 +166,35 @@ private func integerWidth(_ type: PostgresDataType) -> Int? {
 }
 
 /// An integer element: a narrower integer type widens (as PostgresNIO reads one), a wider one
-/// is refused.
-private func integerElement<Value: FixedWidthInteger>(_ bytes: UnsafeRawBufferPointer, as type: PostgresDataType) -> Value? {
-    guard let width = integerWidth(type), width == bytes.count, width <= MemoryLayout<Value>.size,
-        let value = signedInteger(bytes)
-    else { return nil }
-    return Value(exactly: value)
+/// is refused. Each integer type names its PostgreSQL types; reading and writing are shared.
+protocol PostgresIntegerArrayElement: PostgresArrayElement, FixedWidthInteger {}
+
+extension PostgresIntegerArrayElement {
+    static func read(_ bytes: UnsafeRawBufferPointer, as type: PostgresDataType) -> Self? {
+        guard let width = integerWidth(type), width == bytes.count, width <= MemoryLayout<Self>.size,
+            let value = signedInteger(bytes)
+        else { return nil }
+        return Self(exactly: value)
+    }
+
+    var wireByteCount: Int { MemoryLayout<Self>.size }
+
+    func write(into buffer: inout ByteBuffer) { buffer.writeInteger(self) }
 }
 
-extension Int16: PostgresArrayElement {
+extension Int16: PostgresIntegerArrayElement {
     static var elementType: PostgresDataType { .int2 }
     static var arrayType: PostgresDataType { .int2Array }
-    static func read(_ bytes: UnsafeRawBufferPointer, as type: PostgresDataType) -> Int16? { integerElement(bytes, as: type) }
-    var wireByteCount: Int { 2 }
-    func write(into buffer: inout ByteBuffer) { buffer.writeInteger(self) }
 }
 
-extension Int32: PostgresArrayElement {
+extension Int32: PostgresIntegerArrayElement {
     static var elementType: PostgresDataType { .int4 }
     static var arrayType: PostgresDataType { .int4Array }
-    static func read(_ bytes: UnsafeRawBufferPointer, as type: PostgresDataType) -> Int32? { integerElement(bytes, as: type) }
-    var wireByteCount: Int { 4 }
-    func write(into buffer: inout ByteBuffer) { buffer.writeInteger(self) }
 }
 
-extension Int64: PostgresArrayElement {
+extension Int64: PostgresIntegerArrayElement {
     static var elementType: PostgresDataType { .int8 }
     static var arrayType: PostgresDataType { .int8Array }
-    static func read(_ bytes: UnsafeRawBufferPointer, as type: PostgresDataType) -> Int64? { integerElement(bytes, as: type) }
-    var wireByteCount: Int { 8 }
-    func write(into buffer: inout ByteBuffer) { buffer.writeInteger(self) }
 }
 
 extension UUID: PostgresArrayElement {
