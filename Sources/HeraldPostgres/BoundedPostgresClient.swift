@@ -62,11 +62,7 @@ struct BoundedPostgresClient: Sendable {
     ) async throws -> [Statement.Row] where Statement.Row: Sendable {
         let logger = logger ?? Self.silent
         return try await withConnection { connection in
-            var rows: [Statement.Row] = []
-            for try await row in try await connection.execute(statement, logger: logger, file: file, line: line) {
-                rows.append(row)
-            }
-            return rows
+            try await connection.rows(statement, logger: logger, file: file, line: line)
         }
     }
 
@@ -177,4 +173,3 @@ extension PostgresConnection {
         return rows
     }
 }
-
