@@ -11,6 +11,7 @@
 #
 #   SKIP_BUILD=1 scripts/profile-batch.sh
 #   MODE=postgres BATCH=10000 SKIP_BUILD=1 scripts/profile-batch.sh
+#   MODE=postgres PGPROCS=1 SKIP_BUILD=1 scripts/profile-batch.sh     # CPU by PostgreSQL process
 #   BATCH=20000 PERF=1 PERF_ARGS="--call-graph dwarf,16384" REPORT_ARGS="--children -g none" scripts/profile-batch.sh
 set -euo pipefail
 source "$(dirname "$0")/lib.sh"
@@ -45,6 +46,15 @@ pgcpu() {
   { awk '{print $14 + $15 + $16 + $17}' "/proc/$pm/stat"; for child in $(ps -o pid= --ppid "$pm"); do awk '{print $14 + $15}' "/proc/$child/stat" 2>/dev/null; done; } \
     | awk -v hz="$hz" '{ total += $1 } END { printf "%.2f", total / hz }'
 }
+# PGPROCS=1 (MODE=postgres): the CPU of each PostgreSQL process over the batch (each backend
+# by its client's address, the WAL writer, the checkpointer).
+pgprocs() {
+  local pm; pm=$(head -1 "$CLUSTER_PG_DIR/data/postmaster.pid")
+  for child in $(ps -o pid= --ppid "$pm"); do
+    echo "$child $(awk '{print $14 + $15}' "/proc/$child/stat" 2>/dev/null || echo 0) $(tr '\0 ' '__' < "/proc/$child/cmdline" 2>/dev/null | tr -s _ | cut -c1-60)"
+  done | sort
+}
+if [[ -n "${PGPROCS:-}" && "$MODE" == postgres ]]; then pgprocs > "$WORK/pgprocs0"; fi
 # THREADS=1: the CPU of each of `herald serve`'s and the sandbox's threads over the batch (by
 # thread name).
 threads() { for t in /proc/$1/task/*; do echo "$(basename "$t") $(tr ' ' _ < "$t/comm") $(awk '{print $14 + $15}' "$t/stat")"; done | sort; }
@@ -65,6 +75,11 @@ if [[ -n "${THREADS:-}" ]]; then
   join "$WORK/threads0" "$WORK/threads1" | awk -v hz="$hz" '$5 > $3 { printf "   %6.2f %s\n", ($5 - $3) / hz, $2 }' | sort -rn | head -12
   echo "threads of the sandbox:"
   join "$WORK/sandbox-threads0" "$WORK/sandbox-threads1" | awk -v hz="$hz" '$5 > $3 { printf "   %6.2f %s\n", ($5 - $3) / hz, $2 }' | sort -rn | head -6
+fi
+if [[ -n "${PGPROCS:-}" && "$MODE" == postgres ]]; then
+  pgprocs > "$WORK/pgprocs1"
+  echo "PostgreSQL's processes (CPU seconds over the batch):"
+  join "$WORK/pgprocs0" "$WORK/pgprocs1" | awk -v hz="$hz" '$4 > $2 { printf "   %6.2f %s\n", ($4 - $2) / hz, $3 }' | sort -rn | head -12
 fi
 if [[ -n "${PERF_STAT:-}" ]]; then kill -INT $statpid; wait $statpid || true; grep -v "^#" "$WORK/perf-stat.txt" | grep -v "^$"; fi
 if [[ -n "${PERF:-}" ]]; then kill -INT $perfpid; wait $perfpid || true; [[ -z "${PERF_OUT:-}" ]] || cp "$WORK/perf.data" "$PERF_OUT"; fi
