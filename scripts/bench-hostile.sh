@@ -14,7 +14,7 @@
 #
 #   scripts/bench-hostile.sh                        # release build
 #   SKIP_BUILD=1 PHASE=20 RATE=2000 scripts/bench-hostile.sh
-#   ON_CONNECTION_LOOP=true SKIP_BUILD=1 scripts/bench-hostile.sh   # with jobs.on_connection_loop
+#   ON_CONNECTION_LOOP=false SKIP_BUILD=1 scripts/bench-hostile.sh  # jobs.on_connection_loop off
 #   HERALD=.build/debug/herald SKIP_BUILD=1 scripts/bench-hostile.sh   # figures of a debug build
 #
 # Only 127.0.0.1; every process started here is stopped on exit and its directory removed.
@@ -65,7 +65,7 @@ listen:
 storage_path: $WORK/data/herald.sqlite
 log_level: error
 jobs:
-  on_connection_loop: ${ON_CONNECTION_LOOP:-false}
+  on_connection_loop: ${ON_CONNECTION_LOOP:-true}
 http:
   rate_limit:
     requests_per_second: 5000

@@ -7,7 +7,7 @@
 #   scripts/cluster.sh                     # 3 instances; prints their URLs, runs until Ctrl-C
 #   INSTANCES=2 SKIP_BUILD=1 scripts/cluster.sh
 #   CLAIM_SIZE=2000 JOB_CONCURRENCY=100 POOL_SIZE=10 ...   # the instances' jobs.claim_size (default 500) and more
-#   ON_CONNECTION_LOOP=true ...            # the instances' jobs.on_connection_loop (default false)
+#   ON_CONNECTION_LOOP=false ...           # the instances' jobs.on_connection_loop (default true)
 #   CALL_TIMEOUT=5s ...                    # the instances' storage.postgres.call_timeout (default 30s; none: left out)
 #   FRACTION_503=0.05 ...                  # the sandbox answers that share of requests 503 (its faults.fraction_503)
 #   HERALD=.build/debug/herald SKIP_BUILD=1 scripts/cluster.sh
@@ -93,7 +93,7 @@ jobs:
   claimant: herald-$i
   concurrency_per_tenant: ${JOB_CONCURRENCY:-100}
   claim_size: ${CLAIM_SIZE:-500}
-  on_connection_loop: ${ON_CONNECTION_LOOP:-false}
+  on_connection_loop: ${ON_CONNECTION_LOOP:-true}
 http:
   rate_limit:                # measured here: the API's own speed, not the per-key limit
     requests_per_second: 1000000

@@ -52,10 +52,10 @@ struct ServerConfigurationTests {
         #expect(empty.tenantsDirectory == "/srv/herald/tenants")
     }
 
-    @Test func jobsOnConnectionLoopIsOffUnlessSetAndMustBeABoolean() throws {
-        #expect(try ServerConfiguration.parse(yaml: "# defaults\n", file: "config/herald.yaml").jobs.onConnectionLoop == false)
-        let on = try ServerConfiguration.parse(yaml: "jobs:\n  on_connection_loop: true\n", file: "config/herald.yaml")
-        #expect(on.jobs.onConnectionLoop)
+    @Test func jobsOnConnectionLoopIsOnUnlessTurnedOffAndMustBeABoolean() throws {
+        #expect(try ServerConfiguration.parse(yaml: "# defaults\n", file: "config/herald.yaml").jobs.onConnectionLoop)
+        let off = try ServerConfiguration.parse(yaml: "jobs:\n  on_connection_loop: false\n", file: "config/herald.yaml")
+        #expect(off.jobs.onConnectionLoop == false)
         do {
             _ = try ServerConfiguration.parse(yaml: "jobs:\n  on_connection_loop: sometimes\n", file: "config/herald.yaml")
             Issue.record("expected an error for jobs.on_connection_loop")

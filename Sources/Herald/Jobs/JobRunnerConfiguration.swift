@@ -43,8 +43,9 @@ public struct JobRunnerConfiguration: Sendable, Hashable {
     /// transport offers (``PushTransport/sendingExecutor``: the event loop its connection answers
     /// on), so the sends' ends and the driving task's next sends share one thread: less CPU an
     /// item, but the job's steps then run on a loop without preemption, and whatever else that
-    /// loop serves (other tenants' API requests) waits behind them. False (the default, and
-    /// `herald serve`'s unless `jobs.on_connection_loop` is set) keeps them on the global executor.
+    /// loop serves (other tenants' API requests) waits behind them. `herald serve` sets it from
+    /// `jobs.on_connection_loop` (true by default). False (this type's default, which the
+    /// runner's own tests keep) keeps them on the global executor.
     public var drivesOnConnectionLoop: Bool = false
 
     /// How often the runner looks for unfinished jobs on its own (jobs of tenants loaded later,

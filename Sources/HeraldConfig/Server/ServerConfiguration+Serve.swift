@@ -35,10 +35,11 @@ extension ServerConfiguration {
         public var concurrencyPerTenant: Int = 100
         /// Items claimed from the store at a time, per job.
         public var claimSize: Int = 500
-        /// True: a job sent by callback runs its own tasks on its tenant's connection loop
-        /// (`jobs.on_connection_loop`): less CPU a batch notification, but those steps are not
-        /// preempted, so API requests sharing that loop wait longer. Off by default.
-        public var onConnectionLoop: Bool = false
+        /// True (the default): a job sent by callback runs its own tasks on its tenant's
+        /// connection loop (`jobs.on_connection_loop`), so the sends' ends and the next sends
+        /// share one thread: less CPU a batch notification. Its steps are not preempted there;
+        /// false keeps them on the global executor.
+        public var onConnectionLoop: Bool = true
         /// How long a claim holds items (seconds) before another runner may take them.
         public var lease: Double = 300
         /// The base of the name this server claims items under (`<claimant>/<instance id>`); a
