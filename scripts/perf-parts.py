@@ -29,8 +29,8 @@ PARTS = [
      r"\$s13MetricsPlugin|\$s14FeedbackPlugin|\$s15RateLimitPlugin"),
     ("the job's own steps (feed, senders, outcome groups, delivery policy)",
      r"\$s6Herald(17JobCallbackSender|7JobFeed|9JobFeeder|13OutcomeGroups|17BatchItemDelivery|"
-     r"6JobRun|10PermitPool|17LoopTickGathering|9JobRunner|11JobSenders|13JobSendTasks|"
-     r"18LeaseCheckedItems|14SendsUnderWay|15JobRunnerState)"),
+     r"6JobRun|10PermitPool|17LoopTickGathering|9JobRunner|10JobSenders|12JobSendTasks|"
+     r"17LeaseCheckedItems|13SendsUnderWay|14JobRunnerState)"),
     ("the HTTP API (requests, JSON)",
      r"\$s11Hummingbird|\$s12HeraldServer|StrictJSON|\$s8NIOHTTP1"),
     ("waking and parking threads (futex, dispatch)",
