@@ -141,6 +141,9 @@ struct JobCallbackSender: Sendable {
             pool.release(count)
             started.end(count)
         }
+        // A send's end, made once for each kind of item rather than once a send.
+        let endFresh: @Sendable (consuming BatchItemDelivery.Step) -> Void = { ended.add((step: $0, watched: false)) }
+        let endRetry: @Sendable (consuming BatchItemDelivery.Step) -> Void = { ended.add((step: $0, watched: true)) }
         let delivery = self.delivery
         // On a shared store each item's lease is checked before its send, a group at a time.
         var leases = configuration.exclusiveStore ? nil : LeaseCheckedItems(permits: pool.permits)
@@ -211,9 +214,7 @@ struct JobCallbackSender: Sendable {
                 }
                 state.adjust { $0.itemsInFlight += 1 } peak: { $0.peakItemsInFlight = max($0.peakItemsInFlight, $0.itemsInFlight) }
                 started.begin()
-                let end: @Sendable (consuming BatchItemDelivery.Step) -> Void = { step in
-                    ended.add((step: step, watched: retry))
-                }
+                let end = retry ? endRetry : endFresh
                 if !delivery.start(item, of: job, routes: feed.routes, leaseChecked: leases != nil, logger: logger, completion: end) {
                     asyncSends.addTask {
                         end(await delivery.deliver(item, of: job, marks: feed.marks, routes: feed.routes, logger: logger))
