@@ -127,11 +127,12 @@ enum ItemChunks {
     }
 
     /// Decodes the items of a chunk blob whose position (0 ..< count) is in `wanted` (all of them
-    /// when nil); the payloads are left empty (the caller fills them from `payloadRef`).
-    static func decode(_ blob: Data, count: Int, wanted: Range<Int>? = nil) throws -> [Int: Item] {
+    /// when nil), in position order; the payloads are left empty (the caller fills them from
+    /// `payloadRef`).
+    static func decode(_ blob: Data, count: Int, wanted: Range<Int>? = nil) throws -> [(position: Int, item: Item)] {
         var reader = ByteReader(blob)
-        var items: [Int: Item] = [:]
-        items.reserveCapacity(wanted?.count ?? count)
+        var items: [(position: Int, item: Item)] = []
+        items.reserveCapacity(min(wanted?.count ?? count, count))
         var lastTopic: String? = nil
         var lastPushType: PushType? = nil
         var lastPayload: Int64 = -1
@@ -167,11 +168,14 @@ enum ItemChunks {
             let idBytes = try reader.bytes(16)
             if flags & Flag.samePayload == 0 { lastPayload = try reader.integer(Int64.self) }
             guard keep, let token else { continue }
-            items[position] = Item(
-                notification: HeraldCore.Notification(
-                    deviceToken: token, topic: topic, pushType: pushType, priority: priority, expiration: expiration,
-                    collapseID: collapseID, id: ItemChunks.id(idBytes), payload: []),
-                payloadRef: lastPayload)
+            items.append((
+                position,
+                Item(
+                    notification: HeraldCore.Notification(
+                        deviceToken: token, topic: topic, pushType: pushType, priority: priority, expiration: expiration,
+                        collapseID: collapseID, id: ItemChunks.id(idBytes), payload: []),
+                    payloadRef: lastPayload)
+            ))
         }
         return items
     }

@@ -43,45 +43,87 @@ struct ClaimRow {
     var entries: [UInt32]
 }
 
+/// Plain successes' `job_sent` records of one write, a list for each chunk in the order first
+/// seen; the chunk used last is kept at hand (most calls in a row are for one chunk).
+struct SentRecords {
+    private(set) var chunks: [(first: Int, records: [UInt8])] = []
+    private var slots: [Int: Int] = [:]
+    private var last: (first: Int, slot: Int)? = nil
+
+    mutating func append(index: Int, attempts: Int, finishedMillis: Int64, apnsID: NotificationID?) throws {
+        let first = ItemChunks.first(of: index)
+        let slot: Int
+        if let last, last.first == first {
+            slot = last.slot
+        } else if let known = slots[first] {
+            slot = known
+        } else {
+            slot = chunks.count
+            chunks.append((first, []))
+            slots[first] = slot
+        }
+        last = (first, slot)
+        try ItemChunks.appendSent(
+            &chunks[slot].records, index: index, attempts: attempts, finishedMillis: finishedMillis, apnsID: apnsID)
+    }
+}
+
 /// The `job_settled` bitmaps of one job, read once per chunk and written back at the end.
 struct SettledBits {
     let key: Int64
-    private var chunks: [Int: [UInt8]] = [:]
-    private var dirty: Set<Int> = []
+    /// The bitmaps read so far, each in a slot; `slots` finds a chunk's slot, and the chunk
+    /// used last is kept at hand, since most calls in a row are for one chunk (no hashing then).
+    private var bitmaps: [[UInt8]] = []
+    private var firsts: [Int] = []
+    private var dirty: [Bool] = []
+    private var slots: [Int: Int] = [:]
+    private var last: (first: Int, slot: Int)? = nil
 
     init(key: Int64) { self.key = key }
 
+    private mutating func slot(_ db: Database, chunk first: Int) throws -> Int {
+        if let last, last.first == first { return last.slot }
+        let slot: Int
+        if let known = slots[first] {
+            slot = known
+        } else {
+            let stored = try Data.fetchOne(
+                db.cachedStatement(sql: "SELECT bits FROM job_settled WHERE id = ?"),
+                arguments: [ItemChunks.rowID(key: key, first: first)])
+            var bits = stored.map { [UInt8]($0) } ?? []
+            if bits.count != ItemChunks.settledBytes { bits = [UInt8](repeating: 0, count: ItemChunks.settledBytes) }
+            slot = bitmaps.count
+            bitmaps.append(bits)
+            firsts.append(first)
+            dirty.append(false)
+            slots[first] = slot
+        }
+        last = (first, slot)
+        return slot
+    }
+
     mutating func bits(_ db: Database, chunk first: Int) throws -> [UInt8] {
-        if let bits = chunks[first] { return bits }
-        let stored = try Data.fetchOne(
-            db.cachedStatement(sql: "SELECT bits FROM job_settled WHERE id = ?"),
-            arguments: [ItemChunks.rowID(key: key, first: first)])
-        var bits = stored.map { [UInt8]($0) } ?? []
-        if bits.count != ItemChunks.settledBytes { bits = [UInt8](repeating: 0, count: ItemChunks.settledBytes) }
-        chunks[first] = bits
-        return bits
+        bitmaps[try slot(db, chunk: first)]
     }
 
     mutating func isSet(_ db: Database, _ index: Int) throws -> Bool {
         let first = ItemChunks.first(of: index)
-        return ItemChunks.isSet(try bits(db, chunk: first), index - first)
+        return ItemChunks.isSet(bitmaps[try slot(db, chunk: first)], index - first)
     }
 
     mutating func set(_ db: Database, _ index: Int) throws {
         let first = ItemChunks.first(of: index)
-        guard !ItemChunks.isSet(try bits(db, chunk: first), index - first) else { return }
-        // In place: a copy taken out of the dictionary and put back would copy the bitmap once
-        // per item (the dictionary still holds it while the copy is changed). `bits` put it
-        // there; the default is a whole empty bitmap all the same, never a short one.
-        ItemChunks.set(
-            &chunks[first, default: [UInt8](repeating: 0, count: ItemChunks.settledBytes)], index - first)
-        dirty.insert(first)
+        let slot = try slot(db, chunk: first)
+        guard !ItemChunks.isSet(bitmaps[slot], index - first) else { return }
+        // In place: the array's element is changed where it is, never copied out and back.
+        ItemChunks.set(&bitmaps[slot], index - first)
+        dirty[slot] = true
     }
 
     func write(_ db: Database) throws {
-        for first in dirty {
+        for slot in bitmaps.indices where dirty[slot] {
             try db.cachedStatement(sql: "INSERT OR REPLACE INTO job_settled (id, bits) VALUES (?, ?)").execute(
-                arguments: [ItemChunks.rowID(key: key, first: first), Data(chunks[first] ?? [])])
+                arguments: [ItemChunks.rowID(key: key, first: firsts[slot]), Data(bitmaps[slot])])
         }
     }
 }
@@ -188,13 +230,25 @@ extension SQLitePushStore {
     static func notifications(
         _ db: Database, job: JobRef, indexes: some Sequence<Int>, payloads: inout PayloadCache
     ) throws -> [Int: HeraldCore.Notification] {
+        // Each chunk's span of positions; a run of indexes in one chunk (a claim's pending items
+        // are in index order) is gathered before its chunk is looked up.
         var byChunk: [Int: (low: Int, high: Int)] = [:]
+        var run: (first: Int, low: Int, high: Int)? = nil
+        func close(_ run: (first: Int, low: Int, high: Int)) {
+            let known = byChunk[run.first]
+            byChunk[run.first] = (min(known?.low ?? run.low, run.low), max(known?.high ?? run.high, run.high))
+        }
         for index in indexes {
             let first = ItemChunks.first(of: index)
             let position = index - first
-            let known = byChunk[first]
-            byChunk[first] = (min(known?.low ?? position, position), max(known?.high ?? position, position))
+            if let current = run, current.first == first {
+                run = (first, min(current.low, position), max(current.high, position))
+            } else {
+                if let current = run { close(current) }
+                run = (first, position, position)
+            }
         }
+        if let run { close(run) }
         // Sized once for every item of the spans read: a claim's 500 would grow it nine times.
         var notes: [Int: HeraldCore.Notification] = [:]
         notes.reserveCapacity(byChunk.values.reduce(0) { $0 + $1.high - $1.low + 1 })
@@ -205,12 +259,11 @@ extension SQLitePushStore {
                     arguments: [ItemChunks.rowID(key: job.key, first: first)],
                     { row in try ItemChunks.decode(row[1], count: row[0], wanted: span.low..<(span.high + 1)) })
             else { throw StoreError.corrupt("job \(job.id) lacks the chunk of item \(first)") }
-            // Taken out of the decoded chunk one by one (moved, not copied).
-            for position in Array(items.keys) {
-                guard let item = items.removeValue(forKey: position) else { continue }
-                let payloadRef = item.payloadRef
+            // Taken out of the decoded chunk one by one, last first (moved, not copied).
+            while let (position, item) = items.popLast() {
                 var notification = item.notification
-                notification.payload = try payloads.payload(db, tenant: job.tenant.rawValue, job: job.id.rawValue, id: payloadRef)
+                notification.payload = try payloads.payload(
+                    db, tenant: job.tenant.rawValue, job: job.id.rawValue, id: item.payloadRef)
                 notes[first + position] = notification
             }
         }
@@ -338,40 +391,56 @@ extension SQLitePushStore {
             for entry in claim.entries { busy.insert(Int(entry & ~ItemChunks.retryEntry)) }
         }
         var selected: [UInt32] = []
-        var chosen = Set<Int>()
         // Due retries first (a busy one is skipped: fetch that many more).
+        var dueChosen = Set<Int>()
         let due = try Int.fetchAll(
             db.cachedStatement(sql: claimDueSQL), arguments: [job.key, now, limit + busy.count])
         for index in due where !busy.contains(index) && selected.count < limit {
             selected.append(UInt32(index) | ItemChunks.retryEntry)
-            chosen.insert(index)
+            dueChosen.insert(index)
         }
-        // Then pending items from the hint, in index order: the chunks' settled bits.
+        // Then pending items from the hint, in index order: the chunks' settled bits. Most
+        // claims have neither busy items nor due retries: then nothing is hashed per item.
+        var pending: [Int] = []
         var settled = SettledBits(key: job.key)
         let from = min(max(0, fromIndex), job.count)
         var first = ItemChunks.first(of: from)
         while selected.count < limit, first < job.count {
             let bits = try settled.bits(db, chunk: first)
             for index in max(first, from)..<min(first + ItemChunks.size, job.count)
-            where !ItemChunks.isSet(bits, index - first) && !busy.contains(index) && !chosen.contains(index) {
+            where !ItemChunks.isSet(bits, index - first) && (busy.isEmpty || !busy.contains(index))
+                && (dueChosen.isEmpty || !dueChosen.contains(index))
+            {
                 selected.append(UInt32(index))
-                chosen.insert(index)
+                pending.append(index)
                 if selected.count == limit { break }
             }
             first += ItemChunks.size
         }
         guard !selected.isEmpty else { return [] }
+        // Whether an index was taken now: a due retry, or one of `pending` (ascending, searched
+        // by halves).
+        func isChosen(_ index: Int) -> Bool {
+            if !dueChosen.isEmpty, dueChosen.contains(index) { return true }
+            var low = 0
+            var high = pending.count
+            while low < high {
+                let middle = low + (high - low) / 2
+                if pending[middle] < index { low = middle + 1 } else { high = middle }
+            }
+            return low < pending.count && pending[low] == index
+        }
 
         // The lease: this claimant's row holds its earlier items still without an outcome and these.
         var own = ClaimRow(claimant: claimant, leaseUntil: until, entries: [])
         for (position, claim) in claims.enumerated() {
             if claim.claimant == claimant {
                 own.entries = try liveEntries(db, key: job.key, claim.entries, settled: &settled).filter {
-                    !chosen.contains(Int($0 & ~ItemChunks.retryEntry))
+                    !isChosen(Int($0 & ~ItemChunks.retryEntry))
                 }
             } else {
                 // An expired lease of another claimant gives up the items taken now.
-                let kept = claim.entries.filter { !chosen.contains(Int($0 & ~ItemChunks.retryEntry)) }
+                let kept = claim.entries.filter { !isChosen(Int($0 & ~ItemChunks.retryEntry)) }
                 if kept.count != claim.entries.count {
                     claims[position].entries = kept
                     try writeClaim(db, key: job.key, claims[position])
@@ -386,15 +455,14 @@ extension SQLitePushStore {
         let indexes = selected.map { Int($0 & ~ItemChunks.retryEntry) }
         var notes = try notifications(db, job: job, indexes: indexes, payloads: &payloads)
         var rows: [Int: ItemRow] = [:]
-        let pending = selected.filter { $0 & ItemChunks.retryEntry == 0 }.map { Int($0) }
-        if let low = pending.min(), let high = pending.max() {
+        if let low = pending.first, let high = pending.last {
             rows = try itemRows(db, key: job.key, range: low...high)
         }
         for entry in selected where entry & ItemChunks.retryEntry != 0 {
             let index = Int(entry & ~ItemChunks.retryEntry)
             rows[index] = try itemRow(db, key: job.key, index: index)
         }
-        // Each index once (`chosen`): its notification is moved out of `notes`, not copied.
+        // Each index once: its notification is moved out of `notes`, not copied.
         var items: [JobItem] = []
         items.reserveCapacity(indexes.count)
         for index in indexes {
@@ -402,7 +470,9 @@ extension SQLitePushStore {
                 throw StoreError.corrupt("job \(job.id) lacks item \(index)")
             }
             items.append(
-                item(job: job.id, index: index, notification: notification, row: rows[index], sent: nil, lease: (claimant, until)))
+                item(
+                    job: job.id, index: index, notification: notification, row: rows.isEmpty ? nil : rows[index], sent: nil,
+                    lease: (claimant, until)))
         }
         return items
     }
@@ -522,7 +592,11 @@ extension SQLitePushStore {
             }
         }
         var settled = SettledBits(key: job.key)
-        var sent: [Int: [UInt8]] = [:]
+        // The plain successes' records, one list a chunk (the chunk used last kept at hand: most
+        // of a group's changes are of one chunk), counted together.
+        var sent = SentRecords()
+        var plainResult: JobItemResult? = nil
+        var plainCount = 0
         var unleased = Set<Int>()
         var written: [Bool] = []
         written.reserveCapacity(changes.count)
@@ -532,7 +606,8 @@ extension SQLitePushStore {
                 written.append(false)
                 continue
             }
-            let state = states[index]
+            // Most groups are plain successes of items without a row: nothing to look up.
+            let state = states.isEmpty ? nil : states[index]
             let final = try settled.isSet(db, index) && state != .retrying
             guard !final else {
                 written.append(false)
@@ -541,9 +616,11 @@ extension SQLitePushStore {
             switch change.change {
             case .outcome(let result):
                 if state == nil, isPlain(result) {
-                    try ItemChunks.appendSent(
-                        &sent[ItemChunks.first(of: index), default: []], index: index, attempts: max(0, result.attempts),
-                        finishedMillis: change.finishedMillis, apnsID: result.apnsID)
+                    try sent.append(
+                        index: index, attempts: max(0, result.attempts), finishedMillis: change.finishedMillis,
+                        apnsID: result.apnsID)
+                    plainCount += 1
+                    if plainResult == nil { plainResult = result }
                 } else {
                     try db.cachedStatement(sql: outcomeRowSQL).execute(arguments: [
                         job.key, index, result.state.rawValue, result.status, result.reason, result.message,
@@ -551,8 +628,8 @@ extension SQLitePushStore {
                         change.finishedMillis, result.attempts, isPlain(result) ? nil : result.uniqueID,
                     ])
                     states[index] = result.state
+                    counts.add(tenant: job.tenant, job: job.id, result: result)
                 }
-                counts.add(tenant: job.tenant, job: job.id, result: result)
             case .retry(let retry):
                 try db.cachedStatement(sql: retryRowSQL).execute(arguments: [
                     job.key, index, retry.attempts, clampedMillis(retry.firstAttemptAt), clampedMillis(retry.nextAttemptAt),
@@ -564,7 +641,9 @@ extension SQLitePushStore {
             try settled.set(db, index)
             written.append(true)
         }
-        for (first, records) in sent {
+        // Every plain success counts as one kind of outcome (`sent`, 200, no reason).
+        if let plainResult { counts.add(tenant: job.tenant, job: job.id, result: plainResult, count: plainCount) }
+        for (first, records) in sent.chunks {
             let base = ItemChunks.rowID(key: job.key, first: first)
             let last = try Int64.fetchOne(
                 db.cachedStatement(sql: "SELECT max(id) FROM job_sent WHERE id BETWEEN ? AND ?"),

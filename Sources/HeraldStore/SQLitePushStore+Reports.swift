@@ -76,11 +76,10 @@ extension SQLitePushStore {
                 let count: Int = row[0]
                 let blob: Data = row[1]
                 let items = try ItemChunks.decode(blob, count: count)
+                guard items.count == count else { throw StoreError.corrupt("a chunk with fewer items than its count") }
                 var encoder = ItemChunks.Encoder()
-                for position in 0..<count {
-                    guard let item = items[position], let id = item.notification.id else {
-                        throw StoreError.corrupt("a chunk item without an apns-id")
-                    }
+                for (_, item) in items {
+                    guard let id = item.notification.id else { throw StoreError.corrupt("a chunk item without an apns-id") }
                     try encoder.append(item.notification, id: id, payloadRef: item.payloadRef)
                 }
                 extra += blob.count - encoder.bytes.count
