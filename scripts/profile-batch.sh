@@ -6,7 +6,8 @@
 # records `perf` on `herald serve` for the run
 # (PERF_ARGS="--call-graph dwarf,16384" for call graphs; REPORT_ARGS for `perf report`); with
 # MODE=postgres the statements slower than 30 ms are listed from PostgreSQL's log. PERF_OUT=<file>
-# keeps the recording for further `perf report`s. PERF_STAT=<events> counts events on `herald serve`
+# keeps the recording for further `perf report`s; FREQ=none samples by PERF_ARGS' own period
+# (e.g. PERF_ARGS="-e probe_libc:malloc -c 7 -g" with a malloc uprobe). PERF_STAT=<events> counts events on `herald serve`
 # for the run (e.g. PERF_STAT=syscalls:sys_enter_write,syscalls:sys_enter_futex).
 #
 #   SKIP_BUILD=1 scripts/profile-batch.sh
@@ -61,7 +62,7 @@ threads() { for t in /proc/$1/task/*; do echo "$(basename "$t") $(tr ' ' _ < "$t
 if [[ -n "${THREADS:-}" ]]; then threads "$serve" > "$WORK/threads0"; threads "$sandbox" > "$WORK/sandbox-threads0"; fi
 c0=$(cpu $serve); s0=$(cpu $sandbox); p0=$(pgcpu)
 if [[ -n "${PERF_STAT:-}" ]]; then perf stat -e "$PERF_STAT" -p "$serve" -o "$WORK/perf-stat.txt" & statpid=$!; sleep 0.3; fi
-if [[ -n "${PERF:-}" ]]; then perf record -F ${FREQ:-499} ${PERF_ARGS:-} -p "$serve" -o "$WORK/perf.data" 2> "$WORK/perf.err" & perfpid=$!; sleep 0.5; fi
+if [[ -n "${PERF:-}" ]]; then perf record $([[ "${FREQ:-}" == none ]] || echo "-F ${FREQ:-499}") ${PERF_ARGS:-} -p "$serve" -o "$WORK/perf.data" 2> "$WORK/perf.err" & perfpid=$!; sleep 0.5; fi
 t0=$(date +%s.%N)
 out=$(curl -s -m 300 -w ' %{http_code}' "http://127.0.0.1:$port/v1/notifications/batch" -H "Authorization: Bearer $CLUSTER_API_KEY" -H 'Content-Type: application/json' --data-binary "@$WORK/batch.json")
 t1=$(date +%s.%N); c1=$(cpu $serve)
