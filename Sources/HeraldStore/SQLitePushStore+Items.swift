@@ -260,11 +260,10 @@ extension SQLitePushStore {
                     { row in try ItemChunks.decode(row[1], count: row[0], wanted: span.low..<(span.high + 1)) })
             else { throw StoreError.corrupt("job \(job.id) lacks the chunk of item \(first)") }
             // Taken out of the decoded chunk one by one, last first (moved, not copied).
-            while let (position, item) = items.popLast() {
-                var notification = item.notification
-                notification.payload = try payloads.payload(
-                    db, tenant: job.tenant.rawValue, job: job.id.rawValue, id: item.payloadRef)
-                notes[first + position] = notification
+            while var entry = items.popLast() {
+                entry.item.notification.payload = try payloads.payload(
+                    db, tenant: job.tenant.rawValue, job: job.id.rawValue, id: entry.item.payloadRef)
+                notes[first + entry.position] = entry.item.notification
             }
         }
         return notes
@@ -595,12 +594,13 @@ extension SQLitePushStore {
         // The plain successes' records, one list a chunk (the chunk used last kept at hand: most
         // of a group's changes are of one chunk), counted together.
         var sent = SentRecords()
-        var plainResult: JobItemResult? = nil
+        // The first plain success's change (all count as one kind), and how many there are.
+        var plainFirst: Int? = nil
         var plainCount = 0
         var unleased = Set<Int>()
         var written: [Bool] = []
         written.reserveCapacity(changes.count)
-        for change in changes {
+        for (position, change) in changes.enumerated() {
             let index = change.index
             guard index >= 0, index < job.count else {
                 written.append(false)
@@ -620,7 +620,7 @@ extension SQLitePushStore {
                         index: index, attempts: max(0, result.attempts), finishedMillis: change.finishedMillis,
                         apnsID: result.apnsID)
                     plainCount += 1
-                    if plainResult == nil { plainResult = result }
+                    if plainFirst == nil { plainFirst = position }
                 } else {
                     try db.cachedStatement(sql: outcomeRowSQL).execute(arguments: [
                         job.key, index, result.state.rawValue, result.status, result.reason, result.message,
@@ -642,7 +642,9 @@ extension SQLitePushStore {
             written.append(true)
         }
         // Every plain success counts as one kind of outcome (`sent`, 200, no reason).
-        if let plainResult { counts.add(tenant: job.tenant, job: job.id, result: plainResult, count: plainCount) }
+        if let plainFirst, case .outcome(let result) = changes[plainFirst].change {
+            counts.add(tenant: job.tenant, job: job.id, result: result, count: plainCount)
+        }
         for (first, records) in sent.chunks {
             let base = ItemChunks.rowID(key: job.key, first: first)
             let last = try Int64.fetchOne(
