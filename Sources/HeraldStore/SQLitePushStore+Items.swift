@@ -43,87 +43,88 @@ struct ClaimRow {
     var entries: [UInt32]
 }
 
-/// Plain successes' `job_sent` records of one write, a list for each chunk in the order first
-/// seen; the chunk used last is kept at hand (most calls in a row are for one chunk).
-struct SentRecords {
-    private(set) var chunks: [(first: Int, records: [UInt8])] = []
+/// Values kept one a chunk (keyed by its first index), in the order first asked for; the chunk
+/// asked for last is kept at hand, since most calls in a row are for one chunk (no hashing then).
+struct ChunkSlots<Value> {
+    private(set) var firsts: [Int] = []
+    var values: [Value] = []
     private var slots: [Int: Int] = [:]
     private var last: (first: Int, slot: Int)? = nil
 
-    mutating func append(index: Int, attempts: Int, finishedMillis: Int64, apnsID: NotificationID?) throws {
-        let first = ItemChunks.first(of: index)
+    /// The slot of the chunk starting at `first`, its value made by `make` the first time.
+    mutating func slot(_ first: Int, make: () throws -> Value) rethrows -> Int {
+        if let last, last.first == first { return last.slot }
         let slot: Int
-        if let last, last.first == first {
-            slot = last.slot
-        } else if let known = slots[first] {
+        if let known = slots[first] {
             slot = known
         } else {
-            slot = chunks.count
-            chunks.append((first, []))
+            let value = try make()
+            slot = values.count
+            values.append(value)
+            firsts.append(first)
             slots[first] = slot
         }
         last = (first, slot)
+        return slot
+    }
+}
+
+/// Plain successes' `job_sent` records of one write, a list for each chunk.
+struct SentRecords {
+    private var records = ChunkSlots<[UInt8]>()
+
+    /// Each chunk's first index and its records, in the order first seen.
+    var chunks: Zip2Sequence<[Int], [[UInt8]]> { zip(records.firsts, records.values) }
+
+    mutating func append(index: Int, attempts: Int, finishedMillis: Int64, apnsID: NotificationID?) throws {
+        let slot = records.slot(ItemChunks.first(of: index)) { [] }
         try ItemChunks.appendSent(
-            &chunks[slot].records, index: index, attempts: attempts, finishedMillis: finishedMillis, apnsID: apnsID)
+            &records.values[slot], index: index, attempts: attempts, finishedMillis: finishedMillis, apnsID: apnsID)
     }
 }
 
 /// The `job_settled` bitmaps of one job, read once per chunk and written back at the end.
 struct SettledBits {
     let key: Int64
-    /// The bitmaps read so far, each in a slot; `slots` finds a chunk's slot, and the chunk
-    /// used last is kept at hand, since most calls in a row are for one chunk (no hashing then).
-    private var bitmaps: [[UInt8]] = []
-    private var firsts: [Int] = []
+    private var bitmaps = ChunkSlots<[UInt8]>()
     private var dirty: [Bool] = []
-    private var slots: [Int: Int] = [:]
-    private var last: (first: Int, slot: Int)? = nil
 
     init(key: Int64) { self.key = key }
 
     private mutating func slot(_ db: Database, chunk first: Int) throws -> Int {
-        if let last, last.first == first { return last.slot }
-        let slot: Int
-        if let known = slots[first] {
-            slot = known
-        } else {
+        let slot = try bitmaps.slot(first) {
             let stored = try Data.fetchOne(
                 db.cachedStatement(sql: "SELECT bits FROM job_settled WHERE id = ?"),
                 arguments: [ItemChunks.rowID(key: key, first: first)])
-            var bits = stored.map { [UInt8]($0) } ?? []
-            if bits.count != ItemChunks.settledBytes { bits = [UInt8](repeating: 0, count: ItemChunks.settledBytes) }
-            slot = bitmaps.count
-            bitmaps.append(bits)
-            firsts.append(first)
-            dirty.append(false)
-            slots[first] = slot
+            let bits = stored.map { [UInt8]($0) } ?? []
+            return bits.count == ItemChunks.settledBytes ? bits : [UInt8](repeating: 0, count: ItemChunks.settledBytes)
         }
-        last = (first, slot)
+        if slot == dirty.count { dirty.append(false) }
         return slot
     }
 
     mutating func bits(_ db: Database, chunk first: Int) throws -> [UInt8] {
-        bitmaps[try slot(db, chunk: first)]
+        bitmaps.values[try slot(db, chunk: first)]
     }
 
     mutating func isSet(_ db: Database, _ index: Int) throws -> Bool {
         let first = ItemChunks.first(of: index)
-        return ItemChunks.isSet(bitmaps[try slot(db, chunk: first)], index - first)
+        return ItemChunks.isSet(bitmaps.values[try slot(db, chunk: first)], index - first)
     }
 
     mutating func set(_ db: Database, _ index: Int) throws {
         let first = ItemChunks.first(of: index)
         let slot = try slot(db, chunk: first)
-        guard !ItemChunks.isSet(bitmaps[slot], index - first) else { return }
+        guard !ItemChunks.isSet(bitmaps.values[slot], index - first) else { return }
         // In place: the array's element is changed where it is, never copied out and back.
-        ItemChunks.set(&bitmaps[slot], index - first)
+        ItemChunks.set(&bitmaps.values[slot], index - first)
         dirty[slot] = true
     }
 
     func write(_ db: Database) throws {
-        for slot in bitmaps.indices where dirty[slot] {
+        for slot in bitmaps.values.indices where dirty[slot] {
             try db.cachedStatement(sql: "INSERT OR REPLACE INTO job_settled (id, bits) VALUES (?, ?)").execute(
-                arguments: [ItemChunks.rowID(key: key, first: firsts[slot]), Data(bitmaps[slot])])
+                arguments: [ItemChunks.rowID(key: key, first: bitmaps.firsts[slot]), Data(bitmaps.values[slot])])
         }
     }
 }
