@@ -130,6 +130,9 @@ enum ItemChunks {
     /// when nil), in position order; the payloads are left empty (the caller fills them from
     /// `payloadRef`).
     static func decode(_ blob: Data, count: Int, wanted: Range<Int>? = nil) throws -> [(position: Int, item: Item)] {
+        // The count comes from the row, not the blob: a corrupt row must not trap the range or
+        // reserve more than a chunk holds.
+        guard (0...size).contains(count) else { throw StoreError.corrupt("a job chunk that claims \(count) items") }
         var reader = ByteReader(blob)
         var items: [(position: Int, item: Item)] = []
         items.reserveCapacity(min(wanted?.count ?? count, count))

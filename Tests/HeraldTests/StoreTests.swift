@@ -306,6 +306,27 @@ struct StoreTests {
         #expect(sent[300] == nil)  // outside the range asked for
     }
 
+    @Test("a chunk row whose count is out of range or longer than its blob is refused as corrupt, not trapped on")
+    func corruptChunkCounts() throws {
+        var generator = NotificationIDGenerator()
+        var encoder = ItemChunks.Encoder(capacity: 256)
+        for index in 0..<3 {
+            let notification = HeraldCore.Notification(
+                deviceToken: DeviceToken(bytes: [UInt8](repeating: UInt8(index), count: 32)), topic: "com.example.app",
+                pushType: .alert, payload: [])
+            try encoder.append(notification, idBytes: try ItemChunks.idBytes(generator.nextID()), payloadRef: 1)
+        }
+        let blob = Data(encoder.bytes)
+        #expect(try ItemChunks.decode(blob, count: 3).map(\.position) == [0, 1, 2])
+        #expect(try ItemChunks.decode(blob, count: 3, wanted: 1..<2).map(\.position) == [1])
+        for count in [-1, Int.min, ItemChunks.size + 1, Int.max] {
+            #expect(throws: StoreError.self) { try ItemChunks.decode(blob, count: count) }
+        }
+        // A count above what the blob holds runs out of bytes: an error, not a read past the end.
+        #expect(throws: StoreError.self) { try ItemChunks.decode(blob, count: 4) }
+        #expect(throws: StoreError.self) { try ItemChunks.decode(blob.prefix(blob.count - 1), count: 3) }
+    }
+
     @Test("job ids are checked")
     func jobIDs() {
         #expect(throws: StoreError.self) { try JobID("") }
