@@ -235,3 +235,18 @@ extension TokenBytes: PostgresArrayElement {
         buffer.writeWithUnsafeMutableBytes(minimumWritableBytes: token.byteCount) { token.copyBytes(to: $0) }
     }
 }
+
+/// A payload as PostgreSQL's `bytea`, any length (a claim reads its items' payloads as one
+/// `bytea[]` a chunk).
+struct PayloadBytes: PostgresArrayElement {
+    var bytes: [UInt8]
+
+    static var elementType: PostgresDataType { .bytea }
+    static var arrayType: PostgresDataType { .byteaArray }
+    static func read(_ bytes: UnsafeRawBufferPointer, as type: PostgresDataType) -> PayloadBytes? {
+        guard type == .bytea else { return nil }
+        return PayloadBytes(bytes: Array(bytes))
+    }
+    var wireByteCount: Int { bytes.count }
+    func write(into buffer: inout ByteBuffer) { buffer.writeBytes(bytes) }
+}

@@ -41,10 +41,36 @@ extension PostgresPushStore {
     /// time moves its frontier.
     static let claimLockNamespace: Int32 = 0x4843_6c6d
 
-    /// Takes the job's claim lock until the transaction ends.
-    static func lockClaims(_ connection: PostgresConnection, tenant: TenantID, job: JobID, logger: Logger) async throws {
-        _ = try await connection.prepared(
-            ExclusiveLockText.self, claimLockNamespace, tenant.rawValue + "/" + job.rawValue, logger: logger)
+    /// What ``claimOpenFunction`` answered: the job's frontier and item count, the claimable rows
+    /// picked (locked), the claimant's own ranges leased again, and whether another claimant's
+    /// expired ranges are to be taken over first (then the rows and ranges are still to be read).
+    struct ClaimOpening {
+        var frontier: Int
+        var itemCount: Int
+        var takeOver: Bool
+        var picked: [Int32]
+        var ownRanges: [(first: Int32, end: Int32)]
+    }
+
+    /// Opens a claim in the caller's transaction (``claimOpenFunction``); nil when the job is
+    /// gone, finished or cancelled.
+    static func openClaim(
+        _ connection: PostgresConnection, tenant: TenantID, job: JobID, claimant: String, now: Int64, from: Int32,
+        limit: Int, leaseUntil: Int64, logger: Logger
+    ) async throws -> ClaimOpening? {
+        let rows = try await connection.prepared(
+            ClaimOpenText.self, tenant.rawValue, job.rawValue, claimant, now, from, Int64(limit), leaseUntil, logger: logger)
+        guard let row = rows.first else { throw StoreError.corrupt("herald_claim_open answered no row") }
+        let cells = row.makeRandomAccess()
+        let state = try cells[0].decode(Int32.self)
+        guard state != 0 else { return nil }
+        let firsts = try cells[4].decode(PostgresArray<Int32>.self).elements
+        let ends = try cells[5].decode(PostgresArray<Int32>.self).elements
+        guard firsts.count == ends.count else { throw StoreError.corrupt("herald_claim_open answered ranges of two lengths") }
+        return ClaimOpening(
+            frontier: try cells[1].decode(Int.self), itemCount: try cells[2].decode(Int.self), takeOver: state == 2,
+            picked: try cells[3].decode(PostgresArray<Int32>.self).elements,
+            ownRanges: Array(zip(firsts, ends).map { (first: $0, end: $1) }))
     }
 
     /// Locks the job's items until the transaction ends (`exclusive`: against every other change
@@ -288,38 +314,48 @@ extension PostgresPushStore {
         }
         let end = min(itemCount, first + max(0, min(count, itemCount)))
         let (a, b) = (Int32(clamping: first), Int32(clamping: end))
-        if frontier < end {
-            _ = try await connection.prepared(FrontierMoveText.self, b, tenant.rawValue, job.rawValue, logger: logger)
+        guard first < end else {
+            if frontier < end {
+                _ = try await connection.prepared(FrontierMoveText.self, b, tenant.rawValue, job.rawValue, logger: logger)
+            }
+            return
         }
-        guard first < end else { return }
-        _ = try await connection.prepared(
-            NewRangeText.self, tenant.rawValue, job.rawValue, a, b, claimant, leaseUntil, logger: logger)
-        // Items of the range with a row of their own (a deferral or a mark named them before
-        // any claim) are claimed through their rows, not here.
+        // The frontier moved, the range leased and its items read, in one statement. Items of
+        // the range with a row of their own (a deferral or a mark named them before any claim)
+        // are claimed through their rows, not here.
         let until = date(leaseUntil)
         // In descending index order: taken off the end, each moved, in ascending order.
-        var notes = try await chunkItemsWithoutRows(connection, tenant: tenant, job: job, low: a, end: b, logger: logger)
+        var notes = try await chunkItemsWithoutRows(
+            connection, tenant: tenant, job: job, low: a, end: b, claim: (claimant, leaseUntil), logger: logger)
         while let (index, note) = notes.popLast() {
             items.append(
                 JobItem(job: job, index: index, notification: note, state: .pending, result: nil, claimant: claimant, leaseUntil: until))
         }
     }
 
-    /// The claimant's own claim ranges from `from` on, leased again until `leaseUntil`: their
-    /// items still without a row or an outcome, at most `limit`, appended to `items` in index
-    /// order (a run resuming its job gets back what it had not finished). In the caller's
-    /// transaction, which holds the job.
-    static func reclaimOwnRanges(
-        _ connection: PostgresConnection, tenant: TenantID, job: JobID, claimant: String, from: Int, limit: Int,
-        leaseUntil: Int64, into items: inout [JobItem], logger: Logger
-    ) async throws {
-        guard limit > 0 else { return }
-        let ranges = try await connection.prepared(
-            OwnRangesText.self, leaseUntil, tenant.rawValue, job.rawValue, claimant, Int32(clamping: from), logger: logger
+    /// The claimant's own claim ranges from `from` on, leased again until `leaseUntil`, in index
+    /// order. In the caller's transaction, which holds the job.
+    static func ownRanges(
+        _ connection: PostgresConnection, tenant: TenantID, job: JobID, claimant: String, from: Int32, leaseUntil: Int64,
+        logger: Logger
+    ) async throws -> [(first: Int32, end: Int32)] {
+        try await connection.prepared(
+            OwnRangesText.self, leaseUntil, tenant.rawValue, job.rawValue, claimant, from, logger: logger
         ).map { row in
             let cells = row.makeRandomAccess()
-            return (try cells[0].decode(Int32.self), try cells[1].decode(Int32.self))
-        }.sorted { $0.0 < $1.0 }
+            return (first: try cells[0].decode(Int32.self), end: try cells[1].decode(Int32.self))
+        }.sorted { $0.first < $1.first }
+    }
+
+    /// Of the claimant's own claim `ranges` (leased again, in index order), the items from `from`
+    /// on still without a row or an outcome, at most `limit`, appended to `items` in index order
+    /// (a run resuming its job gets back what it had not finished); a range with nothing left is
+    /// deleted. In the caller's transaction, which holds the job.
+    static func reclaimOwnRanges(
+        _ connection: PostgresConnection, tenant: TenantID, job: JobID, claimant: String, ranges: [(first: Int32, end: Int32)],
+        from: Int, limit: Int, leaseUntil: Int64, into items: inout [JobItem], logger: Logger
+    ) async throws {
+        guard limit > 0 else { return }
         var open: [Int] = []
         for (first, end) in ranges where open.count < limit {
             let low = max(Int(first), from)
@@ -358,22 +394,29 @@ extension PostgresPushStore {
     }
 
     /// The job's items in `low ..< end` without a `job_item` row, in descending index order,
-    /// from the slices of their chunks' arrays (one row a chunk, its arrays cut to the bounds).
-    /// The items with a row (few, if any) are read first, by one range of the primary key, and
-    /// left out.
+    /// from the slices of their chunks' arrays (one row a chunk, its arrays cut to the bounds,
+    /// with the indexes of its items that have a row, left out, and its payloads). With `claim`
+    /// the same statement first leases `low ..< end` as a claim range to its claimant until its
+    /// time (Unix milliseconds) and moves the job's frontier to `end` (``ClaimRangeText``).
     static func chunkItemsWithoutRows(
-        _ connection: PostgresConnection, tenant: TenantID, job: JobID, low: Int32, end: Int32, logger: Logger
+        _ connection: PostgresConnection, tenant: TenantID, job: JobID, low: Int32, end: Int32,
+        claim: (claimant: String, until: Int64)? = nil, logger: Logger
     ) async throws -> [(Int, HeraldCore.Notification)] {
-        var rowed = Set<Int>()
-        for row in try await connection.prepared(RowedIndexesText.self, tenant.rawValue, job.rawValue, low, end, logger: logger) {
-            rowed.insert(try row.makeRandomAccess()[0].decode(Int.self))
-        }
+        let rows =
+            if let claim {
+                try await connection.prepared(
+                    ClaimRangeText.self, tenant.rawValue, job.rawValue, low, end, claim.claimant, claim.until, logger: logger)
+            } else {
+                try await connection.prepared(ChunkSlicesText.self, tenant.rawValue, job.rawValue, low, end, logger: logger)
+            }
         var decoded: [(Int, HeraldCore.Notification, Int32)] = []
-        for row in try await connection.prepared(ChunkSlicesText.self, tenant.rawValue, job.rawValue, low, end, logger: logger) {
+        var payloads: [Int32: [UInt8]] = [:]
+        for row in rows {
             let cells = row.makeRandomAccess()
             let first: Int
             let tokens: [TokenBytes], topics: [String], pushTypes: [String], collapseIDs: [String], apnsIDs: [UUID]
-            let priorities: [Int32], expirations: [Int64], refs: [Int32], nulls: [Int16]
+            let priorities: [Int32], expirations: [Int64], refs: [Int32], nulls: [Int16], rowed: [Int32]
+            let payloadIDs: [Int32], payloadBytes: [PayloadBytes]
             do {
                 first = try cells[0].decode(Int.self)
                 tokens = try cells[1].decode(PostgresArray<TokenBytes>.self).elements
@@ -385,14 +428,20 @@ extension PostgresPushStore {
                 apnsIDs = try cells[7].decode(PostgresArray<UUID>.self).elements
                 refs = try cells[8].decode(PostgresArray<Int32>.self).elements
                 nulls = try cells[9].decode(PostgresArray<Int16>.self).elements
+                rowed = try cells[10].decode(PostgresArray<Int32>.self).elements
+                payloadIDs = try cells[11].decode(PostgresArray<Int32>.self).elements
+                payloadBytes = try cells[12].decode(PostgresArray<PayloadBytes>.self).elements
             } catch {
                 throw StoreError.corrupt("job chunk of job \(job) unreadable")
             }
             let count = tokens.count
             guard [topics.count, pushTypes.count, priorities.count, expirations.count, collapseIDs.count, apnsIDs.count,
-                   refs.count, nulls.count].allSatisfy({ $0 == count })
+                   refs.count, nulls.count].allSatisfy({ $0 == count }), payloadIDs.count == payloadBytes.count
             else { throw StoreError.corrupt("job chunk of job \(job) with arrays of different lengths") }
-            for k in 0..<count where !rowed.contains(first + k) {
+            for (id, bytes) in zip(payloadIDs, payloadBytes) where payloads[id] == nil { payloads[id] = bytes.bytes }
+            // The rowed indexes come in no order; they are few, if any.
+            let skipped = Set(rowed.lazy.map { Int($0) - first })
+            for k in 0..<count where skipped.isEmpty || !skipped.contains(k) {
                 let missing = nulls[k]
                 func has(_ field: MissingField) -> Bool { missing & field.rawValue == 0 }
                 decoded.append((
@@ -406,7 +455,7 @@ extension PostgresPushStore {
                 ))
             }
         }
-        return try await withPayloads(connection, tenant: tenant, job: job, decoded, logger: logger)
+        return try attach(payloads, to: decoded, job: job)
     }
 
     /// One chunk item's notification, its payload still to be attached (``withPayloads``).
@@ -455,7 +504,6 @@ extension PostgresPushStore {
         _ connection: PostgresConnection, tenant: TenantID, job: JobID, _ decoded: consuming [(Int, HeraldCore.Notification, Int32)],
         logger: Logger
     ) async throws -> [(Int, HeraldCore.Notification)] {
-        var decoded = decoded
         let refs = PostgresArray(Array(Set(decoded.map(\.2))))
         var payloads: [Int32: [UInt8]] = [:]
         if !refs.isEmpty {
@@ -464,6 +512,15 @@ extension PostgresPushStore {
                 payloads[try cells[0].decode(Int32.self)] = Array(buffer: try cells[1].decode(ByteBuffer.self))
             }
         }
+        return try attach(payloads, to: decoded, job: job)
+    }
+
+    /// The notifications of `decoded` with their payloads from `payloads` (by reference), in
+    /// the reverse order of `decoded`; a payload missing is a corrupt job.
+    static func attach(
+        _ payloads: [Int32: [UInt8]], to decoded: consuming [(Int, HeraldCore.Notification, Int32)], job: JobID
+    ) throws -> [(Int, HeraldCore.Notification)] {
+        var decoded = decoded
         // Each notification moved, not copied (a copy retains every string and array it holds):
         // taken off the end, so the result is in the reverse order.
         var notes: [(Int, HeraldCore.Notification)] = []
@@ -560,6 +617,70 @@ extension PostgresPushStore {
                     ON CONFLICT (tenant, job_id, state, status, reason) DO UPDATE SET n = o.n + excluded.n
                     """, binds: binds), logger: logger)
     }
+
+    // MARK: A claim's opening in one call
+
+    /// The function (migration `v15.4-pg-claim-open`) that opens a claim
+    /// (``PostgresPushStore/claimPendingItems(tenant:job:limit:claimant:now:leaseUntil:fromIndex:)``) in
+    /// the caller's transaction: the job's claim lock; its item lock, exclusive when another
+    /// claimant's range has expired (to be taken over), shared otherwise; the job's frontier and
+    /// item count, read after the locks. With nothing to take over it goes on: the claimable rows
+    /// (``claimableItems``, locked) and, while they leave room under `p_limit`, the claimant's own
+    /// ranges from `p_from` on, leased again (``ownRanges``). Each statement of a PL/pgSQL
+    /// function takes its own snapshot, so the reads after a lock see what the lock waited for,
+    /// as separate statements would; one round trip instead of six.
+    ///
+    /// `o_state`: 0 when the job is gone, finished or cancelled (nothing else is read); 2 when a
+    /// range is to be taken over (the rows and own ranges are left to the caller, after the
+    /// takeover); 1 otherwise.
+    static let claimOpenFunction = """
+        CREATE FUNCTION herald_claim_open(
+            p_tenant TEXT, p_job TEXT, p_claimant TEXT, p_now BIGINT, p_from INTEGER, p_limit BIGINT, p_lease_until BIGINT,
+            OUT o_state INTEGER, OUT o_frontier INTEGER, OUT o_count INTEGER, OUT o_picked INTEGER[],
+            OUT o_own_firsts INTEGER[], OUT o_own_ends INTEGER[]
+        ) LANGUAGE plpgsql AS $body$
+        DECLARE
+            v_key INTEGER := hashtext(current_schema() || '/' || p_tenant || '/' || p_job);
+            v_expired BOOLEAN;
+            v_runnable BOOLEAN;
+        BEGIN
+            o_picked := '{}';
+            o_own_firsts := '{}';
+            o_own_ends := '{}';
+            PERFORM pg_advisory_xact_lock(\(claimLockNamespace), v_key);
+            v_expired := EXISTS (
+                SELECT 1 FROM job_claim_range
+                WHERE tenant = p_tenant AND job_id = p_job AND claimant <> p_claimant AND lease_until_ms <= p_now);
+            IF v_expired THEN
+                PERFORM pg_advisory_xact_lock(\(itemLockNamespace), v_key);
+            ELSE
+                PERFORM pg_advisory_xact_lock_shared(\(itemLockNamespace), v_key);
+            END IF;
+            SELECT materialized, item_count, state IN ('accepted', 'running') INTO o_frontier, o_count, v_runnable
+            FROM job WHERE tenant = p_tenant AND id = p_job;
+            IF NOT FOUND OR NOT v_runnable THEN
+                o_state := 0;
+                RETURN;
+            END IF;
+            IF v_expired THEN
+                o_state := 2;
+                RETURN;
+            END IF;
+            o_state := 1;
+            o_picked := ARRAY(
+                \(claimableItems(
+                    tenant: "p_tenant", job: "p_job", claimant: "p_claimant", now: "p_now", from: "p_from", limit: "p_limit")));
+            IF cardinality(o_picked) < p_limit THEN
+                WITH own AS (
+                    \(ownRanges(tenant: "p_tenant", job: "p_job", claimant: "p_claimant", from: "p_from", leaseUntil: "p_lease_until"))
+                    RETURNING first_idx, end_idx
+                )
+                SELECT coalesce(array_agg(first_idx ORDER BY first_idx), '{}'), coalesce(array_agg(end_idx ORDER BY first_idx), '{}')
+                INTO o_own_firsts, o_own_ends FROM own;
+            END IF;
+        END
+        $body$
+        """
 
     // MARK: A group of plain successes in one call
 
@@ -806,8 +927,9 @@ extension PostgresPushStore {
 // MARK: The claim's statements, prepared
 
 extension PostgresPushStore {
-    /// Takes an advisory lock (a namespace and a key: ``lockClaims(_:tenant:job:logger:)``,
-    /// ``lockJob(_:tenant:job:runnable:exclusive:logger:)``) until the transaction ends.
+    /// Takes an advisory lock (a namespace and a key, as
+    /// ``lockJob(_:tenant:job:runnable:exclusive:logger:)`` and ``claimOpenFunction`` do) until
+    /// the transaction ends.
     enum ExclusiveLockText: PreparedText {
         static let name = "herald_lock"
         static let sql = "SELECT pg_advisory_xact_lock($1, hashtext(current_schema() || '/' || $2))"
@@ -830,13 +952,11 @@ extension PostgresPushStore {
         static let types: [PostgresDataType] = [.text, .text]
     }
 
-    /// Whether another claimant's range of the job expired (its lease ended by `$4`).
-    enum ExpiredRangeText: PreparedText {
-        static let name = "herald_expired_range"
-        static let sql = """
-            SELECT 1 FROM job_claim_range WHERE tenant = $1 AND job_id = $2 AND claimant <> $3 AND lease_until_ms <= $4 LIMIT 1
-            """
-        static let types: [PostgresDataType] = [.text, .text, .text, .int8]
+    /// A claim's opening (``claimOpenFunction``): tenant, job, claimant, now, from, limit, lease end.
+    enum ClaimOpenText: PreparedText {
+        static let name = "herald_claim_open_call"
+        static let sql = "SELECT * FROM herald_claim_open($1, $2, $3, $4, $5, $6, $7)"
+        static let types: [PostgresDataType] = [.text, .text, .text, .int8, .int4, .int8, .int8]
     }
 
     /// Moves a job's frontier to `$1`.
@@ -846,56 +966,75 @@ extension PostgresPushStore {
         static let types: [PostgresDataType] = [.int4, .text, .text]
     }
 
-    /// A new claim range: tenant, job, first index, end index, claimant, lease end.
-    enum NewRangeText: PreparedText {
-        static let name = "herald_new_range"
-        static let sql = """
-            INSERT INTO job_claim_range (tenant, job_id, first_idx, end_idx, claimant, lease_until_ms)
-            VALUES ($1, $2, $3, $4, $5, $6)
-            """
-        static let types: [PostgresDataType] = [.text, .text, .int4, .int4, .text, .int8]
-    }
-
     /// The claimant's (`$4`) ranges of the job from index `$5` on, leased again until `$1`: the
     /// last one starting at or before `$5` (a primary-key read backwards) and those after it.
     enum OwnRangesText: PreparedText {
         static let name = "herald_own_ranges"
-        static let sql = """
-            UPDATE job_claim_range SET lease_until_ms = $1
-            WHERE tenant = $2 AND job_id = $3 AND claimant = $4 AND end_idx > $5
-              AND first_idx >= coalesce(
-                  (SELECT first_idx FROM job_claim_range WHERE tenant = $2 AND job_id = $3 AND claimant = $4 AND first_idx <= $5
-                   ORDER BY first_idx DESC LIMIT 1), $5)
-            RETURNING first_idx, end_idx
-            """
+        static let sql = "\(ownRanges(tenant: "$2", job: "$3", claimant: "$4", from: "$5", leaseUntil: "$1")) RETURNING first_idx, end_idx"
         static let types: [PostgresDataType] = [.int8, .text, .text, .text, .int4]
     }
 
-    /// The indexes of the job's items with a row in `$3 ..< $4`.
-    enum RowedIndexesText: PreparedText {
-        static let name = "herald_rowed_indexes"
-        static let sql = "SELECT idx FROM job_item WHERE tenant = $1 AND job_id = $2 AND idx >= $3 AND idx < $4"
-        static let types: [PostgresDataType] = [.text, .text, .int4, .int4]
+    /// The UPDATE of ``OwnRangesText`` (without its RETURNING) over the given expressions, which
+    /// ``claimOpenFunction`` runs too.
+    static func ownRanges(tenant: String, job: String, claimant: String, from: String, leaseUntil: String) -> String {
+        """
+        UPDATE job_claim_range SET lease_until_ms = \(leaseUntil)
+        WHERE tenant = \(tenant) AND job_id = \(job) AND claimant = \(claimant) AND end_idx > \(from)
+          AND first_idx >= coalesce(
+              (SELECT first_idx FROM job_claim_range WHERE tenant = \(tenant) AND job_id = \(job) AND claimant = \(claimant)
+                 AND first_idx <= \(from)
+               ORDER BY first_idx DESC LIMIT 1), \(from))
+        """
     }
 
     /// The job's chunks over `$3 ..< $4`, their arrays cut to those bounds, one row a chunk with
-    /// its first index in the cut (``chunkItemsWithoutRows(_:tenant:job:low:end:logger:)``).
+    /// its first index in the cut, the indexes of its items there with a `job_item` row, and the
+    /// payloads its items there refer to, ids and bytes
+    /// (``chunkItemsWithoutRows(_:tenant:job:low:end:claim:logger:)``).
     enum ChunkSlicesText: PreparedText {
         static let name = "herald_chunk_slices"
-        static let sql = """
-            SELECT c.first_idx + s.lo - 1, \(PostgresPushStore.chunkTokens), c.topics[s.lo:s.hi], c.push_types[s.lo:s.hi],
-                   c.priorities[s.lo:s.hi], c.expirations[s.lo:s.hi], c.collapse_ids[s.lo:s.hi], \(PostgresPushStore.chunkAPNsIDs),
-                   c.payload_refs[s.lo:s.hi], c.nulls[s.lo:s.hi]
-            FROM job_chunk c
-            CROSS JOIN LATERAL (SELECT greatest($3 - c.first_idx + 1, 1) AS lo, least($4 - c.first_idx, c.count) AS hi) AS s
-            WHERE c.tenant = $1 AND c.job_id = $2 AND c.first_idx < $4 AND c.first_idx + c.count > $3
-              AND c.first_idx >= coalesce(
-                  (SELECT f.first_idx FROM job_chunk f WHERE f.tenant = $1 AND f.job_id = $2 AND f.first_idx <= $3
-                   ORDER BY f.first_idx DESC LIMIT 1), $3)
-            ORDER BY c.first_idx
-            """
+        static let sql = PostgresPushStore.chunkSlices
         static let types: [PostgresDataType] = [.text, .text, .int4, .int4]
     }
+
+    /// ``ChunkSlicesText`` of a new claim range, which the statement writes first: the job's
+    /// frontier moved to the range's end `$4`, and the range leased to `$5` until `$6`. One round
+    /// trip for what a claim from the frontier does; the read's snapshot is the statement's, and
+    /// neither write changes what it reads.
+    enum ClaimRangeText: PreparedText {
+        static let name = "herald_claim_range"
+        static let sql = """
+            WITH moved AS (
+                UPDATE job SET materialized = $4 WHERE tenant = $1 AND id = $2 AND materialized < $4
+            ), leased AS (
+                INSERT INTO job_claim_range (tenant, job_id, first_idx, end_idx, claimant, lease_until_ms)
+                VALUES ($1, $2, $3, $4, $5, $6)
+            )
+            \(PostgresPushStore.chunkSlices)
+            """
+        static let types: [PostgresDataType] = [.text, .text, .int4, .int4, .text, .int8]
+    }
+
+    /// The read of ``ChunkSlicesText``, over `$1 … $4`.
+    static let chunkSlices = """
+        SELECT c.first_idx + s.lo - 1, \(PostgresPushStore.chunkTokens), c.topics[s.lo:s.hi], c.push_types[s.lo:s.hi],
+               c.priorities[s.lo:s.hi], c.expirations[s.lo:s.hi], c.collapse_ids[s.lo:s.hi], \(PostgresPushStore.chunkAPNsIDs),
+               c.payload_refs[s.lo:s.hi], c.nulls[s.lo:s.hi],
+               ARRAY(SELECT i.idx FROM job_item i WHERE i.tenant = $1 AND i.job_id = $2
+                       AND i.idx >= c.first_idx + s.lo - 1 AND i.idx < c.first_idx + s.hi),
+               p.ids, p.payloads
+        FROM job_chunk c
+        CROSS JOIN LATERAL (SELECT greatest($3 - c.first_idx + 1, 1) AS lo, least($4 - c.first_idx, c.count) AS hi) AS s
+        CROSS JOIN LATERAL (
+            SELECT coalesce(array_agg(jp.id), '{}'::int[]) AS ids, coalesce(array_agg(jp.payload), '{}'::bytea[]) AS payloads
+            FROM job_payload jp WHERE jp.tenant = $1 AND jp.job_id = $2 AND jp.id = ANY(c.payload_refs[s.lo:s.hi])
+        ) AS p
+        WHERE c.tenant = $1 AND c.job_id = $2 AND c.first_idx < $4 AND c.first_idx + c.count > $3
+          AND c.first_idx >= coalesce(
+              (SELECT f.first_idx FROM job_chunk f WHERE f.tenant = $1 AND f.job_id = $2 AND f.first_idx <= $3
+               ORDER BY f.first_idx DESC LIMIT 1), $3)
+        ORDER BY c.first_idx
+        """
 
     /// One commit group of plain successes (``recordPlainSuccesses(_:tenant:job:_:logger:)``).
     enum RecordSentText: PreparedText {

@@ -459,41 +459,44 @@ public final class PostgresPushStore: PushStore, JobReports, UnansweredCallCount
         let logger = self.logger
         var items = try await client.withTransaction(logger: logger) { connection -> [JobItem] in
             // One claim of the job at a time; the item lock exclusive only when another
-            // claimant's range is to be taken over (writers of outcomes go on meanwhile).
-            try await Self.lockClaims(connection, tenant: tenant, job: job, logger: logger)
-            let expired = try await !connection.prepared(
-                ExpiredRangeText.self, tenant.rawValue, job.rawValue, claimant, nowMillis, logger: logger
-            ).isEmpty
-            // A finished or cancelled job's items are not claimed (a cancel stops every
-            // instance's claims, whether or not it heard of the cancel).
+            // claimant's range is to be taken over (writers of outcomes go on meanwhile). A
+            // finished or cancelled job's items are not claimed (a cancel stops every instance's
+            // claims, whether or not it heard of the cancel).
             guard
-                let (frontier, itemCount) = try await Self.lockJob(
-                    connection, tenant: tenant, job: job, runnable: true, exclusive: expired, logger: logger)
+                var open = try await Self.openClaim(
+                    connection, tenant: tenant, job: job, claimant: claimant, now: nowMillis, from: from, limit: limit,
+                    leaseUntil: untilMillis, logger: logger)
             else { return [] }
-            if expired {
+            if open.takeOver {
                 try await Self.takeOverRanges(
                     connection, tenant: tenant, job: job, .expired(except: claimant, now: nowMillis), logger: logger)
+                // The rows are locked by the SELECT until the transaction ends.
+                open.picked = try await connection.prepared(
+                    ClaimableItemsText.self, tenant.rawValue, job.rawValue, claimant, nowMillis, from, Int64(limit),
+                    logger: logger
+                ).map { try $0.decode(Int32.self) }
+                if open.picked.count < limit {
+                    open.ownRanges = try await Self.ownRanges(
+                        connection, tenant: tenant, job: job, claimant: claimant, from: from, leaseUntil: untilMillis,
+                        logger: logger)
+                }
             }
-            // The rows are locked by the SELECT until the transaction ends.
-            let picked = try await connection.prepared(
-                ClaimableItemsText.self, tenant.rawValue, job.rawValue, claimant, nowMillis, from, Int64(limit), logger: logger
-            ).map { try $0.decode(Int32.self) }
             var items: [JobItem] = []
-            if !picked.isEmpty {
+            if !open.picked.isEmpty {
                 items = try await connection.query(
                     """
                     UPDATE job_item AS item SET claimant = \(claimant), lease_until_ms = \(untilMillis)
-                    WHERE item.tenant = \(tenant.rawValue) AND item.job_id = \(job.rawValue) AND item.idx = ANY(\(picked))
+                    WHERE item.tenant = \(tenant.rawValue) AND item.job_id = \(job.rawValue) AND item.idx = ANY(\(open.picked))
                     RETURNING \(unescaped: Self.jobItemColumns(prefix: "item."))
                     """, logger: logger
                 ).collect().map(Self.jobItem(from:))
             }
             try await Self.reclaimOwnRanges(
-                connection, tenant: tenant, job: job, claimant: claimant, from: Int(from), limit: limit - items.count,
-                leaseUntil: untilMillis, into: &items, logger: logger)
+                connection, tenant: tenant, job: job, claimant: claimant, ranges: open.ownRanges, from: Int(from),
+                limit: limit - items.count, leaseUntil: untilMillis, into: &items, logger: logger)
             if items.count < limit {
                 try await Self.claimRange(
-                    connection, tenant: tenant, job: job, frontier: frontier, itemCount: itemCount,
+                    connection, tenant: tenant, job: job, frontier: open.frontier, itemCount: open.itemCount,
                     count: limit - items.count, from: Int(from), claimant: claimant, leaseUntil: untilMillis,
                     into: &items, logger: logger)
             }
@@ -579,25 +582,33 @@ public final class PostgresPushStore: PushStore, JobReports, UnansweredCallCount
     /// The rows are locked until the transaction ends. Prepared: planned once a connection.
     enum ClaimableItemsText: PreparedText {
         static let name = "herald_claimable_items"
-        static let sql = """
-            WITH due AS (
-                SELECT idx FROM job_item
-                WHERE tenant = $1 AND job_id = $2 AND state = 'retrying' AND next_attempt_ms <= $4
-                  AND (claimant = $3 OR claimant IS NULL OR lease_until_ms IS NULL OR lease_until_ms <= $4)
-                ORDER BY next_attempt_ms, idx
-                LIMIT $6
-                FOR UPDATE SKIP LOCKED
-            ), fresh AS (
-                SELECT idx FROM job_item
-                WHERE tenant = $1 AND job_id = $2 AND state = 'pending' AND idx >= $5
-                  AND (claimant = $3 OR claimant IS NULL OR lease_until_ms IS NULL OR lease_until_ms <= $4)
-                ORDER BY idx
-                LIMIT greatest(0, $6 - (SELECT count(*) FROM due))
-                FOR UPDATE SKIP LOCKED
-            )
-            SELECT idx FROM due UNION ALL SELECT idx FROM fresh
-            """
+        static let sql = claimableItems(tenant: "$1", job: "$2", claimant: "$3", now: "$4", from: "$5", limit: "$6")
         static let types: [PostgresDataType] = [.text, .text, .text, .int8, .int4, .int8]
+    }
+
+    /// The query of ``ClaimableItemsText`` over the given expressions, which
+    /// ``claimOpenFunction`` runs too.
+    static func claimableItems(tenant: String, job: String, claimant: String, now: String, from: String, limit: String)
+        -> String
+    {
+        """
+        WITH due AS (
+            SELECT idx FROM job_item
+            WHERE tenant = \(tenant) AND job_id = \(job) AND state = 'retrying' AND next_attempt_ms <= \(now)
+              AND (claimant = \(claimant) OR claimant IS NULL OR lease_until_ms IS NULL OR lease_until_ms <= \(now))
+            ORDER BY next_attempt_ms, idx
+            LIMIT \(limit)
+            FOR UPDATE SKIP LOCKED
+        ), fresh AS (
+            SELECT idx FROM job_item
+            WHERE tenant = \(tenant) AND job_id = \(job) AND state = 'pending' AND idx >= \(from)
+              AND (claimant = \(claimant) OR claimant IS NULL OR lease_until_ms IS NULL OR lease_until_ms <= \(now))
+            ORDER BY idx
+            LIMIT greatest(0, \(limit) - (SELECT count(*) FROM due))
+            FOR UPDATE SKIP LOCKED
+        )
+        SELECT idx FROM due UNION ALL SELECT idx FROM fresh
+        """
     }
 
     /// ``leasedItems(tenant:job:indexes:claimant:)``'s read, prepared: it runs for every
