@@ -48,28 +48,39 @@ extension PostgresPushStore {
         var frontier: Int
         var itemCount: Int
         var takeOver: Bool
+        /// The whole claim was the frontier's, and the call claimed it (its rows carry the range's slices).
+        var rangeClaimed: Bool
         var picked: [Int32]
         var ownRanges: [(first: Int32, end: Int32)]
     }
 
-    /// Opens a claim in the caller's transaction (``claimOpenFunction``); nil when the job is
-    /// gone, finished or cancelled.
+    /// The column of ``claimFunction``'s rows where a slice's columns begin (`o_first`).
+    static let claimSliceColumn = 6
+
+    /// Opens a claim in the caller's transaction (``claimFunction`` without its range); nil when
+    /// the job is gone, finished or cancelled.
     static func openClaim(
         _ connection: PostgresConnection, tenant: TenantID, job: JobID, claimant: String, now: Int64, from: Int32,
         limit: Int, leaseUntil: Int64, logger: Logger
     ) async throws -> ClaimOpening? {
         let rows = try await connection.prepared(
-            ClaimOpenText.self, tenant.rawValue, job.rawValue, claimant, now, from, Int64(limit), leaseUntil, logger: logger)
-        guard let row = rows.first else { throw StoreError.corrupt("herald_claim_open answered no row") }
+            ClaimText.self, tenant.rawValue, job.rawValue, claimant, now, from, Int64(limit), leaseUntil, false, logger: logger)
+        guard let row = rows.first else { throw StoreError.corrupt("herald_claim answered no row") }
+        return try claimOpening(row)
+    }
+
+    /// The opening of a claim in a row of ``claimFunction``; nil when the job is gone, finished
+    /// or cancelled.
+    static func claimOpening(_ row: PostgresRow) throws -> ClaimOpening? {
         let cells = row.makeRandomAccess()
         let state = try cells[0].decode(Int32.self)
         guard state != 0 else { return nil }
         let firsts = try cells[4].decode(PostgresArray<Int32>.self).elements
         let ends = try cells[5].decode(PostgresArray<Int32>.self).elements
-        guard firsts.count == ends.count else { throw StoreError.corrupt("herald_claim_open answered ranges of two lengths") }
+        guard firsts.count == ends.count else { throw StoreError.corrupt("herald_claim answered ranges of two lengths") }
         return ClaimOpening(
             frontier: try cells[1].decode(Int.self), itemCount: try cells[2].decode(Int.self), takeOver: state == 2,
-            picked: try cells[3].decode(PostgresArray<Int32>.self).elements,
+            rangeClaimed: state == 3, picked: try cells[3].decode(PostgresArray<Int32>.self).elements,
             ownRanges: Array(zip(firsts, ends).map { (first: $0, end: $1) }))
     }
 
@@ -409,6 +420,12 @@ extension PostgresPushStore {
             } else {
                 try await connection.prepared(ChunkSlicesText.self, tenant.rawValue, job.rawValue, low, end, logger: logger)
             }
+        return try sliceItems(rows, from: 0, job: job)
+    }
+
+    /// The items without a row in the chunk slices of `rows` (``chunkSlices``' columns from
+    /// `column` on), with their payloads, in descending index order.
+    static func sliceItems(_ rows: [PostgresRow], from column: Int, job: JobID) throws -> [(Int, HeraldCore.Notification)] {
         var decoded: [(Int, HeraldCore.Notification, Int32)] = []
         var payloads: [Int32: [UInt8]] = [:]
         for row in rows {
@@ -418,19 +435,19 @@ extension PostgresPushStore {
             let priorities: [Int32], expirations: [Int64], refs: [Int32], nulls: [Int16], rowed: [Int32]
             let payloadIDs: [Int32], payloadBytes: [PayloadBytes]
             do {
-                first = try cells[0].decode(Int.self)
-                tokens = try cells[1].decode(PostgresArray<TokenBytes>.self).elements
-                topics = try cells[2].decode(PostgresArray<String>.self).elements
-                pushTypes = try cells[3].decode(PostgresArray<String>.self).elements
-                priorities = try cells[4].decode(PostgresArray<Int32>.self).elements
-                expirations = try cells[5].decode(PostgresArray<Int64>.self).elements
-                collapseIDs = try cells[6].decode(PostgresArray<String>.self).elements
-                apnsIDs = try cells[7].decode(PostgresArray<UUID>.self).elements
-                refs = try cells[8].decode(PostgresArray<Int32>.self).elements
-                nulls = try cells[9].decode(PostgresArray<Int16>.self).elements
-                rowed = try cells[10].decode(PostgresArray<Int32>.self).elements
-                payloadIDs = try cells[11].decode(PostgresArray<Int32>.self).elements
-                payloadBytes = try cells[12].decode(PostgresArray<PayloadBytes>.self).elements
+                first = try cells[column].decode(Int.self)
+                tokens = try cells[column + 1].decode(PostgresArray<TokenBytes>.self).elements
+                topics = try cells[column + 2].decode(PostgresArray<String>.self).elements
+                pushTypes = try cells[column + 3].decode(PostgresArray<String>.self).elements
+                priorities = try cells[column + 4].decode(PostgresArray<Int32>.self).elements
+                expirations = try cells[column + 5].decode(PostgresArray<Int64>.self).elements
+                collapseIDs = try cells[column + 6].decode(PostgresArray<String>.self).elements
+                apnsIDs = try cells[column + 7].decode(PostgresArray<UUID>.self).elements
+                refs = try cells[column + 8].decode(PostgresArray<Int32>.self).elements
+                nulls = try cells[column + 9].decode(PostgresArray<Int16>.self).elements
+                rowed = try cells[column + 10].decode(PostgresArray<Int32>.self).elements
+                payloadIDs = try cells[column + 11].decode(PostgresArray<Int32>.self).elements
+                payloadBytes = try cells[column + 12].decode(PostgresArray<PayloadBytes>.self).elements
             } catch {
                 throw StoreError.corrupt("job chunk of job \(job) unreadable")
             }
@@ -618,66 +635,96 @@ extension PostgresPushStore {
                     """, binds: binds), logger: logger)
     }
 
-    // MARK: A claim's opening in one call
+    // MARK: A claim in one call
 
-    /// The function (migration `v15.4-pg-claim-open`) that opens a claim
-    /// (``PostgresPushStore/claimPendingItems(tenant:job:limit:claimant:now:leaseUntil:fromIndex:)``) in
-    /// the caller's transaction: the job's claim lock; its item lock, exclusive when another
-    /// claimant's range has expired (to be taken over), shared otherwise; the job's frontier and
-    /// item count, read after the locks. With nothing to take over it goes on: the claimable rows
-    /// (``claimableItems``, locked) and, while they leave room under `p_limit`, the claimant's own
-    /// ranges from `p_from` on, leased again (``ownRanges``). Each statement of a PL/pgSQL
-    /// function takes its own snapshot, so the reads after a lock see what the lock waited for,
-    /// as separate statements would; one round trip instead of six.
+    /// The function (migration `v15.4-pg-claim-in-one-call`) that opens a claim
+    /// (``PostgresPushStore/claimPendingItems(tenant:job:limit:claimant:now:leaseUntil:fromIndex:)``):
+    /// the job's claim lock; its item lock, exclusive when another claimant's range has expired
+    /// (to be taken over), shared otherwise; the job's frontier and item count, read after the
+    /// locks. With nothing to take over it goes on: the claimable rows (``claimableItems``,
+    /// locked) and, while they leave room under `p_limit`, the claimant's own ranges from
+    /// `p_from` on, leased again (``ownRanges``). Each statement of a PL/pgSQL function takes its
+    /// own snapshot, so the reads after a lock see what the lock waited for, as separate
+    /// statements would.
+    ///
+    /// With `p_range`, when that leaves the whole claim to the frontier (no row picked, no own
+    /// range, `p_from` not above the frontier) it also claims it: the frontier moved, the next
+    /// `p_limit` items leased as one claim range, and their chunk slices returned
+    /// (``chunkSlices``), one row a chunk. That is a running batch's every claim, in one round
+    /// trip and one commit, called on its own: whatever else it did before it answers (a lock
+    /// taken, rows picked, own ranges leased again) is undone by the commit or harmless, and the
+    /// caller opens the claim again in a transaction of its own.
     ///
     /// `o_state`: 0 when the job is gone, finished or cancelled (nothing else is read); 2 when a
     /// range is to be taken over (the rows and own ranges are left to the caller, after the
-    /// takeover); 1 otherwise.
-    static let claimOpenFunction = """
-        CREATE FUNCTION herald_claim_open(
+    /// takeover); 3 when the range was claimed (the rows carry its slices); 1 otherwise. The
+    /// columns from `o_first` on are a slice's (NULL in the one row of states 0 to 2).
+    static let claimFunction = """
+        CREATE FUNCTION herald_claim(
             p_tenant TEXT, p_job TEXT, p_claimant TEXT, p_now BIGINT, p_from INTEGER, p_limit BIGINT, p_lease_until BIGINT,
-            OUT o_state INTEGER, OUT o_frontier INTEGER, OUT o_count INTEGER, OUT o_picked INTEGER[],
-            OUT o_own_firsts INTEGER[], OUT o_own_ends INTEGER[]
+            p_range BOOLEAN
+        ) RETURNS TABLE (
+            o_state INTEGER, o_frontier INTEGER, o_count INTEGER, o_picked INTEGER[], o_own_firsts INTEGER[],
+            o_own_ends INTEGER[], o_first INTEGER, o_tokens BYTEA[], o_topics TEXT[], o_push_types TEXT[],
+            o_priorities INTEGER[], o_expirations BIGINT[], o_collapse_ids TEXT[], o_apns_ids UUID[],
+            o_payload_refs INTEGER[], o_nulls SMALLINT[], o_rowed INTEGER[], o_payload_ids INTEGER[], o_payloads BYTEA[]
         ) LANGUAGE plpgsql AS $body$
         DECLARE
             v_key INTEGER := hashtext(current_schema() || '/' || p_tenant || '/' || p_job);
             v_expired BOOLEAN;
             v_runnable BOOLEAN;
+            v_state INTEGER;
+            v_frontier INTEGER;
+            v_count INTEGER;
+            v_end INTEGER;
+            v_picked INTEGER[] := '{}';
+            v_own_firsts INTEGER[] := '{}';
+            v_own_ends INTEGER[] := '{}';
         BEGIN
-            o_picked := '{}';
-            o_own_firsts := '{}';
-            o_own_ends := '{}';
             PERFORM pg_advisory_xact_lock(\(claimLockNamespace), v_key);
             v_expired := EXISTS (
-                SELECT 1 FROM job_claim_range
-                WHERE tenant = p_tenant AND job_id = p_job AND claimant <> p_claimant AND lease_until_ms <= p_now);
+                SELECT 1 FROM job_claim_range r
+                WHERE r.tenant = p_tenant AND r.job_id = p_job AND r.claimant <> p_claimant AND r.lease_until_ms <= p_now);
             IF v_expired THEN
                 PERFORM pg_advisory_xact_lock(\(itemLockNamespace), v_key);
             ELSE
                 PERFORM pg_advisory_xact_lock_shared(\(itemLockNamespace), v_key);
             END IF;
-            SELECT materialized, item_count, state IN ('accepted', 'running') INTO o_frontier, o_count, v_runnable
-            FROM job WHERE tenant = p_tenant AND id = p_job;
+            SELECT j.materialized, j.item_count, j.state IN ('accepted', 'running') INTO v_frontier, v_count, v_runnable
+            FROM job j WHERE j.tenant = p_tenant AND j.id = p_job;
             IF NOT FOUND OR NOT v_runnable THEN
-                o_state := 0;
-                RETURN;
+                v_state := 0;
+            ELSIF v_expired THEN
+                v_state := 2;
+            ELSE
+                v_state := 1;
+                v_picked := ARRAY(
+                    \(claimableItems(
+                        tenant: "p_tenant", job: "p_job", claimant: "p_claimant", now: "p_now", from: "p_from", limit: "p_limit")));
+                IF cardinality(v_picked) < p_limit THEN
+                    WITH own AS (
+                        \(ownRanges(tenant: "p_tenant", job: "p_job", claimant: "p_claimant", from: "p_from", leaseUntil: "p_lease_until"))
+                        RETURNING first_idx, end_idx
+                    )
+                    SELECT coalesce(array_agg(own.first_idx ORDER BY own.first_idx), '{}'),
+                           coalesce(array_agg(own.end_idx ORDER BY own.first_idx), '{}')
+                    INTO v_own_firsts, v_own_ends FROM own;
+                END IF;
+                IF p_range AND cardinality(v_picked) = 0 AND cardinality(v_own_firsts) = 0 AND p_from <= v_frontier
+                   AND v_frontier < v_count AND p_limit > 0 THEN
+                    v_end := least(v_count::bigint, v_frontier + p_limit)::int;
+                    UPDATE job SET materialized = v_end WHERE tenant = p_tenant AND id = p_job;
+                    INSERT INTO job_claim_range (tenant, job_id, first_idx, end_idx, claimant, lease_until_ms)
+                    VALUES (p_tenant, p_job, v_frontier, v_end, p_claimant, p_lease_until);
+                    RETURN QUERY \(chunkSlices(
+                        tenant: "p_tenant", job: "p_job", low: "v_frontier", end: "v_end",
+                        leading: "3, v_frontier, v_count, v_picked, v_own_firsts, v_own_ends"));
+                    RETURN;
+                END IF;
             END IF;
-            IF v_expired THEN
-                o_state := 2;
-                RETURN;
-            END IF;
-            o_state := 1;
-            o_picked := ARRAY(
-                \(claimableItems(
-                    tenant: "p_tenant", job: "p_job", claimant: "p_claimant", now: "p_now", from: "p_from", limit: "p_limit")));
-            IF cardinality(o_picked) < p_limit THEN
-                WITH own AS (
-                    \(ownRanges(tenant: "p_tenant", job: "p_job", claimant: "p_claimant", from: "p_from", leaseUntil: "p_lease_until"))
-                    RETURNING first_idx, end_idx
-                )
-                SELECT coalesce(array_agg(first_idx ORDER BY first_idx), '{}'), coalesce(array_agg(end_idx ORDER BY first_idx), '{}')
-                INTO o_own_firsts, o_own_ends FROM own;
-            END IF;
+            RETURN QUERY SELECT v_state, v_frontier, v_count, v_picked, v_own_firsts, v_own_ends, NULL::int, NULL::bytea[],
+                NULL::text[], NULL::text[], NULL::int[], NULL::bigint[], NULL::text[], NULL::uuid[], NULL::int[],
+                NULL::smallint[], NULL::int[], NULL::int[], NULL::bytea[];
         END
         $body$
         """
@@ -952,11 +999,12 @@ extension PostgresPushStore {
         static let types: [PostgresDataType] = [.text, .text]
     }
 
-    /// A claim's opening (``claimOpenFunction``): tenant, job, claimant, now, from, limit, lease end.
-    enum ClaimOpenText: PreparedText {
-        static let name = "herald_claim_open_call"
-        static let sql = "SELECT * FROM herald_claim_open($1, $2, $3, $4, $5, $6, $7)"
-        static let types: [PostgresDataType] = [.text, .text, .text, .int8, .int4, .int8, .int8]
+    /// A claim (``claimFunction``): tenant, job, claimant, now, from, limit, lease end, and
+    /// whether to claim the range when nothing else is to be claimed first.
+    enum ClaimText: PreparedText {
+        static let name = "herald_claim_call"
+        static let sql = "SELECT * FROM herald_claim($1, $2, $3, $4, $5, $6, $7, $8)"
+        static let types: [PostgresDataType] = [.text, .text, .text, .int8, .int4, .int8, .int8, .bool]
     }
 
     /// Moves a job's frontier to `$1`.
@@ -1016,25 +1064,31 @@ extension PostgresPushStore {
     }
 
     /// The read of ``ChunkSlicesText``, over `$1 … $4`.
-    static let chunkSlices = """
-        SELECT c.first_idx + s.lo - 1, \(PostgresPushStore.chunkTokens), c.topics[s.lo:s.hi], c.push_types[s.lo:s.hi],
-               c.priorities[s.lo:s.hi], c.expirations[s.lo:s.hi], c.collapse_ids[s.lo:s.hi], \(PostgresPushStore.chunkAPNsIDs),
-               c.payload_refs[s.lo:s.hi], c.nulls[s.lo:s.hi],
-               ARRAY(SELECT i.idx FROM job_item i WHERE i.tenant = $1 AND i.job_id = $2
+    static let chunkSlices = chunkSlices(tenant: "$1", job: "$2", low: "$3", end: "$4")
+
+    /// The read of ``ChunkSlicesText`` over the given expressions (`low ..< end`), each row led
+    /// by `leading`'s columns (``claimFunction`` returns it so).
+    static func chunkSlices(tenant: String, job: String, low: String, end: String, leading: String? = nil) -> String {
+        """
+        SELECT \(leading.map { $0 + ", " } ?? "")c.first_idx + s.lo - 1, \(PostgresPushStore.chunkTokens), c.topics[s.lo:s.hi],
+               c.push_types[s.lo:s.hi], c.priorities[s.lo:s.hi], c.expirations[s.lo:s.hi], c.collapse_ids[s.lo:s.hi],
+               \(PostgresPushStore.chunkAPNsIDs), c.payload_refs[s.lo:s.hi], c.nulls[s.lo:s.hi],
+               ARRAY(SELECT i.idx FROM job_item i WHERE i.tenant = \(tenant) AND i.job_id = \(job)
                        AND i.idx >= c.first_idx + s.lo - 1 AND i.idx < c.first_idx + s.hi),
                p.ids, p.payloads
         FROM job_chunk c
-        CROSS JOIN LATERAL (SELECT greatest($3 - c.first_idx + 1, 1) AS lo, least($4 - c.first_idx, c.count) AS hi) AS s
+        CROSS JOIN LATERAL (SELECT greatest(\(low) - c.first_idx + 1, 1) AS lo, least(\(end) - c.first_idx, c.count) AS hi) AS s
         CROSS JOIN LATERAL (
             SELECT coalesce(array_agg(jp.id), '{}'::int[]) AS ids, coalesce(array_agg(jp.payload), '{}'::bytea[]) AS payloads
-            FROM job_payload jp WHERE jp.tenant = $1 AND jp.job_id = $2 AND jp.id = ANY(c.payload_refs[s.lo:s.hi])
+            FROM job_payload jp WHERE jp.tenant = \(tenant) AND jp.job_id = \(job) AND jp.id = ANY(c.payload_refs[s.lo:s.hi])
         ) AS p
-        WHERE c.tenant = $1 AND c.job_id = $2 AND c.first_idx < $4 AND c.first_idx + c.count > $3
+        WHERE c.tenant = \(tenant) AND c.job_id = \(job) AND c.first_idx < \(end) AND c.first_idx + c.count > \(low)
           AND c.first_idx >= coalesce(
-              (SELECT f.first_idx FROM job_chunk f WHERE f.tenant = $1 AND f.job_id = $2 AND f.first_idx <= $3
-               ORDER BY f.first_idx DESC LIMIT 1), $3)
+              (SELECT f.first_idx FROM job_chunk f WHERE f.tenant = \(tenant) AND f.job_id = \(job) AND f.first_idx <= \(low)
+               ORDER BY f.first_idx DESC LIMIT 1), \(low))
         ORDER BY c.first_idx
         """
+    }
 
     /// One commit group of plain successes (``recordPlainSuccesses(_:tenant:job:_:logger:)``).
     enum RecordSentText: PreparedText {

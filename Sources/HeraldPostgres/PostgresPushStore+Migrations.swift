@@ -434,10 +434,10 @@ extension PostgresPushStore {
                 """,
                 PostgresQuery(unsafeSQL: PostgresPushStore.recordSentUUIDsFunction),
             ]),
-        // PostgreSQL only: a claim opened in one call (``PostgresPushStore/claimOpenFunction``)
-        // instead of six statements, each a round trip that cost `herald serve` and the server
-        // more than its work.
-        Migration(name: "v15.4-pg-claim-open", statements: [PostgresQuery(unsafeSQL: PostgresPushStore.claimOpenFunction)]),
+        // PostgreSQL only: a claim in one call (``PostgresPushStore/claimFunction``) instead of
+        // thirteen statements, each a round trip that cost `herald serve` and the server more
+        // than its work.
+        Migration(name: "v15.4-pg-claim-in-one-call", statements: [PostgresQuery(unsafeSQL: PostgresPushStore.claimFunction)]),
     ]
 
     /// Applies the migrations not applied yet (up to and including `lastMigration`; all when nil),

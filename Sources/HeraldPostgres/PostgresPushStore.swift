@@ -457,6 +457,29 @@ public final class PostgresPushStore: PushStore, JobReports, UnansweredCallCount
         let nowMillis = Self.millis(now)
         let untilMillis = Self.millis(leaseUntil)
         let logger = self.logger
+        // A running batch's claim is the frontier's alone: one call claims it, committed on its
+        // own (``claimFunction``). Anything else (rows picked, own ranges, a takeover) is
+        // claimed again in a transaction.
+        let rows = try await client.execute(
+            Prepared<ClaimText>(
+                tenant.rawValue, job.rawValue, claimant, nowMillis, from, Int64(limit), untilMillis, true),
+            logger: logger)
+        guard let first = rows.first else { throw StoreError.corrupt("herald_claim answered no row") }
+        guard let opening = try Self.claimOpening(first) else { return [] }
+        if opening.rangeClaimed {
+            let until = Self.date(untilMillis)
+            // In descending index order: taken off the end, each moved, in ascending order.
+            var notes = try Self.sliceItems(rows, from: Self.claimSliceColumn, job: job)
+            var items: [JobItem] = []
+            items.reserveCapacity(notes.count)
+            while let (index, note) = notes.popLast() {
+                items.append(
+                    JobItem(
+                        job: job, index: index, notification: note, state: .pending, result: nil, claimant: claimant,
+                        leaseUntil: until))
+            }
+            return items
+        }
         var items = try await client.withTransaction(logger: logger) { connection -> [JobItem] in
             // One claim of the job at a time; the item lock exclusive only when another
             // claimant's range is to be taken over (writers of outcomes go on meanwhile). A

@@ -58,7 +58,7 @@ struct PostgresStoreTests {
         #expect(
             PostgresPushStore.migrations.map(\.name).filter { $0.contains("-pg-") } == [
                 "v9.1-pg-job-chunks", "v12.1-pg-claim-ranges", "v15.1-pg-record-sent",
-                "v15.2-pg-record-sent-in-three-statements", "v15.3-pg-ids-as-bytes", "v15.4-pg-claim-open",
+                "v15.2-pg-record-sent-in-three-statements", "v15.3-pg-ids-as-bytes", "v15.4-pg-claim-in-one-call",
             ])
         try await stores[0].dropSchemaForTests()
         for store in stores { await store.close() }
