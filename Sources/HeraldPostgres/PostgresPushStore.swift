@@ -437,8 +437,10 @@ public final class PostgresPushStore: PushStore, JobReports, UnansweredCallCount
     /// Pending items are searched from the hint only (`StoreContractTests` checks it).
     public var claimsFromIndexStrictly: Bool { true }
 
-    /// One transaction, holding the job's claim lock (and its item lock): other claimants' claim
-    /// ranges whose lease ran out are taken over (their open items get rows); then the picked items' indexes are
+    /// One call of ``claimFunction`` when the frontier is all the claim takes (a running batch's
+    /// every claim). Otherwise one transaction, holding the job's claim lock (and its item lock):
+    /// other claimants' claim ranges whose lease ran out are taken over (their open items get
+    /// rows); then the picked items' indexes are
     /// selected (and locked) and updated through `idx = ANY($1)` with the list as a bound array
     /// — a primary-key lookup per item whatever the planner believes. Joined `FROM picked`, a
     /// job inserted moments ago (no statistics yet, every estimate 1 row) is planned as a nested
