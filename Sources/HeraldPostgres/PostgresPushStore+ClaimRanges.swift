@@ -430,24 +430,20 @@ extension PostgresPushStore {
         var payloads: [Int32: [UInt8]] = [:]
         for row in rows {
             let cells = row.makeRandomAccess()
+            // The array in the slice's `offset`th column.
+            func array<Element: PostgresArrayElement>(_ offset: Int) throws -> [Element] {
+                try cells[column + offset].decode(PostgresArray<Element>.self).elements
+            }
             let first: Int
             let tokens: [TokenBytes], topics: [String], pushTypes: [String], collapseIDs: [String], apnsIDs: [UUID]
             let priorities: [Int32], expirations: [Int64], refs: [Int32], nulls: [Int16], rowed: [Int32]
             let payloadIDs: [Int32], payloadBytes: [PayloadBytes]
             do {
                 first = try cells[column].decode(Int.self)
-                tokens = try cells[column + 1].decode(PostgresArray<TokenBytes>.self).elements
-                topics = try cells[column + 2].decode(PostgresArray<String>.self).elements
-                pushTypes = try cells[column + 3].decode(PostgresArray<String>.self).elements
-                priorities = try cells[column + 4].decode(PostgresArray<Int32>.self).elements
-                expirations = try cells[column + 5].decode(PostgresArray<Int64>.self).elements
-                collapseIDs = try cells[column + 6].decode(PostgresArray<String>.self).elements
-                apnsIDs = try cells[column + 7].decode(PostgresArray<UUID>.self).elements
-                refs = try cells[column + 8].decode(PostgresArray<Int32>.self).elements
-                nulls = try cells[column + 9].decode(PostgresArray<Int16>.self).elements
-                rowed = try cells[column + 10].decode(PostgresArray<Int32>.self).elements
-                payloadIDs = try cells[column + 11].decode(PostgresArray<Int32>.self).elements
-                payloadBytes = try cells[column + 12].decode(PostgresArray<PayloadBytes>.self).elements
+                (tokens, topics, pushTypes) = (try array(1), try array(2), try array(3))
+                (priorities, expirations, collapseIDs, apnsIDs) = (try array(4), try array(5), try array(6), try array(7))
+                (refs, nulls, rowed) = (try array(8), try array(9), try array(10))
+                (payloadIDs, payloadBytes) = (try array(11), try array(12))
             } catch {
                 throw StoreError.corrupt("job chunk of job \(job) unreadable")
             }
