@@ -269,6 +269,16 @@ enum ItemChunks {
     /// The high bit of a claim entry: the item was claimed as a due retry (state `retrying`).
     static let retryEntry: UInt32 = 0x8000_0000
 
+    /// The claim entry of the item at `index`, with ``retryEntry`` set for a due retry. An index
+    /// read from a row that no entry can hold (negative, or at the retry bit or above) is a
+    /// corrupt row, refused rather than trapped on.
+    static func claimEntry(_ index: Int, retry: Bool) throws -> UInt32 {
+        guard let entry = UInt32(exactly: index), entry < retryEntry else {
+            throw StoreError.corrupt("a job item with the index \(index), which no claim can hold")
+        }
+        return retry ? entry | retryEntry : entry
+    }
+
     static func entries(_ blob: Data) throws -> [UInt32] {
         guard blob.count % 4 == 0 else { throw StoreError.corrupt("a job_claim row of a wrong size") }
         var reader = ByteReader(blob)

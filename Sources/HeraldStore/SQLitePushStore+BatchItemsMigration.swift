@@ -168,7 +168,7 @@ extension SQLitePushStore {
                     let lease: Int64 = row[18] ?? 0
                     var claim = claims[claimant] ?? (lease: lease, entries: [])
                     claim.lease = max(claim.lease, lease)
-                    claim.entries.append(UInt32(index) | (state == .retrying ? ItemChunks.retryEntry : 0))
+                    claim.entries.append(try ItemChunks.claimEntry(index, retry: state == .retrying))
                     claims[claimant] = claim
                 }
             }

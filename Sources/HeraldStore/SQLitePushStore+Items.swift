@@ -396,7 +396,7 @@ extension SQLitePushStore {
         let due = try Int.fetchAll(
             db.cachedStatement(sql: claimDueSQL), arguments: [job.key, now, limit + busy.count])
         for index in due where !busy.contains(index) && selected.count < limit {
-            selected.append(UInt32(index) | ItemChunks.retryEntry)
+            selected.append(try ItemChunks.claimEntry(index, retry: true))
             dueChosen.insert(index)
         }
         // Then pending items from the hint, in index order: the chunks' settled bits. Most
@@ -411,7 +411,7 @@ extension SQLitePushStore {
             where !ItemChunks.isSet(bits, index - first) && (busy.isEmpty || !busy.contains(index))
                 && (dueChosen.isEmpty || !dueChosen.contains(index))
             {
-                selected.append(UInt32(index))
+                selected.append(try ItemChunks.claimEntry(index, retry: false))
                 pending.append(index)
                 if selected.count == limit { break }
             }

@@ -327,6 +327,39 @@ struct StoreTests {
         #expect(throws: StoreError.self) { try ItemChunks.decode(blob.prefix(blob.count - 1), count: 3) }
     }
 
+    @Test("a due retry whose row holds an index no claim can hold is refused as corrupt, not trapped on; others still claim")
+    func corruptDueIndex() async throws {
+        let store = try SQLitePushStore(path: Fixtures.temporaryDirectory("herald-store") + "/herald.sqlite")
+        let t0 = Date(timeIntervalSince1970: 1_700_000_000)
+        let notes = (0..<3).map { _ in
+            HeraldCore.Notification(deviceToken: Fixtures.token, topic: "com.example.app", payload: Array(#"{"aps":{}}"#.utf8))
+        }
+        let job = try await store.createJob(tenant: acme, id: try JobID("corrupt"), environment: nil, notifications: notes, createdAt: t0)
+            .job
+        let claimed = try await store.claimPendingItems(
+            tenant: acme, job: job.id, limit: 3, claimant: "a", now: t0, leaseUntil: t0.addingTimeInterval(60))
+        #expect(claimed.map(\.index) == [0, 1, 2])
+        #expect(
+            try await store.deferItem(
+                tenant: acme, job: job.id, index: 1,
+                retry: JobItemRetry(attempts: 1, firstAttemptAt: t0, nextAttemptAt: t0, lastError: "InternalServerError")))
+        for corrupt in [-1, 0x8000_0000, Int(UInt32.max) + 1] {
+            try await store.writeTransaction { db in
+                try db.execute(sql: "UPDATE job_item SET idx = ? WHERE state = 'retrying'", arguments: [corrupt])
+            }
+            await #expect(throws: StoreError.self) {
+                try await store.claimPendingItems(
+                    tenant: acme, job: job.id, limit: 3, claimant: "b", now: t0.addingTimeInterval(120),
+                    leaseUntil: t0.addingTimeInterval(180))
+            }
+        }
+        // The row put back, the same claim takes the due retry: nothing else was disturbed.
+        try await store.writeTransaction { db in try db.execute(sql: "UPDATE job_item SET idx = 1 WHERE state = 'retrying'") }
+        let again = try await store.claimPendingItems(
+            tenant: acme, job: job.id, limit: 3, claimant: "b", now: t0.addingTimeInterval(120), leaseUntil: t0.addingTimeInterval(180))
+        #expect(again.first?.index == 1 && again.first?.state == .retrying)
+    }
+
     @Test("job ids are checked")
     func jobIDs() {
         #expect(throws: StoreError.self) { try JobID("") }
