@@ -41,7 +41,7 @@ extension PostgresPushStore {
     /// time moves its frontier.
     static let claimLockNamespace: Int32 = 0x4843_6c6d
 
-    /// What ``claimOpenFunction`` answered: the job's frontier and item count, the claimable rows
+    /// What ``claimFunction`` answered: the job's frontier and item count, the claimable rows
     /// picked (locked), the claimant's own ranges leased again, and whether another claimant's
     /// expired ranges are to be taken over first (then the rows and ranges are still to be read).
     struct ClaimOpening {
@@ -971,7 +971,7 @@ extension PostgresPushStore {
 
 extension PostgresPushStore {
     /// Takes an advisory lock (a namespace and a key, as
-    /// ``lockJob(_:tenant:job:runnable:exclusive:logger:)`` and ``claimOpenFunction`` do) until
+    /// ``lockJob(_:tenant:job:runnable:exclusive:logger:)`` and ``claimFunction`` do) until
     /// the transaction ends.
     enum ExclusiveLockText: PreparedText {
         static let name = "herald_lock"
@@ -1019,7 +1019,7 @@ extension PostgresPushStore {
     }
 
     /// The UPDATE of ``OwnRangesText`` (without its RETURNING) over the given expressions, which
-    /// ``claimOpenFunction`` runs too.
+    /// ``claimFunction`` runs too.
     static func ownRanges(tenant: String, job: String, claimant: String, from: String, leaseUntil: String) -> String {
         """
         UPDATE job_claim_range SET lease_until_ms = \(leaseUntil)

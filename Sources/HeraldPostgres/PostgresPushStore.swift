@@ -612,7 +612,7 @@ public final class PostgresPushStore: PushStore, JobReports, UnansweredCallCount
     }
 
     /// The query of ``ClaimableItemsText`` over the given expressions, which
-    /// ``claimOpenFunction`` runs too.
+    /// ``claimFunction`` runs too.
     static func claimableItems(tenant: String, job: String, claimant: String, now: String, from: String, limit: String)
         -> String
     {
