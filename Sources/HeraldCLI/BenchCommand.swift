@@ -278,10 +278,14 @@ struct BenchCommand: AsyncParsableCommand {
             if callerMode == "callbacks" {
                 // As the job runner sends a batch item: one attempt (its retries are the caller's),
                 // through the one pipeline without a task.
-                let start: @Sendable (consuming HeraldCore.Notification, @escaping @Sendable (Result<APNsResponse, any Error>) -> Void) -> Void = {
+                let start: @Sendable (consuming HeraldCore.Notification, @escaping @Sendable (consuming Result<APNsResponse, any Error>) -> Void) -> Void = {
                     note, completion in
-                    router.startSend(tenant: tenantID, notification: note, environment: environment, retries: false) {
-                        completion($0.map(\.response))
+                    router.startSend(tenant: tenantID, notification: note, environment: environment, retries: false) { outcome in
+                        // Moved, not copied (`map` would copy the answer's strings).
+                        switch consume outcome {
+                        case .success(let result): completion(.success(result.response))
+                        case .failure(let error): completion(.failure(error))
+                        }
                     }
                 }
                 routerLoad = { notes in await BenchCallbackLoad.run(notes, concurrency: concurrency, start: start) }

@@ -46,7 +46,7 @@ struct BenchJobsCommand: AsyncParsableCommand {
         var sendsByCallback: Bool { true }
         func startSend(
             _ notification: AdmittedNotification, deadline: PushInstant,
-            completion: @escaping @Sendable (Result<APNsResponse, PushError>) -> Void
+            completion: @escaping @Sendable (consuming Result<APNsResponse, PushError>) -> Void
         ) {
             completion(.success(APNsResponse(status: 200, apnsID: notification.id)))
         }

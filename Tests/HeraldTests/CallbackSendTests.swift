@@ -90,7 +90,7 @@ final class DeviceScriptTransport: PushTransport, TransportProvider {
 
     func startSend(
         _ notification: AdmittedNotification, deadline: PushInstant,
-        completion: @escaping @Sendable (Result<APNsResponse, PushError>) -> Void
+        completion: @escaping @Sendable (consuming Result<APNsResponse, PushError>) -> Void
     ) {
         guard sendsByCallback else {
             // What a transport with only the `async` form does: a task that awaits it.
@@ -681,7 +681,7 @@ struct SendPipelineTests {
 /// possibly processed), or answers 200 at once. Its `async` form does the same.
 final class HoldingTransport: PushTransport {
     private struct State {
-        var held: [@Sendable (Result<APNsResponse, PushError>) -> Void] = []
+        var held: [@Sendable (consuming Result<APNsResponse, PushError>) -> Void] = []
         var started: [NotificationID?] = []
         var generations: [UInt64] = []
     }
@@ -697,7 +697,7 @@ final class HoldingTransport: PushTransport {
 
     func startSend(
         _ notification: AdmittedNotification, deadline: PushInstant,
-        completion: @escaping @Sendable (Result<APNsResponse, PushError>) -> Void
+        completion: @escaping @Sendable (consuming Result<APNsResponse, PushError>) -> Void
     ) {
         let answerNow = state.withLock { state -> Bool in
             state.started.append(notification.id)

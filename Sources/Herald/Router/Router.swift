@@ -214,12 +214,18 @@ public final class Router: Sendable {
     ///   topic, no endpoint, invalid notification, rate limit, refused token) and for failures
     ///   without an APNs answer.
     nonisolated(nonsending) public func send(
-        tenant: TenantID, notification: HeraldCore.Notification, environment: APNsEnvironment? = nil,
+        tenant: TenantID, notification: consuming HeraldCore.Notification, environment: APNsEnvironment? = nil,
         deadline: PushInstant? = nil, retries: Bool = true
     ) async throws -> PushResult {
-        try await withUnsafeThrowingContinuation { continuation in
+        // Moved into the send, not copied: the closure takes it out of `pending` (a closure cannot
+        // consume what it captures; the closure runs once, so `pending` is never empty there).
+        var pending = Optional(consume notification)
+        return try await withUnsafeThrowingContinuation { continuation in
+            guard let notification = pending.take() else {
+                return continuation.resume(throwing: PushError(code: .invalidNotification, message: "no notification to send"))
+            }
             start(
-                tenant: tenant, notification: notification, environment: environment, deadline: deadline, retries: retries,
+                tenant: tenant, notification: consume notification, environment: environment, deadline: deadline, retries: retries,
                 reply: .continuation(continuation))
         }
     }
@@ -242,10 +248,10 @@ public final class Router: Sendable {
     public func startSend(
         tenant: TenantID, notification: consuming HeraldCore.Notification, environment: APNsEnvironment? = nil,
         deadline: PushInstant? = nil, retries: Bool = true,
-        completion: @escaping @Sendable (Result<PushResult, any Error>) -> Void
+        completion: @escaping @Sendable (consuming Result<PushResult, any Error>) -> Void
     ) {
         start(
-            tenant: tenant, notification: notification, environment: environment, deadline: deadline, retries: retries,
+            tenant: tenant, notification: consume notification, environment: environment, deadline: deadline, retries: retries,
             reply: .callback(completion))
     }
 
@@ -255,7 +261,7 @@ public final class Router: Sendable {
     ) {
         let id = apnsID(for: notification)
         let send = RoutedSend(
-            router: self, tenant: tenant, notification: notification, id: id, environment: environment,
+            router: self, tenant: tenant, notification: consume notification, id: id, environment: environment,
             deadline: deadline ?? configuration.clock.now.advanced(byNanoseconds: defaultDeadline), retries: retries,
             completion: reply)
         send.attempt(Resends())
@@ -277,13 +283,13 @@ public final class Router: Sendable {
     /// Where a send's outcome goes: a caller's completion, or an awaiting caller's continuation
     /// (held as it is, without a closure around it).
     private enum Reply: Sendable {
-        case callback(@Sendable (Result<PushResult, any Error>) -> Void)
+        case callback(@Sendable (consuming Result<PushResult, any Error>) -> Void)
         case continuation(UnsafeContinuation<PushResult, any Error>)
 
-        func callAsFunction(_ outcome: Result<PushResult, any Error>) {
+        func callAsFunction(_ outcome: consuming Result<PushResult, any Error>) {
             switch self {
-            case .callback(let completion): completion(outcome)
-            case .continuation(let continuation): continuation.resume(with: outcome)
+            case .callback(let completion): completion(consume outcome)
+            case .continuation(let continuation): continuation.resume(with: consume outcome)
             }
         }
     }
@@ -320,7 +326,7 @@ public final class Router: Sendable {
         ) {
             self.router = router
             self.tenant = tenant
-            self.held = Mutex(.caller(notification))
+            self.held = Mutex(.caller(consume notification))
             self.id = id
             self.environment = environment
             self.deadline = deadline
@@ -350,7 +356,7 @@ public final class Router: Sendable {
                 return answered(.failure(error))
             }
             runtime.startSend(admitted, deadline: deadline, attempt: resends.attempt) {
-                self.answered($0)
+                self.answered(consume $0)
             }
         }
 
@@ -386,10 +392,10 @@ public final class Router: Sendable {
             }
         }
 
-        private func answered(_ outcome: Result<PushResult, any Error>) {
+        private func answered(_ outcome: consuming Result<PushResult, any Error>) {
             let (runtime, resends) = current.withLock { ($0.runtime, $0.resends) }
-            guard let runtime else { return completion(outcome) }
-            router.answered(self, outcome: outcome, runtime: runtime, resends: resends)
+            guard let runtime else { return completion(consume outcome) }
+            router.answered(self, outcome: consume outcome, runtime: runtime, resends: resends)
         }
     }
 
@@ -415,7 +421,7 @@ public final class Router: Sendable {
     /// An attempt's answer: made again (``resend(_:after:resends:policy:)``), or counted and
     /// handed to the caller. A transport failure of a runtime whose credential was revoked is
     /// `CredentialRevoked` from here on: the connection was cut under it.
-    private func answered(_ send: RoutedSend, outcome: Result<PushResult, any Error>, runtime: TenantRuntime, resends: Resends) {
+    private func answered(_ send: RoutedSend, outcome: consuming Result<PushResult, any Error>, runtime: TenantRuntime, resends: Resends) {
         if case .failure(let error as PushError) = outcome, error.code == .transport || error.code == .shuttingDown,
             runtime.isRevoked
         {
@@ -423,11 +429,11 @@ public final class Router: Sendable {
             return settle(send, outcome: .failure(revoked), runtime: runtime, resends: resends)
         }
         // Settled as it came (a copy would retain each of the answer's strings).
-        settle(send, outcome: outcome, runtime: runtime, resends: resends)
+        settle(send, outcome: consume outcome, runtime: runtime, resends: resends)
     }
 
     /// An attempt's answer, as the router reports it: made again, or counted and handed over.
-    private func settle(_ send: RoutedSend, outcome: Result<PushResult, any Error>, runtime: TenantRuntime, resends: Resends) {
+    private func settle(_ send: RoutedSend, outcome: consuming Result<PushResult, any Error>, runtime: TenantRuntime, resends: Resends) {
         switch resend(send, after: outcome, resends: resends, policy: runtime.retryPolicy) {
         case .now(let next):
             send.attempt(next)
@@ -450,7 +456,7 @@ public final class Router: Sendable {
             case .failure:
                 break
             }
-            send.completion(outcome)
+            send.completion(consume outcome)
         }
     }
 

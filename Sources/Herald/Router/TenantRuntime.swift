@@ -103,7 +103,7 @@ public final class TenantRuntime: Sendable {
     public func startSend(
         _ notification: consuming Notification, id: NotificationID, environment: APNsEnvironment? = nil,
         deadline: PushInstant? = nil, attempt: Int = 1,
-        completion: @escaping @Sendable (Result<PushResult, any Error>) -> Void
+        completion: @escaping @Sendable (consuming Result<PushResult, any Error>) -> Void
     ) {
         let admitted: AdmittedNotification
         do {
@@ -131,7 +131,7 @@ public final class TenantRuntime: Sendable {
     /// is admitted again by this one first, with its apns-id and environment.
     public func startSend(
         _ admitted: consuming AdmittedNotification, deadline: PushInstant? = nil, attempt: Int = 1,
-        completion: @escaping @Sendable (Result<PushResult, any Error>) -> Void
+        completion: @escaping @Sendable (consuming Result<PushResult, any Error>) -> Void
     ) {
         if admitted.credentialGeneration != credentialGeneration {
             do {

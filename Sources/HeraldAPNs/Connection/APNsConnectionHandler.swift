@@ -392,7 +392,7 @@ final class APNsConnectionHandler: ChannelInboundHandler, HTTP2EngineDelegate {
             response = decoded
         }
         streamDone(answered: true, now: now)
-        request.complete(.success(response))
+        request.complete(.success(consume response))
     }
 
     private func fail(_ request: APNsRequest, with error: APNsTransportError, now: NIODeadline) {

@@ -11,7 +11,7 @@ import Synchronization
 /// `apns-channel-id`), and a channel management call (`POST`, `GET` or `DELETE` on
 /// `/1/apps/…`, `apns-request-id`, whose answer keeps its body and `apns-channel-id`).
 final class APNsRequest: Sendable {
-    typealias Completion = @Sendable (Result<APNsResponse, APNsTransportError>) -> Void
+    typealias Completion = @Sendable (consuming Result<APNsResponse, APNsTransportError>) -> Void
 
     /// `:method`.
     let method: String
@@ -128,7 +128,7 @@ final class APNsRequest: Sendable {
     /// Delivers the outcome, once: whoever holds the request at that moment (the pool's queue or
     /// the connection carrying the stream) calls it; a later call (a cancelled request answered
     /// after all) does nothing.
-    func complete(_ result: Result<APNsResponse, APNsTransportError>) {
+    func complete(_ result: consuming Result<APNsResponse, APNsTransportError>) {
         let first = state.withLock { state in
             // The cancel handler captures the request: dropping it here breaks the cycle.
             defer {
@@ -137,7 +137,7 @@ final class APNsRequest: Sendable {
             }
             return !state.completed
         }
-        if first { completion(result) }
+        if first { completion(consume result) }
     }
 
     /// The caller gave up on it: its holder lets it go (out of the queue, or its stream reset)

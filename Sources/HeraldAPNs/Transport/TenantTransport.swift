@@ -275,7 +275,7 @@ public final class TenantTransport: PushTransport {
     // MARK: The callback API
 
     /// The outcome of one send: APNs' answer, or why there is none.
-    public typealias Completion = @Sendable (Result<APNsResponse, APNsTransportError>) -> Void
+    public typealias Completion = @Sendable (consuming Result<APNsResponse, APNsTransportError>) -> Void
 
     /// Sends one notification and calls `completion` exactly once with APNs' answer or the
     /// error. For callers that keep many notifications in flight without a task each (the
@@ -293,7 +293,7 @@ public final class TenantTransport: PushTransport {
 
     public func startSend(
         _ notification: AdmittedNotification, deadline: PushInstant,
-        completion: @escaping @Sendable (Result<APNsResponse, PushError>) -> Void
+        completion: @escaping @Sendable (consuming Result<APNsResponse, PushError>) -> Void
     ) {
         start(notification, deadline: Self.nioDeadline(deadline), cancellation: nil, reply: .translated(completion))
     }
@@ -331,7 +331,7 @@ public final class TenantTransport: PushTransport {
     /// translated there, so that neither form wraps the request's callback in one of its own.
     private enum Reply: Sendable {
         case untranslated(Completion)
-        case translated(@Sendable (Result<APNsResponse, PushError>) -> Void)
+        case translated(@Sendable (consuming Result<APNsResponse, PushError>) -> Void)
 
         func callAsFunction(_ result: consuming Result<APNsResponse, APNsTransportError>, tenant: TenantID) {
             switch self {
@@ -407,7 +407,7 @@ public final class TenantTransport: PushTransport {
                 return
             }
             self.count(result)
-            completion(result, tenant: self.tenant.id)
+            completion(consume result, tenant: self.tenant.id)
         }
         if let cancellation = prepared.cancellation, !cancellation.attach(request) {
             request.complete(.failure(.cancelled(mayHaveBeenProcessed: false)))
@@ -440,7 +440,7 @@ public final class TenantTransport: PushTransport {
 
     /// Counts a send's final outcome (for ``status``), just before its completion runs. Not a
     /// wrapping closure: one allocation and one indirect call fewer per send.
-    private func count(_ result: Result<APNsResponse, APNsTransportError>) {
+    private func count(_ result: borrowing Result<APNsResponse, APNsTransportError>) {
         switch result {
         case .success(let response):
             counters.answered.add(1, ordering: .relaxed)

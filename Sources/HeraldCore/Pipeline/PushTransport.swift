@@ -33,7 +33,7 @@ public protocol PushTransport: Sendable {
     /// it must not block. The default awaits ``send(_:deadline:)`` in a task.
     func startSend(
         _ notification: AdmittedNotification, deadline: PushInstant,
-        completion: @escaping @Sendable (Result<APNsResponse, PushError>) -> Void)
+        completion: @escaping @Sendable (consuming Result<APNsResponse, PushError>) -> Void)
     /// Where a task that starts many sends by callback should run: the executor of the thread
     /// the transport's connections answer on, so that the task's own steps and the sends' ends
     /// share that thread instead of waking each other across two. Nil (the default) when the
@@ -59,7 +59,7 @@ extension PushTransport {
     public var sendingExecutors: [any TaskExecutor] { sendingExecutor.map { [$0] } ?? [] }
     public func startSend(
         _ notification: AdmittedNotification, deadline: PushInstant,
-        completion: @escaping @Sendable (Result<APNsResponse, PushError>) -> Void
+        completion: @escaping @Sendable (consuming Result<APNsResponse, PushError>) -> Void
     ) {
         Task {
             do {

@@ -30,7 +30,7 @@ public struct SendPipeline: Sendable {
     /// transport's.
     public typealias Terminal = @Sendable (
         _ notification: AdmittedNotification, _ context: PushContext,
-        _ completion: @escaping @Sendable (Result<APNsResponse, PushError>) -> Void
+        _ completion: @escaping @Sendable (consuming Result<APNsResponse, PushError>) -> Void
     ) -> Void
 
     public init(_ middlewares: [any PushMiddleware], clock: any PushClock = SystemPushClock()) {
@@ -41,7 +41,7 @@ public struct SendPipeline: Sendable {
     /// (possibly on a connection's event loop: it must not block).
     public func start(
         _ notification: consuming AdmittedNotification, context: consuming PushContext, terminal: @escaping Terminal,
-        completion: @escaping @Sendable (Result<PushResult, any Error>) -> Void
+        completion: @escaping @Sendable (consuming Result<PushResult, any Error>) -> Void
     ) {
         Run(
             stages: stages, notification: notification, context: context, terminal: terminal, completion: completion
@@ -92,11 +92,11 @@ public struct SendPipeline: Sendable {
         /// When the pipeline began (before the first `willSend`).
         let startedAt: PushInstant
         let terminal: Terminal
-        let completion: @Sendable (Result<PushResult, any Error>) -> Void
+        let completion: @Sendable (consuming Result<PushResult, any Error>) -> Void
 
         init(
             stages: Stages, notification: consuming AdmittedNotification, context: consuming PushContext,
-            terminal: @escaping Terminal, completion: @escaping @Sendable (Result<PushResult, any Error>) -> Void
+            terminal: @escaping Terminal, completion: @escaping @Sendable (consuming Result<PushResult, any Error>) -> Void
         ) {
             self.stages = stages
             self.notification = notification
@@ -178,7 +178,7 @@ public struct SendPipeline: Sendable {
                 return
             }
             terminal(notification, context) { answer in
-                self.answered(answer)
+                self.answered(consume answer)
             }
         }
 
@@ -199,7 +199,7 @@ public struct SendPipeline: Sendable {
 
         /// The `didSend`s of the first `ran` middlewares, innermost first; then their follow-ups
         /// (in a task, when there are any); then `completion`.
-        func finish(_ outcome: Result<PushResult, any Error>, ran: Int) {
+        func finish(_ outcome: consuming Result<PushResult, any Error>, ran: Int) {
             var followUps: [PushFollowUp] = []
             var index = min(ran, stages.middlewares.count)
             while index > 0 {
@@ -208,10 +208,11 @@ public struct SendPipeline: Sendable {
                     followUps.append(followUp)
                 }
             }
-            guard !followUps.isEmpty else { return completion(outcome) }
+            guard !followUps.isEmpty else { return completion(consume outcome) }
+            let settled = consume outcome
             Task {
                 for followUp in followUps { await followUp() }
-                self.completion(outcome)
+                self.completion(settled)
             }
         }
     }
