@@ -9,6 +9,35 @@ extension PostgresPushStore {
     struct Migration: Sendable {
         var name: String
         var statements: [PostgresQuery]
+
+        /// The dollar quote each statement goes in (``block``); no statement may hold it.
+        static let statementQuote = "$herald_statement$"
+        /// The dollar quote of the block itself.
+        static let blockQuote = "$herald_migration$"
+
+        /// The whole migration as one statement: a `DO` block that executes each statement in
+        /// order and records the migration, atomic as any single statement is. One round trip
+        /// instead of one a statement: a fresh schema is made in about twenty, not about 130.
+        /// - Throws: `StoreError.cannotOpen` for a statement with bind parameters or holding one of
+        ///   the block's quotes (the migrations are Herald's own text: a test opens every one).
+        func block() throws -> PostgresQuery {
+            var body = ""
+            for text in statements.map(\.sql) + ["INSERT INTO herald_migration (name) VALUES (\(Self.literal(name)))"] {
+                guard !text.contains(Self.statementQuote), !text.contains(Self.blockQuote) else {
+                    throw StoreError.cannotOpen("migration \(name): a statement holds the migration block's dollar quote")
+                }
+                body += "    EXECUTE \(Self.statementQuote)\(text)\(Self.statementQuote);\n"
+            }
+            guard statements.allSatisfy({ $0.binds.count == 0 }) else {
+                throw StoreError.cannotOpen("migration \(name): a statement has bind parameters")
+            }
+            return PostgresQuery(unsafeSQL: "DO \(Self.blockQuote)\nBEGIN\n\(body)END\n\(Self.blockQuote)")
+        }
+
+        /// `text` as an SQL string literal.
+        private static func literal(_ text: String) -> String {
+            "'" + text.replacingOccurrences(of: "'", with: "''") + "'"
+        }
     }
 
     /// The first key of the advisory lock held while migrating ("HRLD" in ASCII); the second is
@@ -441,7 +470,7 @@ extension PostgresPushStore {
     ]
 
     /// Applies the migrations not applied yet (up to and including `lastMigration`; all when nil),
-    /// each in its own transaction, on a connection of its own that holds the migration lock. A
+    /// each as one statement (``Migration/block()``), on a connection of its own that holds the migration lock. A
     /// direct connection, not one of the pool's: a server that refuses it (wrong password, no
     /// such database) fails the open at once instead of after the pool's retries.
     func migrate(upTo lastMigration: String?) async throws {
@@ -501,16 +530,7 @@ extension PostgresPushStore {
         let applied = Set(try await appliedMigrations(connection, logger: logger))
         for migration in migrations {
             if !applied.contains(migration.name) {
-                try await connection.query("BEGIN", logger: logger)
-                do {
-                    for statement in migration.statements { try await connection.query(statement, logger: logger) }
-                    try await connection.query(
-                        "INSERT INTO herald_migration (name) VALUES (\(migration.name))", logger: logger)
-                    try await connection.query("COMMIT", logger: logger)
-                } catch {
-                    _ = try? await connection.query("ROLLBACK", logger: logger)
-                    throw error
-                }
+                try await connection.query(try migration.block(), logger: logger)
                 logger.info("store migrated", metadata: ["herald.migration": "\(migration.name)"])
             }
             if migration.name == lastMigration { break }

@@ -2,6 +2,7 @@ import Foundation
 import HeraldCore
 import HeraldStore
 import HeraldTestSupport
+import PostgresNIO
 import Testing
 
 @testable import HeraldPostgres
@@ -62,6 +63,40 @@ struct PostgresStoreTests {
             ])
         try await stores[0].dropSchemaForTests()
         for store in stores { await store.close() }
+    }
+
+    @Test("a migration is one statement: all of it is applied and recorded, or none of it; a statement holding its quote is refused")
+    func migrationBlocks() async throws {
+        for migration in PostgresPushStore.migrations { _ = try migration.block() }
+        let store = try await PostgresPushStore.open(
+            try StoreBackend.postgresConfiguration(schema: StoreBackend.freshSchema(), poolSize: 1), logger: StoreBackend.logger)
+        func count(_ sql: String) async throws -> Int {
+            let rows = try await store.client.query(PostgresQuery(unsafeSQL: sql), logger: StoreBackend.logger).collect()
+            return try #require(try rows.first?.decode(Int.self))
+        }
+        let applied = try await count("SELECT count(*)::int FROM herald_migration")
+        // A name with a quote in it is recorded as it is; a function body's own `$$` is kept.
+        let good = PostgresPushStore.Migration(
+            name: "test: it's applied",
+            statements: [
+                "CREATE TABLE migration_probe (n INTEGER NOT NULL)",
+                "CREATE FUNCTION migration_probe_one() RETURNS INTEGER LANGUAGE sql AS $$ SELECT 1 $$",
+                "INSERT INTO migration_probe (n) SELECT migration_probe_one()",
+            ])
+        try await store.client.query(try good.block(), logger: StoreBackend.logger)
+        #expect(try await count("SELECT n::int FROM migration_probe") == 1)
+        #expect(try await count("SELECT count(*)::int FROM herald_migration WHERE name = 'test: it''s applied'") == 1)
+        // The second statement fails: the first one's table is not left behind, nor the record.
+        let bad = PostgresPushStore.Migration(
+            name: "test: half", statements: ["CREATE TABLE migration_half (n INTEGER)", "INSERT INTO no_such_table VALUES (1)"])
+        await #expect(throws: (any Error).self) { try await store.client.query(try bad.block(), logger: StoreBackend.logger) }
+        #expect(try await count("SELECT count(*)::int FROM pg_tables WHERE tablename = 'migration_half'") == 0)
+        #expect(try await count("SELECT count(*)::int FROM herald_migration") == applied + 1)
+        let quoted = PostgresPushStore.Migration(
+            name: "test: quoted", statements: ["SELECT \(PostgresPushStore.Migration.statementQuote)x\(PostgresPushStore.Migration.statementQuote)"])
+        #expect(throws: StoreError.self) { try quoted.block() }
+        try await store.dropSchemaForTests()
+        await store.close()
     }
 
     /// The pool's connections are opened at start, kept, and each gets a `SELECT 1` every
