@@ -3,28 +3,79 @@ import HeraldCore
 import HeraldStore
 import Logging
 import PostgresNIO
+import Synchronization
 
-/// postgres-nio's pooled client, with every call bounded in time (``StoreDeadline``): a query, or
-/// a transaction or a leased connection with everything its closure does, that gets no answer
-/// within `limit` fails with ``StoreError/timedOut(_:)`` instead of waiting for ever, and one
-/// whose connection could not be made or was lost fails with ``StoreError/unavailable(_:)``.
+/// postgres-nio's pooled clients, one an event loop, with every call bounded in time
+/// (``StoreDeadline``): a query, or a transaction or a leased connection with everything its
+/// closure does, that gets no answer within `limit` fails with ``StoreError/timedOut(_:)`` instead
+/// of waiting for ever, and one whose connection could not be made or was lost fails with
+/// ``StoreError/unavailable(_:)``.
 ///
-/// Why: after a PostgreSQL restart, postgres-nio 1.33.2 can lose a query written to a connection
-/// that has just closed, and the call never returns; unbounded, the job runner would stop for
-/// good (its scan, a claim or a commit group waiting) until the process restarts. Bounded, the
-/// call fails like any other store failure: the job pauses and resumes at the next scan, and the
-/// heartbeat and lease renewal try again at their next turn.
+/// Why bounded: after a PostgreSQL restart, postgres-nio 1.33.2 can lose a query written to a
+/// connection that has just closed, and the call never returns; unbounded, the job runner would
+/// stop for good (its scan, a claim or a commit group waiting) until the process restarts.
+/// Bounded, the call fails like any other store failure: the job pauses and resumes at the next
+/// scan, and the heartbeat and lease renewal try again at their next turn.
 ///
-/// Every call runs on its leased connection's event loop (``onLoop(of:_:)``), its rows read
-/// there: the caller's thread is woken once, for the result.
+/// The connections are shared out over the event loops (``LoopPool``), and every call runs, from
+/// its lease to the hand-over of its result, on the loop of the pool it leases from: its
+/// statements are written, answered and their rows read there. A call made on a loop (a job's
+/// writer and feeder run on their connection's) takes a connection of that loop's while one is
+/// free, so it is made and answered without waking another thread. Other calls, and a call whose
+/// loop's connections are all in use, go to the pool with the fewest calls under way, and wake
+/// the caller's thread once, for the result.
 struct BoundedPostgresClient: Sendable {
-    let client: PostgresClient
+    /// One postgres-nio client an event loop, each with its share of the connections; never
+    /// empty.
+    let pools: [LoopPool]
     /// The longest a call waits (`storage.postgres.call_timeout`).
     let limit: Duration
     /// The calls' deadlines, on the system's clock (tests step theirs).
     let deadlines: StoreDeadline
     /// The calls that timed out or found the server unreachable (`/metrics`).
     let unanswered = UnansweredCallCounter()
+
+    /// The connections of one event loop: a postgres-nio client whose connections all live on
+    /// `loop`, and the calls under way on it (leasing or holding a connection).
+    final class LoopPool: Sendable {
+        let client: PostgresClient
+        let loop: any EventLoop
+        /// Runs the calls' tasks on ``loop``.
+        let executor: EventLoopTaskExecutor
+        let connections: Int
+        let calls = Atomic<Int>(0)
+
+        init(client: PostgresClient, loop: any EventLoop, connections: Int) {
+            self.client = client
+            self.loop = loop
+            self.executor = EventLoopTaskExecutor(loop)
+            self.connections = connections
+        }
+    }
+
+    /// `total` connections shared out over `loops`, as evenly as they go: one pool a loop while
+    /// there are connections enough, each at least one.
+    static func shares(of total: Int, over loops: Int) -> [Int] {
+        let pools = max(1, min(total, loops))
+        return (0..<pools).map { total / pools + ($0 < total % pools ? 1 : 0) }
+    }
+
+    /// The pool a call goes to: the caller's loop's while it has a connection free, else the
+    /// one with the fewest calls under way.
+    func pool() -> LoopPool {
+        if pools.count > 1, let local = pools.first(where: { $0.loop.inEventLoop }),
+            local.calls.load(ordering: .relaxed) < local.connections
+        {
+            return local
+        }
+        var chosen = pools[0]
+        var fewest = chosen.calls.load(ordering: .relaxed)
+        for pool in pools.dropFirst() {
+            let calls = pool.calls.load(ordering: .relaxed)
+            if calls < fewest { (chosen, fewest) = (pool, calls) }
+        }
+        return chosen
+    }
 
     /// ``PostgresClient/query(_:logger:file:line:)``, bounded, its rows read on the connection's
     /// loop before it returns.
@@ -68,12 +119,15 @@ struct BoundedPostgresClient: Sendable {
 
     /// ``PostgresClient/withConnection(_:)``, bounded (the lease and the closure together); the
     /// closure runs on the connection's loop.
+    /// - Parameter pool: the pool to lease from (nil: ``pool()``'s choice).
     func withConnection<Result: Sendable>(
-        _ closure: @escaping @Sendable (PostgresConnection) async throws -> Result
+        in pool: LoopPool? = nil, _ closure: @escaping @Sendable (PostgresConnection) async throws -> Result
     ) async throws -> Result {
-        let client = self.client
-        return try await bounded {
-            try await client.withConnection { connection in try await Self.onLoop(of: connection) { try await closure(connection) } }
+        let pool = pool ?? self.pool()
+        return try await bounded(on: pool.executor) {
+            try await Self.counted(in: pool) {
+                try await pool.client.withConnection { connection in try await closure(connection) }
+            }
         }
     }
 
@@ -87,38 +141,41 @@ struct BoundedPostgresClient: Sendable {
         logger: Logger, file: String = #file, line: Int = #line, onConnectionLoop: Bool = true,
         _ closure: @escaping @Sendable (PostgresConnection) async throws -> Result
     ) async throws -> Result {
-        let client = self.client
+        let pool = self.pool()
         // The closure is called from one of its own: postgres-nio's parameter is a caller-isolated
         // (nonsending) closure returning `sending`, which a `@Sendable` one cannot be passed as.
-        return try await bounded {
-            try await client.withConnection { connection in
-                let transaction = {
+        return try await bounded(on: onConnectionLoop ? pool.executor : nil) {
+            try await Self.counted(in: pool) {
+                try await pool.client.withConnection { connection in
                     try await connection.withTransaction(logger: logger, file: file, line: line) { connection in
                         try await closure(connection)
                     }
                 }
-                return onConnectionLoop ? try await Self.onLoop(of: connection, transaction) : try await transaction()
             }
         }
+    }
+
+    /// `body`, counted as a call under way on `pool` until it returns (a call cut off by its
+    /// bound and never answered stays counted: its connection is still held).
+    private static func counted<Result: Sendable>(
+        in pool: LoopPool, _ body: () async throws -> Result
+    ) async throws -> Result {
+        pool.calls.wrappingAdd(1, ordering: .relaxed)
+        defer { pool.calls.wrappingSubtract(1, ordering: .relaxed) }
+        return try await body()
     }
 
     /// A logger that logs nothing, for a call given none.
     private static let silent = Logger(label: "herald.postgres.silent", factory: { _ in SwiftLogNoOpLogHandler() })
 
-    /// Runs `body` on the event loop of `connection`: its queries are written, answered, read
-    /// and ended there, with no thread woken between them; the caller's thread takes the
-    /// result once, at the end.
-    private static func onLoop<Result: Sendable>(
-        of connection: PostgresConnection, _ body: () async throws -> Result
+    /// `operation` bounded by ``limit``, its task run on `executor` (nil: the global executor).
+    private func bounded<Result: Sendable>(
+        on executor: EventLoopTaskExecutor?, _ operation: @escaping @Sendable () async throws -> Result
     ) async throws -> Result {
-        try await withTaskExecutorPreference(EventLoopTaskExecutor(connection.eventLoop)) { try await body() }
-    }
-
-    private func bounded<Result: Sendable>(_ operation: @escaping @Sendable () async throws -> Result) async throws -> Result {
         let limit = self.limit
         do {
             return try await deadlines.run(
-                limit: limit,
+                limit: limit, on: executor,
                 timeout: { StoreError.timedOut("PostgreSQL did not answer within \(Self.describe(limit)) (storage.postgres.call_timeout)") },
                 operation)
         } catch {

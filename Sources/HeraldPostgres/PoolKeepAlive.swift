@@ -4,7 +4,7 @@ import PostgresNIO
 import Synchronization
 
 /// The pool's keep-alive: every ``Configuration/interval``, a `SELECT 1` on each of the pool's
-/// connections at once. A connection no call has used for a while still carries traffic (a NAT
+/// connections at once (each event loop's, ``BoundedPostgresClient/LoopPool``). A connection no call has used for a while still carries traffic (a NAT
 /// or a firewall that drops idle flows keeps it), and one the network has lost fails its query
 /// and is replaced, before a call finds it.
 ///
@@ -25,8 +25,6 @@ struct PoolKeepAlive {
     }
 
     let client: BoundedPostgresClient
-    /// The pool's size: the connections each round leases.
-    let connections: Int
     let configuration: Configuration
     let logger: Logger
 
@@ -38,19 +36,20 @@ struct PoolKeepAlive {
         }
     }
 
-    /// One round: each of `connections` leases runs `SELECT 1` and holds its connection until
-    /// every lease has run it, or ``Configuration/hold`` has passed. A lease the pool cannot give
-    /// (its connections busy) waits like any call, within the call timeout; a query that fails is
-    /// logged, and its connection is the pool's to replace.
+    /// One round: as many leases as each loop's pool has connections each run `SELECT 1` and
+    /// hold their connection until every lease has run it, or ``Configuration/hold`` has passed.
+    /// A lease the pool cannot give (its connections busy) waits like any call, within the call
+    /// timeout; a query that fails is logged, and its connection is the pool's to replace.
     func round() async {
-        let gate = Gate(expected: connections)
+        let leases = client.pools.flatMap { pool in Array(repeating: pool, count: pool.connections) }
+        let gate = Gate(expected: leases.count)
         let client = client
         let logger = logger
         await withDiscardingTaskGroup { group in
-            for _ in 0..<connections {
+            for pool in leases {
                 group.addTask {
                     do {
-                        try await client.withConnection { connection in
+                        try await client.withConnection(in: pool) { connection in
                             do {
                                 _ = try await connection.query("SELECT 1", logger: logger).collect()
                             } catch {

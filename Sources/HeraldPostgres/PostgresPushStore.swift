@@ -107,9 +107,9 @@ public final class PostgresPushStore: PushStore, JobReports, UnansweredCallCount
     /// Outcomes recorded together (``recordOutcome(tenant:job:index:result:)``).
     let resultCommits: GroupCommit<ResultWrite, Bool>
 
-    private init(configuration: Configuration, client: PostgresClient, logger: Logger, runner: Task<Void, Never>) {
+    private init(configuration: Configuration, pools: [BoundedPostgresClient.LoopPool], logger: Logger, runner: Task<Void, Never>) {
         self.configuration = configuration
-        let client = BoundedPostgresClient(client: client, limit: configuration.callTimeout, deadlines: StoreDeadline(clock: configuration.clock))
+        let client = BoundedPostgresClient(pools: pools, limit: configuration.callTimeout, deadlines: StoreDeadline(clock: configuration.clock))
         self.client = client
         self.logger = logger
         self.runner = runner
@@ -143,14 +143,27 @@ public final class PostgresPushStore: PushStore, JobReports, UnansweredCallCount
             tls: configuration.requireTLS ? .require(.makeClientConfiguration()) : .disable)
         // Every connection opened at start and kept (none armed with an idle timer), touched by
         // ``PoolKeepAlive`` instead of postgres-nio's keep-alive.
-        clientConfiguration.options.maximumConnections = configuration.poolSize
-        clientConfiguration.options.minimumConnections = configuration.poolSize
         clientConfiguration.options.keepAliveBehavior = nil
         clientConfiguration.options.connectTimeout = .seconds(10)
         clientConfiguration.options.additionalStartupParameters = startupParameters(configuration)
-        let client = PostgresClient(configuration: clientConfiguration, backgroundLogger: logger)
-        let runner = Task { await client.run() }
-        let store = PostgresPushStore(configuration: configuration, client: client, logger: logger, runner: runner)
+        // The connections shared out over the event loops, a client a loop
+        // (``BoundedPostgresClient``): a call made on a loop is served by a connection of its own.
+        let loops = Array(PostgresClient.defaultEventLoopGroup.makeIterator())
+        let shares = BoundedPostgresClient.shares(of: configuration.poolSize, over: loops.count)
+        let pools = zip(loops, shares).map { loop, connections in
+            var options = clientConfiguration
+            options.options.maximumConnections = connections
+            options.options.minimumConnections = connections
+            return BoundedPostgresClient.LoopPool(
+                client: PostgresClient(configuration: options, eventLoopGroup: loop, backgroundLogger: logger),
+                loop: loop, connections: connections)
+        }
+        let runner = Task {
+            await withDiscardingTaskGroup { group in
+                for pool in pools { group.addTask { await pool.client.run() } }
+            }
+        }
+        let store = PostgresPushStore(configuration: configuration, pools: pools, logger: logger, runner: runner)
         do {
             try await store.migrate(upTo: lastMigration)
             store.startKeepAlive()
@@ -176,8 +189,7 @@ public final class PostgresPushStore: PushStore, JobReports, UnansweredCallCount
 
     /// Starts ``PoolKeepAlive``'s rounds (once the schema is up to date), ended by ``close()``.
     private func startKeepAlive() {
-        let keepAlive = PoolKeepAlive(
-            client: client, connections: configuration.poolSize, configuration: configuration.keepAlive, logger: logger)
+        let keepAlive = PoolKeepAlive(client: client, configuration: configuration.keepAlive, logger: logger)
         let task = Task { await keepAlive.run() }
         self.keepAlive.withLock { $0 = task }
     }

@@ -11,7 +11,9 @@ import Synchronization
 /// network partition has the same effect until the kernel gives up on it (many minutes).
 ///
 /// A call runs in a task of its own, started on the caller's thread (it runs there until it
-/// first waits). When its limit passes first, the caller gets `timeout()` and the call's task is
+/// first waits), on the caller's chosen executor when it names one (a PostgreSQL call's
+/// connection's event loop): the call then ends where its answer came in, and hands the
+/// result over from there. When its limit passes first, the caller gets `timeout()` and the call's task is
 /// cancelled; if it still never returns, that task stays suspended with what it holds (one call's
 /// memory), while the caller goes on. A caller that is cancelled cancels the call and goes on at
 /// once with `CancellationError`, whatever the call does then.
@@ -35,12 +37,14 @@ public final class StoreDeadline: Sendable {
 
     /// The result of `operation`, or `timeout()` thrown once `limit` has passed on ``clock``
     /// without it.
+    /// - Parameter executor: where `operation`'s task runs (nil: the global executor, once it
+    ///   first waits).
     public func run<T: Sendable>(
-        limit: Duration, timeout: @escaping @Sendable () -> any Error,
+        limit: Duration, on executor: (any TaskExecutor)? = nil, timeout: @escaping @Sendable () -> any Error,
         _ operation: @escaping @Sendable () async throws -> T
     ) async throws -> T {
         let call = Call<T>()
-        let work = Task.immediate { call.finish(await Result(catching: operation)) }
+        let work = Task.immediate(executorPreference: executor) { call.finish(await Result(catching: operation)) }
         let id = watch.watch(until: clock.now.advanced(by: limit)) {
             if call.finish(.failure(timeout())) { work.cancel() }
         }

@@ -1,3 +1,4 @@
+import EventLoopExecutors
 import Foundation
 import HeraldCore
 import HeraldStore
@@ -133,6 +134,60 @@ struct PostgresStoreTests {
         await store.close()
         try await observer.dropSchemaForTests()
         await observer.close()
+    }
+
+    @Test("the pool's connections are shared out over the event loops, as evenly as they go")
+    func poolShares() {
+        #expect(BoundedPostgresClient.shares(of: 10, over: 2) == [5, 5])
+        #expect(BoundedPostgresClient.shares(of: 3, over: 2) == [2, 1])
+        #expect(BoundedPostgresClient.shares(of: 5, over: 4) == [2, 1, 1, 1])
+        #expect(BoundedPostgresClient.shares(of: 1, over: 4) == [1])
+        #expect(BoundedPostgresClient.shares(of: 7, over: 1) == [7])
+    }
+
+    /// A call made on an event loop leases a connection of that loop's while one is free, and
+    /// runs there; once that loop's connections are all held, it goes to another loop's pool.
+    @Test("a call made on an event loop is served by a connection of that loop, or another's when none is free")
+    func callsOnTheirLoop() async throws {
+        let loops = Array(PostgresClient.defaultEventLoopGroup.makeIterator())
+        let store = try await PostgresPushStore.open(
+            try StoreBackend.postgresConfiguration(schema: StoreBackend.freshSchema(), poolSize: loops.count), logger: StoreBackend.logger)
+        let pools = store.client.pools
+        #expect(pools.count == loops.count && pools.allSatisfy { $0.connections == 1 })
+        #expect(Set(pools.map { ObjectIdentifier($0.loop) }).count == pools.count)
+        for pool in pools {
+            let client = store.client
+            let (chosen, served) = try await Task(executorPreference: EventLoopTaskExecutor(pool.loop)) {
+                let chosen = client.pool()
+                let served = try await client.withConnection { connection in
+                    _ = try await connection.query("SELECT 1", logger: StoreBackend.logger).collect()
+                    return connection.eventLoop === pool.loop && pool.loop.inEventLoop
+                }
+                return (chosen, served)
+            }.value
+            #expect(chosen === pool)
+            #expect(served, "the call was served on its caller's loop")
+        }
+        if pools.count > 1 {
+            // The first loop's one connection held: a call made on that loop goes elsewhere.
+            let held = pools[0]
+            let client = store.client
+            let release = AsyncStream<Void>.makeStream()
+            let holding = AsyncStream<Void>.makeStream()
+            let holder = Task {
+                try await client.withConnection(in: held) { _ in
+                    holding.continuation.yield()
+                    for await _ in release.stream { break }
+                }
+            }
+            for await _ in holding.stream { break }
+            let chosen = await Task(executorPreference: EventLoopTaskExecutor(held.loop)) { client.pool() }.value
+            #expect(chosen !== held)
+            release.continuation.yield()
+            try await holder.value
+        }
+        try await store.dropSchemaForTests()
+        await store.close()
     }
 
     @Test("a server that refuses the login is a clear error without the password")
