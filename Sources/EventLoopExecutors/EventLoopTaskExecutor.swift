@@ -10,9 +10,9 @@ import Synchronization
 ///   (`TenantTransport.sendingExecutors`): a send then goes to a connection on the same loop
 ///   when one has room, so the request is written, answered and resumed without a thread
 ///   switch, and writes made in the same loop tick share one flush.
-/// - Each PostgreSQL call runs on its leased connection's loop (`BoundedPostgresClient`): its
-///   statements are written, answered and their rows read there, and the caller takes the
-///   result once.
+/// - Each PostgreSQL call runs on the loop whose connections it leases from
+///   (`BoundedPostgresClient`): its statements are written, answered and their rows read there,
+///   and the caller takes the result once.
 ///
 /// Jobs wait in the executor's own queue, in the order they came, and one loop task runs every
 /// job queued before it starts: a hundred sends answered in one read resume their hundred tasks
