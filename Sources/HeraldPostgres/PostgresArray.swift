@@ -9,8 +9,9 @@ import PostgresNIO
 ///
 /// PostgresNIO codes `[Element]` one element at a time through its generic protocols: each element
 /// gets a buffer slice of its own and unspecialized calls, which cost more than the element's
-/// bytes. This reads the whole array from one view of the cell's bytes and writes it in one
-/// reservation, each element type's code specialized. The wire form is PostgreSQL's
+/// bytes. This reads the whole array from one view of the cell's bytes and writes it into one
+/// view of the bytes it reserved (a write to the buffer per element would check its capacity
+/// and its exclusive access each time), each element type's code specialized. The wire form is PostgreSQL's
 /// (`array_recv`/`array_send`): dimensions, a has-NULLs flag, the element type, then per dimension
 /// its length and lower bound, then each element's length and bytes.
 ///
@@ -46,10 +47,11 @@ protocol PostgresArrayElement: Sendable {
     static var arrayType: PostgresDataType { get }
     /// The element read from exactly `bytes`, sent as `type`; nil when they are not one.
     static func read(_ bytes: UnsafeRawBufferPointer, as type: PostgresDataType) -> Self?
-    /// How many bytes ``write(into:)`` writes.
+    /// How many bytes ``store(into:)`` writes.
     var wireByteCount: Int { get }
-    /// Writes the element's bytes (without their length).
-    func write(into buffer: inout ByteBuffer)
+    /// Writes the element's bytes (without their length) at the start of `bytes`, which hold
+    /// ``wireByteCount`` of them or more.
+    func store(into bytes: UnsafeMutableRawBufferPointer)
 }
 
 extension PostgresArray: PostgresNonThrowingEncodable {
@@ -62,17 +64,21 @@ extension PostgresArray: PostgresNonThrowingEncodable {
             bytes += 8 + 4 * elements.count
             for element in elements { bytes += element.wireByteCount }
         }
-        buffer.reserveCapacity(minimumWritableBytes: bytes)
-        // An empty array has no dimensions, as PostgreSQL writes one.
-        buffer.writeInteger(Int32(elements.isEmpty ? 0 : 1))
-        buffer.writeInteger(Int32(0))
-        buffer.writeInteger(Element.elementType.rawValue)
-        guard !elements.isEmpty else { return }
-        buffer.writeInteger(Int32(clamping: elements.count))
-        buffer.writeInteger(Int32(1))
-        for element in elements {
-            buffer.writeInteger(Int32(clamping: element.wireByteCount))
-            element.write(into: &buffer)
+        buffer.writeWithUnsafeMutableBytes(minimumWritableBytes: bytes) { out in
+            var writer = WireWriter(out)
+            // An empty array has no dimensions, as PostgreSQL writes one.
+            writer.int32(elements.isEmpty ? 0 : 1)
+            writer.int32(0)
+            writer.int32(Int32(bitPattern: Element.elementType.rawValue))
+            guard !elements.isEmpty else { return writer.offset }
+            writer.int32(Int32(clamping: elements.count))
+            writer.int32(1)
+            for element in elements {
+                let count = element.wireByteCount
+                writer.int32(Int32(clamping: count))
+                element.store(into: writer.next(count))
+            }
+            return writer.offset
         }
     }
 }
@@ -145,6 +151,28 @@ private struct WireReader {
     }
 }
 
+/// Big-endian writes into bytes reserved for all of them (``PostgresArray``'s encoding counts
+/// them first).
+private struct WireWriter {
+    let bytes: UnsafeMutableRawBufferPointer
+    var offset = 0
+
+    init(_ bytes: UnsafeMutableRawBufferPointer) {
+        self.bytes = bytes
+    }
+
+    mutating func int32(_ value: Int32) {
+        bytes.storeBytes(of: value.bigEndian, toByteOffset: offset, as: Int32.self)
+        offset += 4
+    }
+
+    /// The next `count` bytes, for an element to write.
+    mutating func next(_ count: Int) -> UnsafeMutableRawBufferPointer {
+        defer { offset += count }
+        return UnsafeMutableRawBufferPointer(rebasing: bytes[offset..<offset + count])
+    }
+}
+
 /// A big-endian integer of `bytes`, which hold exactly 2, 4 or 8 of them.
 private func signedInteger(_ bytes: UnsafeRawBufferPointer) -> Int64? {
     switch bytes.count {
@@ -179,7 +207,7 @@ extension PostgresIntegerArrayElement {
 
     var wireByteCount: Int { MemoryLayout<Self>.size }
 
-    func write(into buffer: inout ByteBuffer) { buffer.writeInteger(self) }
+    func store(into bytes: UnsafeMutableRawBufferPointer) { bytes.storeBytes(of: bigEndian, as: Self.self) }
 }
 
 extension Int16: PostgresIntegerArrayElement {
@@ -205,8 +233,8 @@ extension UUID: PostgresArrayElement {
         return UUID(uuid: bytes.loadUnaligned(as: uuid_t.self))
     }
     var wireByteCount: Int { 16 }
-    func write(into buffer: inout ByteBuffer) {
-        withUnsafeBytes(of: uuid) { _ = buffer.writeBytes($0) }
+    func store(into bytes: UnsafeMutableRawBufferPointer) {
+        withUnsafeBytes(of: uuid) { bytes.copyMemory(from: $0) }
     }
 }
 
@@ -219,7 +247,7 @@ extension String: PostgresArrayElement {
         return String(decoding: bytes, as: UTF8.self)
     }
     var wireByteCount: Int { utf8.count }
-    func write(into buffer: inout ByteBuffer) { buffer.writeString(self) }
+    func store(into bytes: UnsafeMutableRawBufferPointer) { bytes.copyBytes(from: utf8) }
 }
 
 extension TokenBytes: PostgresArrayElement {
@@ -230,10 +258,7 @@ extension TokenBytes: PostgresArrayElement {
         return TokenBytes(token)
     }
     var wireByteCount: Int { token.byteCount }
-    func write(into buffer: inout ByteBuffer) {
-        let token = self.token
-        buffer.writeWithUnsafeMutableBytes(minimumWritableBytes: token.byteCount) { token.copyBytes(to: $0) }
-    }
+    func store(into bytes: UnsafeMutableRawBufferPointer) { _ = token.copyBytes(to: bytes) }
 }
 
 /// A payload as PostgreSQL's `bytea`, any length (a claim reads its items' payloads as one
@@ -248,5 +273,5 @@ struct PayloadBytes: PostgresArrayElement {
         return PayloadBytes(bytes: Array(bytes))
     }
     var wireByteCount: Int { bytes.count }
-    func write(into buffer: inout ByteBuffer) { buffer.writeBytes(bytes) }
+    func store(into bytes: UnsafeMutableRawBufferPointer) { bytes.copyBytes(from: self.bytes) }
 }

@@ -83,6 +83,18 @@ struct PostgresArrayTests {
         #expect(Self.encoded(PostgresArray<Int32>()) == nio([Int32]()))
         var ours = Self.encoded(PostgresArray(uuids))
         #expect(try [UUID](from: &ours, type: .uuidArray, format: .binary, context: .default) == uuids)
+
+        // Payloads of any length, an empty one included.
+        let payloads = [PayloadBytes(bytes: []), PayloadBytes(bytes: [0, 1, 2, 255]), PayloadBytes(bytes: Array(repeating: 7, count: 5000))]
+        #expect(try Self.decoded(Self.encoded(PostgresArray(payloads)), as: PayloadBytes.self).map(\.bytes) == payloads.map(\.bytes))
+        // Written after what the buffer holds already, each array's bytes as on their own.
+        var shared = ByteBuffer(bytes: [9, 9, 9])
+        PostgresArray(ints32).encode(into: &shared, context: .default)
+        PostgresArray(texts).encode(into: &shared, context: .default)
+        var expected = ByteBuffer(bytes: [9, 9, 9])
+        expected.writeImmutableBuffer(Self.encoded(PostgresArray(ints32)))
+        expected.writeImmutableBuffer(Self.encoded(PostgresArray(texts)))
+        #expect(shared == expected)
     }
 
     @Test("a narrower integer element widens; a wider one, or one of another type or size, is refused")
