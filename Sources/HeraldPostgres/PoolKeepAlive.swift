@@ -4,9 +4,10 @@ import PostgresNIO
 import Synchronization
 
 /// The pool's keep-alive: every ``Configuration/interval``, a `SELECT 1` on each of the pool's
-/// connections at once (each event loop's, ``BoundedPostgresClient/LoopPool``). A connection no call has used for a while still carries traffic (a NAT
-/// or a firewall that drops idle flows keeps it), and one the network has lost fails its query
-/// and is replaced, before a call finds it.
+/// connections at once (each event loop's, ``BoundedPostgresClient/LoopPool``). A connection no
+/// call has used for a while still carries traffic (a NAT or a firewall that drops idle flows
+/// keeps it), and one the network has lost fails its query and is replaced, before a call finds
+/// it.
 ///
 /// Why not postgres-nio's own (its default: the same query every 30 s on an idle connection):
 /// it arms a timer each time a connection goes back to the pool and disarms it at the

@@ -11,9 +11,9 @@ import PostgresNIO
 /// gets a buffer slice of its own and unspecialized calls, which cost more than the element's
 /// bytes. This reads the whole array from one view of the cell's bytes and writes it into one
 /// view of the bytes it reserved (a write to the buffer per element would check its capacity
-/// and its exclusive access each time), each element type's code specialized. The wire form is PostgreSQL's
-/// (`array_recv`/`array_send`): dimensions, a has-NULLs flag, the element type, then per dimension
-/// its length and lower bound, then each element's length and bytes.
+/// and its exclusive access each time), each element type's code specialized. The wire form is
+/// PostgreSQL's (`array_recv`/`array_send`): dimensions, a has-NULLs flag, the element type, then
+/// per dimension its length and lower bound, then each element's length and bytes.
 ///
 /// Every byte read is checked, as from any peer: a cell that is not a one-dimensional array of
 /// the expected type, an element of the wrong size, a NULL element, a count the cell's bytes
