@@ -601,8 +601,9 @@ extension SQLitePushStore {
         var unleased = Set<Int>()
         var written: [Bool] = []
         written.reserveCapacity(changes.count)
-        for (position, change) in changes.enumerated() {
-            let index = change.index
+        // Each change read where it is (a copy would retain each of its strings).
+        for position in changes.indices {
+            let index = changes[position].index
             guard index >= 0, index < job.count else {
                 written.append(false)
                 continue
@@ -614,11 +615,11 @@ extension SQLitePushStore {
                 written.append(false)
                 continue
             }
-            switch change.change {
+            switch changes[position].change {
             case .outcome(let result):
                 if state == nil, isPlain(result) {
                     try sent.append(
-                        index: index, attempts: max(0, result.attempts), finishedMillis: change.finishedMillis,
+                        index: index, attempts: max(0, result.attempts), finishedMillis: changes[position].finishedMillis,
                         apnsID: result.apnsID)
                     plainCount += 1
                     if plainFirst == nil { plainFirst = position }
@@ -626,7 +627,7 @@ extension SQLitePushStore {
                     try db.cachedStatement(sql: outcomeRowSQL).execute(arguments: [
                         job.key, index, result.state.rawValue, result.status, result.reason, result.message,
                         try result.apnsID.map { Data(try ItemChunks.idBytes($0)) }, result.apnsTimestamp.map(clampedMillis),
-                        change.finishedMillis, result.attempts, isPlain(result) ? nil : result.uniqueID,
+                        changes[position].finishedMillis, result.attempts, isPlain(result) ? nil : result.uniqueID,
                     ])
                     states[index] = result.state
                     counts.add(tenant: job.tenant, job: job.id, result: result)
