@@ -52,8 +52,9 @@ let package = Package(
                 .product(name: "NIOCore", package: "swift-nio"),
             ]
         ),
-        // Swift tasks run on a NIO event loop: the APNs transport's senders, and each PostgreSQL
-        // call on its connection's loop.
+        // Work handed to a NIO event loop from other threads: Swift tasks run on a loop (the APNs
+        // transport's senders, each PostgreSQL call on its connection's loop) and requests
+        // handed to a connection's loop.
         .target(
             name: "EventLoopExecutors",
             dependencies: [

@@ -1,10 +1,10 @@
+import EventLoopExecutors
 import HTTP2Engine
 import HeraldCore
 import Logging
 import NIOCore
 import NIOPosix
 import NIOSSL
-import Synchronization
 
 /// One HTTP/2 connection to an APNs endpoint: TCP, TLS 1.2+ with ALPN `h2`, the HTTP/2
 /// preface, then one stream per notification. The pool creates it, starts it, hands it
@@ -35,8 +35,6 @@ final class APNsConnection: Sendable {
         var channel: (any Channel)?
         var closeRequested = false
         var drainRequested = false
-        /// The emptied array of the last ``runIncoming()``, kept for the next hand-over.
-        var spareIncoming: [APNsRequest] = []
     }
 
     let id: Int
@@ -49,13 +47,7 @@ final class APNsConnection: Sendable {
     private let state: NIOLoopBoundBox<LoopState>
     /// Requests handed over from other threads and not yet taken up by the loop. Bounded by the
     /// pool: it hands a connection a request only for a stream the connection has free.
-    private let incoming = Mutex(Incoming())
-
-    private struct Incoming {
-        var requests: [APNsRequest] = []
-        /// A loop task that runs ``requests`` is scheduled and has not started yet.
-        var scheduled = false
-    }
+    private let incoming = LoopHandOff<APNsRequest>()
 
     init(
         id: Int, endpoint: APNsEndpoint, sslContext: NIOSSLContext, configuration: Configuration,
@@ -145,27 +137,12 @@ final class APNsConnection: Sendable {
         }
         // From another thread: queued for the loop, with one loop task for all the requests
         // that arrive before it runs (not a task, a closure and a wake-up per request).
-        let schedule = incoming.withLock { incoming -> Bool in
-            incoming.requests.append(request)
-            guard !incoming.scheduled else { return false }
-            incoming.scheduled = true
-            return true
-        }
-        if schedule { eventLoop.execute { self.runIncoming() } }
+        if incoming.append(request) { eventLoop.execute { self.runIncoming() } }
     }
 
     /// Runs the requests queued from other threads, in the order they came.
     private func runIncoming() {
-        // The two arrays trade places: the queue gets the emptied one back, with its room.
-        var requests = state.value.spareIncoming
-        state.value.spareIncoming = []
-        incoming.withLock { incoming in
-            swap(&requests, &incoming.requests)
-            incoming.scheduled = false
-        }
-        for request in requests { executeOnLoop(request) }
-        requests.removeAll(keepingCapacity: true)
-        state.value.spareIncoming = requests
+        incoming.runQueued { request in executeOnLoop(request) }
     }
 
     func execute(_ requests: [APNsRequest]) {
