@@ -87,6 +87,35 @@ struct UUIDTextTests {
         }
     }
 
+    /// Every byte value at every place of an apns-id: a dash is taken only at the four dash
+    /// places, a hex digit of either case only elsewhere; an upper-case digit is lowered in the
+    /// canonical text and gives the same words as its lower-case one.
+    @Test("each byte at each place of the text is judged alone")
+    func everyByteAtEveryPlace() {
+        let base = Array("0123abcd-4567-89ef-a1b2-c3d4e5f60789".utf8)
+        let words = UUIDText.parse(String(decoding: base, as: UTF8.self))
+        #expect(words != nil)
+        let dashPlaces: Set<Int> = [8, 13, 18, 23]
+        for place in base.indices {
+            for value in UInt8.min...UInt8.max {
+                var bytes = base
+                bytes[place] = value
+                let isDash = value == UInt8(ascii: "-")
+                let isHex = HexDigits.value(value) != nil
+                let expected = dashPlaces.contains(place) ? isDash : isHex
+                let canonical = bytes.withUnsafeBytes { UUIDText.canonical($0) }
+                #expect((canonical != nil) == expected, "byte \(value) at \(place)")
+                guard let canonical, expected, !dashPlaces.contains(place) else { continue }
+                var lowered = bytes
+                if value >= UInt8(ascii: "A"), value <= UInt8(ascii: "F") { lowered[place] = value | 0x20 }
+                #expect(canonical == String(decoding: lowered, as: UTF8.self))
+                #expect(UUIDText.parse(canonical) == UUIDText.parse(String(decoding: bytes, as: UTF8.self)))
+            }
+        }
+        let upper = Array(String(decoding: base, as: UTF8.self).uppercased().utf8)
+        #expect(upper.withUnsafeBytes { UUIDText.canonical($0) } == String(decoding: base, as: UTF8.self))
+    }
+
     @Test("the same seed gives the same apns-ids, another seed others")
     func generatorSeeds() {
         var first = NotificationIDGenerator(seed: 42)

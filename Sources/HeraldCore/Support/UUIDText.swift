@@ -111,26 +111,47 @@ public enum UUIDText {
 
     /// ``parse(_:)`` over the text's bytes; `lowercase` is set to false when a digit is upper
     /// case (a caller that keeps canonical text keeps lowercase text as it is).
+    ///
+    /// Every apns-id APNs answers with goes through here, so the groups are read at their fixed
+    /// places without a branch per byte: each digit's value and whether it is a digit at all are
+    /// worked out arithmetically, and the text is judged once at the end.
     static func parse(_ utf8: UnsafeBufferPointer<UInt8>, lowercase: inout Bool) -> Words? {
-        guard utf8.count == 36 else { return nil }
+        guard utf8.count == 36, let text = utf8.baseAddress else { return nil }
+        var digits = Digits()
         var high: UInt64 = 0
         var low: UInt64 = 0
-        var nibbles = 0
-        for at in 0..<36 {
-            let byte = utf8[at]
-            if at == 8 || at == 13 || at == 18 || at == 23 {
-                guard byte == UInt8(ascii: "-") else { return nil }
-                continue
-            }
-            guard let value = HexDigits.value(byte) else { return nil }
-            if byte >= UInt8(ascii: "A"), byte <= UInt8(ascii: "F") { lowercase = false }
-            if nibbles < 16 {
-                high = high &<< 4 | UInt64(value)
-            } else {
-                low = low &<< 4 | UInt64(value)
-            }
-            nibbles &+= 1
-        }
+        digits.read(text, 0..<8, into: &high)
+        digits.read(text, 9..<13, into: &high)
+        digits.read(text, 14..<18, into: &high)
+        digits.read(text, 19..<23, into: &low)
+        digits.read(text, 24..<36, into: &low)
+        let dash = UInt8(ascii: "-")
+        let dashes = (text[8] ^ dash) | (text[13] ^ dash) | (text[18] ^ dash) | (text[23] ^ dash)
+        guard dashes | digits.invalid == 0 else { return nil }
+        if digits.upper != 0 { lowercase = false }
         return Words(high: high, low: low)
+    }
+
+    /// Hex digits read in runs: the value goes into a word, and whether any byte was not a hex
+    /// digit (``invalid``) or was an upper-case one (``upper``) is kept, as a bit, for the end.
+    private struct Digits {
+        var invalid: UInt8 = 0
+        var upper: UInt8 = 0
+
+        /// Reads `text[range]` (within the 36 bytes ``parse(_:lowercase:)`` checked).
+        @inline(__always)
+        mutating func read(_ text: UnsafePointer<UInt8>, _ range: Range<Int>, into word: inout UInt64) {
+            for at in range {
+                let byte = text[at]
+                let decimal = byte &- UInt8(ascii: "0")
+                // Bit 5 folds the case of a letter; a letter without it is upper case.
+                let letter = (byte | 0x20) &- UInt8(ascii: "a")
+                let isDecimal: UInt8 = decimal < 10 ? 1 : 0
+                let isLetter: UInt8 = letter < 6 ? 1 : 0
+                invalid |= (isDecimal | isLetter) ^ 1
+                upper |= isLetter & (byte &>> 5 & 1 ^ 1)
+                word = word &<< 4 | UInt64(isDecimal == 1 ? decimal : letter &+ 10)
+            }
+        }
     }
 }
