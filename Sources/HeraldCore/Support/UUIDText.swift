@@ -69,22 +69,28 @@ public enum UUIDText {
     }
 
     /// The canonical text of a UUID: lowercase, 8-4-4-4-12. Written straight into the string's
-    /// storage (one allocation).
+    /// storage (one allocation), each group at its fixed place.
     public static func format(_ words: Words) -> String {
         String(unsafeUninitializedCapacity: 36) { buffer in
-            var at = 0
-            for index in 0..<16 {
-                if index == 4 || index == 6 || index == 8 || index == 10 {
-                    buffer[at] = UInt8(ascii: "-")
-                    at &+= 1
-                }
-                let word = index < 8 ? words.high : words.low
-                let byte = UInt8(truncatingIfNeeded: word &>> UInt64(56 &- 8 &* (index & 7)))
-                buffer[at] = HexDigits.digit(byte &>> 4)
-                buffer[at &+ 1] = HexDigits.digit(byte & 0x0f)
-                at &+= 2
-            }
-            return at
+            guard buffer.count >= 36, let text = buffer.baseAddress else { return 0 }
+            writeHex(words.high, bytes: 0..<4, to: text)
+            writeHex(words.high, bytes: 4..<6, to: text + 9)
+            writeHex(words.high, bytes: 6..<8, to: text + 14)
+            writeHex(words.low, bytes: 0..<2, to: text + 19)
+            writeHex(words.low, bytes: 2..<8, to: text + 24)
+            for dash in [8, 13, 18, 23] { text[dash] = UInt8(ascii: "-") }
+            return 36
+        }
+    }
+
+    /// Writes the bytes `bytes` of `word` (0 is its top byte) as two lowercase hex digits each.
+    @inline(__always)
+    private static func writeHex(_ word: UInt64, bytes: Range<Int>, to text: UnsafeMutablePointer<UInt8>) {
+        for index in bytes {
+            let byte = UInt8(truncatingIfNeeded: word &>> UInt64(56 &- 8 &* index))
+            let at = 2 &* (index &- bytes.lowerBound)
+            text[at] = HexDigits.digit(byte &>> 4)
+            text[at &+ 1] = HexDigits.digit(byte & 0x0f)
         }
     }
 
