@@ -15,10 +15,10 @@ import Synchronization
 ///   and the caller takes the result once.
 ///
 /// Jobs wait in the executor's own queue (a ``LoopHandOff``), in the order they came, and one
-/// loop task runs every job queued before it starts: a hundred sends answered in one read resume their hundred tasks
-/// in one loop task, not in a hundred closures the loop allocates and runs one by one. A job
-/// queued while they run waits for the next loop task, so the loop's I/O is never held off by
-/// a chain of tasks resuming each other.
+/// loop task runs every job queued before it starts: a hundred sends answered in one read
+/// resume their hundred tasks in one loop task, not in a hundred closures the loop allocates
+/// and runs one by one. A job queued while they run waits for the next loop task, so the loop's
+/// I/O is never held off by a chain of tasks resuming each other.
 ///
 /// ```swift
 /// await withTaskGroup(of: Void.self) { group in
