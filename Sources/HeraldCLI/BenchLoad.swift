@@ -174,7 +174,8 @@ enum BenchLoad {
                         guard let note = shelf.take(index) else { break }
                         let began = ContinuousClock.now
                         do {
-                            let response = try await send(note)
+                            // Moved into the send, as the API moves the notification it decoded.
+                            let response = try await send(consume note)
                             if response.status == 200 {
                                 result.succeeded += 1
                             } else {
@@ -299,7 +300,8 @@ enum BenchCallbackLoad {
             // Each index is sent once (`next`, or the pacer's own count).
             guard let note = notes.take(index) else { return }
             let began = ContinuousClock.now
-            start(note) { result in
+            // Moved into the send: the bench holds no copy of it.
+            start(consume note) { result in
                 let elapsed = began.duration(to: .now)
                 let micros = elapsed.components.seconds * 1_000_000 + elapsed.components.attoseconds / 1_000_000_000_000
                 self.shard.tally.withLock { tally in
