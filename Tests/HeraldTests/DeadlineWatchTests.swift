@@ -29,7 +29,9 @@ struct DeadlineWatchTests {
     func settledChecksAreForgotten() async throws {
         let deadlines = DeadlineWatch()
         let expired = Expired()
-        let soon = PushInstant.now.advanced(by: .milliseconds(100))
+        // Far enough that all 500 are watched and settled before it even while the whole suite
+        // keeps the cores busy.
+        let soon = PushInstant.now.advanced(by: .seconds(3))
         let ids = (0..<500).map { deadlines.watch(until: soon, expire: expired.callback("check \($0)")) }
         #expect(deadlines.watching == 500)
         for id in ids { deadlines.settle(id) }
@@ -64,10 +66,11 @@ struct DeadlineWatchTests {
         let expired = Expired()
         let now = PushInstant.now
         // Due a microsecond apart: all due by the time the sleeper armed for the first wakes.
-        // Watched in an order that is neither theirs nor its reverse.
+        // Watched in an order that is neither theirs nor its reverse, all well before the first
+        // is due even while the whole suite keeps the cores busy.
         let names = (0..<20).map { "check \($0)" }
         for offset in (0..<20).sorted(by: { ($0 * 7) % 20 < ($1 * 7) % 20 }) {
-            _ = deadlines.watch(until: now.advanced(by: .milliseconds(50) + .microseconds(offset)), expire: expired.callback(names[offset]))
+            _ = deadlines.watch(until: now.advanced(by: .seconds(2) + .microseconds(offset)), expire: expired.callback(names[offset]))
         }
         try await Self.waitUntil("every check expired") { expired.all.count == names.count }
         #expect(expired.all == names)
