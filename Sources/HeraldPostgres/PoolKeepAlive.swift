@@ -1,3 +1,4 @@
+import HeraldCore
 import HeraldStore
 import Logging
 import PostgresNIO
@@ -29,12 +30,9 @@ struct PoolKeepAlive {
     let configuration: Configuration
     let logger: Logger
 
-    /// Runs rounds until cancelled.
-    func run() async {
-        while !Task.isCancelled {
-            do { try await Task.sleep(for: configuration.interval) } catch { return }
-            await round()
-        }
+    /// Runs rounds until cancelled, every ``Configuration/interval`` on `clock`.
+    func run(on clock: any PushClock) async {
+        await clock.repeating(every: configuration.interval) { await round() }
     }
 
     /// One round: as many leases as each loop's pool has connections each run `SELECT 1` and

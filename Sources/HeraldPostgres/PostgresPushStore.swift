@@ -190,7 +190,8 @@ public final class PostgresPushStore: PushStore, JobReports, UnansweredCallCount
     /// Starts ``PoolKeepAlive``'s rounds (once the schema is up to date), ended by ``close()``.
     private func startKeepAlive() {
         let keepAlive = PoolKeepAlive(client: client, configuration: configuration.keepAlive, logger: logger)
-        let task = Task { await keepAlive.run() }
+        // On the system's clock, not the call timeout's: what idles a connection out is the network.
+        let task = Task { await keepAlive.run(on: SystemPushClock()) }
         self.keepAlive.withLock { $0 = task }
     }
 

@@ -331,7 +331,7 @@ public final class HeraldProcess: Sendable {
             throw HeraldProcessError(message: "cannot register this instance in the store: \(error)")
         }
         let credentialHealth = CredentialHealthMonitor(
-            router: router, metricsFactory: options.pluginMetricsFactory,
+            router: router, timer: clock, metricsFactory: options.pluginMetricsFactory,
             notifier: TenantWebhookExpiryNotifier(queue: outbox, logger: logger),
             logger: logger)
         let api: APIServer
@@ -399,7 +399,8 @@ public final class HeraldProcess: Sendable {
         // Stops after every sender and before the store closes: the last usage counts are written.
         services.append(
             UsageFlusher(
-                meter: router.usage, ledger: sharedStore, interval: options.usageFlushInterval, logger: options.logger))
+                meter: router.usage, ledger: sharedStore, interval: options.usageFlushInterval, clock: router.configuration.clock,
+                logger: options.logger))
         services.append(WebhookOutboxService(outbox: outbox))
         services.append(RouterService(router: router))
         // Stops after the runner (services stop in reverse order): the leases left are released then.
@@ -419,7 +420,7 @@ public final class HeraldProcess: Sendable {
                     usage: (sharedStore, .milliseconds(Int64(options.configuration.api.usageRetention * 1000))),
                     interval: options.maintenanceInterval, clock: router.configuration.clock, logger: options.logger)))
         if let interval = options.watchInterval {
-            services.append(TenantDirectoryWatcher(coordinator: reloader, interval: interval))
+            services.append(TenantDirectoryWatcher(coordinator: reloader, interval: interval, clock: router.configuration.clock))
         }
         if options.reloadOnSIGHUP { services.append(ReloadSignalService(coordinator: reloader)) }
         services.append(credentialHealth)

@@ -78,6 +78,8 @@ public final class CredentialHealthMonitor: Service, Sendable {
     public let router: Router
     public let policy: CredentialHealthPolicy
     let clock: any WallClock
+    /// What ``CredentialHealthPolicy/interval`` is timed on.
+    let timer: any PushClock
     let metricsFactory: (any MetricsFactory)?
     let notifier: (any CredentialExpiryNotifier)?
     let logger: Logger
@@ -95,12 +97,13 @@ public final class CredentialHealthMonitor: Service, Sendable {
 
     public init(
         router: Router, policy: CredentialHealthPolicy = CredentialHealthPolicy(),
-        clock: any WallClock = SystemWallClock(), metricsFactory: (any MetricsFactory)? = nil,
-        notifier: (any CredentialExpiryNotifier)? = nil, logger: Logger
+        clock: any WallClock = SystemWallClock(), timer: any PushClock = SystemPushClock(),
+        metricsFactory: (any MetricsFactory)? = nil, notifier: (any CredentialExpiryNotifier)? = nil, logger: Logger
     ) {
         self.router = router
         self.policy = policy
         self.clock = clock
+        self.timer = timer
         self.metricsFactory = metricsFactory
         self.notifier = notifier
         var logger = logger
@@ -110,14 +113,7 @@ public final class CredentialHealthMonitor: Service, Sendable {
 
     public func run() async throws {
         await cancelWhenGracefulShutdown {
-            while !Task.isCancelled {
-                await self.checkOnce()
-                do {
-                    try await Task.sleep(for: self.policy.interval)
-                } catch {
-                    return
-                }
-            }
+            await self.timer.repeating(every: self.policy.interval, startingNow: true) { await self.checkOnce() }
         }
     }
 

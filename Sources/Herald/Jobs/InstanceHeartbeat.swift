@@ -119,14 +119,7 @@ public struct InstanceHeartbeat: Sendable {
 
     /// Beats now and then every ``Configuration/interval`` until the task is cancelled.
     public func run() async {
-        while !Task.isCancelled {
-            await beat()
-            do {
-                try await clock.sleep(until: clock.now.advanced(by: configuration.interval))
-            } catch {
-                return
-            }
-        }
+        await clock.repeating(every: configuration.interval, startingNow: true) { await beat() }
     }
 
     /// At a graceful stop (after the job runner stopped): releases the leases this instance

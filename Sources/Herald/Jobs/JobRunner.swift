@@ -161,15 +161,15 @@ public final class JobRunner: Sendable {
         await withDiscardingTaskGroup { jobs in
             await withTaskGroup(of: Void.self) { ticker in
                 ticker.addTask {
-                    await Self.repeating(every: self.configuration.rescanInterval, on: clock) { sink.yield(.tick) }
+                    await clock.repeating(every: self.configuration.rescanInterval) { sink.yield(.tick) }
                 }
                 ticker.addTask {
-                    await Self.repeating(every: self.configuration.renewInterval, on: clock) { await self.renewLeases() }
+                    await clock.repeating(every: self.configuration.renewInterval) { await self.renewLeases() }
                 }
                 if let jobEnded = self.jobEnded {
                     let grace = self.configuration.untoldEndsGrace.secondsValue
                     ticker.addTask {
-                        await Self.repeating(every: self.configuration.untoldEndsInterval, on: clock) {
+                        await clock.repeating(every: self.configuration.untoldEndsInterval) {
                             await jobEnded.tellUntoldEnds(endedBefore: clock.date.addingTimeInterval(-grace))
                             self.state.adjust { $0.untoldEndSweeps += 1 } peak: { _ in }
                         }
@@ -199,19 +199,6 @@ public final class JobRunner: Sendable {
             }
         }
         logger.info("job runner stopped")
-    }
-
-    /// Calls `body` every `interval` on `clock` (each sleep begins when the last call ended)
-    /// until the task is cancelled.
-    private static func repeating(every interval: Duration, on clock: any PushClock, _ body: () async -> Void) async {
-        while true {
-            do {
-                try await clock.sleep(until: clock.now.advanced(by: interval))
-            } catch {
-                return
-            }
-            await body()
-        }
     }
 
     /// Extends the leases this runner holds on the items of every job it works on by one

@@ -84,15 +84,10 @@ public struct StoreMaintenance: Sendable {
 
     /// Runs a pass now and then every ``interval`` until the task is cancelled.
     public func run() async {
-        while !Task.isCancelled {
-            let sweep = await runOnce()
+        await clock.repeating(every: interval, startingNow: true) {
+            var sweep = await runOnce()
             // A sweep that stopped at its budget goes on at once.
-            if sweep?.complete == false { continue }
-            do {
-                try await clock.sleep(until: clock.now.advanced(by: interval))
-            } catch {
-                return
-            }
+            while sweep?.complete == false, !Task.isCancelled { sweep = await runOnce() }
         }
     }
 }

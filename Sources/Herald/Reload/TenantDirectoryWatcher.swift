@@ -1,3 +1,4 @@
+import HeraldCore
 import ServiceLifecycle
 
 /// Reloads the tenants when their files change: polls the tenants directory (its files and
@@ -18,24 +19,22 @@ public struct TenantDirectoryWatcher: Service {
     public let coordinator: ReloadCoordinator
     public var interval: Duration
     public var settle: Duration
+    /// What `interval` and `settle` are timed on.
+    public var clock: any PushClock
 
-    public init(coordinator: ReloadCoordinator, interval: Duration = .seconds(2), settle: Duration = .milliseconds(250))
-    {
+    public init(
+        coordinator: ReloadCoordinator, interval: Duration = .seconds(2), settle: Duration = .milliseconds(250),
+        clock: any PushClock = SystemPushClock()
+    ) {
         self.coordinator = coordinator
         self.interval = interval
         self.settle = settle
+        self.clock = clock
     }
 
     public func run() async throws {
         await cancelWhenGracefulShutdown {
-            while !Task.isCancelled {
-                do {
-                    try await Task.sleep(for: interval)
-                } catch {
-                    return
-                }
-                await checkOnce()
-            }
+            await clock.repeating(every: interval) { await checkOnce() }
         }
     }
 
@@ -49,7 +48,7 @@ public struct TenantDirectoryWatcher: Service {
         // Wait until the files stop changing.
         while true {
             do {
-                try await Task.sleep(for: settle)
+                try await clock.sleep(until: clock.now.advanced(by: settle))
             } catch {
                 return nil
             }

@@ -252,25 +252,23 @@ public struct UsageFlusher: Service {
     let meter: UsageMeter
     let ledger: any UsageLedger
     let interval: Duration
+    let clock: any PushClock
     let logger: Logger
 
-    public init(meter: UsageMeter, ledger: any UsageLedger, interval: Duration = .seconds(10), logger: Logger) {
+    public init(
+        meter: UsageMeter, ledger: any UsageLedger, interval: Duration = .seconds(10), clock: any PushClock = SystemPushClock(),
+        logger: Logger
+    ) {
         self.meter = meter
         self.ledger = ledger
         self.interval = interval
+        self.clock = clock
         self.logger = logger
     }
 
     public func run() async throws {
         await cancelWhenGracefulShutdown {
-            while !Task.isCancelled {
-                do {
-                    try await Task.sleep(for: interval)
-                } catch {
-                    break
-                }
-                await meter.flush(to: ledger, logger: logger)
-            }
+            await clock.repeating(every: interval) { await meter.flush(to: ledger, logger: logger) }
         }
         // The last counts: stopped after every sender.
         await meter.flush(to: ledger, logger: logger)

@@ -1,6 +1,7 @@
 import Foundation
 import Herald
 import HeraldCore
+import HeraldTestSupport
 import Testing
 
 /// The directory watcher (polling: modification time, size and SHA-256 per file).
@@ -40,24 +41,40 @@ struct ReloadTriggerTests {
         }
     }
 
-    @Test("the watcher service reloads on its own and ends when its task is cancelled")
+    @Test("the watcher service looks at each interval on its clock, reloads once the files settle, and ends when cancelled")
     func watcherService() async throws {
         try await withReloadRig { rig in
             try rig.writeTokenTenant("acme")
             try await rig.coordinator.reloadAll(trigger: .startup)
-            let watcher = TenantDirectoryWatcher(
-                coordinator: rig.coordinator, interval: .milliseconds(20), settle: .milliseconds(5))
+            let clock = SteppedPushClock()
+            let interval = Duration.seconds(2)
+            let settle = Duration.milliseconds(250)
+            let watcher = TenantDirectoryWatcher(coordinator: rig.coordinator, interval: interval, settle: settle, clock: clock)
             let generation = rig.coordinator.generation
             let task = Task { try await watcher.run() }
+            let firstLook = clock.now.advanced(by: interval)
+            #expect(await eventually { clock.deadlines == [firstLook] }, "the watcher waits for its first look")
             try rig.writeTokenTenant("acme", keyID: "KEYB000001")
-            // Bounded wait for the poll to pick it up.
-            for _ in 0..<500 where rig.coordinator.generation == generation {
-                try await Task.sleep(for: .milliseconds(10))
-            }
-            #expect(rig.coordinator.generation == generation + 1)
+
+            // The change is there, but the watcher looks only at its interval: nothing before it.
+            clock.advance(by: interval - .milliseconds(1))
+            #expect(clock.deadlines == [firstLook])
+            #expect(rig.coordinator.generation == generation)
+
+            // It looks, sees the change, and waits for the files to settle before reloading.
+            clock.advance(to: firstLook)
+            let settled = firstLook.advanced(by: settle)
+            #expect(await eventually { clock.deadlines == [settled] }, "sleeps: \(clock.deadlines)")
+            #expect(rig.coordinator.generation == generation)
+            clock.advance(to: settled)
+            #expect(await eventually { rig.coordinator.generation == generation + 1 })
             #expect(rig.router.runtime(for: try TenantID("acme"))?.configuration.auth.kind == .token)
+            // Then waits a whole interval from the end of that look for the next.
+            #expect(await eventually { clock.deadlines.count == 1 && clock.deadlines[0] >= settled.advanced(by: interval) })
+
             task.cancel()
             try await task.value
+            #expect(clock.deadlines.isEmpty, "cancelled: no sleep left under way")
         }
     }
 }
