@@ -479,10 +479,11 @@ struct SendPipelineTests {
                     context: PushContext = context) async -> Result<PushResult, any Error> {
         let sent = Fixtures.admitted()
         return await withCheckedContinuation { done in
-            SendPipeline(middlewares, clock: clock).start(sent, context: context) { notification, context, completion in
+            let pipeline = SendPipeline(middlewares, clock: clock) { notification, context, completion in
                 calls.add("wire")
                 completion(.success(APNsResponse(status: 200, apnsID: notification.id)))
-            } completion: { outcome in
+            }
+            pipeline.start(sent, context: context) { outcome in
                 calls.add("done")
                 done.resume(returning: outcome)
             }

@@ -66,12 +66,11 @@ struct MetricsTests {
             factory: metrics, tenant: Fixtures.tenantID("m"), topics: ["com.example.app"], clock: ManualPushClock())
         // A topic the tenant does not list (one its configuration gained after the metrics were made).
         let stray = AdmittedNotification(unchecked: Fixtures.note(topic: "com.unlisted"), id: Fixtures.apnsID(), environment: .production)
-        _ = try await SendPipeline([middleware]).send(
-            stray,
-            context: PushContext(tenant: Fixtures.tenantID("m"), environment: .production, deadline: .now + .seconds(1))
-        ) { n, _, completion in
+        let answering299 = SendPipeline([middleware]) { n, _, completion in
             completion(.success(APNsResponse(status: 299, apnsID: n.id)))
         }
+        _ = try await answering299.send(
+            stray, context: PushContext(tenant: Fixtures.tenantID("m"), environment: .production, deadline: .now + .seconds(1)))
         #expect(
             metrics.counterTotal(
                 label: "herald_notifications_total",
@@ -90,11 +89,11 @@ struct MetricsTests {
             channel: try ChannelID("dHN0LXNyY2gtY2hubA=="), topic: "com.example.app",
             payload: Array(#"{"aps":{"event":"update","timestamp":1,"content-state":{}}}"#.utf8))
         let admitted = AdmittedNotification(unchecked: broadcast, id: Fixtures.apnsID(), environment: .production)
-        _ = try await SendPipeline([middleware]).send(
-            admitted, context: PushContext(tenant: Fixtures.tenantID("m"), environment: .production, deadline: .now + .seconds(1))
-        ) { n, _, completion in
+        let answering200 = SendPipeline([middleware]) { n, _, completion in
             completion(.success(APNsResponse(status: 200, apnsID: n.id)))
         }
+        _ = try await answering200.send(
+            admitted, context: PushContext(tenant: Fixtures.tenantID("m"), environment: .production, deadline: .now + .seconds(1)))
         #expect(
             metrics.counterTotal(
                 label: "herald_notifications_total",

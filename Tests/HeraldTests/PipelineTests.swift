@@ -49,14 +49,13 @@ struct PipelineTests {
         let pipeline = SendPipeline([
             TraceMiddleware(name: "a", log: log), TraceMiddleware(name: "b", log: log),
             TraceMiddleware(name: "c", log: log),
-        ])
-        let result = try await pipeline.send(
-            Fixtures.admitted(),
-            context: PushContext(tenant: Fixtures.tenantID("t"), environment: .production, deadline: .now + .seconds(5))
-        ) { notification, context, completion in
+        ]) { notification, context, completion in
             log.append("wire")
             completion(.success(APNsResponse(status: 200, apnsID: notification.id)))
         }
+        let result = try await pipeline.send(
+            Fixtures.admitted(),
+            context: PushContext(tenant: Fixtures.tenantID("t"), environment: .production, deadline: .now + .seconds(5)))
         #expect(result.isSuccess)
         #expect(log.values == ["a>1", "b>1", "c>1", "wire", "<c", "<b", "<a"])
     }

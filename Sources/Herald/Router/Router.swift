@@ -259,12 +259,29 @@ public final class Router: Sendable {
         tenant: TenantID, notification: consuming HeraldCore.Notification, environment: APNsEnvironment?,
         deadline: PushInstant?, retries: Bool, reply: Reply
     ) {
+        guard let runtime = runtime(for: tenant) else {
+            reply(.failure(PushError.unknownTenant(tenant.rawValue)))
+            return
+        }
+        if retries {
+            // A single send is accepted by its tenant's first runtime; a batch item was when its
+            // job was stored. A send for no tenant is refused, not counted.
+            runtime.usage.add(.accepted, at: configuration.clock.date)
+        }
         let id = apnsID(for: notification)
+        // Admitted at once: the send holds the admitted value (one reference), not the caller's
+        // notification.
+        let held: RoutedSend.Held
+        do {
+            held = .admitted(try runtime.admit(notification, id: id, environment: environment))
+        } catch {
+            held = .refused(RoutedSend.Refusal(error: error, id: id))
+        }
         let send = RoutedSend(
-            router: self, tenant: tenant, notification: consume notification, id: id, environment: environment,
+            router: self, tenant: tenant, held: held, environment: environment,
             deadline: deadline ?? configuration.clock.now.advanced(byNanoseconds: defaultDeadline), retries: retries,
             completion: reply)
-        send.attempt(Resends())
+        send.attempt(Resends(), on: runtime)
     }
 
     /// A new request ID (`apns-request-id`) for a call that is not a send (channel management),
@@ -295,44 +312,68 @@ public final class Router: Sendable {
     }
 
     /// One send as the router holds it across its attempts, with its caller's completion and the
-    /// attempt under way: each attempt's answer comes back to this one object.
+    /// attempt under way: each attempt's answer comes back to this one object. One is made for
+    /// every single send, so it holds only references and small values (107 bytes, within the
+    /// allocator's smallest size classes).
     private final class RoutedSend: Sendable {
         let router: Router
         let tenant: TenantID
-        let id: NotificationID
-        let environment: APNsEnvironment?
         let deadline: PushInstant
-        let retries: Bool
         let completion: Reply
-        /// The runtime the attempt under way went to, and what the send has been through (one
-        /// attempt at a time).
-        private let current: Mutex<(runtime: TenantRuntime?, resends: Resends)>
-        /// The notification: the caller's until a runtime admits it, then the admitted value,
-        /// which every later attempt through the same runtime sends as it is (one through another
-        /// runtime, after a reload or a revocation, is admitted again by that one). Held, not
-        /// copied: the admission takes the caller's notification over.
-        private let held: Mutex<Held>
+        let environment: APNsEnvironment?
+        let retries: Bool
+        /// The attempt under way and what the send has been through (one attempt at a time: the
+        /// lock only publishes them from one to the next).
+        private let state: Mutex<State>
 
-        private enum Held {
-            case caller(HeraldCore.Notification)
+        private struct State {
+            /// The runtime the attempt under way went to.
+            var runtime: TenantRuntime?
+            var held: Held
+            var resends: Resends
+        }
+
+        /// The notification as the last runtime admitted it, which every later attempt through
+        /// the same runtime sends as it is (one through another runtime, after a reload or a
+        /// revocation, is admitted again by that one); or the first admission's refusal (a later
+        /// attempt would be refused the same).
+        enum Held {
             case admitted(AdmittedNotification)
-            /// The admission refused it (a later attempt would be refused the same).
-            case refused(PushError)
+            case refused(Refusal)
+        }
+
+        /// An admission's refusal, held by reference: rare, and kept out of every send's size.
+        final class Refusal: Sendable {
+            let error: PushError
+            let id: NotificationID
+
+            init(error: PushError, id: NotificationID) {
+                self.error = error
+                self.id = id
+            }
         }
 
         init(
-            router: Router, tenant: TenantID, notification: consuming HeraldCore.Notification, id: NotificationID,
-            environment: APNsEnvironment?, deadline: PushInstant, retries: Bool, completion: Reply
+            router: Router, tenant: TenantID, held: consuming Held, environment: APNsEnvironment?, deadline: PushInstant,
+            retries: Bool, completion: Reply
         ) {
             self.router = router
             self.tenant = tenant
-            self.held = Mutex(.caller(consume notification))
-            self.id = id
-            self.environment = environment
             self.deadline = deadline
-            self.retries = retries
             self.completion = completion
-            current = Mutex((nil, Resends()))
+            self.environment = environment
+            self.retries = retries
+            state = Mutex(State(runtime: nil, held: held, resends: Resends()))
+        }
+
+        /// The send's apns-id, the same for every attempt.
+        var id: NotificationID {
+            state.withLock { state in
+                switch state.held {
+                case .admitted(let admitted): admitted.id
+                case .refused(let refusal): refusal.id
+                }
+            }
         }
 
         /// Makes one attempt through the tenant's current runtime.
@@ -341,17 +382,18 @@ public final class Router: Sendable {
                 completion(.failure(PushError.unknownTenant(tenant.rawValue)))
                 return
             }
-            var resends = resends
-            if retries, !resends.accepted {
-                // A single send is accepted by its tenant's first runtime; a batch item was when
-                // its job was stored. A send for no tenant is refused, not counted.
-                runtime.usage.add(.accepted, at: router.configuration.clock.date)
-                resends.accepted = true
-            }
-            current.withLock { $0 = (runtime, resends) }
+            attempt(resends, on: runtime)
+        }
+
+        /// Makes one attempt through `runtime`.
+        func attempt(_ resends: Resends, on runtime: TenantRuntime) {
             let admitted: AdmittedNotification
             do {
-                admitted = try admission(by: runtime)
+                admitted = try state.withLock { (state) throws(PushError) -> AdmittedNotification in
+                    state.runtime = runtime
+                    state.resends = resends
+                    return try Self.admission(of: &state.held, by: runtime, environment: environment)
+                }
             } catch {
                 return answered(.failure(error))
             }
@@ -360,40 +402,25 @@ public final class Router: Sendable {
             }
         }
 
-        /// The notification as `runtime` admitted it: admitted now the first time (the caller's
-        /// notification moves into the admitted value), and again under another runtime than the
-        /// last. Attempts are one at a time; the lock only publishes the value from one to the next.
-        private func admission(by runtime: TenantRuntime) throws(PushError) -> AdmittedNotification {
-            try held.withLock { (held) throws(PushError) -> AdmittedNotification in
-                let admitted: AdmittedNotification
-                switch consume held {
-                case .caller(let notification):
-                    do throws(PushError) {
-                        admitted = try runtime.admit(notification, id: id, environment: environment)
-                    } catch {
-                        held = .refused(error)
-                        throw error
-                    }
-                case .admitted(let earlier) where earlier.credentialGeneration == runtime.credentialGeneration:
-                    admitted = earlier
-                case .admitted(let earlier):
-                    do throws(PushError) {
-                        admitted = try runtime.admit(earlier.notification, id: id, environment: environment)
-                    } catch {
-                        held = .admitted(earlier)
-                        throw error
-                    }
-                case .refused(let error):
-                    held = .refused(error)
-                    throw error
-                }
+        /// The notification as `runtime` admits it: as held when `runtime` admitted it, again
+        /// under another runtime than the last.
+        private static func admission(
+            of held: inout Held, by runtime: TenantRuntime, environment: APNsEnvironment?
+        ) throws(PushError) -> AdmittedNotification {
+            switch held {
+            case .admitted(let earlier) where earlier.credentialGeneration == runtime.credentialGeneration:
+                return earlier
+            case .admitted(let earlier):
+                let admitted = try runtime.admit(earlier.notification, id: earlier.id, environment: environment)
                 held = .admitted(admitted)
                 return admitted
+            case .refused(let refusal):
+                throw refusal.error
             }
         }
 
         private func answered(_ outcome: consuming Result<PushResult, any Error>) {
-            let (runtime, resends) = current.withLock { ($0.runtime, $0.resends) }
+            let (runtime, resends) = state.withLock { ($0.runtime, $0.resends) }
             guard let runtime else { return completion(consume outcome) }
             router.answered(self, outcome: consume outcome, runtime: runtime, resends: resends)
         }
@@ -403,12 +430,10 @@ public final class Router: Sendable {
     private struct Resends: Sendable {
         /// The pipeline attempt this is, from 1 (``HeraldCore/PushContext/attempt``).
         var attempt = 1
-        /// Times it met a runtime that was shutting down.
-        var swaps = 0
+        /// Times it met a runtime that was shutting down (at most three runtimes in all).
+        var swaps: UInt8 = 0
         var resentAfterRevocation = false
         var resentAfterExpiredToken = false
-        /// Whether the send is in its tenant's usage as accepted (single sends only).
-        var accepted = false
     }
 
     /// Whether a send is made again, and when.

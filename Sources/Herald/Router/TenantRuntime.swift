@@ -43,8 +43,6 @@ public final class TenantRuntime: Sendable {
     private let revoked = Atomic<Bool>(false)
     /// The tenant's topic checks, worked out once (``TopicRules``).
     private let topicRules: TopicRules
-    /// The pipeline's send: the transport's callback form.
-    private let terminal: SendPipeline.Terminal
 
     public var id: TenantID { configuration.id }
 
@@ -69,8 +67,8 @@ public final class TenantRuntime: Sendable {
         self.defaultDeadline = defaultDeadline.nanoseconds
         self.retryPolicy = plugins.retry
         self.credentialGeneration = Self.generations.add(1, ordering: .relaxed).newValue
-        self.pipeline = SendPipeline(plugins.middlewares, clock: clock)
-        self.terminal = { notification, context, completion in
+        // The pipeline's send: the transport's callback form.
+        self.pipeline = SendPipeline(plugins.middlewares, clock: clock) { notification, context, completion in
             transport.startSend(notification, deadline: context.deadline, completion: completion)
         }
     }
@@ -148,7 +146,7 @@ public final class TenantRuntime: Sendable {
         let context = PushContext(
             tenant: configuration.id, environment: admitted.environment, logger: pushLogger.withNotificationID(admitted.id),
             attempt: attempt, deadline: deadline ?? clock.now.advanced(byNanoseconds: defaultDeadline))
-        pipeline.start(consume admitted, context: consume context, terminal: terminal, completion: completion)
+        pipeline.start(consume admitted, context: consume context, completion: completion)
     }
 
     /// ``startSend(_:id:environment:deadline:attempt:completion:)``, awaited (its completion is

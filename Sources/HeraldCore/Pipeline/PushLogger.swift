@@ -19,33 +19,43 @@ public struct PushLogger: Sendable {
     /// The metadata key of the notification's apns-id (``withNotificationID(_:)``).
     public static let notificationIDKey = "herald.apns-id"
 
+    /// What a logger and the copies made of it for each send share, held once: the metadata set
+    /// on it (without the apns-id) and where messages go. A send's logger is then a reference,
+    /// its apns-id and its level, which keeps the context a send carries small.
+    private final class Core: Sendable {
+        let fixed: Metadata
+        let sink: Sink
+
+        init(fixed: Metadata, sink: @escaping Sink) {
+            self.fixed = fixed
+            self.sink = sink
+        }
+    }
+
+    private var core: Core
+    /// The apns-id of the send, kept apart from the shared metadata so that naming it costs no
+    /// dictionary copy on every send: it is merged into the metadata only when a message is
+    /// logged (or the metadata is read).
+    private var notificationID: String?
     /// Messages below this level are dropped without being built.
     public var minimumLevel: Level
-    /// The metadata set on this logger, without the apns-id.
-    private var fixed: Metadata
-    /// The apns-id of the send, kept apart from ``fixed`` so that naming it costs no dictionary
-    /// copy on every send: it is merged into the metadata only when a message is logged (or
-    /// the metadata is read).
-    private var notificationID: String?
-    private let sink: Sink
 
     public init(minimumLevel: Level = .info, metadata: Metadata = [:], sink: @escaping Sink) {
-        self.minimumLevel = minimumLevel
-        self.fixed = metadata
+        self.core = Core(fixed: metadata, sink: sink)
         self.notificationID = nil
-        self.sink = sink
+        self.minimumLevel = minimumLevel
     }
 
     /// Metadata attached to every message.
     public var metadata: Metadata {
         get {
-            guard let notificationID else { return fixed }
-            var all = fixed
+            guard let notificationID else { return core.fixed }
+            var all = core.fixed
             all[Self.notificationIDKey] = notificationID
             return all
         }
         set {
-            fixed = newValue
+            core = Core(fixed: newValue, sink: core.sink)
             notificationID = nil
         }
     }
@@ -64,13 +74,15 @@ public struct PushLogger: Sendable {
     public subscript(metadataKey key: String) -> String? {
         get {
             if key == Self.notificationIDKey, let notificationID { return notificationID }
-            return fixed[key]
+            return core.fixed[key]
         }
         set {
             if key == Self.notificationIDKey {
                 notificationID = nil
             }
+            var fixed = core.fixed
             fixed[key] = newValue
+            core = Core(fixed: fixed, sink: core.sink)
         }
     }
 
@@ -80,7 +92,7 @@ public struct PushLogger: Sendable {
         guard level >= minimumLevel else { return }
         let more = extra()
         let metadata = self.metadata
-        sink(level, message(), more.isEmpty ? metadata : metadata.merging(more) { _, new in new })
+        core.sink(level, message(), more.isEmpty ? metadata : metadata.merging(more) { _, new in new })
     }
 
     public func trace(_ message: @autoclosure () -> String, metadata: @autoclosure () -> Metadata = [:]) {

@@ -8,8 +8,8 @@ import Synchronization
 /// notification go on, unless the deadline has passed by then.
 ///
 /// ```swift
-/// let pipeline = SendPipeline([rateLimit, feedback, metrics], clock: clock)
-/// pipeline.start(notification, context: context, terminal: send) { outcome in … }
+/// let pipeline = SendPipeline([rateLimit, feedback, metrics], clock: clock, terminal: send)
+/// pipeline.start(notification, context: context) { outcome in … }
 /// ```
 ///
 /// A send goes through without a task of its own: a task is made only while a decision waits
@@ -33,39 +33,40 @@ public struct SendPipeline: Sendable {
         _ completion: @escaping @Sendable (consuming Result<APNsResponse, PushError>) -> Void
     ) -> Void
 
-    public init(_ middlewares: [any PushMiddleware], clock: any PushClock = SystemPushClock()) {
-        stages = Stages(middlewares: middlewares, clock: clock)
+    /// - Parameter terminal: the send at the end of every run of this pipeline (a tenant's
+    ///   transport), held once by the pipeline rather than by each send.
+    public init(_ middlewares: [any PushMiddleware], clock: any PushClock = SystemPushClock(), terminal: @escaping Terminal) {
+        stages = Stages(middlewares: middlewares, clock: clock, terminal: terminal)
     }
 
     /// Runs the middlewares and the send, and calls `completion` exactly once with the outcome
     /// (possibly on a connection's event loop: it must not block).
     public func start(
-        _ notification: consuming AdmittedNotification, context: consuming PushContext, terminal: @escaping Terminal,
+        _ notification: consuming AdmittedNotification, context: consuming PushContext,
         completion: @escaping @Sendable (consuming Result<PushResult, any Error>) -> Void
     ) {
-        Run(
-            stages: stages, notification: notification, context: context, terminal: terminal, completion: completion
-        ).run(from: 0)
+        Run(stages: stages, notification: notification, context: context, completion: completion).run(from: 0)
     }
 
-    /// ``start(_:context:terminal:completion:)``, awaited (its completion is called exactly once).
-    nonisolated(nonsending) public func send(
-        _ notification: AdmittedNotification, context: PushContext, terminal: @escaping Terminal
-    ) async throws -> PushResult {
+    /// ``start(_:context:completion:)``, awaited (its completion is called exactly once).
+    nonisolated(nonsending) public func send(_ notification: AdmittedNotification, context: PushContext) async throws -> PushResult {
         try await withUnsafeThrowingContinuation { continuation in
-            start(notification, context: context, terminal: terminal) { continuation.resume(with: $0) }
+            start(notification, context: context) { continuation.resume(with: $0) }
         }
     }
 
-    /// The middlewares, the clock and the checks' deadlines.
+    /// What every run of the pipeline shares: the middlewares, the clock, the terminal and the
+    /// checks' deadlines.
     private final class Stages: Sendable {
         let middlewares: [any PushMiddleware]
         let clock: any PushClock
+        let terminal: Terminal
         let deadlines = DeadlineWatch()
 
-        init(middlewares: [any PushMiddleware], clock: any PushClock) {
+        init(middlewares: [any PushMiddleware], clock: any PushClock, terminal: @escaping Terminal) {
             self.middlewares = middlewares
             self.clock = clock
+            self.terminal = terminal
         }
 
         /// Middleware `index`'s `willSend` (`index` below `middlewares.count`).
@@ -84,25 +85,25 @@ public struct SendPipeline: Sendable {
 
     /// One send through the pipeline: everything its steps need, in one object, so that each
     /// callback on its way (the send's answer, a check's answer, the end of a wait) holds one
-    /// reference instead of a copy of each value.
+    /// reference instead of a copy of each value. What all sends share is in ``Stages``: a run
+    /// holds only its own values, which keeps it within the allocator's smallest size classes
+    /// (120 bytes: one is made for every send).
     private final class Run: Sendable {
         let stages: Stages
         let notification: AdmittedNotification
         let context: PushContext
         /// When the pipeline began (before the first `willSend`).
         let startedAt: PushInstant
-        let terminal: Terminal
         let completion: @Sendable (consuming Result<PushResult, any Error>) -> Void
 
         init(
             stages: Stages, notification: consuming AdmittedNotification, context: consuming PushContext,
-            terminal: @escaping Terminal, completion: @escaping @Sendable (consuming Result<PushResult, any Error>) -> Void
+            completion: @escaping @Sendable (consuming Result<PushResult, any Error>) -> Void
         ) {
             self.stages = stages
             self.notification = notification
             self.context = context
             self.startedAt = stages.clock.now
-            self.terminal = terminal
             self.completion = completion
         }
 
@@ -177,7 +178,7 @@ public struct SendPipeline: Sendable {
                 finish(.failure(late), ran: index)
                 return
             }
-            terminal(notification, context) { answer in
+            stages.terminal(notification, context) { answer in
                 self.answered(consume answer)
             }
         }
