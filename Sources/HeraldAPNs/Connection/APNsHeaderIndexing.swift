@@ -15,6 +15,10 @@ struct APNsHeaderIndexing {
     private var sentAPNsID = false
     private var sentExpiration = false
     private var sentCollapseID = false
+    /// The last request's `:path`, written again in place for the next: once the headers that
+    /// carried it are emptied, this holds the only reference to its storage, so no string is
+    /// allocated for a request's path (one of 74 bytes takes a 128-byte block).
+    private var path = ""
 
     init() {}
 
@@ -29,9 +33,12 @@ struct APNsHeaderIndexing {
     mutating func fill(_ headers: inout [HTTP2Header], for request: APNsRequest, host: String) {
         headers.removeAll(keepingCapacity: true)
         headers.reserveCapacity(12)
+        path.removeAll(keepingCapacity: true)
+        path += request.pathPrefix
+        path += request.pathRest
         headers.append(HTTP2Header(name: ":method", value: request.method))
         headers.append(HTTP2Header(name: ":scheme", value: "https"))
-        headers.append(HTTP2Header(name: ":path", value: request.path))
+        headers.append(HTTP2Header(name: ":path", value: path))
         headers.append(HTTP2Header(name: "host", value: host))
         if let authorization = request.authorization {
             headers.append(HTTP2Header(name: "authorization", value: authorization, indexing: .neverIndexed))

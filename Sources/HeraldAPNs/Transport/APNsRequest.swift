@@ -15,8 +15,14 @@ final class APNsRequest: Sendable {
 
     /// `:method`.
     let method: String
-    /// `:path`: `/3/device/<hex>`, `/4/broadcasts/apps/<bundle>` or `/1/apps/<bundle>/…`.
-    let path: String
+    /// `:path` (`/3/device/<hex>`, `/4/broadcasts/apps/<bundle>` or `/1/apps/<bundle>/…`) in two
+    /// parts, each a string that exists already (a constant, the device token's hex): the
+    /// connection writes them into its own buffer (``APNsHeaderIndexing``).
+    let pathPrefix: String
+    let pathRest: String
+
+    /// `:path`, joined.
+    var path: String { pathPrefix + pathRest }
     /// The request's ID, always sent (so that resends and the server's record match): in
     /// `apns-id` for a device notification, in `apns-request-id` otherwise.
     let apnsID: NotificationID
@@ -57,7 +63,7 @@ final class APNsRequest: Sendable {
     ) {
         self.isCancellable = cancellable
         self.method = "POST"
-        self.path = notification.path
+        (self.pathPrefix, self.pathRest) = notification.pathParts
         self.apnsID = apnsID
         switch notification.destination {
         case .device:
@@ -89,7 +95,8 @@ final class APNsRequest: Sendable {
     ) {
         self.isCancellable = false
         self.method = method
-        self.path = path
+        self.pathPrefix = ""
+        self.pathRest = path
         self.apnsID = requestID
         self.sendsRequestID = true
         self.channelID = channelID
@@ -108,7 +115,8 @@ final class APNsRequest: Sendable {
     /// The same request with another completion (used for the one resend after ExpiredProviderToken).
     init(copying other: APNsRequest, authorization: String?, completion: @escaping Completion) {
         self.method = other.method
-        self.path = other.path
+        self.pathPrefix = other.pathPrefix
+        self.pathRest = other.pathRest
         self.apnsID = other.apnsID
         self.sendsRequestID = other.sendsRequestID
         self.channelID = other.channelID

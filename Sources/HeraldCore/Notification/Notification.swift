@@ -123,9 +123,17 @@ public struct Notification: Sendable, Hashable {
 
     /// The `:path` of the request.
     public var path: String {
+        let (prefix, rest) = pathParts
+        return prefix + rest
+    }
+
+    /// The `:path` in two parts that are already strings: a constant prefix and the device
+    /// token's hex (or the bundle ID). A connection writes them into one buffer of its own, so
+    /// that no string is made for each request's path.
+    public var pathParts: (prefix: String, rest: String) {
         switch destination {
-        case .device(let token): return "/3/device/" + token.hex
-        case .channel: return "/4/broadcasts/apps/" + (topic ?? "")
+        case .device(let token): ("/3/device/", token.hex)
+        case .channel: ("/4/broadcasts/apps/", topic ?? "")
         }
     }
 }
