@@ -33,9 +33,10 @@ struct APNsHeaderIndexing {
     mutating func fill(_ headers: inout [HTTP2Header], for request: APNsRequest, host: String) {
         headers.removeAll(keepingCapacity: true)
         headers.reserveCapacity(12)
+        let (prefix, rest) = request.pathParts
         path.removeAll(keepingCapacity: true)
-        path += request.pathPrefix
-        path += request.pathRest
+        path += prefix
+        path += rest
         headers.append(HTTP2Header(name: ":method", value: request.method))
         headers.append(HTTP2Header(name: ":scheme", value: "https"))
         headers.append(HTTP2Header(name: ":path", value: path))

@@ -2,8 +2,8 @@ import HeraldCore
 import NIOCore
 import Synchronization
 
-/// One request on its way to APNs: the header values the connection writes, the body bytes,
-/// the deadline, and where the outcome goes. Built once by the sender; a resend after
+/// One request on its way to APNs: what the connection writes (the header values and the body
+/// bytes, read from what it carries), the deadline, and where the outcome goes. Built once by the sender; a resend after
 /// REFUSED_STREAM or GOAWAY reuses it as is (same apns-id).
 ///
 /// Three kinds share it: a notification to a device (`POST /3/device/…`, `apns-id`), a
@@ -13,35 +13,38 @@ import Synchronization
 final class APNsRequest: Sendable {
     typealias Completion = @Sendable (consuming Result<APNsResponse, APNsTransportError>) -> Void
 
-    /// `:method`.
-    let method: String
-    /// `:path` (`/3/device/<hex>`, `/4/broadcasts/apps/<bundle>` or `/1/apps/<bundle>/…`) in two
-    /// parts, each a string that exists already (a constant, the device token's hex): the
-    /// connection writes them into its own buffer (``APNsHeaderIndexing``).
-    let pathPrefix: String
-    let pathRest: String
+    /// What the request carries. A notification's header values are read from it when the
+    /// connection writes the HEADERS, not copied into the request: one request is made for every
+    /// send, and one that holds a reference and a few values stays within the allocator's
+    /// smallest size classes.
+    enum Content: Sendable {
+        /// A notification to a device or a broadcast on a channel.
+        case notification(AdmittedNotification)
+        /// A channel management call.
+        case management(Management)
+    }
 
-    /// `:path`, joined.
-    var path: String { pathPrefix + pathRest }
-    /// The request's ID, always sent (so that resends and the server's record match): in
-    /// `apns-id` for a device notification, in `apns-request-id` otherwise.
-    let apnsID: NotificationID
-    /// True when ``apnsID`` goes in `apns-request-id` (broadcasts and channel management).
-    let sendsRequestID: Bool
-    /// `apns-channel-id`.
-    let channelID: String?
-    let topic: String?
-    let pushType: String?
-    let priority: String?
-    let expiration: String?
-    let collapseID: String?
+    /// A channel management call: `method` on `path`, with `apns-request-id`, an optional
+    /// `apns-channel-id` and an optional JSON body.
+    final class Management: Sendable {
+        let method: String
+        let path: String
+        let requestID: NotificationID
+        let channelID: String?
+        let body: [UInt8]?
+
+        init(method: String, path: String, requestID: NotificationID, channelID: String?, body: [UInt8]?) {
+            self.method = method
+            self.path = path
+            self.requestID = requestID
+            self.channelID = channelID
+            self.body = body
+        }
+    }
+
+    let content: Content
     /// `bearer <jwt>` for token tenants; nil for certificate tenants.
     let authorization: String?
-    /// The body as it came (an array shares its storage: not copied here; the engine copies it
-    /// into DATA frames); nil for a request without one (`GET`, `DELETE`).
-    let payload: [UInt8]?
-    /// True when a successful answer's body is wanted (channel management reads).
-    let keepsResponseBody: Bool
     /// The request gets an answer or fails by then, queue time included.
     let deadline: NIODeadline
     /// The caller may cancel it (``cancel()``): whoever holds it then registers how to let it go.
@@ -58,79 +61,145 @@ final class APNsRequest: Sendable {
     }
 
     init(
-        notification: Notification, apnsID: NotificationID, authorization: String?, deadline: NIODeadline,
-        cancellable: Bool = false, completion: @escaping Completion
+        notification: AdmittedNotification, authorization: String?, deadline: NIODeadline, cancellable: Bool = false,
+        completion: @escaping Completion
     ) {
-        self.isCancellable = cancellable
-        self.method = "POST"
-        (self.pathPrefix, self.pathRest) = notification.pathParts
-        self.apnsID = apnsID
-        switch notification.destination {
-        case .device:
-            self.sendsRequestID = false
-            self.channelID = nil
-            self.topic = notification.topic
-        case .channel(let channel):
-            // The bundle ID is in the path; a broadcast names its channel instead of a topic.
-            self.sendsRequestID = true
-            self.channelID = channel.rawValue
-            self.topic = nil
-        }
-        self.pushType = notification.pushType.rawValue
-        self.priority = notification.priority.map { String($0.rawValue) }
-        self.expiration = notification.expiration?.headerValue
-        self.collapseID = notification.collapseID
+        self.content = .notification(notification)
         self.authorization = authorization
-        self.payload = notification.payload
-        self.keepsResponseBody = false
         self.deadline = deadline
+        self.isCancellable = cancellable
         self.completion = completion
     }
 
-    /// A channel management call: `method` on `path`, with `apns-request-id`, an optional
-    /// `apns-channel-id` and an optional JSON body.
+    /// A channel management call (``Management``).
     init(
         management method: String, path: String, requestID: NotificationID, channelID: String?, body: [UInt8]?,
         authorization: String?, deadline: NIODeadline, completion: @escaping Completion
     ) {
-        self.isCancellable = false
-        self.method = method
-        self.pathPrefix = ""
-        self.pathRest = path
-        self.apnsID = requestID
-        self.sendsRequestID = true
-        self.channelID = channelID
-        self.topic = nil
-        self.pushType = nil
-        self.priority = nil
-        self.expiration = nil
-        self.collapseID = nil
+        self.content = .management(
+            Management(method: method, path: path, requestID: requestID, channelID: channelID, body: body))
         self.authorization = authorization
-        self.payload = body
-        self.keepsResponseBody = true
         self.deadline = deadline
+        self.isCancellable = false
         self.completion = completion
     }
 
     /// The same request with another completion (used for the one resend after ExpiredProviderToken).
     init(copying other: APNsRequest, authorization: String?, completion: @escaping Completion) {
-        self.method = other.method
-        self.pathPrefix = other.pathPrefix
-        self.pathRest = other.pathRest
-        self.apnsID = other.apnsID
-        self.sendsRequestID = other.sendsRequestID
-        self.channelID = other.channelID
-        self.topic = other.topic
-        self.pushType = other.pushType
-        self.priority = other.priority
-        self.expiration = other.expiration
-        self.collapseID = other.collapseID
+        self.content = other.content
         self.authorization = authorization
-        self.payload = other.payload
-        self.keepsResponseBody = other.keepsResponseBody
         self.deadline = other.deadline
         self.isCancellable = other.isCancellable
         self.completion = completion
+    }
+
+    // MARK: The header values, read from the content
+
+    /// `:method`.
+    var method: String {
+        switch content {
+        case .notification: "POST"
+        case .management(let call): call.method
+        }
+    }
+
+    /// `:path` (`/3/device/<hex>`, `/4/broadcasts/apps/<bundle>` or `/1/apps/<bundle>/…`) in two
+    /// parts, each a string that exists already (a constant, the device token's hex): the
+    /// connection writes them into its own buffer (``APNsHeaderIndexing``).
+    var pathParts: (prefix: String, rest: String) {
+        switch content {
+        case .notification(let admitted): admitted.notification.pathParts
+        case .management(let call): ("", call.path)
+        }
+    }
+
+    /// `:path`, joined.
+    var path: String {
+        let (prefix, rest) = pathParts
+        return prefix + rest
+    }
+
+    /// The request's ID, always sent (so that resends and the server's record match): in
+    /// `apns-id` for a device notification, in `apns-request-id` otherwise.
+    var apnsID: NotificationID {
+        switch content {
+        case .notification(let admitted): admitted.id
+        case .management(let call): call.requestID
+        }
+    }
+
+    /// True when ``apnsID`` goes in `apns-request-id` (broadcasts and channel management).
+    var sendsRequestID: Bool {
+        switch content {
+        case .notification(let admitted): admitted.channelID != nil
+        case .management: true
+        }
+    }
+
+    /// `apns-channel-id`.
+    var channelID: String? {
+        switch content {
+        case .notification(let admitted): admitted.channelID?.rawValue
+        case .management(let call): call.channelID
+        }
+    }
+
+    /// `apns-topic`: a device notification's (a broadcast names its channel instead; the bundle
+    /// ID is in its path).
+    var topic: String? {
+        switch content {
+        case .notification(let admitted): admitted.channelID == nil ? admitted.notification.topic : nil
+        case .management: nil
+        }
+    }
+
+    /// `apns-push-type`.
+    var pushType: String? {
+        switch content {
+        case .notification(let admitted): admitted.pushType.rawValue
+        case .management: nil
+        }
+    }
+
+    /// `apns-priority`.
+    var priority: String? {
+        switch content {
+        case .notification(let admitted): admitted.notification.priority.map { String($0.rawValue) }
+        case .management: nil
+        }
+    }
+
+    /// `apns-expiration`.
+    var expiration: String? {
+        switch content {
+        case .notification(let admitted): admitted.notification.expiration?.headerValue
+        case .management: nil
+        }
+    }
+
+    /// `apns-collapse-id`.
+    var collapseID: String? {
+        switch content {
+        case .notification(let admitted): admitted.notification.collapseID
+        case .management: nil
+        }
+    }
+
+    /// The body as it came (an array shares its storage: not copied here; the engine copies it
+    /// into DATA frames); nil for a request without one (`GET`, `DELETE`).
+    var payload: [UInt8]? {
+        switch content {
+        case .notification(let admitted): admitted.notification.payload
+        case .management(let call): call.body
+        }
+    }
+
+    /// True when a successful answer's body is wanted (channel management reads).
+    var keepsResponseBody: Bool {
+        switch content {
+        case .notification: false
+        case .management: true
+        }
     }
 
     /// Delivers the outcome, once: whoever holds the request at that moment (the pool's queue or

@@ -399,8 +399,8 @@ public final class TenantTransport: PushTransport {
 
     private func submit(_ prepared: Prepared, authorization: String?, completion: Reply) {
         let request = APNsRequest(
-            notification: prepared.notification.notification, apnsID: prepared.notification.id, authorization: authorization,
-            deadline: prepared.deadline, cancellable: prepared.cancellation != nil
+            notification: prepared.notification, authorization: authorization, deadline: prepared.deadline,
+            cancellable: prepared.cancellation != nil
         ) { result in
             if let authorization, Self.isExpiredToken(result) {
                 self.reportExpiredToken(authorization, apnsID: prepared.notification.id, result: result, completion: completion)

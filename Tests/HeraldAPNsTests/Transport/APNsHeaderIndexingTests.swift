@@ -1,4 +1,4 @@
-import HeraldCore
+@_spi(Testing) import HeraldCore
 import NIOCore
 import HTTP2Engine
 import Testing
@@ -14,7 +14,8 @@ struct APNsHeaderIndexingTests {
             collapseID: collapseID, payload: Array(#"{"aps":{"alert":"hi"}}"#.utf8))
         var ids = NotificationIDGenerator()
         return APNsRequest(
-            notification: note, apnsID: ids.nextID(), authorization: authorization, deadline: .now() + .seconds(5)
+            notification: AdmittedNotification(unchecked: note, id: ids.nextID(), environment: .production),
+            authorization: authorization, deadline: .now() + .seconds(5)
         ) { _ in }
     }
 
