@@ -113,12 +113,6 @@ final class APNsRequest: Sendable {
         }
     }
 
-    /// `:path`, joined.
-    var path: String {
-        let (prefix, rest) = pathParts
-        return prefix + rest
-    }
-
     /// The request's ID, always sent (so that resends and the server's record match): in
     /// `apns-id` for a device notification, in `apns-request-id` otherwise.
     var apnsID: NotificationID {
