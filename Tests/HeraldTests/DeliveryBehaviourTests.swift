@@ -84,20 +84,20 @@ enum DeliveryRun {
     }
 }
 
-@Suite("Delivery: a 10,000-token batch across an outage that outlasts the circuit's probes", .serialized)
+@Suite("Delivery: a 5,000-token batch across an outage that outlasts the circuit's probes", .serialized)
 struct DeliveryOutageTests {
     @Test func everyDeviceGetsItExactlyOnce() async throws {
         try await withSandboxRig { rig in
             let tenant = try DeliveryRun.tenant(rig, "acme")
             await rig.router.install([tenant])
-            let count = 10_000
+            let count = 5_000
             let job = try await DeliveryRun.createJob(rig, tenant: tenant.id, id: "outage", count: count, seed: 1_000_000)
             let runner = DeliveryRun.runner(rig)
             async let running: Void = runner.run()
             // The outage begins once the batch is under way and ends once the circuit opened and
             // two of its probes failed (it opened three times), with items waiting for their
             // retries: the circuit held the sends back, the probes' backoff grew, the retries wait.
-            while rig.sandbox.requests.count < 2_000 { try await Task.sleep(for: .milliseconds(20)) }
+            while rig.sandbox.requests.count < 1_000 { try await Task.sleep(for: .milliseconds(20)) }
             rig.sandbox.setFaults(SandboxFaults(outages: [SandboxOutage(start: Date(), duration: 3600)]))
             let ended = PushInstant.now.advanced(by: .seconds(600))
             func openings() -> Int { rig.router.circuits.statuses(now: .now).map(\.openings).max() ?? 0 }
@@ -201,11 +201,11 @@ struct DeliveryLocalTests {
     @Test func theRateLimitDefersNeverFails() async throws {
         try await withSandboxRig { rig in
             let limit = PluginConfiguration(
-                name: "rate-limit", options: .object([("per_second", .int(200)), ("burst", .int(1))]),
+                name: "rate-limit", options: .object([("per_second", .int(500)), ("burst", .int(1))]),
                 location: SourceLocation(file: "tenants/acme.yaml", line: 1, column: 1))
             let tenant = try DeliveryRun.tenant(rig, "acme", plugins: [limit])
             await rig.router.install([tenant])
-            let count = 2_000
+            let count = 1_000
             let job = try await DeliveryRun.createJob(rig, tenant: tenant.id, id: "limited", count: count, seed: 5_000_000)
             let runner = DeliveryRun.runner(rig)
             let start = PushInstant.now
@@ -217,9 +217,9 @@ struct DeliveryLocalTests {
 
             #expect(progress.sent == count && progress.failed == 0, "\(progress)")
             #expect(DeliveryRun.byDevice(rig).values.allSatisfy { $0.count == 1 }, "each sent once")
-            // 2,000 at 200 a second cannot take less than about 10 seconds (a lower bound only).
-            #expect(elapsed >= .seconds(9), "\(elapsed)")
-            print("rate limit 200/s, 2,000 tokens: \(elapsed)")
+            // 1,000 at 500 a second cannot take less than about 2 seconds (a lower bound only).
+            #expect(elapsed >= .seconds(1.9), "\(elapsed)")
+            print("rate limit 500/s, 1,000 tokens: \(elapsed)")
         }
     }
 
