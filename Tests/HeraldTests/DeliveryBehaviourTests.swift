@@ -126,13 +126,13 @@ struct DeliveryOutageTests {
     }
 }
 
-@Suite("Delivery: 5,000 tokens with 20% 500/503", .serialized)
+@Suite("Delivery: 2,500 tokens with 20% 500/503", .serialized)
 struct DeliveryServerErrorTests {
     @Test func allDeliveredOnceWithTheirOwnApnsID() async throws {
         try await withSandboxRig(configure: { $0.faults = SandboxFaults(seed: 7, fraction500: 0.1, fraction503: 0.1) }) { rig in
             let tenant = try DeliveryRun.tenant(rig, "acme")
             await rig.router.install([tenant])
-            let count = 5_000
+            let count = 2_500
             let (job, progress) = try await DeliveryRun.run(
                 rig, tenant: tenant.id, id: "errors", count: count, seed: 2_000_000)
 
