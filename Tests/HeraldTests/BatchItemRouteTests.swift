@@ -2,6 +2,7 @@ import Foundation
 @testable import Herald
 import HeraldCore
 import HeraldStore
+import Logging
 import Testing
 
 @Suite("Batch item routes")
@@ -20,7 +21,7 @@ struct BatchItemRouteTests {
         tenant.delivery.circuit.failureThreshold = 7
         await router.install([tenant])
         let job = try Self.job("route", environment: nil)
-        let routes = BatchItemDelivery.Routes()
+        let routes = BatchItemDelivery.Routes(logger: Logger(label: "test.routes"))
 
         let first = try #require(router.runtime(for: job.tenant))
         let route = routes.route(for: first, job: job)
@@ -42,11 +43,11 @@ struct BatchItemRouteTests {
 
         // A job that names its environment keeps it; one without an endpoint there has no circuit.
         let production = try Self.job("route", environment: .production)
-        #expect(BatchItemDelivery.Route(runtime: second, job: production).circuitKey?.endpoint == APNsEndpoint.production.url)
+        #expect(BatchItemDelivery.Route(runtime: second, job: production, logger: routes.logger).circuitKey?.endpoint == APNsEndpoint.production.url)
         tenant.endpoints.production = nil
         try await router.replace(tenant: tenant)
         let third = try #require(router.runtime(for: job.tenant))
-        #expect(BatchItemDelivery.Route(runtime: third, job: production).circuitKey == nil)
+        #expect(BatchItemDelivery.Route(runtime: third, job: production, logger: routes.logger).circuitKey == nil)
         await router.shutdown()
     }
 }

@@ -9,13 +9,14 @@ import Synchronization
 /// for the store (``HeraldStore/JobItemChange``) that the job runner writes with its chunk's
 /// commit group (``OutcomeGroups``).
 ///
-/// The job runner calls ``deliver(_:of:marks:routes:logger:)`` for each item it claimed, once a tenant
-/// permit is free, or ``start(_:of:routes:leaseChecked:logger:completion:)`` when it sends the job by callback;
+/// The job runner calls ``deliver(_:of:marks:routes:)`` for each item it claimed, once a tenant
+/// permit is free, or ``start(_:of:routes:leaseChecked:completion:)`` when it sends the job by callback;
 /// both run the same checks before the send (`prepare`) and the same decisions after it
 /// (`finish`). The decisions are the policy's values (``HeraldCore/DeliveryOutcome``,
 /// ``HeraldCore/ResendRule``, the same rule the router resends single sends by,
-/// ``CircuitBreaker``); this type only runs them.
-struct BatchItemDelivery: Sendable {
+/// ``CircuitBreaker``); this type only runs them. One object for the job runner, which each
+/// send's end refers to.
+final class BatchItemDelivery: Sendable {
     let router: Router
     /// Draws the backoff's jitter.
     let random: @Sendable (ClosedRange<Double>) -> Double
@@ -26,7 +27,13 @@ struct BatchItemDelivery: Sendable {
     /// before the send, that no other claimant took the item's lease (no other process claims
     /// from this store). On a shared store (PostgreSQL) an at-least-once item gets that check
     /// alone, read without a write (``WireMarks/check(_:)``); an at-most-once item is marked.
-    var exclusiveStore: Bool = false
+    let exclusiveStore: Bool
+
+    init(router: Router, random: @escaping @Sendable (ClosedRange<Double>) -> Double, exclusiveStore: Bool = false) {
+        self.router = router
+        self.random = random
+        self.exclusiveStore = exclusiveStore
+    }
 
     /// What became of the attempt.
     enum Step: Sendable, Equatable {
@@ -42,13 +49,15 @@ struct BatchItemDelivery: Sendable {
 
     /// What every item of one job shares while its tenant's runtime stays the same: the
     /// delivery policy and the circuit key of the job's environment (resolved once, not per
-    /// item: the key's endpoint URL is a string built from the endpoint).
-    struct Route: Sendable {
+    /// item: the key's endpoint URL is a string built from the endpoint), and the job's logger.
+    /// One object, which an item's ``Attempt`` refers to rather than copying its values.
+    final class Route: Sendable {
         let runtime: TenantRuntime
         let policy: DeliveryPolicy
         let circuitKey: DeliveryCircuits.Key?
+        let logger: Logger
 
-        init(runtime: TenantRuntime, job: Job) {
+        init(runtime: TenantRuntime, job: Job, logger: Logger) {
             self.runtime = runtime
             let tenant = runtime.configuration
             policy = tenant.delivery
@@ -56,6 +65,7 @@ struct BatchItemDelivery: Sendable {
             circuitKey = tenant.endpoints.endpoint(for: environment).map {
                 DeliveryCircuits.Key(tenant: job.tenant, endpoint: $0.url)
             }
+            self.logger = logger
         }
     }
 
@@ -64,12 +74,16 @@ struct BatchItemDelivery: Sendable {
     /// single send does, and gets the policy and circuit of that runtime.
     final class Routes: Sendable {
         private let current = Mutex<Route?>(nil)
+        /// The job run's logger, which each route carries.
+        let logger: Logger
 
-        init() {}
+        init(logger: Logger) {
+            self.logger = logger
+        }
 
         func route(for runtime: TenantRuntime, job: Job) -> Route {
             if let route = current.withLock({ $0 }), route.runtime === runtime { return route }
-            let route = Route(runtime: runtime, job: job)
+            let route = Route(runtime: runtime, job: job, logger: logger)
             current.withLock { $0 = route }
             return route
         }
@@ -78,14 +92,14 @@ struct BatchItemDelivery: Sendable {
     /// - Parameters:
     ///   - marks: marks the item on the wire, durably, right before its request is written.
     ///   - routes: the job's routes (one per job run, shared by its send tasks).
-    nonisolated(nonsending) func deliver(_ item: JobItem, of job: Job, marks: WireMarks, routes: Routes, logger: Logger) async -> Step {
+    nonisolated(nonsending) func deliver(_ item: JobItem, of job: Job, marks: WireMarks, routes: Routes) async -> Step {
         guard let runtime = router.runtime(for: job.tenant) else { return .pause }
         let attempt: Attempt
-        switch prepare(item, of: job, route: routes.route(for: runtime, job: job), logger: logger) {
+        switch prepare(item, route: routes.route(for: runtime, job: job)) {
         case .step(let step): return step
         case .send(let ready): attempt = ready
         }
-        let (policy, key, probe) = (attempt.policy, attempt.key, attempt.probe)
+        let (policy, key, probe, logger) = (attempt.route.policy, attempt.route.circuitKey, attempt.probe, attempt.route.logger)
 
         do {
             let marked: Bool
@@ -115,10 +129,10 @@ struct BatchItemDelivery: Sendable {
         } catch {
             outcome = .failure(error)
         }
-        return finish(attempt, of: job, outcome: outcome, logger: logger)
+        return finish(attempt, outcome: outcome)
     }
 
-    /// ``deliver(_:of:marks:routes:logger:)`` without a task, for an at-least-once item whose
+    /// ``deliver(_:of:marks:routes:)`` without a task, for an at-least-once item whose
     /// send needs no wire mark: on a store this process has to itself, or on a shared store when
     /// the caller has just checked that the item's lease is still its claimant's
     /// (`leaseChecked`: the job runner checks a group of items in one read before it starts
@@ -126,19 +140,22 @@ struct BatchItemDelivery: Sendable {
     /// (``Router/startSend(tenant:notification:environment:deadline:retries:completion:)``).
     /// - Returns: false, having done nothing, when the item needs the `async` form.
     func start(
-        _ item: JobItem, of job: Job, routes: Routes, leaseChecked: Bool = false, logger: Logger,
+        _ item: JobItem, of job: Job, routes: Routes, leaseChecked: Bool = false,
         completion: @escaping @Sendable (consuming Step) -> Void
     ) -> Bool {
         guard exclusiveStore || leaseChecked, let runtime = router.runtime(for: job.tenant) else { return false }
         let route = routes.route(for: runtime, job: job)
         guard route.policy.guarantee == .atLeastOnce else { return false }
-        switch prepare(item, of: job, route: route, logger: logger) {
+        switch prepare(item, route: route) {
         case .step(let step):
             completion(step)
         case .send(let attempt):
+            // The send's end holds this object, the attempt and the completion: 112 bytes with
+            // the closure's header, a block from the allocator's fast lists (up to 120 bytes),
+            // made and freed for every item.
             router.startSend(tenant: job.tenant, notification: item.notification, environment: job.environment, retries: false) {
                 outcome in
-                completion(self.finish(attempt, of: job, outcome: outcome, logger: logger))
+                completion(self.finish(attempt, outcome: outcome))
             }
         }
         return true
@@ -151,14 +168,19 @@ struct BatchItemDelivery: Sendable {
         /// The attempts before this one.
         let attempts: Int
         let apnsID: NotificationID?
-        let policy: DeliveryPolicy
-        /// The circuit it went through, and whether it is that circuit's probe.
-        let key: DeliveryCircuits.Key?
+        /// Whether it is its circuit's probe (declared here, it takes a byte the id leaves free).
         let probe: Bool
+        /// The job's route when the item was prepared: its policy, circuit, usage and logger.
+        let route: Route
         let firstAttempt: Date
-        let giveUpAt: Date
+
+        var policy: DeliveryPolicy { route.policy }
+        /// The circuit it went through.
+        var key: DeliveryCircuits.Key? { route.circuitKey }
+        /// When its transient failures stop being sent again (`max_retry_duration` from its first attempt).
+        var giveUpAt: Date { firstAttempt.addingTimeInterval(route.policy.maxRetryDuration.secondsValue) }
         /// The tenant's usage, which counts the item's final outcome.
-        let usage: UsageMeter.Tally
+        var usage: UsageMeter.Tally { route.runtime.usage }
     }
 
     enum Preparation: Sendable {
@@ -168,7 +190,7 @@ struct BatchItemDelivery: Sendable {
     }
 
     /// Everything before the send: an at-most-once item found on the wire, the expiry, the circuit.
-    private func prepare(_ item: JobItem, of job: Job, route: Route, logger: Logger) -> Preparation {
+    private func prepare(_ item: JobItem, route: Route) -> Preparation {
         let clock = router.configuration.clock
         let policy = route.policy
         let now = clock.date
@@ -215,21 +237,21 @@ struct BatchItemDelivery: Sendable {
                 }
                 return .step(
                     deferItem(
-                        item.index, of: job,
-                        JobItemRetry(attempts: item.attempts, firstAttemptAt: firstAttempt, nextAttemptAt: next, lastError: lastError),
-                        logger: logger))
+                        item.index,
+                        JobItemRetry(attempts: item.attempts, firstAttemptAt: firstAttempt, nextAttemptAt: next, lastError: lastError)))
             }
         }
         return .send(
             Attempt(
-                index: item.index, attempts: item.attempts, apnsID: item.notification.id, policy: policy, key: key, probe: probe,
-                firstAttempt: firstAttempt, giveUpAt: giveUpAt, usage: route.runtime.usage))
+                index: item.index, attempts: item.attempts, apnsID: item.notification.id, probe: probe, route: route,
+                firstAttempt: firstAttempt))
     }
 
     /// Everything after the send: the circuit's record, then the item's outcome or next attempt.
-    private func finish(_ attempt: Attempt, of job: Job, outcome sent: Result<PushResult, any Error>, logger: Logger) -> Step {
+    private func finish(_ attempt: Attempt, outcome sent: Result<PushResult, any Error>) -> Step {
         let clock = router.configuration.clock
         let (policy, key, probe, firstAttempt, giveUpAt) = (attempt.policy, attempt.key, attempt.probe, attempt.firstAttempt, attempt.giveUpAt)
+        let logger = attempt.route.logger
         let index = attempt.index
         let attempts = attempt.attempts + 1
         let outcome: DeliveryOutcome
@@ -275,9 +297,7 @@ struct BatchItemDelivery: Sendable {
                     usage: attempt.usage)
             }
             return deferItem(
-                index, of: job,
-                JobItemRetry(attempts: attempts, firstAttemptAt: firstAttempt, nextAttemptAt: next, lastError: reason),
-                logger: logger)
+                index, JobItemRetry(attempts: attempts, firstAttemptAt: firstAttempt, nextAttemptAt: next, lastError: reason))
 
         case .unknown:
             return record(
@@ -290,11 +310,10 @@ struct BatchItemDelivery: Sendable {
         case .deferred(let wait):
             // Not the notification's fault and nothing was sent: no attempt counted, never failed.
             return deferItem(
-                index, of: job,
+                index,
                 JobItemRetry(
                     attempts: attempt.attempts, firstAttemptAt: firstAttempt,
-                    nextAttemptAt: finished.addingTimeInterval(wait.secondsValue), lastError: Self.reason(outcome)),
-                logger: logger)
+                    nextAttemptAt: finished.addingTimeInterval(wait.secondsValue), lastError: Self.reason(outcome)))
         }
     }
 
@@ -331,7 +350,7 @@ struct BatchItemDelivery: Sendable {
         return .write(JobItemChange(index: index, change: .outcome(result)))
     }
 
-    private func deferItem(_ index: Int, of job: Job, _ retry: JobItemRetry, logger: Logger) -> Step {
+    private func deferItem(_ index: Int, _ retry: JobItemRetry) -> Step {
         .write(JobItemChange(index: index, change: .retry(retry)))
     }
 }

@@ -88,7 +88,7 @@ struct JobRun: Sendable {
         // Nor does it wait for retries not due yet: the job's run ends.
         let feed = JobFeed(
             marks: WireMarks(store: store, tenant: job.tenant, job: job.id, claimant: claimant, clock: clock),
-            routes: BatchItemDelivery.Routes(),
+            routes: BatchItemDelivery.Routes(logger: logger),
             stopped: {
                 outcomes.endWatch()
                 retryWait.end()
@@ -121,7 +121,7 @@ struct JobRun: Sendable {
                             logger: logger
                         ).send(feed, outcomes: outcomes, permits: permits)
                     } else {
-                        await JobSendTasks(job: job, delivery: delivery, state: state, logger: logger)
+                        await JobSendTasks(job: job, delivery: delivery, state: state)
                             .send(feed, outcomes: outcomes, permits: permits, tasks: senders)
                     }
                     outcomes.close()

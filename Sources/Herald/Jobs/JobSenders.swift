@@ -46,7 +46,6 @@ struct JobSendTasks: Sendable {
     let job: Job
     let delivery: BatchItemDelivery
     let state: JobRunnerState
-    let logger: Logger
 
     /// Runs `tasks` send tasks; returns when they all ended.
     func send(_ feed: JobFeed, outcomes: OutcomeGroups, permits pool: PermitPool, tasks: Int) async {
@@ -83,7 +82,7 @@ struct JobSendTasks: Sendable {
                 return
             }
             state.adjust { $0.itemsInFlight += 1 } peak: { $0.peakItemsInFlight = max($0.peakItemsInFlight, $0.itemsInFlight) }
-            let step = await delivery.deliver(item, of: job, marks: feed.marks, routes: feed.routes, logger: logger)
+            let step = await delivery.deliver(item, of: job, marks: feed.marks, routes: feed.routes)
             state.adjust { $0.itemsInFlight -= 1 } peak: { _ in }
             pool.release()
             guard JobSenders.hand(step, watched: retry, to: outcomes, feed: feed) else { return }
@@ -93,7 +92,7 @@ struct JobSendTasks: Sendable {
 
 /// A job's sends without a task each: one driving task takes the feed's items, a slot of the
 /// job's commit groups and a tenant permit each, as ``JobSendTasks`` does, and starts each send
-/// with ``BatchItemDelivery/start(_:of:routes:leaseChecked:logger:completion:)``; the send's end
+/// with ``BatchItemDelivery/start(_:of:routes:leaseChecked:completion:)``; the send's end
 /// (on a connection's event loop) frees the permit, hands the step to the writer and the item
 /// back to the feed — for all the sends that end in one pass of that loop together
 /// (``LoopTickGathering``). The task waits only for an item, a slot or permits; it takes up to
@@ -215,9 +214,9 @@ struct JobCallbackSender: Sendable {
                 state.adjust { $0.itemsInFlight += 1 } peak: { $0.peakItemsInFlight = max($0.peakItemsInFlight, $0.itemsInFlight) }
                 started.begin()
                 let end = retry ? endRetry : endFresh
-                if !delivery.start(item, of: job, routes: feed.routes, leaseChecked: leases != nil, logger: logger, completion: end) {
+                if !delivery.start(item, of: job, routes: feed.routes, leaseChecked: leases != nil, completion: end) {
                     asyncSends.addTask {
-                        end(await delivery.deliver(item, of: job, marks: feed.marks, routes: feed.routes, logger: logger))
+                        end(await delivery.deliver(item, of: job, marks: feed.marks, routes: feed.routes))
                     }
                 }
             }
