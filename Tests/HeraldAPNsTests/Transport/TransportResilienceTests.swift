@@ -115,9 +115,11 @@ struct TransportResilienceTests {
             #expect(harness.sandbox.connectionCount == 2, "the pool's limit is two connections")
             #expect(secondCarried >= 100, "the second connection carried \(secondCarried) of \(sent)")
             // Once both are ready a request goes to the one carrying fewer: the last round is
-            // shared, not left to the first connection's 1,000 streams.
+            // shared, not left to the first connection's 1,000 streams. Not evenly: while the
+            // whole suite runs, one connection's event loop can wait for a core, keep its streams
+            // longer and so be given fewer.
             let onFirst = lastRound.filter { $0.connectionID == first }.count
-            #expect(onFirst >= lastRound.count / 5 && onFirst <= lastRound.count * 4 / 5, "\(onFirst) of \(lastRound.count) on the first connection")
+            #expect(onFirst >= lastRound.count / 10 && onFirst <= lastRound.count * 9 / 10, "\(onFirst) of \(lastRound.count) on the first connection")
             await transport.close()
             harness.expectCleanAudit()
         }
