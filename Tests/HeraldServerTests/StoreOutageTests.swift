@@ -167,10 +167,15 @@ struct StoreOutageTests {
                     let sentBefore = world.sandbox.requests.filter(\.processed).count
                     #expect(sentBefore < tokens.count, "the job ended before the store went silent: nothing to check")
 
-                    // The next start (the same claimant, the store answering) sends the rest.
+                    // The next start (the same claimant, the store answering) sends the rest, once
+                    // it takes the stopped instance for dead: that one could not say it stopped
+                    // (its store was silent), and no other instance runs beside this one, so a
+                    // short heartbeat timeout risks nothing here.
                     proxy.silent = false
                     proxy.cutConnections()
-                    try await LiveServer.with(ClusterTests.options(world, settings: direct, rescan: .milliseconds(200))) {
+                    var next = ClusterTests.options(world, settings: direct, rescan: .milliseconds(200))
+                    next.heartbeat = .init(interval: .milliseconds(200), timeout: .seconds(2))
+                    try await LiveServer.with(next) {
                         live in
                         let job = try await live.client().waitForJob("shutdown-1", key: acme.apiKey)
                         #expect(job["state"] as? String == "finished", "\(job)")
