@@ -178,7 +178,7 @@ final class BatchItemDelivery: Sendable {
         /// The circuit it went through.
         var key: DeliveryCircuits.Key? { route.circuitKey }
         /// When its transient failures stop being sent again (`max_retry_duration` from its first attempt).
-        var giveUpAt: Date { firstAttempt.addingTimeInterval(route.policy.maxRetryDuration.secondsValue) }
+        var giveUpAt: Date { route.policy.retryDeadline(firstAttempt: firstAttempt) }
         /// The tenant's usage, which counts the item's final outcome.
         var usage: UsageMeter.Tally { route.runtime.usage }
     }
@@ -207,7 +207,7 @@ final class BatchItemDelivery: Sendable {
                     apnsID: item.notification.id, finishedAt: now, attempts: max(item.attempts, 1)), usage: route.runtime.usage))
         }
         let firstAttempt = item.firstAttemptAt ?? now
-        let giveUpAt = firstAttempt.addingTimeInterval(policy.maxRetryDuration.secondsValue)
+        let giveUpAt = policy.retryDeadline(firstAttempt: firstAttempt)
 
         if case .at(let seconds)? = item.notification.expiration, Double(seconds) < now.timeIntervalSince1970 {
             return .step(record(

@@ -53,6 +53,13 @@ public struct DeliveryPolicy: Sendable, Hashable {
         self.circuit = circuit
     }
 
+    /// When a batch item first attempted at `firstAttempt` stops being retried:
+    /// ``maxRetryDuration`` later (a transient failure after it, or a wait that would end after
+    /// it, fails the item with `RetryTimeExceeded`).
+    public func retryDeadline(firstAttempt: Date) -> Date {
+        firstAttempt.addingTimeInterval(maxRetryDuration.secondsValue)
+    }
+
     /// The backoff of a batch item's retries.
     public var backoff: ExponentialBackoff {
         ExponentialBackoff(initial: initialBackoff, maximum: maxBackoff, jitter: jitter)
