@@ -28,23 +28,11 @@ import Testing
 @Suite("Three instances on PostgreSQL: one killed mid-batch")
 struct ClusterKillTests {
     /// Device tokens in the batch: `HERALD_CLUSTER_KILL_TOKENS` (100 to 1,000,000), else 2,000.
-    static let total: Int = {
-        guard let raw = ProcessInfo.processInfo.environment["HERALD_CLUSTER_KILL_TOKENS"], !raw.isEmpty else { return 2_000 }
-        guard let count = Int(raw), (100...1_000_000).contains(count) else {
-            Issue.record("HERALD_CLUSTER_KILL_TOKENS must be a whole number from 100 to 1000000, not \(raw)")
-            return 2_000
-        }
-        return count
-    }()
+    static let total = FullSizeRun.count("HERALD_CLUSTER_KILL_TOKENS", standard: 2_000, range: 100...1_000_000)
 
     /// The `herald` binary the three children run: `HERALD_CLUSTER_KILL_BINARY`, else the debug
     /// build next to the tests.
-    static let binary: String? = {
-        if let path = ProcessInfo.processInfo.environment["HERALD_CLUSTER_KILL_BINARY"], !path.isEmpty {
-            return FileManager.default.isExecutableFile(atPath: path) ? path : nil
-        }
-        return CrashResumeTests.heraldBinary
-    }()
+    static let binary = FullSizeRun.binary("HERALD_CLUSTER_KILL_BINARY")
     /// `jobs.concurrency_per_tenant`: the most items one instance has on the wire at once.
     static let concurrency = 16
     /// The children's admin token (a test value), for `GET /admin/instances`.
