@@ -54,10 +54,9 @@ struct TransportResilienceTests {
     }
 
     /// How many connections carried the requests the sandbox recorded: the ones the transport
-    /// sent on. The sandbox's `connectionCount` takes in every h2 connection made to its port; in
-    /// one of several full runs of the test suite it counted two for a pool of one connection,
-    /// which no run of this suite alone has shown. These checks are about where the pool sends,
-    /// so they count the record, and the pool's own count of its connections.
+    /// sent on. The sandbox's `connectionCount` takes in every h2 connection made to its port,
+    /// whoever made it; these checks are about where the pool sends, so they count the record,
+    /// and the pool's own count of its connections.
     func connectionsSentOn(_ harness: SandboxHarness) -> Int {
         Set(harness.sandbox.requests.map(\.connectionID)).count
     }
