@@ -151,12 +151,24 @@ struct JobRunnerBoundsTests {
             try await base.jobs(tenant: tenant, states: states, limit: limit, after: after)
         }
         func unfinishedJobs(perTenant: Int) async throws -> [Job] {
-            listings.withLock { $0 += 1 }
+            let silent = listings.withLock { listings -> Bool in
+                listings.calls += 1
+                return listings.silent
+            }
+            if silent {
+                // A store that never answers: only a cancellation ends the call.
+                defer { listings.withLock { $0.givenUp += 1 } }
+                try await Task.sleep(for: .seconds(24 * 3600))
+            }
             return try await base.unfinishedJobs(perTenant: perTenant)
         }
         /// Calls of `unfinishedJobs` (each scan of the runner lists the unfinished jobs once).
-        var jobListings: Int { listings.withLock { $0 } }
-        private let listings = Mutex(0)
+        var jobListings: Int { listings.withLock { $0.calls } }
+        /// While set, `unfinishedJobs` never answers (until its caller gives it up).
+        func silenceListings(_ silent: Bool) { listings.withLock { $0.silent = silent } }
+        /// Silent listings that ended (cancelled by their caller).
+        var listingsGivenUp: Int { listings.withLock { $0.givenUp } }
+        private let listings = Mutex<(calls: Int, silent: Bool, givenUp: Int)>((0, false, 0))
         func updateJob(tenant: TenantID, id: JobID, state: JobState, at: Date) async throws -> Bool {
             try await base.updateJob(tenant: tenant, id: id, state: state, at: at)
         }
@@ -307,6 +319,26 @@ struct JobRunnerBoundsTests {
         #expect(statistics.peakClaimedItemsHeld <= 2 * (10 + 4 + 4), "claimed items in memory: \(statistics.peakClaimedItemsHeld)")
         #expect(statistics.peakActiveJobs <= 2, "jobs worked on at once: \(statistics.peakActiveJobs)")
         #expect(statistics.peakItemsInFlight >= 1 && statistics.itemsInFlight == 0 && statistics.sendTasks == 0)
+    }
+
+    /// A scan's listing that the store never answers (a query the PostgreSQL client lost waits
+    /// out `call_timeout`) is given up at the stop: the run returns while the call still waits.
+    @Test("a stop does not wait for a scan's listing that the store never answers", .timeLimit(.minutes(1)))
+    func stopGivesUpASilentListing() async throws {
+        let store = FlakyStore(try Fixtures.store())
+        store.silenceListings(true)
+        let router = try Fixtures.router(transports: CountingTransport(), store: store, clock: SystemPushClock())
+        await router.install([Fixtures.tenant("acme")])
+        var configuration = JobRunnerConfiguration()
+        configuration.rescanInterval = .seconds(3600)
+        let runner = JobRunner(router: router, store: store, configuration: configuration)
+        async let running: Void = runner.run()
+        try await Self.eventually("the first scan lists the unfinished jobs") { store.jobListings == 1 }
+        #expect(store.listingsGivenUp == 0)
+        runner.stop()
+        await running
+        #expect(store.listingsGivenUp == 1, "the listing was cancelled, not answered")
+        await router.shutdown()
     }
 
     @Test("a failed outcome write stops the job's sends at once; the job resumes later and finishes")

@@ -96,6 +96,63 @@ struct WebhookSafetyTests {
         Issue.record("timed out waiting until \(what)")
     }
 
+    /// The store's outbox, whose claims of due deliveries never answer while `silent` is set
+    /// (until their caller gives them up).
+    final class SilentClaims: WebhookOutboxStore, JobEndLedger {
+        let base: SQLitePushStore
+        private let state = Mutex<(silent: Bool, waiting: Int, givenUp: Int)>((true, 0, 0))
+
+        init(_ base: SQLitePushStore) { self.base = base }
+
+        /// Claims waiting now, and the ones that ended by cancellation.
+        var waiting: Int { state.withLock { $0.waiting } }
+        var givenUp: Int { state.withLock { $0.givenUp } }
+
+        func claimDueWebhooks(now: Date, claimUntil: Date, limit: Int) async throws -> [OutboxWebhook] {
+            guard state.withLock({ $0.silent }) else {
+                return try await base.claimDueWebhooks(now: now, claimUntil: claimUntil, limit: limit)
+            }
+            state.withLock { $0.waiting += 1 }
+            defer { state.withLock { ($0.waiting, $0.givenUp) = ($0.waiting - 1, $0.givenUp + 1) } }
+            try await Task.sleep(for: .seconds(24 * 3600))
+            return []
+        }
+        func enqueueWebhooks(_ webhooks: [OutboxWebhook]) async throws { try await base.enqueueWebhooks(webhooks) }
+        func removeWebhook(id: Int64) async throws { try await base.removeWebhook(id: id) }
+        func rescheduleWebhook(id: Int64, attempt: Int, backoff: Duration, nextAttemptAt: Date) async throws {
+            try await base.rescheduleWebhook(id: id, attempt: attempt, backoff: backoff, nextAttemptAt: nextAttemptAt)
+        }
+        func releaseWebhookClaims() async throws -> Int { try await base.releaseWebhookClaims() }
+        func outboxCounts() async throws -> [TenantID: Int] { try await base.outboxCounts() }
+        func recordJobEnd(tenant: TenantID, job: JobID, webhook: OutboxWebhook?, at: Date) async throws -> Bool {
+            try await base.recordJobEnd(tenant: tenant, job: job, webhook: webhook, at: at)
+        }
+        func untoldJobEnds(endedBefore: Date, limit: Int) async throws -> [Job] {
+            try await base.untoldJobEnds(endedBefore: endedBefore, limit: limit)
+        }
+    }
+
+    /// A read of the outbox that the store never answers is given up at the stop, not after the
+    /// grace for posts in flight (an hour here): the run returns while the call still waits.
+    @Test("a stop does not wait for an outbox read that the store never answers", .timeLimit(.minutes(1)))
+    func stopGivesUpASilentRead() async throws {
+        let store = SilentClaims(try Fixtures.store())
+        var configuration = WebhookOutbox.Configuration()
+        configuration.pollInterval = .milliseconds(1)
+        configuration.shutdownGrace = .seconds(3600)
+        let outbox = WebhookOutbox(store: store, sender: ScriptedSender(), configuration: configuration)
+        try await outbox.prepare()
+        try await outbox.enqueue(
+            Self.request("https://hooks.example/x", allowPrivate: false), tenant: Self.tenant, attempts: 1,
+            initialBackoff: .milliseconds(1))
+        async let running: Void = outbox.run()
+        try await Self.eventually("the outbox claims its due deliveries") { store.waiting == 1 }
+        outbox.stop()
+        await running
+        #expect(store.givenUp == 1 && store.waiting == 0, "the claim was cancelled, not answered")
+        #expect(try await store.outboxCounts()[Self.tenant] == 1, "the delivery stays for the next start")
+    }
+
     @Test("a storm of deliveries is rows, posted by a fixed number of senders, bounded per tenant")
     func boundedOutbox() async throws {
         let store = try Fixtures.store()

@@ -25,6 +25,9 @@ public struct InstanceHeartbeat: Sendable {
         public var interval: Duration = .seconds(5)
         /// An instance whose last heartbeat is older than this is taken for dead.
         public var timeout: Duration = .seconds(30)
+        /// The longest ``InstanceHeartbeat/deregister()`` waits for the store at a graceful stop;
+        /// past it, the row ends by ``timeout`` and others then take the leases it still holds.
+        public var deregisterLimit: Duration = .seconds(5)
 
         public init(interval: Duration = .seconds(5), timeout: Duration = .seconds(30)) {
             self.interval = interval
@@ -124,10 +127,20 @@ public struct InstanceHeartbeat: Sendable {
 
     /// At a graceful stop (after the job runner stopped): releases the leases this instance
     /// still holds (claimed, not sent) and removes its row, so that others take its items at once.
+    /// Bounded by ``Configuration/deregisterLimit``: a store that lost the call (a connection cut
+    /// as the call went out) would otherwise hold the stop up for its whole call timeout.
     public func deregister() async {
+        let (registry, instance, limit) = (self.registry, self.instance, configuration.deregisterLimit)
         do {
-            let released = try await registry.releaseLeases(heldBy: instance.claimant)
-            try await registry.removeInstance(id: instance.id)
+            // On the system's clock, not the heartbeat's: what loses a call is the network.
+            let released = try await StoreDeadline().run(
+                limit: limit,
+                timeout: { StoreError.timedOut("the store did not answer within \(Int((limit.secondsValue * 1000).rounded())) ms") }
+            ) {
+                let released = try await registry.releaseLeases(heldBy: instance.claimant)
+                try await registry.removeInstance(id: instance.id)
+                return released
+            }
             logger.info("instance deregistered", metadata: ["herald.released": "\(released)"])
         } catch {
             logger.warning("cannot deregister this instance (its row ends by timeout)", metadata: ["herald.error": "\(error)"])

@@ -185,7 +185,9 @@ public final class JobRunner: Sendable {
                     case .stored(let tenant, let id):
                         guard self.router.runtime(for: tenant) != nil else { continue }
                         do {
-                            if let job = try await self.store.job(tenant: tenant, id: id), !job.state.isFinal {
+                            if let job = try await self.unlessStopped({ try await self.store.job(tenant: tenant, id: id) }) ?? nil,
+                                !job.state.isFinal
+                            {
                                 self.start(job, in: &jobs, includingPaused: false)
                             }
                         } catch {
@@ -233,7 +235,8 @@ public final class JobRunner: Sendable {
         let perTenant = state.values.withLock { max(1, configuration.jobsPerTenant) + $0.running.count + $0.paused.count }
         let unfinished: [Job]
         do {
-            unfinished = try await store.unfinishedJobs(perTenant: perTenant)
+            guard let listed = try await unlessStopped({ try await self.store.unfinishedJobs(perTenant: perTenant) }) else { return }
+            unfinished = listed
         } catch {
             logger.storeFailure("cannot list unfinished jobs", error: error)
             return
@@ -242,6 +245,13 @@ public final class JobRunner: Sendable {
             if isStopping { return }
             start(job, in: &jobs, includingPaused: includingPaused)
         }
+    }
+
+    /// `read`'s result, or nil once the runner stops first (the read cancelled): a scan's store
+    /// read must not hold up a graceful stop. A store that stopped answering leaves it waiting for
+    /// its whole call timeout (`storage.postgres.call_timeout`), longer than `shutdown_timeout`.
+    private func unlessStopped<T: Sendable>(_ read: @escaping @Sendable () async throws -> T) async throws -> T? {
+        try await state.stopped.unlessOpened(read)
     }
 
     private func start(_ job: Job, in jobs: inout DiscardingTaskGroup, includingPaused: Bool) {

@@ -31,6 +31,9 @@ final class JobRunnerState: Sendable {
     }
 
     let values = Mutex(Values())
+    /// Opened by ``stop()``: what waits on the store outside a job's run (a scan's listing) gives
+    /// up at once rather than hold up a graceful stop.
+    let stopped = OneShotGate()
 
     /// Registers a job's run while it works (``JobRunner/jobCancelled(tenant:id:)`` and
     /// ``JobRunner/stop()`` reach it); a run registered once the runner stops has its retry
@@ -55,6 +58,7 @@ final class JobRunnerState: Sendable {
             return (!values.stopping, values.runs.values.map(\.retryWait))
         }
         for wait in waits { wait.end() }
+        stopped.open()
         return first
     }
 

@@ -52,14 +52,14 @@ public final class WebhookOutbox: WebhookQueue, JobEndQueue {
     private let clock: any PushClock
     private let logger: Logger
     private let state = Mutex(State())
+    /// Opened by ``stop()``.
+    private let stopped = OneShotGate()
 
     private struct State {
         var counts: [TenantID: Int] = [:]
         /// True once ``prepare()`` counted a store of this process's own: ``counts`` is then
         /// what the outbox holds, and an empty outbox is not read.
         var countsExact = false
-        var stopping = false
-        var stopRequested: [CheckedContinuation<Void, Never>] = []
         var inFlight = 0
         var peakInFlight = 0
         var delivered = 0
@@ -184,16 +184,10 @@ public final class WebhookOutbox: WebhookQueue, JobEndQueue {
     }
 
     /// Stops taking deliveries; posts in flight get ``Configuration/shutdownGrace`` to finish.
-    public func stop() {
-        let waiters = state.withLock { state -> [CheckedContinuation<Void, Never>] in
-            state.stopping = true
-            defer { state.stopRequested.removeAll() }
-            return state.stopRequested
-        }
-        for waiter in waiters { waiter.resume() }
-    }
+    /// A read of the outbox under way is given up at once.
+    public func stop() { stopped.open() }
 
-    private var isStopping: Bool { state.withLock { $0.stopping } }
+    private var isStopping: Bool { stopped.isOpen }
 
     /// Posts due deliveries with at most ``Configuration/senders`` at once until ``stop()`` (or
     /// cancellation).
@@ -210,7 +204,7 @@ public final class WebhookOutbox: WebhookQueue, JobEndQueue {
         await withTaskGroup(of: Void.self) { group in
             // The watchdog: after stop, the grace period, then posts still in flight are cancelled.
             group.addTask {
-                await self.stopped()
+                await self.stopped.wait()
                 try? await Task.sleep(for: self.configuration.shutdownGrace)
             }
             group.addTask {
@@ -229,9 +223,15 @@ public final class WebhookOutbox: WebhookQueue, JobEndQueue {
                         if free > 0, self.mayHoldDeliveries {
                             let now = self.clock.date
                             do {
-                                due = try await self.store.claimDueWebhooks(
-                                    now: now, claimUntil: now.addingTimeInterval(JobRunner.seconds(self.configuration.claimWindow)),
-                                    limit: free)
+                                // Claimed and then given up at a stop: the claim ends after its window, and
+                                // the deliveries are sent by another instance or the next start.
+                                due =
+                                    try await self.stopped.unlessOpened {
+                                        try await self.store.claimDueWebhooks(
+                                            now: now,
+                                            claimUntil: now.addingTimeInterval(JobRunner.seconds(self.configuration.claimWindow)),
+                                            limit: free)
+                                    } ?? []
                             } catch {
                                 self.logger.storeFailure("cannot read the webhook outbox", error: error)
                             }
@@ -276,22 +276,10 @@ public final class WebhookOutbox: WebhookQueue, JobEndQueue {
     /// Reads the per-tenant counts from the shared store (other instances enqueue and deliver too).
     private func refreshCounts() async {
         do {
-            let counts = try await store.outboxCounts()
+            guard let counts = try await stopped.unlessOpened({ try await self.store.outboxCounts() }) else { return }
             state.withLock { $0.counts = counts }
         } catch {
             logger.warning("cannot count the webhook outbox", metadata: ["herald.error": "\(error)"])
-        }
-    }
-
-    /// Returns once ``stop()`` was called.
-    private func stopped() async {
-        await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
-            let now = state.withLock { state -> Bool in
-                if state.stopping { return true }
-                state.stopRequested.append(continuation)
-                return false
-            }
-            if now { continuation.resume() }
         }
     }
 
