@@ -64,7 +64,7 @@ start() {
     }
     # Small and fast for tests: no fsync (a throwaway cluster), sockets only in our directory.
     # Room for the test suite's stores open side by side, each holding its pool's connections
-    # (about 270 at the suite's peak).
+    # (about 200 at the suite's peak).
     as_owner "$bin/pg_ctl" -D "$DIR/data" -l "$DIR/postgres.log" -w -t 60 \
         -o "-h 127.0.0.1 -p $port -k $DIR -c fsync=off -c synchronous_commit=off -c full_page_writes=off -c max_connections=400 ${HERALD_POSTGRES_OPTIONS:-}" \
         start >/dev/null || {

@@ -33,7 +33,8 @@ struct ClusterTests {
             host: parsed.host, port: parsed.port, username: parsed.username, database: parsed.database)
         settings.password = parsed.password.map { Secret(bytes: Array($0.utf8), origin: "test") }
         settings.schema = schema
-        settings.poolSize = 4
+        // Two connections an instance: the suite runs several instances at once.
+        settings.poolSize = 2
         return settings
     }
 

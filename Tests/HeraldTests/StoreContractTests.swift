@@ -525,7 +525,7 @@ struct StoreContractTests {
         "outcomes recorded at once, twice for some items: each is recorded once, the first wins and is kept",
         arguments: StoreBackend.allCases)
     func concurrentResults(_ backend: StoreBackend) async throws {
-        try await backend.withStore(checkConcurrentResults)
+        try await backend.withStore(poolSize: 4, checkConcurrentResults)
     }
 
     private func checkConcurrentResults(_ store: any PushStore & JobReports) async throws {
@@ -644,7 +644,7 @@ struct StoreContractTests {
 
     @Test("claimants claiming one job at once never lease the same item", arguments: StoreBackend.allCases)
     func concurrentClaims(_ backend: StoreBackend) async throws {
-        try await backend.withStore(checkConcurrentClaims)
+        try await backend.withStore(poolSize: 4, checkConcurrentClaims)
     }
 
     private func checkConcurrentClaims(_ store: any PushStore & JobReports) async throws {

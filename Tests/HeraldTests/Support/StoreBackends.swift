@@ -21,14 +21,15 @@ enum StoreBackend: String, CaseIterable, Sendable, CustomTestStringConvertible {
     static let postgresURLVariable = "HERALD_TEST_POSTGRES_URL"
 
     /// A fresh, empty store of this backend. PostgreSQL: a schema of its own in the test database,
-    /// dropped by ``OpenedStore/close()``.
-    func open() async throws -> OpenedStore {
+    /// dropped by ``OpenedStore/close()``, and `poolSize` connections (the suite opens dozens of
+    /// stores at once; a case that checks calls at once asks for more).
+    func open(poolSize: Int = 2) async throws -> OpenedStore {
         switch self {
         case .sqlite:
             let store = try SQLitePushStore(directory: Fixtures.temporaryDirectory("herald-store"))
             return OpenedStore(store: store, close: {})
         case .postgres:
-            let configuration = try Self.postgresConfiguration(schema: Self.freshSchema())
+            let configuration = try Self.postgresConfiguration(schema: Self.freshSchema(), poolSize: poolSize)
             let store = try await PostgresPushStore.open(configuration, logger: Self.logger)
             return OpenedStore(store: store, postgres: store)
         }
@@ -82,8 +83,8 @@ struct OpenedStore: Sendable {
 extension StoreBackend {
     /// Runs `body` with a fresh store of this backend and disposes of it afterwards, whether
     /// `body` threw or not.
-    func withStore(_ body: (any PushStore & JobReports) async throws -> Void) async throws {
-        let opened = try await open()
+    func withStore(poolSize: Int = 2, _ body: (any PushStore & JobReports) async throws -> Void) async throws {
+        let opened = try await open(poolSize: poolSize)
         do {
             try await body(opened.store)
         } catch {
