@@ -42,11 +42,11 @@ public final class OneShotGate: Sendable {
             }
         } onCancel: {
             let continuation = state.withLock { state -> CheckedContinuation<Void, Never>? in
-                guard let continuation = state.waiters.removeValue(forKey: waiter) else {
-                    state.cancelled.insert(waiter)
-                    return nil
-                }
-                return continuation
+                if let continuation = state.waiters.removeValue(forKey: waiter) { return continuation }
+                // Not registered yet (its registration then returns at once), unless the gate
+                // opened and resumed it already.
+                if !state.open { state.cancelled.insert(waiter) }
+                return nil
             }
             continuation?.resume()
         }
