@@ -52,6 +52,14 @@ protocol PostgresArrayElement: Sendable {
     /// Writes the element's bytes (without their length) at the start of `bytes`, which hold
     /// ``wireByteCount`` of them or more.
     func store(into bytes: UnsafeMutableRawBufferPointer)
+    /// True when an element whose bytes equal the one before's is read as that one's value
+    /// (shared, not made again): text, which a chunk's items mostly repeat (its topic), and
+    /// which costs an allocation an element when it is longer than a few bytes.
+    static var sharesRepeats: Bool { get }
+}
+
+extension PostgresArrayElement {
+    static var sharesRepeats: Bool { false }
 }
 
 extension PostgresArray: PostgresNonThrowingEncodable {
@@ -110,11 +118,17 @@ extension PostgresArray: PostgresDecodable {
         else { return nil }
         var elements: [Element] = []
         elements.reserveCapacity(Int(count))
+        // The bytes of the element read last, when the type shares repeats.
+        var previous: UnsafeRawBufferPointer? = nil
         for _ in 0..<count {
             // A NULL element has the length -1, which `bytes(count:)` refuses.
-            guard let length = reader.int32(), let element = reader.bytes(count: Int(length)),
-                let value = Element.read(element, as: elementType)
-            else { return nil }
+            guard let length = reader.int32(), let element = reader.bytes(count: Int(length)) else { return nil }
+            if let last = previous, let repeated = elements.last, last.elementsEqual(element) {
+                elements.append(repeated)
+                continue
+            }
+            guard let value = Element.read(element, as: elementType) else { return nil }
+            if Element.sharesRepeats { previous = element }
             elements.append(value)
         }
         return reader.isAtEnd ? elements : nil
@@ -248,6 +262,7 @@ extension String: PostgresArrayElement {
     }
     var wireByteCount: Int { utf8.count }
     func store(into bytes: UnsafeMutableRawBufferPointer) { bytes.copyBytes(from: utf8) }
+    static var sharesRepeats: Bool { true }
 }
 
 extension TokenBytes: PostgresArrayElement {

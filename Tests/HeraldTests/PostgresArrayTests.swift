@@ -97,6 +97,25 @@ struct PostgresArrayTests {
         #expect(shared == expected)
     }
 
+    @Test("repeated text elements are read once and shared; each element keeps its own value and place")
+    func repeatedText() throws {
+        let topic = "com.example.herald.demo.voip"
+        let texts = [topic, topic, "", "", topic, "ünï ✓", "ünï ✓", topic, "com.example.herald.demo.vo1p"]
+        let read = try Self.decoded(Self.encoded(PostgresArray(texts)), as: String.self)
+        #expect(read == texts)
+        // A repeat shares the bytes of the element before it: one string, not one an element.
+        func storage(_ text: String) -> UnsafeRawPointer? {
+            var text = text
+            return text.withUTF8 { UnsafeRawPointer($0.baseAddress) }
+        }
+        #expect(storage(read[0]) == storage(read[1]))
+        #expect(storage(read[4]) != storage(read[1]), "only the element just before is compared")
+        #expect(storage(read[8]) != storage(read[7]))
+        // A repeat of an invalid element is refused like the element itself.
+        let repeatedInvalid = Self.wire(element: .int4, elements: [Array("x".utf8), Array("x".utf8)])
+        #expect(throws: PostgresDecodingError.Code.self) { try Self.decoded(repeatedInvalid, as: String.self, type: .textArray) }
+    }
+
     @Test("a narrower integer element widens; a wider one, or one of another type or size, is refused")
     func integerWidths() throws {
         let shorts = Self.wire(element: .int2, elements: [[0x00, 0x07], [0xff, 0xfe]])
