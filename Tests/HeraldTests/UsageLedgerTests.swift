@@ -70,16 +70,18 @@ struct UsageLedgerTests {
         #expect(meter.tally(for: acme) === held)
         held.add(.accepted, at: h0.addingTimeInterval(5))
         held.add(.accepted, at: h0.addingTimeInterval(3599), count: 2)
-        // A later hour, then an outcome that finished in the hour before it.
+        // A later hour, then two single sends that ended in the hour before it: one answered 410,
+        // one cancelled (accepted, with no outcome).
         held.add(.accepted, at: h0.addingTimeInterval(3600))
-        held.addOutcome(.success(PushResult(notificationID: Fixtures.apnsID(), environment: .production, response: APNsResponse(status: 410, apnsID: nil))), at: h0)
+        held.addSingleSend(.success(PushResult(notificationID: Fixtures.apnsID(), environment: .production, response: APNsResponse(status: 410, apnsID: nil))), at: h0)
+        held.addSingleSend(.failure(CancellationError()), at: h0)
         held.add(.delivered, at: h0, count: 0)
         held.addBatchItem(JobItemResult(state: .sent, status: 200, reason: nil, message: nil, apnsID: nil, finishedAt: h0.addingTimeInterval(7200), attempts: 1))
         weak let released: UsageMeter.Tally? = meter.tally(for: Fixtures.tenantID("globex"))
         meter.add(.accepted, tenant: Fixtures.tenantID("globex"), at: h0, count: 4)
 
         #expect(Set(meter.take()) == [
-            UsageCount(tenant: "acme", hour: h0, kind: .accepted, count: 3),
+            UsageCount(tenant: "acme", hour: h0, kind: .accepted, count: 5),
             UsageCount(tenant: "acme", hour: h0, kind: .failedUnregistered, count: 1),
             UsageCount(tenant: "acme", hour: h0.addingTimeInterval(3600), kind: .accepted, count: 1),
             UsageCount(tenant: "acme", hour: h0.addingTimeInterval(7200), kind: .delivered, count: 1),

@@ -28,11 +28,10 @@ extension Router {
         case .probe: probe = true
         case .wait(let until):
             // Taken and answered at once without the wire: in the tenant's usage as refused.
-            let now = clock.date
-            runtime.usage.add(.accepted, at: now)
-            runtime.usage.add(.failedRefused, at: now)
-            throw PushError.circuitOpen(
+            let refusal = PushError.circuitOpen(
                 tenant: tenant, endpoint: endpoint.url, retryAfter: max(.zero, clock.now.duration(to: until)))
+            runtime.usage.addSingleSend(.failure(refusal), at: clock.date)
+            throw refusal
         }
         let logger = configuration.logger
         do {

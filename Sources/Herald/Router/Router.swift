@@ -263,11 +263,6 @@ public final class Router: Sendable {
             reply(.failure(PushError.unknownTenant(tenant.rawValue)))
             return
         }
-        if retries {
-            // A single send is accepted by its tenant's first runtime; a batch item was when its
-            // job was stored. A send for no tenant is refused, not counted.
-            runtime.usage.add(.accepted, at: configuration.clock.date)
-        }
         let id = apnsID(for: notification)
         // Admitted at once: the send holds the admitted value (one reference), not the caller's
         // notification.
@@ -469,10 +464,12 @@ public final class Router: Sendable {
                 send.attempt(next)
             }
         case .no:
-            // The router decides a single send's last attempt, so it counts its outcome; a
-            // batch item's is counted by the job runner, which decides its resends.
+            // The router decides a single send's last attempt, so it counts the send, accepted
+            // and its outcome together when it ends; a batch item was counted accepted when its
+            // job was stored, and its outcome is counted by the job runner, which decides its
+            // resends. A send for no tenant is refused, not counted.
             let now = configuration.clock.date
-            if send.retries { runtime.usage.addOutcome(outcome, at: now) }
+            if send.retries { runtime.usage.addSingleSend(outcome, at: now) }
             switch outcome {
             case .success(let result):
                 runtime.lastHour.record(at: now, failed: result.response.status != 200)

@@ -37,10 +37,16 @@ public final class UsageMeter: Sendable {
             counts.withLock { $0.add(count, kind, hour: hour) }
         }
 
-        /// A single send's final outcome: delivered, or failed by class (nothing for a cancelled send).
-        public func addOutcome(_ outcome: Result<PushResult, any Error>, at date: Date) {
-            guard let kind = UsageMeter.kind(of: outcome) else { return }
-            add(kind, at: date)
+        /// A single send that ended at `date`: one accepted and its final outcome (delivered, or
+        /// failed by class; no outcome for a cancelled send), under one lock, in the hour it ended.
+        public func addSingleSend(_ outcome: Result<PushResult, any Error>, at date: Date) {
+            guard enabled else { return }
+            let kind = UsageMeter.kind(of: outcome)
+            let hour = UsageMeter.hour(of: date)
+            counts.withLock { counts in
+                counts.add(1, .accepted, hour: hour)
+                if let kind { counts.add(1, kind, hour: hour) }
+            }
         }
 
         /// A batch item's final outcome: its class and one batch item, under one lock.
