@@ -348,7 +348,7 @@ final class HTTP2Session {
             nameValues = .allocate(capacity: nameValueCapacity)
         }
         var total = 0
-        for header in headers { total += header.name.utf8.count + header.value.utf8.count }
+        for header in headers { total += header.name.utf8.count + header.valueCount }
         if total > headerByteCapacity {
             headerBytes.deallocate()
             headerByteCapacity = max(total, headerByteCapacity * 2)
@@ -360,7 +360,10 @@ final class HTTP2Session {
             let name = base + offset
             let nameLength = Self.copyUTF8(header.name, to: name)
             let value = name + nameLength
-            let valueLength = Self.copyUTF8(header.value, to: value)
+            let valueLength = header.withValueBytes { bytes in
+                if let source = bytes.baseAddress, bytes.count > 0 { value.update(from: source, count: bytes.count) }
+                return bytes.count
+            }
             offset += nameLength + valueLength
             guard !validating
                 || (nghttp2_check_header_name(name, nameLength) != 0 && nghttp2_check_header_value(value, valueLength) != 0)

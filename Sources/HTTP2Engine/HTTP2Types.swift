@@ -29,15 +29,71 @@ public enum HTTP2HeaderIndexing: Sendable, Hashable {
 /// One header field, as sent or received.
 public struct HTTP2Header: Sendable, Hashable {
     public var name: String
-    public var value: String
+    /// The value as text (a value given as bytes is read as UTF-8).
+    public var value: String {
+        get {
+            switch storage {
+            case .text(let text): text
+            case .bytes(let bytes): String(decoding: bytes, as: UTF8.self)
+            }
+        }
+        set { storage = .text(newValue) }
+    }
     /// Outbound: how to encode it. Inbound: `.neverIndexed` when the peer sent it as a
     /// never-indexed literal, else `.automatic`.
     public var indexing: HTTP2HeaderIndexing
+    private var storage: Value
+
+    private enum Value: Sendable {
+        case text(String)
+        case bytes([UInt8])
+    }
 
     public init(name: String, value: String, indexing: HTTP2HeaderIndexing = .automatic) {
         self.name = name
-        self.value = value
+        self.storage = .text(value)
         self.indexing = indexing
+    }
+
+    /// A field whose value is given as its bytes. A sender that writes a new value for every
+    /// request into one array it keeps (dropping the previous request's headers first, so that
+    /// the array is not shared when it is written) makes no string for that value.
+    public init(name: String, utf8 value: [UInt8], indexing: HTTP2HeaderIndexing = .automatic) {
+        self.name = name
+        self.storage = .bytes(value)
+        self.indexing = indexing
+    }
+
+    /// The value's length in bytes.
+    var valueCount: Int {
+        switch storage {
+        case .text(let text): text.utf8.count
+        case .bytes(let bytes): bytes.count
+        }
+    }
+
+    /// Calls `body` with the value's bytes (a text value without contiguous storage is copied
+    /// into a temporary array).
+    func withValueBytes<R>(_ body: (UnsafeBufferPointer<UInt8>) -> R) -> R {
+        switch storage {
+        case .text(let text):
+            if let result = text.utf8.withContiguousStorageIfAvailable(body) { return result }
+            return Array(text.utf8).withUnsafeBufferPointer(body)
+        case .bytes(let bytes):
+            return bytes.withUnsafeBufferPointer(body)
+        }
+    }
+
+    /// Equal when name, value bytes and indexing are, whichever form the value was given in.
+    public static func == (left: HTTP2Header, right: HTTP2Header) -> Bool {
+        left.name == right.name && left.indexing == right.indexing
+            && left.withValueBytes { l in right.withValueBytes { r in l.elementsEqual(r) } }
+    }
+
+    public func hash(into hasher: inout Hasher) {
+        hasher.combine(name)
+        hasher.combine(indexing)
+        withValueBytes { hasher.combine(bytes: UnsafeRawBufferPointer($0)) }
     }
 
     /// True when `value` is a valid HTTP/2 field value (nghttp2's check: no NUL, CR or LF, no
@@ -223,10 +279,10 @@ public struct HTTP2HeaderBlock: Sendable, Collection, CustomStringConvertible {
         var buffer = ByteBuffer()
         for header in headers {
             buffer.writeInteger(UInt32(truncatingIfNeeded: header.name.utf8.count), endianness: .host)
-            buffer.writeInteger(UInt32(truncatingIfNeeded: header.value.utf8.count), endianness: .host)
+            buffer.writeInteger(UInt32(truncatingIfNeeded: header.valueCount), endianness: .host)
             buffer.writeInteger(header.indexing == .neverIndexed ? Self.neverIndexedFlag : 0)
             buffer.writeString(header.name)
-            buffer.writeString(header.value)
+            header.withValueBytes { _ = buffer.writeBytes($0) }
         }
         self.init(storage: buffer, count: headers.count)
     }

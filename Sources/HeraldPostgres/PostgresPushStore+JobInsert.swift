@@ -141,8 +141,7 @@ extension PostgresPushStore {
                     missing |= MissingField.collapseID.rawValue
                 }
                 if let id = notification.id {
-                    guard let words = id.words else { throw StoreError.invalidArgument("an apns-id is not a UUID") }
-                    apnsIDs.append(UUID(words))
+                    apnsIDs.append(UUID(id.words))
                 } else {
                     apnsIDs.append(UUID(ids.nextWords()))
                 }

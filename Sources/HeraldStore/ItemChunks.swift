@@ -57,7 +57,7 @@ enum ItemChunks {
         init(capacity: Int = 0) { bytes.reserveCapacity(capacity) }
 
         mutating func append(_ notification: HeraldCore.Notification, id: NotificationID, payloadRef: Int64) throws {
-            try append(notification, idBytes: try ItemChunks.idBytes(id), payloadRef: payloadRef)
+            try append(notification, idBytes: id.words.bytes, payloadRef: payloadRef)
         }
 
         /// ``append(_:id:payloadRef:)`` with the apns-id as its 16 bytes.
@@ -183,21 +183,6 @@ enum ItemChunks {
         return items
     }
 
-    /// An apns-id's 16 bytes (``HeraldCore/UUIDText``).
-    static func idBytes(_ id: NotificationID) throws -> [UInt8] {
-        var out: [UInt8] = []
-        out.reserveCapacity(16)
-        try appendIDBytes(id, to: &out)
-        return out
-    }
-
-    /// Appends the apns-id's 16 bytes to `bytes` (a bad id appends nothing), with no array of
-    /// its own (the POST stores every item's apns-id, and each commit group every success's).
-    static func appendIDBytes(_ id: NotificationID, to bytes: inout [UInt8]) throws {
-        guard let words = id.words else { throw StoreError.invalidArgument("an apns-id is not a UUID") }
-        words.append(to: &bytes)
-    }
-
     /// An apns-id from its 16 bytes (canonical: lowercase, 8-4-4-4-12).
     static func id(_ bytes: some Collection<UInt8>) -> NotificationID {
         NotificationID(bytes: bytes)
@@ -225,11 +210,10 @@ enum ItemChunks {
         var apnsID: NotificationID?
     }
 
-    /// Appends one plain success record (a bad apns-id appends nothing and throws).
+    /// Appends one plain success record.
     static func appendSent(
         _ bytes: inout [UInt8], index: Int, attempts: Int, finishedMillis: Int64, apnsID: NotificationID?
-    ) throws {
-        let start = bytes.count
+    ) {
         withUnsafeBytes(of: UInt32(truncatingIfNeeded: index).littleEndian) { bytes.append(contentsOf: $0) }
         withUnsafeBytes(of: Int64(attempts).littleEndian) { bytes.append(contentsOf: $0) }
         withUnsafeBytes(of: finishedMillis.littleEndian) { bytes.append(contentsOf: $0) }
@@ -239,12 +223,7 @@ enum ItemChunks {
             return
         }
         bytes.append(1)
-        do {
-            try appendIDBytes(apnsID, to: &bytes)
-        } catch {
-            bytes.removeSubrange(start...)
-            throw error
-        }
+        apnsID.words.append(to: &bytes)
     }
 
     static func decodeSent(_ blob: Data, into sent: inout [Int: Sent], range: ClosedRange<Int>) throws {

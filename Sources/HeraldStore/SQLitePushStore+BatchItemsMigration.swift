@@ -150,7 +150,7 @@ extension SQLitePushStore {
                     let message: String? = row[13]
                     let timestamp: Int64? = row[15]
                     let finished: Int64? = row[16]
-                    let resultID = try resultRaw.flatMap { try? NotificationID($0) }.map { Data(try ItemChunks.idBytes($0)) }
+                    let resultID = resultRaw.flatMap { try? NotificationID($0) }.map { Data($0.words.bytes) }
                     try db.execute(
                         sql: """
                             INSERT INTO job_item (job_key, idx, state, status, reason, message, result_apns_id,

@@ -76,9 +76,9 @@ struct SentRecords {
     /// Each chunk's first index and its records, in the order first seen.
     var chunks: Zip2Sequence<[Int], [[UInt8]]> { zip(records.firsts, records.values) }
 
-    mutating func append(index: Int, attempts: Int, finishedMillis: Int64, apnsID: NotificationID?) throws {
+    mutating func append(index: Int, attempts: Int, finishedMillis: Int64, apnsID: NotificationID?) {
         let slot = records.slot(ItemChunks.first(of: index)) { [] }
-        try ItemChunks.appendSent(
+        ItemChunks.appendSent(
             &records.values[slot], index: index, attempts: attempts, finishedMillis: finishedMillis, apnsID: apnsID)
     }
 }
@@ -175,7 +175,7 @@ extension SQLitePushStore {
                     lastPayload = notifications[index].payload
                 }
                 try encoder.append(
-                    notifications[index], idBytes: try notifications[index].id.map(ItemChunks.idBytes) ?? ids.nextBytes(),
+                    notifications[index], idBytes: notifications[index].id?.words.bytes ?? ids.nextBytes(),
                     payloadRef: payloadCount)
             }
             try chunkStatement.execute(arguments: [
@@ -618,7 +618,7 @@ extension SQLitePushStore {
             switch changes[position].change {
             case .outcome(let result):
                 if state == nil, isPlain(result) {
-                    try sent.append(
+                    sent.append(
                         index: index, attempts: max(0, result.attempts), finishedMillis: changes[position].finishedMillis,
                         apnsID: result.apnsID)
                     plainCount += 1
@@ -626,7 +626,7 @@ extension SQLitePushStore {
                 } else {
                     try db.cachedStatement(sql: outcomeRowSQL).execute(arguments: [
                         job.key, index, result.state.rawValue, result.status, result.reason, result.message,
-                        try result.apnsID.map { Data(try ItemChunks.idBytes($0)) }, result.apnsTimestamp.map(clampedMillis),
+                        result.apnsID.map { Data($0.words.bytes) }, result.apnsTimestamp.map(clampedMillis),
                         changes[position].finishedMillis, result.attempts, isPlain(result) ? nil : result.uniqueID,
                     ])
                     states[index] = result.state

@@ -87,6 +87,21 @@ struct HTTP2EngineTests {
         #expect(HTTP2HeaderBlock([]).isEmpty)
     }
 
+    @Test("A field given as bytes is the same field as one given as text")
+    func headerValueForms() {
+        let text = HTTP2Header(name: "apns-id", value: "3f6c4d8e-2a1b-4c5d-8e9f-0a1b2c3d4e5f", indexing: .neverIndexed)
+        let bytes = HTTP2Header(name: "apns-id", utf8: Array(text.value.utf8), indexing: .neverIndexed)
+        #expect(bytes.value == text.value)
+        #expect(bytes == text)
+        #expect(Set([bytes, text]).count == 1)
+        #expect(bytes != HTTP2Header(name: "apns-id", utf8: Array(text.value.utf8)))
+        #expect(bytes != HTTP2Header(name: "apns-id", utf8: Array(text.value.utf8.dropLast()), indexing: .neverIndexed))
+        #expect(HTTP2HeaderBlock([bytes]).value(of: "apns-id") == text.value)
+        var changed = bytes
+        changed.value = "other"
+        #expect(changed == HTTP2Header(name: "apns-id", value: "other", indexing: .neverIndexed))
+    }
+
     @Test("Header bytes are copied at submit: the caller's strings may go away before the frame is sent")
     func headerLifetime() throws {
         let pair = try EnginePair()
@@ -94,11 +109,16 @@ struct HTTP2EngineTests {
         pair.answerEveryRequest()
         try pair.exchange()
         var ids: [Int32] = []
+        // One array rewritten in place for every request, as a connection writes its apns-ids.
+        var scratch: [UInt8] = []
         for index in 0..<20 {
             // Built from fresh heap strings that die at the end of each iteration, long before the flush.
             let value = String(repeating: "v\(index)-", count: 40)
             var headers = EnginePair.request(path: "/3/device/\(String(repeating: "a", count: 60 + index))")
             headers.append(HTTP2Header(name: "x-large-\(index)", value: value))
+            scratch.removeAll(keepingCapacity: true)
+            scratch.append(contentsOf: String(repeating: "b\(index)-", count: 12).utf8)
+            headers.append(HTTP2Header(name: "x-bytes", utf8: scratch))
             ids.append(try pair.clientEngine.submitRequest(headers, body: nil))
             headers.removeAll()
         }
@@ -106,6 +126,7 @@ struct HTTP2EngineTests {
         for (index, id) in ids.enumerated() {
             let head = pair.serverEvents.headers(on: id).first ?? []
             #expect(head.contains { $0.name == "x-large-\(index)" && $0.value == String(repeating: "v\(index)-", count: 40) })
+            #expect(head.contains { $0.name == "x-bytes" && $0.value == String(repeating: "b\(index)-", count: 12) })
             #expect(head.contains { $0.name == ":path" && $0.value.hasSuffix(String(repeating: "a", count: 60 + index)) })
             #expect(pair.clientEvents.closed(id) == .noError)
         }

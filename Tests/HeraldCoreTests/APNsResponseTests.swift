@@ -55,17 +55,32 @@ struct APNsResponseTests {
         #expect(APNsReason(wireValue: "badtopic") == .unknown("badtopic"), "reasons are case-sensitive")
     }
 
-    @Test func successResponse() {
-        let response = APNsResponse(status: 200, apnsIDHeader: "EABEAE54-14A8-11E5-B60B-1697F925EC7B", body: [])
+    /// The apns-id header is read in either case into canonical form; anything but a UUID is none.
+    @Test func apnsIDHeader() {
+        func header(_ text: String) -> NotificationID? {
+            Array(text.utf8).withUnsafeBytes { APNsResponse.apnsID(header: $0) }
+        }
+        #expect(header("EABEAE54-14A8-11E5-B60B-1697F925EC7B")?.rawValue == "eabeae54-14a8-11e5-b60b-1697f925ec7b")
+        #expect(header("eabeae54-14a8-11e5-b60b-1697f925ec7b") == header("EABEAE54-14a8-11E5-b60b-1697F925EC7B"))
+        for bad in ["", "bogus", "eabeae54-14a8-11e5-b60b-1697f925ec7", "eabeae54-14a8-11e5-b60b-1697f925ec7bb",
+            "eabeae54x14a8-11e5-b60b-1697f925ec7b", "gabeae54-14a8-11e5-b60b-1697f925ec7b"]
+        {
+            #expect(header(bad) == nil, "\(bad)")
+        }
+    }
+
+    @Test func successResponse() throws {
+        let id = try NotificationID("eabeae54-14a8-11e5-b60b-1697f925ec7b")
+        let response = APNsResponse(status: 200, apnsID: id, body: [])
         #expect(response.isSuccess)
         #expect(response.apnsID?.rawValue == "eabeae54-14a8-11e5-b60b-1697f925ec7b")
         #expect(response.reason == nil)
         #expect(response.timestamp == nil)
     }
 
-    @Test func errorResponse() {
+    @Test func errorResponse() throws {
         let response = APNsResponse(
-            status: 400, apnsIDHeader: "eabeae54-14a8-11e5-b60b-1697f925ec7b",
+            status: 400, apnsID: try NotificationID("eabeae54-14a8-11e5-b60b-1697f925ec7b"),
             body: Array(#"{"reason":"BadDeviceToken"}"#.utf8))
         #expect(!response.isSuccess)
         #expect(response.reason == .badDeviceToken)
@@ -74,7 +89,7 @@ struct APNsResponseTests {
 
     @Test func unregisteredCarriesTheTimestampInMilliseconds() throws {
         let body = Array(#"{"reason":"Unregistered","timestamp":1700000000123}"#.utf8)
-        let response = APNsResponse(status: 410, apnsIDHeader: nil, body: body)
+        let response = APNsResponse(status: 410, apnsID: nil, body: body)
         #expect(response.reason == .unregistered)
         let timestamp = try #require(response.timestamp)
         #expect(abs(timestamp.timeIntervalSince1970 - 1_700_000_000.123) < 0.000_5)
@@ -95,8 +110,7 @@ struct APNsResponseTests {
     @Test func bodiesThatAreNotAPNsJSONGiveNoReason() {
         for body in ["", "not json", "[]", #"{"why":"x"}"#, #"{"reason":5}"#] {
             #expect(APNsErrorBody.decode(Array(body.utf8)) == nil, "\(body)")
-            #expect(APNsResponse(status: 500, apnsIDHeader: "bogus", body: Array(body.utf8)).reason == nil)
+            #expect(APNsResponse(status: 500, apnsID: nil, body: Array(body.utf8)).reason == nil)
         }
-        #expect(APNsResponse(status: 500, apnsIDHeader: "bogus", body: []).apnsID == nil)
     }
 }

@@ -136,7 +136,7 @@ struct NotificationIDTests {
         #expect(try NotificationID(NotificationID(bytes: bytes).rawValue) == NotificationID(bytes: bytes))
         #expect(NotificationID(bytes: bytes.prefix(5)).rawValue == "eabeae54-1400-0000-0000-000000000000")
         #expect(NotificationID(bytes: [UInt8]()).rawValue == "00000000-0000-0000-0000-000000000000")
-        #expect(NotificationID(bytes: bytes).words?.bytes == bytes)
+        #expect(NotificationID(bytes: bytes).words.bytes == bytes)
     }
 
     @Test func generatedIDsAreVersion4AndParse() throws {

@@ -75,7 +75,7 @@ struct UUIDTextTests {
         var generator = NotificationIDGenerator(seed: 7)
         for _ in 0..<20 {
             let made = generator.nextID()
-            let words = try #require(made.words)
+            let words = made.words
             let fromBytes = NotificationID(bytes: words.bytes)
             let fromText = try NotificationID(made.rawValue)
             let fromUpper = try NotificationID(made.rawValue.uppercased())
@@ -84,6 +84,11 @@ struct UUIDTextTests {
             #expect(fromBytes.words == words && fromText.words == words && fromUpper.words == words)
             #expect(Set([made, fromBytes, fromText, fromUpper]).count == 1)
             #expect(UUIDText.parse(made.rawValue) == words)
+            var written = [UInt8](repeating: 0, count: UUIDText.length)
+            written.withUnsafeMutableBufferPointer { text in
+                if let base = text.baseAddress { made.writeText(to: base) }
+            }
+            #expect(String(decoding: written, as: UTF8.self) == made.rawValue)
         }
     }
 

@@ -34,7 +34,7 @@ final class APNsConnectionHandler: ChannelInboundHandler, HTTP2EngineDelegate {
     private struct InFlight {
         let request: APNsRequest
         var status: Int? = nil
-        var apnsIDHeader: String? = nil
+        var answeredID = AnsweredID.sent
         /// `apns-unique-id` (development environment), canonical.
         var uniqueID: String? = nil
         /// `retry-after` (delta-seconds), on a failure answer.
@@ -42,6 +42,15 @@ final class APNsConnectionHandler: ChannelInboundHandler, HTTP2EngineDelegate {
         /// `apns-channel-id` (channel management).
         var channelID: String? = nil
         var body: ByteBuffer? = nil
+    }
+
+    /// The apns-id an answer carried, against the one sent.
+    private enum AnsweredID {
+        /// The one sent, or none.
+        case sent
+        case other(NotificationID)
+        /// Not a UUID.
+        case malformed
     }
 
     let connectionID: Int
@@ -142,15 +151,18 @@ final class APNsConnectionHandler: ChannelInboundHandler, HTTP2EngineDelegate {
             guard let index = streams.index(forKey: streamID) else { break }
             // An answer without a body (most are) ends here: one lookup takes it out.
             var stream = endStream ? streams.remove(at: index).value : streams.values[index]
-            // Read as bytes: no String unless the apns-id differs from the one sent.
-            let sentID = stream.request.apnsID.rawValue
+            // Read as bytes: no String is made for it.
             headers.forEachField { name, value, _ in
                 if HTTP2HeaderBlock.bytesEqual(name, Self.statusName) {
                     if stream.status == nil { stream.status = Self.statusCode(value) }
                 } else if HTTP2HeaderBlock.bytesEqual(name, Self.apnsIDName)
                     || (stream.request.sendsRequestID && HTTP2HeaderBlock.bytesEqual(name, Self.requestIDName))
                 {
-                    stream.apnsIDHeader = Self.sameBytes(value, sentID) ? sentID : String(decoding: value, as: UTF8.self)
+                    if let id = APNsResponse.apnsID(header: value) {
+                        stream.answeredID = id == stream.request.apnsID ? .sent : .other(id)
+                    } else {
+                        stream.answeredID = .malformed
+                    }
                 } else if stream.request.keepsResponseBody, HTTP2HeaderBlock.bytesEqual(name, Self.channelIDName) {
                     // Untrusted: at most the length a channel ID may have, else dropped.
                     if value.count <= ChannelID.maximumLength { stream.channelID = String(decoding: value, as: UTF8.self) }
@@ -263,11 +275,6 @@ final class APNsConnectionHandler: ChannelInboundHandler, HTTP2EngineDelegate {
         return code
     }
 
-    private static func sameBytes(_ bytes: UnsafeRawBufferPointer, _ text: String) -> Bool {
-        var text = text
-        return text.withUTF8 { HTTP2HeaderBlock.bytesEqual(bytes, UnsafeRawBufferPointer($0)) }
-    }
-
     // MARK: Requests
 
     /// Writes the request on a new stream, or hands it back when this connection cannot take it.
@@ -369,19 +376,19 @@ final class APNsConnectionHandler: ChannelInboundHandler, HTTP2EngineDelegate {
         let response: APNsResponse
         if status == 200, stream.body == nil, !request.keepsResponseBody {
             let id: NotificationID?
-            if let header = stream.apnsIDHeader, header != request.apnsID.rawValue {
-                id = try? NotificationID(header)
-            } else {
-                id = request.apnsID
+            switch stream.answeredID {
+            case .sent: id = request.apnsID
+            case .other(let other): id = other
+            case .malformed: id = nil
             }
             response = APNsResponse(status: 200, apnsID: id, uniqueID: stream.uniqueID)
         } else {
             var body = stream.body ?? ByteBuffer()
             let bytes = body.readBytes(length: body.readableBytes) ?? []
+            let id: NotificationID
+            if case .other(let other) = stream.answeredID { id = other } else { id = request.apnsID }
             var decoded = APNsResponse(
-                status: status, apnsIDHeader: stream.apnsIDHeader ?? request.apnsID.rawValue, body: bytes,
-                uniqueID: stream.uniqueID, retryAfter: stream.retryAfter)
-            if decoded.apnsID == nil { decoded.apnsID = request.apnsID }
+                status: status, apnsID: id, body: bytes, uniqueID: stream.uniqueID, retryAfter: stream.retryAfter)
             if request.keepsResponseBody {
                 decoded.channelID = stream.channelID
                 if decoded.isSuccessful {

@@ -1,4 +1,5 @@
 import HTTP2Engine
+import HeraldCore
 
 /// Builds a request's HEADERS with the HPACK indexing Apple asks for, per connection:
 ///
@@ -19,6 +20,9 @@ struct APNsHeaderIndexing {
     /// carried it are emptied, this holds the only reference to its storage, so no string is
     /// allocated for a request's path (one of 74 bytes takes a 128-byte block).
     private var path = ""
+    /// The last request's apns-id, written again in place from the next one's bytes (kept
+    /// unshared the same way as `path`): no string is made for a request's apns-id.
+    private var apnsIDText: [UInt8] = []
 
     init() {}
 
@@ -44,9 +48,13 @@ struct APNsHeaderIndexing {
         if let authorization = request.authorization {
             headers.append(HTTP2Header(name: "authorization", value: authorization, indexing: .neverIndexed))
         }
+        if apnsIDText.count != UUIDText.length { apnsIDText = Array(repeating: 0, count: UUIDText.length) }
+        apnsIDText.withUnsafeMutableBufferPointer { text in
+            if let base = text.baseAddress { request.apnsID.writeText(to: base) }
+        }
         headers.append(
             HTTP2Header(
-                name: request.sendsRequestID ? "apns-request-id" : "apns-id", value: request.apnsID.rawValue,
+                name: request.sendsRequestID ? "apns-request-id" : "apns-id", utf8: apnsIDText,
                 indexing: Self.firstTime(&sentAPNsID)))
         if let channelID = request.channelID {
             headers.append(HTTP2Header(name: "apns-channel-id", value: channelID))

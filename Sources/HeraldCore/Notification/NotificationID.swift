@@ -1,10 +1,15 @@
 /// An `apns-id`: a canonical UUID, 32 lowercase hex digits in the form 8-4-4-4-12.
+///
+/// Held as its 16 bytes; its text is made when asked for (``rawValue``), except that text it
+/// was parsed from is kept. An id a generator or a store made is written into a request's
+/// header straight from its bytes (``writeText(to:)``), so a send that never shows its id as
+/// text formats none.
 public struct NotificationID: Hashable, Sendable, CustomStringConvertible, Codable {
-    public let rawValue: String
-    /// The 16 bytes when this value was made from them or parsed them (a batch item's id is
-    /// read from its bytes and written back as bytes: no format-and-parse round trip). Not part
-    /// of its identity: two ids are equal when their text is.
-    private let knownWords: UUIDText.Words?
+    /// The 16 bytes: the id's identity (two ids are equal when their bytes, and so their
+    /// canonical text, are).
+    public let words: UUIDText.Words
+    /// The canonical text this id was parsed from, kept so that it is not formatted again.
+    private let parsedText: String?
 
     /// Parses an apns-id (``UUIDText/parse(_:)``). Uppercase digits are accepted and lowered;
     /// any other form is `BadMessageId`.
@@ -16,40 +21,35 @@ public struct NotificationID: Hashable, Sendable, CustomStringConvertible, Codab
                 .badMessageId, field: "apns_id",
                 message: "apns-id must be a UUID: hexadecimal digits in the form 8-4-4-4-12")
         }
+        self.words = words
         // Already canonical (lower case, the usual case): kept as is, no copy.
-        self.rawValue = lowercase ? text : UUIDText.format(words)
-        self.knownWords = words
+        self.parsedText = lowercase ? text : nil
     }
 
-    /// The apns-id of 16 bytes (``UUIDText/Words/init(bytes:)``: callers pass exactly 16), in
-    /// canonical form.
+    /// The apns-id of 16 bytes (``UUIDText/Words/init(bytes:)``: callers pass exactly 16).
     public init(bytes: some Collection<UInt8>) {
         self.init(words: UUIDText.Words(bytes: bytes))
     }
 
-    /// The apns-id of these 16 bytes, in canonical form.
+    /// The apns-id of these 16 bytes.
     public init(words: UUIDText.Words) {
-        self.rawValue = UUIDText.format(words)
-        self.knownWords = words
+        self.words = words
+        self.parsedText = nil
     }
 
-    /// The apns-id's 16 bytes, or nil when it is not a UUID (one made with
-    /// ``init(uncheckedCanonical:)`` from other text).
-    public var words: UUIDText.Words? { knownWords ?? UUIDText.parse(rawValue) }
+    /// The canonical text (formatted now unless this id was parsed from it).
+    public var rawValue: String { parsedText ?? UUIDText.format(words) }
 
-    /// Text taken as an apns-id without checking (its bytes are parsed when asked for, and are
-    /// nil when it is not a UUID). Input goes through ``init(_:)``; an id made from its bytes
-    /// through ``init(words:)``.
-    public init(uncheckedCanonical: String) {
-        self.rawValue = uncheckedCanonical
-        self.knownWords = nil
+    /// Writes the canonical text, ``UUIDText/length`` bytes, to `text`.
+    public func writeText(to text: UnsafeMutablePointer<UInt8>) {
+        UUIDText.write(words, to: text)
     }
 
     public var description: String { rawValue }
 
-    public static func == (left: NotificationID, right: NotificationID) -> Bool { left.rawValue == right.rawValue }
+    public static func == (left: NotificationID, right: NotificationID) -> Bool { left.words == right.words }
 
-    public func hash(into hasher: inout Hasher) { hasher.combine(rawValue) }
+    public func hash(into hasher: inout Hasher) { hasher.combine(words) }
 
     public init(from decoder: any Decoder) throws {
         let container = try decoder.singleValueContainer()

@@ -35,8 +35,8 @@ public struct PushLogger: Sendable {
     private var core: Core
     /// The apns-id of the send, kept apart from the shared metadata so that naming it costs no
     /// dictionary copy on every send: it is merged into the metadata only when a message is
-    /// logged (or the metadata is read).
-    private var notificationID: String?
+    /// logged (or the metadata is read), and its text made only then.
+    private var notificationID: NotificationID?
     /// Messages below this level are dropped without being built.
     public var minimumLevel: Level
 
@@ -51,7 +51,7 @@ public struct PushLogger: Sendable {
         get {
             guard let notificationID else { return core.fixed }
             var all = core.fixed
-            all[Self.notificationIDKey] = notificationID
+            all[Self.notificationIDKey] = notificationID.rawValue
             return all
         }
         set {
@@ -64,7 +64,7 @@ public struct PushLogger: Sendable {
     /// middlewares. It copies no dictionary (the id is merged when a message is logged).
     public func withNotificationID(_ id: NotificationID) -> PushLogger {
         var logger = self
-        logger.notificationID = id.rawValue
+        logger.notificationID = id
         return logger
     }
 
@@ -73,7 +73,7 @@ public struct PushLogger: Sendable {
 
     public subscript(metadataKey key: String) -> String? {
         get {
-            if key == Self.notificationIDKey, let notificationID { return notificationID }
+            if key == Self.notificationIDKey, let notificationID { return notificationID.rawValue }
             return core.fixed[key]
         }
         set {

@@ -61,13 +61,19 @@ public struct APNsResponse: Sendable, Hashable {
     /// Any 2xx: channel management answers 201 to a creation and 204 to a deletion.
     public var isSuccessful: Bool { (200...299).contains(status) }
 
-    /// Builds a response from the wire: the status, the apns-id header and the (possibly empty) body.
+    /// The `apns-id` header's value, or nil when it is not a UUID (the header is untrusted).
+    public static func apnsID(header bytes: UnsafeRawBufferPointer) -> NotificationID? {
+        var lowercase = true
+        return bytes.withMemoryRebound(to: UInt8.self) { UUIDText.parse($0, lowercase: &lowercase) }.map(NotificationID.init(words:))
+    }
+
+    /// Builds a response from the wire: the status, the apns-id and the (possibly empty) body.
     /// A body that is not the JSON APNs documents still yields a response; its reason is then nil.
-    public init(status: Int, apnsIDHeader: String?, body: [UInt8], uniqueID: String? = nil, retryAfter: Duration? = nil) {
+    public init(status: Int, apnsID: NotificationID?, body: [UInt8], uniqueID: String? = nil, retryAfter: Duration? = nil) {
         self.status = status
+        self.apnsID = apnsID
         self.uniqueID = uniqueID
         self.retryAfter = retryAfter
-        self.apnsID = apnsIDHeader.flatMap { try? NotificationID($0) }
         let decoded = APNsErrorBody.decode(body)
         self.reason = decoded?.reason
         self.timestamp = decoded?.timestamp

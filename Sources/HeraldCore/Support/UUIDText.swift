@@ -68,19 +68,27 @@ public enum UUIDText {
         }
     }
 
+    /// The length of a UUID's text.
+    public static let length = 36
+
     /// The canonical text of a UUID: lowercase, 8-4-4-4-12. Written straight into the string's
-    /// storage (one allocation), each group at its fixed place.
+    /// storage (one allocation).
     public static func format(_ words: Words) -> String {
-        String(unsafeUninitializedCapacity: 36) { buffer in
-            guard buffer.count >= 36, let text = buffer.baseAddress else { return 0 }
-            writeHex(words.high, bytes: 0..<4, to: text)
-            writeHex(words.high, bytes: 4..<6, to: text + 9)
-            writeHex(words.high, bytes: 6..<8, to: text + 14)
-            writeHex(words.low, bytes: 0..<2, to: text + 19)
-            writeHex(words.low, bytes: 2..<8, to: text + 24)
-            for dash in [8, 13, 18, 23] { text[dash] = UInt8(ascii: "-") }
-            return 36
+        String(unsafeUninitializedCapacity: length) { buffer in
+            guard buffer.count >= length, let text = buffer.baseAddress else { return 0 }
+            write(words, to: text)
+            return length
         }
+    }
+
+    /// Writes the canonical text, ``length`` bytes, to `text`, each group at its fixed place.
+    public static func write(_ words: Words, to text: UnsafeMutablePointer<UInt8>) {
+        writeHex(words.high, bytes: 0..<4, to: text)
+        writeHex(words.high, bytes: 4..<6, to: text + 9)
+        writeHex(words.high, bytes: 6..<8, to: text + 14)
+        writeHex(words.low, bytes: 0..<2, to: text + 19)
+        writeHex(words.low, bytes: 2..<8, to: text + 24)
+        for dash in [8, 13, 18, 23] { text[dash] = UInt8(ascii: "-") }
     }
 
     /// Writes the bytes `bytes` of `word` (0 is its top byte) as two lowercase hex digits each.
