@@ -178,11 +178,15 @@ public struct SandboxFaults: Sendable, Hashable {
     /// With every 429 and 503 answer, a `retry-after` header of this many seconds. Apple documents
     /// none; HTTP servers in front of an endpoint send one: for testing a provider's handling.
     public var retryAfter: Int? = nil
+    /// The apns-id (or apns-request-id) every answer carries. APNs echoes the request's; the
+    /// other forms are for testing how a provider reads an answer it cannot trust.
+    public var answeredID: SandboxAnsweredID = .echo
 
     public init(
         seed: UInt64 = 0, fraction500: Double = 0, fraction503: Double = 0, addedLatency: TimeInterval = 0,
         goawayAfter: Int? = nil, goawayReason: APNsReason = .shutdown, dropAfter: Int? = nil,
-        outages: [SandboxOutage] = [], scope: SandboxFaultScope = .connection, retryAfter: Int? = nil
+        outages: [SandboxOutage] = [], scope: SandboxFaultScope = .connection, retryAfter: Int? = nil,
+        answeredID: SandboxAnsweredID = .echo
     ) {
         self.seed = seed
         self.fraction500 = fraction500
@@ -194,6 +198,7 @@ public struct SandboxFaults: Sendable, Hashable {
         self.outages = outages
         self.scope = scope
         self.retryAfter = retryAfter
+        self.answeredID = answeredID
     }
 
     /// No faults at all.
@@ -204,6 +209,18 @@ public struct SandboxFaults: Sendable, Hashable {
         for outage in outages where outage.contains(now) { return .serviceUnavailable }
         return nil
     }
+}
+
+/// The apns-id an answer carries (``SandboxFaults/answeredID``).
+public enum SandboxAnsweredID: String, Sendable, Hashable, CaseIterable {
+    /// The request's, or a new one when it sent none (what APNs does).
+    case echo
+    /// The request's in upper case (the same UUID).
+    case uppercase
+    /// A new UUID, not the request's.
+    case other
+    /// Text that is not a UUID.
+    case malformed
 }
 
 /// What the count-based faults (``SandboxFaults/goawayAfter``, ``SandboxFaults/dropAfter``) count.

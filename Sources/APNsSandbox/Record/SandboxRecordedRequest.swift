@@ -47,7 +47,7 @@ public struct SandboxRecordedRequest: Sendable, Hashable, Codable {
     /// answered 201).
     public var channelID: String? = nil
     /// The `apns-id` answered (`apns-request-id` for broadcasts and channel calls): the
-    /// request's, or the one the sandbox made.
+    /// request's, or the one the sandbox made (or what ``SandboxFaults/answeredID`` put there).
     public var apnsID: String
     /// True when the request carried its own `apns-id`.
     public var apnsIDFromRequest: Bool

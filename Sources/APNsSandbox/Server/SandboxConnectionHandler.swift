@@ -670,7 +670,14 @@ final class SandboxConnectionHandler: ChannelInboundHandler, HTTP2EngineDelegate
 
         let sentID = outcome.kind == .device ? stream.head.apnsID : stream.head.requestID
         let requestID = sentID.flatMap { UUIDText.isUUID($0) ? $0 : nil }
-        let apnsID = requestID ?? idGenerator.nextID().rawValue
+        let echoed = requestID ?? idGenerator.nextID().rawValue
+        let apnsID: String
+        switch faults.answeredID {
+        case .echo: apnsID = echoed
+        case .uppercase: apnsID = echoed.uppercased()
+        case .other: apnsID = idGenerator.nextID().rawValue
+        case .malformed: apnsID = "not-a-uuid"
+        }
         // The development environment's key to its delivery log, new for every answer; a
         // successful broadcast gets one in either environment.
         let uniqueID: String?

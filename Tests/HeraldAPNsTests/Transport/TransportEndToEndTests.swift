@@ -163,6 +163,40 @@ struct TransportEndToEndTests {
         }
     }
 
+    @Test("The answer's apns-id: the one sent, in either case; another one as APNs gave it; one that is not a UUID is none on a 200 and the one sent on a failure")
+    func answeredAPNsID() async throws {
+        try await withSandbox { harness in
+            let transport = try harness.transport(for: try harness.tokenTenant(.alpha))
+            func send(_ faults: SandboxFaults) async throws -> (sent: NotificationID, answer: APNsResponse) {
+                harness.sandbox.setFaults(faults)
+                let note = transport.unchecked(Notes.note(topic: "com.example.alpha"))
+                return (note.id, try await transport.send(note))
+            }
+            let echoed = try await send(.none)
+            #expect(echoed.answer.status == 200 && echoed.answer.apnsID == echoed.sent)
+            let upper = try await send(SandboxFaults(answeredID: .uppercase))
+            #expect(upper.answer.status == 200 && upper.answer.apnsID == upper.sent)
+            #expect(upper.answer.apnsID?.rawValue == upper.sent.rawValue)
+            let other = try await send(SandboxFaults(answeredID: .other))
+            #expect(other.answer.status == 200)
+            let otherID = try #require(other.answer.apnsID)
+            #expect(otherID != other.sent)
+            // The id reported is the one the sandbox answered with.
+            #expect(harness.sandbox.requests.filter { $0.apnsID == otherID.rawValue }.count == 1)
+            let malformed = try await send(SandboxFaults(answeredID: .malformed))
+            #expect(malformed.answer.status == 200 && malformed.answer.apnsID == nil)
+            let failed = try await send(SandboxFaults(fraction500: 1, answeredID: .malformed))
+            #expect(failed.answer.status == 500 && failed.answer.reason == .internalServerError)
+            #expect(failed.answer.apnsID == failed.sent)
+            let failedOther = try await send(SandboxFaults(fraction500: 1, answeredID: .other))
+            #expect(failedOther.answer.status == 500)
+            #expect(failedOther.answer.apnsID != nil && failedOther.answer.apnsID != failedOther.sent)
+            harness.sandbox.setFaults(.none)
+            await transport.close()
+            harness.expectCleanAudit()
+        }
+    }
+
     @Test("no answer before the deadline: timedOut, marked as possibly processed")
     func requestTimeout() async throws {
         try await withSandbox { harness in
