@@ -317,7 +317,7 @@ enum SendOutcome {
         case .response(let response):
             members.append(("status", .int(Int64(response.status))))
             members.append((idKey, (response.apnsID ?? apnsID).map { .string($0.rawValue) } ?? .null))
-            members.append(("apns_unique_id", response.uniqueID.map { .string($0) } ?? .null))
+            members.append(("apns_unique_id", response.uniqueID.map { .string($0.rawValue) } ?? .null))
             members.append(("reason", response.reason.map { .string($0.wireValue) } ?? .null))
             members.append(("timestamp", response.timestamp.map { .int(Int64(($0.timeIntervalSince1970 * 1000).rounded())) } ?? .null))
         case .noAnswer(let error):

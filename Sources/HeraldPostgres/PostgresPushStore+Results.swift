@@ -224,7 +224,7 @@ extension PostgresPushStore {
             attempts.append(Self.count(result.attempts))
             // A unique id is a UUID, never empty: '' stands for none (NULLIF below). A plain
             // success keeps none, whichever statement writes it.
-            uniqueIDs.append(Self.isPlainSuccess(result) ? "" : result.uniqueID ?? "")
+            uniqueIDs.append(Self.isPlainSuccess(result) ? "" : result.uniqueID?.rawValue ?? "")
         }
         var binds = PostgresBindings(capacity: 17)
         binds.append(tenants)

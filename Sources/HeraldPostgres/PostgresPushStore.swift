@@ -937,7 +937,7 @@ public final class PostgresPushStore: PushStore, JobReports, UnansweredCallCount
                 apnsID: try cells[14].decode(String?.self).flatMap { try? NotificationID($0) },
                 apnsTimestamp: try cells[15].decode(Int64?.self).map(date),
                 finishedAt: date(try cells[16].decode(Int64?.self) ?? 0), attempts: attempts,
-                uniqueID: try cells[24].decode(String?.self))
+                uniqueID: try cells[24].decode(String?.self).flatMap(APNsUniqueID.init))
         }
         let rawJob = try cells[0].decode(String.self)
         guard let job = try? JobID(rawJob) else { throw StoreError.corrupt("job item row with an invalid job id") }

@@ -453,13 +453,13 @@ public struct JobItemResult: Sendable, Hashable {
     public var finishedAt: Date
     /// Attempts in all (0: not counted; a stored count is never lowered).
     public var attempts: Int
-    /// APNs' `apns-unique-id` (canonical UUID text): the development environment's key to the
-    /// notification in Apple's delivery log; nil in production or without an answer.
-    public var uniqueID: String?
+    /// APNs' `apns-unique-id`: the development environment's key to the notification in Apple's
+    /// delivery log; nil in production or without an answer.
+    public var uniqueID: APNsUniqueID?
 
     public init(
         state: JobItemState, status: Int?, reason: String?, message: String? = nil, apnsID: NotificationID?,
-        apnsTimestamp: Date? = nil, finishedAt: Date, attempts: Int = 0, uniqueID: String? = nil
+        apnsTimestamp: Date? = nil, finishedAt: Date, attempts: Int = 0, uniqueID: APNsUniqueID? = nil
     ) {
         self.uniqueID = uniqueID
         self.state = state

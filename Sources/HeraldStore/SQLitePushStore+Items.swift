@@ -351,7 +351,7 @@ extension SQLitePushStore {
                 result = JobItemResult(
                     state: row.state, status: row.status, reason: row.reason, message: row.message, apnsID: row.resultID,
                     apnsTimestamp: row.timestampMillis.map(date), finishedAt: date(row.finishedMillis ?? 0),
-                    attempts: row.attempts, uniqueID: row.uniqueID)
+                    attempts: row.attempts, uniqueID: row.uniqueID.flatMap(APNsUniqueID.init))
             }
             let held = row.state.isFinal ? nil : lease
             return JobItem(
@@ -627,7 +627,7 @@ extension SQLitePushStore {
                     try db.cachedStatement(sql: outcomeRowSQL).execute(arguments: [
                         job.key, index, result.state.rawValue, result.status, result.reason, result.message,
                         result.apnsID.map { Data($0.words.bytes) }, result.apnsTimestamp.map(clampedMillis),
-                        changes[position].finishedMillis, result.attempts, isPlain(result) ? nil : result.uniqueID,
+                        changes[position].finishedMillis, result.attempts, isPlain(result) ? nil : result.uniqueID?.rawValue,
                     ])
                     states[index] = result.state
                     counts.add(tenant: job.tenant, job: job.id, result: result)

@@ -113,4 +113,45 @@ struct APNsResponseTests {
             #expect(APNsResponse(status: 500, apnsID: nil, body: Array(body.utf8)).reason == nil)
         }
     }
+
+    /// The rare fields (reason, timestamp, retry-after, channel ID, body) are held apart from the
+    /// plain answer's: each reads back what was set, setting one leaves the others, and two
+    /// answers are equal, and hash alike, exactly when every field is, however each was built.
+    @Test func rareFieldsReadBackAndCompareByValue() throws {
+        let id = try NotificationID("eabeae54-14a8-11e5-b60b-1697f925ec7b")
+        let unique = try #require(APNsUniqueID("6A1C2B3D-4E5F-4A6B-8C7D-9E0F1A2B3C4D"))
+        #expect(unique.rawValue == "6a1c2b3d-4e5f-4a6b-8c7d-9e0f1a2b3c4d")
+        let when = Date(timeIntervalSince1970: 1_700_000_000)
+
+        let built = APNsResponse(
+            status: 410, apnsID: id, reason: .unregistered, timestamp: when, uniqueID: unique, retryAfter: .seconds(5))
+        var set = APNsResponse(status: 410, apnsID: id, uniqueID: unique)
+        #expect(set != built)
+        set.retryAfter = .seconds(5)
+        set.reason = .unregistered
+        set.timestamp = when
+        #expect(set == built && set.hashValue == built.hashValue)
+        #expect(set.reason == .unregistered && set.timestamp == when && set.retryAfter == .seconds(5))
+        #expect(set.channelID == nil && set.body.isEmpty)
+
+        // A copy changed is changed alone.
+        var copy = set
+        copy.channelID = "dHN0LTEyMzQ1Njc4OQ=="
+        copy.body = Array(#"{"channels":[]}"#.utf8)
+        #expect(copy.channelID == "dHN0LTEyMzQ1Njc4OQ==" && copy.body == Array(#"{"channels":[]}"#.utf8))
+        #expect(copy.reason == .unregistered && copy.retryAfter == .seconds(5))
+        #expect(set.channelID == nil && set.body.isEmpty && set == built)
+        #expect(copy != set)
+
+        // Every rare field cleared: equal to the plain answer.
+        copy.reason = nil
+        copy.timestamp = nil
+        copy.retryAfter = nil
+        copy.channelID = nil
+        copy.body = []
+        let plain = APNsResponse(status: 410, apnsID: id, uniqueID: unique)
+        #expect(copy == plain && copy.hashValue == plain.hashValue)
+        #expect(plain != APNsResponse(status: 410, apnsID: id), "the unique id counts")
+        #expect(plain != APNsResponse(status: 410, apnsID: nil, uniqueID: unique), "the apns-id counts")
+    }
 }

@@ -108,7 +108,7 @@ struct UUIDTextTests {
                 let isDash = value == UInt8(ascii: "-")
                 let isHex = HexDigits.value(value) != nil
                 let expected = dashPlaces.contains(place) ? isDash : isHex
-                let canonical = bytes.withUnsafeBytes { UUIDText.canonical($0) }
+                let canonical = bytes.withUnsafeBytes { APNsUniqueID(header: $0)?.rawValue }
                 #expect((canonical != nil) == expected, "byte \(value) at \(place)")
                 guard let canonical, expected, !dashPlaces.contains(place) else { continue }
                 var lowered = bytes
@@ -118,7 +118,7 @@ struct UUIDTextTests {
             }
         }
         let upper = Array(String(decoding: base, as: UTF8.self).uppercased().utf8)
-        #expect(upper.withUnsafeBytes { UUIDText.canonical($0) } == String(decoding: base, as: UTF8.self))
+        #expect(upper.withUnsafeBytes { APNsUniqueID(header: $0)?.rawValue } == String(decoding: base, as: UTF8.self))
     }
 
     @Test("the same seed gives the same apns-ids, another seed others")

@@ -28,9 +28,9 @@ struct DeviceAPIAnswerTests {
                 let records = rig.sandbox.requests
                 #expect(records.count == 2)
                 for (result, record) in zip([accepted, refused], records) {
-                    #expect(result.response.uniqueID == record.uniqueID, "\(environment)")
+                    #expect(result.response.uniqueID?.rawValue == record.uniqueID, "\(environment)")
                     if environment == .development {
-                        let uniqueID = try #require(result.response.uniqueID)
+                        let uniqueID = try #require(result.response.uniqueID?.rawValue)
                         #expect(UUIDText.isUUID(uniqueID) && uniqueID == uniqueID.lowercased(), "\(uniqueID)")
                         #expect(uniqueID != result.notificationID.rawValue, "its own id, not the apns-id")
                     } else {
@@ -48,7 +48,7 @@ struct DeviceAPIAnswerTests {
     func uniqueIDHeaderIsChecked() {
         func read(_ text: String) -> String? {
             var text = text
-            return text.withUTF8 { APNsResponse.uniqueID(header: UnsafeRawBufferPointer($0)) }
+            return text.withUTF8 { APNsUniqueID(header: UnsafeRawBufferPointer($0))?.rawValue }
         }
         #expect(read("5F3C2E1A-7B2D-4C8E-9A61-2F0B3D4E5A6C") == "5f3c2e1a-7b2d-4c8e-9a61-2f0b3d4e5a6c")
         #expect(read("5f3c2e1a-7b2d-4c8e-9a61-2f0b3d4e5a6c") == "5f3c2e1a-7b2d-4c8e-9a61-2f0b3d4e5a6c")

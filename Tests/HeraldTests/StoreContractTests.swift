@@ -252,7 +252,9 @@ struct StoreContractTests {
 
         // APNs' apns-unique-id (the development environment's) is kept with a failed outcome and
         // read back with the item and the failed items; a plain success keeps none.
-        let uniqueIDs = ["6a1c2b3d-4e5f-4a6b-8c7d-9e0f1a2b3c4d", "0f1e2d3c-4b5a-4697-8877-665544332211"]
+        let uniqueIDs = try ["6a1c2b3d-4e5f-4a6b-8c7d-9e0f1a2b3c4d", "0f1e2d3c-4b5a-4697-8877-665544332211"].map {
+            try #require(APNsUniqueID($0))
+        }
         let withUniqueID = [
             JobItemResult(
                 state: .sent, status: 200, reason: nil, apnsID: items[2].notification.id, finishedAt: t0.addingTimeInterval(4),

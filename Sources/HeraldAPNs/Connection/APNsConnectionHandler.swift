@@ -36,7 +36,7 @@ final class APNsConnectionHandler: ChannelInboundHandler, HTTP2EngineDelegate {
         var status: Int? = nil
         var answeredID = AnsweredID.sent
         /// `apns-unique-id` (development environment), canonical.
-        var uniqueID: String? = nil
+        var uniqueID: APNsUniqueID? = nil
         /// `retry-after` (delta-seconds), on a failure answer.
         var retryAfter: Duration? = nil
         /// `apns-channel-id` (channel management).
@@ -167,7 +167,7 @@ final class APNsConnectionHandler: ChannelInboundHandler, HTTP2EngineDelegate {
                     // Untrusted: at most the length a channel ID may have, else dropped.
                     if value.count <= ChannelID.maximumLength { stream.channelID = String(decoding: value, as: UTF8.self) }
                 } else if HTTP2HeaderBlock.bytesEqual(name, Self.uniqueIDName) {
-                    stream.uniqueID = APNsResponse.uniqueID(header: value)
+                    stream.uniqueID = APNsUniqueID(header: value)
                 } else if HTTP2HeaderBlock.bytesEqual(name, Self.retryAfterName) {
                     stream.retryAfter = APNsResponse.retryAfter(header: value)
                 }

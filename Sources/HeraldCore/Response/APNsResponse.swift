@@ -1,37 +1,91 @@
 import Foundation
 
-/// APNs' answer to one notification: the `:status`, the `apns-id`, and for failures the JSON
-/// body's `reason` (and, with 410, its `timestamp`).
+/// APNs' answer to one notification: the `:status`, the `apns-id` and the `apns-unique-id`, and
+/// for failures the JSON body's `reason` (and, with 410, its `timestamp`).
+///
+/// Every send's answer is moved from the connection to its caller through each layer, so a
+/// plain answer is kept to a few words: what only a rejection, a `retry-after` or a channel
+/// management answer carries is held in one reference, nil for a plain answer.
 public struct APNsResponse: Sendable, Hashable {
     public var status: Int
     public var apnsID: NotificationID?
-    public var reason: APNsReason?
-    /// With 410: the last time APNs confirmed the token is not valid for the topic any more.
-    public var timestamp: Date?
     /// `apns-unique-id`: the development environment's key to the notification in Apple's
-    /// delivery log (canonical UUID text; nil in production, or when the header is not a UUID).
-    public var uniqueID: String?
+    /// delivery log (nil in production, or when the header is not a UUID).
+    public var uniqueID: APNsUniqueID?
+    /// The rare fields; nil when every one of them is empty.
+    private var details: Details?
+
+    /// What only some answers carry, held by reference (replaced whole when one changes).
+    private final class Details: Sendable {
+        let fields: Fields
+        init(_ fields: Fields) { self.fields = fields }
+    }
+
+    private struct Fields: Sendable, Hashable {
+        var reason: APNsReason?
+        var timestamp: Date?
+        var retryAfter: Duration?
+        var channelID: String?
+        var body: [UInt8] = []
+
+        var isEmpty: Bool { reason == nil && timestamp == nil && retryAfter == nil && channelID == nil && body.isEmpty }
+    }
+
+    private var fields: Fields {
+        get { details?.fields ?? Fields() }
+        set { details = newValue.isEmpty ? nil : Details(newValue) }
+    }
+
+    public var reason: APNsReason? {
+        get { details?.fields.reason }
+        set { fields.reason = newValue }
+    }
+    /// With 410: the last time APNs confirmed the token is not valid for the topic any more.
+    public var timestamp: Date? {
+        get { details?.fields.timestamp }
+        set { fields.timestamp = newValue }
+    }
     /// A `retry-after` header's wait (delta-seconds, at most ``maximumRetryAfter``): a resend
     /// does not go before it. Apple does not document one; an HTTP server in front of an
     /// endpoint may send it with 429 or 503.
-    public var retryAfter: Duration?
+    public var retryAfter: Duration? {
+        get { details?.fields.retryAfter }
+        set { fields.retryAfter = newValue }
+    }
     /// `apns-channel-id` on the answer to a channel creation: the new channel's ID (as APNs
     /// sent it; checked by whoever takes it).
-    public var channelID: String?
+    public var channelID: String? {
+        get { details?.fields.channelID }
+        set { fields.channelID = newValue }
+    }
     /// A successful channel management answer's body (JSON); empty otherwise (an error body is
     /// read into ``reason``).
-    public var body: [UInt8] = []
+    public var body: [UInt8] {
+        get { details?.fields.body ?? [] }
+        set { fields.body = newValue }
+    }
 
     public init(
-        status: Int, apnsID: NotificationID?, reason: APNsReason? = nil, timestamp: Date? = nil, uniqueID: String? = nil,
-        retryAfter: Duration? = nil
+        status: Int, apnsID: NotificationID?, reason: APNsReason? = nil, timestamp: Date? = nil,
+        uniqueID: APNsUniqueID? = nil, retryAfter: Duration? = nil
     ) {
         self.status = status
         self.apnsID = apnsID
-        self.reason = reason
-        self.timestamp = timestamp
         self.uniqueID = uniqueID
-        self.retryAfter = retryAfter
+        let fields = Fields(reason: reason, timestamp: timestamp, retryAfter: retryAfter)
+        self.details = fields.isEmpty ? nil : Details(fields)
+    }
+
+    public static func == (left: APNsResponse, right: APNsResponse) -> Bool {
+        left.status == right.status && left.apnsID == right.apnsID && left.uniqueID == right.uniqueID
+            && (left.details === right.details || left.fields == right.fields)
+    }
+
+    public func hash(into hasher: inout Hasher) {
+        hasher.combine(status)
+        hasher.combine(apnsID)
+        hasher.combine(uniqueID)
+        hasher.combine(fields)
     }
 
     /// The longest `retry-after` honoured: a larger value is taken as this.
@@ -50,12 +104,6 @@ public struct APNsResponse: Sendable, Hashable {
         return min(.seconds(seconds), maximumRetryAfter)
     }
 
-    /// The `apns-unique-id` header's value in canonical form, or nil when it is not a UUID
-    /// (the header is untrusted: anything else is dropped, not passed on).
-    public static func uniqueID(header bytes: UnsafeRawBufferPointer) -> String? {
-        UUIDText.canonical(bytes)
-    }
-
     public var isSuccess: Bool { status == 200 }
 
     /// Any 2xx: channel management answers 201 to a creation and 204 to a deletion.
@@ -69,14 +117,13 @@ public struct APNsResponse: Sendable, Hashable {
 
     /// Builds a response from the wire: the status, the apns-id and the (possibly empty) body.
     /// A body that is not the JSON APNs documents still yields a response; its reason is then nil.
-    public init(status: Int, apnsID: NotificationID?, body: [UInt8], uniqueID: String? = nil, retryAfter: Duration? = nil) {
-        self.status = status
-        self.apnsID = apnsID
-        self.uniqueID = uniqueID
-        self.retryAfter = retryAfter
+    public init(
+        status: Int, apnsID: NotificationID?, body: [UInt8], uniqueID: APNsUniqueID? = nil, retryAfter: Duration? = nil
+    ) {
         let decoded = APNsErrorBody.decode(body)
-        self.reason = decoded?.reason
-        self.timestamp = decoded?.timestamp
+        self.init(
+            status: status, apnsID: apnsID, reason: decoded?.reason, timestamp: decoded?.timestamp, uniqueID: uniqueID,
+            retryAfter: retryAfter)
     }
 }
 

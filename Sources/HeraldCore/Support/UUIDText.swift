@@ -110,14 +110,6 @@ public enum UUIDText {
         return text.withUTF8 { parse($0, lowercase: &lowercase) }
     }
 
-    /// The canonical text of the UUID written in `bytes` in either case; nil for any other
-    /// text. Text already canonical is kept as it is (read once, one allocation).
-    public static func canonical(_ bytes: UnsafeRawBufferPointer) -> String? {
-        var lowercase = true
-        guard let words = bytes.withMemoryRebound(to: UInt8.self, { parse($0, lowercase: &lowercase) }) else { return nil }
-        return lowercase ? String(decoding: bytes, as: UTF8.self) : format(words)
-    }
-
     /// True when `text` is a UUID that ``parse(_:)`` reads.
     public static func isUUID(_ text: String) -> Bool {
         parse(text) != nil

@@ -148,7 +148,7 @@ extension Console {
             session, id: id,
             broadcastResult: TenantPage.BroadcastResult(
                 status: result.status, reason: result.reason?.wireValue, requestID: result.notificationID.rawValue,
-                uniqueID: result.response.uniqueID, channel: channel.rawValue, environment: environment.rawValue,
+                uniqueID: result.response.uniqueID?.rawValue, channel: channel.rawValue, environment: environment.rawValue,
                 attempts: result.attempts))
     }
 

@@ -153,7 +153,7 @@ struct ChannelHandlers: Sendable {
         }
         return BroadcastAnswer(
             success: result.isSuccess, status: result.status, apnsRequestID: result.notificationID.rawValue,
-            apnsUniqueID: result.response.uniqueID, reason: result.reason?.wireValue, channelID: channel.rawValue,
+            apnsUniqueID: result.response.uniqueID?.rawValue, reason: result.reason?.wireValue, channelID: channel.rawValue,
             environment: result.environment.rawValue, attempts: result.attempts)
     }
 

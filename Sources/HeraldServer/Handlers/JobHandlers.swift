@@ -241,7 +241,7 @@ struct JobHandlers: Sendable {
                 JobAnswer.FailedItem(
                     index: item.index, deviceToken: item.notification.deviceToken?.hex ?? "",
                     apnsID: item.result?.apnsID?.rawValue ?? item.notification.id?.rawValue,
-                    apnsUniqueID: item.result?.uniqueID, status: item.result?.status,
+                    apnsUniqueID: item.result?.uniqueID?.rawValue, status: item.result?.status,
                     reason: item.result?.reason, message: item.result?.message, timestamp: item.result?.apnsTimestamp,
                     finishedAt: item.result?.finishedAt, attempts: item.attempts, lastError: item.lastError)
             },

@@ -52,7 +52,7 @@ struct NotificationHandlers: Sendable {
         }
         return SendAnswer(
             success: result.isSuccess, status: result.status, apnsID: result.notificationID.rawValue,
-            apnsUniqueID: result.response.uniqueID, reason: result.reason?.wireValue, timestamp: result.response.timestamp,
+            apnsUniqueID: result.response.uniqueID?.rawValue, reason: result.reason?.wireValue, timestamp: result.response.timestamp,
             environment: result.environment.rawValue, attempts: result.attempts)
     }
 
