@@ -56,13 +56,9 @@ enum ItemChunks {
 
         init(capacity: Int = 0) { bytes.reserveCapacity(capacity) }
 
+        /// Appends one item: its fields, then the token's and the apns-id's bytes, written
+        /// straight into the chunk (no array is made for either).
         mutating func append(_ notification: HeraldCore.Notification, id: NotificationID, payloadRef: Int64) throws {
-            try append(notification, idBytes: id.words.bytes, payloadRef: payloadRef)
-        }
-
-        /// ``append(_:id:payloadRef:)`` with the apns-id as its 16 bytes.
-        mutating func append(_ notification: HeraldCore.Notification, idBytes: [UInt8], payloadRef: Int64) throws {
-            guard idBytes.count == 16 else { throw StoreError.invalidArgument("an apns-id is not 16 bytes") }
             var flags: UInt8 = 0
             if let topic = notification.topic {
                 flags |= Flag.topic
@@ -79,10 +75,14 @@ enum ItemChunks {
             guard let device = notification.deviceToken else {
                 throw StoreError.invalidArgument("a batch item needs a device token; a broadcast is not a batch item")
             }
-            let token = device.bytes
-            guard token.count <= 255 else { throw StoreError.invalidArgument("a device token is longer than 255 bytes") }
-            bytes.append(UInt8(token.count))
-            bytes.append(contentsOf: token)
+            let tokenLength = device.byteCount
+            guard tokenLength <= 255 else { throw StoreError.invalidArgument("a device token is longer than 255 bytes") }
+            bytes.append(UInt8(tokenLength))
+            let tokenStart = bytes.count
+            bytes.append(contentsOf: repeatElement(0, count: tokenLength))
+            bytes.withUnsafeMutableBytes { chunk in
+                _ = device.copyBytes(to: UnsafeMutableRawBufferPointer(rebasing: chunk[tokenStart...]))
+            }
             if flags & Flag.samePushType == 0 {
                 try appendShort(notification.pushType.rawValue, field: "push type")
                 lastPushType = notification.pushType
@@ -101,7 +101,7 @@ enum ItemChunks {
             case .at(let seconds)?: appendInteger(Int64(seconds))
             }
             if let collapseID = notification.collapseID { try appendShort(collapseID, field: "collapse id") }
-            bytes.append(contentsOf: idBytes)
+            id.words.append(to: &bytes)
             if flags & Flag.samePayload == 0 {
                 appendInteger(payloadRef)
                 lastPayload = payloadRef

@@ -174,9 +174,7 @@ extension SQLitePushStore {
                     ])
                     lastPayload = notifications[index].payload
                 }
-                try encoder.append(
-                    notifications[index], idBytes: notifications[index].id?.words.bytes ?? ids.nextBytes(),
-                    payloadRef: payloadCount)
+                try encoder.append(notifications[index], id: notifications[index].id ?? ids.nextID(), payloadRef: payloadCount)
             }
             try chunkStatement.execute(arguments: [
                 ItemChunks.rowID(key: key, first: start), end - start, Data(encoder.bytes),

@@ -154,11 +154,11 @@ struct NotificationIDTests {
     }
 
     /// The bytes a store keeps are those of the id the same generator would have made.
-    @Test func nextBytesAreTheNextIDsBytes() {
+    @Test func nextWordsAreTheNextIDsBytes() {
         var forBytes = NotificationIDGenerator(seed: 7)
         var forID = NotificationIDGenerator(seed: 7)
         for _ in 0..<100 {
-            let bytes = forBytes.nextBytes()
+            let bytes = forBytes.nextWords().bytes
             #expect(bytes.count == 16 && bytes[6] >> 4 == 4 && bytes[8] >> 6 == 2)
             #expect(NotificationID(bytes: bytes) == forID.nextID())
         }

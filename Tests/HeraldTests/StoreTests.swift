@@ -296,14 +296,22 @@ struct StoreTests {
     func corruptChunkCounts() throws {
         var generator = NotificationIDGenerator()
         var encoder = ItemChunks.Encoder(capacity: 256)
+        var written: [(DeviceToken, NotificationID)] = []
         for index in 0..<3 {
+            // Tokens of three lengths, each byte distinct: the bytes written straight into the
+            // chunk read back as they were.
+            let token = DeviceToken(bytes: (0..<(16 + 8 * index)).map { UInt8(truncatingIfNeeded: $0 * 7 + index) })
+            let id = generator.nextID()
             let notification = HeraldCore.Notification(
-                deviceToken: DeviceToken(bytes: [UInt8](repeating: UInt8(index), count: 32)), topic: "com.example.app",
-                pushType: .alert, payload: [])
-            try encoder.append(notification, idBytes: generator.nextID().words.bytes, payloadRef: 1)
+                deviceToken: token, topic: "com.example.app", pushType: .alert, payload: [])
+            try encoder.append(notification, id: id, payloadRef: 1)
+            written.append((token, id))
         }
         let blob = Data(encoder.bytes)
-        #expect(try ItemChunks.decode(blob, count: 3).map(\.position) == [0, 1, 2])
+        let read = try ItemChunks.decode(blob, count: 3)
+        #expect(read.map(\.position) == [0, 1, 2])
+        #expect(read.map(\.item.notification.deviceToken) == written.map(\.0))
+        #expect(read.map(\.item.notification.id) == written.map(\.1))
         #expect(try ItemChunks.decode(blob, count: 3, wanted: 1..<2).map(\.position) == [1])
         for count in [-1, Int.min, ItemChunks.size + 1, Int.max] {
             #expect(throws: StoreError.self) { try ItemChunks.decode(blob, count: count) }

@@ -92,10 +92,7 @@ public struct NotificationIDGenerator: Sendable {
         NotificationID(words: nextWords())
     }
 
-    /// The next apns-id's 16 bytes (a store that keeps the bytes need not format and parse it):
-    /// the bytes of the id ``nextID()`` would have made.
-    public mutating func nextBytes() -> [UInt8] { nextWords().bytes }
-
-    /// The next apns-id's 16 bytes as two words (a store that keeps them as a `uuid`).
+    /// The next apns-id's 16 bytes as two words (a store that keeps them as a `uuid`): those of
+    /// the id ``nextID()`` would have made.
     public mutating func nextWords() -> UUIDText.Words { .random(using: &random) }
 }
