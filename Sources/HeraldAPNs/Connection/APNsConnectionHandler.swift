@@ -35,7 +35,7 @@ final class APNsConnectionHandler: ChannelInboundHandler, HTTP2EngineDelegate {
         let request: APNsRequest
         var status: Int? = nil
         var answeredID = AnsweredID.sent
-        /// `apns-unique-id` (development environment), canonical.
+        /// `apns-unique-id` (development environment), as its 16 bytes.
         var uniqueID: APNsUniqueID? = nil
         /// `retry-after` (delta-seconds), on a failure answer.
         var retryAfter: Duration? = nil

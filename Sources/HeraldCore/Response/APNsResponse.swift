@@ -111,8 +111,7 @@ public struct APNsResponse: Sendable, Hashable {
 
     /// The `apns-id` header's value, or nil when it is not a UUID (the header is untrusted).
     public static func apnsID(header bytes: UnsafeRawBufferPointer) -> NotificationID? {
-        var lowercase = true
-        return bytes.withMemoryRebound(to: UInt8.self) { UUIDText.parse($0, lowercase: &lowercase) }.map(NotificationID.init(words:))
+        UUIDText.parse(bytes).map(NotificationID.init(words:))
     }
 
     /// Builds a response from the wire: the status, the apns-id and the (possibly empty) body.

@@ -20,10 +20,7 @@ public struct APNsUniqueID: Hashable, Sendable, CustomStringConvertible {
 
     /// The header's value, or nil when it is not a UUID.
     public init?(header bytes: UnsafeRawBufferPointer) {
-        var lowercase = true
-        guard let words = bytes.withMemoryRebound(to: UInt8.self, { UUIDText.parse($0, lowercase: &lowercase) }) else {
-            return nil
-        }
+        guard let words = UUIDText.parse(bytes) else { return nil }
         self.words = words
     }
 

@@ -110,6 +110,12 @@ public enum UUIDText {
         return text.withUTF8 { parse($0, lowercase: &lowercase) }
     }
 
+    /// ``parse(_:)`` over a header value's bytes (an answer's `apns-id` or `apns-unique-id`).
+    public static func parse(_ bytes: UnsafeRawBufferPointer) -> Words? {
+        var lowercase = true
+        return bytes.withMemoryRebound(to: UInt8.self) { parse($0, lowercase: &lowercase) }
+    }
+
     /// True when `text` is a UUID that ``parse(_:)`` reads.
     public static func isUUID(_ text: String) -> Bool {
         parse(text) != nil
