@@ -127,15 +127,27 @@ enum ItemChunks {
     }
 
     /// Decodes the items of a chunk blob whose position (0 ..< count) is in `wanted` (all of them
-    /// when nil), in position order; the payloads are left empty (the caller fills them from
-    /// `payloadRef`).
+    /// when nil), in position order, with their payloads left empty and their payload refs.
     static func decode(_ blob: Data, count: Int, wanted: Range<Int>? = nil) throws -> [(position: Int, item: Item)] {
+        var items: [(position: Int, item: Item)] = []
+        items.reserveCapacity(max(0, min(wanted?.count ?? count, count, size)))
+        try decode(blob, count: count, wanted: wanted, payload: { _ in [] }) { position, notification, payloadRef in
+            items.append((position, Item(notification: notification, payloadRef: payloadRef)))
+        }
+        return items
+    }
+
+    /// Decodes the items of a chunk blob whose position (0 ..< count) is in `wanted` (all of them
+    /// when nil), in position order: each kept item's notification is built once, with the payload
+    /// `payload` gives for its payload ref, and handed to `each` with its position and payload ref.
+    static func decode(
+        _ blob: Data, count: Int, wanted: Range<Int>? = nil, payload: (Int64) throws -> [UInt8],
+        _ each: (_ position: Int, _ notification: consuming HeraldCore.Notification, _ payloadRef: Int64) throws -> Void
+    ) throws {
         // The count comes from the row, not the blob: a corrupt row must not trap the range or
         // reserve more than a chunk holds.
         guard (0...size).contains(count) else { throw StoreError.corrupt("a job chunk that claims \(count) items") }
         var reader = ByteReader(blob)
-        var items: [(position: Int, item: Item)] = []
-        items.reserveCapacity(min(wanted?.count ?? count, count))
         var lastTopic: String? = nil
         var lastPushType: PushType? = nil
         var lastPayload: Int64 = -1
@@ -171,16 +183,13 @@ enum ItemChunks {
             let idBytes = try reader.bytes(16)
             if flags & Flag.samePayload == 0 { lastPayload = try reader.integer(Int64.self) }
             guard keep, let token else { continue }
-            items.append((
+            try each(
                 position,
-                Item(
-                    notification: HeraldCore.Notification(
-                        deviceToken: token, topic: topic, pushType: pushType, priority: priority, expiration: expiration,
-                        collapseID: collapseID, id: ItemChunks.id(idBytes), payload: []),
-                    payloadRef: lastPayload)
-            ))
+                HeraldCore.Notification(
+                    deviceToken: token, topic: topic, pushType: pushType, priority: priority, expiration: expiration,
+                    collapseID: collapseID, id: ItemChunks.id(idBytes), payload: try payload(lastPayload)),
+                lastPayload)
         }
-        return items
     }
 
     /// An apns-id from its 16 bytes (canonical: lowercase, 8-4-4-4-12).

@@ -225,10 +225,12 @@ extension SQLitePushStore {
         ) { try itemRow($0).1 }
     }
 
-    /// The notifications of the items at `indexes` (their payloads read through `payloads`).
+    /// The notifications of the items at `indexes`, in that order (each index once), with their
+    /// payloads unless `payloads` is false. Each chunk is read once, for the span of positions
+    /// asked of it, and each notification is built once and moved into the answer.
     static func notifications(
-        _ db: Database, job: JobRef, indexes: some Sequence<Int>, payloads: inout PayloadCache
-    ) throws -> [Int: HeraldCore.Notification] {
+        _ db: Database, job: JobRef, indexes: [Int], payloads withPayloads: Bool = true
+    ) throws -> [HeraldCore.Notification] {
         // Each chunk's span of positions; a run of indexes in one chunk (a claim's pending items
         // are in index order) is gathered before its chunk is looked up.
         var byChunk: [Int: (low: Int, high: Int)] = [:]
@@ -248,22 +250,35 @@ extension SQLitePushStore {
             }
         }
         if let run { close(run) }
-        // Sized once for every item of the spans read: a claim's 500 would grow it nine times.
-        var notes: [Int: HeraldCore.Notification] = [:]
-        notes.reserveCapacity(byChunk.values.reduce(0) { $0 + $1.high - $1.low + 1 })
-        for (first, span) in byChunk {
-            guard
-                var items = try Row.readFirst(
+        var payloads = PayloadCache(tenant: job.tenant, job: job.id)
+        // Each chunk's span decoded when first asked for: its notifications by position from the
+        // span's low one, each taken out (moved) when its index comes.
+        var chunks = ChunkSlots<(low: Int, notes: [HeraldCore.Notification?])>()
+        var notes: [HeraldCore.Notification] = []
+        notes.reserveCapacity(indexes.count)
+        for index in indexes {
+            let first = ItemChunks.first(of: index)
+            let slot = try chunks.slot(first) {
+                guard let span = byChunk[first] else { throw StoreError.corrupt("job \(job.id) lacks item \(index)") }
+                var decoded = [HeraldCore.Notification?](repeating: nil, count: span.high - span.low + 1)
+                let found: Bool? = try Row.readFirst(
                     db.cachedStatement(sql: "SELECT count, items FROM job_chunk WHERE id = ?"),
-                    arguments: [ItemChunks.rowID(key: job.key, first: first)],
-                    { row in try ItemChunks.decode(row[1], count: row[0], wanted: span.low..<(span.high + 1)) })
-            else { throw StoreError.corrupt("job \(job.id) lacks the chunk of item \(first)") }
-            // Taken out of the decoded chunk one by one, last first (moved, not copied).
-            while var entry = items.popLast() {
-                entry.item.notification.payload = try payloads.payload(
-                    db, tenant: job.tenant.rawValue, job: job.id.rawValue, id: entry.item.payloadRef)
-                notes[first + entry.position] = entry.item.notification
+                    arguments: [ItemChunks.rowID(key: job.key, first: first)]
+                ) { row in
+                    try ItemChunks.decode(
+                        row[1], count: row[0], wanted: span.low..<(span.high + 1),
+                        payload: { withPayloads ? try payloads.payload(db, id: $0) : [] }
+                    ) { position, notification, _ in decoded[position - span.low] = notification }
+                    return true
+                }
+                guard found != nil else { throw StoreError.corrupt("job \(job.id) lacks the chunk of item \(first)") }
+                return (span.low, decoded)
             }
+            let position = index - first - chunks.values[slot].low
+            guard chunks.values[slot].notes.indices.contains(position),
+                let notification = chunks.values[slot].notes[position].take()
+            else { throw StoreError.corrupt("job \(job.id) lacks item \(index)") }
+            notes.append(notification)
         }
         return notes
     }
@@ -330,12 +345,16 @@ extension SQLitePushStore {
                 if range.contains(index) { leases[index] = (claim.claimant, claim.leaseUntil) }
             }
         }
-        var payloads = PayloadCache()
-        let notes = try notifications(db, job: job, indexes: range, payloads: &payloads)
-        return try range.map { index in
-            guard let notification = notes[index] else { throw StoreError.corrupt("job \(job.id) lacks item \(index)") }
-            return item(job: job.id, index: index, notification: notification, row: rows[index], sent: sent[index], lease: leases[index])
+        // Asked for last first: each is taken off the end (moved, not copied), in index order.
+        var notes = try notifications(db, job: job, indexes: range.reversed())
+        var items: [JobItem] = []
+        items.reserveCapacity(range.count)
+        for index in range {
+            guard let notification = notes.popLast() else { throw StoreError.corrupt("job \(job.id) lacks item \(index)") }
+            items.append(
+                item(job: job.id, index: index, notification: notification, row: rows[index], sent: sent[index], lease: leases[index]))
         }
+        return items
     }
 
     /// One item from what the tables keep of it.
@@ -449,9 +468,9 @@ extension SQLitePushStore {
         try writeClaim(db, key: job.key, own)
 
         // The claimed items: due retries in the order claimed, then pending ones in index order.
-        var payloads = PayloadCache()
         let indexes = selected.map { Int($0 & ~ItemChunks.retryEntry) }
-        var notes = try notifications(db, job: job, indexes: indexes, payloads: &payloads)
+        // Asked for last first: each is taken off the end (moved, not copied), in claim order.
+        var notes = try notifications(db, job: job, indexes: indexes.reversed())
         var rows: [Int: ItemRow] = [:]
         if let low = pending.first, let high = pending.last {
             rows = try itemRows(db, key: job.key, range: low...high)
@@ -460,11 +479,10 @@ extension SQLitePushStore {
             let index = Int(entry & ~ItemChunks.retryEntry)
             rows[index] = try itemRow(db, key: job.key, index: index)
         }
-        // Each index once: its notification is moved out of `notes`, not copied.
         var items: [JobItem] = []
         items.reserveCapacity(indexes.count)
         for index in indexes {
-            guard let notification = notes.removeValue(forKey: index) else {
+            guard let notification = notes.popLast() else {
                 throw StoreError.corrupt("job \(job.id) lacks item \(index)")
             }
             items.append(

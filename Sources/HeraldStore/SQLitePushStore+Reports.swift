@@ -29,12 +29,11 @@ extension SQLitePushStore: JobReports {
             let rows = try Row.fetchAll(
                 db.cachedStatement(sql: Self.failedItemsSQL), arguments: [ref.key, max(-1, afterIndex), max(0, limit)]
             ).map { try Self.itemRow($0) }
-            var payloads = PayloadCache()
-            let notes = try Self.notifications(db, job: ref, indexes: rows.map { $0.0 }, payloads: &payloads)
+            // The report shows the notification without its payload. Asked for last first: each
+            // is taken off the end (moved, not copied), in the rows' order.
+            var notes = try Self.notifications(db, job: ref, indexes: rows.reversed().map { $0.0 }, payloads: false)
             return try rows.map { index, row in
-                // The report shows the notification without its payload.
-                guard var notification = notes[index] else { throw StoreError.corrupt("job \(job) lacks item \(index)") }
-                notification.payload = []
+                guard let notification = notes.popLast() else { throw StoreError.corrupt("job \(job) lacks item \(index)") }
                 return Self.item(job: job, index: index, notification: notification, row: row, sent: nil, lease: nil)
             }
         }

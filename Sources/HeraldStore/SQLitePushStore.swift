@@ -539,27 +539,35 @@ public final class SQLitePushStore: PushStore {
     }
 }
 
-/// The shared payloads (`job_payload`) read while one statement's items are built: each is read
-/// once and its bytes shared by every item that refers to it.
+/// The shared payloads (`job_payload`) of one job read while one statement's items are built:
+/// each is read once and its bytes shared by every item that refers to it. The payload asked for
+/// last is kept at hand: a chunk's items that share a payload are stored in a run.
 struct PayloadCache {
-    private struct Key: Hashable {
-        var tenant: String
-        var job: String
-        var id: Int64
+    let tenant: String
+    let job: String
+    private var payloads: [Int64: [UInt8]] = [:]
+    private var last: (id: Int64, payload: [UInt8])? = nil
+
+    init(tenant: TenantID, job: JobID) {
+        self.tenant = tenant.rawValue
+        self.job = job.rawValue
     }
 
-    private var payloads: [Key: [UInt8]] = [:]
-
-    mutating func payload(_ db: Database, tenant: String, job: String, id: Int64) throws -> [UInt8] {
-        let key = Key(tenant: tenant, job: job, id: id)
-        if let payload = payloads[key] { return payload }
-        guard
-            let data = try Data.fetchOne(
-                db.cachedStatement(sql: "SELECT payload FROM job_payload WHERE tenant = ? AND job_id = ? AND id = ?"),
-                arguments: [tenant, job, id])
-        else { throw StoreError.corrupt("job item refers to a payload that is not stored") }
-        let payload = [UInt8](data)
-        payloads[key] = payload
+    mutating func payload(_ db: Database, id: Int64) throws -> [UInt8] {
+        if let last, last.id == id { return last.payload }
+        let payload: [UInt8]
+        if let known = payloads[id] {
+            payload = known
+        } else {
+            guard
+                let data = try Data.fetchOne(
+                    db.cachedStatement(sql: "SELECT payload FROM job_payload WHERE tenant = ? AND job_id = ? AND id = ?"),
+                    arguments: [tenant, job, id])
+            else { throw StoreError.corrupt("job item refers to a payload that is not stored") }
+            payload = [UInt8](data)
+            payloads[id] = payload
+        }
+        last = (id, payload)
         return payload
     }
 }
