@@ -426,9 +426,10 @@ extension PostgresPushStore {
     /// The items without a row in the chunk slices of `rows` (``chunkSlices``' columns from
     /// `column` on), with their payloads, in descending index order.
     static func sliceItems(_ rows: [PostgresRow], from column: Int, job: JobID) throws -> [(Int, HeraldCore.Notification)] {
-        var decoded: [(Int, HeraldCore.Notification, Int32)] = []
-        var payloads: [Int32: [UInt8]] = [:]
-        for row in rows {
+        var notes: [(Int, HeraldCore.Notification)] = []
+        // The rows are in index order: read from the last, each slice from its end, so that the
+        // notifications come out in descending index order, each built once with its payload.
+        for row in rows.reversed() {
             let cells = row.makeRandomAccess()
             // The array in the slice's `offset`th column.
             func array<Element: PostgresArrayElement>(_ offset: Int) throws -> [Element] {
@@ -451,30 +452,46 @@ extension PostgresPushStore {
             guard [topics.count, pushTypes.count, priorities.count, expirations.count, collapseIDs.count, apnsIDs.count,
                    refs.count, nulls.count].allSatisfy({ $0 == count }), payloadIDs.count == payloadBytes.count
             else { throw StoreError.corrupt("job chunk of job \(job) with arrays of different lengths") }
+            // A slice's row carries the payloads its items refer to; the one used last is kept at
+            // hand (items that share a payload are stored in a run).
+            var payloads: [Int32: [UInt8]] = [:]
             for (id, bytes) in zip(payloadIDs, payloadBytes) where payloads[id] == nil { payloads[id] = bytes.bytes }
+            var last: (ref: Int32, payload: [UInt8])? = nil
             // The rowed indexes come in no order; they are few, if any.
             let skipped = Set(rowed.lazy.map { Int($0) - first })
-            for k in 0..<count where skipped.isEmpty || !skipped.contains(k) {
+            notes.reserveCapacity(notes.count + count)
+            for k in (0..<count).reversed() where skipped.isEmpty || !skipped.contains(k) {
+                let payload: [UInt8]
+                if let last, last.ref == refs[k] {
+                    payload = last.payload
+                } else {
+                    guard let found = payloads[refs[k]] else {
+                        throw StoreError.corrupt("job \(job) lacks the payload of item \(first + k)")
+                    }
+                    payload = found
+                    last = (refs[k], found)
+                }
                 let missing = nulls[k]
                 func has(_ field: MissingField) -> Bool { missing & field.rawValue == 0 }
-                decoded.append((
+                notes.append((
                     first + k,
                     try chunkNotification(
                         token: tokens[k].token, topic: has(.topic) ? topics[k] : nil, pushType: pushTypes[k],
                         priority: has(.priority) ? Int(priorities[k]) : nil,
                         expiration: has(.expiration) ? expirations[k] : nil,
-                        collapseID: has(.collapseID) ? collapseIDs[k] : nil, apnsID: NotificationID(words: apnsIDs[k].words)),
-                    refs[k]
+                        collapseID: has(.collapseID) ? collapseIDs[k] : nil, apnsID: NotificationID(words: apnsIDs[k].words),
+                        payload: payload)
                 ))
             }
         }
-        return try attach(payloads, to: decoded, job: job)
+        return notes
     }
 
-    /// One chunk item's notification, its payload still to be attached (``withPayloads``).
+    /// One chunk item's notification, with `payload` (empty when it is to be attached later:
+    /// ``withPayloads``).
     static func chunkNotification(
         token: DeviceToken, topic: String?, pushType: String, priority: Int?, expiration: Int64?, collapseID: String?,
-        apnsID: NotificationID
+        apnsID: NotificationID, payload: [UInt8] = []
     ) throws -> HeraldCore.Notification {
         guard let pushType = PushType(rawValue: pushType) else {
             throw StoreError.corrupt("job chunk with an invalid push type")
@@ -482,7 +499,7 @@ extension PostgresPushStore {
         return HeraldCore.Notification(
             deviceToken: token, topic: topic, pushType: pushType, priority: priority.flatMap(Priority.init(rawValue:)),
             expiration: expiration.map { $0 == 0 ? .immediately : .at(UInt32(clamping: $0)) },
-            collapseID: collapseID, id: apnsID, payload: [])
+            collapseID: collapseID, id: apnsID, payload: payload)
     }
 
     /// Notifications from ``chunkItemColumns`` rows, their payloads read once each, in the
