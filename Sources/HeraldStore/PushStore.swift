@@ -358,10 +358,10 @@ public enum JobItemState: String, Sendable, Hashable, Codable, CaseIterable, Cus
 
 /// One notification of a job and its outcome.
 public struct JobItem: Sendable, Hashable {
-    public var job: JobID
-    public var index: Int
     /// The notification, with its apns-id assigned when the job was stored.
     public var notification: HeraldCore.Notification
+    public var job: JobID
+    public var index: Int
     public var state: JobItemState
     public var result: JobItemResult?
     /// Who holds the item's lease, while pending.
@@ -380,28 +380,22 @@ public struct JobItem: Sendable, Hashable {
     /// unless a transient answer put it back since: set on an item without an outcome, that
     /// request may have reached APNs.
     public var onWireAt: Date?
+}
 
+// Built through the memberwise initializer, as `Notification` is (see there).
+extension JobItem {
     public init(
         job: JobID, index: Int, notification: HeraldCore.Notification, state: JobItemState, result: JobItemResult?,
         claimant: String? = nil, leaseUntil: Date? = nil, attempts: Int = 0, firstAttemptAt: Date? = nil,
         nextAttemptAt: Date? = nil, lastError: String? = nil, onWireAt: Date? = nil
     ) {
-        self.job = job
-        self.index = index
-        self.notification = notification
-        self.state = state
-        self.result = result
-        self.claimant = claimant
-        self.leaseUntil = leaseUntil
-        self.attempts = attempts
-        self.firstAttemptAt = firstAttemptAt
-        self.nextAttemptAt = nextAttemptAt
-        self.lastError = lastError
-        self.onWireAt = onWireAt
+        self.init(
+            notification: notification, job: job, index: index, state: state, result: result, claimant: claimant,
+            leaseUntil: leaseUntil, attempts: attempts, firstAttemptAt: firstAttemptAt, nextAttemptAt: nextAttemptAt,
+            lastError: lastError, onWireAt: onWireAt)
     }
 }
 
-/// An item put back to wait for its next attempt (``PushStore/deferItem(tenant:job:index:retry:)``).
 /// One change of a job item that the job runner writes: its outcome, or its next attempt
 /// (``PushStore/recordChanges(tenant:job:_:)``).
 public struct JobItemChange: Sendable, Hashable {
@@ -412,15 +406,18 @@ public struct JobItemChange: Sendable, Hashable {
         case retry(JobItemRetry)
     }
 
-    public var index: Int
     public var change: Change
+    public var index: Int
+}
 
+// Built through the memberwise initializer, as `Notification` is (see there).
+extension JobItemChange {
     public init(index: Int, change: Change) {
-        self.index = index
-        self.change = change
+        self.init(change: change, index: index)
     }
 }
 
+/// An item put back to wait for its next attempt (``PushStore/deferItem(tenant:job:index:retry:)``).
 public struct JobItemRetry: Sendable, Hashable {
     /// Attempts made so far, in all.
     public var attempts: Int
@@ -439,6 +436,7 @@ public struct JobItemRetry: Sendable, Hashable {
 
 /// The outcome of one job item.
 public struct JobItemResult: Sendable, Hashable {
+    public var finishedAt: Date
     /// `.sent` (APNs answered 200), `.failed` or `.unknown`.
     public var state: JobItemState
     /// APNs' HTTP status; nil when it never answered.
@@ -450,26 +448,22 @@ public struct JobItemResult: Sendable, Hashable {
     public var apnsID: NotificationID?
     /// APNs' timestamp (with 410).
     public var apnsTimestamp: Date?
-    public var finishedAt: Date
     /// Attempts in all (0: not counted; a stored count is never lowered).
     public var attempts: Int
     /// APNs' `apns-unique-id`: the development environment's key to the notification in Apple's
     /// delivery log; nil in production or without an answer.
     public var uniqueID: APNsUniqueID?
+}
 
+// Built through the memberwise initializer, as `Notification` is (see there).
+extension JobItemResult {
     public init(
         state: JobItemState, status: Int?, reason: String?, message: String? = nil, apnsID: NotificationID?,
         apnsTimestamp: Date? = nil, finishedAt: Date, attempts: Int = 0, uniqueID: APNsUniqueID? = nil
     ) {
-        self.uniqueID = uniqueID
-        self.state = state
-        self.status = status
-        self.reason = reason
-        self.message = message
-        self.apnsID = apnsID
-        self.apnsTimestamp = apnsTimestamp
-        self.finishedAt = finishedAt
-        self.attempts = attempts
+        self.init(
+            finishedAt: finishedAt, state: state, status: status, reason: reason, message: message, apnsID: apnsID,
+            apnsTimestamp: apnsTimestamp, attempts: attempts, uniqueID: uniqueID)
     }
 }
 

@@ -44,62 +44,6 @@ public struct Notification: Sendable, Hashable {
     /// The longest `apns-collapse-id` APNs accepts, in bytes.
     public static let maximumCollapseIDLength = 64
 
-    public init(
-        deviceToken: DeviceToken,
-        topic: String? = nil,
-        pushType: PushType = .alert,
-        priority: Priority? = nil,
-        expiration: Expiration? = nil,
-        collapseID: String? = nil,
-        id: NotificationID? = nil,
-        payload: [UInt8]
-    ) {
-        self.destination = .device(deviceToken)
-        self.topic = topic
-        self.pushType = pushType
-        self.priority = priority
-        self.expiration = expiration
-        self.collapseID = collapseID
-        self.id = id
-        self.payload = payload
-    }
-
-    public init(
-        deviceToken: DeviceToken,
-        topic: String? = nil,
-        pushType: PushType = .alert,
-        priority: Priority? = nil,
-        expiration: Expiration? = nil,
-        collapseID: String? = nil,
-        id: NotificationID? = nil,
-        payload: Data
-    ) {
-        self.init(
-            deviceToken: deviceToken, topic: topic, pushType: pushType, priority: priority,
-            expiration: expiration, collapseID: collapseID, id: id, payload: Array(payload))
-    }
-
-    /// A broadcast on `channel`: a Live Activity update (push type `liveactivity`) to the
-    /// devices subscribed to it. APNs requires a priority and an expiration on every broadcast:
-    /// `nil` here means 10 and 0 (store nothing).
-    public init(
-        channel: ChannelID,
-        topic: String? = nil,
-        priority: Priority? = nil,
-        expiration: Expiration? = nil,
-        id: NotificationID? = nil,
-        payload: [UInt8]
-    ) {
-        self.destination = .channel(channel)
-        self.topic = topic
-        self.pushType = .liveactivity
-        self.priority = priority ?? .immediate
-        self.expiration = expiration ?? .immediately
-        self.collapseID = nil
-        self.id = id
-        self.payload = payload
-    }
-
     /// The device it goes to; nil for a broadcast.
     public var deviceToken: DeviceToken? {
         if case .device(let token) = destination { return token }
@@ -135,5 +79,59 @@ public struct Notification: Sendable, Hashable {
         case .device(let token): ("/3/device/", token.hex)
         case .channel: ("/4/broadcasts/apps/", topic ?? "")
         }
+    }
+}
+
+// The initializers are declared apart from the type so that they build it through its memberwise
+// initializer: an initializer that sets a value of this size (over about 48 bytes) field by field
+// builds it on the stack and copies it out, every string and array in it retained and released
+// once more. Other values built once a notification (a job item, its result and change, an
+// answer, a push result and error) are built the same way; where the public initializer's labels
+// would be the memberwise one's, a field is declared first to tell them apart.
+extension Notification {
+    public init(
+        deviceToken: DeviceToken,
+        topic: String? = nil,
+        pushType: PushType = .alert,
+        priority: Priority? = nil,
+        expiration: Expiration? = nil,
+        collapseID: String? = nil,
+        id: NotificationID? = nil,
+        payload: [UInt8]
+    ) {
+        self.init(
+            destination: .device(deviceToken), topic: topic, pushType: pushType, priority: priority, expiration: expiration,
+            collapseID: collapseID, id: id, payload: payload)
+    }
+
+    public init(
+        deviceToken: DeviceToken,
+        topic: String? = nil,
+        pushType: PushType = .alert,
+        priority: Priority? = nil,
+        expiration: Expiration? = nil,
+        collapseID: String? = nil,
+        id: NotificationID? = nil,
+        payload: Data
+    ) {
+        self.init(
+            deviceToken: deviceToken, topic: topic, pushType: pushType, priority: priority,
+            expiration: expiration, collapseID: collapseID, id: id, payload: Array(payload))
+    }
+
+    /// A broadcast on `channel`: a Live Activity update (push type `liveactivity`) to the
+    /// devices subscribed to it. APNs requires a priority and an expiration on every broadcast:
+    /// `nil` here means 10 and 0 (store nothing).
+    public init(
+        channel: ChannelID,
+        topic: String? = nil,
+        priority: Priority? = nil,
+        expiration: Expiration? = nil,
+        id: NotificationID? = nil,
+        payload: [UInt8]
+    ) {
+        self.init(
+            destination: .channel(channel), topic: topic, pushType: .liveactivity, priority: priority ?? .immediate,
+            expiration: expiration ?? .immediately, collapseID: nil, id: id, payload: payload)
     }
 }

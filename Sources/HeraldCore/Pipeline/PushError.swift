@@ -64,8 +64,8 @@ public struct PushError: Error, Sendable, Hashable, CustomStringConvertible {
         public var description: String { base.rawValue }
     }
 
-    public var code: Code
     public var message: String
+    public var code: Code
     /// The APNs reason this refusal stands for, when there is one.
     public var reason: APNsReason?
     /// The offending field, as the API and CLI name it, for invalid input.
@@ -76,18 +76,6 @@ public struct PushError: Error, Sendable, Hashable, CustomStringConvertible {
     public var mayHaveReachedAPNs: Bool
     /// How long until trying again makes sense (``Code/circuitOpen``), when Herald knows.
     public var retryAfter: Duration?
-
-    public init(
-        code: Code, message: String, reason: APNsReason? = nil, field: String? = nil, mayHaveReachedAPNs: Bool = false,
-        retryAfter: Duration? = nil
-    ) {
-        self.code = code
-        self.message = message
-        self.reason = reason
-        self.field = field
-        self.mayHaveReachedAPNs = mayHaveReachedAPNs
-        self.retryAfter = retryAfter
-    }
 
     public var description: String {
         var text = "\(code): \(message)"
@@ -175,5 +163,17 @@ public struct PushError: Error, Sendable, Hashable, CustomStringConvertible {
             message: "tenant '\(tenant)''s circuit to \(endpoint) is open after a run of transient failures "
                 + "(500/503/429 or failed connections); nothing was sent; the next probe may go in \(seconds) s",
             mayHaveReachedAPNs: false, retryAfter: .seconds(seconds))
+    }
+}
+
+// Built through the memberwise initializer, as `Notification` is (see there).
+extension PushError {
+    public init(
+        code: Code, message: String, reason: APNsReason? = nil, field: String? = nil, mayHaveReachedAPNs: Bool = false,
+        retryAfter: Duration? = nil
+    ) {
+        self.init(
+            message: message, code: code, reason: reason, field: field, mayHaveReachedAPNs: mayHaveReachedAPNs,
+            retryAfter: retryAfter)
     }
 }

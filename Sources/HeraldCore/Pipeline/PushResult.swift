@@ -3,25 +3,25 @@
 ///
 /// A notification refused before the wire, or lost on the way, is a thrown ``PushError`` instead.
 public struct PushResult: Sendable, Hashable {
+    /// APNs' answer to the last attempt.
+    public var response: APNsResponse
     /// The apns-id used on every attempt.
     public var notificationID: NotificationID
     public var environment: APNsEnvironment
-    /// APNs' answer to the last attempt.
-    public var response: APNsResponse
     /// How many times the notification went on the wire.
     public var attempts: Int
-
-    public init(notificationID: NotificationID, environment: APNsEnvironment, response: APNsResponse, attempts: Int = 1)
-    {
-        self.notificationID = notificationID
-        self.environment = environment
-        self.response = response
-        self.attempts = attempts
-    }
 
     /// The HTTP status APNs answered with.
     public var status: Int { response.status }
     /// APNs' reason for a rejection.
     public var reason: APNsReason? { response.reason }
     public var isSuccess: Bool { response.isSuccess }
+}
+
+// Built through the memberwise initializer, as `Notification` is (see there).
+extension PushResult {
+    public init(notificationID: NotificationID, environment: APNsEnvironment, response: APNsResponse, attempts: Int = 1)
+    {
+        self.init(response: response, notificationID: notificationID, environment: environment, attempts: attempts)
+    }
 }

@@ -65,17 +65,6 @@ public struct APNsResponse: Sendable, Hashable {
         set { fields.body = newValue }
     }
 
-    public init(
-        status: Int, apnsID: NotificationID?, reason: APNsReason? = nil, timestamp: Date? = nil,
-        uniqueID: APNsUniqueID? = nil, retryAfter: Duration? = nil
-    ) {
-        self.status = status
-        self.apnsID = apnsID
-        self.uniqueID = uniqueID
-        let fields = Fields(reason: reason, timestamp: timestamp, retryAfter: retryAfter)
-        self.details = fields.isEmpty ? nil : Details(fields)
-    }
-
     public static func == (left: APNsResponse, right: APNsResponse) -> Bool {
         left.status == right.status && left.apnsID == right.apnsID && left.uniqueID == right.uniqueID
             && (left.details === right.details || left.fields == right.fields)
@@ -112,6 +101,17 @@ public struct APNsResponse: Sendable, Hashable {
     /// The `apns-id` header's value, or nil when it is not a UUID (the header is untrusted).
     public static func apnsID(header bytes: UnsafeRawBufferPointer) -> NotificationID? {
         UUIDText.parse(bytes).map(NotificationID.init(words:))
+    }
+}
+
+// Built through the memberwise initializer, as `Notification` is (see there).
+extension APNsResponse {
+    public init(
+        status: Int, apnsID: NotificationID?, reason: APNsReason? = nil, timestamp: Date? = nil,
+        uniqueID: APNsUniqueID? = nil, retryAfter: Duration? = nil
+    ) {
+        let fields = Fields(reason: reason, timestamp: timestamp, retryAfter: retryAfter)
+        self.init(status: status, apnsID: apnsID, uniqueID: uniqueID, details: fields.isEmpty ? nil : Details(fields))
     }
 
     /// Builds a response from the wire: the status, the apns-id and the (possibly empty) body.
