@@ -727,6 +727,61 @@ struct StoreContractTests {
     }
 
     @Test(
+        "claims hand out each item's own notification and payload: shared payloads in recurring runs, across chunks, a due retry first",
+        arguments: StoreBackend.allCases)
+    func claimsCarryTheirPayloads(_ backend: StoreBackend) async throws {
+        try await backend.withStore(checkClaimsCarryTheirPayloads)
+    }
+
+    private func checkClaimsCarryTheirPayloads(_ store: any PushStore & JobReports) async throws {
+        let job = try JobID("shared-payloads")
+        let count = 1_300
+        // Three payloads in runs of uneven length, each recurring after the others.
+        let payloads = ["a", "bb", "ccc"].map { Array(#"{"aps":{"alert":"\#($0)"}}"#.utf8) }
+        let notes = (0..<count).map { index -> HeraldCore.Notification in
+            var note = Fixtures.note(topic: index % 4 == 0 ? nil : "com.example.app")
+            note.payload = payloads[(index / 7 + index / 50) % 3]
+            note.collapseID = index % 11 == 0 ? "c\(index)" : nil
+            return note
+        }
+        _ = try await store.createJob(tenant: acme, id: job, environment: .production, notifications: notes, createdAt: t0)
+        func expectOwn(_ items: [JobItem]) {
+            for item in items {
+                var expected = notes[item.index]
+                expected.id = item.notification.id
+                #expect(item.notification == expected, "item \(item.index)")
+                if item.notification != expected { return }
+            }
+        }
+        let lease = t0.addingTimeInterval(600)
+        // Claims of a size that does not divide a chunk, from the start to the end.
+        var claimed: [JobItem] = []
+        while true {
+            let claim = try await store.claimPendingItems(
+                tenant: acme, job: job, limit: 333, claimant: "runner-a", now: t0, leaseUntil: lease,
+                fromIndex: claimed.last.map { $0.index + 1 } ?? 0)
+            guard !claim.isEmpty else { break }
+            expectOwn(claim)
+            claimed += claim
+        }
+        #expect(claimed.map(\.index) == Array(0..<count))
+        // An item of a late chunk deferred and due: the next claim hands it out first, with its
+        // own payload, before the pending items it takes from its hint.
+        let retry = JobItemRetry(
+            attempts: 1, firstAttemptAt: t0, nextAttemptAt: t0.addingTimeInterval(5), lastError: "TransportFailed")
+        #expect(try await store.deferItem(tenant: acme, job: job, index: 1_257, retry: retry))
+        let again = try await store.claimPendingItems(
+            tenant: acme, job: job, limit: 20, claimant: "runner-a", now: t0.addingTimeInterval(10), leaseUntil: lease,
+            fromIndex: 0)
+        #expect(again.first?.index == 1_257)
+        expectOwn(again)
+        // Read back as a page, every payload is its own.
+        let page = try await store.items(tenant: acme, job: job, fromIndex: 240, limit: 40)
+        #expect(page.map(\.index) == Array(240..<280))
+        expectOwn(page)
+    }
+
+    @Test(
         "job limits count the tenant's unfinished jobs and items; leases of a runner's earlier instances are released",
         arguments: StoreBackend.allCases)
     func limitsAndReleasedLeases(_ backend: StoreBackend) async throws {
