@@ -717,13 +717,22 @@ struct StoreContractTests {
         }
         #expect(read.map(\.index) == Array(0..<count))
         #expect(Set(read.compactMap(\.notification.id)).count == count, "a distinct apns-id for every item")
-        for (item, note) in zip(read, notes) {
-            var expected = note
-            expected.id = item.notification.id
-            #expect(item.notification == expected)
-            if item.notification != expected { break }
-        }
+        expectStored(read, as: notes)
         #expect(try await store.progress(tenant: acme, job: job) == JobProgress(pending: count, sent: 0, failed: 0))
+    }
+
+    /// Each item's notification is the one posted at its index, with the apns-id the store gave it.
+    private func expectStored(_ items: [JobItem], as posted: [HeraldCore.Notification]) {
+        for item in items {
+            guard posted.indices.contains(item.index) else {
+                Issue.record("item \(item.index) was not posted")
+                return
+            }
+            var expected = posted[item.index]
+            expected.id = item.notification.id
+            #expect(item.notification == expected, "item \(item.index)")
+            if item.notification != expected { return }
+        }
     }
 
     @Test(
@@ -745,14 +754,6 @@ struct StoreContractTests {
             return note
         }
         _ = try await store.createJob(tenant: acme, id: job, environment: .production, notifications: notes, createdAt: t0)
-        func expectOwn(_ items: [JobItem]) {
-            for item in items {
-                var expected = notes[item.index]
-                expected.id = item.notification.id
-                #expect(item.notification == expected, "item \(item.index)")
-                if item.notification != expected { return }
-            }
-        }
         let lease = t0.addingTimeInterval(600)
         // Claims of a size that does not divide a chunk, from the start to the end.
         var claimed: [JobItem] = []
@@ -761,7 +762,7 @@ struct StoreContractTests {
                 tenant: acme, job: job, limit: 333, claimant: "runner-a", now: t0, leaseUntil: lease,
                 fromIndex: claimed.last.map { $0.index + 1 } ?? 0)
             guard !claim.isEmpty else { break }
-            expectOwn(claim)
+            expectStored(claim, as: notes)
             claimed += claim
         }
         #expect(claimed.map(\.index) == Array(0..<count))
@@ -774,11 +775,11 @@ struct StoreContractTests {
             tenant: acme, job: job, limit: 20, claimant: "runner-a", now: t0.addingTimeInterval(10), leaseUntil: lease,
             fromIndex: 0)
         #expect(again.first?.index == 1_257)
-        expectOwn(again)
+        expectStored(again, as: notes)
         // Read back as a page, every payload is its own.
         let page = try await store.items(tenant: acme, job: job, fromIndex: 240, limit: 40)
         #expect(page.map(\.index) == Array(240..<280))
-        expectOwn(page)
+        expectStored(page, as: notes)
     }
 
     @Test(
